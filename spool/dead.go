@@ -1,0 +1,143 @@
+package spool
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// Dead is a message that failed for good, with why and when.
+type Dead struct {
+	Message *Message
+	Reason  string
+	DiedAt  time.Time
+}
+
+func (d *Dead) encode() []byte {
+	b := make([]byte, 0, 160+len(d.Message.Body))
+	b = append(b, encodingVersion)
+	b = appendString(b, d.Message.Host)
+	b = appendString(b, d.Reason)
+	b = binary.AppendVarint(b, d.DiedAt.UnixNano())
+	return d.Message.encode(b)
+}
+
+func decodeDead(id uint64, v []byte) (*Dead, error) {
+	dec := decoder{b: v}
+	if ver := dec.byte(); ver != encodingVersion {
+		return nil, fmt.Errorf("dead letter %s: unknown encoding version %d", IDString(id), ver)
+	}
+	host := dec.string()
+	reason := dec.string()
+	died := dec.varint()
+	if dec.err != nil {
+		return nil, fmt.Errorf("dead letter %s: %w", IDString(id), dec.err)
+	}
+	m, err := decodeMessage(host, id, dec.b)
+	if err != nil {
+		return nil, err
+	}
+	return &Dead{Message: m, Reason: reason, DiedAt: time.Unix(0, died)}, nil
+}
+
+// DeadFilter selects dead letters. The zero value selects all of them.
+type DeadFilter struct {
+	IDs  []uint64 // only these
+	Host string   // only this host
+}
+
+func (f DeadFilter) match(d *Dead) bool {
+	if f.Host != "" && d.Message.Host != f.Host {
+		return false
+	}
+	if len(f.IDs) == 0 {
+		return true
+	}
+	for _, id := range f.IDs {
+		if id == d.Message.ID {
+			return true
+		}
+	}
+	return false
+}
+
+// ListDead returns up to limit dead letters matching f, oldest first, and
+// how many matched in all. Bodies are included.
+func (s *Spool) ListDead(f DeadFilter, limit int) ([]*Dead, int, error) {
+	var out []*Dead
+	total := 0
+	err := s.eachDead(f, func(d *Dead) bool {
+		total++
+		if limit <= 0 || len(out) < limit {
+			out = append(out, d)
+		}
+		return true
+	})
+	return out, total, err
+}
+
+func (s *Spool) eachDead(f DeadFilter, fn func(*Dead) bool) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixDead}, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			if len(item.Key()) != 9 {
+				continue
+			}
+			id := beUint64(item.Key()[1:])
+			var d *Dead
+			if err := item.Value(func(v []byte) (err error) {
+				d, err = decodeDead(id, v)
+				return err
+			}); err != nil {
+				return err
+			}
+			if f.match(d) && !fn(d) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// ReplayDead moves the matching dead letters back into their hosts' queues,
+// with their attempt counts reset, and returns how many moved. Each gets a
+// new id at the tail of its host's queue and is paced like any other.
+func (s *Spool) ReplayDead(f DeadFilter) (int, error) {
+	var found []*Dead
+	if err := s.eachDead(f, func(d *Dead) bool { found = append(found, d); return true }); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range found {
+		m := d.Message
+		oldID := m.ID
+		m.Attempts, m.LastStatus, m.LastError, m.LastTry = 0, 0, "", time.Time{}
+		val := m.encode(make([]byte, 0, 128+len(m.Body)))
+		o := &op{kind: opRevive, msg: m, val: val, dead: oldID}
+		o.size = int64(len(val)) + int64(len(m.Host)) + 10
+		m.size = o.size
+		if err := s.submitWait(o); err != nil {
+			return n, fmt.Errorf("replay dead letter %s: %w", IDString(oldID), err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// PurgeDead deletes the matching dead letters for good and returns how many.
+func (s *Spool) PurgeDead(f DeadFilter) (int, error) {
+	var ids []uint64
+	if err := s.eachDead(f, func(d *Dead) bool { ids = append(ids, d.Message.ID); return true }); err != nil {
+		return 0, err
+	}
+	for _, id := range ids {
+		if err := s.submitWait(&op{kind: opPurge, dead: id, key: deadKey(id)}); err != nil {
+			return 0, fmt.Errorf("purge dead letter %s: %w", IDString(id), err)
+		}
+	}
+	return len(ids), nil
+}

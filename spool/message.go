@@ -1,0 +1,226 @@
+// Package spool is hookpace's durable queue: webhooks accepted by the proxy
+// are written to an embedded Badger database, fsync'd in groups, and kept
+// until a delivery succeeds or they are moved to the dead letters.
+//
+// Keys are laid out so that one prefix scan returns a host's queue in FIFO
+// order:
+//
+//	q <host> 0x00 <id:8 bytes big-endian>   queued message
+//	d <id:8 bytes big-endian>              dead letter
+//	m seq                                   highest id handed out
+package spool
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Message is one spooled webhook.
+type Message struct {
+	ID       uint64 // assigned by the spool; increases with every append
+	Host     string // queue key: lower-case host, with the port when it is not the default
+	Method   string
+	URL      string
+	Header   http.Header
+	Body     []byte
+	Enqueued time.Time
+
+	// Delivery state, persisted when an attempt fails so that restarts keep
+	// counting towards max_attempts.
+	Attempts   int
+	LastStatus int
+	LastError  string
+	LastTry    time.Time
+
+	size int64 // of the stored record, for usage accounting
+}
+
+// IDString formats an id the way hookpace shows it to users.
+func IDString(id uint64) string { return fmt.Sprintf("%016x", id) }
+
+// ParseID is the inverse of IDString.
+func ParseID(s string) (uint64, error) {
+	id, err := strconv.ParseUint(s, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad message id %q", s)
+	}
+	return id, nil
+}
+
+// StoredSize is what the message counts against spool.max_bytes: the size
+// of its record on disk.
+func (m *Message) StoredSize() int64 { return m.size }
+
+const encodingVersion = 1
+
+// encode appends a compact binary form of m to b. The format is a version
+// byte followed by varints and length-prefixed strings; it is private to the
+// spool and versioned so that it can change.
+func (m *Message) encode(b []byte) []byte {
+	b = append(b, encodingVersion)
+	b = appendString(b, m.Method)
+	b = appendString(b, m.URL)
+	b = binary.AppendVarint(b, m.Enqueued.UnixNano())
+	b = binary.AppendUvarint(b, uint64(m.Attempts))
+	b = binary.AppendUvarint(b, uint64(m.LastStatus))
+	b = appendString(b, m.LastError)
+	b = binary.AppendVarint(b, unixNano(m.LastTry))
+	b = binary.AppendUvarint(b, uint64(len(m.Header)))
+	for k, vs := range m.Header {
+		b = appendString(b, k)
+		b = binary.AppendUvarint(b, uint64(len(vs)))
+		for _, v := range vs {
+			b = appendString(b, v)
+		}
+	}
+	b = appendString(b, string(m.Body))
+	return b
+}
+
+var errCorrupt = errors.New("corrupt message record")
+
+func decodeMessage(host string, id uint64, b []byte) (*Message, error) {
+	d := decoder{b: b}
+	if v := d.byte(); v != encodingVersion {
+		return nil, fmt.Errorf("message %s: unknown encoding version %d", IDString(id), v)
+	}
+	m := &Message{ID: id, Host: host}
+	m.Method = d.string()
+	m.URL = d.string()
+	m.Enqueued = time.Unix(0, d.varint())
+	m.Attempts = int(d.uvarint())
+	m.LastStatus = int(d.uvarint())
+	m.LastError = d.string()
+	if t := d.varint(); t != 0 {
+		m.LastTry = time.Unix(0, t)
+	}
+	n := d.uvarint()
+	if n > uint64(len(b)) {
+		return nil, errCorrupt
+	}
+	m.Header = make(http.Header, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		k := d.string()
+		nv := d.uvarint()
+		if nv > uint64(len(b)) {
+			return nil, errCorrupt
+		}
+		vs := make([]string, 0, nv)
+		for j := uint64(0); j < nv && d.err == nil; j++ {
+			vs = append(vs, d.string())
+		}
+		m.Header[k] = vs
+	}
+	m.Body = d.bytes()
+	if d.err != nil {
+		return nil, fmt.Errorf("message %s: %w", IDString(id), d.err)
+	}
+	return m, nil
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.err = errCorrupt
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errCorrupt
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errCorrupt
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.err = errCorrupt
+		return nil
+	}
+	// The caller owns the returned slice: Badger's value buffers are reused.
+	out := make([]byte, n)
+	copy(out, d.b[:n])
+	d.b = d.b[n:]
+	return out
+}
+
+func (d *decoder) string() string { return string(d.bytes()) }
+
+// Keys.
+
+const (
+	prefixQueue = 'q'
+	prefixDead  = 'd'
+)
+
+var keySeq = []byte("mseq")
+
+func queuePrefix(host string) []byte {
+	k := make([]byte, 0, len(host)+2)
+	k = append(k, prefixQueue)
+	k = append(k, host...)
+	return append(k, 0)
+}
+
+func queueKey(host string, id uint64) []byte {
+	return binary.BigEndian.AppendUint64(queuePrefix(host), id)
+}
+
+// parseQueueKey splits a queue key into its host and id.
+func parseQueueKey(k []byte) (host string, id uint64, ok bool) {
+	if len(k) < 1+1+8 || k[0] != prefixQueue || k[len(k)-9] != 0 {
+		return "", 0, false
+	}
+	return string(k[1 : len(k)-9]), binary.BigEndian.Uint64(k[len(k)-8:]), true
+}
+
+func deadKey(id uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{prefixDead}, id)
+}

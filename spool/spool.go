@@ -1,0 +1,443 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+)
+
+// Options configures a spool. Zero values take the defaults noted.
+type Options struct {
+	Dir         string
+	MaxMessages int64   // default 1,000,000
+	MaxBytes    int64   // default 1 GiB
+	HighWater   float64 // default 0.8: stop accepting at this fraction of either limit
+	LowWater    float64 // default 0.5: accept again at or below this fraction
+	Logger      *slog.Logger
+
+	// OnAppend is called by the spool's writer goroutine, in id order,
+	// with every message that became durable (new or replayed from the dead
+	// letters). It must not block for long.
+	OnAppend func([]*Message)
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxMessages <= 0 {
+		o.MaxMessages = 1_000_000
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = 1 << 30
+	}
+	if o.HighWater <= 0 || o.HighWater > 1 {
+		o.HighWater = 0.8
+	}
+	if o.LowWater < 0 || o.LowWater >= o.HighWater {
+		o.LowWater = min(0.5, o.HighWater/2)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.OnAppend == nil {
+		o.OnAppend = func([]*Message) {}
+	}
+}
+
+// Errors that callers map to HTTP answers.
+var (
+	ErrClosed = errors.New("spool is closed")
+)
+
+// FullError reports that the spool (or one host's share of it) is past its
+// high-water mark. RetryAfter estimates when it will accept again.
+type FullError struct {
+	Host       string // set when only this host's max_queued was reached
+	RetryAfter time.Duration
+}
+
+func (e *FullError) Error() string {
+	if e.Host != "" {
+		return fmt.Sprintf("queue for %s is full (max_queued)", e.Host)
+	}
+	return "spool is past its high-water mark"
+}
+
+// WriteError wraps a failure to make a write durable: the caller must not
+// acknowledge the message.
+type WriteError struct{ Err error }
+
+func (e *WriteError) Error() string { return "spool write failed: " + e.Err.Error() }
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// Spool is the Badger-backed queue. All writes go through one writer
+// goroutine that commits whatever has accumulated in one transaction and
+// then fsyncs once (group commit), so many concurrent ingests share the
+// cost of one sync.
+type Spool struct {
+	db   *badger.DB
+	opts Options
+	log  *slog.Logger
+
+	// mu guards everything below: the pending write batch, usage
+	// accounting and the admission gate.
+	mu        sync.Mutex
+	cond      *sync.Cond // writer waits here for pending ops
+	pending   []*op
+	closed    bool
+	seq       uint64
+	messages  int64
+	bytes     int64
+	hosts     map[string]*HostUsage
+	dead      int64
+	accepting bool
+	drain     drainMeter
+
+	writerDone chan struct{}
+	gcDone     chan struct{}
+	gcStop     chan struct{}
+}
+
+// HostUsage is what one host holds in the spool.
+type HostUsage struct {
+	Messages int64
+	Bytes    int64
+}
+
+// Usage is a point-in-time view of the spool's size and admission state.
+type Usage struct {
+	Messages    int64   `json:"messages"`
+	Bytes       int64   `json:"bytes"`
+	MaxMessages int64   `json:"max_messages"`
+	MaxBytes    int64   `json:"max_bytes"`
+	Fraction    float64 `json:"usage"` // the larger of the two fractions
+	HighWater   float64 `json:"high_water"`
+	LowWater    float64 `json:"low_water"`
+	Accepting   bool    `json:"accepting"`
+	Dead        int64   `json:"dead_letters"`
+	DrainRate   float64 `json:"drain_per_second"`
+	Hosts       int     `json:"hosts"`
+}
+
+// Open opens (or creates) the spool in opts.Dir and counts what is queued.
+// It reads keys only, never whole messages, so a large backlog opens fast.
+func Open(opts Options) (*Spool, error) {
+	opts.setDefaults()
+	bo := badgerOptions(opts.Dir, opts.Logger)
+	db, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
+	}
+	s := &Spool{
+		db:         db,
+		opts:       opts,
+		log:        opts.Logger,
+		hosts:      make(map[string]*HostUsage),
+		accepting:  true,
+		writerDone: make(chan struct{}),
+		gcDone:     make(chan struct{}),
+		gcStop:     make(chan struct{}),
+	}
+	s.cond = sync.NewCond(&s.mu)
+	if err := s.load(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
+	}
+	s.accepting = s.fractionLocked(0) < opts.HighWater
+	go s.writeLoop()
+	go s.gcLoop()
+	return s, nil
+}
+
+// badgerOptions sizes Badger for a sidecar rather than a database server:
+// small memtables, no block cache or compression, few goroutines, and values
+// of ordinary webhooks kept inline in the LSM tree so that compaction alone
+// reclaims their space once they are delivered.
+func badgerOptions(dir string, log *slog.Logger) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithLogger(badgerLogger{log}).
+		WithSyncWrites(false). // we fsync once per group commit instead
+		WithDetectConflicts(false).
+		WithMetricsEnabled(false).
+		WithNumGoroutines(2).
+		WithMemTableSize(16 << 20).
+		WithNumMemtables(3).
+		WithNumLevelZeroTables(4).
+		WithNumLevelZeroTablesStall(12).
+		WithBaseTableSize(4 << 20).
+		WithBaseLevelSize(16 << 20).
+		WithNumCompactors(2).
+		WithCompression(options.None).
+		WithBlockCacheSize(0).
+		WithIndexCacheSize(0).
+		WithValueThreshold(64 << 10).
+		WithValueLogFileSize(128 << 20)
+}
+
+func (s *Spool) load() error {
+	return s.db.View(func(txn *badger.Txn) error {
+		if item, err := txn.Get(keySeq); err == nil {
+			if err := item.Value(func(v []byte) error {
+				if len(v) == 8 {
+					s.seq = beUint64(v)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
+		}
+		io := badger.DefaultIteratorOptions
+		io.PrefetchValues = false
+		it := txn.NewIterator(io)
+		defer it.Close()
+		for it.Seek([]byte{prefixDead}); it.ValidForPrefix([]byte{prefixDead}); it.Next() {
+			s.dead++
+			s.seq = max(s.seq, beUint64(it.Item().Key()[1:]))
+		}
+		for it.Seek([]byte{prefixQueue}); it.ValidForPrefix([]byte{prefixQueue}); it.Next() {
+			item := it.Item()
+			host, id, ok := parseQueueKey(item.Key())
+			if !ok {
+				continue
+			}
+			size := int64(item.ValueSize()) + int64(len(item.Key()))
+			s.account(host, 1, size)
+			s.seq = max(s.seq, id)
+		}
+		return nil
+	})
+}
+
+// Close stops the writer after it has committed everything pending, syncs
+// and closes Badger.
+func (s *Spool) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	<-s.writerDone
+	close(s.gcStop)
+	<-s.gcDone
+	if err := s.db.Sync(); err != nil {
+		s.log.Warn("spool: final sync failed", "error", err)
+	}
+	return s.db.Close()
+}
+
+// Usage reports the spool's size and admission state.
+func (s *Spool) Usage() Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Usage{
+		Messages:    s.messages,
+		Bytes:       s.bytes,
+		MaxMessages: s.opts.MaxMessages,
+		MaxBytes:    s.opts.MaxBytes,
+		Fraction:    s.fractionLocked(0),
+		HighWater:   s.opts.HighWater,
+		LowWater:    s.opts.LowWater,
+		Accepting:   s.accepting,
+		Dead:        s.dead,
+		DrainRate:   s.drain.rate(time.Now()),
+		Hosts:       len(s.hosts),
+	}
+}
+
+// Accepting reports whether new webhooks are being admitted.
+func (s *Spool) Accepting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accepting && !s.closed
+}
+
+// HostUsage returns what host holds in the spool.
+func (s *Spool) HostUsage(host string) HostUsage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u := s.hosts[host]; u != nil {
+		return *u
+	}
+	return HostUsage{}
+}
+
+// Hosts returns every host with queued messages and what each holds.
+func (s *Spool) Hosts() map[string]HostUsage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]HostUsage, len(s.hosts))
+	for h, u := range s.hosts {
+		out[h] = *u
+	}
+	return out
+}
+
+// SetLimits applies new bounds (from a config reload).
+func (s *Spool) SetLimits(maxMessages, maxBytes int64, high, low float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.opts
+	o.MaxMessages, o.MaxBytes, o.HighWater, o.LowWater = maxMessages, maxBytes, high, low
+	o.setDefaults()
+	s.opts.MaxMessages, s.opts.MaxBytes, s.opts.HighWater, s.opts.LowWater = o.MaxMessages, o.MaxBytes, o.HighWater, o.LowWater
+	s.updateGateLocked()
+}
+
+// account adds n messages of size bytes to host's usage (n may be negative).
+func (s *Spool) account(host string, n, size int64) {
+	s.messages += n
+	s.bytes += size
+	u := s.hosts[host]
+	if u == nil {
+		u = &HostUsage{}
+		s.hosts[host] = u
+	}
+	u.Messages += n
+	u.Bytes += size
+	if u.Messages <= 0 {
+		delete(s.hosts, host)
+	}
+}
+
+// fractionLocked is the larger of the message and byte fractions in use,
+// counting extra bytes about to be added.
+func (s *Spool) fractionLocked(extra int64) float64 {
+	fm := float64(s.messages) / float64(s.opts.MaxMessages)
+	fb := float64(s.bytes+extra) / float64(s.opts.MaxBytes)
+	return math.Max(fm, fb)
+}
+
+// admit applies backpressure and reserves room for a message: it is the
+// only place that decides whether a new webhook may be written.
+func (s *Spool) admit(host string, size, hostLimit int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.updateGateLocked()
+	if s.accepting && s.fractionLocked(size) > s.opts.HighWater {
+		// The message would take the spool past its high-water mark.
+		s.setAcceptingLocked(false)
+	}
+	if !s.accepting {
+		return &FullError{RetryAfter: s.retryAfterLocked()}
+	}
+	if hostLimit > 0 {
+		if u := s.hosts[host]; u != nil && u.Messages >= hostLimit {
+			return &FullError{Host: host, RetryAfter: s.retryAfterLocked()}
+		}
+	}
+	s.account(host, 1, size)
+	return nil
+}
+
+// updateGateLocked applies the hysteresis: stop at the high-water mark,
+// start again only at or below the low-water mark.
+func (s *Spool) updateGateLocked() {
+	f := s.fractionLocked(0)
+	switch {
+	case s.accepting && f >= s.opts.HighWater:
+		s.setAcceptingLocked(false)
+	case !s.accepting && f <= s.opts.LowWater:
+		s.setAcceptingLocked(true)
+	}
+}
+
+func (s *Spool) setAcceptingLocked(on bool) {
+	if s.accepting == on {
+		return
+	}
+	s.accepting = on
+	msg := "spool past high-water mark: answering 429 to new webhooks"
+	if on {
+		msg = "spool at or below low-water mark: accepting webhooks again"
+	}
+	s.log.Warn(msg, "messages", s.messages, "bytes", s.bytes, "usage", fmt.Sprintf("%.3f", s.fractionLocked(0)),
+		"high_water", s.opts.HighWater, "low_water", s.opts.LowWater)
+}
+
+// retryAfterLocked estimates how long until the spool drains to its
+// low-water mark at the current drain rate, between 1 s and 5 min.
+func (s *Spool) retryAfterLocked() time.Duration {
+	excess := s.fractionLocked(0) - s.opts.LowWater
+	if excess <= 0 {
+		return time.Second
+	}
+	rate := s.drain.rate(time.Now())
+	if rate <= 0 {
+		return 30 * time.Second
+	}
+	msgs := excess * float64(s.opts.MaxMessages)
+	if fb := float64(s.bytes) / float64(s.opts.MaxBytes); fb > float64(s.messages)/float64(s.opts.MaxMessages) && s.messages > 0 {
+		// Bytes are the binding limit: convert to messages at the average size.
+		msgs = (fb - s.opts.LowWater) * float64(s.opts.MaxBytes) / (float64(s.bytes) / float64(s.messages))
+	}
+	d := time.Duration(msgs / rate * float64(time.Second))
+	return min(max(d, time.Second), 5*time.Minute)
+}
+
+func beUint64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+}
+
+// drainMeter estimates how many messages per second leave the spool, over
+// the last few seconds, without a ticker.
+type drainMeter struct {
+	buckets [8]struct {
+		sec int64
+		n   int64
+	}
+}
+
+func (d *drainMeter) add(now time.Time, n int64) {
+	sec := now.Unix()
+	b := &d.buckets[sec%int64(len(d.buckets))]
+	if b.sec != sec {
+		b.sec, b.n = sec, 0
+	}
+	b.n += n
+}
+
+// rate averages over the last len(buckets)-1 complete seconds.
+func (d *drainMeter) rate(now time.Time) float64 {
+	sec := now.Unix()
+	var total int64
+	for _, b := range d.buckets {
+		if b.sec < sec && b.sec >= sec-int64(len(d.buckets)-1) {
+			total += b.n
+		}
+	}
+	return float64(total) / float64(len(d.buckets)-1)
+}
+
+// gcLoop reclaims value-log space held by large bodies that were delivered.
+func (s *Spool) gcLoop() {
+	defer close(s.gcDone)
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.gcStop:
+			return
+		case <-t.C:
+			for s.db.RunValueLogGC(0.5) == nil {
+			}
+		}
+	}
+}
+
+// Sync forces everything written so far to disk.
+func (s *Spool) Sync(ctx context.Context) error { return s.db.Sync() }

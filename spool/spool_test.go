@@ -1,0 +1,316 @@
+package spool
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+)
+
+func openTest(t *testing.T, dir string, opts Options) *Spool {
+	t.Helper()
+	opts.Dir = dir
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newMsg(host string, i int) *Message {
+	return &Message{
+		Host:     host,
+		Method:   "POST",
+		URL:      "http://" + host + "/hook",
+		Header:   http.Header{"Content-Type": {"application/json"}, "X-Seq": {fmt.Sprint(i)}},
+		Body:     []byte(fmt.Sprintf(`{"n":%d}`, i)),
+		Enqueued: time.Unix(1700000000, int64(i)),
+	}
+}
+
+func TestAppendReadFIFOPerHost(t *testing.T) {
+	s := openTest(t, t.TempDir(), Options{})
+	defer s.Close()
+	ctx := context.Background()
+	for i := range 50 {
+		for _, h := range []string{"a.example", "b.example:8443"} {
+			if err := s.Append(ctx, newMsg(h, i), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, h := range []string{"a.example", "b.example:8443"} {
+		var got []*Message
+		var after uint64
+		for {
+			ms, err := s.Read(h, after, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ms) == 0 {
+				break
+			}
+			got = append(got, ms...)
+			after = ms[len(ms)-1].ID
+		}
+		if len(got) != 50 {
+			t.Fatalf("%s: read %d messages, want 50", h, len(got))
+		}
+		for i, m := range got {
+			if m.Header.Get("X-Seq") != fmt.Sprint(i) || m.Host != h || !bytes.Equal(m.Body, []byte(fmt.Sprintf(`{"n":%d}`, i))) {
+				t.Fatalf("%s: message %d out of order or altered: %+v", h, i, m)
+			}
+			if i > 0 && m.ID <= got[i-1].ID {
+				t.Fatalf("ids not increasing")
+			}
+		}
+	}
+	if u := s.Usage(); u.Messages != 100 {
+		t.Fatalf("usage %d messages, want 100", u.Messages)
+	}
+}
+
+func TestRestartKeepsMessagesAndCounts(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := openTest(t, dir, Options{})
+	var ids []uint64
+	for i := range 20 {
+		m := newMsg("a.example", i)
+		if err := s.Append(ctx, m, 0); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.ID)
+	}
+	first, _ := s.Read("a.example", 0, 5)
+	for _, m := range first {
+		s.Delete(m)
+	}
+	waitUsage(t, s, 15)
+	before := s.Usage()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openTest(t, dir, Options{})
+	defer s.Close()
+	after := s.Usage()
+	if after.Messages != 15 || after.Bytes != before.Bytes {
+		t.Fatalf("after restart: %d messages / %d bytes, want 15 / %d", after.Messages, after.Bytes, before.Bytes)
+	}
+	ms, err := s.Read("a.example", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 15 || ms[0].ID != ids[5] {
+		t.Fatalf("read %d messages starting at %d, want 15 starting at %d", len(ms), ms[0].ID, ids[5])
+	}
+	// New ids continue above the old ones.
+	m := newMsg("a.example", 99)
+	if err := s.Append(ctx, m, 0); err != nil {
+		t.Fatal(err)
+	}
+	if m.ID <= ids[len(ids)-1] {
+		t.Fatalf("new id %d reuses an old one (last %d)", m.ID, ids[len(ids)-1])
+	}
+}
+
+func TestOnAppendInIDOrder(t *testing.T) {
+	var mu sync.Mutex
+	var seen []uint64
+	s := openTest(t, t.TempDir(), Options{OnAppend: func(ms []*Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range ms {
+			seen = append(seen, m.ID)
+		}
+	}})
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			if err := s.Append(context.Background(), newMsg("a.example", i), 0); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	s.Close()
+	if len(seen) != 200 {
+		t.Fatalf("OnAppend saw %d messages, want 200", len(seen))
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] <= seen[i-1] {
+			t.Fatalf("OnAppend out of id order at %d: %v", i, seen[i-1:i+1])
+		}
+	}
+}
+
+func TestBackpressureHysteresis(t *testing.T) {
+	s := openTest(t, t.TempDir(), Options{MaxMessages: 10, HighWater: 0.8, LowWater: 0.5})
+	defer s.Close()
+	ctx := context.Background()
+	var accepted []*Message
+	var full *FullError
+	for i := range 12 {
+		m := newMsg("a.example", i)
+		err := s.Append(ctx, m, 0)
+		switch {
+		case err == nil:
+			accepted = append(accepted, m)
+		case errors.As(err, &full):
+			if full.RetryAfter < time.Second {
+				t.Fatalf("RetryAfter %v, want at least 1s", full.RetryAfter)
+			}
+		default:
+			t.Fatal(err)
+		}
+	}
+	if len(accepted) != 8 {
+		t.Fatalf("accepted %d, want 8 (high water 0.8 of 10)", len(accepted))
+	}
+	// Draining to 6 (above low water) does not reopen the gate.
+	s.Delete(accepted[0])
+	s.Delete(accepted[1])
+	waitUsage(t, s, 6)
+	if err := s.Append(ctx, newMsg("a.example", 50), 0); !errors.As(err, &full) {
+		t.Fatalf("at 6/10 after high water: got %v, want FullError", err)
+	}
+	s.Delete(accepted[2])
+	waitUsage(t, s, 5)
+	if !s.Accepting() {
+		t.Fatal("not accepting at the low-water mark")
+	}
+	if err := s.Append(ctx, newMsg("a.example", 51), 0); err != nil {
+		t.Fatalf("at low water: %v", err)
+	}
+}
+
+func TestHostLimit(t *testing.T) {
+	s := openTest(t, t.TempDir(), Options{})
+	defer s.Close()
+	ctx := context.Background()
+	for i := range 3 {
+		if err := s.Append(ctx, newMsg("flood.example", i), 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var full *FullError
+	if err := s.Append(ctx, newMsg("flood.example", 3), 3); !errors.As(err, &full) || full.Host != "flood.example" {
+		t.Fatalf("over max_queued: got %v, want host FullError", err)
+	}
+	if err := s.Append(ctx, newMsg("other.example", 0), 3); err != nil {
+		t.Fatalf("other host refused: %v", err)
+	}
+}
+
+// waitUsage waits for the writer to apply fire-and-forget deletes. It
+// synchronises through a write that waits for its own commit, which the
+// writer orders after every op submitted before it.
+func waitUsage(t *testing.T, s *Spool, want int64) {
+	t.Helper()
+	if err := s.submitWait(&op{kind: opPurge, dead: 0, key: deadKey(0)}); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.dead++ // the purge above removed nothing
+	s.mu.Unlock()
+	if got := s.Usage().Messages; got != want {
+		t.Fatalf("usage %d messages, want %d", got, want)
+	}
+}
+
+func TestDeadLetters(t *testing.T) {
+	dir := t.TempDir()
+	var appended []*Message
+	var mu sync.Mutex
+	s := openTest(t, dir, Options{OnAppend: func(ms []*Message) {
+		mu.Lock()
+		appended = append(appended, ms...)
+		mu.Unlock()
+	}})
+	ctx := context.Background()
+	for i := range 4 {
+		h := "a.example"
+		if i == 3 {
+			h = "b.example"
+		}
+		if err := s.Append(ctx, newMsg(h, i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Unix(1700000100, 0)
+	for _, h := range []string{"a.example", "b.example"} {
+		ms, _ := s.Read(h, 0, 10)
+		for _, m := range ms {
+			m.Attempts, m.LastStatus, m.LastError = 1, 410, "410 Gone"
+			s.Bury(m, "permanent status 410", now)
+		}
+	}
+	waitUsage(t, s, 0)
+	s.Close()
+
+	s = openTest(t, dir, Options{OnAppend: func(ms []*Message) {
+		mu.Lock()
+		appended = append(appended, ms...)
+		mu.Unlock()
+	}})
+	defer s.Close()
+	dead, total, err := s.ListDead(DeadFilter{}, 0)
+	if err != nil || total != 4 || len(dead) != 4 {
+		t.Fatalf("ListDead: %d/%d, %v; want 4", len(dead), total, err)
+	}
+	d := dead[0]
+	if d.Reason != "permanent status 410" || d.Message.LastStatus != 410 || d.Message.Attempts != 1 || !d.DiedAt.Equal(now) {
+		t.Fatalf("dead letter lost its details: %+v %+v", d, d.Message)
+	}
+	if u := s.Usage(); u.Dead != 4 || u.Messages != 0 {
+		t.Fatalf("usage after restart: %+v", u)
+	}
+	mu.Lock()
+	appended = nil
+	mu.Unlock()
+	n, err := s.ReplayDead(DeadFilter{Host: "b.example"})
+	if err != nil || n != 1 {
+		t.Fatalf("replay b: %d, %v", n, err)
+	}
+	n, err = s.ReplayDead(DeadFilter{IDs: []uint64{dead[0].Message.ID}})
+	if err != nil || n != 1 {
+		t.Fatalf("replay by id: %d, %v", n, err)
+	}
+	if u := s.Usage(); u.Dead != 2 || u.Messages != 2 {
+		t.Fatalf("usage after replay: %+v", u)
+	}
+	mu.Lock()
+	if len(appended) != 2 || appended[0].Attempts != 0 {
+		t.Fatalf("replayed messages not announced to the dispatcher: %+v", appended)
+	}
+	mu.Unlock()
+	if ms, _ := s.Read("a.example", 0, 10); len(ms) != 1 || ms[0].Header.Get("X-Seq") != "0" {
+		t.Fatalf("replayed message not queued: %+v", ms)
+	}
+	n, err = s.PurgeDead(DeadFilter{})
+	if err != nil || n != 2 {
+		t.Fatalf("purge: %d, %v", n, err)
+	}
+	if _, total, _ := s.ListDead(DeadFilter{}, 0); total != 0 {
+		t.Fatalf("%d dead letters left after purge", total)
+	}
+}
+
+func TestDecodeRejectsCorruptRecords(t *testing.T) {
+	m := newMsg("a.example", 1)
+	b := m.encode(nil)
+	for i := range len(b) - 1 {
+		if _, err := decodeMessage("a.example", 1, b[:i]); err == nil {
+			t.Fatalf("truncated record of %d bytes decoded without error", i)
+		}
+	}
+	got, err := decodeMessage("a.example", 1, b)
+	if err != nil || got.URL != m.URL || !bytes.Equal(got.Body, m.Body) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+}
