@@ -1,0 +1,326 @@
+// Package pacer decides when hookpace may send the next webhook to one
+// destination host. A Host combines a token bucket (rate + burst), a
+// concurrency cap, the 429 holding pattern, an adaptive (AIMD) rate and a
+// circuit breaker.
+//
+// A Host is a plain state machine: it never reads the clock or starts a
+// timer. Every method takes the current time, and Acquire says when to ask
+// again, so an idle host costs nothing and tests need no sleeps. A Host is
+// not safe for concurrent use; its owner serialises calls.
+package pacer
+
+import (
+	"math"
+	"time"
+)
+
+// Limits are a host's configured limits.
+type Limits struct {
+	Rate            float64 // sends per second
+	Burst           int
+	Concurrency     int
+	Adaptive        bool    // lower the rate on 429, raise it again on success
+	MinRate         float64 // floor for the adaptive rate
+	HoldSchedule    []time.Duration
+	MaxRetryAfter   time.Duration
+	BreakerFailures int
+	BreakerCooldown time.Duration
+}
+
+// Outcome classifies a finished attempt as far as pacing is concerned.
+type Outcome int
+
+const (
+	Success   Outcome = iota // 2xx
+	Throttled                // 429: hold the host
+	Failure                  // 5xx, timeout, connection error: counts towards the breaker
+	Answered                 // any other answer (a permanent 4xx): the host is up
+	NoSend                   // nothing reached the host (refused by egress policy)
+)
+
+// Result reports a finished attempt.
+type Result struct {
+	Outcome    Outcome
+	RetryAfter time.Duration // from a Retry-After header
+	HasRetry   bool          // RetryAfter is set
+	SentAt     time.Time     // when the attempt was acquired
+}
+
+// Breaker states.
+const (
+	BreakerClosed   = "closed"
+	BreakerOpen     = "open"
+	BreakerHalfOpen = "half-open"
+)
+
+const (
+	decreaseFactor = 0.5  // multiplicative decrease per 429 episode
+	increaseShare  = 0.05 // additive increase: this share of the configured rate
+	minStreak      = 10   // successes per increase (at least burst)
+	defaultHold    = 5 * time.Second
+)
+
+// Host is the pacing state of one destination.
+type Host struct {
+	lim Limits
+
+	tokens float64
+	last   time.Time // when tokens was last brought up to date
+	rate   float64   // effective rate
+	streak int       // successes since the last increase
+
+	inFlight int
+	paused   bool
+
+	heldUntil  time.Time
+	holdStart  time.Time
+	holdReason string
+	c429       int // consecutive 429 episodes
+
+	breaker   string
+	failures  int
+	openUntil time.Time
+	probing   bool
+}
+
+// New returns a host with a full bucket.
+func New(l Limits, now time.Time) *Host {
+	l = sanitize(l)
+	return &Host{lim: l, tokens: float64(l.Burst), last: now, rate: l.Rate, breaker: BreakerClosed}
+}
+
+func sanitize(l Limits) Limits {
+	if l.Rate <= 0 {
+		l.Rate = 1
+	}
+	l.Burst = max(l.Burst, 1)
+	l.Concurrency = max(l.Concurrency, 1)
+	if l.MinRate <= 0 || l.MinRate > l.Rate {
+		l.MinRate = l.Rate / 10
+	}
+	if len(l.HoldSchedule) == 0 {
+		l.HoldSchedule = []time.Duration{defaultHold}
+	}
+	if l.MaxRetryAfter <= 0 {
+		l.MaxRetryAfter = 5 * time.Minute
+	}
+	l.BreakerFailures = max(l.BreakerFailures, 1)
+	if l.BreakerCooldown <= 0 {
+		l.BreakerCooldown = 30 * time.Second
+	}
+	return l
+}
+
+// SetLimits applies new limits (a config reload) and keeps the host's
+// state: holds, breaker, tokens and in-flight count carry over. An adaptive
+// rate that was lowered stays lowered, under the new ceiling.
+func (h *Host) SetLimits(l Limits, now time.Time) {
+	h.refill(now)
+	l = sanitize(l)
+	if h.rate >= h.lim.Rate || !l.Adaptive {
+		h.rate = l.Rate
+	}
+	h.rate = math.Max(math.Min(h.rate, l.Rate), l.MinRate)
+	h.lim = l
+	h.tokens = math.Min(h.tokens, float64(l.Burst))
+}
+
+// Limits returns the configured limits.
+func (h *Host) Limits() Limits { return h.lim }
+
+// Acquire takes a send slot and a token if both are available at now. If
+// not, wake is when to ask again; a zero wake means wait for an event
+// instead (an attempt finishing, a resume).
+func (h *Host) Acquire(now time.Time) (ok bool, wake time.Time) {
+	if h.paused {
+		return false, time.Time{}
+	}
+	if now.Before(h.heldUntil) {
+		return false, h.heldUntil
+	}
+	switch h.breaker {
+	case BreakerOpen:
+		if now.Before(h.openUntil) {
+			return false, h.openUntil
+		}
+		h.breaker = BreakerHalfOpen
+		fallthrough
+	case BreakerHalfOpen:
+		if h.probing || h.inFlight > 0 {
+			return false, time.Time{}
+		}
+	}
+	if h.inFlight >= h.lim.Concurrency {
+		return false, time.Time{}
+	}
+	h.refill(now)
+	if h.tokens < 1 {
+		wait := time.Duration((1 - h.tokens) / h.rate * float64(time.Second))
+		return false, now.Add(max(wait, time.Microsecond))
+	}
+	h.tokens--
+	h.inFlight++
+	if h.breaker == BreakerHalfOpen {
+		h.probing = true
+	}
+	return true, time.Time{}
+}
+
+func (h *Host) refill(now time.Time) {
+	if now.After(h.last) {
+		h.tokens = math.Min(float64(h.lim.Burst), h.tokens+now.Sub(h.last).Seconds()*h.rate)
+		h.last = now
+	}
+}
+
+// Hold is what Release reports about a 429.
+type Hold struct {
+	Until  time.Time
+	Capped bool // Retry-After was longer than max_retry_after
+	Asked  time.Duration
+}
+
+// Release returns the slot taken by Acquire and applies what the attempt
+// learned about the host.
+func (h *Host) Release(now time.Time, r Result) (hold Hold) {
+	h.inFlight = max(h.inFlight-1, 0)
+	probe := h.probing
+	h.probing = false
+	switch r.Outcome {
+	case Success:
+		h.c429 = 0
+		h.closeBreaker()
+		h.increase(now)
+	case Answered:
+		h.closeBreaker()
+	case Throttled:
+		h.streak = 0
+		h.closeBreaker() // a 429 proves the host is up; it never trips the breaker
+		hold = h.throttle(now, r)
+	case Failure:
+		h.streak = 0
+		if h.breaker == BreakerOpen {
+			break // a straggler sent before the breaker opened
+		}
+		h.failures++
+		if probe || h.failures >= h.lim.BreakerFailures {
+			h.breaker = BreakerOpen
+			h.openUntil = now.Add(h.lim.BreakerCooldown)
+		}
+	case NoSend:
+		// The host was never contacted: nothing learned.
+	}
+	return hold
+}
+
+func (h *Host) closeBreaker() {
+	h.failures = 0
+	h.breaker = BreakerClosed
+}
+
+// throttle starts (or extends) a holding pattern. Attempts sent before the
+// current hold began are stragglers of the same episode: they may lengthen
+// the hold to their Retry-After but neither escalate it nor lower the rate
+// again, so a burst of in-flight 429s counts once.
+func (h *Host) throttle(now time.Time, r Result) Hold {
+	straggler := !h.holdStart.IsZero() && r.SentAt.Before(h.holdStart)
+	var d time.Duration
+	var hold Hold
+	switch {
+	case r.HasRetry:
+		d = r.RetryAfter
+		if d > h.lim.MaxRetryAfter {
+			hold.Capped, hold.Asked = true, d
+			d = h.lim.MaxRetryAfter
+		}
+		h.holdReason = "429 Retry-After"
+	case straggler:
+		d = 0
+	default:
+		d = h.lim.HoldSchedule[min(h.c429, len(h.lim.HoldSchedule)-1)]
+		h.holdReason = "429"
+	}
+	until := now.Add(d)
+	if !straggler {
+		h.c429++
+		h.holdStart = now
+		if h.lim.Adaptive {
+			h.refill(now)
+			h.rate = math.Max(h.rate*decreaseFactor, h.lim.MinRate)
+		}
+	}
+	if until.After(h.heldUntil) {
+		h.heldUntil = until
+		// Gentle resume: the bucket restarts at the end of the hold with
+		// one token, for the held message, and refills at the rate.
+		h.tokens, h.last = 1, until
+	}
+	hold.Until = h.heldUntil
+	return hold
+}
+
+// increase is the additive half of AIMD: every streak of successes raises
+// the rate by a share of the configured rate, up to it.
+func (h *Host) increase(now time.Time) {
+	if !h.lim.Adaptive || h.rate >= h.lim.Rate {
+		h.streak = 0
+		return
+	}
+	h.streak++
+	if h.streak < max(minStreak, h.lim.Burst) {
+		return
+	}
+	h.streak = 0
+	h.refill(now)
+	h.rate = math.Min(h.lim.Rate, h.rate+h.lim.Rate*increaseShare)
+}
+
+// Pause stops new sends until Resume; attempts in flight finish.
+func (h *Host) Pause() { h.paused = true }
+
+// Resume undoes Pause.
+func (h *Host) Resume() { h.paused = false }
+
+// Idle reports whether the host has nothing in flight and no state worth
+// keeping: its owner may forget it.
+func (h *Host) Idle(now time.Time) bool {
+	return h.inFlight == 0 && !h.paused && !now.Before(h.heldUntil) &&
+		h.breaker == BreakerClosed && h.rate >= h.lim.Rate && h.c429 == 0
+}
+
+// State is a snapshot for operators.
+type State struct {
+	Rate           float64   `json:"rate"`
+	ConfiguredRate float64   `json:"configured_rate"`
+	InFlight       int       `json:"in_flight"`
+	Paused         bool      `json:"paused"`
+	HeldUntil      time.Time `json:"held_until,omitzero"`
+	HoldReason     string    `json:"hold_reason,omitempty"`
+	Consecutive429 int       `json:"consecutive_429"`
+	Breaker        string    `json:"breaker"`
+}
+
+// State reports the host's pacing state at now.
+func (h *Host) State(now time.Time) State {
+	s := State{
+		Rate:           h.rate,
+		ConfiguredRate: h.lim.Rate,
+		InFlight:       h.inFlight,
+		Paused:         h.paused,
+		Consecutive429: h.c429,
+		Breaker:        h.breaker,
+	}
+	if h.breaker == BreakerOpen && !now.Before(h.openUntil) {
+		s.Breaker = BreakerHalfOpen
+	}
+	if now.Before(h.heldUntil) {
+		s.HeldUntil, s.HoldReason = h.heldUntil, h.holdReason
+	}
+	if h.paused {
+		s.HoldReason = "paused"
+	}
+	return s
+}
+
+// Held reports whether the host is in a holding pattern or paused.
+func (h *Host) Held(now time.Time) bool { return h.paused || now.Before(h.heldUntil) }
