@@ -275,6 +275,9 @@ func (h *Host) increase(now time.Time) {
 	h.rate = math.Min(h.lim.Rate, h.rate+h.lim.Rate*increaseShare)
 }
 
+// InFlight is the number of attempts holding a slot.
+func (h *Host) InFlight() int { return h.inFlight }
+
 // Pause stops new sends until Resume; attempts in flight finish.
 func (h *Host) Pause() { h.paused = true }
 

@@ -1,0 +1,137 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Value checks used by resolve. Each returns an error phrased to follow the
+// field name: "spool.max_messages: must be at least 1, got 0".
+
+func atLeast[T int | int64](lo T) func(T) error {
+	return func(v T) error {
+		if v < lo {
+			return fmt.Errorf("must be at least %d, got %d", lo, v)
+		}
+		return nil
+	}
+}
+
+func positive(d Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("must be positive, got %s", d)
+	}
+	return nil
+}
+
+// within checks lo..hi with each bound inclusive or not; NaN fails.
+func within(lo, hi float64, loIncl, hiIncl bool) func(float64) error {
+	return func(v float64) error {
+		if (v > lo || loIncl && v == lo) && (v < hi || hiIncl && v == hi) {
+			return nil
+		}
+		l, h := "(", ")"
+		if loIncl {
+			l = "["
+		}
+		if hiIncl {
+			h = "]"
+		}
+		return fmt.Errorf("must be in %s%g, %g%s, got %g", l, lo, hi, h, v)
+	}
+}
+
+func sizeWithin(lo, hi ByteSize) func(ByteSize) error {
+	return func(v ByteSize) error {
+		if v < lo || v > hi {
+			return fmt.Errorf("must be between %s and %s, got %s", lo, hi, v)
+		}
+		return nil
+	}
+}
+
+func oneOf(allowed ...string) func(string) error {
+	return func(v string) error {
+		for _, a := range allowed {
+			if v == a {
+				return nil
+			}
+		}
+		return fmt.Errorf("must be one of %s, got %q", strings.Join(allowed, ", "), v)
+	}
+}
+
+func nonEmpty(s string) error {
+	if strings.TrimSpace(s) == "" {
+		return fmt.Errorf("must not be empty")
+	}
+	return nil
+}
+
+func checkUsername(s string) error {
+	if strings.Contains(s, ":") {
+		return fmt.Errorf("must not contain ':' (Basic auth separator)")
+	}
+	return nonEmpty(s)
+}
+
+func checkRetry4xx(code int) error {
+	switch {
+	case code == 429:
+		return fmt.Errorf("429 must not be listed: it always holds the host and retries")
+	case code < 400 || code > 499:
+		return fmt.Errorf("want a 4xx status code (400..499), got %d", code)
+	}
+	return nil
+}
+
+// checkListen accepts "host:port", ":port" and port 0 (any free port).
+func checkListen(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("malformed address %q: want host:port", s)
+	}
+	if err := checkPort(port, true); err != nil {
+		return fmt.Errorf("address %q: %w", s, err)
+	}
+	if _, err := netip.ParseAddr(host); host != "" && err != nil {
+		if err := checkHostname(host); err != nil {
+			return fmt.Errorf("address %q: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// checkEgressEntry accepts a CIDR, an IP address, or a host name, optionally
+// "*." prefixed.
+func checkEgressEntry(s string) error {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			return fmt.Errorf("malformed CIDR %q", s)
+		}
+		return nil
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return nil
+	}
+	if strings.Trim(s, "0123456789.") == "" && s != "" {
+		return fmt.Errorf("malformed IP address %q", s)
+	}
+	if err := checkHostname(strings.TrimPrefix(s, "*.")); err != nil {
+		return fmt.Errorf("want a CIDR, IP address or host name: %w", err)
+	}
+	return nil
+}
+
+// checkPort accepts 1..65535, or 0 when zeroOK (listen on any free port).
+func checkPort(p string, zeroOK bool) error {
+	n, err := strconv.Atoi(p)
+	if err != nil || strings.HasPrefix(p, "+") || n < 0 || n > 65535 || (n == 0 && !zeroOK) {
+		return fmt.Errorf("malformed port %q", p)
+	}
+	return nil
+}

@@ -1,0 +1,251 @@
+// Package config loads and validates hookpace's YAML configuration.
+//
+// Loading starts from the built-in defaults (Default), overlays the file,
+// rejects unknown fields and reports every problem it finds, each naming the
+// file, the line and the field:
+//
+//	config.yaml:12: hosts["api.partner.example"].rate: malformed rate "2/x": want N/s, N/m or N/h
+//
+// A Config is immutable once returned; a reload produces a new one, and
+// RestartRequired says which differences cannot be applied live.
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Config is the resolved, validated configuration.
+type Config struct {
+	Listen    string // proxy listener, host:port
+	Admin     string // admin/metrics listener, host:port
+	Log       LogConfig
+	Spool     SpoolConfig
+	Defaults  HostConfig            // fully resolved settings for hosts without their own entry
+	Hosts     map[string]HostConfig // by lower-cased key as written; each fully resolved over Defaults
+	MITM      MITMConfig
+	TLS       TLSConfig
+	Egress    EgressConfig
+	Auth      AuthConfig
+	Telemetry TelemetryConfig
+	Shutdown  ShutdownConfig
+	Path      string // file it was loaded from (the name given to Parse); "" for Default()
+
+	hosts *hostIndex // precomputed for Lookup
+}
+
+// LogConfig selects the log format ("text" or "json") and minimum level
+// ("debug", "info", "warn" or "error").
+type LogConfig struct {
+	Format string
+	Level  string
+}
+
+// SpoolConfig sizes the durable spool.
+type SpoolConfig struct {
+	Dir         string   // Badger directory
+	MaxMessages int64    // total spooled messages before intake is refused
+	MaxBytes    ByteSize // total spooled bytes before intake is refused
+	HighWater   float64  // fraction of a limit at which intake starts being refused, in (0,1]
+	LowWater    float64  // fraction below which intake resumes, in [0,HighWater)
+	MaxBody     ByteSize // largest accepted request body, in (0, 64MiB]
+}
+
+// HostConfig is the pacing and delivery policy for one destination.
+type HostConfig struct {
+	Rate               Rate       // steady request rate per destination host
+	Burst              int        // token bucket size, >= 1
+	Concurrency        int        // in-flight deliveries per destination host, >= 1
+	Timeout            Duration   // per attempt
+	MaxQueued          int64      // 0 = no per-host cap
+	MaxAttempts        int        // attempts before dead-lettering, >= 1
+	MaxAge             Duration   // age at which an undelivered message is dead-lettered
+	BackoffInitial     Duration   // first retry delay after a failure
+	BackoffMax         Duration   // cap on the retry delay, >= BackoffInitial
+	HoldSchedule       []Duration // holds after consecutive 429s without Retry-After; the last repeats
+	MaxRetryAfter      Duration   // cap applied to Retry-After values
+	Adaptive           bool       // AIMD: cut the rate on 429, grow it back on success
+	MinRate            Rate       // floor for the adaptive rate, <= Rate
+	BreakerFailures    int        // consecutive failures that open the circuit breaker
+	BreakerCooldown    Duration   // open -> half-open after this long
+	Retry4xx           []int      // 4xx statuses retried instead of dead-lettered (429 is always a hold)
+	UpgradeTLS         bool       // deliver http:// webhooks over https://
+	Connect            string     // CONNECT handling: "mitm", "tunnel" or "deny"
+	InsecureSkipVerify bool       // skip upstream certificate verification for this host
+}
+
+// Connect modes.
+const (
+	ConnectMITM   = "mitm"   // terminate TLS with the operator's CA, spool and pace the requests
+	ConnectTunnel = "tunnel" // splice bytes through unchanged: not spooled, not throttled
+	ConnectDeny   = "deny"   // refuse CONNECT
+)
+
+// MITMConfig names the operator's CA used to intercept CONNECT.
+type MITMConfig struct {
+	CACert    string // PEM file
+	CAKey     string // PEM file
+	CacheSize int    // minted leaf certificates kept in memory
+}
+
+// Enabled reports whether a CA is configured.
+func (m MITMConfig) Enabled() bool { return m.CACert != "" }
+
+// TLSConfig adjusts upstream TLS verification.
+type TLSConfig struct {
+	CAFile string // extra PEM roots trusted for upstream verification
+}
+
+// EgressConfig lists destinations by CIDR or host name. Entries are
+// lower-cased; CIDR syntax is checked.
+type EgressConfig struct {
+	Allow []string
+	Deny  []string
+}
+
+// AuthConfig holds proxy Basic auth users.
+type AuthConfig struct {
+	Users []User
+}
+
+// Enabled reports whether any users are configured.
+func (a AuthConfig) Enabled() bool { return len(a.Users) > 0 }
+
+// User is one proxy Basic auth credential.
+type User struct {
+	Username string
+	Password string
+}
+
+// TelemetryConfig configures metrics and traces.
+type TelemetryConfig struct {
+	MaxHostLabels       int    // distinct host label values before folding into "other"
+	MetricsOTLPEndpoint string // "" = no OTLP metrics push
+	Traces              TracesConfig
+}
+
+// TracesConfig selects a trace exporter.
+type TracesConfig struct {
+	Exporter    string  // "none", "otlp" or "stdout"
+	Endpoint    string  // required for "otlp"
+	SampleRatio float64 // in [0,1]
+}
+
+// ShutdownConfig bounds graceful shutdown.
+type ShutdownConfig struct {
+	Timeout Duration // deadline for in-flight deliveries on SIGTERM
+}
+
+// Default returns the built-in configuration: valid and fully resolved.
+func Default() *Config {
+	c := &Config{
+		Listen: "127.0.0.1:8080",
+		Admin:  "127.0.0.1:9090",
+		Log:    LogConfig{Format: "text", Level: "info"},
+		Spool: SpoolConfig{
+			Dir:         "./data",
+			MaxMessages: 1_000_000,
+			MaxBytes:    1 << 30,
+			HighWater:   0.8,
+			LowWater:    0.5,
+			MaxBody:     1 << 20,
+		},
+		Defaults:  defaultHost(),
+		Hosts:     map[string]HostConfig{},
+		MITM:      MITMConfig{CacheSize: 1000},
+		Telemetry: TelemetryConfig{MaxHostLabels: 1000, Traces: TracesConfig{Exporter: "none", SampleRatio: 1}},
+		Shutdown:  ShutdownConfig{Timeout: Duration(30 * time.Second)},
+	}
+	c.hosts = newHostIndex(c.Hosts)
+	return c
+}
+
+func defaultHost() HostConfig {
+	d := func(v time.Duration) Duration { return Duration(v) }
+	return HostConfig{
+		Rate:           Rate{Count: 10, Per: time.Second},
+		Burst:          20,
+		Concurrency:    4,
+		Timeout:        d(10 * time.Second),
+		MaxAttempts:    12,
+		MaxAge:         d(72 * time.Hour),
+		BackoffInitial: d(time.Second),
+		BackoffMax:     d(5 * time.Minute),
+		HoldSchedule: []Duration{
+			d(2 * time.Second), d(5 * time.Second), d(15 * time.Second), d(30 * time.Second), d(60 * time.Second),
+		},
+		MaxRetryAfter:   d(5 * time.Minute),
+		Adaptive:        true,
+		MinRate:         Rate{Count: 1, Per: time.Second},
+		BreakerFailures: 5,
+		BreakerCooldown: d(30 * time.Second),
+		Retry4xx:        []int{408, 425},
+		Connect:         ConnectDeny,
+	}
+}
+
+// Load reads, parses and validates the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses and validates data as a config file. name is used in error
+// messages and stored in Config.Path. The error, if any, joins one
+// *FieldError per problem found (see errors.Join).
+func Parse(name string, data []byte) (*Config, error) {
+	p := &problems{file: name}
+	raw, doc := decode(data, p)
+	if raw == nil {
+		return nil, p.err()
+	}
+	c := resolve(raw, doc, p)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	c.Path = name
+	return c, nil
+}
+
+// Lookup returns the host key and resolved settings for a lower-cased
+// "host" or "host:port" (port only when not the scheme default).
+//
+// Matching order: exact "host:port", exact "host", then wildcard keys
+// "*.suffix" with the longest suffix winning ("*.slack.example" matches
+// "a.slack.example" and "a.b.slack.example" but not "slack.example"); at
+// the same suffix a wildcard key with the request's port beats one without.
+// With no match it returns ("", c.Defaults).
+func (c *Config) Lookup(hostport string) (key string, hc HostConfig) {
+	idx := c.hosts
+	if idx == nil { // a Config not built by this package
+		idx = newHostIndex(c.Hosts)
+	}
+	if key, ok := idx.match(hostport); ok {
+		return key, c.Hosts[key]
+	}
+	return "", c.Defaults
+}
+
+// RestartRequired lists the fields that differ between old and new and
+// cannot be applied to a running process: "listen", "admin", "spool.dir".
+func RestartRequired(old, new *Config) []string {
+	if old == nil || new == nil {
+		return nil
+	}
+	var changed []string
+	if old.Listen != new.Listen {
+		changed = append(changed, "listen")
+	}
+	if old.Admin != new.Admin {
+		changed = append(changed, "admin")
+	}
+	if filepath.Clean(old.Spool.Dir) != filepath.Clean(new.Spool.Dir) {
+		changed = append(changed, "spool.dir")
+	}
+	return changed
+}

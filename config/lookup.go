@@ -1,0 +1,118 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// hostIndex answers Config.Lookup with at most two exact map probes plus one
+// or two per dot in the host name, without allocating.
+type hostIndex struct {
+	exact map[string]bool    // non-wildcard keys
+	wild  map[wildKey]string // "*.suffix[:port]" keys by suffix and port
+}
+
+type wildKey struct{ suffix, port string }
+
+func newHostIndex(hosts map[string]HostConfig) *hostIndex {
+	idx := &hostIndex{exact: map[string]bool{}, wild: map[wildKey]string{}}
+	for key := range hosts {
+		if rest, ok := strings.CutPrefix(key, "*."); ok {
+			host, port := splitHostPort(rest)
+			idx.wild[wildKey{host, port}] = key
+		} else {
+			idx.exact[key] = true
+		}
+	}
+	return idx
+}
+
+func (idx *hostIndex) match(hostport string) (string, bool) {
+	if idx.exact[hostport] {
+		return hostport, true
+	}
+	host, port := splitHostPort(hostport)
+	if host != hostport && idx.exact[host] { // port stripped, or "[v6]" unbracketed
+		return host, true
+	}
+	if len(idx.wild) == 0 {
+		return "", false
+	}
+	// Strip one leading label at a time: the longest suffix is tried first.
+	for s := host; ; {
+		i := strings.IndexByte(s, '.')
+		if i < 0 {
+			return "", false
+		}
+		s = s[i+1:]
+		if port != "" {
+			if key, ok := idx.wild[wildKey{s, port}]; ok {
+				return key, true
+			}
+		}
+		if key, ok := idx.wild[wildKey{s, ""}]; ok {
+			return key, true
+		}
+	}
+}
+
+// splitHostPort splits "host:port", "[v6]:port", "[v6]", "v6" or "host"
+// without allocating; port is "" when absent.
+func splitHostPort(hp string) (host, port string) {
+	if strings.HasPrefix(hp, "[") {
+		if i := strings.LastIndex(hp, "]:"); i >= 0 {
+			return hp[1:i], hp[i+2:]
+		}
+		return strings.TrimSuffix(hp[1:], "]"), ""
+	}
+	if i := strings.IndexByte(hp, ':'); i >= 0 && strings.LastIndexByte(hp, ':') == i {
+		return hp[:i], hp[i+1:]
+	}
+	return hp, ""
+}
+
+// checkHostKey validates a lower-cased hosts key: "host", "host:port",
+// "*.suffix" or "*.suffix:port", where host is a DNS name or IP address
+// (IPv6 bracketed when it has a port: "[2001:db8::1]:8443").
+func checkHostKey(key string) error {
+	if strings.Contains(key, "/") {
+		return fmt.Errorf("host key %q: want host, host:port or *.suffix, without scheme or path", key)
+	}
+	if a, err := netip.ParseAddr(key); err == nil && a.Zone() == "" {
+		return nil // bare IPv4 or IPv6 address
+	}
+	rest, wild := strings.CutPrefix(key, "*.")
+	host, port := splitHostPort(rest)
+	if strings.HasPrefix(rest, "[") {
+		if a, err := netip.ParseAddr(host); wild || err != nil || !a.Is6() || a.Zone() != "" || port == "" {
+			return fmt.Errorf("host key %q: want [IPv6]:port or an IPv6 address without brackets", key)
+		}
+	} else if err := checkHostname(host); err != nil {
+		return fmt.Errorf("host key %q: %w", key, err)
+	}
+	if port != "" || strings.HasSuffix(rest, ":") {
+		if err := checkPort(port, false); err != nil {
+			return fmt.Errorf("host key %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// checkHostname accepts DNS names made of letters, digits, '-' and '_'.
+func checkHostname(h string) error {
+	if h == "" || len(h) > 253 {
+		return fmt.Errorf("malformed host name %q", h)
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("malformed host name %q", h)
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return fmt.Errorf("malformed host name %q: unexpected %q", h, r)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// resolve overlays raw on Default(), validating each value as it goes and
+// recording every problem in p.
+func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
+	c := Default()
+
+	field(p, "listen", raw.Listen, &c.Listen, checkListen)
+	field(p, "admin", raw.Admin, &c.Admin, checkListen)
+	if c.Listen == c.Admin && !strings.HasSuffix(c.Admin, ":0") {
+		p.add(firstLine(raw.Admin.Line, raw.Listen.Line), "admin", "same address as listen (%s)", c.Listen)
+	}
+
+	field(p, "log.format", raw.Log.Format, &c.Log.Format, oneOf("text", "json"))
+	field(p, "log.level", raw.Log.Level, &c.Log.Level, oneOf("debug", "info", "warn", "error"))
+
+	resolveSpool(p, &raw.Spool, &c.Spool)
+
+	m := &raw.MITM
+	field(p, "mitm.ca_cert", m.CACert, &c.MITM.CACert, nil)
+	field(p, "mitm.ca_key", m.CAKey, &c.MITM.CAKey, nil)
+	field(p, "mitm.cache_size", m.CacheSize, &c.MITM.CacheSize, atLeast(1))
+	switch {
+	case c.MITM.CACert != "" && c.MITM.CAKey == "":
+		p.add(m.CACert.Line, "mitm.ca_key", "required when mitm.ca_cert is set")
+	case c.MITM.CACert == "" && c.MITM.CAKey != "":
+		p.add(m.CAKey.Line, "mitm.ca_cert", "required when mitm.ca_key is set")
+	}
+
+	field(p, "tls.ca_file", raw.TLS.CAFile, &c.TLS.CAFile, nil)
+	list(p, "egress.allow", raw.Egress.Allow, &c.Egress.Allow, checkEgressEntry, false)
+	list(p, "egress.deny", raw.Egress.Deny, &c.Egress.Deny, checkEgressEntry, false)
+	for _, l := range []*[]string{&c.Egress.Allow, &c.Egress.Deny} {
+		for i := range *l {
+			(*l)[i] = strings.ToLower(strings.TrimSpace((*l)[i]))
+		}
+		if len(*l) == 0 {
+			*l = nil // `allow: []` means the same as no allow list
+		}
+	}
+
+	c.Auth.Users = resolveUsers(p, doc, raw.Auth.Users)
+
+	t, tr := &raw.Telemetry, &raw.Telemetry.Traces
+	field(p, "telemetry.max_host_labels", t.MaxHostLabels, &c.Telemetry.MaxHostLabels, atLeast(1))
+	field(p, "telemetry.metrics_otlp_endpoint", t.MetricsOTLPEndpoint, &c.Telemetry.MetricsOTLPEndpoint, nil)
+	field(p, "telemetry.traces.exporter", tr.Exporter, &c.Telemetry.Traces.Exporter, oneOf("none", "otlp", "stdout"))
+	field(p, "telemetry.traces.endpoint", tr.Endpoint, &c.Telemetry.Traces.Endpoint, nil)
+	field(p, "telemetry.traces.sample_ratio", tr.SampleRatio, &c.Telemetry.Traces.SampleRatio, within(0, 1, true, true))
+	if c.Telemetry.Traces.Exporter == "otlp" && c.Telemetry.Traces.Endpoint == "" {
+		p.add(firstLine(tr.Endpoint.Line, tr.Exporter.Line), "telemetry.traces.endpoint", "required when exporter is otlp")
+	}
+
+	field(p, "shutdown.timeout", raw.Shutdown.Timeout, &c.Shutdown.Timeout, positive)
+
+	base := defaultHost()
+	if c.MITM.Enabled() {
+		base.Connect = ConnectMITM
+	}
+	var minExplicit bool
+	c.Defaults, minExplicit = resolveHost(p, "defaults", &raw.Defaults, base, false, c.MITM.Enabled())
+	entries := decodeHosts(&raw.Hosts, doc, p)
+	c.Hosts = resolveHosts(p, entries, c.Defaults, minExplicit, c.MITM.Enabled())
+	c.hosts = newHostIndex(c.Hosts)
+	return c
+}
+
+func resolveSpool(p *problems, r *rawSpool, s *SpoolConfig) {
+	field(p, "spool.dir", r.Dir, &s.Dir, nonEmpty)
+	field(p, "spool.max_messages", r.MaxMessages, &s.MaxMessages, atLeast[int64](1))
+	field(p, "spool.max_bytes", r.MaxBytes, &s.MaxBytes, sizeWithin(1, 1<<62))
+	field(p, "spool.high_water", r.HighWater, &s.HighWater, within(0, 1, false, true))
+	field(p, "spool.low_water", r.LowWater, &s.LowWater, within(0, 1, true, false))
+	field(p, "spool.max_body", r.MaxBody, &s.MaxBody, sizeWithin(1, 64<<20))
+	if s.LowWater >= s.HighWater {
+		if r.LowWater.Set {
+			p.add(r.LowWater.Line, "spool.low_water", "%g must be below spool.high_water (%g)", s.LowWater, s.HighWater)
+		} else {
+			p.add(r.HighWater.Line, "spool.high_water", "%g must be above spool.low_water (%g)", s.HighWater, s.LowWater)
+		}
+	}
+	if s.MaxBody > s.MaxBytes {
+		p.add(firstLine(r.MaxBody.Line, r.MaxBytes.Line), "spool.max_body", "%s exceeds spool.max_bytes (%s)", s.MaxBody, s.MaxBytes)
+	}
+}
+
+func resolveUsers(p *problems, doc *docIndex, raw []rawUser) []User {
+	var users []User
+	seen := map[string]string{}
+	for i, u := range raw {
+		path := fmt.Sprintf("auth.users[%d]", i)
+		var user User
+		required := func(name string, o opt[string], dst *string, check func(string) error) {
+			if !o.Set && o.Err == nil {
+				p.add(doc.line(path), path+"."+name, "required")
+				return
+			}
+			field(p, path+"."+name, o, dst, check)
+		}
+		required("username", u.Username, &user.Username, checkUsername)
+		required("password", u.Password, &user.Password, nonEmpty)
+		if prev, dup := seen[user.Username]; dup && user.Username != "" {
+			p.add(u.Username.Line, path+".username", "duplicate username %q (also %s)", user.Username, prev)
+		}
+		seen[user.Username] = path
+		users = append(users, user)
+	}
+	return users
+}
+
+// resolveHosts resolves each hosts entry over the defaults.
+func resolveHosts(p *problems, entries []hostEntry, defaults HostConfig, minExplicit, mitm bool) map[string]HostConfig {
+	hosts := make(map[string]HostConfig, len(entries))
+	seen := make(map[string]hostEntry, len(entries))
+	for _, e := range entries {
+		key := strings.ToLower(e.key)
+		if err := checkHostKey(key); err != nil {
+			p.add(e.line, "hosts", "%v", err)
+			continue
+		}
+		if prev, dup := seen[key]; dup {
+			if prev.key == e.key {
+				p.add(e.line, "hosts", "duplicate host key %q (first at line %d)", e.key, prev.line)
+			} else {
+				p.add(e.line, "hosts", "duplicate host key %q: same as %q at line %d after lower-casing", e.key, prev.key, prev.line)
+			}
+			continue
+		}
+		seen[key] = e
+		hosts[key], _ = resolveHost(p, childPath("hosts", e.key), e.raw, defaults, minExplicit, mitm)
+	}
+	return hosts
+}
+
+// resolveHost overlays r on base. minExplicit says whether base.MinRate was
+// set in the file; if not, MinRate follows the resolved Rate (a tenth of it).
+func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExplicit, mitm bool) (HostConfig, bool) {
+	h := base
+	f := func(name string) string { return path + "." + name }
+	field(p, f("rate"), r.Rate, &h.Rate, nil)
+	field(p, f("burst"), r.Burst, &h.Burst, atLeast(1))
+	field(p, f("concurrency"), r.Concurrency, &h.Concurrency, atLeast(1))
+	field(p, f("timeout"), r.Timeout, &h.Timeout, positive)
+	field(p, f("max_queued"), r.MaxQueued, &h.MaxQueued, atLeast[int64](0))
+	field(p, f("max_attempts"), r.MaxAttempts, &h.MaxAttempts, atLeast(1))
+	field(p, f("max_age"), r.MaxAge, &h.MaxAge, positive)
+	field(p, f("backoff_initial"), r.BackoffInitial, &h.BackoffInitial, positive)
+	field(p, f("backoff_max"), r.BackoffMax, &h.BackoffMax, positive)
+	list(p, f("hold_schedule"), r.HoldSchedule, &h.HoldSchedule, positive, true)
+	field(p, f("max_retry_after"), r.MaxRetryAfter, &h.MaxRetryAfter, positive)
+	field(p, f("adaptive"), r.Adaptive, &h.Adaptive, nil)
+	if field(p, f("min_rate"), r.MinRate, &h.MinRate, nil) {
+		minExplicit = true
+	} else if !minExplicit {
+		h.MinRate = Rate{Count: h.Rate.Count / 10, Per: h.Rate.Per}
+	}
+	field(p, f("breaker_failures"), r.BreakerFailures, &h.BreakerFailures, atLeast(1))
+	field(p, f("breaker_cooldown"), r.BreakerCooldown, &h.BreakerCooldown, positive)
+	list(p, f("retry_4xx"), r.Retry4xx, &h.Retry4xx, checkRetry4xx, false)
+	field(p, f("upgrade_tls"), r.UpgradeTLS, &h.UpgradeTLS, nil)
+	if field(p, f("connect"), r.Connect, &h.Connect, oneOf(ConnectMITM, ConnectTunnel, ConnectDeny)) &&
+		h.Connect == ConnectMITM && !mitm {
+		p.add(r.Connect.Line, f("connect"), "mitm requires mitm.ca_cert and mitm.ca_key")
+	}
+	field(p, f("insecure_skip_verify"), r.InsecureSkipVerify, &h.InsecureSkipVerify, nil)
+
+	// Cross-field checks are reported only where one of the fields is set:
+	// a violation wholly inherited from defaults is reported there.
+	if h.BackoffMax < h.BackoffInitial {
+		if l := firstLine(r.BackoffMax.Line, r.BackoffInitial.Line); l > 0 {
+			p.add(l, f("backoff_max"), "%s is below backoff_initial (%s)", h.BackoffMax, h.BackoffInitial)
+		}
+	}
+	if h.MinRate.PerSecond() > h.Rate.PerSecond() {
+		if l := firstLine(r.MinRate.Line, r.Rate.Line); l > 0 {
+			from := ""
+			if !r.MinRate.Set {
+				from = ", inherited from defaults"
+			}
+			p.add(l, f("min_rate"), "%s exceeds rate %s%s", h.MinRate, h.Rate, from)
+		}
+	}
+	return h, minExplicit
+}
+
+// field stores o in *dst if it is present and passes check; otherwise it
+// records why not (nothing for a missing value). It reports whether it stored.
+func field[T any](p *problems, path string, o opt[T], dst *T, check func(T) error) bool {
+	if o.Err != nil {
+		p.add(o.Line, path, "%v", o.Err)
+		return false
+	}
+	if !o.Set {
+		return false
+	}
+	if check != nil {
+		if err := check(o.V); err != nil {
+			p.add(o.Line, path, "%v", err)
+			return false
+		}
+	}
+	*dst = o.V
+	return true
+}
+
+// list is field for lists, checking each element under path[i].
+func list[T any](p *problems, path string, o opt[[]opt[T]], dst *[]T, check func(T) error, nonEmpty bool) {
+	if o.Err != nil || !o.Set {
+		field(p, path, o, new([]opt[T]), nil)
+		return
+	}
+	if nonEmpty && len(o.V) == 0 {
+		p.add(o.Line, path, "must not be empty")
+		return
+	}
+	out, ok := make([]T, len(o.V)), true
+	for i, e := range o.V {
+		// (yaml.v3 drops null elements, so each e is either set or has Err.)
+		ok = field(p, fmt.Sprintf("%s[%d]", path, i), e, &out[i], check) && ok
+	}
+	if ok {
+		*dst = out
+	}
+}
+
+func firstLine(lines ...int) int {
+	for _, l := range lines {
+		if l > 0 {
+			return l
+		}
+	}
+	return 0
+}

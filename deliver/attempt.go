@@ -1,0 +1,187 @@
+package deliver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hookpace/hookpace/pacer"
+	"github.com/hookpace/hookpace/spool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// result is what one attempt learned.
+type result struct {
+	status     int
+	err        error
+	retryAfter string
+	took       time.Duration
+}
+
+// attempt sends m once and applies the verdict. It runs on its own
+// goroutine, holding one of the host's slots.
+func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.Time) {
+	defer d.wg.Done()
+	ctx := d.opts.Prop.Extract(d.ctx, propagation.HeaderCarrier(m.Header))
+	ctx, span := d.opts.Tracer.Start(ctx, "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(
+			attribute.String("hookpace.host", m.Host),
+			attribute.String("hookpace.message_id", spool.IDString(m.ID)),
+			attribute.Int("hookpace.attempt", m.Attempts+1),
+		))
+	n := m.Attempts + 1 // m is ours until finish puts it back
+	res := d.send(ctx, m, pol)
+	now := time.Now()
+
+	d.mu.Lock()
+	v, reason, next := d.finish(ctx, h, m, pol, res, sentAt, now)
+	d.pump(h)
+	d.mu.Unlock()
+
+	if res.status != 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", res.status))
+	}
+	span.SetAttributes(attribute.String("hookpace.outcome", v.String()))
+	if v != vDone {
+		span.SetStatus(codes.Error, reason)
+	}
+	span.End()
+	d.logAttempt(h.name, m, n, res, v, reason, next, now)
+}
+
+// send makes one HTTP request for m.
+func (d *Dispatcher) send(ctx context.Context, m *spool.Message, pol Policy) result {
+	ctx, cancel := context.WithTimeout(ctx, pol.Timeout)
+	defer cancel()
+	url := m.URL
+	if pol.UpgradeTLS && strings.HasPrefix(url, "http://") {
+		url = "https://" + url[len("http://"):]
+	}
+	req, err := http.NewRequestWithContext(ctx, m.Method, url, bytes.NewReader(m.Body))
+	if err != nil {
+		return result{err: fmt.Errorf("build request: %w", err)}
+	}
+	req.Header = m.Header.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header["User-Agent"] = nil // send none rather than Go's default
+	}
+	client := d.opts.Client
+	if pol.InsecureSkipVerify {
+		client = d.opts.Insecure
+	}
+	start := time.Now()
+	resp, err := client.Do(req)
+	took := time.Since(start)
+	if err != nil {
+		return result{err: err, took: took}
+	}
+	// Drain a little so the connection can be reused, then let it go.
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return result{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), took: took}
+}
+
+// finish applies an attempt's verdict to m and h. It returns the verdict,
+// a reason for anything but success, and when m is due again (retries and
+// holds).
+func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol Policy, res result, sentAt, now time.Time) (verdict, string, time.Time) {
+	v, outcome, reason := classify(res.status, res.err, pol.Retry4xx)
+	ra, hasRA := ParseRetryAfter(res.retryAfter, now)
+	pr := pacer.Result{Outcome: outcome, SentAt: sentAt}
+	if v == vHold {
+		pr.RetryAfter, pr.HasRetry = ra, hasRA
+	}
+	hold := h.pace.Release(now, pr)
+
+	if v != vDone {
+		h.lastErr, h.lastErrAt, h.lastStatus = reason, now, res.status
+	}
+	if v == vHold || v == vRetry {
+		if age := now.Sub(m.Enqueued); pol.MaxAge > 0 && age > pol.MaxAge {
+			v, reason = vDead, fmt.Sprintf("max_age %v exceeded (last: %s)", pol.MaxAge, reason)
+		}
+	}
+	if v == vRetry {
+		m.Attempts++
+		if m.Attempts >= pol.MaxAttempts {
+			v, reason = vDead, fmt.Sprintf("max_attempts %d reached (last: %s)", pol.MaxAttempts, reason)
+		}
+	}
+	if v == vDead || v == vDone {
+		// These leave memory for good.
+		d.buffered -= int64(len(m.Body))
+	}
+	m.LastStatus, m.LastTry = res.status, now
+	if v != vDone {
+		m.LastError = reason
+	}
+	var next time.Time
+	switch v {
+	case vDone:
+		d.opts.Queue.Delete(m)
+		d.opts.Observer.DeliveryLatency(ctx, h.name, now.Sub(m.Enqueued))
+	case vHold:
+		// The held message goes first when the hold ends, and a 429 does
+		// not use up an attempt.
+		h.ready.pushFront(m)
+		next = hold.Until
+		if hold.Capped {
+			d.log.Warn("Retry-After capped at max_retry_after", "host", h.name,
+				"retry_after", hold.Asked.String(), "max_retry_after", pol.Limits.MaxRetryAfter.String())
+		}
+	case vRetry:
+		delay := backoff(m.Attempts, pol.BackoffInitial, pol.BackoffMax)
+		if res.status == http.StatusServiceUnavailable && hasRA {
+			delay = min(ra, pol.Limits.MaxRetryAfter)
+		}
+		next = now.Add(delay)
+		h.retry.add(next, m)
+		d.opts.Queue.Update(m)
+	case vDead:
+		d.opts.Queue.Bury(m, reason, now)
+	}
+	d.opts.Observer.Delivery(ctx, h.name, v.String())
+	return v, reason, next
+}
+
+// logAttempt writes the canonical line for one delivery attempt. Failures
+// that repeat (same host and reason) are throttled.
+func (d *Dispatcher) logAttempt(host string, m *spool.Message, n int, res result, v verdict, reason string, next, now time.Time) {
+	attrs := []any{
+		"host", host,
+		"id", spool.IDString(m.ID),
+		"attempt", n,
+		"outcome", v.String(),
+		"status", res.status,
+		"duration_ms", float64(res.took.Microseconds()) / 1000,
+		"age_ms", now.Sub(m.Enqueued).Milliseconds(),
+	}
+	if reason != "" {
+		attrs = append(attrs, "reason", reason)
+	}
+	if !next.IsZero() {
+		attrs = append(attrs, "next_at", next.UTC().Format(time.RFC3339Nano))
+	}
+	if v == vDone || v == vDead || d.opts.Throttle == nil {
+		d.log.Info("delivery", attrs...)
+		return
+	}
+	ok, suppressed := d.opts.Throttle.Allow(host+"|"+reason, now)
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		attrs = append(attrs, "suppressed", suppressed)
+	}
+	d.log.Info("delivery", attrs...)
+}

@@ -1,0 +1,141 @@
+package deliver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookpace/hookpace/pacer"
+)
+
+// verdict is what happens to a message after an attempt.
+type verdict int
+
+const (
+	vDone  verdict = iota // delivered: delete it
+	vHold                 // 429: hold the host, the message goes first afterwards
+	vRetry                // transient failure: retry after a backoff
+	vDead                 // permanent failure: dead letters
+)
+
+var verdictNames = [...]string{vDone: "delivered", vHold: "held", vRetry: "retried", vDead: "dead"}
+
+func (v verdict) String() string { return verdictNames[v] }
+
+// Refusal is implemented by errors for destinations that egress policy
+// forbids; such a message goes to the dead letters with the reason.
+type Refusal interface {
+	error
+	Refused() string
+}
+
+// classify maps an attempt's answer to what happens to the message and what
+// the pacer learns. retry4xx lists the 4xx statuses retried like 5xx.
+func classify(status int, err error, retry4xx []int) (v verdict, o pacer.Outcome, reason string) {
+	if err != nil {
+		var ref Refusal
+		if errors.As(err, &ref) {
+			return vDead, pacer.NoSend, "egress refused: " + ref.Refused()
+		}
+		return vRetry, pacer.Failure, errorClass(err)
+	}
+	switch {
+	case status >= 200 && status < 300:
+		return vDone, pacer.Success, ""
+	case status == http.StatusTooManyRequests:
+		return vHold, pacer.Throttled, "429 Too Many Requests"
+	case status >= 300 && status < 400:
+		return vDead, pacer.Answered, fmt.Sprintf("redirect %d not followed", status)
+	case status >= 400 && status < 500:
+		if slices.Contains(retry4xx, status) {
+			return vRetry, pacer.Answered, fmt.Sprintf("status %d", status)
+		}
+		return vDead, pacer.Answered, fmt.Sprintf("permanent status %d", status)
+	default:
+		return vRetry, pacer.Failure, fmt.Sprintf("status %d", status)
+	}
+}
+
+// errorClass names a transport error briefly and stably, so that repeated
+// failures share one log throttle key.
+func errorClass(err error) string {
+	var dns *net.DNSError
+	var op *net.OpError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		return "timeout"
+	case errors.As(err, &dns):
+		return "dns: " + dns.Err
+	case errors.As(err, &op) && op.Op == "dial":
+		return "connect: " + innermost(op).Error()
+	default:
+		return "error: " + innermost(err).Error()
+	}
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+func innermost(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+// ParseRetryAfter reads a Retry-After value, as delay-seconds or an
+// HTTP-date (RFC 9110 §10.2.3). It reports false for a missing, negative,
+// malformed or past value: the caller then uses its default.
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if v[0] >= '0' && v[0] <= '9' {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			if errors.Is(err, strconv.ErrRange) {
+				return time.Duration(1<<63 - 1), true // absurd: the caller caps it
+			}
+			return 0, false
+		}
+		if n > uint64((1<<63-1)/time.Second) {
+			return time.Duration(1<<63 - 1), true
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	d := t.Sub(now)
+	if d <= 0 {
+		return 0, false
+	}
+	return d, true
+}
+
+// backoff returns the delay before retry number attempt (1-based) with full
+// jitter: uniform in [0, min(max, initial·2^(attempt-1))], at least 10 ms.
+func backoff(attempt int, initial, maxDelay time.Duration) time.Duration {
+	ceil := maxDelay
+	if attempt-1 < 40 {
+		ceil = min(maxDelay, initial<<(attempt-1))
+	}
+	if ceil <= 0 {
+		ceil = maxDelay
+	}
+	return max(time.Duration(rand.Int64N(int64(ceil)+1)), 10*time.Millisecond)
+}

@@ -1,0 +1,384 @@
+// Package deliver replays spooled webhooks to their real URLs. The
+// Dispatcher keeps, for each destination host with work, a small window of
+// messages in memory, asks the host's pacer when the next may go, sends it
+// on its own goroutine, and applies the verdict: delete, hold, retry later
+// or bury in the dead letters.
+//
+// One mutex guards all dispatcher state. Nothing polls: a host is looked at
+// when a message arrives for it, when one of its attempts finishes, or when
+// its own timer (one per host, only while it waits for a token, a hold, a
+// breaker or a retry) fires.
+package deliver
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hookpace/hookpace/pacer"
+	"github.com/hookpace/hookpace/spool"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Queue is the durable store the dispatcher works from; *spool.Spool is
+// the real one.
+type Queue interface {
+	Read(host string, after uint64, max int) ([]*spool.Message, error)
+	Delete(m *spool.Message)
+	Update(m *spool.Message)
+	Bury(m *spool.Message, reason string, at time.Time)
+	HostUsage(host string) spool.HostUsage
+	Hosts() map[string]spool.HostUsage
+}
+
+// Policy is everything the dispatcher needs to know about one host.
+type Policy struct {
+	Limits             pacer.Limits
+	Timeout            time.Duration
+	MaxAttempts        int
+	MaxAge             time.Duration
+	BackoffInitial     time.Duration
+	BackoffMax         time.Duration
+	Retry4xx           []int
+	UpgradeTLS         bool
+	InsecureSkipVerify bool
+}
+
+// Observer receives delivery metrics; *telemetry.Metrics is the real one.
+type Observer interface {
+	Delivery(ctx context.Context, host, outcome string)
+	DeliveryLatency(ctx context.Context, host string, d time.Duration)
+}
+
+// Options configure a Dispatcher.
+type Options struct {
+	Queue  Queue
+	Policy func(host string) Policy
+	// Client sends webhooks; Insecure is used for hosts with
+	// insecure_skip_verify. Neither may follow redirects or use a proxy.
+	Client   *http.Client
+	Insecure *http.Client
+	Logger   *slog.Logger
+	Observer Observer
+	Tracer   trace.Tracer
+	Prop     propagation.TextMapPropagator
+	// Throttle limits how often identical failures are logged; nil logs all.
+	Throttle interface {
+		Allow(key string, now time.Time) (bool, int)
+	}
+	// MaxBuffered bounds the message bytes held in memory over all hosts
+	// (default 32 MiB). Beyond it, hosts read from the spool as they go.
+	MaxBuffered int64
+}
+
+// Dispatcher replays queued webhooks. Create it with New, feed it with
+// Enqueued (wired to the spool's OnAppend) and start it with Start.
+type Dispatcher struct {
+	opts Options
+	log  *slog.Logger
+
+	ctx    context.Context // attempts run under it; cancelled to abandon them
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	hosts    map[string]*host
+	buffered int64
+	stopping bool
+	started  bool
+	early    []*spool.Message // announced before Start
+}
+
+type noopObserver struct{}
+
+func (noopObserver) Delivery(context.Context, string, string)                {}
+func (noopObserver) DeliveryLatency(context.Context, string, time.Duration) {}
+
+// New returns a dispatcher; it sends nothing until Start.
+func New(opts Options) *Dispatcher {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Observer == nil {
+		opts.Observer = noopObserver{}
+	}
+	if opts.Tracer == nil {
+		opts.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	if opts.Prop == nil {
+		opts.Prop = propagation.TraceContext{}
+	}
+	if opts.MaxBuffered <= 0 {
+		opts.MaxBuffered = 32 << 20
+	}
+	if opts.Insecure == nil {
+		opts.Insecure = opts.Client
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Dispatcher{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, hosts: make(map[string]*host)}
+}
+
+// Start picks up every host that has messages in the queue (after a
+// restart: everything that was queued or in flight) and starts delivering.
+func (d *Dispatcher) Start() {
+	backlog := d.opts.Queue.Hosts()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.started = true
+	for name, u := range backlog {
+		if u.Messages > 0 {
+			h := d.hostLocked(name)
+			h.onDisk = true
+		}
+	}
+	early := d.early
+	d.early = nil
+	d.enqueueLocked(early)
+	for _, h := range d.hosts {
+		d.pump(h)
+	}
+}
+
+// Enqueued announces messages that became durable, in id order. It is the
+// spool's OnAppend hook.
+func (d *Dispatcher) Enqueued(msgs []*spool.Message) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.started {
+		d.early = append(d.early, msgs...)
+		return
+	}
+	d.enqueueLocked(msgs)
+}
+
+func (d *Dispatcher) enqueueLocked(msgs []*spool.Message) {
+	var touched []*host
+	for _, m := range msgs {
+		h := d.hostLocked(m.Host)
+		if m.ID <= h.cursor {
+			continue // already read from the spool
+		}
+		h.lastSeen = max(h.lastSeen, m.ID)
+		if !h.onDisk && h.count() < h.window() && d.buffered+int64(len(m.Body)) <= d.opts.MaxBuffered {
+			h.ready.push(m)
+			h.cursor = m.ID
+			d.buffered += int64(len(m.Body))
+		} else {
+			h.onDisk = true
+		}
+		if len(touched) == 0 || touched[len(touched)-1] != h {
+			touched = append(touched, h)
+		}
+	}
+	for _, h := range touched {
+		d.pump(h)
+	}
+}
+
+// host is the dispatcher's state for one destination.
+type host struct {
+	name  string
+	pol   Policy
+	pace  *pacer.Host
+	ready deque      // loaded, waiting for a token, in FIFO order
+	retry retryQueue // failed, waiting for their backoff
+
+	cursor   uint64 // highest id read into memory
+	lastSeen uint64 // highest id announced by the spool
+	onDisk   bool   // the spool holds messages above cursor
+	loading  bool
+
+	timer  *time.Timer
+	wakeAt time.Time
+
+	lastErr    string
+	lastErrAt  time.Time
+	lastStatus int
+}
+
+func (d *Dispatcher) hostLocked(name string) *host {
+	h := d.hosts[name]
+	if h == nil {
+		pol := d.opts.Policy(name)
+		h = &host{name: name, pol: pol, pace: pacer.New(pol.Limits, time.Now())}
+		d.hosts[name] = h
+	}
+	return h
+}
+
+// window is how many of a host's messages may be in memory at once (ready,
+// retrying or in flight): enough to keep its slots busy, small enough that
+// thousands of hosts with backlogs stay cheap.
+func (h *host) window() int {
+	l := h.pol.Limits
+	return min(max(32, 2*l.Concurrency+l.Burst), 1024)
+}
+
+func (h *host) count() int { return h.ready.len() + h.retry.len() + h.pace.InFlight() }
+
+// pump starts every attempt host may make now, arranges to be called again
+// when it could make the next one, and tops up its window from the spool.
+func (d *Dispatcher) pump(h *host) {
+	if d.stopping || !d.started {
+		return
+	}
+	now := time.Now()
+	var wake time.Time
+	for {
+		m, fromRetry := h.next(now)
+		if m == nil {
+			break
+		}
+		ok, at := h.pace.Acquire(now)
+		if !ok {
+			wake = at
+			break
+		}
+		if fromRetry {
+			h.retry.pop()
+		} else {
+			h.ready.pop()
+		}
+		d.wg.Add(1)
+		go d.attempt(h, m, h.pol, now)
+	}
+	if h.onDisk && !h.loading && h.ready.len() < h.window()/2 {
+		d.load(h)
+	}
+	if at, ok := h.retry.peekAt(); ok && at.After(now) && (wake.IsZero() || at.Before(wake)) {
+		wake = at
+	}
+	if !wake.IsZero() {
+		d.wake(h, wake)
+	}
+}
+
+// next returns the message to send next: a retry that is due, else the
+// head of the ready queue (where a held message waits first in line).
+func (h *host) next(now time.Time) (*spool.Message, bool) {
+	if at, ok := h.retry.peekAt(); ok && !at.After(now) {
+		return h.retry.peek(), true
+	}
+	return h.ready.peek(), false
+}
+
+// wake arranges for pump(h) at t, unless it is already due sooner.
+func (d *Dispatcher) wake(h *host, t time.Time) {
+	if h.timer != nil && !h.wakeAt.IsZero() && !h.wakeAt.After(t) {
+		return
+	}
+	h.wakeAt = t
+	dur := time.Until(t)
+	if h.timer == nil {
+		h.timer = time.AfterFunc(dur, func() {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			h.wakeAt = time.Time{}
+			d.pump(h)
+		})
+		return
+	}
+	h.timer.Reset(dur)
+}
+
+// load reads the next part of host's queue from the spool, off the lock.
+func (d *Dispatcher) load(h *host) {
+	n := h.window() - h.count()
+	if d.buffered > d.opts.MaxBuffered {
+		n = min(n, h.pol.Limits.Concurrency)
+	}
+	if n <= 0 {
+		return
+	}
+	h.loading = true
+	after := h.cursor
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		msgs, err := d.opts.Queue.Read(h.name, after, n)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		h.loading = false
+		if err != nil {
+			d.log.Error("spool read failed", "host", h.name, "error", err)
+			d.wake(h, time.Now().Add(time.Second))
+			return
+		}
+		for _, m := range msgs {
+			if m.ID > h.cursor {
+				h.ready.push(m)
+				h.cursor = m.ID
+				d.buffered += int64(len(m.Body))
+			}
+		}
+		h.onDisk = len(msgs) == n || h.lastSeen > h.cursor
+		d.pump(h)
+	}()
+}
+
+// deque is a FIFO of messages that can also take one back at the front.
+type deque struct {
+	buf  []*spool.Message
+	head int
+}
+
+func (q *deque) len() int { return len(q.buf) - q.head }
+func (q *deque) push(m *spool.Message) {
+	if q.head > 0 && q.head == len(q.buf) {
+		q.buf, q.head = q.buf[:0], 0
+	}
+	q.buf = append(q.buf, m)
+}
+func (q *deque) peek() *spool.Message {
+	if q.len() == 0 {
+		return nil
+	}
+	return q.buf[q.head]
+}
+func (q *deque) pop() {
+	q.buf[q.head] = nil
+	q.head++
+}
+func (q *deque) pushFront(m *spool.Message) {
+	if q.head > 0 {
+		q.head--
+		q.buf[q.head] = m
+		return
+	}
+	q.buf = append([]*spool.Message{m}, q.buf...)
+}
+
+// retryQueue holds messages waiting for their backoff, soonest first. It
+// stays small (bounded by the window), so insertion keeps it sorted.
+type retryQueue struct{ items []retryItem }
+
+type retryItem struct {
+	at time.Time
+	m  *spool.Message
+}
+
+func (r *retryQueue) len() int { return len(r.items) }
+func (r *retryQueue) add(at time.Time, m *spool.Message) {
+	i := len(r.items)
+	for i > 0 && r.items[i-1].at.After(at) {
+		i--
+	}
+	r.items = append(r.items, retryItem{})
+	copy(r.items[i+1:], r.items[i:])
+	r.items[i] = retryItem{at, m}
+}
+func (r *retryQueue) peekAt() (time.Time, bool) {
+	if len(r.items) == 0 {
+		return time.Time{}, false
+	}
+	return r.items[0].at, true
+}
+func (r *retryQueue) peek() *spool.Message { return r.items[0].m }
+func (r *retryQueue) pop() {
+	r.items[0] = retryItem{}
+	r.items = r.items[1:]
+}

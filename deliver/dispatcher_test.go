@@ -1,0 +1,427 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hookpace/hookpace/pacer"
+	"github.com/hookpace/hookpace/spool"
+)
+
+// memQueue is an in-memory Queue for unit tests of the dispatcher. The real
+// one, Badger, is exercised in spool's tests, e2e and TestRealSpool.
+type memQueue struct {
+	mu     sync.Mutex
+	seq    uint64
+	queued map[string]map[uint64]*spool.Message
+	dead   []*spool.Message
+	why    []string
+	d      *Dispatcher
+}
+
+func newMemQueue() *memQueue { return &memQueue{queued: map[string]map[uint64]*spool.Message{}} }
+
+func (q *memQueue) add(host string, n int) {
+	q.mu.Lock()
+	var msgs []*spool.Message
+	for i := range n {
+		q.seq++
+		m := &spool.Message{ID: q.seq, Host: host, Method: "POST", URL: "http://" + host + "/hook/" + fmt.Sprint(i),
+			Header: http.Header{"X-N": {fmt.Sprint(i)}}, Body: []byte(fmt.Sprintf("body-%d", i)), Enqueued: time.Now()}
+		if q.queued[host] == nil {
+			q.queued[host] = map[uint64]*spool.Message{}
+		}
+		c := *m
+		q.queued[host][m.ID] = &c
+		msgs = append(msgs, m)
+	}
+	q.mu.Unlock()
+	q.d.Enqueued(msgs)
+}
+
+func (q *memQueue) Read(host string, after uint64, max int) ([]*spool.Message, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var ids []uint64
+	for id := range q.queued[host] {
+		if id > after {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var out []*spool.Message
+	for _, id := range ids[:min(len(ids), max)] {
+		c := *q.queued[host][id]
+		out = append(out, &c)
+	}
+	return out, nil
+}
+func (q *memQueue) Delete(m *spool.Message) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.queued[m.Host], m.ID)
+}
+func (q *memQueue) Update(m *spool.Message) {}
+func (q *memQueue) Bury(m *spool.Message, reason string, at time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.queued[m.Host], m.ID)
+	q.dead = append(q.dead, m)
+	q.why = append(q.why, reason)
+}
+func (q *memQueue) HostUsage(host string) spool.HostUsage {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return spool.HostUsage{Messages: int64(len(q.queued[host]))}
+}
+func (q *memQueue) Hosts() map[string]spool.HostUsage {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := map[string]spool.HostUsage{}
+	for h, ms := range q.queued {
+		if len(ms) > 0 {
+			out[h] = spool.HostUsage{Messages: int64(len(ms))}
+		}
+	}
+	return out
+}
+func (q *memQueue) left() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, ms := range q.queued {
+		n += len(ms)
+	}
+	return n
+}
+
+// receiver is an in-memory partner: handle answers each request and every
+// request is recorded with its (fake) arrival time.
+type receiver struct {
+	mu     sync.Mutex
+	got    []arrival
+	handle func(r *http.Request, n int) (int, http.Header)
+}
+
+type arrival struct {
+	at   time.Time
+	host string
+	path string
+	body string
+}
+
+func (rc *receiver) RoundTrip(r *http.Request) (*http.Response, error) {
+	body, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	rc.got = append(rc.got, arrival{time.Now(), r.URL.Host, r.URL.Path, string(body)})
+	n := len(rc.got)
+	rc.mu.Unlock()
+	status, h := 200, http.Header{}
+	if rc.handle != nil {
+		status, h = rc.handle(r, n)
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+}
+
+func (rc *receiver) arrivals(host string) []arrival {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var out []arrival
+	for _, a := range rc.got {
+		if host == "" || a.host == host {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func policy(rate float64, burst, conc int) Policy {
+	return Policy{
+		Limits: pacer.Limits{Rate: rate, Burst: burst, Concurrency: conc, Adaptive: true,
+			HoldSchedule: []time.Duration{2 * time.Second, 5 * time.Second}, MaxRetryAfter: time.Minute,
+			BreakerFailures: 5, BreakerCooldown: 30 * time.Second},
+		Timeout: 10 * time.Second, MaxAttempts: 5, MaxAge: 72 * time.Hour,
+		BackoffInitial: time.Second, BackoffMax: time.Minute, Retry4xx: []int{408, 425},
+	}
+}
+
+func setup(t *testing.T, rc *receiver, pols map[string]Policy, maxBuffered int64) (*Dispatcher, *memQueue) {
+	t.Helper()
+	q := newMemQueue()
+	d := New(Options{
+		Queue: q,
+		Policy: func(h string) Policy {
+			if p, ok := pols[h]; ok {
+				return p
+			}
+			return policy(10, 20, 4)
+		},
+		Client:      &http.Client{Transport: rc},
+		Logger:      slog.New(slog.DiscardHandler),
+		MaxBuffered: maxBuffered,
+	})
+	q.d = d
+	d.Start()
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	return d, q
+}
+
+// waitEmpty advances fake time until the queue is empty or limit passes.
+func waitEmpty(t *testing.T, q *memQueue, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for q.left() > 0 {
+		if time.Since(start) > limit {
+			t.Fatalf("%d messages still queued after %v", q.left(), limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+	}
+	return time.Since(start)
+}
+
+func maxPerWindow(as []arrival, w time.Duration) int {
+	best, j := 0, 0
+	for i := range as {
+		for as[i].at.Sub(as[j].at) >= w {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}
+
+func TestPacedDeliveryExactlyOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		_, q := setup(t, rc, map[string]Policy{"partner.example": policy(200, 20, 4)}, 0)
+		q.add("partner.example", 2000)
+		took := waitEmpty(t, q, time.Minute)
+		got := rc.arrivals("partner.example")
+		if len(got) != 2000 {
+			t.Fatalf("%d arrivals, want 2000", len(got))
+		}
+		seen := map[string]bool{}
+		for _, a := range got {
+			if seen[a.path] {
+				t.Fatalf("%s delivered twice", a.path)
+			}
+			seen[a.path] = true
+			if want := "body-" + a.path[len("/hook/"):]; a.body != want {
+				t.Fatalf("body %q for %s, want %q", a.body, a.path, want)
+			}
+		}
+		if n := maxPerWindow(got, time.Second); n > 220 {
+			t.Fatalf("%d arrivals in one second, want at most 220", n)
+		}
+		// 2000 at 200/s after a burst of 20: 9.9 s.
+		if took < 9*time.Second || took > 11*time.Second {
+			t.Fatalf("took %v, want about 10s", took)
+		}
+	})
+}
+
+func TestSlowHostDoesNotSlowFastHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		_, q := setup(t, rc, map[string]Policy{
+			"slow.example": policy(1, 1, 1),
+			"fast.example": policy(1000, 100, 8),
+		}, 0)
+		q.add("slow.example", 200)
+		q.add("fast.example", 2000)
+		start := time.Now()
+		for len(rc.arrivals("fast.example")) < 2000 {
+			if time.Since(start) > 6*time.Second {
+				t.Fatalf("fast host: %d of 2000 after 6s", len(rc.arrivals("fast.example")))
+			}
+			time.Sleep(10 * time.Millisecond)
+			synctest.Wait()
+		}
+		if took := time.Since(start); took > 2100*time.Millisecond {
+			t.Fatalf("fast host took %v, want ~1.9s at its own rate", took)
+		}
+	})
+}
+
+func TestHoldOn429KeepsOrderAndAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+			if n == 3 {
+				return 429, http.Header{"Retry-After": {"3"}}
+			}
+			return 200, nil
+		}}
+		_, q := setup(t, rc, map[string]Policy{"p.example": policy(100, 1, 1)}, 0)
+		q.add("p.example", 10)
+		waitEmpty(t, q, time.Minute)
+		got := rc.arrivals("")
+		if len(got) != 11 {
+			t.Fatalf("%d requests, want 11 (10 + one 429)", len(got))
+		}
+		if got[3].path != got[2].path {
+			t.Fatalf("after the hold %s went first, want the held %s", got[3].path, got[2].path)
+		}
+		if gap := got[3].at.Sub(got[2].at); gap < 3*time.Second || gap > 3100*time.Millisecond {
+			t.Fatalf("hold lasted %v, want 3s", gap)
+		}
+		if len(q.dead) != 0 {
+			t.Fatal("a 429 sent a message to the dead letters")
+		}
+	})
+}
+
+func TestOtherHostsCarryOnDuringHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+			if r.URL.Host == "held.example" {
+				return 429, http.Header{"Retry-After": {"30"}}
+			}
+			return 200, nil
+		}}
+		_, q := setup(t, rc, map[string]Policy{"held.example": policy(50, 10, 4), "free.example": policy(200, 20, 4)}, 0)
+		q.add("held.example", 50)
+		synctest.Wait()
+		start := time.Now()
+		q.add("free.example", 2000)
+		for len(rc.arrivals("free.example")) < 2000 {
+			if time.Since(start) > 15*time.Second {
+				t.Fatal("free host stalled behind the held one")
+			}
+			time.Sleep(10 * time.Millisecond)
+			synctest.Wait()
+		}
+		if took := time.Since(start); took < 9*time.Second || took > 11*time.Second {
+			t.Fatalf("free host took %v, want ~9.9s at its own 200/s", took)
+		}
+		if n := len(rc.arrivals("held.example")); n > 4 {
+			t.Fatalf("held host got %d requests during a 30s hold, want the first in-flight ones only", n)
+		}
+	})
+}
+
+func TestPermanentAndExhaustedGoToDeadLetters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+			if strings.HasPrefix(r.URL.Host, "gone") {
+				return 410, nil
+			}
+			return 500, nil
+		}}
+		p := policy(100, 10, 2)
+		p.MaxAttempts = 3
+		_, q := setup(t, rc, map[string]Policy{"gone.example": p, "broken.example": p}, 0)
+		q.add("gone.example", 5)
+		q.add("broken.example", 1)
+		waitEmpty(t, q, 10*time.Minute)
+		if n := len(rc.arrivals("gone.example")); n != 5 {
+			t.Fatalf("410 host got %d requests, want each of 5 tried exactly once", n)
+		}
+		broken := rc.arrivals("broken.example")
+		if len(broken) != 3 {
+			t.Fatalf("500 host got %d attempts, want max_attempts=3", len(broken))
+		}
+		for i := 1; i < len(broken); i++ {
+			if gap := broken[i].at.Sub(broken[i-1].at); gap < 10*time.Millisecond || gap > time.Minute {
+				t.Fatalf("retry %d after %v: want a jittered backoff", i, gap)
+			}
+		}
+		if len(q.dead) != 6 {
+			t.Fatalf("%d dead letters, want 6", len(q.dead))
+		}
+		for i, why := range q.why {
+			if !strings.Contains(why, "410") && !strings.Contains(why, "max_attempts") {
+				t.Fatalf("dead letter %d reason %q", i, why)
+			}
+		}
+	})
+}
+
+func TestBreakerStopsSendingToDeadHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) { return 503, nil }}
+		p := policy(100, 50, 4)
+		p.MaxAttempts = 1000
+		p.BackoffInitial, p.BackoffMax = 10*time.Millisecond, 20*time.Millisecond
+		d, q := setup(t, rc, map[string]Policy{"down.example": p}, 0)
+		q.add("down.example", 100)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		n := len(rc.arrivals(""))
+		if n < 5 || n > 8 {
+			t.Fatalf("%d attempts before the breaker opened, want 5 (+ in flight)", n)
+		}
+		if st, _ := d.Host("down.example"); st.Breaker != pacer.BreakerOpen {
+			t.Fatalf("breaker %q, want open", st.Breaker)
+		}
+		time.Sleep(26 * time.Second) // past the 30 s cooldown: one probe
+		synctest.Wait()
+		if m := len(rc.arrivals("")); m != n+1 {
+			t.Fatalf("%d attempts after cooldown, want exactly one probe more than %d", m, n)
+		}
+	})
+}
+
+func TestWindowReadsFromQueueInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		// A 1-byte budget: every message is read back from the queue.
+		_, q := setup(t, rc, map[string]Policy{"p.example": policy(1000, 10, 1)}, 1)
+		q.add("p.example", 500)
+		waitEmpty(t, q, time.Minute)
+		got := rc.arrivals("")
+		if len(got) != 500 {
+			t.Fatalf("%d arrivals, want 500", len(got))
+		}
+		for i, a := range got {
+			if a.path != fmt.Sprintf("/hook/%d", i) {
+				t.Fatalf("arrival %d is %s: not FIFO", i, a.path)
+			}
+		}
+	})
+}
+
+func TestRestartPicksUpBacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		q := newMemQueue()
+		// Messages already in the queue before the dispatcher exists.
+		pre := New(Options{Queue: q, Policy: func(string) Policy { return policy(100, 10, 2) }, Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
+		q.d = pre
+		q.add("a.example", 30)
+		q.add("b.example", 30)
+		d := New(Options{Queue: q, Policy: func(string) Policy { return policy(100, 10, 2) }, Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
+		q.d = d
+		d.Start()
+		defer d.Stop(context.Background())
+		waitEmpty(t, q, time.Minute)
+		if n := len(rc.arrivals("")); n != 60 {
+			t.Fatalf("%d arrivals after restart, want 60", n)
+		}
+	})
+}
+
+func TestReloadChangesRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		d, q := setup(t, rc, map[string]Policy{"p.example": policy(5, 1, 2)}, 0)
+		q.add("p.example", 200)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		d.SetPolicy(func(string) Policy { return policy(100, 1, 2) })
+		took := waitEmpty(t, q, time.Minute)
+		// ~190 left at 100/s.
+		if took > 2500*time.Millisecond {
+			t.Fatalf("after reload to 100/s the rest took %v", took)
+		}
+	})
+}

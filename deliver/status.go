@@ -1,0 +1,154 @@
+package deliver
+
+import (
+	"context"
+	"sort"
+	"time"
+)
+
+// HostStatus is what operators see of one host (GET /v1/hosts).
+type HostStatus struct {
+	Host           string     `json:"host"`
+	Queued         int64      `json:"queued"`
+	QueuedBytes    int64      `json:"queued_bytes"`
+	InFlight       int        `json:"in_flight"`
+	Retrying       int        `json:"retrying"`
+	Rate           float64    `json:"rate"`
+	ConfiguredRate float64    `json:"configured_rate"`
+	Burst          int        `json:"burst"`
+	Concurrency    int        `json:"concurrency"`
+	HeldUntil      *time.Time `json:"held_until"`
+	HoldReason     string     `json:"hold_reason"`
+	Consecutive429 int        `json:"consecutive_429"`
+	Breaker        string     `json:"breaker"`
+	Paused         bool       `json:"paused"`
+	LastError      string     `json:"last_error"`
+	LastErrorAt    *time.Time `json:"last_error_at"`
+	LastStatus     int        `json:"last_status"`
+}
+
+func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
+	st := h.pace.State(now)
+	u := d.opts.Queue.HostUsage(h.name)
+	hs := HostStatus{
+		Host:           h.name,
+		Queued:         u.Messages,
+		QueuedBytes:    u.Bytes,
+		InFlight:       st.InFlight,
+		Retrying:       h.retry.len(),
+		Rate:           st.Rate,
+		ConfiguredRate: st.ConfiguredRate,
+		Burst:          h.pol.Limits.Burst,
+		Concurrency:    h.pol.Limits.Concurrency,
+		HoldReason:     st.HoldReason,
+		Consecutive429: st.Consecutive429,
+		Breaker:        st.Breaker,
+		Paused:         st.Paused,
+		LastError:      h.lastErr,
+		LastStatus:     h.lastStatus,
+	}
+	if !st.HeldUntil.IsZero() {
+		t := st.HeldUntil.UTC()
+		hs.HeldUntil = &t
+	}
+	if !h.lastErrAt.IsZero() {
+		t := h.lastErrAt.UTC()
+		hs.LastErrorAt = &t
+	}
+	return hs
+}
+
+// Hosts reports every host the dispatcher knows, busiest first.
+func (d *Dispatcher) Hosts() []HostStatus {
+	d.mu.Lock()
+	now := time.Now()
+	out := make([]HostStatus, 0, len(d.hosts))
+	for _, h := range d.hosts {
+		out = append(out, d.statusLocked(h, now))
+	}
+	d.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Queued != out[j].Queued {
+			return out[i].Queued > out[j].Queued
+		}
+		return out[i].Host < out[j].Host
+	})
+	return out
+}
+
+// Host reports one host; ok is false if the dispatcher has never seen it.
+func (d *Dispatcher) Host(name string) (HostStatus, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.hosts[name]
+	if h == nil {
+		return HostStatus{}, false
+	}
+	return d.statusLocked(h, time.Now()), true
+}
+
+// Pause stops sending to host (attempts in flight finish) until Resume.
+// Pausing a host hookpace has not seen yet is allowed.
+func (d *Dispatcher) Pause(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.hostLocked(name).pace.Pause()
+	d.log.Info("host paused", "host", name)
+}
+
+// Resume undoes Pause.
+func (d *Dispatcher) Resume(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.hosts[name]
+	if h == nil {
+		return false
+	}
+	h.pace.Resume()
+	d.log.Info("host resumed", "host", name)
+	d.pump(h)
+	return true
+}
+
+// SetPolicy applies a new policy source (a config reload) to every host.
+// Queued messages, holds, breakers and in-flight attempts are kept.
+func (d *Dispatcher) SetPolicy(policy func(host string) Policy) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.opts.Policy = policy
+	now := time.Now()
+	for _, h := range d.hosts {
+		h.pol = policy(h.name)
+		h.pace.SetLimits(h.pol.Limits, now)
+		if h.timer != nil {
+			// The wake time was computed at the old rate.
+			h.timer.Stop()
+			h.wakeAt = time.Time{}
+		}
+		d.pump(h)
+	}
+}
+
+// Stop stops starting attempts and waits for those in flight until ctx is
+// done; then it abandons them (their messages stay queued) and waits for
+// their goroutines to notice. Queued messages stay in the spool.
+func (d *Dispatcher) Stop(ctx context.Context) error {
+	d.mu.Lock()
+	d.stopping = true
+	for _, h := range d.hosts {
+		if h.timer != nil {
+			h.timer.Stop()
+		}
+	}
+	d.mu.Unlock()
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		d.cancel()
+		<-done
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,246 @@
+// Package mitm holds hookpace's operator-created MITM certificate authority
+// and issues short-lived leaf certificates from it. goproxy's built-in CA is
+// never used: its private key is public.
+package mitm
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+const (
+	caCertName       = "ca.crt"
+	caKeyName        = "ca.key"
+	caValidity       = 10 // years
+	defaultCacheSize = 1000
+)
+
+// CA issues leaf certificates signed by the operator's CA. It is safe for
+// concurrent use.
+type CA struct {
+	cert    *x509.Certificate
+	certPEM []byte
+	key     crypto.Signer
+	now     func() time.Time
+
+	mu       sync.Mutex
+	cache    *lru
+	inflight map[string]*call
+
+	// genHook, if set, runs at the start of every leaf generation (tests).
+	genHook func(host string)
+}
+
+// InitCA creates dir (mode 0700) and writes a new CA to dir/ca.crt (PEM,
+// 0644) and dir/ca.key (PEM PKCS#8 ECDSA P-256, 0600). It refuses to
+// overwrite either file.
+func InitCA(dir string) (certPath, keyPath string, err error) {
+	certPath, keyPath = filepath.Join(dir, caCertName), filepath.Join(dir, caKeyName)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", fmt.Errorf("mitm: create CA directory %q: %w", dir, err)
+	}
+	for _, p := range []string{certPath, keyPath} {
+		if _, err := os.Lstat(p); err == nil {
+			return "", "", fmt.Errorf("mitm: refusing to overwrite existing %q", p)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", "", fmt.Errorf("mitm: stat %q: %w", p, err)
+		}
+	}
+
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", fmt.Errorf("mitm: generate CA key: %w", err)
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown host"
+	}
+	serial, err := randomSerial()
+	if err != nil {
+		return "", "", err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("hookpace MITM CA (%s)", host), Organization: []string{"hookpace"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.AddDate(caValidity, 0, 0),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		MaxPathLen:            0,
+		MaxPathLenZero:        true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return "", "", fmt.Errorf("mitm: create CA certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return "", "", fmt.Errorf("mitm: encode CA key: %w", err)
+	}
+
+	// The key goes first, so a failure never leaves a certificate whose key
+	// is lost; whatever this call created is removed on failure.
+	if err := writeNew(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return "", "", err
+	}
+	if err := writeNew(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		os.Remove(keyPath)
+		return "", "", err
+	}
+	return certPath, keyPath, nil
+}
+
+// writeNew creates path exclusively with exactly mode perm (whatever the
+// umask) and writes data to it.
+func writeNew(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("mitm: refusing to overwrite existing %q", path)
+	}
+	if err != nil {
+		return fmt.Errorf("mitm: create %q: %w", path, err)
+	}
+	err = f.Chmod(perm)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("mitm: write %q: %w", path, err)
+	}
+	return nil
+}
+
+// LoadCA loads a CA certificate and its private key, checking that the key
+// matches, that the certificate is a CA and that it is currently valid.
+// cacheSize bounds the leaf cache (<= 0 means 1000).
+func LoadCA(certFile, keyFile string, cacheSize int) (*CA, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("mitm: read CA certificate: %w", err)
+	}
+	block := findPEM(certPEM, "CERTIFICATE")
+	if block == nil {
+		return nil, fmt.Errorf("mitm: CA certificate %q: no PEM CERTIFICATE block", certFile)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("mitm: CA certificate %q: %w", certFile, err)
+	}
+	if !cert.BasicConstraintsValid || !cert.IsCA {
+		return nil, fmt.Errorf("mitm: CA certificate %q is not a CA certificate (basic constraints CA:FALSE)", certFile)
+	}
+	if cert.KeyUsage != 0 && cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return nil, fmt.Errorf("mitm: CA certificate %q lacks the certificate-signing key usage", certFile)
+	}
+	now := time.Now()
+	if now.After(cert.NotAfter) {
+		return nil, fmt.Errorf("mitm: CA certificate %q expired at %s", certFile, cert.NotAfter.UTC().Format(time.RFC3339))
+	}
+	if now.Before(cert.NotBefore) {
+		return nil, fmt.Errorf("mitm: CA certificate %q is not valid until %s", certFile, cert.NotBefore.UTC().Format(time.RFC3339))
+	}
+
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("mitm: read CA key: %w", err)
+	}
+	key, err := parseKey(keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("mitm: CA key %q: %w", keyFile, err)
+	}
+	pub, ok := cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool })
+	if !ok || !pub.Equal(key.Public()) {
+		return nil, fmt.Errorf("mitm: CA key %q does not match CA certificate %q", keyFile, certFile)
+	}
+
+	if cacheSize <= 0 {
+		cacheSize = defaultCacheSize
+	}
+	return &CA{
+		cert:     cert,
+		certPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}),
+		key:      key,
+		now:      time.Now,
+		cache:    newLRU(cacheSize),
+		inflight: make(map[string]*call),
+	}, nil
+}
+
+// CertPEM returns the CA certificate in PEM form, for clients to trust.
+func (ca *CA) CertPEM() []byte {
+	return append([]byte(nil), ca.certPEM...)
+}
+
+func findPEM(data []byte, typ string) *pem.Block {
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil || b.Type == typ {
+			return b
+		}
+	}
+}
+
+// parseKey accepts PKCS#8 ("PRIVATE KEY"), SEC 1 ("EC PRIVATE KEY") and
+// PKCS#1 ("RSA PRIVATE KEY"), so operators can bring an existing CA.
+func parseKey(data []byte) (crypto.Signer, error) {
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			return nil, errors.New("no PEM private key block")
+		}
+		var k any
+		var err error
+		switch b.Type {
+		case "PRIVATE KEY":
+			k, err = x509.ParsePKCS8PrivateKey(b.Bytes)
+		case "EC PRIVATE KEY":
+			k, err = x509.ParseECPrivateKey(b.Bytes)
+		case "RSA PRIVATE KEY":
+			k, err = x509.ParsePKCS1PrivateKey(b.Bytes)
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		s, ok := k.(crypto.Signer)
+		if !ok {
+			return nil, fmt.Errorf("unsupported key type %T", k)
+		}
+		return s, nil
+	}
+}
+
+func randomSerial() (*big.Int, error) {
+	one := big.NewInt(1)
+	limit := new(big.Int).Lsh(one, 128)
+	n, err := rand.Int(rand.Reader, limit.Sub(limit, one))
+	if err != nil {
+		return nil, fmt.Errorf("mitm: generate serial number: %w", err)
+	}
+	return n.Add(n, one), nil // in [1, 2^128-1]: 128 bits, never zero
+}

@@ -1,0 +1,311 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// defaultMaxHostLabels applies when Options.MaxHostLabels <= 0.
+const defaultMaxHostLabels = 1000
+
+// HostSnapshot is the state of one destination host at scrape time.
+type HostSnapshot struct {
+	Host        string
+	Queued      int64   // messages spooled for the host
+	QueuedBytes int64   // bytes spooled for the host
+	InFlight    int     // deliveries in flight
+	Rate        float64 // effective rate, requests per second
+	Held        bool    // 429 holding pattern or paused
+}
+
+// SpoolSnapshot is the whole spool at scrape time.
+type SpoolSnapshot struct {
+	Messages, Bytes int64
+}
+
+// Metrics records hookpace's own instruments. A nil *Metrics records
+// nothing, so code under test may pass nil instead of setting up telemetry.
+type Metrics struct {
+	maxHosts int
+
+	ingest     metric.Int64Counter
+	deliveries metric.Int64Counter
+	latency    metric.Float64Histogram
+
+	spoolMessages metric.Int64ObservableGauge
+	spoolBytes    metric.Int64ObservableGauge
+	hostHeld      metric.Int64ObservableGauge
+	hostRate      metric.Float64ObservableGauge
+	hostInFlight  metric.Int64ObservableGauge
+
+	// ingestOpts is built once and only read afterwards.
+	ingestOpts map[string][]metric.AddOption
+
+	mu    sync.RWMutex
+	hosts map[string]*hostEntry // at most maxHosts entries
+	other *hostEntry
+
+	hostsFn atomic.Pointer[func() []HostSnapshot]
+	spoolFn atomic.Pointer[func() SpoolSnapshot]
+}
+
+// hostEntry caches the attribute sets of one host label, so that recording
+// on the hot path allocates nothing.
+type hostEntry struct {
+	label     string
+	observe   []metric.ObserveOption
+	record    []metric.RecordOption
+	delivered [len(deliveryOutcomes)][]metric.AddOption
+}
+
+func newHostEntry(label string) *hostEntry {
+	set := attribute.NewSet(attribute.String(LabelHost, label))
+	opt := metric.WithAttributeSet(set)
+	e := &hostEntry{
+		label:   label,
+		observe: []metric.ObserveOption{opt},
+		record:  []metric.RecordOption{opt},
+	}
+	for i, outcome := range deliveryOutcomes {
+		e.delivered[i] = []metric.AddOption{deliveryAttrs(label, outcome)}
+	}
+	return e
+}
+
+func deliveryAttrs(label, outcome string) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(
+		attribute.String(LabelHost, label),
+		attribute.String(LabelOutcome, outcome),
+	))
+}
+
+func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
+	if maxHosts <= 0 {
+		maxHosts = defaultMaxHostLabels
+	}
+	m := &Metrics{
+		maxHosts:   maxHosts,
+		ingestOpts: make(map[string][]metric.AddOption, len(ingestOutcomes)),
+		hosts:      make(map[string]*hostEntry),
+		other:      newHostEntry(OtherHost),
+	}
+	for _, outcome := range ingestOutcomes {
+		m.ingestOpts[outcome] = []metric.AddOption{ingestAttrs(outcome)}
+	}
+
+	var err error
+	if m.ingest, err = meter.Int64Counter(MetricIngestRequests,
+		metric.WithDescription("Requests received by the proxy, by outcome."),
+		metric.WithUnit("{request}")); err != nil {
+		return nil, fmt.Errorf("create %s: %w", MetricIngestRequests, err)
+	}
+	if m.deliveries, err = meter.Int64Counter(MetricDeliveries,
+		metric.WithDescription("Delivery attempts, by destination host and outcome."),
+		metric.WithUnit("{attempt}")); err != nil {
+		return nil, fmt.Errorf("create %s: %w", MetricDeliveries, err)
+	}
+	if m.latency, err = meter.Float64Histogram(MetricDeliveryLatency,
+		metric.WithDescription("Time from enqueue to successful delivery."),
+		metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(latencyBuckets...)); err != nil {
+		return nil, fmt.Errorf("create %s: %w", MetricDeliveryLatency, err)
+	}
+	if m.spoolMessages, err = meter.Int64ObservableGauge(MetricSpoolMessages,
+		metric.WithDescription("Messages in the spool; without a host label the total."),
+		metric.WithUnit("{message}")); err != nil {
+		return nil, fmt.Errorf("create %s: %w", MetricSpoolMessages, err)
+	}
+	if m.spoolBytes, err = meter.Int64ObservableGauge(MetricSpoolBytes,
+		metric.WithDescription("Bytes in the spool; without a host label the total."),
+		metric.WithUnit("By")); err != nil {
+		return nil, fmt.Errorf("create %s: %w", MetricSpoolBytes, err)
+	}
+	// No unit on held: unit "1" would make the exporter append "_ratio".
+	if m.hostHeld, err = meter.Int64ObservableGauge(MetricHostHeld,
+		metric.WithDescription("1 while deliveries to the host are held (429 holding pattern or paused), else 0.")); err != nil {
+		return nil, fmt.Errorf("create %s: %w", MetricHostHeld, err)
+	}
+	// No unit on rate: "{request}/s" would make the exporter append "_per_second".
+	if m.hostRate, err = meter.Float64ObservableGauge(MetricHostRate,
+		metric.WithDescription("Effective delivery rate to the host in requests per second (AIMD-adjusted).")); err != nil {
+		return nil, fmt.Errorf("create %s: %w", MetricHostRate, err)
+	}
+	if m.hostInFlight, err = meter.Int64ObservableGauge(MetricHostInFlight,
+		metric.WithDescription("Deliveries to the host in flight."),
+		metric.WithUnit("{request}")); err != nil {
+		return nil, fmt.Errorf("create %s: %w", MetricHostInFlight, err)
+	}
+	if _, err = meter.RegisterCallback(m.observe,
+		m.spoolMessages, m.spoolBytes, m.hostHeld, m.hostRate, m.hostInFlight); err != nil {
+		return nil, fmt.Errorf("register gauge callback: %w", err)
+	}
+	return m, nil
+}
+
+func ingestAttrs(outcome string) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String(LabelOutcome, outcome)))
+}
+
+// Ingest counts one request received by the proxy. outcome is one of the
+// Ingest* constants.
+func (m *Metrics) Ingest(ctx context.Context, outcome string) {
+	if m == nil {
+		return
+	}
+	opts, ok := m.ingestOpts[outcome]
+	if !ok {
+		opts = []metric.AddOption{ingestAttrs(outcome)}
+	}
+	m.ingest.Add(ctx, 1, opts...)
+}
+
+// Delivery counts one delivery attempt to host. outcome is one of the
+// Delivery* constants.
+func (m *Metrics) Delivery(ctx context.Context, host, outcome string) {
+	if m == nil {
+		return
+	}
+	e := m.entry(host)
+	for i, o := range deliveryOutcomes {
+		if o == outcome {
+			m.deliveries.Add(ctx, 1, e.delivered[i]...)
+			return
+		}
+	}
+	m.deliveries.Add(ctx, 1, deliveryAttrs(e.label, outcome))
+}
+
+// DeliveryLatency records the time from enqueue to successful delivery.
+func (m *Metrics) DeliveryLatency(ctx context.Context, host string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.latency.Record(ctx, d.Seconds(), m.entry(host).record...)
+}
+
+// ObserveHosts registers the function that reports per-host state at scrape
+// time, replacing any earlier one; nil removes it. fn must be safe to call
+// from any goroutine and should return quickly.
+func (m *Metrics) ObserveHosts(fn func() []HostSnapshot) {
+	if m == nil {
+		return
+	}
+	if fn == nil {
+		m.hostsFn.Store(nil)
+		return
+	}
+	m.hostsFn.Store(&fn)
+}
+
+// ObserveSpool registers the function that reports the spool totals at
+// scrape time, replacing any earlier one; nil removes it. Without it the
+// spool gauges have no total (unlabelled) series.
+func (m *Metrics) ObserveSpool(fn func() SpoolSnapshot) {
+	if m == nil {
+		return
+	}
+	if fn == nil {
+		m.spoolFn.Store(nil)
+		return
+	}
+	m.spoolFn.Store(&fn)
+}
+
+// HostLabel returns the label value under which host is reported: host
+// itself for the first MaxHostLabels distinct hosts seen by any instrument,
+// OtherHost for every later one. An empty host and a host literally named
+// "other" are reported as OtherHost without taking a place.
+func (m *Metrics) HostLabel(host string) string {
+	if m == nil {
+		return host
+	}
+	return m.entry(host).label
+}
+
+func (m *Metrics) entry(host string) *hostEntry {
+	if host == "" || host == OtherHost {
+		return m.other
+	}
+	m.mu.RLock()
+	e, ok := m.hosts[host]
+	full := len(m.hosts) >= m.maxHosts
+	m.mu.RUnlock()
+	if ok {
+		return e
+	}
+	if full {
+		return m.other
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.hosts[host]; ok {
+		return e
+	}
+	if len(m.hosts) >= m.maxHosts {
+		return m.other
+	}
+	e = newHostEntry(host)
+	m.hosts[host] = e
+	return e
+}
+
+// hostAgg is one host label's gauge values, summed over every host that
+// shares the label (held: the maximum).
+type hostAgg struct {
+	entry                   *hostEntry
+	queued, bytes, inFlight int64
+	rate                    float64
+	held                    int64
+}
+
+// observe is the one callback behind every gauge: it calls the registered
+// snapshot functions and reports their values.
+func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
+	if fn := m.spoolFn.Load(); fn != nil {
+		s := (*fn)()
+		o.ObserveInt64(m.spoolMessages, s.Messages)
+		o.ObserveInt64(m.spoolBytes, s.Bytes)
+	}
+	fn := m.hostsFn.Load()
+	if fn == nil {
+		return nil
+	}
+	snaps := (*fn)()
+	// A gauge observed twice with one attribute set keeps only the last
+	// value, so hosts sharing a label are aggregated first.
+	aggs := make([]hostAgg, 0, len(snaps))
+	index := make(map[*hostEntry]int, len(snaps))
+	for _, s := range snaps {
+		e := m.entry(s.Host)
+		i, ok := index[e]
+		if !ok {
+			i = len(aggs)
+			index[e] = i
+			aggs = append(aggs, hostAgg{entry: e})
+		}
+		a := &aggs[i]
+		a.queued += s.Queued
+		a.bytes += s.QueuedBytes
+		a.inFlight += int64(s.InFlight)
+		a.rate += s.Rate
+		if s.Held {
+			a.held = 1
+		}
+	}
+	for i := range aggs {
+		a := &aggs[i]
+		o.ObserveInt64(m.spoolMessages, a.queued, a.entry.observe...)
+		o.ObserveInt64(m.spoolBytes, a.bytes, a.entry.observe...)
+		o.ObserveInt64(m.hostInFlight, a.inFlight, a.entry.observe...)
+		o.ObserveFloat64(m.hostRate, a.rate, a.entry.observe...)
+		o.ObserveInt64(m.hostHeld, a.held, a.entry.observe...)
+	}
+	return nil
+}

@@ -1,0 +1,359 @@
+package telemetry
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+)
+
+func newTelemetry(t *testing.T, opts Options) *Telemetry {
+	t.Helper()
+	tel, err := Setup(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := tel.Shutdown(context.Background()); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return tel
+}
+
+// exposition is one scrape of Handler(): series (name plus labels, exactly
+// as printed) to value, and metric family name to type.
+type exposition struct {
+	text   string
+	series map[string]string
+	types  map[string]string
+}
+
+func scrape(t *testing.T, tel *Telemetry) exposition {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	tel.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /metrics: status %d: %s", rec.Code, rec.Body)
+	}
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Fatalf("GET /metrics: Content-Type %q, want text/plain", ct)
+	}
+	e := exposition{text: rec.Body.String(), series: map[string]string{}, types: map[string]string{}}
+	sc := bufio.NewScanner(strings.NewReader(e.text))
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, typ, _ := strings.Cut(rest, " ")
+			e.types[name] = typ
+			continue
+		}
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		e.series[line[:i]] = line[i+1:]
+	}
+	return e
+}
+
+// expect checks series values; a value of "" means the series must be absent.
+func (e exposition) expect(t *testing.T, want map[string]string) {
+	t.Helper()
+	for series, value := range want {
+		got, ok := e.series[series]
+		switch {
+		case value == "" && ok:
+			t.Errorf("%s = %s, want no such series", series, got)
+		case value != "" && !ok:
+			t.Errorf("%s missing", series)
+		case value != "" && got != value:
+			t.Errorf("%s = %s, want %s", series, got, value)
+		}
+	}
+	if t.Failed() {
+		t.Logf("scrape:\n%s", e.text)
+	}
+}
+
+func TestPrometheusSeriesNames(t *testing.T) {
+	tel := newTelemetry(t, Options{})
+	m, ctx := tel.Metrics, context.Background()
+
+	m.Ingest(ctx, IngestAccepted)
+	m.Ingest(ctx, IngestAccepted)
+	m.Ingest(ctx, IngestTooLarge)
+	for range 3 {
+		m.Delivery(ctx, "a.example", DeliveryDelivered)
+	}
+	m.Delivery(ctx, "a.example", DeliveryRetried)
+	m.DeliveryLatency(ctx, "a.example", 250*time.Millisecond)
+	m.ObserveSpool(func() SpoolSnapshot { return SpoolSnapshot{Messages: 7, Bytes: 2048} })
+	m.ObserveHosts(func() []HostSnapshot {
+		return []HostSnapshot{
+			{Host: "a.example", Queued: 5, QueuedBytes: 1500, InFlight: 2, Rate: 12.5, Held: true},
+			{Host: "b.example", Queued: 2, QueuedBytes: 548, Rate: 3},
+		}
+	})
+
+	e := scrape(t, tel)
+	wantTypes := map[string]string{
+		"hookpace_ingest_requests_total":    "counter",
+		"hookpace_deliveries_total":         "counter",
+		"hookpace_delivery_latency_seconds": "histogram",
+		"hookpace_spool_messages":           "gauge",
+		"hookpace_spool_bytes":              "gauge",
+		"hookpace_host_held":                "gauge",
+		"hookpace_host_rate":                "gauge",
+		"hookpace_host_in_flight":           "gauge",
+	}
+	for name, typ := range e.types {
+		if strings.HasPrefix(name, "hookpace_") && wantTypes[name] == "" {
+			t.Errorf("unexpected metric family %s (%s)", name, typ)
+		}
+	}
+	for name, typ := range wantTypes {
+		if e.types[name] != typ {
+			t.Errorf("metric family %s: type %q, want %q", name, e.types[name], typ)
+		}
+	}
+
+	for series := range e.series {
+		if strings.HasPrefix(series, "hookpace_") && strings.Contains(series, "otel_scope_") {
+			t.Errorf("%s: scope labels should be off", series)
+		}
+	}
+
+	e.expect(t, map[string]string{
+		`hookpace_ingest_requests_total{outcome="accepted"}`:                   "2",
+		`hookpace_ingest_requests_total{outcome="too_large"}`:                  "1",
+		`hookpace_deliveries_total{host="a.example",outcome="delivered"}`:      "3",
+		`hookpace_deliveries_total{host="a.example",outcome="retried"}`:        "1",
+		`hookpace_delivery_latency_seconds_bucket{host="a.example",le="0.1"}`:  "0",
+		`hookpace_delivery_latency_seconds_bucket{host="a.example",le="0.25"}`: "1",
+		`hookpace_delivery_latency_seconds_bucket{host="a.example",le="3600"}`: "1",
+		`hookpace_delivery_latency_seconds_bucket{host="a.example",le="+Inf"}`: "1",
+		`hookpace_delivery_latency_seconds_sum{host="a.example"}`:              "0.25",
+		`hookpace_delivery_latency_seconds_count{host="a.example"}`:            "1",
+		`hookpace_spool_messages`:                                              "7",
+		`hookpace_spool_bytes`:                                                 "2048",
+		`hookpace_spool_messages{host="a.example"}`:                            "5",
+		`hookpace_spool_bytes{host="a.example"}`:                               "1500",
+		`hookpace_spool_bytes{host="b.example"}`:                               "548",
+		`hookpace_host_held{host="a.example"}`:                                 "1",
+		`hookpace_host_held{host="b.example"}`:                                 "0",
+		`hookpace_host_rate{host="a.example"}`:                                 "12.5",
+		`hookpace_host_in_flight{host="a.example"}`:                            "2",
+		`hookpace_host_in_flight{host="b.example"}`:                            "0",
+		`hookpace_spool_bytes_bytes`:                                           "",
+		`hookpace_deliveries_total{host="a.example",outcome="held"}`:           "",
+	})
+}
+
+func TestHostLabelCap(t *testing.T) {
+	tel := newTelemetry(t, Options{MaxHostLabels: 2})
+	m, ctx := tel.Metrics, context.Background()
+
+	m.Delivery(ctx, "a.example", DeliveryDelivered)
+	m.DeliveryLatency(ctx, "b.example", time.Second) // any instrument takes a place
+	m.Delivery(ctx, "c.example", DeliveryDelivered)
+	m.Delivery(ctx, "c.example", DeliveryDelivered)
+	m.Delivery(ctx, "d.example", DeliveryDelivered)
+	m.Delivery(ctx, "d.example", DeliveryDead)
+	m.Delivery(ctx, "a.example", DeliveryDelivered)
+
+	for host, want := range map[string]string{
+		"a.example": "a.example", "b.example": "b.example",
+		"c.example": OtherHost, "d.example": OtherHost, "": OtherHost, "other": OtherHost,
+	} {
+		if got := m.HostLabel(host); got != want {
+			t.Errorf("HostLabel(%q) = %q, want %q", host, got, want)
+		}
+	}
+
+	m.ObserveHosts(func() []HostSnapshot {
+		return []HostSnapshot{
+			{Host: "a.example", Queued: 1, QueuedBytes: 10, InFlight: 1, Rate: 1},
+			{Host: "c.example", Queued: 2, QueuedBytes: 20, InFlight: 1, Rate: 2, Held: true},
+			{Host: "d.example", Queued: 3, QueuedBytes: 30, InFlight: 2, Rate: 0.5},
+			{Host: "e.example", Queued: 4, QueuedBytes: 40},
+		}
+	})
+
+	scrape(t, tel).expect(t, map[string]string{
+		`hookpace_deliveries_total{host="a.example",outcome="delivered"}`: "2",
+		`hookpace_deliveries_total{host="other",outcome="delivered"}`:     "3",
+		`hookpace_deliveries_total{host="other",outcome="dead"}`:          "1",
+		`hookpace_deliveries_total{host="c.example",outcome="delivered"}`: "",
+		`hookpace_delivery_latency_seconds_count{host="b.example"}`:       "1",
+		`hookpace_spool_messages{host="a.example"}`:                       "1",
+		`hookpace_spool_messages{host="other"}`:                           "9",
+		`hookpace_spool_bytes{host="other"}`:                              "90",
+		`hookpace_host_in_flight{host="other"}`:                           "3",
+		`hookpace_host_rate{host="other"}`:                                "2.5",
+		`hookpace_host_held{host="other"}`:                                "1",
+		`hookpace_host_held{host="a.example"}`:                            "0",
+		`hookpace_spool_messages{host="e.example"}`:                       "",
+		`hookpace_spool_messages`:                                         "", // no ObserveSpool
+	})
+}
+
+func TestObserveReplacesCallback(t *testing.T) {
+	tel := newTelemetry(t, Options{})
+	m := tel.Metrics
+
+	m.ObserveSpool(func() SpoolSnapshot { return SpoolSnapshot{Messages: 1, Bytes: 1} })
+	m.ObserveSpool(func() SpoolSnapshot { return SpoolSnapshot{Messages: 2, Bytes: 20} })
+	m.ObserveHosts(func() []HostSnapshot { return []HostSnapshot{{Host: "a.example", Queued: 1}} })
+	m.ObserveHosts(func() []HostSnapshot { return []HostSnapshot{{Host: "b.example", Queued: 4}} })
+	scrape(t, tel).expect(t, map[string]string{
+		`hookpace_spool_messages`:                   "2",
+		`hookpace_spool_bytes`:                      "20",
+		`hookpace_spool_messages{host="a.example"}`: "",
+		`hookpace_spool_messages{host="b.example"}`: "4",
+	})
+
+	// A host that is gone from the snapshot is gone from the scrape.
+	m.ObserveHosts(nil)
+	scrape(t, tel).expect(t, map[string]string{
+		`hookpace_spool_messages`:                   "2",
+		`hookpace_spool_messages{host="b.example"}`: "",
+	})
+}
+
+func TestNilMetricsIsNoop(t *testing.T) {
+	var m *Metrics
+	ctx := context.Background()
+	m.Ingest(ctx, IngestAccepted)
+	m.Delivery(ctx, "a.example", DeliveryDelivered)
+	m.DeliveryLatency(ctx, "a.example", time.Second)
+	m.ObserveHosts(func() []HostSnapshot { return nil })
+	m.ObserveSpool(func() SpoolSnapshot { return SpoolSnapshot{} })
+	if got := m.HostLabel("a.example"); got != "a.example" {
+		t.Errorf("HostLabel = %q", got)
+	}
+}
+
+func TestDeliveryDoesNotAllocate(t *testing.T) {
+	tel := newTelemetry(t, Options{})
+	m, ctx := tel.Metrics, context.Background()
+	m.Delivery(ctx, "a.example", DeliveryDelivered)
+	m.DeliveryLatency(ctx, "a.example", time.Millisecond)
+	m.Ingest(ctx, IngestAccepted)
+	if n := testing.AllocsPerRun(100, func() {
+		m.Delivery(ctx, "a.example", DeliveryDelivered)
+		m.DeliveryLatency(ctx, "a.example", time.Millisecond)
+		m.Ingest(ctx, IngestAccepted)
+	}); n != 0 {
+		t.Errorf("allocations per Delivery+DeliveryLatency+Ingest: %v, want 0", n)
+	}
+}
+
+// TestHTTPClientMetrics shows that otelhttp with t.MeterProvider, whether
+// wired by hand or through WrapTransport, makes
+// http_client_request_duration_seconds appear on /metrics.
+func TestHTTPClientMetrics(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	srvURL, _ := url.Parse(srv.URL)
+
+	get := func(t *testing.T, rt http.RoundTripper, url string) {
+		t.Helper()
+		// A request without a body is recorded before RoundTrip returns;
+		// one with a body only once the transport closes the body.
+		resp, err := (&http.Client{Transport: rt}).Get(url + "/hook")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	durationCount := func(e exposition, label string) string {
+		for series, value := range e.series {
+			if strings.HasPrefix(series, MetricHTTPClientDuration+"_count{") && strings.Contains(series, label) {
+				if strings.Contains(series, "server_address") {
+					t.Errorf("%s: server_address label should be dropped", series)
+				}
+				return value
+			}
+		}
+		t.Logf("scrape:\n%s", e.text)
+		return ""
+	}
+
+	t.Run("otelhttp.NewTransport", func(t *testing.T) {
+		tel := newTelemetry(t, Options{})
+		get(t, otelhttp.NewTransport(srv.Client().Transport, otelhttp.WithMeterProvider(tel.MeterProvider)), srv.URL)
+		e := scrape(t, tel)
+		if e.types[MetricHTTPClientDuration] != "histogram" {
+			t.Fatalf("%s: type %q, want histogram", MetricHTTPClientDuration, e.types[MetricHTTPClientDuration])
+		}
+		if got := durationCount(e, `http_response_status_code="204"`); got != "1" {
+			t.Errorf("%s_count = %q, want 1", MetricHTTPClientDuration, got)
+		}
+	})
+
+	t.Run("WrapTransport", func(t *testing.T) {
+		srv2 := httptest.NewServer(srv.Config.Handler)
+		defer srv2.Close()
+		tel := newTelemetry(t, Options{MaxHostLabels: 1})
+		rt := tel.WrapTransport(srv.Client().Transport)
+		get(t, rt, srv.URL)  // takes the only place
+		get(t, rt, srv2.URL) // past the cap
+		get(t, rt, srv2.URL)
+		e := scrape(t, tel)
+		if got := durationCount(e, `host="`+srvURL.Host+`"`); got != "1" {
+			t.Errorf("%s_count{host=%q} = %q, want 1", MetricHTTPClientDuration, srvURL.Host, got)
+		}
+		if got := durationCount(e, `host="other"`); got != "2" {
+			t.Errorf("%s_count{host=\"other\"} = %q, want 2", MetricHTTPClientDuration, got)
+		}
+	})
+}
+
+func TestHostLabelConcurrent(t *testing.T) {
+	tel := newTelemetry(t, Options{MaxHostLabels: 50})
+	m := tel.Metrics
+	var wg sync.WaitGroup
+	labels := make([]map[string]string, 8)
+	for g := range labels {
+		labels[g] = map[string]string{}
+		wg.Go(func() {
+			for i := range 200 {
+				host := fmt.Sprintf("h%d.example", (i*7+g*13)%200)
+				m.Delivery(context.Background(), host, DeliveryRetried)
+				labels[g][host] = m.HostLabel(host)
+			}
+		})
+	}
+	wg.Wait()
+
+	own := map[string]bool{}
+	for _, got := range labels {
+		for host, label := range got {
+			if label != host && label != OtherHost {
+				t.Fatalf("HostLabel(%q) = %q", host, label)
+			}
+			if label == host {
+				own[host] = true
+			}
+			if want := m.HostLabel(host); label != want {
+				t.Errorf("HostLabel(%q) was %q, is now %q", host, label, want)
+			}
+		}
+	}
+	if len(own) != 50 {
+		t.Errorf("%d hosts kept their own label, want 50", len(own))
+	}
+}

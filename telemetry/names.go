@@ -1,0 +1,66 @@
+package telemetry
+
+// Metric names, exactly as they appear on /metrics. They are also the OTel
+// instrument names: the Prometheus exporter keeps a name unchanged when it
+// already ends in the suffix it would add ("_total" for counters, "_seconds"
+// for unit "s", "_bytes" for unit "By"), and units written in braces such as
+// "{request}" add no suffix. TestPrometheusSeriesNames scrapes Handler() to
+// hold the exporter to that.
+const (
+	MetricIngestRequests  = "hookpace_ingest_requests_total"    // counter {outcome}
+	MetricDeliveries      = "hookpace_deliveries_total"         // counter {host,outcome}
+	MetricDeliveryLatency = "hookpace_delivery_latency_seconds" // histogram {host}
+	MetricSpoolMessages   = "hookpace_spool_messages"           // gauge {} total, {host} per host
+	MetricSpoolBytes      = "hookpace_spool_bytes"              // gauge {} total, {host} per host
+	MetricHostHeld        = "hookpace_host_held"                // gauge {host} 1 while held, else 0
+	MetricHostRate        = "hookpace_host_rate"                // gauge {host} requests per second
+	MetricHostInFlight    = "hookpace_host_in_flight"           // gauge {host}
+
+	// MetricHTTPClientDuration is recorded by otelhttp (see WrapTransport),
+	// not by this package; it is named here so that every series name
+	// hookpace exports can be found in this block.
+	MetricHTTPClientDuration = "http_client_request_duration_seconds"
+)
+
+// Label keys.
+const (
+	LabelHost    = "host"
+	LabelOutcome = "outcome"
+)
+
+// OtherHost is the host label value shared by every host beyond the
+// MaxHostLabels cap (and by an empty host name).
+const OtherHost = "other"
+
+// Outcomes of an ingest request (label outcome of MetricIngestRequests).
+const (
+	IngestAccepted             = "accepted"
+	IngestRejectedBackpressure = "rejected_backpressure"
+	IngestTooLarge             = "too_large"
+	IngestRefused              = "refused"
+	IngestPassthrough          = "passthrough"
+	IngestBadRequest           = "bad_request"
+	IngestUnauthorized         = "unauthorized"
+	IngestError                = "error"
+)
+
+// Outcomes of a delivery attempt (label outcome of MetricDeliveries).
+const (
+	DeliveryDelivered = "delivered"
+	DeliveryRetried   = "retried"
+	DeliveryHeld      = "held"
+	DeliveryDead      = "dead"
+)
+
+var (
+	ingestOutcomes   = []string{IngestAccepted, IngestRejectedBackpressure, IngestTooLarge, IngestRefused, IngestPassthrough, IngestBadRequest, IngestUnauthorized, IngestError}
+	deliveryOutcomes = [...]string{DeliveryDelivered, DeliveryRetried, DeliveryHeld, DeliveryDead}
+)
+
+// latencyBuckets (seconds) cover 1ms..1h: a webhook is usually delivered in
+// milliseconds, but one that waited out a 429 holding pattern or an outage
+// can take minutes to an hour.
+var latencyBuckets = []float64{
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+	1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600,
+}

@@ -1,0 +1,258 @@
+// Package telemetry sets up hookpace's metrics (OpenTelemetry SDK, exposed
+// in Prometheus text format and optionally pushed over OTLP/HTTP), tracing
+// and W3C trace-context propagation, and its logging helpers.
+//
+// Setup sets no OpenTelemetry globals: every provider and the propagator are
+// carried on *Telemetry and passed explicitly (WrapTransport does so), so
+// several instances can coexist, as they do in tests. A main that also uses
+// libraries relying on the globals can install them itself with
+// otel.SetTextMapPropagator(t.Propagator) and
+// otel.SetTracerProvider(t.TracerProvider).
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// instrumentationName names the meter and tracer of this module.
+const instrumentationName = "github.com/hookpace/hookpace"
+
+// Options configures Setup. The zero value gives Prometheus metrics only.
+type Options struct {
+	// MaxHostLabels caps the distinct host label values; later hosts are
+	// reported as host="other". <= 0 means 1000.
+	MaxHostLabels int
+	// MetricsOTLPEndpoint, if set, pushes metrics over OTLP/HTTP as well,
+	// e.g. "http://127.0.0.1:4318" (a URL without a path gets /v1/metrics).
+	MetricsOTLPEndpoint string
+	// TraceExporter is "none" (the default when empty), "otlp" or "stdout"
+	// (one JSON object per span and line on standard output).
+	TraceExporter string
+	// TraceEndpoint is the OTLP/HTTP endpoint for TraceExporter "otlp"
+	// (a URL without a path gets /v1/traces); empty means the OTLP
+	// environment variables or the exporter's default, localhost:4318.
+	TraceEndpoint string
+	// SampleRatio is the ratio of root traces sampled (parent-based); 0
+	// means 1 when tracing is on.
+	SampleRatio float64
+	// SpanExporter, if set, is used instead of TraceExporter, synchronously
+	// (for tests, e.g. tracetest.NewInMemoryExporter()).
+	SpanExporter sdktrace.SpanExporter
+	// ServiceName is the resource's service.name; default "hookpace".
+	// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override it.
+	ServiceName string
+}
+
+// Telemetry holds the providers made by Setup.
+type Telemetry struct {
+	Metrics        *Metrics
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider // a noop provider when tracing is off
+	Tracer         trace.Tracer
+	// Propagator is W3C TraceContext + Baggage, always on, so an incoming
+	// traceparent is carried to the destination even when tracing is off.
+	Propagator propagation.TextMapPropagator
+
+	handler      http.Handler
+	shutdowns    []func(context.Context) error
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// Setup builds the meter provider (Prometheus exporter on its own registry,
+// plus OTLP push if configured), the tracer provider and the propagator.
+// It sets no OpenTelemetry globals.
+func Setup(ctx context.Context, opts Options) (_ *Telemetry, err error) {
+	if opts.ServiceName == "" {
+		opts.ServiceName = "hookpace"
+	}
+	t := &Telemetry{
+		Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+	}
+	defer func() {
+		if err != nil {
+			_ = t.Shutdown(ctx)
+		}
+	}()
+
+	res, err := resource.New(ctx,
+		resource.WithSchemaURL(semconv.SchemaURL),
+		resource.WithAttributes(semconv.ServiceName(opts.ServiceName)),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+
+	mp, err := t.setupMetrics(ctx, opts, res)
+	if err != nil {
+		return nil, err
+	}
+	t.MeterProvider = mp
+	if t.Metrics, err = newMetrics(mp.Meter(instrumentationName), opts.MaxHostLabels); err != nil {
+		return nil, fmt.Errorf("telemetry metrics: %w", err)
+	}
+
+	if t.TracerProvider, err = t.setupTracing(ctx, opts, res); err != nil {
+		return nil, err
+	}
+	t.Tracer = t.TracerProvider.Tracer(instrumentationName)
+	return t, nil
+}
+
+func (t *Telemetry) setupMetrics(ctx context.Context, opts Options, res *resource.Resource) (*sdkmetric.MeterProvider, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	exp, err := otelprom.New(
+		otelprom.WithRegisterer(reg),
+		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
+		otelprom.WithoutScopeInfo(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry prometheus exporter: %w", err)
+	}
+	t.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:      scrapeErrorLog{},
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+
+	mpOpts := []sdkmetric.Option{
+		sdkmetric.WithResource(res),
+		sdkmetric.WithReader(exp),
+		// otelhttp labels client metrics with server.address: one series
+		// per destination, unbounded. WrapTransport adds the capped host
+		// label instead.
+		sdkmetric.WithView(sdkmetric.NewView(
+			sdkmetric.Instrument{Scope: instrumentation.Scope{Name: otelhttp.ScopeName}},
+			sdkmetric.Stream{AttributeFilter: attribute.NewDenyKeysFilter(semconv.ServerAddressKey, semconv.ServerPortKey)},
+		)),
+	}
+	if opts.MetricsOTLPEndpoint != "" {
+		u, err := otlpURL(opts.MetricsOTLPEndpoint, "/v1/metrics")
+		if err != nil {
+			return nil, fmt.Errorf("telemetry metrics OTLP endpoint: %w", err)
+		}
+		push, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(u))
+		if err != nil {
+			return nil, fmt.Errorf("telemetry metrics OTLP exporter: %w", err)
+		}
+		mpOpts = append(mpOpts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(push)))
+	}
+	mp := sdkmetric.NewMeterProvider(mpOpts...)
+	t.shutdowns = append(t.shutdowns, mp.Shutdown)
+	return mp, nil
+}
+
+// scrapeErrorLog logs what promhttp could not collect through the slog
+// default logger at the time of the scrape (main may replace it after Setup).
+type scrapeErrorLog struct{}
+
+func (scrapeErrorLog) Println(v ...any) {
+	slog.Warn("metrics scrape", "err", strings.TrimSpace(fmt.Sprintln(v...)))
+}
+
+// otlpURL checks an OTLP/HTTP endpoint URL and gives it signalPath when it
+// has no path, as the OTEL_EXPORTER_OTLP_ENDPOINT convention does.
+func otlpURL(endpoint, signalPath string) (string, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", err
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("%q: want http(s)://host:port[/path]", endpoint)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = signalPath
+	}
+	return u.String(), nil
+}
+
+// Handler serves the metrics in Prometheus text format (mount it at GET
+// /metrics). Besides hookpace's own series it has the go_* and process_*
+// collectors and the OTel target_info series.
+func (t *Telemetry) Handler() http.Handler { return t.handler }
+
+// Shutdown flushes and stops the exporters. Calls after the first return
+// the first call's result.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	t.shutdownOnce.Do(func() {
+		var errs []error
+		for i := len(t.shutdowns) - 1; i >= 0; i-- {
+			if err := t.shutdowns[i](ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			t.shutdownErr = fmt.Errorf("telemetry shutdown: %w", err)
+		}
+	})
+	return t.shutdownErr
+}
+
+// WrapTransport instruments rt (nil means http.DefaultTransport) with
+// otelhttp using t's providers and propagator: each request gets a client
+// span named "deliver HTTP <method>", a traceparent header, and the
+// http_client_request_* metrics. Those metrics are labelled
+// host=HostLabel(req.URL.Host) (so capped like hookpace's own) in place of
+// otelhttp's server.address and server.port.
+func (t *Telemetry) WrapTransport(rt http.RoundTripper) http.RoundTripper {
+	return &hostLabelTransport{
+		metrics: t.Metrics,
+		next: otelhttp.NewTransport(rt,
+			otelhttp.WithTracerProvider(t.TracerProvider),
+			otelhttp.WithMeterProvider(t.MeterProvider),
+			otelhttp.WithPropagators(t.Propagator),
+			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+				return "deliver HTTP " + strings.ToUpper(r.Method)
+			}),
+		),
+	}
+}
+
+// hostLabelTransport hands otelhttp the capped host label through the
+// client Labeler in the request context.
+type hostLabelTransport struct {
+	metrics *Metrics
+	next    http.RoundTripper
+}
+
+func (h *hostLabelTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL == nil {
+		return h.next.RoundTrip(r)
+	}
+	ctx := r.Context()
+	l := &otelhttp.Labeler{}
+	if prev, ok := otelhttp.ClientLabelerFromContext(ctx); ok {
+		l.Add(prev.Get()...)
+	}
+	l.Add(attribute.String(LabelHost, h.metrics.HostLabel(r.URL.Host)))
+	return h.next.RoundTrip(r.WithContext(otelhttp.ContextWithClientLabeler(ctx, l)))
+}
