@@ -44,13 +44,14 @@ func (s *Spool) Append(ctx context.Context, m *Message, hostLimit int64) error {
 	if err := s.admit(m.Host, o.size, hostLimit); err != nil {
 		return err
 	}
+	done := o.done // the writer owns o once it is submitted
 	if err := s.submit(o); err != nil {
 		s.unreserve(m.Host, o.size)
 		return err
 	}
 	// The wait ignores ctx: once submitted, the write happens regardless, and
 	// its outcome must be known before answering.
-	if err := <-o.done; err != nil {
+	if err := <-done; err != nil {
 		return err
 	}
 	m.size = o.size
@@ -102,11 +103,12 @@ func (s *Spool) submit(o *op) error {
 
 // submitWait submits an op and waits for the writer's verdict.
 func (s *Spool) submitWait(o *op) error {
-	o.done = make(chan error, 1)
+	done := make(chan error, 1)
+	o.done = done
 	if err := s.submit(o); err != nil {
 		return err
 	}
-	return <-o.done
+	return <-done
 }
 
 // writeLoop is the only goroutine that writes to Badger. Each round takes
@@ -204,10 +206,10 @@ func (s *Spool) commit(batch []*op) {
 	}
 }
 
+// reply tells a waiting submitter the verdict; each op is replied to once.
 func (o *op) reply(err error) {
 	if o.done != nil {
 		o.done <- err
-		o.done = nil
 	}
 }
 
