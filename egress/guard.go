@@ -54,6 +54,10 @@ func (e *DeniedError) Error() string {
 	return fmt.Sprintf("egress to %s (%s) refused: %s", e.Addr, e.Host, e.Reason)
 }
 
+// Refused says briefly what was refused and why ("127.0.0.1: loopback"),
+// for dead-letter reasons.
+func (e *DeniedError) Refused() string { return fmt.Sprintf("%s: %s", e.Addr, e.Reason) }
+
 // IsDenied reports whether err is or wraps a *DeniedError.
 func IsDenied(err error) bool {
 	var d *DeniedError

@@ -1,0 +1,222 @@
+// Package admin serves hookpace's admin API on the admin listener
+// (localhost by default) and is the client the CLI uses to talk to it.
+//
+//	GET    /healthz                alive
+//	GET    /readyz                 spool open and below its high-water mark
+//	GET    /metrics                Prometheus text (OpenTelemetry exporter)
+//	GET    /v1/hosts               every known host's pacing state
+//	GET    /v1/hosts/{host}        one host
+//	POST   /v1/hosts/{host}/pause  stop sending to host
+//	POST   /v1/hosts/{host}/resume
+//	GET    /v1/spool               usage, watermarks, accepting or not
+//	GET    /v1/dead?host=&id=&limit=  dead letters
+//	POST   /v1/dead/replay?all=1|host=|id=  back into their queues
+//	POST   /v1/dead/purge?all=1|host=|id=   delete for good
+package admin
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/spool"
+)
+
+// Hosts is the dispatcher's side of the API.
+type Hosts interface {
+	Hosts() []deliver.HostStatus
+	Host(name string) (deliver.HostStatus, bool)
+	Pause(name string)
+	Resume(name string) bool
+}
+
+// Spool is the spool's side of the API.
+type Spool interface {
+	Usage() spool.Usage
+	Accepting() bool
+	ListDead(f spool.DeadFilter, limit int) ([]*spool.Dead, int, error)
+	ReplayDead(f spool.DeadFilter) (int, error)
+	PurgeDead(f spool.DeadFilter) (int, error)
+}
+
+// Options configure the admin handler.
+type Options struct {
+	Hosts   Hosts
+	Spool   Spool
+	Metrics http.Handler // nil: no /metrics
+	Logger  *slog.Logger
+}
+
+// Handler returns the admin API.
+func Handler(o Options) http.Handler {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	a := &api{o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", a.ready)
+	if o.Metrics != nil {
+		mux.Handle("GET /metrics", o.Metrics)
+	}
+	mux.HandleFunc("GET /v1/hosts", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"hosts": o.Hosts.Hosts()})
+	})
+	mux.HandleFunc("GET /v1/hosts/{host}", a.host)
+	mux.HandleFunc("POST /v1/hosts/{host}/pause", a.pause)
+	mux.HandleFunc("POST /v1/hosts/{host}/resume", a.resume)
+	mux.HandleFunc("GET /v1/spool", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, o.Spool.Usage()) })
+	mux.HandleFunc("GET /v1/dead", a.listDead)
+	mux.HandleFunc("POST /v1/dead/replay", a.replayDead)
+	mux.HandleFunc("POST /v1/dead/purge", a.purgeDead)
+	return mux
+}
+
+type api struct{ Options }
+
+func (a *api) ready(w http.ResponseWriter, r *http.Request) {
+	if !a.Spool.Accepting() {
+		writeError(w, http.StatusServiceUnavailable, "not ready: spool closed or past its high-water mark")
+		return
+	}
+	w.Write([]byte("ready\n"))
+}
+
+func (a *api) host(w http.ResponseWriter, r *http.Request) {
+	st, ok := a.Hosts.Host(r.PathValue("host"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "no such host: "+r.PathValue("host"))
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (a *api) pause(w http.ResponseWriter, r *http.Request) {
+	a.Hosts.Pause(r.PathValue("host"))
+	st, _ := a.Hosts.Host(r.PathValue("host"))
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (a *api) resume(w http.ResponseWriter, r *http.Request) {
+	if !a.Hosts.Resume(r.PathValue("host")) {
+		writeError(w, http.StatusNotFound, "no such host: "+r.PathValue("host"))
+		return
+	}
+	st, _ := a.Hosts.Host(r.PathValue("host"))
+	writeJSON(w, http.StatusOK, st)
+}
+
+// DeadLetter is a dead letter as the API shows it.
+type DeadLetter struct {
+	ID        string              `json:"id"`
+	Host      string              `json:"host"`
+	Method    string              `json:"method"`
+	URL       string              `json:"url"`
+	Reason    string              `json:"reason"`
+	Status    int                 `json:"last_status"`
+	Error     string              `json:"last_error"`
+	Attempts  int                 `json:"attempts"`
+	Enqueued  time.Time           `json:"enqueued_at"`
+	LastTry   time.Time           `json:"last_attempt_at,omitzero"`
+	DiedAt    time.Time           `json:"died_at"`
+	Bytes     int                 `json:"bytes"`
+	Header    map[string][]string `json:"header,omitempty"`
+	BodyValue string              `json:"body,omitempty"`
+}
+
+// DeadList is the answer to GET /v1/dead.
+type DeadList struct {
+	Total int          `json:"total"`
+	Dead  []DeadLetter `json:"dead"`
+}
+
+func (a *api) listDead(w http.ResponseWriter, r *http.Request) {
+	f, err := filter(r, false)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 0 {
+			writeError(w, http.StatusBadRequest, "bad limit "+strconv.Quote(v))
+			return
+		}
+	}
+	body := r.URL.Query().Get("body") == "1"
+	dead, total, err := a.Spool.ListDead(f, limit)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	out := DeadList{Total: total, Dead: make([]DeadLetter, 0, len(dead))}
+	for _, d := range dead {
+		m := d.Message
+		dl := DeadLetter{ID: spool.IDString(m.ID), Host: m.Host, Method: m.Method, URL: m.URL, Reason: d.Reason,
+			Status: m.LastStatus, Error: m.LastError, Attempts: m.Attempts, Enqueued: m.Enqueued.UTC(),
+			LastTry: m.LastTry.UTC(), DiedAt: d.DiedAt.UTC(), Bytes: len(m.Body)}
+		if body {
+			dl.Header, dl.BodyValue = m.Header, string(m.Body)
+		}
+		out.Dead = append(out.Dead, dl)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *api) replayDead(w http.ResponseWriter, r *http.Request) {
+	a.bulk(w, r, "replayed", a.Spool.ReplayDead)
+}
+
+func (a *api) purgeDead(w http.ResponseWriter, r *http.Request) {
+	a.bulk(w, r, "purged", a.Spool.PurgeDead)
+}
+
+func (a *api) bulk(w http.ResponseWriter, r *http.Request, verb string, do func(spool.DeadFilter) (int, error)) {
+	f, err := filter(r, true)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	n, err := do(f)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	a.Logger.Info("dead letters "+verb, "count", n, "host", f.Host, "ids", len(f.IDs))
+	writeJSON(w, http.StatusOK, map[string]int{verb: n})
+}
+
+// filter reads host= and id= (repeatable) from the query. A bulk action
+// must say all=1 to act on every dead letter, so that a forgotten argument
+// never purges everything.
+func filter(r *http.Request, bulk bool) (spool.DeadFilter, error) {
+	q := r.URL.Query()
+	f := spool.DeadFilter{Host: q.Get("host")}
+	for _, s := range q["id"] {
+		id, err := spool.ParseID(s)
+		if err != nil {
+			return f, err
+		}
+		f.IDs = append(f.IDs, id)
+	}
+	if bulk && f.Host == "" && len(f.IDs) == 0 && q.Get("all") != "1" {
+		return f, fmt.Errorf("say which dead letters: all=1, host=HOST or id=ID")
+	}
+	return f, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}

@@ -1,0 +1,147 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/spool"
+)
+
+// Client talks to a running hookpace's admin API.
+type Client struct {
+	base string
+	http *http.Client
+}
+
+// NewClient returns a client for the admin listener at addr ("host:port"
+// or a URL). It never goes through a proxy from the environment: the admin
+// API is local.
+func NewClient(addr string) *Client {
+	base := addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	return &Client{
+		base: strings.TrimRight(base, "/"),
+		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil}},
+	}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, out any) error {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin API at %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e struct{ Error string }
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%s %s: %s", method, path, e.Error)
+		}
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(b, out)
+}
+
+// Hosts lists every host hookpace knows.
+func (c *Client) Hosts(ctx context.Context) ([]deliver.HostStatus, error) {
+	var out struct{ Hosts []deliver.HostStatus }
+	err := c.do(ctx, http.MethodGet, "/v1/hosts", nil, &out)
+	return out.Hosts, err
+}
+
+// Host returns one host.
+func (c *Client) Host(ctx context.Context, host string) (deliver.HostStatus, error) {
+	var out deliver.HostStatus
+	err := c.do(ctx, http.MethodGet, "/v1/hosts/"+url.PathEscape(host), nil, &out)
+	return out, err
+}
+
+// Pause stops sending to host; Resume undoes it.
+func (c *Client) Pause(ctx context.Context, host string) (deliver.HostStatus, error) {
+	var out deliver.HostStatus
+	err := c.do(ctx, http.MethodPost, "/v1/hosts/"+url.PathEscape(host)+"/pause", nil, &out)
+	return out, err
+}
+
+// Resume lets host send again.
+func (c *Client) Resume(ctx context.Context, host string) (deliver.HostStatus, error) {
+	var out deliver.HostStatus
+	err := c.do(ctx, http.MethodPost, "/v1/hosts/"+url.PathEscape(host)+"/resume", nil, &out)
+	return out, err
+}
+
+// Spool reports the spool's usage and admission state.
+func (c *Client) Spool(ctx context.Context) (spool.Usage, error) {
+	var out spool.Usage
+	err := c.do(ctx, http.MethodGet, "/v1/spool", nil, &out)
+	return out, err
+}
+
+// Selector picks dead letters: All, or a Host, or IDs.
+type Selector struct {
+	All  bool
+	Host string
+	IDs  []string
+}
+
+func (s Selector) query() url.Values {
+	q := url.Values{}
+	if s.All {
+		q.Set("all", "1")
+	}
+	if s.Host != "" {
+		q.Set("host", s.Host)
+	}
+	for _, id := range s.IDs {
+		q.Add("id", id)
+	}
+	return q
+}
+
+// Dead lists dead letters (up to limit; 0 for all).
+func (c *Client) Dead(ctx context.Context, s Selector, limit int) (DeadList, error) {
+	q := s.query()
+	q.Del("all")
+	q.Set("limit", strconv.Itoa(limit))
+	var out DeadList
+	err := c.do(ctx, http.MethodGet, "/v1/dead", q, &out)
+	return out, err
+}
+
+// ReplayDead moves dead letters back into their queues.
+func (c *Client) ReplayDead(ctx context.Context, s Selector) (int, error) {
+	var out map[string]int
+	err := c.do(ctx, http.MethodPost, "/v1/dead/replay", s.query(), &out)
+	return out["replayed"], err
+}
+
+// PurgeDead deletes dead letters for good.
+func (c *Client) PurgeDead(ctx context.Context, s Selector) (int, error) {
+	var out map[string]int
+	err := c.do(ctx, http.MethodPost, "/v1/dead/purge", s.query(), &out)
+	return out["purged"], err
+}

@@ -1,0 +1,183 @@
+// Package cli implements the hookpace command: run, check-config, ca init,
+// and the operator commands (status, pause, resume, dead) that talk to a
+// running hookpace through its admin API.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/mitm"
+	"github.com/hookpace/hookpace/server"
+)
+
+const usage = `hookpace: a sidecar egress proxy that spools webhooks durably and replays them paced per host.
+
+Usage:
+  hookpace [run] [--config FILE]       run the proxy (embedded defaults without --config)
+  hookpace check-config FILE           validate a config file; exit 0 or 1
+  hookpace ca init --dir DIR           create an operator CA for MITM (DIR/ca.crt, DIR/ca.key)
+  hookpace status [--json]             table of hosts: queued, in flight, rate, held, breaker
+  hookpace pause HOST | resume HOST    stop / restart sending to one host
+  hookpace dead list [--host H] [--limit N] [--json]
+  hookpace dead replay (--all | --host H | ID...)
+  hookpace dead purge  (--all | --host H | ID...)
+
+Operator commands find the admin API from --admin ADDR, or from --config FILE
+(its admin: setting), or use 127.0.0.1:9090.
+`
+
+// Main runs the command line and returns the exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "run":
+		err = run(args, stderr)
+	case "check-config":
+		err = checkConfig(args, stdout)
+	case "ca":
+		err = caCmd(args, stdout)
+	case "status":
+		err = status(args, stdout)
+	case "pause", "resume":
+		err = pauseResume(cmd, args, stdout)
+	case "dead":
+		err = dead(args, stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "hookpace: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "hookpace %s: %s\n\n%s", cmd, ue.msg, usage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "hookpace %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	return nil
+}
+
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return config.Default(), nil
+	}
+	return config.Load(path)
+}
+
+func run(args []string, stderr io.Writer) error {
+	fs := newFlags("run")
+	path := fs.String("config", "", "config file (YAML); embedded defaults if empty")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"unexpected argument " + fs.Arg(0)}
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+
+	// SIGTERM/SIGINT start a graceful shutdown; a second one forces exit.
+	// SIGHUP reloads the config.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	term := make(chan os.Signal, 2)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	reload := make(chan struct{}, 1)
+	go func() {
+		for range hup {
+			select {
+			case reload <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	go func() {
+		<-term
+		cancel()
+		<-term
+		fmt.Fprintln(stderr, "hookpace: second signal, exiting now; queued messages stay in the spool")
+		os.Exit(1)
+	}()
+	return server.Run(ctx, server.Options{Config: cfg, Reload: reload})
+}
+
+func checkConfig(args []string, stdout io.Writer) error {
+	fs := newFlags("check-config")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	path := fs.Arg(0)
+	if path == "" {
+		return usageError{"which file? hookpace check-config FILE"}
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d hosts, listen %s, admin %s)\n", path, len(cfg.Hosts), cfg.Listen, cfg.Admin)
+	return nil
+}
+
+func caCmd(args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "init" {
+		return usageError{"hookpace ca init --dir DIR"}
+	}
+	fs := newFlags("ca init")
+	dir := fs.String("dir", "", "directory for ca.crt and ca.key")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return usageError{"--dir is required"}
+	}
+	cert, key, err := mitm.InitCA(*dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s and %s (mode 0600)\n", cert, key)
+	fmt.Fprintf(stdout, "configure:\n  mitm:\n    ca_cert: %s\n    ca_key: %s\nand have your apps trust %s\n", cert, key, cert)
+	return nil
+}

@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hookpace/hookpace/admin"
+)
+
+// adminFlags adds --admin and --config to fs and returns a function that
+// builds the client once fs is parsed.
+func adminFlags(fs *flag.FlagSet) func() (*admin.Client, error) {
+	addr := fs.String("admin", "", "admin API address (host:port)")
+	path := fs.String("config", "", "config file to read the admin address from")
+	return func() (*admin.Client, error) {
+		switch {
+		case *addr != "":
+			return admin.NewClient(*addr), nil
+		case *path != "":
+			cfg, err := loadConfig(*path)
+			if err != nil {
+				return nil, err
+			}
+			return admin.NewClient(cfg.Admin), nil
+		default:
+			return admin.NewClient("127.0.0.1:9090"), nil
+		}
+	}
+}
+
+func status(args []string, out io.Writer) error {
+	fs := newFlags("status")
+	client := adminFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	sp, err := c.Spool(ctx)
+	if err != nil {
+		return err
+	}
+	hosts, err := c.Hosts(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(out, map[string]any{"spool": sp, "hosts": hosts})
+	}
+	accepting := "accepting"
+	if !sp.Accepting {
+		accepting = "REFUSING (past high-water mark)"
+	}
+	fmt.Fprintf(out, "spool: %d messages, %s, %.1f%% of limit, %s; %d dead letters; draining %.1f/s\n\n",
+		sp.Messages, bytesString(sp.Bytes), 100*sp.Fraction, accepting, sp.Dead, sp.DrainRate)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tQUEUED\tIN FLIGHT\tRATE\tHELD UNTIL\tBREAKER\tLAST ERROR")
+	now := time.Now()
+	for _, h := range hosts {
+		rate := fmt.Sprintf("%s/s", trimFloat(h.Rate))
+		if h.Rate < h.ConfiguredRate {
+			rate = fmt.Sprintf("%s/s (of %s)", trimFloat(h.Rate), trimFloat(h.ConfiguredRate))
+		}
+		held := "-"
+		switch {
+		case h.Paused:
+			held = "paused"
+		case h.HeldUntil != nil:
+			held = fmt.Sprintf("%s (%s, %s)", h.HeldUntil.Local().Format("15:04:05"),
+				h.HeldUntil.Sub(now).Round(100*time.Millisecond), h.HoldReason)
+		}
+		lastErr := h.LastError
+		if lastErr == "" {
+			lastErr = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", h.Host, h.Queued, h.InFlight, rate, held, h.Breaker, lastErr)
+	}
+	return tw.Flush()
+}
+
+func pauseResume(cmd string, args []string, out io.Writer) error {
+	fs := newFlags(cmd)
+	client := adminFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"hookpace " + cmd + " HOST"}
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	host := strings.ToLower(fs.Arg(0))
+	if cmd == "pause" {
+		_, err = c.Pause(context.Background(), host)
+	} else {
+		_, err = c.Resume(context.Background(), host)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s: %sd\n", host, cmd)
+	return nil
+}
+
+func dead(args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return usageError{"hookpace dead list|replay|purge"}
+	}
+	sub, args := args[0], args[1:]
+	fs := newFlags("dead " + sub)
+	client := adminFlags(fs)
+	host := fs.String("host", "", "only this host's dead letters")
+	all := fs.Bool("all", false, "every dead letter")
+	limit := fs.Int("limit", 100, "list at most this many (0: all)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	sel := admin.Selector{All: *all, Host: strings.ToLower(*host), IDs: fs.Args()}
+	ctx := context.Background()
+	switch sub {
+	case "list":
+		list, err := c.Dead(ctx, sel, *limit)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, list)
+		}
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tHOST\tATTEMPTS\tSTATUS\tDIED\tREASON\tURL")
+		for _, d := range list.Dead {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", d.ID, d.Host, d.Attempts, d.Status,
+				d.DiedAt.Local().Format(time.DateTime), d.Reason, d.URL)
+		}
+		tw.Flush()
+		fmt.Fprintf(out, "%d dead letters", list.Total)
+		if list.Total > len(list.Dead) {
+			fmt.Fprintf(out, " (%d shown)", len(list.Dead))
+		}
+		fmt.Fprintln(out)
+		return nil
+	case "replay", "purge":
+		if !sel.All && sel.Host == "" && len(sel.IDs) == 0 {
+			return usageError{"say which: --all, --host HOST or IDs"}
+		}
+		var n int
+		if sub == "replay" {
+			n, err = c.ReplayDead(ctx, sel)
+		} else {
+			n, err = c.PurgeDead(ctx, sel)
+		}
+		if err != nil {
+			return err
+		}
+		verb := map[string]string{"replay": "replayed", "purge": "purged"}[sub]
+		fmt.Fprintf(out, "%s %d dead letters\n", verb, n)
+		return nil
+	default:
+		return usageError{"unknown dead subcommand " + sub}
+	}
+}
+
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func trimFloat(f float64) string {
+	s := fmt.Sprintf("%.2f", f)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	return s
+}
+
+func bytesString(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,247 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/elazarl/goproxy"
+	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/egress"
+	"github.com/hookpace/hookpace/spool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Ingest outcomes, as counted in hookpace_ingest_requests_total.
+const (
+	outcomeAccepted     = "accepted"
+	outcomeBackpressure = "rejected_backpressure"
+	outcomeTooLarge     = "too_large"
+	outcomeRefused      = "refused"
+	outcomePassthrough  = "passthrough"
+	outcomeBadRequest   = "bad_request"
+	outcomeUnauthorized = "unauthorized"
+	outcomeError        = "error"
+)
+
+// decision is one ingest decision: the answer and the canonical log line.
+type decision struct {
+	outcome string
+	status  int
+	reason  string
+	header  http.Header
+	id      string
+}
+
+func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	start := time.Now()
+	cfg := p.cfg()
+	if !p.authorize(r, ctx, cfg) {
+		return nil, p.answer(r, start, "", 0, decision{outcome: outcomeUnauthorized, status: http.StatusProxyAuthRequired,
+			reason: "proxy authentication required", header: http.Header{"Proxy-Authenticate": {`Basic realm="hookpace"`}}})
+	}
+	if r.Method != http.MethodPost {
+		// Passthrough: forwarded synchronously, unspooled. The transport's
+		// dialer applies the egress policy.
+		p.opts.Metrics.Ingest(r.Context(), outcomePassthrough)
+		p.log.Info("ingest", "decision", outcomePassthrough, "method", r.Method, "host", HostKey(r.URL), "remote", r.RemoteAddr)
+		return r, nil
+	}
+	return nil, p.ingest(r, cfg, start)
+}
+
+// ingest spools one webhook and answers 202 only once it is durable.
+func (p *Proxy) ingest(r *http.Request, cfg *config.Config, start time.Time) *http.Response {
+	ctx := p.opts.Prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	host := HostKey(r.URL)
+	ctx, span := p.opts.Tracer.Start(ctx, "hookpace.ingest", trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("hookpace.host", host), attribute.String("http.request.method", r.Method)))
+	d, size := p.decide(ctx, r, cfg, host)
+	span.SetAttributes(attribute.String("hookpace.outcome", d.outcome), attribute.Int("http.response.status_code", d.status))
+	if d.status >= 400 {
+		span.SetStatus(codes.Error, d.reason)
+	}
+	span.End()
+	return p.answer(r, start, host, size, d)
+}
+
+func (p *Proxy) decide(ctx context.Context, r *http.Request, cfg *config.Config, host string) (decision, int) {
+	if r.URL.Scheme != "http" && r.URL.Scheme != "https" {
+		return decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: "unsupported scheme " + strconv.Quote(r.URL.Scheme)}, 0
+	}
+	if r.URL.Hostname() == "" {
+		return decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: "request URL has no host"}, 0
+	}
+	_, hc := cfg.Lookup(host)
+	// Refuse forbidden destinations before storing anything: a webhook
+	// that could never be delivered must not get a 202.
+	if _, err := p.opts.Guard.Check(ctx, r.URL.Hostname()); err != nil {
+		var denied *egress.DeniedError
+		if errors.As(err, &denied) {
+			return decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: denied.Error()}, 0
+		}
+		// A DNS failure may be passing: spool it and let delivery retry.
+		p.log.Debug("ingest: destination does not resolve now", "host", host, "error", err)
+	}
+	if !p.opts.Spool.Accepting() {
+		return p.full(nil), 0
+	}
+	maxBody := int64(cfg.Spool.MaxBody)
+	if r.ContentLength > maxBody {
+		return tooLarge(r.ContentLength, maxBody), 0
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: "reading body: " + err.Error()}, 0
+	}
+	if int64(len(body)) > maxBody {
+		return tooLarge(-1, maxBody), 0
+	}
+	header := storedHeader(r.Header)
+	// The stored trace context is the ingest span's, so that the delivery
+	// span continues the app's trace across the spool.
+	p.opts.Prop.Inject(ctx, propagation.HeaderCarrier(header))
+	m := &spool.Message{
+		Host:     host,
+		Method:   r.Method,
+		URL:      r.URL.String(),
+		Header:   header,
+		Body:     body,
+		Enqueued: time.Now(),
+	}
+	err = p.opts.Spool.Append(ctx, m, hc.MaxQueued)
+	var full *spool.FullError
+	var werr *spool.WriteError
+	switch {
+	case err == nil:
+		return decision{outcome: outcomeAccepted, status: http.StatusAccepted, id: spool.IDString(m.ID)}, len(body)
+	case errors.As(err, &full):
+		return p.full(full), len(body)
+	case errors.As(err, &werr), errors.Is(err, spool.ErrClosed):
+		return decision{outcome: outcomeError, status: http.StatusServiceUnavailable, reason: "not stored: " + err.Error(),
+			header: http.Header{"Retry-After": {"5"}}}, len(body)
+	default:
+		return decision{outcome: outcomeError, status: http.StatusServiceUnavailable, reason: "not stored: " + err.Error()}, len(body)
+	}
+}
+
+func tooLarge(n, limit int64) decision {
+	reason := fmt.Sprintf("body exceeds spool.max_body (%d bytes)", limit)
+	if n > 0 {
+		reason = fmt.Sprintf("body of %d bytes exceeds spool.max_body (%d bytes)", n, limit)
+	}
+	return decision{outcome: outcomeTooLarge, status: http.StatusRequestEntityTooLarge, reason: reason}
+}
+
+// full is the backpressure answer: 429 with a Retry-After estimated from the
+// spool's drain rate.
+func (p *Proxy) full(e *spool.FullError) decision {
+	retry := 5 * time.Second
+	reason := "spool past its high-water mark; retry later"
+	if e != nil {
+		retry = e.RetryAfter
+		if e.Host != "" {
+			reason = "queue for " + e.Host + " is at max_queued; retry later"
+		}
+	}
+	secs := max(1, int((retry+time.Second-1)/time.Second))
+	return decision{outcome: outcomeBackpressure, status: http.StatusTooManyRequests, reason: reason,
+		header: http.Header{"Retry-After": {strconv.Itoa(secs)}}}
+}
+
+// answer turns a decision into the response and writes its canonical log
+// line and metric.
+func (p *Proxy) answer(r *http.Request, start time.Time, host string, size int, d decision) *http.Response {
+	p.opts.Metrics.Ingest(r.Context(), d.outcome)
+	attrs := []any{
+		"decision", d.outcome,
+		"status", d.status,
+		"method", r.Method,
+		"host", host,
+		"bytes", size,
+		"duration_ms", float64(time.Since(start).Microseconds()) / 1000,
+		"remote", r.RemoteAddr,
+	}
+	if d.id != "" {
+		attrs = append(attrs, "id", d.id)
+	}
+	if d.reason != "" {
+		attrs = append(attrs, "reason", d.reason)
+	}
+	level := slogLevel(d.status)
+	p.log.Log(r.Context(), level, "ingest", attrs...)
+
+	var resp *http.Response
+	if d.status == http.StatusAccepted {
+		resp = goproxy.NewResponse(r, "application/json", d.status,
+			`{"id":"`+d.id+`","status":"accepted","host":`+strconv.Quote(host)+"}\n")
+		resp.Header.Set("X-Hookpace-Id", d.id)
+	} else {
+		resp = goproxy.NewResponse(r, "text/plain; charset=utf-8", d.status, "hookpace: "+d.reason+"\n")
+	}
+	resp.Status = strconv.Itoa(d.status) + " " + http.StatusText(d.status)
+	for k, vs := range d.header {
+		resp.Header[k] = vs
+	}
+	return resp
+}
+
+// onConnect applies the per-host CONNECT policy.
+func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	start := time.Now()
+	cfg := p.cfg()
+	r := ctx.Req
+	reject := func(d decision) (*goproxy.ConnectAction, string) {
+		ctx.Resp = p.answer(r, start, target, 0, d)
+		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, target
+	}
+	if !p.authorize(r, ctx, cfg) {
+		return reject(decision{outcome: outcomeUnauthorized, status: http.StatusProxyAuthRequired,
+			reason: "proxy authentication required", header: http.Header{"Proxy-Authenticate": {`Basic realm="hookpace"`}}})
+	}
+	ctx.UserData = &ctxInfo{authorized: true}
+	u := &url.URL{Scheme: "https", Host: target}
+	host := HostKey(u)
+	_, hc := cfg.Lookup(host)
+	switch hc.Connect {
+	case config.ConnectMITM:
+		if p.opts.CA == nil {
+			return reject(decision{outcome: outcomeRefused, status: http.StatusForbidden,
+				reason: "CONNECT to " + host + " wants mitm, but no mitm CA is configured (hookpace ca init, then mitm.ca_cert/ca_key)"})
+		}
+		p.log.Debug("connect", "decision", "mitm", "host", host, "remote", r.RemoteAddr)
+		return &goproxy.ConnectAction{Action: goproxy.ConnectMitm, TLSConfig: func(h string, _ *goproxy.ProxyCtx) (*tls.Config, error) {
+			return p.opts.CA.TLSConfig(h)
+		}}, target
+	case config.ConnectTunnel:
+		if _, err := p.opts.Guard.Check(r.Context(), u.Hostname()); err != nil && egress.IsDenied(err) {
+			return reject(decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: err.Error()})
+		}
+		p.opts.Metrics.Ingest(r.Context(), outcomePassthrough)
+		p.log.Info("ingest", "decision", "tunnel", "method", r.Method, "host", host, "remote", r.RemoteAddr,
+			"reason", "connect: tunnel passes bytes through unthrottled")
+		return &goproxy.ConnectAction{Action: goproxy.ConnectAccept}, target
+	default:
+		return reject(decision{outcome: outcomeRefused, status: http.StatusForbidden,
+			reason: "CONNECT to " + host + " denied: hookpace cannot spool or pace an encrypted tunnel. " +
+				"Either POST the http:// URL and set upgrade_tls: true for this host, or create a CA with " +
+				"'hookpace ca init', set mitm.ca_cert and mitm.ca_key, and trust the CA in the app"})
+	}
+}
+
+func slogLevel(status int) slog.Level {
+	if status >= 500 {
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
+}

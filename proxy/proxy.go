@@ -1,0 +1,204 @@
+// Package proxy is hookpace's front door: an HTTP forward proxy (goproxy)
+// that spools absolute-form POSTs and answers 202 once they are durable,
+// passes other methods through to their targets, and applies the CONNECT
+// policy (MITM with the operator's CA, tunnel or deny) to HTTPS.
+package proxy
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync/atomic"
+
+	"github.com/elazarl/goproxy"
+	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/mitm"
+	"github.com/hookpace/hookpace/spool"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Spooler is where accepted webhooks go; *spool.Spool is the real one.
+type Spooler interface {
+	Append(ctx context.Context, m *spool.Message, hostLimit int64) error
+	Accepting() bool
+}
+
+// Guard decides which destinations may be reached; *egress.Guard is the
+// real one.
+type Guard interface {
+	Check(ctx context.Context, host string) ([]netip.Addr, error)
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Counter records ingest outcomes; *telemetry.Metrics is the real one.
+type Counter interface {
+	Ingest(ctx context.Context, outcome string)
+}
+
+// Options configure a Proxy.
+type Options struct {
+	Config *atomic.Pointer[config.Config] // current config; reloads swap it
+	Spool  Spooler
+	Guard  Guard
+	CA     *mitm.CA // nil: MITM is not available
+	// Transport carries passthrough requests (non-POST) and tunnels. It
+	// must not read proxy settings from the environment.
+	Transport *http.Transport
+	Logger    *slog.Logger
+	Metrics   Counter
+	Tracer    trace.Tracer
+	Prop      propagation.TextMapPropagator
+}
+
+// Proxy is an http.Handler for the proxy listener.
+type Proxy struct {
+	opts Options
+	gp   *goproxy.ProxyHttpServer
+	log  *slog.Logger
+}
+
+type nopCounter struct{}
+
+func (nopCounter) Ingest(context.Context, string) {}
+
+// New builds the proxy. goproxy's defaults are all replaced: its transport
+// skips TLS verification and reads HTTP_PROXY, its CONNECT dialer reads
+// HTTPS_PROXY, and its MITM CA is public.
+func New(opts Options) *Proxy {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = nopCounter{}
+	}
+	if opts.Tracer == nil {
+		opts.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	if opts.Prop == nil {
+		opts.Prop = propagation.TraceContext{}
+	}
+	p := &Proxy{opts: opts, log: opts.Logger}
+	gp := goproxy.NewProxyHttpServer()
+	gp.Logger = goproxyLogger{opts.Logger}
+	gp.Tr = opts.Transport
+	gp.ConnectDial = nil
+	gp.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
+		return opts.Guard.DialContext(req.Context(), network, addr)
+	}
+	gp.NonproxyHandler = http.HandlerFunc(p.nonProxy)
+	gp.OnRequest().DoFunc(p.onRequest)
+	gp.OnRequest().HandleConnectFunc(p.onConnect)
+	p.gp = gp
+	return p
+}
+
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.gp.ServeHTTP(w, r) }
+
+func (p *Proxy) cfg() *config.Config { return p.opts.Config.Load() }
+
+// nonProxy answers origin-form requests ("GET /path"): hookpace is a proxy
+// and needs the absolute URL of the destination.
+func (p *Proxy) nonProxy(w http.ResponseWriter, r *http.Request) {
+	p.opts.Metrics.Ingest(r.Context(), outcomeBadRequest)
+	p.log.Info("ingest", "decision", outcomeBadRequest, "status", http.StatusBadRequest, "method", r.Method,
+		"url", r.URL.String(), "reason", "origin-form request", "remote", r.RemoteAddr)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusBadRequest)
+	w.Write([]byte("hookpace: this is an HTTP proxy; send requests with an absolute URL, " +
+		"e.g. set HTTP_PROXY=http://" + p.cfg().Listen + " and POST to the webhook's real URL\n"))
+}
+
+// ctxInfo is carried from a CONNECT to the requests inside its tunnel.
+type ctxInfo struct {
+	authorized bool
+}
+
+// authorize checks Proxy-Authorization when proxy auth is configured.
+// Requests inside a MITM'd tunnel were authorized at the CONNECT.
+func (p *Proxy) authorize(r *http.Request, ctx *goproxy.ProxyCtx, cfg *config.Config) bool {
+	if !cfg.Auth.Enabled() {
+		return true
+	}
+	if info, ok := ctx.UserData.(*ctxInfo); ok && info.authorized {
+		return true
+	}
+	user, pass, ok := parseBasic(r.Header.Get("Proxy-Authorization"))
+	if !ok {
+		return false
+	}
+	match := 0
+	for _, u := range cfg.Auth.Users {
+		// Compare against every user, in constant time, so the answer's
+		// timing says nothing about which part was wrong.
+		uok := subtle.ConstantTimeCompare([]byte(user), []byte(u.Username))
+		pok := subtle.ConstantTimeCompare([]byte(pass), []byte(u.Password))
+		match |= uok & pok
+	}
+	return match == 1
+}
+
+func parseBasic(h string) (user, pass string, ok bool) {
+	const prefix = "Basic "
+	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return "", "", false
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(h[len(prefix):]))
+	if err != nil {
+		return "", "", false
+	}
+	user, pass, ok = strings.Cut(string(b), ":")
+	return user, pass, ok
+}
+
+// HostKey is the queue and config key of a destination: the lower-case
+// host, with the port only when it is not the scheme's default.
+func HostKey(u *url.URL) string {
+	host := strings.ToLower(u.Hostname())
+	port := u.Port()
+	if port == "" || (port == "80" && u.Scheme == "http") || (port == "443" && u.Scheme == "https") {
+		return host
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// hopHeaders are connection-level headers (RFC 9110 §7.6.1) that a proxy
+// must not forward, plus Content-Length, which replay recomputes.
+var hopHeaders = []string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer",
+	"Transfer-Encoding", "Upgrade", "Content-Length",
+}
+
+// storedHeader returns the headers to replay: the request's headers less
+// hop-by-hop ones, those named in Connection, and every Proxy-* header.
+func storedHeader(h http.Header) http.Header {
+	out := h.Clone()
+	for _, v := range h.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			out.Del(strings.TrimSpace(name))
+		}
+	}
+	for _, k := range hopHeaders {
+		out.Del(k)
+	}
+	for k := range out {
+		if strings.HasPrefix(k, "Proxy-") {
+			delete(out, k)
+		}
+	}
+	return out
+}
+
+type goproxyLogger struct{ log *slog.Logger }
+
+func (l goproxyLogger) Printf(format string, v ...any) {
+	l.log.Debug("goproxy: " + strings.TrimSpace(fmt.Sprintf(format, v...)))
+}

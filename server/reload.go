@@ -1,0 +1,114 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/egress"
+	"github.com/hookpace/hookpace/spool"
+	"github.com/hookpace/hookpace/telemetry"
+)
+
+// swapGuard is the egress guard in force; a reload swaps in a new one.
+type swapGuard struct {
+	g    atomic.Pointer[egress.Guard]
+	self []string
+}
+
+func (s *swapGuard) set(cfg *config.Config) error {
+	g, err := egress.New(egress.Options{Allow: cfg.Egress.Allow, Deny: cfg.Egress.Deny, Self: s.self})
+	if err != nil {
+		return err
+	}
+	s.g.Store(g)
+	return nil
+}
+
+func (s *swapGuard) Check(ctx context.Context, host string) ([]netip.Addr, error) {
+	return s.g.Load().Check(ctx, host)
+}
+
+func (s *swapGuard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return s.g.Load().DialContext(ctx, network, addr)
+}
+
+// reloader applies config changes on SIGHUP or when the file changes.
+type reloader struct {
+	path    string
+	current *atomic.Pointer[config.Config]
+	log     *slog.Logger
+	level   *slog.LevelVar
+	guard   *swapGuard
+	spool   *spool.Spool
+	disp    *deliver.Dispatcher
+	last    []byte
+}
+
+// watch polls the config file's content every 250 ms, which also sees
+// Kubernetes ConfigMap updates (a symlink swap that inotify watchers miss),
+// and reloads on each signal.
+func (r *reloader) watch(ctx context.Context, sig <-chan struct{}) {
+	if r.path != "" {
+		r.last, _ = os.ReadFile(r.path)
+	}
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+			r.reload("signal")
+		case <-tick.C:
+			if r.path == "" {
+				continue
+			}
+			b, err := os.ReadFile(r.path)
+			if err != nil || bytes.Equal(b, r.last) {
+				continue
+			}
+			r.reload("file changed")
+		}
+	}
+}
+
+func (r *reloader) reload(why string) {
+	if r.path == "" {
+		r.log.Warn("reload requested but hookpace runs on its embedded defaults: nothing to reload")
+		return
+	}
+	b, err := os.ReadFile(r.path)
+	if err != nil {
+		r.log.Error("config reload failed: old config stays in force", "why", why, "error", err)
+		return
+	}
+	r.last = b
+	cfg, err := config.Parse(r.path, b)
+	if err != nil {
+		r.log.Error("config reload rejected: old config stays in force", "why", why, "error", err.Error())
+		return
+	}
+	old := r.current.Load()
+	for _, f := range config.RestartRequired(old, cfg) {
+		r.log.Warn("config change needs a restart to take effect", "field", f)
+	}
+	if err := r.guard.set(cfg); err != nil {
+		r.log.Error("config reload rejected: old config stays in force", "why", why, "error", err.Error())
+		return
+	}
+	if err := telemetry.SetLevel(r.level, cfg.Log.Level); err != nil {
+		r.log.Warn("log level unchanged", "error", err)
+	}
+	r.current.Store(cfg)
+	r.spool.SetLimits(cfg.Spool.MaxMessages, int64(cfg.Spool.MaxBytes), cfg.Spool.HighWater, cfg.Spool.LowWater)
+	r.disp.SetPolicy(policies(cfg))
+	r.log.Info("config reloaded", "why", why, "path", r.path, "hosts", len(cfg.Hosts))
+}
