@@ -1,0 +1,391 @@
+// Package e2e tests the real hookpace binary from the outside: it builds
+// ./cmd/hookpace, starts it on loopback with a temporary config, sends
+// webhooks through it with real proxy clients, and watches what arrives at
+// real httptest receivers.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binary string // built once in TestMain
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hookpace-e2e")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "hookpace")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/hookpace")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building hookpace:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Hookpace is one running hookpace process.
+type Hookpace struct {
+	t       *testing.T
+	Dir     string // spool dir and config live here
+	Config  string // config path
+	Proxy   string // "127.0.0.1:port"
+	Admin   string
+	cmd     *exec.Cmd
+	logMu   sync.Mutex
+	log     bytes.Buffer
+	exited  chan struct{}
+	exitErr error
+}
+
+// freePort reserves a loopback port. The window between closing it and
+// hookpace binding it is tiny; tests on this machine own loopback.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Start writes cfg (YAML, without listen/admin/spool.dir, which Start
+// fills in) to a temp dir and starts hookpace on it. The process is killed
+// at the end of the test.
+func Start(t *testing.T, cfg string) *Hookpace {
+	t.Helper()
+	h := &Hookpace{t: t, Dir: t.TempDir()}
+	h.Proxy, h.Admin = freePort(t), freePort(t)
+	h.Config = filepath.Join(h.Dir, "hookpace.yaml")
+	full := fmt.Sprintf("listen: %s\nadmin: %s\nspool:\n  dir: %s\n", h.Proxy, h.Admin, filepath.Join(h.Dir, "spool"))
+	full = mergeSpool(full, cfg)
+	if err := os.WriteFile(h.Config, []byte(full), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	t.Cleanup(func() { h.Kill() })
+	return h
+}
+
+// mergeSpool folds a "spool:" block of cfg into the generated one, so tests
+// can set spool limits.
+func mergeSpool(base, cfg string) string {
+	lines := strings.Split(cfg, "\n")
+	var spool, rest []string
+	in := false
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "spool:"):
+			in = true
+		case in && (strings.HasPrefix(l, " ") || l == ""):
+			if l != "" {
+				spool = append(spool, l)
+			}
+		default:
+			in = false
+			rest = append(rest, l)
+		}
+	}
+	return base + strings.Join(spool, "\n") + "\n" + strings.Join(rest, "\n") + "\n"
+}
+
+func (h *Hookpace) start() {
+	h.t.Helper()
+	h.cmd = exec.Command(binary, "run", "--config", h.Config)
+	// hookpace must ignore proxy variables in its own environment: point
+	// them at a dead port to prove it.
+	h.cmd.Env = append(os.Environ(), "HTTP_PROXY=http://127.0.0.1:1", "HTTPS_PROXY=http://127.0.0.1:1",
+		"http_proxy=http://127.0.0.1:1", "https_proxy=http://127.0.0.1:1", "NO_PROXY=", "no_proxy=")
+	pr, pw := io.Pipe()
+	h.cmd.Stdout, h.cmd.Stderr = pw, pw
+	h.exited = make(chan struct{})
+	if err := h.cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			h.logMu.Lock()
+			h.log.WriteString(line + "\n")
+			h.logMu.Unlock()
+			if strings.Contains(line, "hookpace started") {
+				once.Do(func() { close(ready) })
+			}
+		}
+	}()
+	go func() {
+		h.exitErr = h.cmd.Wait()
+		pw.Close()
+		close(h.exited)
+	}()
+	select {
+	case <-ready:
+	case <-h.exited:
+		h.t.Fatalf("hookpace exited at start: %v\n%s", h.exitErr, h.Log())
+	case <-time.After(30 * time.Second):
+		h.t.Fatalf("hookpace did not start within 30s\n%s", h.Log())
+	}
+}
+
+// Log returns everything hookpace has logged so far.
+func (h *Hookpace) Log() string {
+	h.logMu.Lock()
+	defer h.logMu.Unlock()
+	return h.log.String()
+}
+
+// Kill sends SIGKILL and waits for the process to go.
+func (h *Hookpace) Kill() {
+	if h.cmd == nil || h.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-h.exited:
+		return
+	default:
+	}
+	h.cmd.Process.Kill()
+	<-h.exited
+}
+
+// Signal sends sig to hookpace.
+func (h *Hookpace) Signal(sig syscall.Signal) { h.cmd.Process.Signal(sig) }
+
+// Wait waits for hookpace to exit and returns its exit code.
+func (h *Hookpace) Wait(limit time.Duration) int {
+	h.t.Helper()
+	select {
+	case <-h.exited:
+	case <-time.After(limit):
+		h.t.Fatalf("hookpace still running after %v\n%s", limit, h.Log())
+	}
+	if h.cmd.ProcessState == nil {
+		return -1
+	}
+	return h.cmd.ProcessState.ExitCode()
+}
+
+// Restart starts hookpace again on the same config and spool (after Kill
+// or a graceful exit).
+func (h *Hookpace) Restart() {
+	h.t.Helper()
+	h.logMu.Lock()
+	h.log.Reset()
+	h.logMu.Unlock()
+	h.start()
+}
+
+// Client returns an HTTP client that sends everything through hookpace,
+// including loopback targets (ProxyFromEnvironment would skip those).
+func (h *Hookpace) Client() *http.Client {
+	u, _ := url.Parse("http://" + h.Proxy)
+	return &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u), MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
+}
+
+// Post sends one webhook through hookpace and returns the status and id.
+func (h *Hookpace) Post(c *http.Client, target string, body []byte, hdr http.Header) (int, string) {
+	h.t.Helper()
+	req, err := http.NewRequest("POST", target, bytes.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		h.t.Fatalf("POST %s through hookpace: %v", target, err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("X-Hookpace-Id")
+}
+
+// AdminJSON GETs an admin path and decodes the JSON answer into v.
+func (h *Hookpace) AdminJSON(path string, v any) {
+	h.t.Helper()
+	resp, err := http.Get("http://" + h.Admin + path)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		h.t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// Metrics scrapes /metrics and returns the text.
+func (h *Hookpace) Metrics() string {
+	h.t.Helper()
+	resp, err := http.Get("http://" + h.Admin + "/metrics")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// CLI runs a hookpace subcommand against this instance's admin API.
+func (h *Hookpace) CLI(args ...string) (string, error) {
+	cmd := exec.Command(binary, append(args, "--admin", h.Admin)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// MetricValue returns the value of the series whose line starts with
+// prefix (name plus labels as Prometheus prints them), or -1.
+func MetricValue(text, prefix string) float64 {
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(prefix) + `(?:\{[^}]*\})? ([0-9.e+-]+)$`)
+	m := re.FindStringSubmatch(text)
+	if m == nil {
+		return -1
+	}
+	var v float64
+	fmt.Sscan(m[1], &v)
+	return v
+}
+
+// Receiver is a real HTTP partner that records what it gets.
+type Receiver struct {
+	*httptest.Server
+	mu     sync.Mutex
+	got    []Arrival
+	notify chan struct{}
+	// Handle, if set, decides the answer; n counts requests from 1.
+	Handle func(w http.ResponseWriter, r *http.Request, n int)
+}
+
+// Arrival is one request a Receiver got.
+type Arrival struct {
+	At     time.Time
+	Method string
+	Path   string
+	Header http.Header
+	Body   []byte
+	Status int
+}
+
+// NewReceiver starts a receiver on loopback.
+func NewReceiver(t *testing.T) *Receiver {
+	rc := &Receiver{notify: make(chan struct{}, 1)}
+	rc.Server = httptest.NewServer(http.HandlerFunc(rc.serve))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// NewTLSReceiver starts a receiver with a self-signed certificate.
+func NewTLSReceiver(t *testing.T) *Receiver {
+	rc := &Receiver{notify: make(chan struct{}, 1)}
+	rc.Server = httptest.NewTLSServer(http.HandlerFunc(rc.serve))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	n := len(rc.got) + 1
+	a := Arrival{At: time.Now(), Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body, Status: 200}
+	rc.got = append(rc.got, a)
+	idx := len(rc.got) - 1
+	h := rc.Handle
+	rc.mu.Unlock()
+	sw := &statusWriter{ResponseWriter: w, status: 200}
+	if h != nil {
+		h(sw, r, n)
+	} else {
+		w.WriteHeader(200)
+	}
+	rc.mu.Lock()
+	rc.got[idx].Status = sw.status
+	rc.mu.Unlock()
+	select {
+	case rc.notify <- struct{}{}:
+	default:
+	}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) { s.status = code; s.ResponseWriter.WriteHeader(code) }
+
+// Host is the receiver's host:port, as hookpace keys it.
+func (rc *Receiver) Host() string { return strings.TrimPrefix(strings.TrimPrefix(rc.URL, "http://"), "https://") }
+
+// Arrivals returns a copy of what arrived so far.
+func (rc *Receiver) Arrivals() []Arrival {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]Arrival(nil), rc.got...)
+}
+
+// Count returns how many requests arrived that pass keep (nil: all).
+func (rc *Receiver) Count(keep func(Arrival) bool) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	n := 0
+	for _, a := range rc.got {
+		if keep == nil || keep(a) {
+			n++
+		}
+	}
+	return n
+}
+
+// WaitFor blocks until cond holds for the arrivals, or fails the test
+// after limit. It wakes on every arrival (no polling sleeps).
+func (rc *Receiver) WaitFor(t *testing.T, limit time.Duration, what string, cond func([]Arrival) bool) {
+	t.Helper()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for {
+		if cond(rc.Arrivals()) {
+			return
+		}
+		select {
+		case <-rc.notify:
+		case <-deadline.C:
+			t.Fatalf("after %v: %s not reached (%d arrivals)", limit, what, len(rc.Arrivals()))
+		}
+	}
+}
+
+// Delivered2xx counts arrivals answered 2xx.
+func Delivered2xx(as []Arrival) int {
+	n := 0
+	for _, a := range as {
+		if a.Status >= 200 && a.Status < 300 {
+			n++
+		}
+	}
+	return n
+}
