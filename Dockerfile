@@ -1,0 +1,20 @@
+# Static, non-root hookpace image.
+#   docker build -t hookpace .
+#   docker run -v hookpace-spool:/var/lib/hookpace -p 8080:8080 hookpace
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/hookpace ./cmd/hookpace
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/hookpace /usr/local/bin/hookpace
+COPY config.example.yaml /etc/hookpace/config.yaml
+# The image's config listens on all interfaces inside the container; the
+# admin API stays on localhost (reach it with kubectl exec or port-forward).
+USER nonroot:nonroot
+VOLUME /var/lib/hookpace
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/hookpace"]
+CMD ["run", "--config", "/etc/hookpace/config.yaml"]
