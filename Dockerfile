@@ -10,8 +10,8 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/hookpace ./cmd/hoo
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/hookpace /usr/local/bin/hookpace
-COPY config.example.yaml /etc/hookpace/config.yaml
-# The image's config listens on all interfaces inside the container; the
+COPY examples/container.yaml /etc/hookpace/config.yaml
+# examples/container.yaml listens on all interfaces of the container; the
 # admin API stays on localhost (reach it with kubectl exec or port-forward).
 USER nonroot:nonroot
 VOLUME /var/lib/hookpace
