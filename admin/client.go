@@ -145,3 +145,12 @@ func (c *Client) PurgeDead(ctx context.Context, s Selector) (int, error) {
 	err := c.do(ctx, http.MethodPost, "/v1/dead/purge", s.query(), &out)
 	return out["purged"], err
 }
+
+// Health checks /healthz (ready: /readyz).
+func (c *Client) Health(ctx context.Context, ready bool) error {
+	path := "/healthz"
+	if ready {
+		path = "/readyz"
+	}
+	return c.do(ctx, http.MethodGet, path, nil, nil)
+}

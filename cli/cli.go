@@ -26,6 +26,7 @@ Usage:
   hookpace ca init --dir DIR           create an operator CA for MITM (DIR/ca.crt, DIR/ca.key)
   hookpace status [--json]             table of hosts: queued, in flight, rate, held, breaker
   hookpace pause HOST | resume HOST    stop / restart sending to one host
+  hookpace health [--ready]            exit 0 if the admin API is healthy (for probes)
   hookpace dead list [--host H] [--limit N] [--json]
   hookpace dead replay (--all | --host H | ID...)
   hookpace dead purge  (--all | --host H | ID...)
@@ -50,6 +51,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = caCmd(args, stdout)
 	case "status":
 		err = status(args, stdout)
+	case "health":
+		err = health(args, stdout)
 	case "pause", "resume":
 		err = pauseResume(cmd, args, stdout)
 	case "dead":

@@ -88,6 +88,26 @@ func status(args []string, out io.Writer) error {
 	return tw.Flush()
 }
 
+// health exits 0 if the admin API answers /healthz (--ready: /readyz); for
+// container probes, which run inside the pod where the admin API listens.
+func health(args []string, out io.Writer) error {
+	fs := newFlags("health")
+	client := adminFlags(fs)
+	ready := fs.Bool("ready", false, "check /readyz instead of /healthz")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	if err := c.Health(context.Background(), *ready); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "ok")
+	return nil
+}
+
 func pauseResume(cmd string, args []string, out io.Writer) error {
 	fs := newFlags(cmd)
 	client := adminFlags(fs)
