@@ -79,7 +79,7 @@ func (s *Spool) ListDead(f DeadFilter, limit int) ([]*Dead, int, error) {
 }
 
 func (s *Spool) eachDead(f DeadFilter, fn func(*Dead) bool) error {
-	return s.db.View(func(txn *badger.Txn) error {
+	return s.dead.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixDead}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {

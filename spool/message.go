@@ -2,12 +2,14 @@
 // are written to an embedded Badger database, fsync'd in groups, and kept
 // until a delivery succeeds or they are moved to the dead letters.
 //
-// Keys are laid out so that one prefix scan returns a host's queue in FIFO
-// order:
+// The spool directory holds two Badger databases. queue/ holds every queued
+// message, keyed so that one prefix scan returns a host's queue in FIFO
+// order; it churns, and is dropped whole whenever it is empty. dead/ holds
+// the dead letters and the id sequence, and lives on:
 //
-//	q <host> 0x00 <id:8 bytes big-endian>   queued message
-//	d <id:8 bytes big-endian>              dead letter
-//	m seq                                   highest id handed out
+//	queue/  q <host> 0x00 <id:8 bytes big-endian>   queued message
+//	dead/   d <id:8 bytes big-endian>              dead letter
+//	dead/   mseq                                    highest id handed out
 package spool
 
 import (

@@ -1,11 +1,11 @@
 package spool
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -80,7 +80,8 @@ func (e *WriteError) Unwrap() error { return e.Err }
 // then fsyncs once (group commit), so many concurrent ingests share the
 // cost of one sync.
 type Spool struct {
-	db   *badger.DB
+	db   *badger.DB // queue: every queued message; dropped whole when empty
+	dead *badger.DB // dead letters and the id sequence
 	opts Options
 	log  *slog.Logger
 
@@ -94,8 +95,9 @@ type Spool struct {
 	messages  int64
 	bytes     int64
 	hosts     map[string]*HostUsage
-	dead      int64
+	nDead     int64
 	accepting bool
+	dirty     int64 // bytes written to the queue since it was last dropped
 	drain     drainMeter
 
 	writerDone chan struct{}
@@ -128,13 +130,18 @@ type Usage struct {
 // It reads keys only, never whole messages, so a large backlog opens fast.
 func Open(opts Options) (*Spool, error) {
 	opts.setDefaults()
-	bo := badgerOptions(opts.Dir, opts.Logger)
-	db, err := badger.Open(bo)
+	db, err := badger.Open(badgerOptions(filepath.Join(opts.Dir, "queue"), opts.Logger))
 	if err != nil {
+		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
+	}
+	dead, err := badger.Open(badgerOptions(filepath.Join(opts.Dir, "dead"), opts.Logger).WithMemTableSize(4 << 20))
+	if err != nil {
+		db.Close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
 	s := &Spool{
 		db:         db,
+		dead:       dead,
 		opts:       opts,
 		log:        opts.Logger,
 		hosts:      make(map[string]*HostUsage),
@@ -146,18 +153,26 @@ func Open(opts Options) (*Spool, error) {
 	s.cond = sync.NewCond(&s.mu)
 	if err := s.load(); err != nil {
 		db.Close()
+		dead.Close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
 	s.accepting = s.fractionLocked(0) < opts.HighWater
+	lsm, vlog := db.Size()
+	s.dirty = lsm + vlog
+	s.reclaim() // an empty queue left by the last run
 	go s.writeLoop()
 	go s.gcLoop()
 	return s, nil
 }
 
 // badgerOptions sizes Badger for a sidecar rather than a database server:
-// small memtables, no block cache or compression, few goroutines, and values
-// of ordinary webhooks kept inline in the LSM tree so that compaction alone
-// reclaims their space once they are delivered.
+// small memtables, no block cache or compression, few goroutines. Message
+// records go to the value log, which is append-only like a WAL, so the LSM
+// tree holds only keys and pointers and compaction stays cheap in CPU and
+// memory however large the backlog. Once a value-log file's messages are
+// all delivered, value-log GC deletes it.
+const valueThreshold = 64
+
 func badgerOptions(dir string, log *slog.Logger) badger.Options {
 	return badger.DefaultOptions(dir).
 		WithLogger(badgerLogger{log}).
@@ -165,22 +180,23 @@ func badgerOptions(dir string, log *slog.Logger) badger.Options {
 		WithDetectConflicts(false).
 		WithMetricsEnabled(false).
 		WithNumGoroutines(2).
-		WithMemTableSize(16 << 20).
-		WithNumMemtables(3).
+		WithMemTableSize(8 << 20).
+		WithNumMemtables(2).
 		WithNumLevelZeroTables(4).
-		WithNumLevelZeroTablesStall(12).
-		WithBaseTableSize(4 << 20).
-		WithBaseLevelSize(16 << 20).
+		WithNumLevelZeroTablesStall(10).
+		WithBaseTableSize(2 << 20).
+		WithBaseLevelSize(8 << 20).
 		WithNumCompactors(2).
 		WithCompression(options.None).
 		WithBlockCacheSize(0).
 		WithIndexCacheSize(0).
-		WithValueThreshold(64 << 10).
-		WithValueLogFileSize(128 << 20)
+		WithValueThreshold(valueThreshold).
+		WithValueLogFileSize(32 << 20)
 }
 
+// load counts what the spool holds and finds the highest id in use.
 func (s *Spool) load() error {
-	return s.db.View(func(txn *badger.Txn) error {
+	err := s.dead.View(func(txn *badger.Txn) error {
 		if item, err := txn.Get(keySeq); err == nil {
 			if err := item.Value(func(v []byte) error {
 				if len(v) == 8 {
@@ -193,15 +209,23 @@ func (s *Spool) load() error {
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
 			return err
 		}
-		io := badger.DefaultIteratorOptions
-		io.PrefetchValues = false
-		it := txn.NewIterator(io)
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixDead}})
 		defer it.Close()
-		for it.Seek([]byte{prefixDead}); it.ValidForPrefix([]byte{prefixDead}); it.Next() {
-			s.dead++
-			s.seq = max(s.seq, beUint64(it.Item().Key()[1:]))
+		for it.Rewind(); it.Valid(); it.Next() {
+			if k := it.Item().Key(); len(k) == 9 {
+				s.nDead++
+				s.seq = max(s.seq, beUint64(k[1:]))
+			}
 		}
-		for it.Seek([]byte{prefixQueue}); it.ValidForPrefix([]byte{prefixQueue}); it.Next() {
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixQueue}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
 			host, id, ok := parseQueueKey(item.Key())
 			if !ok {
@@ -229,10 +253,12 @@ func (s *Spool) Close() error {
 	<-s.writerDone
 	close(s.gcStop)
 	<-s.gcDone
-	if err := s.db.Sync(); err != nil {
-		s.log.Warn("spool: final sync failed", "error", err)
+	s.saveSeq()
+	err := s.db.Close()
+	if derr := s.dead.Close(); err == nil {
+		err = derr
 	}
-	return s.db.Close()
+	return err
 }
 
 // Usage reports the spool's size and admission state.
@@ -248,7 +274,7 @@ func (s *Spool) Usage() Usage {
 		HighWater:   s.opts.HighWater,
 		LowWater:    s.opts.LowWater,
 		Accepting:   s.accepting,
-		Dead:        s.dead,
+		Dead:        s.nDead,
 		DrainRate:   s.drain.rate(time.Now()),
 		Hosts:       len(s.hosts),
 	}
@@ -294,9 +320,15 @@ func (s *Spool) SetLimits(maxMessages, maxBytes int64, high, low float64) {
 }
 
 // account adds n messages of size bytes to host's usage (n may be negative).
+// Sizes read back at start-up are Badger's estimates for value-log entries
+// (a byte or so off), so bytes are reset whenever the count reaches zero:
+// the error can never accumulate.
 func (s *Spool) account(host string, n, size int64) {
 	s.messages += n
 	s.bytes += size
+	if s.messages <= 0 {
+		s.bytes = 0
+	}
 	u := s.hosts[host]
 	if u == nil {
 		u = &HostUsage{}
@@ -304,7 +336,7 @@ func (s *Spool) account(host string, n, size int64) {
 	}
 	u.Messages += n
 	u.Bytes += size
-	if u.Messages <= 0 {
+	if u.Messages <= 0 || u.Bytes < 0 {
 		delete(s.hosts, host)
 	}
 }
@@ -423,21 +455,35 @@ func (d *drainMeter) rate(now time.Time) float64 {
 	return float64(total) / float64(len(d.buckets)-1)
 }
 
-// gcLoop reclaims value-log space held by large bodies that were delivered.
+// gcLoop reclaims value-log space held by delivered messages, and keeps
+// the spool's mapped files from inflating the resident set.
 func (s *Spool) gcLoop() {
 	defer close(s.gcDone)
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
+	trim := time.NewTicker(250 * time.Millisecond)
+	defer trim.Stop()
+	gc := time.NewTicker(30 * time.Second)
+	defer gc.Stop()
 	for {
 		select {
 		case <-s.gcStop:
 			return
-		case <-t.C:
-			for s.db.RunValueLogGC(0.5) == nil {
-			}
+		case <-trim.C:
+			trimResident(s.opts.Dir, residentFileLimit)
+		case <-gc.C:
+			s.collectGarbage()
 		}
 	}
 }
 
-// Sync forces everything written so far to disk.
-func (s *Spool) Sync(ctx context.Context) error { return s.db.Sync() }
+// residentFileLimit is how much of the spool's mapped files may stay
+// resident before they are trimmed.
+const residentFileLimit = 16 << 20
+
+// collectGarbage rewrites or drops value-log files whose messages have
+// mostly been delivered, until none is worth it.
+func (s *Spool) collectGarbage() {
+	for _, db := range []*badger.DB{s.db, s.dead} {
+		for db.RunValueLogGC(0.5) == nil {
+		}
+	}
+}

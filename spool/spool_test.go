@@ -99,7 +99,8 @@ func TestRestartKeepsMessagesAndCounts(t *testing.T) {
 	s = openTest(t, dir, Options{})
 	defer s.Close()
 	after := s.Usage()
-	if after.Messages != 15 || after.Bytes != before.Bytes {
+	// Byte sizes read back are Badger's estimates: within a byte a message.
+	if after.Messages != 15 || after.Bytes < before.Bytes-15 || after.Bytes > before.Bytes+15 {
 		t.Fatalf("after restart: %d messages / %d bytes, want 15 / %d", after.Messages, after.Bytes, before.Bytes)
 	}
 	ms, err := s.Read("a.example", 0, 100)
@@ -207,6 +208,49 @@ func TestHostLimit(t *testing.T) {
 	}
 }
 
+func TestEmptyQueueIsReclaimed(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, Options{})
+	ctx := context.Background()
+	body := make([]byte, 64<<10)
+	var ms []*Message
+	for i := range 400 { // 25 MiB, past reclaimAfter
+		m := newMsg("a.example", i)
+		m.Body = body
+		if err := s.Append(ctx, m, 0); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	dead := ms[0]
+	s.Bury(dead, "permanent status 410", time.Now())
+	for _, m := range ms[1:] {
+		s.Delete(m)
+	}
+	waitUsage(t, s, 0)
+	if lsm, vlog := s.db.Size(); lsm+vlog > 4<<20 {
+		t.Fatalf("queue database holds %d bytes after draining, want it dropped", lsm+vlog)
+	}
+	// The dead letter and the id sequence survive the drop and a restart.
+	next := newMsg("a.example", 999)
+	if err := s.Append(ctx, next, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openTest(t, dir, Options{})
+	defer s.Close()
+	if _, n, _ := s.ListDead(DeadFilter{}, 0); n != 1 {
+		t.Fatalf("%d dead letters after reclaim and restart, want 1", n)
+	}
+	again := newMsg("a.example", 1000)
+	if err := s.Append(ctx, again, 0); err != nil || again.ID <= next.ID {
+		t.Fatalf("id after restart %d, want above %d (%v)", again.ID, next.ID, err)
+	}
+	if got, _ := s.Read("a.example", 0, 10); len(got) != 2 || got[0].ID != next.ID {
+		t.Fatalf("queue after reclaim: %d messages", len(got))
+	}
+}
+
 // waitUsage waits for the writer to apply fire-and-forget deletes. It
 // synchronises through a write that waits for its own commit, which the
 // writer orders after every op submitted before it.
@@ -216,7 +260,7 @@ func waitUsage(t *testing.T, s *Spool, want int64) {
 		t.Fatal(err)
 	}
 	s.mu.Lock()
-	s.dead++ // the purge above removed nothing
+	s.nDead++ // the purge above removed nothing
 	s.mu.Unlock()
 	if got := s.Usage().Messages; got != want {
 		t.Fatalf("usage %d messages, want %d", got, want)

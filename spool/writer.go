@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -16,6 +17,7 @@ const (
 	opBury                 // permanently failed: move to the dead letters
 	opRevive               // dead letter replayed: back into its host's queue
 	opPurge                // dead letter removed for good
+	opFailed               // not applied
 )
 
 type op struct {
@@ -138,72 +140,126 @@ func (s *Spool) writeLoop() {
 
 // txnBudget bounds the bytes staged in one Badger transaction, far below
 // Badger's own limit (15% of the memtable), so that a transaction is only
-// ever cut between ops and two-key ops (bury, revive) stay atomic.
+// ever cut between ops.
 const txnBudget = 1 << 20
 
+// commit writes one round of ops. The order keeps every message somewhere
+// durable at every moment: a buried message is synced into the dead
+// letters before it leaves the queue, and a replayed one is synced into
+// the queue before it leaves the dead letters.
 func (s *Spool) commit(batch []*op) {
-	seq := s.seqSnapshot()
-	var (
-		written  []*op
-		needSync bool
-		staged   int
-		err      error
-	)
-	txn := s.db.NewTransaction(true)
+	var buried, queued, after []*op
 	for _, o := range batch {
-		if staged > txnBudget {
-			if err = txn.Commit(); err != nil {
-				break
+		switch o.kind {
+		case opBury:
+			buried = append(buried, o)
+		case opPurge:
+			after = append(after, o)
+		}
+	}
+	if len(buried) > 0 {
+		if err := s.apply(s.dead, buried, true, s.stageDead); err != nil {
+			s.log.Error("spool: writing dead letters failed; the messages stay queued", "error", err, "ops", len(buried))
+			for _, o := range buried {
+				o.kind = opFailed
 			}
-			txn, staged = s.db.NewTransaction(true), 0
 		}
-		if err = s.stage(txn, o, &seq); err != nil {
-			break
+	}
+	seq := s.seqSnapshot()
+	needSync := false
+	for _, o := range batch {
+		switch o.kind {
+		case opAppend, opRevive:
+			needSync = true
+			fallthrough
+		case opDelete, opUpdate, opBury:
+			queued = append(queued, o)
 		}
-		staged += len(o.val) + len(o.key) + 64
-		written = append(written, o)
-		needSync = needSync || o.kind == opAppend || o.kind == opRevive
 	}
-	if err == nil {
-		err = txn.Commit()
-	} else {
-		txn.Discard()
-	}
+	err := s.apply(s.db, queued, needSync, func(txn *badger.Txn, o *op) error { return s.stageQueue(txn, o, &seq) })
 	s.mu.Lock()
 	s.seq = max(s.seq, seq) // ids staged in a committed part are never reused
 	s.mu.Unlock()
 	if err != nil {
-		// Report every op of this round as failed. An append that did reach
-		// disk in an earlier part is then delivered without having been
-		// acknowledged, which at-least-once permits; nothing acknowledged is
-		// lost. Usage is recounted from disk at the next start.
-		s.log.Error("spool: commit failed", "error", err, "ops", len(batch))
+		// Report every queue op of this round as failed. An append that did
+		// reach disk in an earlier part is then delivered without having
+		// been acknowledged, which at-least-once permits; nothing
+		// acknowledged is lost. Usage is recounted from disk at the next
+		// start.
+		s.log.Error("spool: commit failed", "error", err, "ops", len(queued))
 		werr := &WriteError{Err: err}
-		for _, o := range batch {
+		for _, o := range queued {
 			o.reply(werr)
 		}
-		s.settle(batch, false)
+		s.settle(queued, false)
 		return
 	}
-	var syncErr error
-	if needSync {
-		if err := s.db.Sync(); err != nil {
-			s.log.Error("spool: fsync failed", "error", err)
-			syncErr = &WriteError{Err: err}
+	for _, o := range queued {
+		if o.kind == opRevive {
+			after = append(after, o)
 		}
 	}
-	s.settle(written, true)
+	if len(after) > 0 {
+		if err := s.apply(s.dead, after, false, s.stageDeadRemoval); err != nil {
+			// A replayed message whose dead letter could not be removed is
+			// in both places: it may be replayed twice, never lost.
+			s.log.Error("spool: removing dead letters failed", "error", err)
+		}
+	}
+	s.settle(queued, true)
+	s.mu.Lock()
+	s.nDead -= int64(len(after)) // revived or purged
+	for _, o := range buried {
+		if o.kind == opBury {
+			s.nDead++
+		}
+	}
+	s.mu.Unlock()
 	var appended []*Message
-	for _, o := range written {
+	for _, o := range batch {
 		if o.kind == opAppend || o.kind == opRevive {
 			appended = append(appended, o.msg)
 		}
-		o.reply(syncErr)
+		if o.kind == opFailed {
+			o.reply(&WriteError{Err: errors.New("dead letter not written")})
+		} else {
+			o.reply(nil)
+		}
 	}
 	if len(appended) > 0 {
-		// Even when the fsync failed these are committed: deliver them.
 		s.opts.OnAppend(appended)
 	}
+	s.reclaim()
+}
+
+// apply stages ops into as few transactions as the budget allows, commits
+// them, and fsyncs db if sync.
+func (s *Spool) apply(db *badger.DB, ops []*op, sync bool, stage func(*badger.Txn, *op) error) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	txn := db.NewTransaction(true)
+	staged := 0
+	for _, o := range ops {
+		if staged > txnBudget {
+			if err := txn.Commit(); err != nil {
+				return err
+			}
+			txn, staged = db.NewTransaction(true), 0
+		}
+		if err := stage(txn, o); err != nil {
+			txn.Discard()
+			return err
+		}
+		staged += len(o.val) + len(o.key) + 64
+	}
+	if err := txn.Commit(); err != nil {
+		return err
+	}
+	if sync {
+		return db.Sync()
+	}
+	return nil
 }
 
 // reply tells a waiting submitter the verdict; each op is replied to once.
@@ -219,38 +275,73 @@ func (s *Spool) seqSnapshot() uint64 {
 	return s.seq
 }
 
-// stage adds o's writes to txn.
-func (s *Spool) stage(txn *badger.Txn, o *op, seq *uint64) error {
+// stageQueue adds o's writes to a queue transaction.
+func (s *Spool) stageQueue(txn *badger.Txn, o *op, seq *uint64) error {
 	switch o.kind {
 	case opAppend, opRevive:
 		id := *seq + 1
 		if err := txn.Set(queueKey(o.msg.Host, id), o.val); err != nil {
 			return err
 		}
-		if o.kind == opRevive {
-			if err := txn.Delete(deadKey(o.dead)); err != nil {
-				return err
-			}
-		}
-		if err := txn.Set(keySeq, be64(id)); err != nil {
-			return err
-		}
 		*seq = id
 		o.msg.ID = id
-		return nil
-	case opDelete:
-		return txn.Delete(o.key)
+	case opDelete, opBury:
+		return txn.Delete(queueKey(o.msg.Host, o.msg.ID))
 	case opUpdate:
 		return txn.Set(o.key, o.val)
-	case opBury:
-		if err := txn.Delete(o.key); err != nil {
-			return err
-		}
-		return txn.Set(deadKey(o.msg.ID), o.val)
-	case opPurge:
-		return txn.Delete(deadKey(o.dead))
 	}
 	return nil
+}
+
+func (s *Spool) stageDead(txn *badger.Txn, o *op) error {
+	return txn.Set(deadKey(o.msg.ID), o.val)
+}
+
+func (s *Spool) stageDeadRemoval(txn *badger.Txn, o *op) error {
+	return txn.Delete(deadKey(o.dead))
+}
+
+// reclaimAfter is how many bytes the queue database may accumulate before
+// it is dropped, the next time the spool is empty.
+const reclaimAfter = 16 << 20
+
+// reclaim gives the queue database's disk space back once every message
+// has left it: Badger's own compaction and value-log GC only catch up with
+// deletes slowly, and an empty queue can be dropped whole. It runs on the
+// writer goroutine, so no write can race it, and it first makes the id
+// sequence durable in the dead-letter database, so ids never go backwards.
+func (s *Spool) reclaim() {
+	s.mu.Lock()
+	empty := s.messages == 0 && len(s.pending) == 0 && s.dirty >= reclaimAfter
+	s.mu.Unlock()
+	if !empty {
+		return
+	}
+	if err := s.saveSeq(); err != nil {
+		return
+	}
+	start := time.Now()
+	if err := s.db.DropAll(); err != nil {
+		s.log.Warn("spool: could not drop the empty queue", "error", err)
+		return
+	}
+	s.mu.Lock()
+	s.dirty = 0
+	s.mu.Unlock()
+	s.log.Debug("spool: queue empty, disk space reclaimed", "took", time.Since(start).String())
+}
+
+// saveSeq makes the id sequence durable in the dead-letter database.
+func (s *Spool) saveSeq() error {
+	seq := s.seqSnapshot()
+	err := s.dead.Update(func(txn *badger.Txn) error { return txn.Set(keySeq, be64(seq)) })
+	if err == nil {
+		err = s.dead.Sync()
+	}
+	if err != nil {
+		s.log.Warn("spool: saving the id sequence failed", "error", err)
+	}
+	return err
 }
 
 // settle updates usage accounting for ops that were (ok) or were not
@@ -267,20 +358,20 @@ func (s *Spool) settle(ops []*op, ok bool) {
 			continue
 		}
 		switch o.kind {
+		case opAppend:
+			s.dirty += o.size
 		case opDelete:
 			s.account(o.msg.Host, -1, -o.old)
 			s.drain.add(now, 1)
 		case opUpdate:
 			s.account(o.msg.Host, 0, o.size-o.old)
+			s.dirty += o.size
 		case opBury:
 			s.account(o.msg.Host, -1, -o.old)
 			s.drain.add(now, 1)
-			s.dead++
 		case opRevive:
 			s.account(o.msg.Host, 1, o.size)
-			s.dead--
-		case opPurge:
-			s.dead--
+			s.dirty += o.size
 		}
 	}
 	s.updateGateLocked()

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package spool
+
+func trimResident(dir string, limit int64) {}
