@@ -89,14 +89,30 @@ func newFlags(name string) *flag.FlagSet {
 	return fs
 }
 
+// parse parses flags wherever they stand among the arguments, so that
+// "hookpace pause HOST --admin ADDR" works like "--admin ADDR HOST".
+// Positional arguments are left in fs.Args().
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return usageError{err.Error()}
 		}
-		return usageError{err.Error()}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		if args[0] == "--" {
+			positional = append(positional, args[1:]...)
+			break
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
 	}
-	return nil
+	return fs.Parse(append([]string{"--"}, positional...))
 }
 
 func loadConfig(path string) (*config.Config, error) {

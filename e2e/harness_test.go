@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 var binary string // built once in TestMain
@@ -78,36 +80,37 @@ func Start(t *testing.T, cfg string) *Hookpace {
 	h := &Hookpace{t: t, Dir: t.TempDir()}
 	h.Proxy, h.Admin = freePort(t), freePort(t)
 	h.Config = filepath.Join(h.Dir, "hookpace.yaml")
-	full := fmt.Sprintf("listen: %s\nadmin: %s\nspool:\n  dir: %s\n", h.Proxy, h.Admin, filepath.Join(h.Dir, "spool"))
-	full = mergeSpool(full, cfg)
-	if err := os.WriteFile(h.Config, []byte(full), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeConfig(t, h.Config, h.Proxy, h.Admin, filepath.Join(h.Dir, "spool"), cfg)
 	h.start()
 	t.Cleanup(func() { h.Kill() })
 	return h
 }
 
-// mergeSpool folds a "spool:" block of cfg into the generated one, so tests
-// can set spool limits.
-func mergeSpool(base, cfg string) string {
-	lines := strings.Split(cfg, "\n")
-	var spool, rest []string
-	in := false
-	for _, l := range lines {
-		switch {
-		case strings.HasPrefix(l, "spool:"):
-			in = true
-		case in && (strings.HasPrefix(l, " ") || l == ""):
-			if l != "" {
-				spool = append(spool, l)
-			}
-		default:
-			in = false
-			rest = append(rest, l)
-		}
+// writeConfig merges hookpace's listeners and spool dir into the test's
+// YAML (which may have its own spool: block, in either style).
+func writeConfig(t *testing.T, path, listen, admin, spoolDir, cfg string) {
+	t.Helper()
+	doc := map[string]any{}
+	if err := yaml.Unmarshal([]byte(cfg), &doc); err != nil {
+		t.Fatalf("test config: %v\n%s", err, cfg)
 	}
-	return base + strings.Join(spool, "\n") + "\n" + strings.Join(rest, "\n") + "\n"
+	if doc == nil {
+		doc = map[string]any{}
+	}
+	doc["listen"], doc["admin"] = listen, admin
+	sp, _ := doc["spool"].(map[string]any)
+	if sp == nil {
+		sp = map[string]any{}
+	}
+	sp["dir"] = spoolDir
+	doc["spool"] = sp
+	b, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (h *Hookpace) start() {
@@ -339,7 +342,9 @@ type statusWriter struct {
 func (s *statusWriter) WriteHeader(code int) { s.status = code; s.ResponseWriter.WriteHeader(code) }
 
 // Host is the receiver's host:port, as hookpace keys it.
-func (rc *Receiver) Host() string { return strings.TrimPrefix(strings.TrimPrefix(rc.URL, "http://"), "https://") }
+func (rc *Receiver) Host() string {
+	return strings.TrimPrefix(strings.TrimPrefix(rc.URL, "http://"), "https://")
+}
 
 // Arrivals returns a copy of what arrived so far.
 func (rc *Receiver) Arrivals() []Arrival {

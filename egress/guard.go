@@ -112,6 +112,12 @@ func (g *Guard) Check(ctx context.Context, host string) ([]netip.Addr, error) {
 	return g.check(ctx, "ip", host, 0)
 }
 
+// CheckPort is Check for a destination port as well, so that hookpace's
+// own listeners (Self) are refused at ingest as they are when dialling.
+func (g *Guard) CheckPort(ctx context.Context, host string, port uint16) ([]netip.Addr, error) {
+	return g.check(ctx, "ip", host, port)
+}
+
 // DialContext has the signature of http.Transport.DialContext. It checks
 // the host of addr, then dials the checked addresses in order until one
 // connects (each attempt limited to 10s, TCP keep-alive 30s); it never

@@ -85,7 +85,7 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, cfg *config.Config,
 	_, hc := cfg.Lookup(host)
 	// Refuse forbidden destinations before storing anything: a webhook
 	// that could never be delivered must not get a 202.
-	if _, err := p.opts.Guard.Check(ctx, r.URL.Hostname()); err != nil {
+	if _, err := p.opts.Guard.CheckPort(ctx, r.URL.Hostname(), destPort(r.URL)); err != nil {
 		var denied *egress.DeniedError
 		if errors.As(err, &denied) {
 			return decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: denied.Error()}, 0
@@ -224,7 +224,7 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 			return p.opts.CA.TLSConfig(h)
 		}}, target
 	case config.ConnectTunnel:
-		if _, err := p.opts.Guard.Check(r.Context(), u.Hostname()); err != nil && egress.IsDenied(err) {
+		if _, err := p.opts.Guard.CheckPort(r.Context(), u.Hostname(), destPort(u)); err != nil && egress.IsDenied(err) {
 			return reject(decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: err.Error()})
 		}
 		p.opts.Metrics.Ingest(r.Context(), outcomePassthrough)

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -35,7 +36,7 @@ type Spooler interface {
 // Guard decides which destinations may be reached; *egress.Guard is the
 // real one.
 type Guard interface {
-	Check(ctx context.Context, host string) ([]netip.Addr, error)
+	CheckPort(ctx context.Context, host string, port uint16) ([]netip.Addr, error)
 	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
@@ -168,6 +169,17 @@ func HostKey(u *url.URL) string {
 		return host
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// destPort is the port a URL will be dialled on.
+func destPort(u *url.URL) uint16 {
+	if p, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
+		return uint16(p)
+	}
+	if u.Scheme == "https" {
+		return 443
+	}
+	return 80
 }
 
 // hopHeaders are connection-level headers (RFC 9110 §7.6.1) that a proxy

@@ -32,8 +32,8 @@ func (s *swapGuard) set(cfg *config.Config) error {
 	return nil
 }
 
-func (s *swapGuard) Check(ctx context.Context, host string) ([]netip.Addr, error) {
-	return s.g.Load().Check(ctx, host)
+func (s *swapGuard) CheckPort(ctx context.Context, host string, port uint16) ([]netip.Addr, error) {
+	return s.g.Load().CheckPort(ctx, host, port)
 }
 
 func (s *swapGuard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {

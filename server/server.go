@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -183,10 +184,14 @@ func Run(ctx context.Context, o Options) error {
 	log.Info("shutting down", "deadline", cfg.Shutdown.Timeout.D().String())
 	deadline, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.Timeout.D())
 	defer cancel()
-	proxySrv.Shutdown(deadline)
+	// The proxy drains its open requests (each gets its answer) while the
+	// dispatcher stops starting attempts and waits for those in flight.
+	var wg sync.WaitGroup
+	wg.Go(func() { proxySrv.Shutdown(deadline) })
 	if err := disp.Stop(deadline); err != nil {
 		log.Warn("shutdown deadline passed: in-flight deliveries abandoned, they stay queued", "error", err)
 	}
+	wg.Wait()
 	adminSrv.Shutdown(deadline)
 	left := sp.Usage()
 	spoolClosed = true
