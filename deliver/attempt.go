@@ -111,8 +111,10 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol 
 			v, reason = vDead, fmt.Sprintf("max_age %v exceeded (last: %s)", pol.MaxAge, reason)
 		}
 	}
+	if v != vHold {
+		m.Attempts++ // a 429 holds the host and never uses up an attempt
+	}
 	if v == vRetry {
-		m.Attempts++
 		if m.Attempts >= pol.MaxAttempts {
 			v, reason = vDead, fmt.Sprintf("max_attempts %d reached (last: %s)", pol.MaxAttempts, reason)
 		}

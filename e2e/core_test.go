@@ -2,9 +2,17 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -89,4 +97,306 @@ func maxWindow(ts []time.Time, w time.Duration) int {
 		best = max(best, i-j+1)
 	}
 	return best
+}
+
+// coreBody is the body of webhook i in the tests below: small, distinct,
+// and checkable byte for byte at the receiver.
+func coreBody(i int) []byte {
+	return []byte(fmt.Sprintf(`{"event":%d,"pad":"%s"}`, i, strings.Repeat("x", 64)))
+}
+
+// corePostAll sends n webhooks through hp, at most parallel at a time, and
+// fails the test unless every one is acknowledged with 202.
+func corePostAll(t *testing.T, hp *Hookpace, n, parallel int, target func(i int) string) {
+	t.Helper()
+	c := hp.Client()
+	defer c.CloseIdleConnections()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		fails []string
+	)
+	sem := make(chan struct{}, parallel)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			resp, err := c.Post(target(i), "application/json", bytes.NewReader(coreBody(i)))
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusAccepted && resp.Header.Get("X-Hookpace-Id") != "" {
+					return
+				}
+				err = fmt.Errorf("status %d, id %q", resp.StatusCode, resp.Header.Get("X-Hookpace-Id"))
+			}
+			mu.Lock()
+			fails = append(fails, fmt.Sprintf("webhook %d: %v", i, err))
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(fails) > 0 {
+		t.Fatalf("%d of %d webhooks not acknowledged, first: %s", len(fails), n, fails[0])
+	}
+}
+
+// coreTally tallies complete 2xx deliveries of webhooks sent to PREFIX/i with
+// coreBody(i). Arrivals are append-only, so update only looks at the new
+// ones and can run on every wake of WaitFor. A request cut short by a
+// kill -9 (partial body) does not count.
+type coreTally struct {
+	prefix  string
+	seen    int   // arrivals already looked at
+	count   []int // complete deliveries per webhook
+	unique  int   // webhooks delivered at least once
+	total   int   // complete deliveries, duplicates included
+	partial int   // arrivals for our paths with a truncated body
+}
+
+func newCoreTally(prefix string, n int) *coreTally {
+	return &coreTally{prefix: prefix, count: make([]int, n)}
+}
+
+func (l *coreTally) update(as []Arrival) {
+	for _, a := range as[l.seen:] {
+		var i int
+		if _, err := fmt.Sscanf(a.Path, l.prefix+"%d", &i); err != nil || i < 0 || i >= len(l.count) ||
+			a.Path != fmt.Sprintf("%s%d", l.prefix, i) {
+			continue
+		}
+		if !bytes.Equal(a.Body, coreBody(i)) {
+			l.partial++
+			continue
+		}
+		if a.Status < 200 || a.Status > 299 {
+			continue
+		}
+		if l.count[i] == 0 {
+			l.unique++
+		}
+		l.count[i]++
+		l.total++
+	}
+	l.seen = len(as)
+}
+
+func (l *coreTally) all() bool { return l.unique == len(l.count) }
+
+// Issue 2 acceptance: kill -9 right after 1,500 webhooks were acknowledged,
+// with most still queued, loses none of them.
+func TestKill9Durability(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 100/s, burst: 20, concurrency: 4}
+`, rc.Host()))
+	const n = 1500
+	start := time.Now()
+	corePostAll(t, hp, n, 32, func(i int) string { return fmt.Sprintf("%s/k/%d", rc.URL, i) })
+	hp.Kill()
+	before := rc.Count(nil)
+	t.Logf("%d webhooks acknowledged in %v; %d had arrived when hookpace was killed",
+		n, time.Since(start).Round(time.Millisecond), before)
+	if before >= n/2 {
+		t.Fatalf("%d of %d already delivered before the kill: the test proves nothing", before, n)
+	}
+
+	hp.Restart()
+	l := newCoreTally("/k/", n)
+	rc.WaitFor(t, 60*time.Second, "every acknowledged webhook delivered after kill -9",
+		func(as []Arrival) bool { l.update(as); return l.all() })
+	dups := l.total - n
+	t.Logf("all %d delivered after restart, %v in all; %d duplicates, %d truncated requests",
+		n, time.Since(start).Round(time.Millisecond), dups, l.partial)
+	// One kill: at most the 4 attempts in flight, plus deliveries whose
+	// (unsynced, fire-and-forget) delete had not reached Badger yet.
+	if dups > 8 {
+		t.Errorf("%d duplicates after one kill -9 with concurrency 4, want at most a handful (8)", dups)
+	}
+}
+
+// Issue 2 acceptance: a slow host's backlog does not slow a fast host.
+func TestHostIsolation(t *testing.T) {
+	slow, fast := NewReceiver(t), NewReceiver(t)
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 1/s, burst: 1, concurrency: 1}
+  "%s": {rate: 1000/s, burst: 100, concurrency: 16}
+`, slow.Host(), fast.Host()))
+	begin := time.Now()
+	corePostAll(t, hp, 200, 32, func(i int) string { return fmt.Sprintf("%s/slow/%d", slow.URL, i) })
+
+	const n = 2000
+	start := time.Now()
+	corePostAll(t, hp, n, 32, func(i int) string { return fmt.Sprintf("%s/fast/%d", fast.URL, i) })
+	acked := time.Since(start)
+	l := newCoreTally("/fast/", n)
+	fast.WaitFor(t, 20*time.Second, "2000 webhooks at the fast host",
+		func(as []Arrival) bool { l.update(as); return l.all() })
+	took := time.Since(start)
+	slowGot := slow.Count(nil)
+	t.Logf("fast host: %d webhooks acknowledged in %v, all delivered %v after the first was sent (acceptance: 6 s); "+
+		"slow host meanwhile got %d of its 200", n, acked.Round(time.Millisecond), took.Round(time.Millisecond), slowGot)
+	if l.total != n {
+		t.Errorf("fast host got %d deliveries for %d webhooks", l.total, n)
+	}
+	// The slow host stays paced at 1/s: one token to start with, one per
+	// second since, and one for rounding.
+	if limit := 2 + int(time.Since(begin).Seconds()); slow.Count(nil) > limit {
+		t.Errorf("slow host (1/s) got %d requests in %v", slow.Count(nil), time.Since(begin))
+	}
+}
+
+// Issue 2 acceptance: check-config names a typo'd field and its line, and
+// exits 1; the shipped example is valid.
+func TestCheckConfig(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("listen: 127.0.0.1:8080\ndefaults:\n  burst: 5\n  ratee: 10/s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(binary, "check-config", bad).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("check-config on a typo: %v, want exit status 1\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "ratee") || !regexp.MustCompile(`\b4\b`).Match(out) {
+		t.Errorf("check-config output names neither the field ratee nor line 4:\n%s", out)
+	}
+	t.Logf("typo: %s", bytes.TrimSpace(out))
+
+	out, err = exec.Command(binary, "check-config", "../config.example.yaml").CombinedOutput()
+	if err != nil {
+		t.Errorf("check-config config.example.yaml: %v\n%s", err, out)
+	}
+}
+
+// Issue 2 acceptance: curl, a real client that is not Go, can use hookpace
+// as its proxy; the webhook arrives byte-identical.
+func TestCurlClient(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("no curl on PATH")
+	}
+	rc := NewReceiver(t)
+	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
+	// curl -d @file strips CR and LF, so the body has none; it has
+	// everything else that a careless proxy might mangle.
+	body := []byte(`{"text":"héllo wörld ✓","quote":"\"","amp":"a&b=c+d%20e","tab":"	","n":` +
+		strings.Repeat("1234567890", 40) + `}`)
+	file := filepath.Join(t.TempDir(), "body.json")
+	if err := os.WriteFile(file, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(curl, "-s", "-x", "http://"+hp.Proxy, "-d", "@"+file,
+		"-w", "\n%{http_code}", rc.URL+"/hook")
+	cmd.Env = append(os.Environ(), "NO_PROXY=", "no_proxy=", "ALL_PROXY=", "all_proxy=")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("curl: %v\n%s", err, out)
+	}
+	cut := bytes.LastIndexByte(out, '\n')
+	answer, code := out[:max(cut, 0)], out[cut+1:]
+	if string(code) != "202" {
+		t.Fatalf("curl got %s, want 202:\n%s", code, out)
+	}
+	var ack struct{ ID string }
+	if err := json.Unmarshal(answer, &ack); err != nil || ack.ID == "" {
+		t.Fatalf("curl got %q, want JSON with an id (%v)", answer, err)
+	}
+	rc.WaitFor(t, 10*time.Second, "the curl webhook", func(as []Arrival) bool { return len(as) >= 1 })
+	a := rc.Arrivals()[0]
+	if a.Method != "POST" || a.Path != "/hook" || !bytes.Equal(a.Body, body) {
+		t.Fatalf("arrived %s %s %q, want POST /hook %q", a.Method, a.Path, a.Body, body)
+	}
+	t.Logf("curl: 202 %s; %d bytes arrived identical", bytes.TrimSpace(answer), len(a.Body))
+}
+
+// Issue 2 acceptance: non-POST requests pass through synchronously with the
+// receiver's answer; origin-form requests to the proxy get 400.
+func TestGetPassthrough(t *testing.T) {
+	rc := NewReceiver(t)
+	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("X-Partner", "yes")
+		w.WriteHeader(http.StatusTeapot)
+		fmt.Fprintf(w, "answer to %s %s", r.Method, r.URL.RequestURI())
+	}
+	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
+	resp, err := hp.Client().Get(rc.URL + "/status?x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// Synchronous: the receiver has the request by the time the client has
+	// the answer, which is the receiver's own.
+	if n := rc.Count(nil); n != 1 {
+		t.Errorf("receiver got %d requests when the GET returned, want 1", n)
+	}
+	if resp.StatusCode != http.StatusTeapot || string(b) != "answer to GET /status?x=1" || resp.Header.Get("X-Partner") != "yes" {
+		t.Errorf("GET through hookpace: %d %q (X-Partner %q), want the receiver's 418", resp.StatusCode, b, resp.Header.Get("X-Partner"))
+	}
+	if resp.Header.Get("X-Hookpace-Id") != "" {
+		t.Errorf("a GET was spooled: id %s", resp.Header.Get("X-Hookpace-Id"))
+	}
+
+	// Straight to the proxy port, no proxy: origin-form.
+	resp, err = (&http.Client{Transport: &http.Transport{Proxy: nil}}).Get("http://" + hp.Proxy + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("origin-form GET: %d %q, want 400", resp.StatusCode, b)
+	}
+}
+
+// Issue 2 acceptance: a body over spool.max_body gets 413 and is not
+// delivered, whether its length is declared or streamed.
+func TestBodyLimit(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, `
+spool:
+  max_body: 1KiB
+egress: {allow: ["127.0.0.0/8"]}
+`)
+	c := hp.Client()
+	post := func(path string, body []byte, chunked bool) int {
+		t.Helper()
+		var r io.Reader = bytes.NewReader(body)
+		if chunked {
+			r = io.MultiReader(r) // hides the length: sent chunked
+		}
+		resp, err := c.Post(rc.URL+path, "application/octet-stream", r)
+		if err != nil {
+			t.Fatalf("POST %s: %v", path, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	big := bytes.Repeat([]byte("b"), 2048)
+	if s := post("/big", big, false); s != http.StatusRequestEntityTooLarge {
+		t.Errorf("2 KiB POST with Content-Length: %d, want 413", s)
+	}
+	if s := post("/big-chunked", big, true); s != http.StatusRequestEntityTooLarge {
+		t.Errorf("2 KiB chunked POST: %d, want 413", s)
+	}
+	edge := bytes.Repeat([]byte("e"), 1024)
+	if s := post("/edge", edge, false); s != http.StatusAccepted {
+		t.Errorf("POST of exactly max_body: %d, want 202", s)
+	}
+	// The 1 KiB webhook is delivered; the rejected ones, sent before it to
+	// the same host, never were.
+	rc.WaitFor(t, 10*time.Second, "the 1 KiB webhook", func(as []Arrival) bool { return len(as) >= 1 })
+	for _, a := range rc.Arrivals() {
+		if a.Path != "/edge" || !bytes.Equal(a.Body, edge) {
+			t.Errorf("delivered %s (%d bytes), want only /edge", a.Path, len(a.Body))
+		}
+	}
 }

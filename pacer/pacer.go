@@ -54,6 +54,11 @@ const (
 )
 
 const (
+	// headroom is the share of the rate the bucket actually refills at.
+	// A receiver stamps arrivals after network and scheduling jitter, so a
+	// limiter running exactly at the limit shows it one or two requests
+	// over B + R·W in some window; 1% leaves ~10 ms of room per second.
+	headroom       = 0.99
 	decreaseFactor = 0.5  // multiplicative decrease per 429 episode
 	increaseShare  = 0.05 // additive increase: this share of the configured rate
 	minStreak      = 10   // successes per increase (at least burst)
@@ -154,11 +159,12 @@ func (h *Host) Acquire(now time.Time) (ok bool, wake time.Time) {
 		return false, time.Time{}
 	}
 	h.refill(now)
-	if h.tokens < 1 {
-		wait := time.Duration((1 - h.tokens) / h.rate * float64(time.Second))
+	if h.tokens < 1-1e-9 { // float rounding at the computed wake time
+		// Rounded up, so that the bucket is full enough at the wake time.
+		wait := time.Duration(math.Ceil((1 - h.tokens) / (h.rate * headroom) * float64(time.Second)))
 		return false, now.Add(max(wait, time.Microsecond))
 	}
-	h.tokens--
+	h.tokens = max(h.tokens-1, 0)
 	h.inFlight++
 	if h.breaker == BreakerHalfOpen {
 		h.probing = true
@@ -168,7 +174,7 @@ func (h *Host) Acquire(now time.Time) (ok bool, wake time.Time) {
 
 func (h *Host) refill(now time.Time) {
 	if now.After(h.last) {
-		h.tokens = math.Min(float64(h.lim.Burst), h.tokens+now.Sub(h.last).Seconds()*h.rate)
+		h.tokens = math.Min(float64(h.lim.Burst), h.tokens+now.Sub(h.last).Seconds()*h.rate*headroom)
 		h.last = now
 	}
 }

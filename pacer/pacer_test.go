@@ -2,11 +2,17 @@ package pacer
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// tokenWait is how long one token takes to refill at rate.
+func tokenWait(rate float64) time.Duration {
+	return time.Duration(math.Ceil(float64(time.Second) / (rate * headroom)))
+}
 
 // drive runs a host with an endless backlog and instant deliveries for dur,
 // waking exactly when Acquire says to, and returns the send times.
@@ -94,8 +100,8 @@ func TestHoldOn429(t *testing.T) {
 		{"no header uses schedule", []Result{{Outcome: Throttled}}, 2 * time.Second, false},
 		{"escalates", []Result{{Outcome: Throttled}, {Outcome: Throttled}}, 2*time.Second + 5*time.Second, false},
 		{"escalation stops at the last step", []Result{{Outcome: Throttled}, {Outcome: Throttled}, {Outcome: Throttled}, {Outcome: Throttled}}, 2*time.Second + 5*time.Second + 15*time.Second + 15*time.Second, false},
-		// The success takes the hold's one token; the next send waits 1/rate.
-		{"success resets", []Result{{Outcome: Throttled}, {Outcome: Success}, {Outcome: Throttled}}, 2*time.Second + 10*time.Millisecond + 2*time.Second, false},
+		// The success takes the hold's one token; the next send waits 1/(rate·headroom).
+		{"success resets", []Result{{Outcome: Throttled}, {Outcome: Success}, {Outcome: Throttled}}, 2*time.Second + tokenWait(100) + 2*time.Second, false},
 		{"capped", []Result{{Outcome: Throttled, RetryAfter: time.Hour, HasRetry: true}}, time.Minute, true},
 		{"5xx never extends a hold", []Result{{Outcome: Throttled}, {Outcome: Failure}}, 2 * time.Second, false},
 	}

@@ -85,7 +85,7 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, cfg *config.Config,
 	_, hc := cfg.Lookup(host)
 	// Refuse forbidden destinations before storing anything: a webhook
 	// that could never be delivered must not get a 202.
-	if _, err := p.opts.Guard.CheckPort(ctx, r.URL.Hostname(), destPort(r.URL)); err != nil {
+	if err := p.verdicts.check(ctx, r.URL.Hostname(), destPort(r.URL), egress.IsDenied); err != nil {
 		var denied *egress.DeniedError
 		if errors.As(err, &denied) {
 			return decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: denied.Error()}, 0

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/elazarl/goproxy"
 	"github.com/hookpace/hookpace/config"
@@ -62,9 +63,10 @@ type Options struct {
 
 // Proxy is an http.Handler for the proxy listener.
 type Proxy struct {
-	opts Options
-	gp   *goproxy.ProxyHttpServer
-	log  *slog.Logger
+	opts     Options
+	gp       *goproxy.ProxyHttpServer
+	log      *slog.Logger
+	verdicts *verdictCache
 }
 
 type nopCounter struct{}
@@ -87,7 +89,7 @@ func New(opts Options) *Proxy {
 	if opts.Prop == nil {
 		opts.Prop = propagation.TraceContext{}
 	}
-	p := &Proxy{opts: opts, log: opts.Logger}
+	p := &Proxy{opts: opts, log: opts.Logger, verdicts: newVerdictCache(opts.Guard, 5*time.Second, 10000)}
 	gp := goproxy.NewProxyHttpServer()
 	gp.Logger = goproxyLogger{opts.Logger}
 	gp.Tr = opts.Transport
@@ -103,6 +105,9 @@ func New(opts Options) *Proxy {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.gp.ServeHTTP(w, r) }
+
+// PolicyChanged drops cached egress verdicts; call it after a reload.
+func (p *Proxy) PolicyChanged() { p.verdicts.reset() }
 
 func (p *Proxy) cfg() *config.Config { return p.opts.Config.Load() }
 

@@ -49,6 +49,7 @@ type reloader struct {
 	guard   *swapGuard
 	spool   *spool.Spool
 	disp    *deliver.Dispatcher
+	proxy   interface{ PolicyChanged() }
 	last    []byte
 }
 
@@ -108,6 +109,7 @@ func (r *reloader) reload(why string) {
 		r.log.Warn("log level unchanged", "error", err)
 	}
 	r.current.Store(cfg)
+	r.proxy.PolicyChanged()
 	r.spool.SetLimits(cfg.Spool.MaxMessages, int64(cfg.Spool.MaxBytes), cfg.Spool.HighWater, cfg.Spool.LowWater)
 	r.disp.SetPolicy(policies(cfg))
 	r.log.Info("config reloaded", "why", why, "path", r.path, "hosts", len(cfg.Hosts))

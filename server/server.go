@@ -167,7 +167,7 @@ func Run(ctx context.Context, o Options) error {
 		o.Ready(proxyLn.Addr().String(), adminLn.Addr().String())
 	}
 
-	r := &reloader{path: cfg.Path, current: &current, log: log, level: level, guard: guard, spool: sp, disp: disp}
+	r := &reloader{path: cfg.Path, current: &current, log: log, level: level, guard: guard, spool: sp, disp: disp, proxy: px}
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); r.watch(ctx, o.Reload) }()
 
