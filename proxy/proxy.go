@@ -162,7 +162,10 @@ func parseBasic(h string) (user, pass string, ok bool) {
 		return "", "", false
 	}
 	user, pass, ok = strings.Cut(string(b), ":")
-	return user, pass, ok
+	if !ok {
+		return "", "", false
+	}
+	return user, pass, true
 }
 
 // HostKey is the queue and config key of a destination: the lower-case

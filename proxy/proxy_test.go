@@ -1,0 +1,132 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"testing"
+	"time"
+)
+
+func TestHostKey(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"http://API.Partner.example/hook", "api.partner.example"},
+		{"http://api.partner.example:80/hook", "api.partner.example"},
+		{"https://api.partner.example:443/hook", "api.partner.example"},
+		{"http://hooks.other.example:8443/x", "hooks.other.example:8443"},
+		{"https://hooks.other.example:80/x", "hooks.other.example:80"},
+		{"http://127.0.0.1:9999/", "127.0.0.1:9999"},
+		{"http://[::1]:8080/", "[::1]:8080"},
+		{"http://[::1]/", "::1"},
+	} {
+		u, err := url.Parse(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := HostKey(u); got != tc.want {
+			t.Errorf("HostKey(%s) = %q, want %q", tc.url, got, tc.want)
+		}
+	}
+}
+
+func TestStoredHeader(t *testing.T) {
+	in := http.Header{
+		"Content-Type":        {"application/json"},
+		"X-Signature":         {"sha256=abc"},
+		"Connection":          {"keep-alive, X-Hop"},
+		"X-Hop":               {"1"},
+		"Keep-Alive":          {"timeout=5"},
+		"Proxy-Authorization": {"Basic Zm9vOmJhcg=="},
+		"Proxy-Connection":    {"keep-alive"},
+		"Proxy-Custom":        {"x"},
+		"Transfer-Encoding":   {"chunked"},
+		"Te":                  {"trailers"},
+		"Upgrade":             {"h2c"},
+		"Content-Length":      {"12"},
+		"Traceparent":         {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+	}
+	got := storedHeader(in)
+	want := []string{"Content-Type", "X-Signature", "Traceparent"}
+	if len(got) != len(want) {
+		t.Fatalf("stored %v, want only %v", got, want)
+	}
+	for _, k := range want {
+		if got.Get(k) != in.Get(k) {
+			t.Errorf("%s: %q, want %q", k, got.Get(k), in.Get(k))
+		}
+	}
+	if in.Get("Proxy-Authorization") == "" {
+		t.Fatal("storedHeader modified its input")
+	}
+}
+
+func TestParseBasic(t *testing.T) {
+	for _, tc := range []struct {
+		h, user, pass string
+		ok            bool
+	}{
+		{"Basic YXBwOnMzY3JldA==", "app", "s3cret", true},
+		{"basic YXBwOnMzY3JldA==", "app", "s3cret", true},
+		{"Basic YXBwOjpjb2xvbg==", "app", ":colon", true},
+		{"Bearer abc", "", "", false},
+		{"Basic !!!", "", "", false},
+		{"Basic YXBw", "", "", false}, // no colon
+		{"", "", "", false},
+	} {
+		u, p, ok := parseBasic(tc.h)
+		if u != tc.user || p != tc.pass || ok != tc.ok {
+			t.Errorf("parseBasic(%q) = %q, %q, %v; want %q, %q, %v", tc.h, u, p, ok, tc.user, tc.pass, tc.ok)
+		}
+	}
+}
+
+type countingGuard struct {
+	calls int
+	err   error
+}
+
+func (g *countingGuard) CheckPort(context.Context, string, uint16) ([]netip.Addr, error) {
+	g.calls++
+	return nil, g.err
+}
+func (g *countingGuard) DialContext(context.Context, string, string) (net.Conn, error) {
+	return nil, errors.New("unused")
+}
+
+var errRefused = errors.New("refused")
+
+func TestVerdictCache(t *testing.T) {
+	refused := func(err error) bool { return errors.Is(err, errRefused) }
+	g := &countingGuard{}
+	c := newVerdictCache(g, time.Hour, 2)
+	ctx := context.Background()
+	for range 3 {
+		if err := c.check(ctx, "a.example", 443, refused); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g.calls != 1 {
+		t.Fatalf("%d guard calls for one host, want 1 (cached)", g.calls)
+	}
+	g.err = errors.New("dns: no such host")
+	c.check(ctx, "b.example", 443, refused)
+	c.check(ctx, "b.example", 443, refused)
+	if g.calls != 3 {
+		t.Fatalf("resolution failures were cached (%d calls, want 3)", g.calls)
+	}
+	g.err = errRefused
+	if err := c.check(ctx, "c.example", 80, refused); !refused(err) {
+		t.Fatalf("refusal not returned: %v", err)
+	}
+	g.err = nil
+	if err := c.check(ctx, "c.example", 80, refused); !refused(err) {
+		t.Fatalf("cached refusal not returned: %v", err)
+	}
+	c.reset()
+	if err := c.check(ctx, "c.example", 80, refused); err != nil {
+		t.Fatalf("after reset the new verdict should apply: %v", err)
+	}
+}
