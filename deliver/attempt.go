@@ -95,6 +95,13 @@ func (d *Dispatcher) send(ctx context.Context, m *spool.Message, pol Policy) res
 // a reason for anything but success, and when m is due again (retries and
 // holds).
 func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol Policy, res result, sentAt, now time.Time) (verdict, string, time.Time) {
+	if res.err != nil && d.ctx.Err() != nil {
+		// Abandoned at shutdown: not the destination's doing. The message
+		// stays queued on disk, untouched, for the next start.
+		h.pace.Release(now, pacer.Result{Outcome: pacer.NoSend, SentAt: sentAt})
+		d.buffered -= int64(len(m.Body))
+		return vRetry, "abandoned at shutdown", time.Time{}
+	}
 	v, outcome, reason := classify(res.status, res.err, pol.Retry4xx)
 	ra, hasRA := ParseRetryAfter(res.retryAfter, now)
 	pr := pacer.Result{Outcome: outcome, SentAt: sentAt}

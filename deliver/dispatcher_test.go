@@ -26,6 +26,8 @@ type memQueue struct {
 	dead   []*spool.Message
 	why    []string
 	d      *Dispatcher
+
+	updates int
 }
 
 func newMemQueue() *memQueue { return &memQueue{queued: map[string]map[uint64]*spool.Message{}} }
@@ -70,7 +72,11 @@ func (q *memQueue) Delete(m *spool.Message) {
 	defer q.mu.Unlock()
 	delete(q.queued[m.Host], m.ID)
 }
-func (q *memQueue) Update(m *spool.Message) {}
+func (q *memQueue) Update(m *spool.Message) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.updates++
+}
 func (q *memQueue) Bury(m *spool.Message, reason string, at time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -128,6 +134,9 @@ func (rc *receiver) RoundTrip(r *http.Request) (*http.Response, error) {
 	status, h := 200, http.Header{}
 	if rc.handle != nil {
 		status, h = rc.handle(r, n)
+	}
+	if status == 0 { // the handler gave up: what a real client reports
+		return nil, r.Context().Err()
 	}
 	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 }
@@ -422,6 +431,33 @@ func TestReloadChangesRate(t *testing.T) {
 		// ~190 left at 100/s.
 		if took > 2500*time.Millisecond {
 			t.Fatalf("after reload to 100/s the rest took %v", took)
+		}
+	})
+}
+
+func TestStopAbandonsWithoutCountingAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+			<-r.Context().Done() // a partner that never answers
+			return 0, nil
+		}}
+		q := newMemQueue()
+		d := New(Options{Queue: q, Policy: func(string) Policy { return policy(10, 10, 2) },
+			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
+		q.d = d
+		d.Start()
+		q.add("slow.example", 5)
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := d.Stop(ctx); err == nil {
+			t.Fatal("Stop returned nil with attempts still in flight past its deadline")
+		}
+		if q.left() != 5 || q.updates != 0 || len(q.dead) != 0 {
+			t.Fatalf("after an abandoned shutdown: %d queued, %d updates, %d dead; want 5, 0, 0", q.left(), q.updates, len(q.dead))
+		}
+		if n := len(rc.arrivals("")); n != 2 {
+			t.Fatalf("%d attempts started, want the 2 the concurrency allows", n)
 		}
 	})
 }
