@@ -311,10 +311,11 @@ func NewTLSReceiver(t *testing.T) *Receiver {
 }
 
 func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
+	at := time.Now() // when the request arrived, before reading its body
 	body, _ := io.ReadAll(r.Body)
 	rc.mu.Lock()
 	n := len(rc.got) + 1
-	a := Arrival{At: time.Now(), Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body, Status: 200}
+	a := Arrival{At: at, Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body, Status: 200}
 	rc.got = append(rc.got, a)
 	idx := len(rc.got) - 1
 	h := rc.Handle

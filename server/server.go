@@ -52,7 +52,9 @@ func Run(ctx context.Context, o Options) error {
 	if out == nil {
 		out = os.Stderr
 	}
-	log, level, err := telemetry.NewLogger(out, cfg.Log.Format, cfg.Log.Level)
+	logOut := telemetry.NewBufferedWriter(out, 100*time.Millisecond)
+	defer logOut.Close()
+	log, level, err := telemetry.NewLogger(logOut, cfg.Log.Format, cfg.Log.Level)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -139,5 +140,25 @@ func TestNewLoggerOptions(t *testing.T) {
 	}
 	if _, _, err := NewLogger(&buf, "json", "trace"); err == nil {
 		t.Error("level trace accepted")
+	}
+}
+
+func TestBufferedWriterKeepsWholeLinesInOrder(t *testing.T) {
+	var out bytes.Buffer
+	b := NewBufferedWriter(&out, time.Hour) // only explicit flushes
+	for i := range 5000 {
+		fmt.Fprintf(b, "line %d\n", i)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 5000 {
+		t.Fatalf("%d lines, want 5000", len(lines))
+	}
+	for i, l := range lines {
+		if l != fmt.Sprintf("line %d", i) {
+			t.Fatalf("line %d is %q", i, l)
+		}
 	}
 }
