@@ -461,3 +461,69 @@ func TestStopAbandonsWithoutCountingAttempts(t *testing.T) {
 		}
 	})
 }
+
+type refusedErr struct{}
+
+func (refusedErr) Error() string   { return "egress to 10.0.0.7 (moved.example) refused: private" }
+func (refusedErr) Refused() string { return "10.0.0.7: private" }
+
+func TestRefusedAtDeliveryGoesToDeadLetters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The destination's DNS now points at a private address: the dialer
+		// refuses it, and the message is buried with the reason at once.
+		q := newMemQueue()
+		d := New(Options{Queue: q, Policy: func(string) Policy { return policy(10, 10, 2) },
+			Client: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				return nil, fmt.Errorf("dial: %w", refusedErr{})
+			})}, Logger: slog.New(slog.DiscardHandler)})
+		q.d = d
+		d.Start()
+		defer d.Stop(context.Background())
+		q.add("moved.example", 3)
+		synctest.Wait()
+		if len(q.dead) != 3 {
+			t.Fatalf("%d dead letters, want 3", len(q.dead))
+		}
+		for _, why := range q.why {
+			if why != "egress refused: 10.0.0.7: private" {
+				t.Fatalf("reason %q", why)
+			}
+		}
+		if q.dead[0].Attempts != 1 {
+			t.Fatalf("attempts %d, want 1", q.dead[0].Attempts)
+		}
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestSlowHostDoesNotLowerOthersThroughput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+			if r.URL.Host == "slow.example" {
+				time.Sleep(10 * time.Second) // answers in 10 s
+			}
+			return 200, nil
+		}}
+		_, q := setup(t, rc, map[string]Policy{"slow.example": policy(100, 10, 4), "fast.example": policy(200, 20, 4)}, 0)
+		q.add("slow.example", 500)
+		start := time.Now()
+		q.add("fast.example", 1000)
+		for len(rc.arrivals("fast.example")) < 1000 {
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("fast host: %d of 1000 after 10 s", len(rc.arrivals("fast.example")))
+			}
+			time.Sleep(10 * time.Millisecond)
+			synctest.Wait()
+		}
+		// 1000 at 200/s after a burst of 20: ~4.9 s, as if alone.
+		if took := time.Since(start); took > 5200*time.Millisecond {
+			t.Fatalf("fast host took %v beside a slow one, want its own ~4.9 s", took)
+		}
+		if n := len(rc.arrivals("slow.example")); n > 4+4 {
+			t.Fatalf("slow host got %d requests in flight, want its concurrency cap", n)
+		}
+	})
+}
