@@ -51,6 +51,7 @@ type SpoolConfig struct {
 	HighWater   float64  // fraction of a limit at which intake starts being refused, in (0,1]
 	LowWater    float64  // fraction below which intake resumes, in [0,HighWater)
 	MaxBody     ByteSize // largest accepted request body, in (0, 64MiB]
+	MinFree     ByteSize // free disk space below which new webhooks get 503; 0 = no check
 }
 
 // HostConfig is the pacing and delivery policy for one destination.
@@ -151,6 +152,7 @@ func Default() *Config {
 			HighWater:   0.8,
 			LowWater:    0.5,
 			MaxBody:     1 << 20,
+			MinFree:     128 << 20,
 		},
 		Defaults:  defaultHost(),
 		Hosts:     map[string]HostConfig{},

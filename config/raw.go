@@ -94,6 +94,7 @@ type rawSpool struct {
 	HighWater   opt[float64]  `yaml:"high_water"`
 	LowWater    opt[float64]  `yaml:"low_water"`
 	MaxBody     opt[ByteSize] `yaml:"max_body"`
+	MinFree     opt[ByteSize] `yaml:"min_free"`
 }
 
 type rawHost struct {

@@ -77,6 +77,7 @@ func resolveSpool(p *problems, r *rawSpool, s *SpoolConfig) {
 	field(p, "spool.high_water", r.HighWater, &s.HighWater, within(0, 1, false, true))
 	field(p, "spool.low_water", r.LowWater, &s.LowWater, within(0, 1, true, false))
 	field(p, "spool.max_body", r.MaxBody, &s.MaxBody, sizeWithin(1, 64<<20))
+	field(p, "spool.min_free", r.MinFree, &s.MinFree, sizeWithin(0, 1<<62))
 	if s.LowWater >= s.HighWater {
 		if r.LowWater.Set {
 			p.add(r.LowWater.Line, "spool.low_water", "%g must be below spool.high_water (%g)", s.LowWater, s.HighWater)

@@ -101,6 +101,7 @@ func Run(ctx context.Context, o Options) error {
 		MaxBytes:    int64(cfg.Spool.MaxBytes),
 		HighWater:   cfg.Spool.HighWater,
 		LowWater:    cfg.Spool.LowWater,
+		MinFree:     int64(cfg.Spool.MinFree),
 		Logger:      log,
 		OnAppend:    func(ms []*spool.Message) { disp.Enqueued(ms) },
 	})

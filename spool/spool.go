@@ -20,7 +20,12 @@ type Options struct {
 	MaxBytes    int64   // default 1 GiB
 	HighWater   float64 // default 0.8: stop accepting at this fraction of either limit
 	LowWater    float64 // default 0.5: accept again at or below this fraction
-	Logger      *slog.Logger
+	// MinFree is the free space on the spool's file system below which
+	// appends fail with a *WriteError (ErrDiskFull). Badger writes through
+	// memory-mapped files, where a full disk would be a crash, not an error,
+	// so the spool stops writing well before. 0: no check.
+	MinFree int64
+	Logger  *slog.Logger
 
 	// OnAppend is called by the spool's writer goroutine, in id order,
 	// with every message that became durable (new or replayed from the dead
@@ -51,7 +56,8 @@ func (o *Options) setDefaults() {
 
 // Errors that callers map to HTTP answers.
 var (
-	ErrClosed = errors.New("spool is closed")
+	ErrClosed   = errors.New("spool is closed")
+	ErrDiskFull = errors.New("spool disk is nearly full (spool.min_free)")
 )
 
 // FullError reports that the spool (or one host's share of it) is past its
@@ -98,6 +104,7 @@ type Spool struct {
 	nDead     int64
 	accepting bool
 	dirty     int64 // bytes written to the queue since it was last dropped
+	diskFull  bool
 	drain     drainMeter
 
 	writerDone chan struct{}

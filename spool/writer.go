@@ -148,6 +148,7 @@ const txnBudget = 1 << 20
 // letters before it leaves the queue, and a replayed one is synced into
 // the queue before it leaves the dead letters.
 func (s *Spool) commit(batch []*op) {
+	batch = s.refuseIfDiskFull(batch)
 	var buried, queued, after []*op
 	for _, o := range batch {
 		switch o.kind {
@@ -230,6 +231,49 @@ func (s *Spool) commit(batch []*op) {
 		s.opts.OnAppend(appended)
 	}
 	s.reclaim()
+}
+
+// refuseIfDiskFull fails the appends of a round while free space is below
+// MinFree, and logs when that starts and ends. Deletes still go through:
+// they are what frees space.
+func (s *Spool) refuseIfDiskFull(batch []*op) []*op {
+	if s.opts.MinFree <= 0 {
+		return batch
+	}
+	grows := false
+	for _, o := range batch {
+		grows = grows || o.kind == opAppend || o.kind == opRevive
+	}
+	if !grows {
+		return batch
+	}
+	free, err := diskFree(s.opts.Dir)
+	full := err == nil && free < s.opts.MinFree
+	s.mu.Lock()
+	if full != s.diskFull {
+		s.diskFull = full
+		if full {
+			s.log.Error("spool disk nearly full: answering 503 to new webhooks until space returns", "free", free, "min_free", s.opts.MinFree)
+		} else {
+			s.log.Warn("spool disk has space again: accepting webhooks", "free", free)
+		}
+	}
+	s.mu.Unlock()
+	if !full {
+		return batch
+	}
+	kept := batch[:0:0]
+	var refused []*op
+	for _, o := range batch {
+		if o.kind == opAppend || o.kind == opRevive {
+			refused = append(refused, o)
+			o.reply(&WriteError{Err: ErrDiskFull})
+			continue
+		}
+		kept = append(kept, o)
+	}
+	s.settle(refused, false)
+	return kept
 }
 
 // apply stages ops into as few transactions as the budget allows, commits

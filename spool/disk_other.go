@@ -1,0 +1,5 @@
+//go:build !unix
+
+package spool
+
+func diskFree(dir string) (int64, error) { return 1 << 62, nil }

@@ -1,0 +1,73 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// TestDiskFullRefusesThenRecovers fills a small tmpfs: appends must fail
+// with ErrDiskFull (never crash, never lose an accepted message), and
+// succeed again once delivered messages free the space. It needs root to
+// mount the tmpfs and is skipped otherwise.
+func TestDiskFullRefusesThenRecovers(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v: %s)", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+
+	s, err := Open(Options{Dir: dir, MinFree: 20 << 20, MaxBytes: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	body := make([]byte, 256<<10)
+	var accepted []*Message
+	for i := 0; ; i++ {
+		if i > 400 {
+			t.Fatal("48 MiB took 100 MiB of appends without refusing")
+		}
+		m := newMsg("a.example", i)
+		m.Body = body
+		err := s.Append(ctx, m, 0)
+		if errors.Is(err, ErrDiskFull) {
+			var werr *WriteError
+			if !errors.As(err, &werr) {
+				t.Fatalf("disk full is not a WriteError: %v", err)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		accepted = append(accepted, m)
+	}
+	if len(accepted) < 10 {
+		t.Fatalf("only %d appends before refusing", len(accepted))
+	}
+	if u := s.Usage(); u.Messages != int64(len(accepted)) {
+		t.Fatalf("usage %d, want the %d accepted", u.Messages, len(accepted))
+	}
+	// Everything accepted is readable.
+	got, err := s.Read("a.example", 0, len(accepted)+10)
+	if err != nil || len(got) != len(accepted) {
+		t.Fatalf("read %d of %d accepted: %v", len(got), len(accepted), err)
+	}
+	// Deliver them all: the emptied queue is dropped and space returns.
+	for _, m := range got {
+		s.Delete(m)
+	}
+	waitUsage(t, s, 0)
+	if err := s.Append(ctx, newMsg("a.example", 9999), 0); err != nil {
+		t.Fatalf("after space returned: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatal(err)
+	}
+}
