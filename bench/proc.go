@@ -1,0 +1,549 @@
+package main
+
+// Processes under test: hookpace itself (the real binary, one process per
+// measurement, each on a fresh spool dir) and the sink processes.
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ctl talks to admin APIs and sink control endpoints, never via a proxy.
+var ctl = &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 30 * time.Second}
+
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// hostCfg is one entry under hosts: in hookpace's config.
+type hostCfg struct {
+	key         string // "127.0.0.1:port"
+	rate        string // "200/s"
+	burst       int
+	concurrency int
+}
+
+type hpConfig struct {
+	logLevel    string
+	bigSpool    bool // 5M messages / 8GiB, so that no benchmark meets backpressure
+	hosts       []hostCfg
+	extraEnv    []string
+	defaultRate string
+}
+
+// hookpace is one running hookpace process.
+type hookpace struct {
+	bin, dir   string
+	proxy      string
+	admin      string
+	cmd        *exec.Cmd
+	logPath    string
+	exited     chan struct{}
+	exitErr    error
+	configText string
+}
+
+func startHookpace(bin, parent, name string, c hpConfig) (*hookpace, error) {
+	dir, err := os.MkdirTemp(parent, name+"-")
+	if err != nil {
+		return nil, err
+	}
+	h := &hookpace{bin: bin, dir: dir, exited: make(chan struct{})}
+	if h.proxy, err = freePort(); err != nil {
+		return nil, err
+	}
+	if h.admin, err = freePort(); err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen: %s\nadmin: %s\n", h.proxy, h.admin)
+	fmt.Fprintf(&b, "log:\n  level: %s\n", c.logLevel)
+	fmt.Fprintf(&b, "spool:\n  dir: %s\n", filepath.Join(dir, "spool"))
+	if c.bigSpool {
+		b.WriteString("  max_messages: 5000000\n  max_bytes: 8GiB\n")
+	}
+	if c.defaultRate != "" {
+		fmt.Fprintf(&b, "defaults:\n  rate: %s\n", c.defaultRate)
+	}
+	b.WriteString("egress:\n  allow: [\"127.0.0.0/8\"]\n")
+	b.WriteString("shutdown:\n  timeout: 2s\n")
+	if len(c.hosts) > 0 {
+		b.WriteString("hosts:\n")
+		for _, hc := range c.hosts {
+			fmt.Fprintf(&b, "  %q: {rate: %s, burst: %d, concurrency: %d}\n", hc.key, hc.rate, hc.burst, hc.concurrency)
+		}
+	}
+	h.configText = b.String()
+	cfgPath := filepath.Join(dir, "hookpace.yaml")
+	if err := os.WriteFile(cfgPath, []byte(h.configText), 0o644); err != nil {
+		return nil, err
+	}
+	h.logPath = filepath.Join(dir, "hookpace.log")
+	logf, err := os.Create(h.logPath)
+	if err != nil {
+		return nil, err
+	}
+	h.cmd = exec.Command(bin, "run", "--config", cfgPath)
+	h.cmd.Stdout, h.cmd.Stderr = logf, logf
+	// hookpace must not use proxy settings of its own environment.
+	h.cmd.Env = append(cleanEnv(), c.extraEnv...)
+	if err := h.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	go func() {
+		h.exitErr = h.cmd.Wait()
+		logf.Close()
+		close(h.exited)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-h.exited:
+			return nil, fmt.Errorf("hookpace exited at start: %v\n%s", h.exitErr, h.tail())
+		default:
+		}
+		if resp, err := ctl.Get("http://" + h.admin + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return h, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			h.kill()
+			return nil, fmt.Errorf("hookpace not ready after 30s\n%s", h.tail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch strings.ToUpper(k) {
+		case "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+func (h *hookpace) pid() int { return h.cmd.Process.Pid }
+
+func (h *hookpace) tail() string {
+	b, _ := os.ReadFile(h.logPath)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// kill stops hookpace with SIGKILL (nothing it holds matters after a
+// measurement) and removes its spool unless keep.
+func (h *hookpace) kill() {
+	select {
+	case <-h.exited:
+	default:
+		h.cmd.Process.Signal(syscall.SIGKILL)
+		<-h.exited
+	}
+}
+
+func (h *hookpace) cleanup(keep bool) {
+	h.kill()
+	if !keep {
+		os.RemoveAll(h.dir)
+	}
+}
+
+// pause uses the CLI, as an operator would.
+func (h *hookpace) pause(host string) error {
+	out, err := exec.Command(h.bin, "pause", "--admin", h.admin, host).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("hookpace pause %s: %v: %s", host, err, out)
+	}
+	return nil
+}
+
+// resume uses the admin API directly, so that its timing is tight.
+func (h *hookpace) resume(host string) error {
+	resp, err := ctl.Post("http://"+h.admin+"/v1/hosts/"+url.PathEscape(host)+"/resume", "", nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("resume %s: %s %s", host, resp.Status, b)
+	}
+	return nil
+}
+
+type spoolUsage struct {
+	Messages  int64 `json:"messages"`
+	Bytes     int64 `json:"bytes"`
+	Accepting bool  `json:"accepting"`
+}
+
+func (h *hookpace) spool() (spoolUsage, error) {
+	var u spoolUsage
+	err := getJSON("http://"+h.admin+"/v1/spool", &u)
+	return u, err
+}
+
+// waitQueued waits until the spool holds at least n messages.
+func (h *hookpace) waitQueued(n int64, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		u, err := h.spool()
+		if err == nil && u.Messages >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("spool holds %d messages after %v, want %d (err %v)", u.Messages, limit, n, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ingestOutcomes scrapes hookpace_ingest_requests_total by outcome.
+func (h *hookpace) ingestOutcomes() (map[string]float64, error) {
+	resp, err := ctl.Get("http://" + h.admin + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "hookpace_ingest_requests_total{") {
+			continue
+		}
+		i := strings.Index(line, `outcome="`)
+		if i < 0 {
+			continue
+		}
+		rest := line[i+len(`outcome="`):]
+		j := strings.IndexByte(rest, '"')
+		fields := strings.Fields(line)
+		v, _ := strconv.ParseFloat(fields[len(fields)-1], 64)
+		out[rest[:j]] += v
+	}
+	return out, sc.Err()
+}
+
+func getJSON(u string, v any) error {
+	resp, err := ctl.Get(u)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// sink processes
+
+type sinkProc struct {
+	cmd   *exec.Cmd
+	addrs []string
+}
+
+func startSink(n, status int, record string) (*sinkProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "-role", "sink", "-sink-listeners", strconv.Itoa(n),
+		"-sink-status", strconv.Itoa(status), "-sink-record", record)
+	cmd.Stderr = os.Stderr
+	cmd.Env = cleanEnv()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("sink did not start: %v", err)
+	}
+	addrs, ok := strings.CutPrefix(strings.TrimSpace(line), "SINK ")
+	if !ok {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("sink said %q", line)
+	}
+	return &sinkProc{cmd: cmd, addrs: strings.Split(addrs, ",")}, nil
+}
+
+func (s *sinkProc) pid() int { return s.cmd.Process.Pid }
+
+func (s *sinkProc) stop() {
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+}
+
+func sinkStatsOf(addr string) (sinkStats, error) {
+	var st sinkStats
+	err := getJSON("http://"+addr+"/__stats", &st)
+	return st, err
+}
+
+func sinkTimes(addr string) ([]int64, error) {
+	var t []int64
+	err := getJSON("http://"+addr+"/__times", &t)
+	return t, err
+}
+
+// waitCount waits until the sink endpoint has counted at least n requests.
+func waitCount(addr string, n int64, limit time.Duration) (sinkStats, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		st, err := sinkStatsOf(addr)
+		if err == nil && st.Count >= n {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			return st, fmt.Errorf("receiver %s got %d of %d within %v (err %v)", addr, st.Count, n, limit, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// /proc
+
+// memKiB reads VmRSS and VmHWM (KiB) of pid.
+func memKiB(pid int) (rss, hwm int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = v
+		case "VmHWM:":
+			hwm = v
+		}
+	}
+	return rss, hwm, nil
+}
+
+// cpuTime is the user+system CPU time pid has used (USER_HZ = 100).
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	s = s[strings.LastIndexByte(s, ')')+2:] // fields from 3 (state) on
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64) // field 14
+	st, _ := strconv.ParseInt(f[12], 10, 64) // field 15
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// machineBusy is the CPU time the whole machine (all CPUs summed, from
+// /proc/stat) spent busy, and the time stolen by the hypervisor: this is a
+// VM, and steal is time our vCPUs wanted to run but the host ran someone
+// else.
+func machineBusy() (busy, steal time.Duration) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0
+	}
+	var t int64
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		t += v
+	}
+	st, _ := strconv.ParseInt(f[8], 10, 64)
+	return time.Duration(t) * 10 * time.Millisecond, time.Duration(st) * 10 * time.Millisecond
+}
+
+// cpuSplit is where the machine's CPU went during one measured run.
+type cpuSplit struct {
+	server, gen, others, rest, steal time.Duration
+}
+
+// cpuMeter snapshots the machine, the server process and the generator.
+type cpuMeter struct {
+	srvPid              int
+	machine, steal, srv time.Duration
+	self                time.Duration
+	procs               map[int]int64
+}
+
+func startCPU(srvPid int) *cpuMeter {
+	m := &cpuMeter{srvPid: srvPid, procs: procTicks(), srv: cpuTime(srvPid), self: cpuTime(os.Getpid())}
+	m.machine, m.steal = machineBusy()
+	return m
+}
+
+// stop returns the split. genCPU is the CPU of an external generator
+// process (wrk); with 0 the generator is this process.
+func (m *cpuMeter) stop(genCPU time.Duration) cpuSplit {
+	s := cpuSplit{server: cpuTime(m.srvPid) - m.srv}
+	if genCPU > 0 {
+		s.gen = genCPU
+	} else {
+		s.gen = cpuTime(os.Getpid()) - m.self
+	}
+	busy, steal := machineBusy()
+	s.rest = busy - m.machine - s.server - s.gen
+	s.steal = steal - m.steal
+	s.others = othersSince(m.procs)
+	s.rest -= s.others
+	return s
+}
+
+// procTicks is, for every process but this one and its children, the CPU
+// it and its reaped children have used (utime+stime+cutime+cstime, in
+// ticks). The difference of two snapshots is what other processes (other
+// engineers' builds and tests) took meanwhile; processes that exited in
+// between are counted through their parent's cutime/cstime.
+func procTicks() map[int]int64 {
+	self := os.Getpid()
+	out := map[int]int64{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 > len(s) {
+			continue
+		}
+		f := strings.Fields(s[i+2:]) // f[0] is field 3 (state)
+		if len(f) < 15 {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(f[1]); ppid == self {
+			continue // ours: measured separately
+		}
+		var t int64
+		for _, k := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+			v, _ := strconv.ParseInt(f[k], 10, 64)
+			t += v
+		}
+		out[pid] = t
+	}
+	return out
+}
+
+func othersSince(before map[int]int64) time.Duration {
+	var d int64
+	for pid, t := range procTicks() {
+		if d0, ok := before[pid]; ok {
+			if t > d0 {
+				d += t - d0
+			}
+		} else {
+			d += t
+		}
+	}
+	return time.Duration(d) * 10 * time.Millisecond
+}
+
+// othersCores samples how many cores other processes use, and how many the
+// hypervisor steals, over d.
+func othersCores(d time.Duration) (others, steal float64) {
+	before := procTicks()
+	_, s0 := machineBusy()
+	time.Sleep(d)
+	_, s1 := machineBusy()
+	return othersSince(before).Seconds() / d.Seconds(), (s1 - s0).Seconds() / d.Seconds()
+}
+
+// quietThreshold and quietWait configure waitQuiet (flags -quiet, -quiet-wait).
+var quietThreshold, quietWaitMax = 0.0, time.Duration(0)
+
+// waitQuiet waits, up to quietWaitMax, until other processes plus steal
+// take less than quietThreshold cores (1s samples), so that a measurement
+// does not start in the middle of someone else's test run.
+func waitQuiet(what string) {
+	if quietThreshold <= 0 {
+		return
+	}
+	deadline := time.Now().Add(quietWaitMax)
+	for {
+		o, st := othersCores(time.Second)
+		if o+st < quietThreshold {
+			return
+		}
+		if time.Now().After(deadline) {
+			logf("%s: other processes use %.2f cores and steal is %.2f after waiting %v; measuring anyway", what, o, st, quietWaitMax)
+			return
+		}
+		logf("%s: other processes use %.2f cores, steal %.2f; waiting for < %.2f together", what, o, st, quietThreshold)
+	}
+}
+
+// disturbance measures what other processes and the hypervisor took over
+// an interval.
+type disturbance struct {
+	procs map[int]int64
+	steal time.Duration
+	t0    time.Time
+}
+
+func startDisturbance() *disturbance {
+	_, st := machineBusy()
+	return &disturbance{procs: procTicks(), steal: st, t0: time.Now()}
+}
+
+// stop returns cores used by other processes and cores stolen, averaged over the interval.
+func (d *disturbance) stop() (others, steal float64) {
+	el := time.Since(d.t0).Seconds()
+	_, st := machineBusy()
+	return othersSince(d.procs).Seconds() / el, (st - d.steal).Seconds() / el
+}
