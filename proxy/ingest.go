@@ -46,33 +46,67 @@ type decision struct {
 func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	start := time.Now()
 	cfg := p.cfg()
-	if !p.authorize(r, ctx, cfg) {
-		return nil, p.answer(r, start, "", 0, decision{outcome: outcomeUnauthorized, status: http.StatusProxyAuthRequired,
-			reason: "proxy authentication required", header: http.Header{"Proxy-Authenticate": {`Basic realm="hookpace"`}}})
-	}
-	if r.Method != http.MethodPost {
+	authorized := p.authorize(r, ctx, cfg)
+	if authorized && r.Method != http.MethodPost {
 		// Passthrough: forwarded synchronously, unspooled. The transport's
 		// dialer applies the egress policy.
 		p.opts.Metrics.Ingest(r.Context(), outcomePassthrough)
 		p.log.Info("ingest", "decision", outcomePassthrough, "method", r.Method, "host", HostKey(r.URL), "remote", r.RemoteAddr)
 		return r, nil
 	}
-	return nil, p.ingest(r, cfg, start)
+	// POSTs reach here from inside a MITM'd tunnel; plain ones take
+	// serveIngest without goproxy.
+	host, size, d := p.handle(r, cfg, authorized)
+	p.record(r, start, host, size, d)
+	return nil, d.response(r, host)
 }
 
-// ingest spools one webhook and answers 202 only once it is durable.
-func (p *Proxy) ingest(r *http.Request, cfg *config.Config, start time.Time) *http.Response {
+// serveIngest handles an absolute-form POST (what HTTP_PROXY clients send)
+// directly, without goproxy's per-request machinery: this is the hot path.
+func (p *Proxy) serveIngest(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	cfg := p.cfg()
+	host, size, d := p.handle(r, cfg, p.authorize(r, nil, cfg))
+	p.record(r, start, host, size, d)
+	h := w.Header()
+	for k, vs := range d.header {
+		h[k] = vs
+	}
+	if d.status == http.StatusAccepted {
+		h["Content-Type"] = []string{"application/json"}
+		h["X-Hookpace-Id"] = []string{d.id}
+		w.WriteHeader(d.status)
+		w.Write(acceptedBody(d.id, host))
+		return
+	}
+	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	w.WriteHeader(d.status)
+	w.Write([]byte("hookpace: " + d.reason + "\n"))
+}
+
+// handle makes the ingest decision for one POST.
+func (p *Proxy) handle(r *http.Request, cfg *config.Config, authorized bool) (host string, size int, d decision) {
+	if !authorized {
+		return "", 0, decision{outcome: outcomeUnauthorized, status: http.StatusProxyAuthRequired,
+			reason: "proxy authentication required", header: http.Header{"Proxy-Authenticate": {`Basic realm="hookpace"`}}}
+	}
+	host = HostKey(r.URL)
+	if !p.opts.Tracing {
+		// The app's traceparent is stored with the other headers and
+		// carried to the partner unchanged.
+		d, size = p.decide(r.Context(), r, cfg, host)
+		return host, size, d
+	}
 	ctx := p.opts.Prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	host := HostKey(r.URL)
 	ctx, span := p.opts.Tracer.Start(ctx, "hookpace.ingest", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("hookpace.host", host), attribute.String("http.request.method", r.Method)))
-	d, size := p.decide(ctx, r, cfg, host)
+	d, size = p.decide(ctx, r, cfg, host)
 	span.SetAttributes(attribute.String("hookpace.outcome", d.outcome), attribute.Int("http.response.status_code", d.status))
 	if d.status >= 400 {
 		span.SetStatus(codes.Error, d.reason)
 	}
 	span.End()
-	return p.answer(r, start, host, size, d)
+	return host, size, d
 }
 
 func (p *Proxy) decide(ctx context.Context, r *http.Request, cfg *config.Config, host string) (decision, int) {
@@ -100,17 +134,19 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, cfg *config.Config,
 	if r.ContentLength > maxBody {
 		return tooLarge(r.ContentLength, maxBody), 0
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	body, err := readBody(r, maxBody)
+	if errors.Is(err, errTooLarge) {
+		return tooLarge(-1, maxBody), 0
+	}
 	if err != nil {
 		return decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: "reading body: " + err.Error()}, 0
 	}
-	if int64(len(body)) > maxBody {
-		return tooLarge(-1, maxBody), 0
-	}
 	header := storedHeader(r.Header)
-	// The stored trace context is the ingest span's, so that the delivery
-	// span continues the app's trace across the spool.
-	p.opts.Prop.Inject(ctx, propagation.HeaderCarrier(header))
+	if p.opts.Tracing {
+		// The stored trace context is the ingest span's, so that the
+		// delivery span continues the app's trace across the spool.
+		p.opts.Prop.Inject(ctx, propagation.HeaderCarrier(header))
+	}
 	m := &spool.Message{
 		Host:     host,
 		Method:   r.Method,
@@ -133,6 +169,28 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, cfg *config.Config,
 	default:
 		return decision{outcome: outcomeError, status: http.StatusServiceUnavailable, reason: "not stored: " + err.Error()}, len(body)
 	}
+}
+
+var errTooLarge = errors.New("body too large")
+
+// readBody reads the whole body, at most limit bytes: into a buffer of the
+// exact size when the length is known, as it is for almost every webhook.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if n := r.ContentLength; n >= 0 {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > limit {
+		return nil, errTooLarge
+	}
+	return body, nil
 }
 
 func tooLarge(n, limit int64) decision {
@@ -159,32 +217,41 @@ func (p *Proxy) full(e *spool.FullError) decision {
 		header: http.Header{"Retry-After": {strconv.Itoa(secs)}}}
 }
 
-// answer turns a decision into the response and writes its canonical log
-// line and metric.
-func (p *Proxy) answer(r *http.Request, start time.Time, host string, size int, d decision) *http.Response {
-	p.opts.Metrics.Ingest(r.Context(), d.outcome)
-	attrs := []any{
-		"decision", d.outcome,
-		"status", d.status,
-		"method", r.Method,
-		"host", host,
-		"bytes", size,
-		"duration_ms", float64(time.Since(start).Microseconds()) / 1000,
-		"remote", r.RemoteAddr,
+// record writes the decision's canonical log line and metric.
+func (p *Proxy) record(r *http.Request, start time.Time, host string, size int, d decision) {
+	ctx := r.Context()
+	p.opts.Metrics.Ingest(ctx, d.outcome)
+	level := slog.LevelInfo
+	if d.status >= 500 {
+		level = slog.LevelWarn
 	}
+	if !p.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 9)
+	attrs = append(attrs,
+		slog.String("decision", d.outcome),
+		slog.Int("status", d.status),
+		slog.String("method", r.Method),
+		slog.String("host", host),
+		slog.Int("bytes", size),
+		slog.Int64("duration_us", time.Since(start).Microseconds()),
+		slog.String("remote", r.RemoteAddr),
+	)
 	if d.id != "" {
-		attrs = append(attrs, "id", d.id)
+		attrs = append(attrs, slog.String("id", d.id))
 	}
 	if d.reason != "" {
-		attrs = append(attrs, "reason", d.reason)
+		attrs = append(attrs, slog.String("reason", d.reason))
 	}
-	level := slogLevel(d.status)
-	p.log.Log(r.Context(), level, "ingest", attrs...)
+	p.log.LogAttrs(ctx, level, "ingest", attrs...)
+}
 
+// response is the decision as goproxy's answer.
+func (d decision) response(r *http.Request, host string) *http.Response {
 	var resp *http.Response
 	if d.status == http.StatusAccepted {
-		resp = goproxy.NewResponse(r, "application/json", d.status,
-			`{"id":"`+d.id+`","status":"accepted","host":`+strconv.Quote(host)+"}\n")
+		resp = goproxy.NewResponse(r, "application/json", d.status, string(acceptedBody(d.id, host)))
 		resp.Header.Set("X-Hookpace-Id", d.id)
 	} else {
 		resp = goproxy.NewResponse(r, "text/plain; charset=utf-8", d.status, "hookpace: "+d.reason+"\n")
@@ -196,13 +263,24 @@ func (p *Proxy) answer(r *http.Request, start time.Time, host string, size int, 
 	return resp
 }
 
+// acceptedBody is the 202's JSON: {"id":"…","status":"accepted","host":"…"}.
+func acceptedBody(id, host string) []byte {
+	b := make([]byte, 0, 64+len(id)+len(host))
+	b = append(b, `{"id":"`...)
+	b = append(b, id...)
+	b = append(b, `","status":"accepted","host":`...)
+	b = strconv.AppendQuote(b, host)
+	return append(b, "}\n"...)
+}
+
 // onConnect applies the per-host CONNECT policy.
 func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 	start := time.Now()
 	cfg := p.cfg()
 	r := ctx.Req
 	reject := func(d decision) (*goproxy.ConnectAction, string) {
-		ctx.Resp = p.answer(r, start, target, 0, d)
+		p.record(r, start, target, 0, d)
+		ctx.Resp = d.response(r, target)
 		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, target
 	}
 	if !p.authorize(r, ctx, cfg) {
@@ -237,11 +315,4 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 				"Either POST the http:// URL and set upgrade_tls: true for this host, or create a CA with " +
 				"'hookpace ca init', set mitm.ca_cert and mitm.ca_key, and trust the CA in the app"})
 	}
-}
-
-func slogLevel(status int) slog.Level {
-	if status >= 500 {
-		return slog.LevelWarn
-	}
-	return slog.LevelInfo
 }

@@ -59,6 +59,9 @@ type Options struct {
 	Metrics   Counter
 	Tracer    trace.Tracer
 	Prop      propagation.TextMapPropagator
+	// Tracing says spans are exported. When false, ingest starts no span
+	// and the app's traceparent travels with the stored headers unchanged.
+	Tracing bool
 }
 
 // Proxy is an http.Handler for the proxy listener.
@@ -104,7 +107,15 @@ func New(opts Options) *Proxy {
 	return p
 }
 
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.gp.ServeHTTP(w, r) }
+// ServeHTTP takes absolute-form POSTs itself and hands everything else
+// (CONNECT, passthrough methods, origin-form requests) to goproxy.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.URL.IsAbs() {
+		p.serveIngest(w, r)
+		return
+	}
+	p.gp.ServeHTTP(w, r)
+}
 
 // PolicyChanged drops cached egress verdicts; call it after a reload.
 func (p *Proxy) PolicyChanged() { p.verdicts.reset() }
@@ -134,8 +145,10 @@ func (p *Proxy) authorize(r *http.Request, ctx *goproxy.ProxyCtx, cfg *config.Co
 	if !cfg.Auth.Enabled() {
 		return true
 	}
-	if info, ok := ctx.UserData.(*ctxInfo); ok && info.authorized {
-		return true
+	if ctx != nil {
+		if info, ok := ctx.UserData.(*ctxInfo); ok && info.authorized {
+			return true
+		}
 	}
 	user, pass, ok := parseBasic(r.Header.Get("Proxy-Authorization"))
 	if !ok {
@@ -192,26 +205,24 @@ func destPort(u *url.URL) uint16 {
 
 // hopHeaders are connection-level headers (RFC 9110 §7.6.1) that a proxy
 // must not forward, plus Content-Length, which replay recomputes.
-var hopHeaders = []string{
-	"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer",
-	"Transfer-Encoding", "Upgrade", "Content-Length",
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
+	"Transfer-Encoding": true, "Upgrade": true, "Content-Length": true,
 }
 
 // storedHeader returns the headers to replay: the request's headers less
 // hop-by-hop ones, those named in Connection, and every Proxy-* header.
+// The value slices are shared with h, which is not modified.
 func storedHeader(h http.Header) http.Header {
-	out := h.Clone()
-	for _, v := range h.Values("Connection") {
-		for _, name := range strings.Split(v, ",") {
-			out.Del(strings.TrimSpace(name))
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		if !hopHeaders[k] && !strings.HasPrefix(k, "Proxy-") {
+			out[k] = vs
 		}
 	}
-	for _, k := range hopHeaders {
-		out.Del(k)
-	}
-	for k := range out {
-		if strings.HasPrefix(k, "Proxy-") {
-			delete(out, k)
+	for _, v := range h["Connection"] {
+		for _, name := range strings.Split(v, ",") {
+			out.Del(strings.TrimSpace(name))
 		}
 	}
 	return out

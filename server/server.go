@@ -137,6 +137,7 @@ func Run(ctx context.Context, o Options) error {
 		Metrics:   tel.Metrics,
 		Tracer:    tel.Tracer,
 		Prop:      tel.Propagator,
+		Tracing:   o.SpanExporter != nil || (cfg.Telemetry.Traces.Exporter != "" && cfg.Telemetry.Traces.Exporter != telemetry.TraceExporterNone),
 	})
 
 	proxyLn, err := net.Listen("tcp", cfg.Listen)

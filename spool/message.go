@@ -42,7 +42,15 @@ type Message struct {
 }
 
 // IDString formats an id the way hookpace shows it to users.
-func IDString(id uint64) string { return fmt.Sprintf("%016x", id) }
+func IDString(id uint64) string {
+	const hex = "0123456789abcdef"
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = hex[id&0xf]
+		id >>= 4
+	}
+	return string(b[:])
+}
 
 // ParseID is the inverse of IDString.
 func ParseID(s string) (uint64, error) {

@@ -96,6 +96,8 @@ type Spool struct {
 	mu        sync.Mutex
 	cond      *sync.Cond // writer waits here for pending ops
 	pending   []*op
+	inRounds  int  // rounds committed and not yet settled by the syncer
+	reclaimOK bool // the syncer saw the queue empty: the writer may drop it
 	closed    bool
 	seq       uint64
 	messages  int64
@@ -166,7 +168,9 @@ func Open(opts Options) (*Spool, error) {
 	s.accepting = s.fractionLocked(0) < opts.HighWater
 	lsm, vlog := db.Size()
 	s.dirty = lsm + vlog
-	s.reclaim() // an empty queue left by the last run
+	if s.messages == 0 && s.dirty >= reclaimAfter {
+		s.reclaim() // an empty queue left by the last run
+	}
 	go s.writeLoop()
 	go s.gcLoop()
 	return s, nil
@@ -484,7 +488,7 @@ func (s *Spool) gcLoop() {
 
 // residentFileLimit is how much of the spool's mapped files may stay
 // resident before they are trimmed.
-const residentFileLimit = 16 << 20
+const residentFileLimit = 32 << 20
 
 // collectGarbage rewrites or drops value-log files whose messages have
 // mostly been delivered, until none is worth it.

@@ -1,7 +1,6 @@
 package spool
 
 import (
-	"bufio"
 	"bytes"
 	"os"
 	"path/filepath"
@@ -15,8 +14,10 @@ import (
 // process's resident set as page cache, long after it is needed. A sidecar
 // is judged by its RSS, so trimResident asks the kernel to reclaim those
 // pages (MADV_PAGEOUT: contents are preserved; a later read faults them
-// back in from disk). It only touches mappings of files in the spool
-// directory, and only when they hold more than limit bytes.
+// back in). It leaves alone the files Badger is writing (the newest value
+// log and memtable WAL of each database): reclaiming pages under its writes
+// would stall them. It only runs when the spool's mappings hold more than
+// limit bytes.
 func trimResident(dir string, limit int64) {
 	if rssFile() < limit {
 		return
@@ -26,15 +27,19 @@ func trimResident(dir string, limit int64) {
 		return
 	}
 	prefix := abs + string(filepath.Separator)
-	f, err := os.Open("/proc/self/maps")
+	b, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		return
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
+	type region struct {
+		start, end uint64
+		path       string
+	}
+	var regions []region
+	newest := map[string]string{} // directory + extension -> newest file
+	for _, line := range strings.Split(string(b), "\n") {
 		// start-end perms offset dev inode path
-		fields := strings.Fields(sc.Text())
+		fields := strings.Fields(line)
 		if len(fields) < 6 || !strings.HasPrefix(fields[5], prefix) {
 			continue
 		}
@@ -47,10 +52,25 @@ func trimResident(dir string, limit int64) {
 		if err1 != nil || err2 != nil || end <= start {
 			continue
 		}
+		path := fields[5]
+		regions = append(regions, region{start, end, path})
+		if ext := filepath.Ext(path); ext == ".vlog" || ext == ".mem" {
+			// Badger numbers files in order, zero-padded: the greatest
+			// name is the one being written.
+			k := filepath.Dir(path) + ext
+			if path > newest[k] {
+				newest[k] = path
+			}
+		}
+	}
+	for _, r := range regions {
+		if newest[filepath.Dir(r.path)+filepath.Ext(r.path)] == r.path {
+			continue
+		}
 		// Errors are ignored on purpose: a mapping Badger has just
 		// unmapped gives ENOMEM, and MADV_PAGEOUT never changes contents,
 		// whatever is mapped at the address by now.
-		syscall.Syscall(syscall.SYS_MADVISE, uintptr(start), uintptr(end-start), madvPageout)
+		syscall.Syscall(syscall.SYS_MADVISE, uintptr(r.start), uintptr(r.end-r.start), madvPageout)
 	}
 }
 

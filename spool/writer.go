@@ -113,28 +113,57 @@ func (s *Spool) submitWait(o *op) error {
 	return <-done
 }
 
-// writeLoop is the only goroutine that writes to Badger. Each round takes
-// everything pending, commits it, fsyncs once if any op needs durability,
-// and only then tells the waiters.
+// writeLoop is the only goroutine that writes to the queue. Each round
+// takes everything pending and commits it in one transaction; the syncer
+// (syncLoop) fsyncs and only then tells the waiters.
 func (s *Spool) writeLoop() {
-	defer close(s.writerDone)
-	var batch []*op
+	rounds := make(chan *round, 8)
+	go s.syncLoop(rounds)
+	defer close(rounds)
 	for {
 		s.mu.Lock()
-		for len(s.pending) == 0 && !s.closed {
+		for len(s.pending) == 0 && !s.closed && !s.reclaimOK {
 			s.cond.Wait()
 		}
 		if len(s.pending) == 0 && s.closed {
 			s.mu.Unlock()
 			return
 		}
+		s.reclaimOK = false
 		n := min(len(s.pending), maxBatch)
-		batch = append(batch[:0], s.pending[:n]...)
+		batch := make([]*op, n)
+		copy(batch, s.pending[:n])
 		rest := copy(s.pending, s.pending[n:])
 		clear(s.pending[rest:])
 		s.pending = s.pending[:rest]
+		// The queue database holds no live message when every message
+		// counted is an append still waiting to be written: it can be
+		// dropped first (no round may be in the syncer, whose revived
+		// messages are counted only when it settles them).
+		reserved := int64(0)
+		for _, o := range batch {
+			if o.kind == opAppend {
+				reserved++
+			}
+		}
+		for _, o := range s.pending {
+			if o.kind == opAppend {
+				reserved++
+			}
+		}
+		drop := s.messages == reserved && s.inRounds == 0 && s.dirty >= reclaimAfter
 		s.mu.Unlock()
-		s.commit(batch)
+		if drop {
+			s.reclaim()
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		r := s.commit(batch)
+		s.mu.Lock()
+		s.inRounds++
+		s.mu.Unlock()
+		rounds <- r
 	}
 }
 
@@ -147,90 +176,157 @@ const txnBudget = 1 << 20
 // durable at every moment: a buried message is synced into the dead
 // letters before it leaves the queue, and a replayed one is synced into
 // the queue before it leaves the dead letters.
-func (s *Spool) commit(batch []*op) {
+// round is one group commit: written to Badger by the writer goroutine,
+// then made durable and answered by the syncer.
+type round struct {
+	batch    []*op
+	queued   []*op // ops written to the queue database
+	buried   []*op
+	after    []*op // dead letters to remove once the queue is synced
+	needSync bool
+	err      error // the queue write failed: every queued op fails
+}
+
+// commit is the writer's half of a round: everything up to and including
+// the queue transaction's commit. The order keeps every message durable
+// somewhere at every moment: a buried message is synced into the dead
+// letters before its queue delete is written, and a replayed one is synced
+// into the queue (by the syncer) before its dead letter is removed.
+func (s *Spool) commit(batch []*op) *round {
 	batch = s.refuseIfDiskFull(batch)
-	var buried, queued, after []*op
+	r := &round{batch: batch}
 	for _, o := range batch {
 		switch o.kind {
 		case opBury:
-			buried = append(buried, o)
+			r.buried = append(r.buried, o)
 		case opPurge:
-			after = append(after, o)
+			r.after = append(r.after, o)
 		}
 	}
-	if len(buried) > 0 {
-		if err := s.apply(s.dead, buried, true, s.stageDead); err != nil {
-			s.log.Error("spool: writing dead letters failed; the messages stay queued", "error", err, "ops", len(buried))
-			for _, o := range buried {
+	if len(r.buried) > 0 {
+		if err := s.apply(s.dead, r.buried, true, s.stageDead); err != nil {
+			s.log.Error("spool: writing dead letters failed; the messages stay queued", "error", err, "ops", len(r.buried))
+			for _, o := range r.buried {
 				o.kind = opFailed
 			}
 		}
 	}
 	seq := s.seqSnapshot()
-	needSync := false
 	for _, o := range batch {
 		switch o.kind {
 		case opAppend, opRevive:
-			needSync = true
+			r.needSync = true
 			fallthrough
 		case opDelete, opUpdate, opBury:
-			queued = append(queued, o)
+			r.queued = append(r.queued, o)
 		}
 	}
-	err := s.apply(s.db, queued, needSync, func(txn *badger.Txn, o *op) error { return s.stageQueue(txn, o, &seq) })
+	r.err = s.apply(s.db, r.queued, false, func(txn *badger.Txn, o *op) error { return s.stageQueue(txn, o, &seq) })
 	s.mu.Lock()
 	s.seq = max(s.seq, seq) // ids staged in a committed part are never reused
 	s.mu.Unlock()
-	if err != nil {
+	return r
+}
+
+// syncLoop is the syncer's half of every round, in order. One fsync covers
+// every round committed before it started, so while it runs the writer is
+// already committing the next round: the two stages overlap, and each
+// fsync serves all the writers waiting at that moment.
+func (s *Spool) syncLoop(rounds <-chan *round) {
+	defer close(s.writerDone)
+	var ready []*round
+	for r := range rounds {
+		ready = append(ready[:0], r)
+	more:
+		for {
+			select {
+			case r, ok := <-rounds:
+				if !ok {
+					break more
+				}
+				ready = append(ready, r)
+			default:
+				break more
+			}
+		}
+		var syncErr error
+		for _, r := range ready {
+			if r.needSync && r.err == nil {
+				if err := s.db.Sync(); err != nil {
+					s.log.Error("spool: fsync failed", "error", err)
+					syncErr = &WriteError{Err: err}
+				}
+				break
+			}
+		}
+		for _, r := range ready {
+			s.finish(r, syncErr)
+		}
+	}
+}
+
+// finish answers a round's waiters once it is durable (or has failed).
+func (s *Spool) finish(r *round, syncErr error) {
+	if r.err != nil {
 		// Report every queue op of this round as failed. An append that did
 		// reach disk in an earlier part is then delivered without having
 		// been acknowledged, which at-least-once permits; nothing
 		// acknowledged is lost. Usage is recounted from disk at the next
 		// start.
-		s.log.Error("spool: commit failed", "error", err, "ops", len(queued))
-		werr := &WriteError{Err: err}
-		for _, o := range queued {
+		s.log.Error("spool: commit failed", "error", r.err, "ops", len(r.queued))
+		s.settle(r.queued, false)
+		s.mu.Lock()
+		s.inRounds--
+		s.mu.Unlock()
+		werr := &WriteError{Err: r.err}
+		for _, o := range r.queued {
 			o.reply(werr)
 		}
-		s.settle(queued, false)
 		return
 	}
-	for _, o := range queued {
-		if o.kind == opRevive {
-			after = append(after, o)
+	for _, o := range r.queued {
+		if o.kind == opRevive && syncErr == nil {
+			r.after = append(r.after, o)
 		}
 	}
-	if len(after) > 0 {
-		if err := s.apply(s.dead, after, false, s.stageDeadRemoval); err != nil {
+	if len(r.after) > 0 {
+		if err := s.apply(s.dead, r.after, false, s.stageDeadRemoval); err != nil {
 			// A replayed message whose dead letter could not be removed is
 			// in both places: it may be replayed twice, never lost.
 			s.log.Error("spool: removing dead letters failed", "error", err)
 		}
 	}
-	s.settle(queued, true)
+	s.settle(r.queued, true)
 	s.mu.Lock()
-	s.nDead -= int64(len(after)) // revived or purged
-	for _, o := range buried {
+	s.nDead -= int64(len(r.after)) // revived or purged
+	for _, o := range r.buried {
 		if o.kind == opBury {
 			s.nDead++
 		}
 	}
+	s.inRounds--
+	if s.inRounds == 0 && s.messages == 0 && s.dirty >= reclaimAfter {
+		s.reclaimOK = true // the queue is empty: wake the writer to drop it
+		s.cond.Signal()
+	}
 	s.mu.Unlock()
 	var appended []*Message
-	for _, o := range batch {
+	for _, o := range r.batch {
 		if o.kind == opAppend || o.kind == opRevive {
 			appended = append(appended, o.msg)
 		}
-		if o.kind == opFailed {
+		switch {
+		case o.kind == opFailed:
 			o.reply(&WriteError{Err: errors.New("dead letter not written")})
-		} else {
+		case o.kind == opAppend || o.kind == opRevive:
+			o.reply(syncErr) // committed: delivered even if the fsync failed
+		default:
 			o.reply(nil)
 		}
 	}
 	if len(appended) > 0 {
 		s.opts.OnAppend(appended)
 	}
-	s.reclaim()
 }
 
 // refuseIfDiskFull fails the appends of a round while free space is below
@@ -355,12 +451,6 @@ const reclaimAfter = 16 << 20
 // writer goroutine, so no write can race it, and it first makes the id
 // sequence durable in the dead-letter database, so ids never go backwards.
 func (s *Spool) reclaim() {
-	s.mu.Lock()
-	empty := s.messages == 0 && len(s.pending) == 0 && s.dirty >= reclaimAfter
-	s.mu.Unlock()
-	if !empty {
-		return
-	}
 	if err := s.saveSeq(); err != nil {
 		return
 	}
