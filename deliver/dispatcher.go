@@ -95,7 +95,7 @@ type Dispatcher struct {
 
 type noopObserver struct{}
 
-func (noopObserver) Delivery(context.Context, string, string)                {}
+func (noopObserver) Delivery(context.Context, string, string)               {}
 func (noopObserver) DeliveryLatency(context.Context, string, time.Duration) {}
 
 // New returns a dispatcher; it sends nothing until Start.
