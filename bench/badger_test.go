@@ -13,35 +13,20 @@ package main
 
 import (
 	"encoding/binary"
+	"log/slog"
 	"os"
 	"syscall"
 	"testing"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/options"
+	"github.com/hookpace/hookpace/spool"
 )
 
-// spoolBadgerOptions mirrors spool.badgerOptions (without the logger).
+// spoolBadgerOptions is the spool's own tuning, with the value threshold
+// under test and no logger.
 func spoolBadgerOptions(dir string, valueThreshold int64) badger.Options {
-	return badger.DefaultOptions(dir).
-		WithLogger(nil).
-		WithSyncWrites(false).
-		WithDetectConflicts(false).
-		WithMetricsEnabled(false).
-		WithNumGoroutines(2).
-		WithMemTableSize(8 << 20).
-		WithNumMemtables(2).
-		WithNumLevelZeroTables(4).
-		WithNumLevelZeroTablesStall(10).
-		WithBaseTableSize(2 << 20).
-		WithBaseLevelSize(8 << 20).
-		WithNumCompactors(2).
-		WithCompression(options.None).
-		WithBlockCacheSize(0).
-		WithIndexCacheSize(0).
-		WithValueThreshold(valueThreshold).
-		WithValueLogFileSize(32 << 20)
+	return spool.BadgerOptions(dir, slog.New(slog.DiscardHandler)).WithValueThreshold(valueThreshold)
 }
 
 func benchBadgerBatches(b *testing.B, valueThreshold int64, syncWrites bool) {

@@ -139,11 +139,11 @@ type Usage struct {
 // It reads keys only, never whole messages, so a large backlog opens fast.
 func Open(opts Options) (*Spool, error) {
 	opts.setDefaults()
-	db, err := badger.Open(badgerOptions(filepath.Join(opts.Dir, "queue"), opts.Logger))
+	db, err := badger.Open(BadgerOptions(filepath.Join(opts.Dir, "queue"), opts.Logger))
 	if err != nil {
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
-	dead, err := badger.Open(badgerOptions(filepath.Join(opts.Dir, "dead"), opts.Logger).WithMemTableSize(4 << 20))
+	dead, err := badger.Open(BadgerOptions(filepath.Join(opts.Dir, "dead"), opts.Logger).WithMemTableSize(4 << 20))
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
@@ -176,15 +176,18 @@ func Open(opts Options) (*Spool, error) {
 	return s, nil
 }
 
-// badgerOptions sizes Badger for a sidecar rather than a database server:
+// valueThreshold sends every message record to the value log: see
+// BadgerOptions.
+const valueThreshold = 64
+
+// BadgerOptions sizes Badger for a sidecar rather than a database server:
 // small memtables, no block cache or compression, few goroutines. Message
 // records go to the value log, which is append-only like a WAL, so the LSM
 // tree holds only keys and pointers and compaction stays cheap in CPU and
-// memory however large the backlog. Once a value-log file's messages are
-// all delivered, value-log GC deletes it.
-const valueThreshold = 64
-
-func badgerOptions(dir string, log *slog.Logger) badger.Options {
+// memory however large the backlog; an empty queue is dropped whole (see
+// reclaim) and value-log GC handles a long-lived backlog. It is exported so
+// that the benchmarks in bench/ measure Badger with exactly this tuning.
+func BadgerOptions(dir string, log *slog.Logger) badger.Options {
 	return badger.DefaultOptions(dir).
 		WithLogger(badgerLogger{log}).
 		WithSyncWrites(false). // we fsync once per group commit instead
