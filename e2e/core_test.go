@@ -99,52 +99,8 @@ func maxWindow(ts []time.Time, w time.Duration) int {
 	return best
 }
 
-// coreBody is the body of webhook i in the tests below: small, distinct,
-// and checkable byte for byte at the receiver.
-func coreBody(i int) []byte {
-	return []byte(fmt.Sprintf(`{"event":%d,"pad":"%s"}`, i, strings.Repeat("x", 64)))
-}
-
-// corePostAll sends n webhooks through hp, at most parallel at a time, and
-// fails the test unless every one is acknowledged with 202.
-func corePostAll(t *testing.T, hp *Hookpace, n, parallel int, target func(i int) string) {
-	t.Helper()
-	c := hp.Client()
-	defer c.CloseIdleConnections()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		fails []string
-	)
-	sem := make(chan struct{}, parallel)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			resp, err := c.Post(target(i), "application/json", bytes.NewReader(coreBody(i)))
-			if err == nil {
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusAccepted && resp.Header.Get("X-Hookpace-Id") != "" {
-					return
-				}
-				err = fmt.Errorf("status %d, id %q", resp.StatusCode, resp.Header.Get("X-Hookpace-Id"))
-			}
-			mu.Lock()
-			fails = append(fails, fmt.Sprintf("webhook %d: %v", i, err))
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if len(fails) > 0 {
-		t.Fatalf("%d of %d webhooks not acknowledged, first: %s", len(fails), n, fails[0])
-	}
-}
-
 // coreTally tallies complete 2xx deliveries of webhooks sent to PREFIX/i with
-// coreBody(i). Arrivals are append-only, so update only looks at the new
+// WebhookBody(i). Arrivals are append-only, so update only looks at the new
 // ones and can run on every wake of WaitFor. A request cut short by a
 // kill -9 (partial body) does not count.
 type coreTally struct {
@@ -167,7 +123,7 @@ func (l *coreTally) update(as []Arrival) {
 			a.Path != fmt.Sprintf("%s%d", l.prefix, i) {
 			continue
 		}
-		if !bytes.Equal(a.Body, coreBody(i)) {
+		if !bytes.Equal(a.Body, WebhookBody(i)) {
 			l.partial++
 			continue
 		}
@@ -196,7 +152,7 @@ hosts:
 `, rc.Host()))
 	const n = 1500
 	start := time.Now()
-	corePostAll(t, hp, n, 32, func(i int) string { return fmt.Sprintf("%s/k/%d", rc.URL, i) })
+	PostAll(t, hp, n, 32, func(i int) string { return fmt.Sprintf("%s/k/%d", rc.URL, i) })
 	hp.Kill()
 	before := rc.Count(nil)
 	t.Logf("%d webhooks acknowledged in %v; %d had arrived when hookpace was killed",
@@ -229,11 +185,11 @@ hosts:
   "%s": {rate: 1000/s, burst: 100, concurrency: 16}
 `, slow.Host(), fast.Host()))
 	begin := time.Now()
-	corePostAll(t, hp, 200, 32, func(i int) string { return fmt.Sprintf("%s/slow/%d", slow.URL, i) })
+	PostAll(t, hp, 200, 32, func(i int) string { return fmt.Sprintf("%s/slow/%d", slow.URL, i) })
 
 	const n = 2000
 	start := time.Now()
-	corePostAll(t, hp, n, 32, func(i int) string { return fmt.Sprintf("%s/fast/%d", fast.URL, i) })
+	PostAll(t, hp, n, 32, func(i int) string { return fmt.Sprintf("%s/fast/%d", fast.URL, i) })
 	acked := time.Since(start)
 	l := newCoreTally("/fast/", n)
 	fast.WaitFor(t, 20*time.Second, "2000 webhooks at the fast host",

@@ -37,21 +37,6 @@ func failHost(t *testing.T, hp *Hookpace, host string) failHostState {
 	return st
 }
 
-// failPoll polls cond (typically the admin API) until it holds, or fails
-// the test after limit.
-func failPoll(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s not reached", limit, what)
-		}
-		<-tick.C
-	}
-}
-
 // failWindowPartner allows limit requests per fixed 1-second window (aligned
 // to the wall clock's seconds) and answers the rest 429, with Retry-After
 // as delay-seconds ("seconds"), as an HTTP-date ("date") or not at all ("").
@@ -127,7 +112,7 @@ hosts:
   "%s": {rate: 50/s, burst: 10, concurrency: 4}
 `, rc.Host()))
 			start := time.Now()
-			corePostAll(t, hp, v.n, 16, func(i int) string { return fmt.Sprintf("%s/w/%d", rc.URL, i) })
+			PostAll(t, hp, v.n, 16, func(i int) string { return fmt.Sprintf("%s/w/%d", rc.URL, i) })
 			rc.WaitFor(t, 90*time.Second, fmt.Sprintf("%d webhooks delivered", v.n), func([]Arrival) bool {
 				u, _, _ := p.counts()
 				return u == v.n
@@ -189,9 +174,9 @@ hosts:
   "%s": {backoff_initial: 10ms, backoff_max: 50ms}
 `, rc.Host()))
 	const n = 5
-	corePostAll(t, hp, n, n, func(i int) string { return fmt.Sprintf("%s/gone/%d", rc.URL, i) })
+	PostAll(t, hp, n, n, func(i int) string { return fmt.Sprintf("%s/gone/%d", rc.URL, i) })
 	rc.WaitFor(t, 10*time.Second, "5 attempts", func(as []Arrival) bool { return len(as) >= n })
-	failPoll(t, 10*time.Second, "5 dead letters", func() bool { total, _ := failDeadList(t, hp); return total == n })
+	Poll(t, 10*time.Second, "5 dead letters", func() bool { total, _ := failDeadList(t, hp); return total == n })
 
 	out, err := hp.CLI("dead", "list")
 	if err != nil {
@@ -233,7 +218,7 @@ hosts:
 		t.Fatalf("dead replay --all: %v\n%s", err, out)
 	}
 	rc.WaitFor(t, 10*time.Second, "5 replays", func(as []Arrival) bool { return Delivered2xx(as) >= n })
-	failPoll(t, 10*time.Second, "no dead letters", func() bool { total, _ := failDeadList(t, hp); return total == 0 })
+	Poll(t, 10*time.Second, "no dead letters", func() bool { total, _ := failDeadList(t, hp); return total == 0 })
 	out, _ = hp.CLI("dead", "list")
 	if !strings.Contains(out, "0 dead letters") {
 		t.Errorf("dead list after replay:\n%s", out)
@@ -250,11 +235,11 @@ hosts:
 
 	// Purge: a fresh dead letter, deleted for good by id.
 	c := hp.Client()
-	status, id := hp.Post(c, rc.URL+"/purge/1", coreBody(1), nil)
+	status, id := hp.Post(c, rc.URL+"/purge/1", WebhookBody(1), nil)
 	if status != http.StatusAccepted {
 		t.Fatalf("POST: %d", status)
 	}
-	failPoll(t, 10*time.Second, "the purge candidate dead", func() bool { total, _ := failDeadList(t, hp); return total == 1 })
+	Poll(t, 10*time.Second, "the purge candidate dead", func() bool { total, _ := failDeadList(t, hp); return total == 1 })
 	_, dead = failDeadList(t, hp)
 	if dead[0].ID != id {
 		t.Errorf("dead letter id %s, want the ingest id %s", dead[0].ID, id)
@@ -284,11 +269,11 @@ func TestCLIFlagsAfterArguments(t *testing.T) {
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, _ int) { w.WriteHeader(http.StatusGone) }
 	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
-	status, id := hp.Post(hp.Client(), rc.URL+"/x", coreBody(0), nil)
+	status, id := hp.Post(hp.Client(), rc.URL+"/x", WebhookBody(0), nil)
 	if status != http.StatusAccepted {
 		t.Fatalf("POST: %d", status)
 	}
-	failPoll(t, 10*time.Second, "one dead letter", func() bool { total, _ := failDeadList(t, hp); return total == 1 })
+	Poll(t, 10*time.Second, "one dead letter", func() bool { total, _ := failDeadList(t, hp); return total == 1 })
 	if out, err := hp.CLI("dead", "purge", id); err != nil {
 		t.Errorf("hookpace dead purge ID --admin ADDR: %v\n%s", err, out)
 	}
@@ -309,7 +294,7 @@ hosts:
 `, rc.Host(), conc))
 	const n = 3000
 	start := time.Now()
-	corePostAll(t, hp, n, 32, func(i int) string { return fmt.Sprintf("%s/loop/%d", rc.URL, i) })
+	PostAll(t, hp, n, 32, func(i int) string { return fmt.Sprintf("%s/loop/%d", rc.URL, i) })
 	t.Logf("%d webhooks acknowledged in %v", n, time.Since(start).Round(time.Millisecond))
 	l := newCoreTally("/loop/", n)
 	for k, share := range []int{25, 50, 75} {
@@ -349,13 +334,13 @@ hosts:
   "%s": {rate: 10/s, burst: 20, concurrency: %d}
   "%s": {rate: 200/s, burst: 20, concurrency: 4}
 `, a.Host(), concA, b.Host()))
-	corePostAll(t, hp, 50, 16, func(i int) string { return fmt.Sprintf("%s/a/%d", a.URL, i) })
+	PostAll(t, hp, 50, 16, func(i int) string { return fmt.Sprintf("%s/a/%d", a.URL, i) })
 	a.WaitFor(t, 10*time.Second, "host A's first 429", func(as []Arrival) bool { return len(as) >= 1 })
-	failPoll(t, 5*time.Second, "host A held", func() bool { return failHost(t, hp, a.Host()).HeldUntil != nil })
+	Poll(t, 5*time.Second, "host A held", func() bool { return failHost(t, hp, a.Host()).HeldUntil != nil })
 
 	const n = 2000
 	start := time.Now()
-	corePostAll(t, hp, n, 32, func(i int) string { return fmt.Sprintf("%s/b/%d", b.URL, i) })
+	PostAll(t, hp, n, 32, func(i int) string { return fmt.Sprintf("%s/b/%d", b.URL, i) })
 	l := newCoreTally("/b/", n)
 	b.WaitFor(t, 25*time.Second, "host B's 2000 webhooks", func(as []Arrival) bool { l.update(as); return l.all() })
 	took := time.Since(start)
@@ -413,13 +398,13 @@ egress: {allow: ["127.0.0.0/8"]}
 hosts:
   "%s": {backoff_initial: 50ms, backoff_max: 200ms, breaker_failures: 3, breaker_cooldown: 1s, max_attempts: 100}
 `, rc.Host()))
-	status, _ := hp.Post(hp.Client(), rc.URL+"/err", coreBody(0), nil)
+	status, _ := hp.Post(hp.Client(), rc.URL+"/err", WebhookBody(0), nil)
 	if status != http.StatusAccepted {
 		t.Fatalf("POST: %d", status)
 	}
 	rc.WaitFor(t, 10*time.Second, "3 attempts", func(as []Arrival) bool { return len(as) >= 3 })
 	var st failHostState
-	failPoll(t, 5*time.Second, "breaker open", func() bool {
+	Poll(t, 5*time.Second, "breaker open", func() bool {
 		st = failHost(t, hp, rc.Host())
 		return st.Breaker == "open"
 	})
@@ -473,11 +458,11 @@ hosts:
 `, rc.Host()))
 	c := hp.Client()
 	for _, p := range []string{"/gone", "/flaky-then-gone", "/always-500"} {
-		if status, _ := hp.Post(c, rc.URL+p, coreBody(0), nil); status != http.StatusAccepted {
+		if status, _ := hp.Post(c, rc.URL+p, WebhookBody(0), nil); status != http.StatusAccepted {
 			t.Fatalf("POST %s: %d", p, status)
 		}
 	}
-	failPoll(t, 10*time.Second, "3 dead letters", func() bool { total, _ := failDeadList(t, hp); return total == 3 })
+	Poll(t, 10*time.Second, "3 dead letters", func() bool { total, _ := failDeadList(t, hp); return total == 3 })
 	_, dead := failDeadList(t, hp)
 	for _, d := range dead {
 		path := strings.TrimPrefix(d.URL, rc.URL)

@@ -395,3 +395,72 @@ func Delivered2xx(as []Arrival) int {
 	}
 	return n
 }
+
+// WebhookBody is the body of webhook i in the tests: small, distinct,
+// and checkable byte for byte at the receiver.
+func WebhookBody(i int) []byte {
+	return []byte(fmt.Sprintf(`{"event":%d,"pad":"%s"}`, i, strings.Repeat("x", 64)))
+}
+
+// PostAll sends n webhooks (body WebhookBody(i)) through hp, at most parallel at
+// a time, fails the test unless every one is acknowledged with 202, and
+// returns their request paths.
+func PostAll(t *testing.T, hp *Hookpace, n, parallel int, target func(i int) string) map[string]bool {
+	t.Helper()
+	c := hp.Client()
+	defer c.CloseIdleConnections()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		fails []string
+	)
+	sem := make(chan struct{}, parallel)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			resp, err := c.Post(target(i), "application/json", bytes.NewReader(WebhookBody(i)))
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusAccepted && resp.Header.Get("X-Hookpace-Id") != "" {
+					return
+				}
+				err = fmt.Errorf("status %d, id %q", resp.StatusCode, resp.Header.Get("X-Hookpace-Id"))
+			}
+			mu.Lock()
+			fails = append(fails, fmt.Sprintf("webhook %d: %v", i, err))
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(fails) > 0 {
+		t.Fatalf("%d of %d webhooks not acknowledged, first: %s", len(fails), n, fails[0])
+	}
+	acked := make(map[string]bool, n)
+	for i := range n {
+		u, err := url.Parse(target(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[u.RequestURI()] = true
+	}
+	return acked
+}
+
+// Poll polls cond (typically the admin API) until it holds, or fails
+// the test after limit.
+func Poll(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s not reached", limit, what)
+		}
+		<-tick.C
+	}
+}

@@ -4,13 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -59,7 +57,7 @@ hosts:
 	rcH.WaitFor(t, 10*time.Second, "a 429 from H", func(as []Arrival) bool { return len(as) >= 1 })
 	// The receivers count a request before hookpace has read the answer;
 	// wait until hookpace has settled both hosts.
-	secPoll(t, 10*time.Second, "D drained and H held", func() bool {
+	Poll(t, 10*time.Second, "D drained and H held", func() bool {
 		d, h := secHost(t, hp, D), secHost(t, hp, H)
 		return d.Queued == 0 && d.InFlight == 0 && h.InFlight == 0 && h.HeldUntil != nil
 	})
@@ -201,7 +199,7 @@ func TestTraceThroughSpool(t *testing.T) {
 			}
 			// The stdout exporter writes one JSON span per line.
 			want := map[string]bool{"hookpace.ingest": false, "hookpace.deliver": false}
-			secPoll(t, 10*time.Second, "ingest and deliver spans on stdout", func() bool {
+			Poll(t, 10*time.Second, "ingest and deliver spans on stdout", func() bool {
 				for _, line := range strings.Split(hp.Log(), "\n") {
 					var s struct {
 						Name    string `json:"name"`
@@ -231,7 +229,7 @@ hosts:
     burst: 1
 `, rc.Host()))
 	pid := hp.cmd.Process.Pid
-	opsPostAcked(t, hp, 200, func(i int) string { return fmt.Sprintf("%s/r/%d", rc.URL, i) })
+	PostAll(t, hp, 200, 32, func(i int) string { return fmt.Sprintf("%s/r/%d", rc.URL, i) })
 	orig, err := os.ReadFile(hp.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +239,7 @@ hosts:
 	// Invalid: the fast rate with a misspelt key. None of it may apply.
 	bad := strings.Replace(strings.Replace(string(orig), "rate: 5/s", "rate: 100/s", 1), "burst: 1", "brust: 1", 1)
 	opsRewriteConfig(t, hp, bad)
-	secPoll(t, 10*time.Second, "the invalid config to be rejected", func() bool {
+	Poll(t, 10*time.Second, "the invalid config to be rejected", func() bool {
 		return strings.Contains(hp.Log(), "config reload rejected")
 	})
 	n0, t0 := rc.Count(nil), time.Now()
@@ -265,7 +263,7 @@ hosts:
 	if hp.cmd.Process.Pid != pid || hp.cmd.ProcessState != nil {
 		t.Fatalf("hookpace restarted or exited during the reload")
 	}
-	secPoll(t, 5*time.Second, `"config reloaded" in the log`, func() bool { return strings.Contains(hp.Log(), "config reloaded") })
+	Poll(t, 5*time.Second, `"config reloaded" in the log`, func() bool { return strings.Contains(hp.Log(), "config reloaded") })
 	t.Logf("%d left at the reload; all 200 arrived %v after it", 200-before, took.Round(time.Millisecond))
 	if n := rc.Count(nil); n != 200 {
 		t.Errorf("%d arrivals, want 200", n)
@@ -286,7 +284,7 @@ hosts:
   "%s": {rate: 20/s, burst: 1, concurrency: 4}
 `, rc.Host()))
 	const n = 300
-	acked := opsPostAcked(t, hp, n, func(i int) string { return fmt.Sprintf("%s/g/%d", rc.URL, i) })
+	acked := PostAll(t, hp, n, 32, func(i int) string { return fmt.Sprintf("%s/g/%d", rc.URL, i) })
 	rc.WaitFor(t, 10*time.Second, "deliveries under way", func(as []Arrival) bool { return len(as) >= 30 })
 	inFlight := secHost(t, hp, rc.Host()).InFlight
 	atSignal := rc.Count(nil)
@@ -338,7 +336,7 @@ hosts:
   "%s": {rate: 5/s, burst: 1}
 `, rc.Host()))
 	H := rc.Host()
-	opsPostAcked(t, hp, 60, func(i int) string { return fmt.Sprintf("%s/s/%d", rc.URL, i) })
+	PostAll(t, hp, 60, 32, func(i int) string { return fmt.Sprintf("%s/s/%d", rc.URL, i) })
 	rc.WaitFor(t, 10*time.Second, "deliveries under way", func(as []Arrival) bool { return len(as) >= 2 })
 
 	out, err := hp.CLI("status")
@@ -382,7 +380,7 @@ hosts:
 	}
 
 	hostCmd("pause")
-	secPoll(t, 10*time.Second, "attempts in flight to finish", func() bool { return secHost(t, hp, H).InFlight == 0 })
+	Poll(t, 10*time.Second, "attempts in flight to finish", func() bool { return secHost(t, hp, H).InFlight == 0 })
 	paused := rc.Count(nil)
 	<-time.After(1500 * time.Millisecond) // at 5/s, ~7 would arrive if pause did nothing
 	if n := rc.Count(nil); n != paused {
@@ -394,44 +392,6 @@ hosts:
 	hostCmd("resume")
 	rc.WaitFor(t, 5*time.Second, "deliveries after resume", func(as []Arrival) bool { return len(as) >= paused+3 })
 	t.Logf("paused at %d arrivals, none in 1.5s; resumed", paused)
-}
-
-// opsPostAcked POSTs n webhooks (32 at a time) and returns the paths of those
-// acknowledged with 202; it fails the test on any other answer.
-func opsPostAcked(t *testing.T, hp *Hookpace, n int, target func(i int) string) map[string]bool {
-	t.Helper()
-	c := hp.Client()
-	var mu sync.Mutex
-	acked := map[string]bool{}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 32)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			u := target(i)
-			status, _ := hp.Post(c, u, []byte(strconv.Itoa(i)), nil)
-			if status != http.StatusAccepted {
-				t.Errorf("%s: status %d", u, status)
-				return
-			}
-			pu, err := url.Parse(u)
-			if err != nil {
-				t.Errorf("%s: %v", u, err)
-				return
-			}
-			mu.Lock()
-			acked[pu.RequestURI()] = true
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	return acked
 }
 
 // opsNotArrived returns the acknowledged paths not among the arrivals.

@@ -169,7 +169,7 @@ hosts:
 			t.Fatalf("status %d, want 202", status)
 		}
 		var st secHostRow
-		secPoll(t, 10*time.Second, "a certificate error on "+rc.Host(), func() bool {
+		Poll(t, 10*time.Second, "a certificate error on "+rc.Host(), func() bool {
 			st = secHost(t, hp, rc.Host())
 			return st.LastError != ""
 		})
@@ -310,7 +310,7 @@ func TestSelfRefused(t *testing.T) {
 		Total int
 		Dead  []struct{ URL, Reason string }
 	}
-	secPoll(t, 10*time.Second, "the accepted self-targeted webhooks to be dead-lettered", func() bool {
+	Poll(t, 10*time.Second, "the accepted self-targeted webhooks to be dead-lettered", func() bool {
 		hp.AdminJSON("/v1/dead", &dead)
 		return dead.Total >= accepted
 	})
@@ -397,19 +397,4 @@ func secSpool(t *testing.T, hp *Hookpace) secSpoolState {
 	var u secSpoolState
 	hp.AdminJSON("/v1/spool", &u)
 	return u
-}
-
-// secPoll polls cond (every 25ms) for state that no arrival signals,
-// such as admin API values, and fails the test after limit.
-func secPoll(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s not reached", limit, what)
-		}
-		<-tick.C
-	}
 }
