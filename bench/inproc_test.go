@@ -109,6 +109,8 @@ func benchAppend(b *testing.B, writers int) {
 
 func BenchmarkSpoolAppend1(b *testing.B)  { benchAppend(b, 1) }
 func BenchmarkSpoolAppend64(b *testing.B) { benchAppend(b, 64) }
+func BenchmarkSpoolAppend8(b *testing.B)  { benchAppend(b, 8) }
+func BenchmarkSpoolAppend256(b *testing.B) { benchAppend(b, 256) }
 
 // stubSpool accepts everything at once.
 type stubSpool struct{ id atomic.Uint64 }

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -8,15 +9,19 @@ import (
 
 // badgerLogger sends Badger's own logging to slog. Badger is chatty at info
 // level about routine compactions, so info and debug are logged at debug.
+// Badger calls Debugf on every write, so a message is formatted only when
+// its level is enabled.
 type badgerLogger struct{ log *slog.Logger }
 
-func (l badgerLogger) Errorf(f string, a ...any) { l.log.Error(l.msg(f, a)) }
-func (l badgerLogger) Warningf(f string, a ...any) {
-	l.log.Warn(l.msg(f, a))
-}
-func (l badgerLogger) Infof(f string, a ...any)  { l.log.Debug(l.msg(f, a)) }
-func (l badgerLogger) Debugf(f string, a ...any) { l.log.Debug(l.msg(f, a)) }
+func (l badgerLogger) Errorf(f string, a ...any)   { l.logf(slog.LevelError, f, a) }
+func (l badgerLogger) Warningf(f string, a ...any) { l.logf(slog.LevelWarn, f, a) }
+func (l badgerLogger) Infof(f string, a ...any)    { l.logf(slog.LevelDebug, f, a) }
+func (l badgerLogger) Debugf(f string, a ...any)   { l.logf(slog.LevelDebug, f, a) }
 
-func (l badgerLogger) msg(f string, a []any) string {
-	return "badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))
+func (l badgerLogger) logf(level slog.Level, f string, a []any) {
+	ctx := context.Background()
+	if !l.log.Enabled(ctx, level) {
+		return
+	}
+	l.log.Log(ctx, level, "badger: "+strings.TrimSpace(fmt.Sprintf(f, a...)))
 }
