@@ -107,9 +107,9 @@ func benchAppend(b *testing.B, writers int) {
 	cs.report(b)
 }
 
-func BenchmarkSpoolAppend1(b *testing.B)  { benchAppend(b, 1) }
-func BenchmarkSpoolAppend64(b *testing.B) { benchAppend(b, 64) }
-func BenchmarkSpoolAppend8(b *testing.B)  { benchAppend(b, 8) }
+func BenchmarkSpoolAppend1(b *testing.B)   { benchAppend(b, 1) }
+func BenchmarkSpoolAppend64(b *testing.B)  { benchAppend(b, 64) }
+func BenchmarkSpoolAppend8(b *testing.B)   { benchAppend(b, 8) }
 func BenchmarkSpoolAppend256(b *testing.B) { benchAppend(b, 256) }
 
 // stubSpool accepts everything at once.
