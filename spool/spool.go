@@ -7,6 +7,7 @@ import (
 	"math"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -112,6 +113,16 @@ type Spool struct {
 	writerDone chan struct{}
 	gcDone     chan struct{}
 	gcStop     chan struct{}
+
+	// The queue database runs in Badger's managed mode: the writer
+	// goroutine, its only writer, numbers its transactions itself (ts, the
+	// last commit timestamp used) instead of going through Badger's
+	// oracle, which makes every new transaction wait until Badger's
+	// watermark goroutine has caught up with the previous commit: under
+	// load that wait was half of a commit round. Readers read at readTs,
+	// the last transaction Commit returned for, as the oracle would.
+	ts     uint64 // owned by the writer goroutine
+	readTs atomic.Uint64
 }
 
 // HostUsage is what one host holds in the spool.
@@ -139,7 +150,7 @@ type Usage struct {
 // It reads keys only, never whole messages, so a large backlog opens fast.
 func Open(opts Options) (*Spool, error) {
 	opts.setDefaults()
-	db, err := badger.Open(BadgerOptions(filepath.Join(opts.Dir, "queue"), opts.Logger))
+	db, err := badger.OpenManaged(BadgerOptions(filepath.Join(opts.Dir, "queue"), opts.Logger))
 	if err != nil {
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
@@ -160,6 +171,11 @@ func Open(opts Options) (*Spool, error) {
 		gcStop:     make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
+	// Versions written by an earlier run, managed or not, are all at or
+	// below MaxVersion.
+	s.ts = db.MaxVersion()
+	s.readTs.Store(s.ts)
+	db.SetDiscardTs(s.ts)
 	if err := s.load(); err != nil {
 		db.Close()
 		dead.Close()

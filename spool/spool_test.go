@@ -5,10 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
 )
 
 func openTest(t *testing.T, dir string, opts Options) *Spool {
@@ -356,5 +360,58 @@ func TestDecodeRejectsCorruptRecords(t *testing.T) {
 	got, err := decodeMessage("a.example", 1, b)
 	if err != nil || got.URL != m.URL || !bytes.Equal(got.Body, m.Body) {
 		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+}
+
+// The queue database numbers its own transactions (Badger's managed mode):
+// deletes after a restart must be newer than the writes they remove, also
+// for a spool that an earlier, unmanaged hookpace wrote.
+func TestDeletesAfterRestartRemoveOlderWrites(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+
+	// An unmanaged Badger writes three records, as hookpace did before.
+	old, err := badger.Open(BadgerOptions(filepath.Join(dir, "queue"), slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		m := newMsg("a.example", i)
+		err := old.Update(func(txn *badger.Txn) error {
+			return txn.Set(queueKey(m.Host, uint64(i+1)), m.encode(nil))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for round := range 3 {
+		s := openTest(t, dir, Options{})
+		ms, err := s.Read("a.example", 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 2 // what the previous round appended
+		if round == 0 {
+			want = 3
+		}
+		if len(ms) != want || s.Usage().Messages != int64(want) {
+			t.Fatalf("round %d: read %d, usage %d messages, want %d", round, len(ms), s.Usage().Messages, want)
+		}
+		for _, m := range ms {
+			s.Delete(m)
+		}
+		for i := range 2 {
+			if err := s.Append(ctx, newMsg("a.example", 10*round+i), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitUsage(t, s, 2)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -378,14 +378,14 @@ func (s *Spool) apply(db *badger.DB, ops []*op, sync bool, stage func(*badger.Tx
 	if len(ops) == 0 {
 		return nil
 	}
-	txn := db.NewTransaction(true)
+	txn := s.newTxn(db)
 	staged := 0
 	for _, o := range ops {
 		if staged > txnBudget {
-			if err := txn.Commit(); err != nil {
+			if err := s.commitTxn(db, txn); err != nil {
 				return err
 			}
-			txn, staged = db.NewTransaction(true), 0
+			txn, staged = s.newTxn(db), 0
 		}
 		if err := stage(txn, o); err != nil {
 			txn.Discard()
@@ -393,12 +393,38 @@ func (s *Spool) apply(db *badger.DB, ops []*op, sync bool, stage func(*badger.Tx
 		}
 		staged += len(o.val) + len(o.key) + 64
 	}
-	if err := txn.Commit(); err != nil {
+	if err := s.commitTxn(db, txn); err != nil {
 		return err
 	}
 	if sync {
 		return db.Sync()
 	}
+	return nil
+}
+
+// newTxn starts a write transaction on db. The queue database is managed:
+// only the writer goroutine writes to it, at timestamps it hands out.
+func (s *Spool) newTxn(db *badger.DB) *badger.Txn {
+	if db == s.db {
+		return db.NewTransactionAt(s.ts, true)
+	}
+	return db.NewTransaction(true)
+}
+
+// commitTxn commits a transaction from newTxn. A queue transaction gets the
+// next timestamp, which is never reused even if the commit fails, and once
+// it is committed readers see it and compaction may discard what it
+// deleted or overwrote.
+func (s *Spool) commitTxn(db *badger.DB, txn *badger.Txn) error {
+	if db != s.db {
+		return txn.Commit()
+	}
+	s.ts++
+	if err := txn.CommitAt(s.ts, nil); err != nil {
+		return err
+	}
+	s.readTs.Store(s.ts)
+	db.SetDiscardTs(s.ts)
 	return nil
 }
 
@@ -524,7 +550,9 @@ func be64(v uint64) []byte {
 // FIFO order.
 func (s *Spool) Read(host string, after uint64, max int) ([]*Message, error) {
 	var out []*Message
-	err := s.db.View(func(txn *badger.Txn) error {
+	txn := s.db.NewTransactionAt(s.readTs.Load(), false)
+	defer txn.Discard()
+	err := func() error {
 		io := badger.DefaultIteratorOptions
 		io.Prefix = queuePrefix(host)
 		io.PrefetchSize = min(max, 100)
@@ -550,6 +578,6 @@ func (s *Spool) Read(host string, after uint64, max int) ([]*Message, error) {
 			}
 		}
 		return nil
-	})
+	}()
 	return out, err
 }
