@@ -42,6 +42,7 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 
 	d.mu.Lock()
 	v, reason, next := d.finish(ctx, h, m, pol, res, sentAt, now)
+	h.active = now
 	d.pump(h)
 	d.mu.Unlock()
 

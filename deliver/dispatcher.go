@@ -73,6 +73,11 @@ type Options struct {
 	// MaxBuffered bounds the message bytes held in memory over all hosts
 	// (default 32 MiB). Beyond it, hosts read from the spool as they go.
 	MaxBuffered int64
+	// IdleTTL is how long a host with nothing queued and nothing to
+	// remember (see pacer.Host.Idle) is kept before it is forgotten, so
+	// that a stream of new destinations doesn't grow memory without bound
+	// (default 10 minutes).
+	IdleTTL time.Duration
 }
 
 // Dispatcher replays queued webhooks. Create it with New, feed it with
@@ -91,6 +96,7 @@ type Dispatcher struct {
 	stopping bool
 	started  bool
 	early    []*spool.Message // announced before Start
+	sweeper  *time.Timer      // forgets idle hosts; armed while there are hosts
 }
 
 type noopObserver struct{}
@@ -114,6 +120,9 @@ func New(opts Options) *Dispatcher {
 	}
 	if opts.MaxBuffered <= 0 {
 		opts.MaxBuffered = 32 << 20
+	}
+	if opts.IdleTTL <= 0 {
+		opts.IdleTTL = 10 * time.Minute
 	}
 	if opts.Insecure == nil {
 		opts.Insecure = opts.Client
@@ -141,6 +150,46 @@ func (d *Dispatcher) Start() {
 	for _, h := range d.hosts {
 		d.pump(h)
 	}
+	d.armSweeper()
+}
+
+// armSweeper makes sure idle hosts are looked for while there are hosts.
+func (d *Dispatcher) armSweeper() {
+	if d.sweeper != nil || len(d.hosts) == 0 || !d.started || d.stopping {
+		return
+	}
+	d.sweeper = time.AfterFunc(min(d.opts.IdleTTL, time.Minute), func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.sweeper = nil
+		if d.stopping {
+			return
+		}
+		d.forgetIdleLocked(time.Now())
+		d.armSweeper()
+	})
+}
+
+// forgetIdleLocked drops the hosts that have had nothing to do for IdleTTL
+// and whose state is as good as new. A message for one of them later
+// starts a fresh host.
+func (d *Dispatcher) forgetIdleLocked(now time.Time) int {
+	n := 0
+	for name, h := range d.hosts {
+		if now.Sub(h.active) < d.opts.IdleTTL || h.count() > 0 || h.onDisk || h.loading ||
+			!h.wakeAt.IsZero() || !h.pace.Idle(now) {
+			continue
+		}
+		if h.timer != nil {
+			h.timer.Stop()
+		}
+		delete(d.hosts, name)
+		n++
+	}
+	if n > 0 {
+		d.log.Debug("forgot idle hosts", "hosts", n, "left", len(d.hosts))
+	}
+	return n
 }
 
 // Enqueued announces messages that became durable, in id order. It is the
@@ -156,6 +205,7 @@ func (d *Dispatcher) Enqueued(msgs []*spool.Message) {
 }
 
 func (d *Dispatcher) enqueueLocked(msgs []*spool.Message) {
+	now := time.Now()
 	var touched []*host
 	for _, m := range msgs {
 		h := d.hostLocked(m.Host)
@@ -163,6 +213,7 @@ func (d *Dispatcher) enqueueLocked(msgs []*spool.Message) {
 			continue // already read from the spool
 		}
 		h.lastSeen = max(h.lastSeen, m.ID)
+		h.active = now
 		if !h.onDisk && h.count() < h.window() && d.buffered+int64(len(m.Body)) <= d.opts.MaxBuffered {
 			h.ready.push(m)
 			h.cursor = m.ID
@@ -198,14 +249,18 @@ type host struct {
 	lastErr    string
 	lastErrAt  time.Time
 	lastStatus int
+
+	active time.Time // last message announced or attempt finished
 }
 
 func (d *Dispatcher) hostLocked(name string) *host {
 	h := d.hosts[name]
 	if h == nil {
 		pol := d.opts.Policy(name)
-		h = &host{name: name, pol: pol, pace: pacer.New(pol.Limits, time.Now())}
+		now := time.Now()
+		h = &host{name: name, pol: pol, pace: pacer.New(pol.Limits, now), active: now}
 		d.hosts[name] = h
+		d.armSweeper()
 	}
 	return h
 }

@@ -527,3 +527,52 @@ func TestSlowHostDoesNotLowerOthersThroughput(t *testing.T) {
 		}
 	})
 }
+
+// Hosts with nothing queued and nothing worth remembering are forgotten
+// after IdleTTL, so that many short-lived destinations don't pile up; a
+// host whose bucket is still refilling, or that is paused, is kept.
+func TestIdleHostsAreForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		d, q := setup(t, rc, map[string]Policy{
+			"a.example":    policy(10, 2, 1),
+			"slow.example": policy(1.0/3600, 5, 1), // one an hour: its bucket stays short
+		}, 0)
+		q.add("a.example", 3)
+		q.add("slow.example", 1)
+		waitEmpty(t, q, time.Minute)
+		d.Pause("paused.example")
+
+		names := func() []string {
+			var out []string
+			for _, h := range d.Hosts() {
+				out = append(out, h.Host)
+			}
+			sort.Strings(out)
+			return out
+		}
+		if got := fmt.Sprint(names()); got != "[a.example paused.example slow.example]" {
+			t.Fatalf("hosts %s right after delivery", got)
+		}
+		time.Sleep(9 * time.Minute)
+		synctest.Wait()
+		if got := fmt.Sprint(names()); got != "[a.example paused.example slow.example]" {
+			t.Fatalf("hosts %s before IdleTTL", got)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if got := fmt.Sprint(names()); got != "[paused.example slow.example]" {
+			t.Fatalf("hosts %s after IdleTTL, want a.example forgotten", got)
+		}
+
+		// A forgotten host starts afresh: its burst, then its rate.
+		start := time.Now()
+		q.add("a.example", 4)
+		waitEmpty(t, q, time.Minute)
+		got := rc.arrivals("a.example")[3:]
+		if len(got) != 4 || got[1].at.Sub(start) > 0 || got[2].at.Sub(start) < 90*time.Millisecond {
+			t.Fatalf("after being forgotten a.example got %d, the third at %v; want a burst of 2 then 10/s",
+				len(got), got[min(2, len(got)-1)].at.Sub(start))
+		}
+	})
+}

@@ -135,6 +135,9 @@ func (d *Dispatcher) SetPolicy(policy func(host string) Policy) {
 func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.mu.Lock()
 	d.stopping = true
+	if d.sweeper != nil {
+		d.sweeper.Stop()
+	}
 	for _, h := range d.hosts {
 		if h.timer != nil {
 			h.timer.Stop()

@@ -290,11 +290,16 @@ func (h *Host) Pause() { h.paused = true }
 // Resume undoes Pause.
 func (h *Host) Resume() { h.paused = false }
 
-// Idle reports whether the host has nothing in flight and no state worth
-// keeping: its owner may forget it.
+// Idle reports whether forgetting the host now, and starting afresh with
+// New later, changes nothing a partner or an operator would notice: nothing
+// in flight, not paused or held, the breaker not holding sends back, the
+// rate back at its configured value and the bucket full, so a new host
+// lets no more through than this one would.
 func (h *Host) Idle(now time.Time) bool {
-	return h.inFlight == 0 && !h.paused && !now.Before(h.heldUntil) &&
-		h.breaker == BreakerClosed && h.rate >= h.lim.Rate && h.c429 == 0
+	h.refill(now)
+	tripped := h.breaker != BreakerClosed && (h.probing || now.Before(h.openUntil))
+	return h.inFlight == 0 && !h.paused && !now.Before(h.heldUntil) && !tripped &&
+		h.rate >= h.lim.Rate && h.tokens >= float64(h.lim.Burst)
 }
 
 // State is a snapshot for operators.
