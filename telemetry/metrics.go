@@ -34,7 +34,7 @@ type SpoolSnapshot struct {
 type Metrics struct {
 	maxHosts int
 
-	ingest     metric.Int64Counter
+	ingest     metric.Int64ObservableCounter
 	deliveries metric.Int64Counter
 	latency    metric.Float64Histogram
 
@@ -44,8 +44,13 @@ type Metrics struct {
 	hostRate      metric.Float64ObservableGauge
 	hostInFlight  metric.Int64ObservableGauge
 
-	// ingestOpts is built once and only read afterwards.
-	ingestOpts map[string][]metric.AddOption
+	// Ingest counts are plain atomics, observed at collection: every
+	// request is counted, and a synchronous OTel counter's attribute
+	// lookup and lock cost ~0.7 µs a request on the ingest hot path.
+	// ingestIdx is built once and only read afterwards.
+	ingestIdx   map[string]int
+	ingestN     [len(ingestOutcomes)]atomic.Int64
+	ingestAttrs [len(ingestOutcomes)][]metric.ObserveOption
 
 	mu    sync.RWMutex
 	hosts map[string]*hostEntry // at most maxHosts entries
@@ -90,17 +95,19 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		maxHosts = defaultMaxHostLabels
 	}
 	m := &Metrics{
-		maxHosts:   maxHosts,
-		ingestOpts: make(map[string][]metric.AddOption, len(ingestOutcomes)),
-		hosts:      make(map[string]*hostEntry),
-		other:      newHostEntry(OtherHost),
+		maxHosts:  maxHosts,
+		ingestIdx: make(map[string]int, len(ingestOutcomes)),
+		hosts:     make(map[string]*hostEntry),
+		other:     newHostEntry(OtherHost),
 	}
-	for _, outcome := range ingestOutcomes {
-		m.ingestOpts[outcome] = []metric.AddOption{ingestAttrs(outcome)}
+	for i, outcome := range ingestOutcomes {
+		m.ingestIdx[outcome] = i
+		m.ingestAttrs[i] = []metric.ObserveOption{
+			metric.WithAttributeSet(attribute.NewSet(attribute.String(LabelOutcome, outcome)))}
 	}
 
 	var err error
-	if m.ingest, err = meter.Int64Counter(MetricIngestRequests,
+	if m.ingest, err = meter.Int64ObservableCounter(MetricIngestRequests,
 		metric.WithDescription("Requests received by the proxy, by outcome."),
 		metric.WithUnit("{request}")); err != nil {
 		return nil, fmt.Errorf("create %s: %w", MetricIngestRequests, err)
@@ -142,27 +149,23 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		return nil, fmt.Errorf("create %s: %w", MetricHostInFlight, err)
 	}
 	if _, err = meter.RegisterCallback(m.observe,
-		m.spoolMessages, m.spoolBytes, m.hostHeld, m.hostRate, m.hostInFlight); err != nil {
+		m.ingest, m.spoolMessages, m.spoolBytes, m.hostHeld, m.hostRate, m.hostInFlight); err != nil {
 		return nil, fmt.Errorf("register gauge callback: %w", err)
 	}
 	return m, nil
 }
 
-func ingestAttrs(outcome string) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(attribute.String(LabelOutcome, outcome)))
-}
-
 // Ingest counts one request received by the proxy. outcome is one of the
-// Ingest* constants.
-func (m *Metrics) Ingest(ctx context.Context, outcome string) {
+// Ingest* constants; anything else counts as IngestError.
+func (m *Metrics) Ingest(_ context.Context, outcome string) {
 	if m == nil {
 		return
 	}
-	opts, ok := m.ingestOpts[outcome]
+	i, ok := m.ingestIdx[outcome]
 	if !ok {
-		opts = []metric.AddOption{ingestAttrs(outcome)}
+		i = m.ingestIdx[IngestError]
 	}
-	m.ingest.Add(ctx, 1, opts...)
+	m.ingestN[i].Add(1)
 }
 
 // Delivery counts one delivery attempt to host. outcome is one of the
@@ -268,6 +271,9 @@ type hostAgg struct {
 // observe is the one callback behind every gauge: it calls the registered
 // snapshot functions and reports their values.
 func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
+	for i := range m.ingestN {
+		o.ObserveInt64(m.ingest, m.ingestN[i].Load(), m.ingestAttrs[i]...)
+	}
 	if fn := m.spoolFn.Load(); fn != nil {
 		s := (*fn)()
 		o.ObserveInt64(m.spoolMessages, s.Messages)

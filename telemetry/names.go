@@ -53,7 +53,7 @@ const (
 )
 
 var (
-	ingestOutcomes   = []string{IngestAccepted, IngestRejectedBackpressure, IngestTooLarge, IngestRefused, IngestPassthrough, IngestBadRequest, IngestUnauthorized, IngestError}
+	ingestOutcomes   = [...]string{IngestAccepted, IngestRejectedBackpressure, IngestTooLarge, IngestRefused, IngestPassthrough, IngestBadRequest, IngestUnauthorized, IngestError}
 	deliveryOutcomes = [...]string{DeliveryDelivered, DeliveryRetried, DeliveryHeld, DeliveryDead}
 )
 
