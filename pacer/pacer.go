@@ -290,11 +290,12 @@ func (h *Host) Pause() { h.paused = true }
 // Resume undoes Pause.
 func (h *Host) Resume() { h.paused = false }
 
-// Idle reports whether forgetting the host now, and starting afresh with
-// New later, changes nothing a partner or an operator would notice: nothing
-// in flight, not paused or held, the breaker not holding sends back, the
-// rate back at its configured value and the bucket full, so a new host
-// lets no more through than this one would.
+// Idle reports whether the host may be forgotten now and started afresh
+// with New later: nothing in flight, not paused or held, the breaker not
+// holding sends back, the rate back at its configured value and the bucket
+// full, so a new host lets no more through than this one would. What a
+// fresh host does not remember is the count of past 429 episodes (the next
+// hold starts the schedule over) and the last error shown to operators.
 func (h *Host) Idle(now time.Time) bool {
 	h.refill(now)
 	tripped := h.breaker != BreakerClosed && (h.probing || now.Before(h.openUntil))
