@@ -41,11 +41,6 @@ func (c *commitStats) report(b *testing.B) {
 	}
 }
 
-func openSpool(b *testing.B) *spool.Spool {
-	sp, _ := openSpoolStats(b)
-	return sp
-}
-
 func openSpoolStats(b *testing.B) (*spool.Spool, *commitStats) {
 	b.Helper()
 	cs := &commitStats{}
