@@ -7,7 +7,6 @@ import (
 	"math"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -119,10 +118,9 @@ type Spool struct {
 	// last commit timestamp used) instead of going through Badger's
 	// oracle, which makes every new transaction wait until Badger's
 	// watermark goroutine has caught up with the previous commit: under
-	// load that wait was half of a commit round. Readers read at readTs,
-	// the last transaction Commit returned for, as the oracle would.
-	ts     uint64 // owned by the writer goroutine
-	readTs atomic.Uint64
+	// load that wait was half of a commit round. Readers read the newest
+	// version of every key (see Read).
+	ts uint64 // owned by the writer goroutine
 }
 
 // HostUsage is what one host holds in the spool.
@@ -174,7 +172,6 @@ func Open(opts Options) (*Spool, error) {
 	// Versions written by an earlier run, managed or not, are all at or
 	// below MaxVersion.
 	s.ts = db.MaxVersion()
-	s.readTs.Store(s.ts)
 	db.SetDiscardTs(s.ts)
 	if err := s.load(); err != nil {
 		db.Close()

@@ -3,6 +3,7 @@ package spool
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -412,9 +413,9 @@ func (s *Spool) newTxn(db *badger.DB) *badger.Txn {
 }
 
 // commitTxn commits a transaction from newTxn. A queue transaction gets the
-// next timestamp, which is never reused even if the commit fails, and once
-// it is committed readers see it and compaction may discard what it
-// deleted or overwrote.
+// next timestamp, which is never reused even if the commit fails; once it
+// is committed, compaction and value-log GC may discard what it deleted or
+// overwrote.
 func (s *Spool) commitTxn(db *badger.DB, txn *badger.Txn) error {
 	if db != s.db {
 		return txn.Commit()
@@ -423,7 +424,6 @@ func (s *Spool) commitTxn(db *badger.DB, txn *badger.Txn) error {
 	if err := txn.CommitAt(s.ts, nil); err != nil {
 		return err
 	}
-	s.readTs.Store(s.ts)
 	db.SetDiscardTs(s.ts)
 	return nil
 }
@@ -550,7 +550,13 @@ func be64(v uint64) []byte {
 // FIFO order.
 func (s *Spool) Read(host string, after uint64, max int) ([]*Message, error) {
 	var out []*Message
-	txn := s.db.NewTransactionAt(s.readTs.Load(), false)
+	// The newest version of every key, as DB.View reads in managed mode.
+	// Reading at an older timestamp would not be safe: versions at or
+	// below the discard timestamp that a newer one shadows may already be
+	// compacted away. A message a round is still writing may show up
+	// before it is synced and announced; the dispatcher's cursor keeps it
+	// from being taken twice.
+	txn := s.db.NewTransactionAt(math.MaxUint64, false)
 	defer txn.Discard()
 	err := func() error {
 		io := badger.DefaultIteratorOptions
