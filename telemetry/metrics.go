@@ -43,6 +43,7 @@ type Metrics struct {
 	hostHeld      metric.Int64ObservableGauge
 	hostRate      metric.Float64ObservableGauge
 	hostInFlight  metric.Int64ObservableGauge
+	hostCount     metric.Int64ObservableGauge
 
 	// Ingest counts are plain atomics, observed at collection: every
 	// request is counted, and a synchronous OTel counter's attribute
@@ -148,8 +149,13 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		metric.WithUnit("{request}")); err != nil {
 		return nil, fmt.Errorf("create %s: %w", MetricHostInFlight, err)
 	}
+	if m.hostCount, err = meter.Int64ObservableGauge(MetricHosts,
+		metric.WithDescription("Destination hosts hookpace holds state for; idle ones are forgotten after 10 minutes."),
+		metric.WithUnit("{host}")); err != nil {
+		return nil, fmt.Errorf("create %s: %w", MetricHosts, err)
+	}
 	if _, err = meter.RegisterCallback(m.observe,
-		m.ingest, m.spoolMessages, m.spoolBytes, m.hostHeld, m.hostRate, m.hostInFlight); err != nil {
+		m.ingest, m.spoolMessages, m.spoolBytes, m.hostHeld, m.hostRate, m.hostInFlight, m.hostCount); err != nil {
 		return nil, fmt.Errorf("register gauge callback: %w", err)
 	}
 	return m, nil
@@ -284,6 +290,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		return nil
 	}
 	snaps := (*fn)()
+	o.ObserveInt64(m.hostCount, int64(len(snaps)))
 	// A gauge observed twice with one attribute set keeps only the last
 	// value, so hosts sharing a label are aggregated first.
 	aggs := make([]hostAgg, 0, len(snaps))

@@ -115,6 +115,7 @@ func TestPrometheusSeriesNames(t *testing.T) {
 		"hookpace_host_held":                "gauge",
 		"hookpace_host_rate":                "gauge",
 		"hookpace_host_in_flight":           "gauge",
+		"hookpace_hosts":                    "gauge",
 	}
 	for name, typ := range e.types {
 		if strings.HasPrefix(name, "hookpace_") && wantTypes[name] == "" {
@@ -154,8 +155,9 @@ func TestPrometheusSeriesNames(t *testing.T) {
 		`hookpace_host_rate{host="a.example"}`:                                 "12.5",
 		`hookpace_host_in_flight{host="a.example"}`:                            "2",
 		`hookpace_host_in_flight{host="b.example"}`:                            "0",
-		`hookpace_spool_bytes_bytes`:                                           "",
-		`hookpace_deliveries_total{host="a.example",outcome="held"}`:           "",
+		`hookpace_hosts`:             "2",
+		`hookpace_spool_bytes_bytes`: "",
+		`hookpace_deliveries_total{host="a.example",outcome="held"}`: "",
 	})
 }
 

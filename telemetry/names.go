@@ -15,6 +15,7 @@ const (
 	MetricHostHeld        = "hookpace_host_held"                // gauge {host} 1 while held, else 0
 	MetricHostRate        = "hookpace_host_rate"                // gauge {host} requests per second
 	MetricHostInFlight    = "hookpace_host_in_flight"           // gauge {host}
+	MetricHosts           = "hookpace_hosts"                    // gauge {}: hosts held in memory
 
 	// MetricHTTPClientDuration is recorded by otelhttp (see WrapTransport),
 	// not by this package; it is named here so that every series name
