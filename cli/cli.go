@@ -22,7 +22,7 @@ const usage = `hookpace: a sidecar egress proxy that spools webhooks durably and
 
 Usage:
   hookpace [run] [--config FILE]       run the proxy (embedded defaults without --config)
-  hookpace check-config FILE           validate a config file; exit 0 or 1
+  hookpace check-config FILE           validate a config file (also --config FILE); exit 0 or 1
   hookpace ca init --dir DIR           create an operator CA for MITM (DIR/ca.crt, DIR/ca.key)
   hookpace status [--json]             table of hosts: queued, in flight, rate, held, breaker
   hookpace pause HOST | resume HOST    stop / restart sending to one host
@@ -165,10 +165,18 @@ func run(args []string, stderr io.Writer) error {
 
 func checkConfig(args []string, stdout io.Writer) error {
 	fs := newFlags("check-config")
+	// --config FILE as for run, or the file on its own.
+	flagPath := fs.String("config", "", "config file")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	path := fs.Arg(0)
+	if *flagPath != "" {
+		if path != "" && path != *flagPath {
+			return usageError{"two files given: hookpace check-config FILE"}
+		}
+		path = *flagPath
+	}
 	if path == "" {
 		return usageError{"which file? hookpace check-config FILE"}
 	}

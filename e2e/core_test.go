@@ -229,6 +229,11 @@ func TestCheckConfig(t *testing.T) {
 	if err != nil {
 		t.Errorf("check-config config.example.yaml: %v\n%s", err, out)
 	}
+	// The same flag as run takes works too.
+	out, err = exec.Command(binary, "check-config", "--config", bad).CombinedOutput()
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "ratee") {
+		t.Errorf("check-config --config on a typo: %v, want exit status 1 naming ratee\n%s", err, out)
+	}
 }
 
 // Issue 2 acceptance: curl, a real client that is not Go, can use hookpace
