@@ -138,6 +138,7 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	if d.sweeper != nil {
 		d.sweeper.Stop()
 	}
+	d.quitOnce.Do(func() { close(d.quit) })
 	for _, h := range d.hosts {
 		if h.timer != nil {
 			h.timer.Stop()
