@@ -339,6 +339,7 @@ func (d *Dispatcher) worker(fn func()) {
 	defer t.Stop()
 	for {
 		fn()
+		fn = nil // an idle goroutine must not keep the last message alive
 		t.Reset(workerIdle)
 		select {
 		case fn = <-d.idle:
