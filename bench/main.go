@@ -399,35 +399,34 @@ func (b *bench) ingest() error {
 				}
 				checked = true
 			}
-			logf("ingest rep %d: %s -> hookpace", rep, gen)
-			row, err := attempt("hookpace", func() (*ingestRow, float64, error) {
-				r, err := runHP(gen, *logLevel, rep)
+			// measure runs hookpace at level against the no-op row base.
+			measure := func(label, level string) (*ingestRow, error) {
+				row, err := attempt(label, func() (*ingestRow, float64, error) {
+					r, err := runHP(gen, level, rep)
+					if err != nil {
+						return nil, 0, err
+					}
+					return r, r.dist, nil
+				}, func(r *ingestRow, n int) { r.tries = n })
 				if err != nil {
-					return nil, 0, err
+					return nil, err
 				}
-				return r, r.dist, nil
-			}, func(r *ingestRow, n int) { r.tries = n })
+				row.ratio = row.res.RPS() / base.res.RPS()
+				b.rep.ingest = append(b.rep.ingest, row)
+				return row, nil
+			}
+			logf("ingest rep %d: %s -> hookpace", rep, gen)
+			row, err := measure("hookpace", *logLevel)
 			if err != nil {
 				return err
 			}
-			row.ratio = row.res.RPS() / base.res.RPS()
-			b.rep.ingest = append(b.rep.ingest, row)
 			if gen == "wrk" {
 				wrkHP = row
 				if *infoRow && *logLevel != "info" {
 					logf("ingest rep %d: wrk -> hookpace at log.level info", rep)
-					info, err := attempt("hookpace log=info", func() (*ingestRow, float64, error) {
-						r, err := runHP(gen, "info", rep)
-						if err != nil {
-							return nil, 0, err
-						}
-						return r, r.dist, nil
-					}, func(r *ingestRow, n int) { r.tries = n })
-					if err != nil {
+					if _, err := measure("hookpace log=info", "info"); err != nil {
 						return err
 					}
-					info.ratio = info.res.RPS() / base.res.RPS()
-					b.rep.ingest = append(b.rep.ingest, info)
 				}
 			}
 			if wrkHP == nil {
@@ -782,40 +781,10 @@ func (b *bench) rss() error {
 func restartHookpace(old *hookpace, bin string, c hpConfig) (*hookpace, error) {
 	h := &hookpace{bin: bin, dir: old.dir, proxy: old.proxy, admin: old.admin, exited: make(chan struct{}),
 		logPath: filepath.Join(old.dir, "hookpace-restart.log")}
-	logfile, err := os.Create(h.logPath)
-	if err != nil {
+	if err := h.launch(filepath.Join(old.dir, "hookpace.yaml"), c, "restart", 60*time.Second); err != nil {
 		return nil, err
 	}
-	h.cmd = exec.Command(bin, "run", "--config", filepath.Join(old.dir, "hookpace.yaml"))
-	h.cmd.Stdout, h.cmd.Stderr = logfile, logfile
-	h.cmd.Env = append(cleanEnv(), c.extraEnv...)
-	if err := h.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() {
-		h.exitErr = h.cmd.Wait()
-		logfile.Close()
-		close(h.exited)
-	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if resp, err := ctl.Get("http://" + h.admin + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return h, nil
-			}
-		}
-		select {
-		case <-h.exited:
-			return nil, fmt.Errorf("hookpace exited at restart: %v\n%s", h.exitErr, h.tail())
-		default:
-		}
-		if time.Now().After(deadline) {
-			h.kill()
-			return nil, fmt.Errorf("hookpace not ready 60s after restart\n%s", h.tail())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return h, nil
 }
 
 // 4. Pacing

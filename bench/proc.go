@@ -96,39 +96,48 @@ func startHookpace(bin, parent, name string, c hpConfig) (*hookpace, error) {
 		return nil, err
 	}
 	h.logPath = filepath.Join(dir, "hookpace.log")
-	logf, err := os.Create(h.logPath)
-	if err != nil {
+	if err := h.launch(cfgPath, c, "start", 30*time.Second); err != nil {
 		return nil, err
 	}
-	h.cmd = exec.Command(bin, "run", "--config", cfgPath)
+	return h, nil
+}
+
+// launch runs hookpace on cfgPath, logging to h.logPath, and waits up to
+// limit for /readyz; what is "start" or "restart" in the errors.
+func (h *hookpace) launch(cfgPath string, c hpConfig, what string, limit time.Duration) error {
+	logf, err := os.Create(h.logPath)
+	if err != nil {
+		return err
+	}
+	h.cmd = exec.Command(h.bin, "run", "--config", cfgPath)
 	h.cmd.Stdout, h.cmd.Stderr = logf, logf
 	// hookpace must not use proxy settings of its own environment.
 	h.cmd.Env = append(cleanEnv(), c.extraEnv...)
 	if err := h.cmd.Start(); err != nil {
 		logf.Close()
-		return nil, err
+		return err
 	}
 	go func() {
 		h.exitErr = h.cmd.Wait()
 		logf.Close()
 		close(h.exited)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(limit)
 	for {
 		select {
 		case <-h.exited:
-			return nil, fmt.Errorf("hookpace exited at start: %v\n%s", h.exitErr, h.tail())
+			return fmt.Errorf("hookpace exited at %s: %v\n%s", what, h.exitErr, h.tail())
 		default:
 		}
 		if resp, err := ctl.Get("http://" + h.admin + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return h, nil
+				return nil
 			}
 		}
 		if time.Now().After(deadline) {
 			h.kill()
-			return nil, fmt.Errorf("hookpace not ready after 30s\n%s", h.tail())
+			return fmt.Errorf("hookpace not ready %v after %s\n%s", limit, what, h.tail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
