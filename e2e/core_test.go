@@ -305,6 +305,27 @@ func TestGetPassthrough(t *testing.T) {
 		t.Errorf("a GET was spooled: id %s", resp.Header.Get("X-Hookpace-Id"))
 	}
 
+	// A destination that can't be reached, or that egress policy refuses,
+	// gets a clear answer, not a bare 500.
+	for _, tc := range []struct {
+		url    string
+		status int
+		reason string
+	}{
+		{"http://nowhere.invalid/x", http.StatusServiceUnavailable, "cannot reach nowhere.invalid"},
+		{"http://10.1.2.3/x", http.StatusForbidden, "refused: private"},
+	} {
+		resp, err := hp.Client().Get(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.reason) {
+			t.Errorf("GET %s: %d %q, want %d naming %q", tc.url, resp.StatusCode, b, tc.status, tc.reason)
+		}
+	}
+
 	// Straight to the proxy port, no proxy: origin-form.
 	resp, err = (&http.Client{Transport: &http.Transport{Proxy: nil}}).Get("http://" + hp.Proxy + "/")
 	if err != nil {

@@ -8,7 +8,9 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"github.com/hookpace/hookpace/egress"
 	"log/slog"
 	"net"
 	"net/http"
@@ -103,6 +105,7 @@ func New(opts Options) *Proxy {
 	gp.NonproxyHandler = http.HandlerFunc(p.nonProxy)
 	gp.OnRequest().DoFunc(p.onRequest)
 	gp.OnRequest().HandleConnectFunc(p.onConnect)
+	gp.OnResponse().DoFunc(p.onPassthroughError)
 	p.gp = gp
 	return p
 }
@@ -121,6 +124,26 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) PolicyChanged() { p.verdicts.reset() }
 
 func (p *Proxy) cfg() *config.Config { return p.opts.Config.Load() }
+
+// onPassthroughError answers a passthrough request the transport could not
+// complete, instead of goproxy's bare 500: 403 when egress policy refused
+// the address at dial time, else 503 (the destination can't be reached).
+func (p *Proxy) onPassthroughError(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
+	if resp != nil || ctx.Error == nil {
+		return resp
+	}
+	r := ctx.Req
+	host := HostKey(r.URL)
+	d := decision{outcome: outcomeError, status: http.StatusServiceUnavailable,
+		reason: "cannot reach " + host + ": " + ctx.Error.Error()}
+	var denied *egress.DeniedError
+	if errors.As(ctx.Error, &denied) {
+		d = decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: denied.Error()}
+	}
+	p.log.Warn("passthrough failed", "status", d.status, "method", r.Method, "host", host,
+		"reason", d.reason, "remote", r.RemoteAddr)
+	return d.response(r, host)
+}
 
 // nonProxy answers origin-form requests ("GET /path"): hookpace is a proxy
 // and needs the absolute URL of the destination.
