@@ -7,6 +7,7 @@ import (
 	"math"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -31,6 +32,12 @@ type Options struct {
 	// with every message that became durable (new or replayed from the dead
 	// letters). It must not block for long.
 	OnAppend func([]*Message)
+
+	// For tests: adjust the queue database's Badger options (smaller files,
+	// to make them rotate), and the resident size above which the spool's
+	// mappings are trimmed (0: residentFileLimit).
+	tuneQueue func(badger.Options) badger.Options
+	trimLimit int64
 }
 
 func (o *Options) setDefaults() {
@@ -51,6 +58,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.OnAppend == nil {
 		o.OnAppend = func([]*Message) {}
+	}
+	if o.tuneQueue == nil {
+		o.tuneQueue = func(b badger.Options) badger.Options { return b }
+	}
+	if o.trimLimit <= 0 {
+		o.trimLimit = residentFileLimit
 	}
 }
 
@@ -82,22 +95,22 @@ func (e *WriteError) Error() string { return "spool write failed: " + e.Err.Erro
 func (e *WriteError) Unwrap() error { return e.Err }
 
 // Spool is the Badger-backed queue. All writes go through one writer
-// goroutine that commits whatever has accumulated in one transaction and
-// then fsyncs once (group commit), so many concurrent ingests share the
-// cost of one sync.
+// goroutine that commits whatever has accumulated in one transaction,
+// fsync'd once (group commit), so many concurrent ingests share the cost
+// of one sync.
 type Spool struct {
 	db   *badger.DB // queue: every queued message; dropped whole when empty
 	dead *badger.DB // dead letters and the id sequence
 	opts Options
 	log  *slog.Logger
 
+	badgerErrors *atomic.Uint64 // errors Badger has logged (see apply)
+
 	// mu guards everything below: the pending write batch, usage
 	// accounting and the admission gate.
 	mu        sync.Mutex
 	cond      *sync.Cond // writer waits here for pending ops
 	pending   []*op
-	inRounds  int  // rounds committed and not yet settled by the syncer
-	reclaimOK bool // the syncer saw the queue empty: the writer may drop it
 	closed    bool
 	seq       uint64
 	messages  int64
@@ -148,25 +161,28 @@ type Usage struct {
 // It reads keys only, never whole messages, so a large backlog opens fast.
 func Open(opts Options) (*Spool, error) {
 	opts.setDefaults()
-	db, err := badger.OpenManaged(BadgerOptions(filepath.Join(opts.Dir, "queue"), opts.Logger))
+	errs := new(atomic.Uint64)
+	logger := badgerLogger{opts.Logger, errs}
+	db, err := badger.OpenManaged(opts.tuneQueue(BadgerOptions(filepath.Join(opts.Dir, "queue"), opts.Logger)).WithLogger(logger))
 	if err != nil {
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
-	dead, err := badger.Open(BadgerOptions(filepath.Join(opts.Dir, "dead"), opts.Logger).WithMemTableSize(4 << 20))
+	dead, err := badger.Open(BadgerOptions(filepath.Join(opts.Dir, "dead"), opts.Logger).WithMemTableSize(4 << 20).WithLogger(logger))
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
 	s := &Spool{
-		db:         db,
-		dead:       dead,
-		opts:       opts,
-		log:        opts.Logger,
-		hosts:      make(map[string]*HostUsage),
-		accepting:  true,
-		writerDone: make(chan struct{}),
-		gcDone:     make(chan struct{}),
-		gcStop:     make(chan struct{}),
+		db:           db,
+		dead:         dead,
+		badgerErrors: errs,
+		opts:         opts,
+		log:          opts.Logger,
+		hosts:        make(map[string]*HostUsage),
+		accepting:    true,
+		writerDone:   make(chan struct{}),
+		gcDone:       make(chan struct{}),
+		gcStop:       make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
 	// Versions written by an earlier run, managed or not, are all at or
@@ -198,12 +214,22 @@ const valueThreshold = 64
 // records go to the value log, which is append-only like a WAL, so the LSM
 // tree holds only keys and pointers and compaction stays cheap in CPU and
 // memory however large the backlog; an empty queue is dropped whole (see
-// reclaim) and value-log GC handles a long-lived backlog. It is exported so
-// that the benchmarks in bench/ measure Badger with exactly this tuning.
+// reclaim) and value-log GC handles a long-lived backlog.
+//
+// SyncWrites: every commit is fsync'd (the value log, then the memtable's
+// WAL) before it returns. DB.Sync after unsynced commits is not enough:
+// it syncs only the newest WAL, so the tail of a memtable that has just
+// been retired is in the page cache alone until Badger has flushed it to
+// a table, and value-log GC deletes a file as soon as it has rewritten its
+// live records, unsynced. A power cut in either window loses messages
+// already acknowledged.
+//
+// It is exported so that the benchmarks in bench/ measure Badger with
+// exactly this tuning.
 func BadgerOptions(dir string, log *slog.Logger) badger.Options {
 	return badger.DefaultOptions(dir).
-		WithLogger(badgerLogger{log}).
-		WithSyncWrites(false). // we fsync once per group commit instead
+		WithLogger(badgerLogger{log: log}).
+		WithSyncWrites(true).
 		WithDetectConflicts(false).
 		WithMetricsEnabled(false).
 		WithNumGoroutines(2).
@@ -495,7 +521,7 @@ func (s *Spool) gcLoop() {
 		case <-s.gcStop:
 			return
 		case <-trim.C:
-			trimResident(s.opts.Dir, residentFileLimit)
+			trimResident(s.opts.Dir, s.opts.trimLimit)
 		case <-gc.C:
 			s.collectGarbage()
 		}

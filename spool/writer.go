@@ -115,57 +115,51 @@ func (s *Spool) submitWait(o *op) error {
 }
 
 // writeLoop is the only goroutine that writes to the queue. Each round
-// takes everything pending and commits it in one transaction; the syncer
-// (syncLoop) fsyncs and only then tells the waiters.
+// takes everything pending and commits it in one transaction, which Badger
+// fsyncs before the commit returns (SyncWrites: see BadgerOptions); only
+// then are the waiters told. While a round commits, the next accumulates,
+// so one fsync serves every writer that arrived during the previous one.
 func (s *Spool) writeLoop() {
-	rounds := make(chan *round, 8)
-	go s.syncLoop(rounds)
-	defer close(rounds)
+	defer close(s.writerDone)
 	for {
 		s.mu.Lock()
-		for len(s.pending) == 0 && !s.closed && !s.reclaimOK {
+		for len(s.pending) == 0 && !s.closed {
 			s.cond.Wait()
 		}
-		if len(s.pending) == 0 && s.closed {
+		if len(s.pending) == 0 {
 			s.mu.Unlock()
-			return
+			return // closed, and everything pending is written
 		}
-		s.reclaimOK = false
 		n := min(len(s.pending), maxBatch)
 		batch := make([]*op, n)
 		copy(batch, s.pending[:n])
 		rest := copy(s.pending, s.pending[n:])
 		clear(s.pending[rest:])
 		s.pending = s.pending[:rest]
-		// The queue database holds no live message when every message
-		// counted is an append still waiting to be written: it can be
-		// dropped first (no round may be in the syncer, whose revived
-		// messages are counted only when it settles them).
-		reserved := int64(0)
-		for _, o := range batch {
-			if o.kind == opAppend {
-				reserved++
-			}
-		}
-		for _, o := range s.pending {
-			if o.kind == opAppend {
-				reserved++
-			}
-		}
-		drop := s.messages == reserved && s.inRounds == 0 && s.dirty >= reclaimAfter
 		s.mu.Unlock()
-		if drop {
+		s.finish(s.commit(batch))
+		if s.queueIsEmpty() {
 			s.reclaim()
 		}
-		if len(batch) == 0 {
-			continue
-		}
-		r := s.commit(batch)
-		s.mu.Lock()
-		s.inRounds++
-		s.mu.Unlock()
-		rounds <- r
 	}
+}
+
+// queueIsEmpty reports whether the queue database holds no live message,
+// and enough dead space to be worth dropping: every message counted is an
+// append still waiting to be written.
+func (s *Spool) queueIsEmpty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dirty < reclaimAfter || s.messages > int64(len(s.pending)) {
+		return false
+	}
+	reserved := int64(0)
+	for _, o := range s.pending {
+		if o.kind == opAppend {
+			reserved++
+		}
+	}
+	return s.messages == reserved
 }
 
 // txnBudget bounds the bytes staged in one Badger transaction, far below
@@ -173,26 +167,19 @@ func (s *Spool) writeLoop() {
 // ever cut between ops.
 const txnBudget = 1 << 20
 
-// commit writes one round of ops. The order keeps every message somewhere
-// durable at every moment: a buried message is synced into the dead
-// letters before it leaves the queue, and a replayed one is synced into
-// the queue before it leaves the dead letters.
-// round is one group commit: written to Badger by the writer goroutine,
-// then made durable and answered by the syncer.
+// round is one group commit.
 type round struct {
-	batch    []*op
-	queued   []*op // ops written to the queue database
-	buried   []*op
-	after    []*op // dead letters to remove once the queue is synced
-	needSync bool
-	err      error // the queue write failed: every queued op fails
+	batch  []*op
+	queued []*op // ops written to the queue database
+	buried []*op
+	after  []*op // dead letters to remove once the queue write is durable
+	err    error // the queue write failed: every queued op fails
 }
 
-// commit is the writer's half of a round: everything up to and including
-// the queue transaction's commit. The order keeps every message durable
-// somewhere at every moment: a buried message is synced into the dead
-// letters before its queue delete is written, and a replayed one is synced
-// into the queue (by the syncer) before its dead letter is removed.
+// commit writes one round of ops durably. The order keeps every message
+// durable somewhere at every moment: a buried message is in the dead
+// letters before its queue delete is written, and a replayed one is in the
+// queue before its dead letter is removed (in finish).
 func (s *Spool) commit(batch []*op) *round {
 	batch = s.refuseIfDiskFull(batch)
 	r := &round{batch: batch}
@@ -205,7 +192,7 @@ func (s *Spool) commit(batch []*op) *round {
 		}
 	}
 	if len(r.buried) > 0 {
-		if err := s.apply(s.dead, r.buried, true, s.stageDead); err != nil {
+		if err := s.apply(s.dead, r.buried, s.stageDead); err != nil {
 			s.log.Error("spool: writing dead letters failed; the messages stay queued", "error", err, "ops", len(r.buried))
 			for _, o := range r.buried {
 				o.kind = opFailed
@@ -215,59 +202,19 @@ func (s *Spool) commit(batch []*op) *round {
 	seq := s.seqSnapshot()
 	for _, o := range batch {
 		switch o.kind {
-		case opAppend, opRevive:
-			r.needSync = true
-			fallthrough
-		case opDelete, opUpdate, opBury:
+		case opAppend, opRevive, opDelete, opUpdate, opBury:
 			r.queued = append(r.queued, o)
 		}
 	}
-	r.err = s.apply(s.db, r.queued, false, func(txn *badger.Txn, o *op) error { return s.stageQueue(txn, o, &seq) })
+	r.err = s.apply(s.db, r.queued, func(txn *badger.Txn, o *op) error { return s.stageQueue(txn, o, &seq) })
 	s.mu.Lock()
 	s.seq = max(s.seq, seq) // ids staged in a committed part are never reused
 	s.mu.Unlock()
 	return r
 }
 
-// syncLoop is the syncer's half of every round, in order. One fsync covers
-// every round committed before it started, so while it runs the writer is
-// already committing the next round: the two stages overlap, and each
-// fsync serves all the writers waiting at that moment.
-func (s *Spool) syncLoop(rounds <-chan *round) {
-	defer close(s.writerDone)
-	var ready []*round
-	for r := range rounds {
-		ready = append(ready[:0], r)
-	more:
-		for {
-			select {
-			case r, ok := <-rounds:
-				if !ok {
-					break more
-				}
-				ready = append(ready, r)
-			default:
-				break more
-			}
-		}
-		var syncErr error
-		for _, r := range ready {
-			if r.needSync && r.err == nil {
-				if err := s.db.Sync(); err != nil {
-					s.log.Error("spool: fsync failed", "error", err)
-					syncErr = &WriteError{Err: err}
-				}
-				break
-			}
-		}
-		for _, r := range ready {
-			s.finish(r, syncErr)
-		}
-	}
-}
-
 // finish answers a round's waiters once it is durable (or has failed).
-func (s *Spool) finish(r *round, syncErr error) {
+func (s *Spool) finish(r *round) {
 	if r.err != nil {
 		// Report every queue op of this round as failed. An append that did
 		// reach disk in an earlier part is then delivered without having
@@ -276,9 +223,6 @@ func (s *Spool) finish(r *round, syncErr error) {
 		// start.
 		s.log.Error("spool: commit failed", "error", r.err, "ops", len(r.queued))
 		s.settle(r.queued, false)
-		s.mu.Lock()
-		s.inRounds--
-		s.mu.Unlock()
 		werr := &WriteError{Err: r.err}
 		for _, o := range r.queued {
 			o.reply(werr)
@@ -286,12 +230,12 @@ func (s *Spool) finish(r *round, syncErr error) {
 		return
 	}
 	for _, o := range r.queued {
-		if o.kind == opRevive && syncErr == nil {
+		if o.kind == opRevive {
 			r.after = append(r.after, o)
 		}
 	}
 	if len(r.after) > 0 {
-		if err := s.apply(s.dead, r.after, false, s.stageDeadRemoval); err != nil {
+		if err := s.apply(s.dead, r.after, s.stageDeadRemoval); err != nil {
 			// A replayed message whose dead letter could not be removed is
 			// in both places: it may be replayed twice, never lost.
 			s.log.Error("spool: removing dead letters failed", "error", err)
@@ -305,23 +249,15 @@ func (s *Spool) finish(r *round, syncErr error) {
 			s.nDead++
 		}
 	}
-	s.inRounds--
-	if s.inRounds == 0 && s.messages == 0 && s.dirty >= reclaimAfter {
-		s.reclaimOK = true // the queue is empty: wake the writer to drop it
-		s.cond.Signal()
-	}
 	s.mu.Unlock()
 	var appended []*Message
 	for _, o := range r.batch {
 		if o.kind == opAppend || o.kind == opRevive {
 			appended = append(appended, o.msg)
 		}
-		switch {
-		case o.kind == opFailed:
+		if o.kind == opFailed {
 			o.reply(&WriteError{Err: errors.New("dead letter not written")})
-		case o.kind == opAppend || o.kind == opRevive:
-			o.reply(syncErr) // committed: delivered even if the fsync failed
-		default:
+		} else {
 			o.reply(nil)
 		}
 	}
@@ -373,12 +309,15 @@ func (s *Spool) refuseIfDiskFull(batch []*op) []*op {
 	return kept
 }
 
-// apply stages ops into as few transactions as the budget allows, commits
-// them, and fsyncs db if sync.
-func (s *Spool) apply(db *badger.DB, ops []*op, sync bool, stage func(*badger.Txn, *op) error) error {
+// apply stages ops into as few transactions as the budget allows and
+// commits them; each commit is fsync'd by Badger before it returns.
+func (s *Spool) apply(db *badger.DB, ops []*op, stage func(*badger.Txn, *op) error) error {
 	if len(ops) == 0 {
 		return nil
 	}
+	// Badger logs, rather than returns, a failed fsync of the value log:
+	// an error it reports while this commit runs fails the commit.
+	reported := s.badgerErrors.Load()
 	txn := s.newTxn(db)
 	staged := 0
 	for _, o := range ops {
@@ -397,11 +336,14 @@ func (s *Spool) apply(db *badger.DB, ops []*op, sync bool, stage func(*badger.Tx
 	if err := s.commitTxn(db, txn); err != nil {
 		return err
 	}
-	if sync {
-		return db.Sync()
+	if s.badgerErrors.Load() != reported {
+		return errBadgerReported
 	}
 	return nil
 }
+
+// errBadgerReported fails a commit during which Badger logged an error.
+var errBadgerReported = errors.New("badger reported an error during the commit (see the log)")
 
 // newTxn starts a write transaction on db. The queue database is managed:
 // only the writer goroutine writes to it, at timestamps it hands out.
@@ -495,9 +437,6 @@ func (s *Spool) reclaim() {
 func (s *Spool) saveSeq() error {
 	seq := s.seqSnapshot()
 	err := s.dead.Update(func(txn *badger.Txn) error { return txn.Set(keySeq, be64(seq)) })
-	if err == nil {
-		err = s.dead.Sync()
-	}
 	if err != nil {
 		s.log.Warn("spool: saving the id sequence failed", "error", err)
 	}

@@ -1,0 +1,123 @@
+package spool
+
+import (
+	"bufio"
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// TestAcknowledgedWritesAreSyncedWhenMemtablesRetire checks, from the
+// kernel's side, that an append is on disk by the time it is acknowledged
+// even when Badger retires a memtable in the middle of a round. Badger's
+// DB.Sync syncs only the newest memtable's WAL, so with SyncWrites off the
+// tail of a retired one stayed in the page cache alone until Badger had
+// flushed it to a table. Here compaction is off and level 0 stalls at two
+// table, so retired memtables wait, still mapped, for a flush that never
+// comes. Once every Append has returned, no page of any WAL may still be
+// dirty (not yet written back), as /proc/self/smaps reports it; nor of the
+// newest value-log file. (A value-log file Badger has moved on from is
+// synced, then truncated to its end, and zeroing the rest of its last page
+// dirties that page again; its data was synced before.)
+func TestAcknowledgedWritesAreSyncedWhenMemtablesRetire(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, Options{
+		tuneQueue: func(o badger.Options) badger.Options {
+			return o.WithMemTableSize(1 << 20).WithNumMemtables(8).
+				WithNumCompactors(0).WithNumLevelZeroTables(1).WithNumLevelZeroTablesStall(2)
+		},
+		trimLimit: math.MaxInt64, // paging out would write dirty pages back and hide them
+	})
+	// Not closed: the stalled flush would never let Badger close. The
+	// test's temporary directory goes anyway.
+	body := bytes.Repeat([]byte("x"), 100)
+	const writers, each = 32, 3000
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				m := newMsg("a.example", w*each+i)
+				m.Body = body
+				if err := s.Append(t.Context(), m, 0); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	dirty, newest := dirtyMappings(t, filepath.Join(dir, "queue"))
+	retired := 0
+	for path := range dirty {
+		if filepath.Ext(path) == ".mem" && path != newest[".mem"] {
+			retired++
+		}
+	}
+	if retired == 0 {
+		t.Fatal("no retired memtable is still mapped: the test did not exercise what it is for")
+	}
+	for path, kb := range dirty {
+		if kb > 0 && (filepath.Ext(path) == ".mem" || path == newest[".vlog"]) {
+			t.Errorf("%s: %d kB acknowledged but not yet on disk", filepath.Base(path), kb)
+		}
+	}
+}
+
+// dirtyMappings reads /proc/self/smaps for the .vlog and .mem files mapped
+// from dir: the dirty kB of each, and the newest file of each kind (Badger
+// numbers them in order, zero-padded).
+func dirtyMappings(t *testing.T, dir string) (dirty map[string]int, newest map[string]string) {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Skip("no /proc/self/smaps:", err)
+	}
+	defer f.Close()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirty = map[string]int{}
+	newest = map[string]string{}
+	current := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		if !strings.HasSuffix(fields[0], ":") { // a mapping's header line
+			current = ""
+			if len(fields) >= 6 && strings.HasPrefix(fields[5], abs+"/") {
+				if ext := filepath.Ext(fields[5]); ext == ".vlog" || ext == ".mem" {
+					current = fields[5]
+					dirty[current] += 0
+					newest[ext] = max(newest[ext], current)
+				}
+			}
+			continue
+		}
+		if current != "" && (fields[0] == "Shared_Dirty:" || fields[0] == "Private_Dirty:") && len(fields) >= 2 {
+			kb, _ := strconv.Atoi(fields[1])
+			dirty[current] += kb
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return dirty, newest
+}
