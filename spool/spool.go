@@ -38,6 +38,8 @@ type Options struct {
 	// mappings are trimmed (0: residentFileLimit).
 	tuneQueue func(badger.Options) badger.Options
 	trimLimit int64
+	// For tests: called by the writer while a commit is staged.
+	whileCommitting func(*badger.DB)
 }
 
 func (o *Options) setDefaults() {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -413,5 +414,28 @@ func TestDeletesAfterRestartRemoveOlderWrites(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestBadgerErrorDuringCommitFailsIt: Badger only logs some failures, such
+// as a failed fsync of the value log. An error it logs while a round is
+// committing must turn that round's appends into errors, not 202s; the
+// next round is unaffected.
+func TestBadgerErrorDuringCommitFailsIt(t *testing.T) {
+	var fail atomic.Bool
+	s := openTest(t, t.TempDir(), Options{whileCommitting: func(db *badger.DB) {
+		if fail.Swap(false) {
+			db.Opts().Logger.Errorf("Error while curlf sync: %v", "simulated")
+		}
+	}})
+	defer s.Close()
+	fail.Store(true)
+	err := s.Append(t.Context(), newMsg("a.example", 1), 0)
+	var werr *WriteError
+	if !errors.As(err, &werr) {
+		t.Fatalf("append during a Badger error: %v, want a *WriteError", err)
+	}
+	if err := s.Append(t.Context(), newMsg("a.example", 2), 0); err != nil {
+		t.Fatalf("next append: %v", err)
 	}
 }

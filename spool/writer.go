@@ -333,6 +333,9 @@ func (s *Spool) apply(db *badger.DB, ops []*op, stage func(*badger.Txn, *op) err
 		}
 		staged += len(o.val) + len(o.key) + 64
 	}
+	if s.opts.whileCommitting != nil {
+		s.opts.whileCommitting(db)
+	}
 	if err := s.commitTxn(db, txn); err != nil {
 		return err
 	}
