@@ -113,6 +113,9 @@ type Spool struct {
 	mu        sync.Mutex
 	cond      *sync.Cond // writer waits here for pending ops
 	pending   []*op
+	waiting   int  // ops in pending that someone waits for
+	lingering bool // the writer's linger timer is running
+	lingerUp  bool // it has fired: commit what is pending
 	closed    bool
 	seq       uint64
 	messages  int64

@@ -439,3 +439,35 @@ func TestBadgerErrorDuringCommitFailsIt(t *testing.T) {
 		t.Fatalf("next append: %v", err)
 	}
 }
+
+// TestDeletesAloneAreCommitted: ops nobody waits for linger for company,
+// but are committed on their own when none comes.
+func TestDeletesAloneAreCommitted(t *testing.T) {
+	var committing atomic.Pointer[chan struct{}]
+	s := openTest(t, t.TempDir(), Options{whileCommitting: func(db *badger.DB) {
+		if ch := committing.Load(); ch != nil {
+			close(*ch)
+			committing.Store(nil)
+		}
+	}})
+	defer s.Close()
+	var msgs []*Message
+	for i := range 3 {
+		m := newMsg("a.example", i)
+		if err := s.Append(t.Context(), m, 0); err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+	}
+	ch := make(chan struct{})
+	committing.Store(&ch)
+	for _, m := range msgs {
+		s.Delete(m)
+	}
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatal("deletes with nobody waiting were never committed")
+	}
+	waitUsage(t, s, 0)
+}

@@ -97,7 +97,10 @@ func (s *Spool) submit(o *op) error {
 		return ErrClosed
 	}
 	s.pending = append(s.pending, o)
-	if len(s.pending) == 1 {
+	if o.done != nil {
+		s.waiting++
+	}
+	if len(s.pending) == 1 || o.done != nil {
 		s.cond.Signal()
 	}
 	s.mu.Unlock()
@@ -114,6 +117,12 @@ func (s *Spool) submitWait(o *op) error {
 	return <-done
 }
 
+// lingerFor is how long ops that nobody waits for (deletes after delivery,
+// delivery state after a failed attempt) may wait for company before they
+// are committed: every commit costs an fsync, and a replay deletes tens of
+// thousands of messages a second. An op with a waiter ends the wait.
+const lingerFor = 5 * time.Millisecond
+
 // writeLoop is the only goroutine that writes to the queue. Each round
 // takes everything pending and commits it in one transaction, which Badger
 // fsyncs before the commit returns (SyncWrites: see BadgerOptions); only
@@ -121,21 +130,42 @@ func (s *Spool) submitWait(o *op) error {
 // so one fsync serves every writer that arrived during the previous one.
 func (s *Spool) writeLoop() {
 	defer close(s.writerDone)
+	linger := time.AfterFunc(time.Hour, func() {
+		s.mu.Lock()
+		s.lingerUp = true
+		s.cond.Signal()
+		s.mu.Unlock()
+	})
+	linger.Stop()
 	for {
 		s.mu.Lock()
-		for len(s.pending) == 0 && !s.closed {
+		for !s.closed && s.waiting == 0 && len(s.pending) < maxBatch && !(s.lingerUp && len(s.pending) > 0) {
+			if len(s.pending) > 0 && !s.lingering {
+				s.lingering = true
+				linger.Reset(lingerFor)
+			}
 			s.cond.Wait()
 		}
 		if len(s.pending) == 0 {
 			s.mu.Unlock()
 			return // closed, and everything pending is written
 		}
+		if s.lingering {
+			linger.Stop() // if it fires anyway, the next round starts early
+			s.lingering = false
+		}
+		s.lingerUp = false
 		n := min(len(s.pending), maxBatch)
 		batch := make([]*op, n)
 		copy(batch, s.pending[:n])
 		rest := copy(s.pending, s.pending[n:])
 		clear(s.pending[rest:])
 		s.pending = s.pending[:rest]
+		for _, o := range batch {
+			if o.done != nil {
+				s.waiting--
+			}
+		}
 		s.mu.Unlock()
 		s.finish(s.commit(batch))
 		if s.queueIsEmpty() {
