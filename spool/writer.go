@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -168,6 +169,11 @@ func (s *Spool) writeLoop() {
 		}
 		s.mu.Unlock()
 		s.finish(s.commit(batch))
+		// Let the handlers just answered run before the next round. Go's
+		// scheduler would otherwise run the next commit's Badger
+		// goroutines first on this P (each is readied as "runnext"), and
+		// every 202 of this round would wait behind that commit's CPU work.
+		runtime.Gosched()
 		if s.queueIsEmpty() {
 			s.reclaim()
 		}
