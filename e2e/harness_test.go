@@ -25,11 +25,22 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/hookpace/hookpace/cli"
 )
+
+// productMain keeps the product's code linked into the test binary. The
+// tests run a binary that TestMain builds from ../cmd/hookpace, which go
+// test's cache can't see; this way a change to the product changes the
+// test binary, and a cached e2e result no longer counts.
+var productMain = cli.Main
 
 var binary string // built once in TestMain
 
 func TestMain(m *testing.M) {
+	if productMain == nil {
+		panic("e2e: cli.Main is not linked in")
+	}
 	dir, err := os.MkdirTemp("", "hookpace-e2e")
 	if err != nil {
 		panic(err)
