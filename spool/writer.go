@@ -140,7 +140,7 @@ func (s *Spool) writeLoop() {
 	linger.Stop()
 	for {
 		s.mu.Lock()
-		for !s.closed && s.waiting == 0 && len(s.pending) < maxBatch && !(s.lingerUp && len(s.pending) > 0) {
+		for !s.roundDueLocked() {
 			if len(s.pending) > 0 && !s.lingering {
 				s.lingering = true
 				linger.Reset(lingerFor)
@@ -178,6 +178,13 @@ func (s *Spool) writeLoop() {
 			s.reclaim()
 		}
 	}
+}
+
+// roundDueLocked reports whether the writer should take a round now:
+// someone waits for an op, a round's worth is pending, the linger is over,
+// or the spool is closing.
+func (s *Spool) roundDueLocked() bool {
+	return s.closed || s.waiting > 0 || len(s.pending) >= maxBatch || s.lingerUp && len(s.pending) > 0
 }
 
 // queueIsEmpty reports whether the queue database holds no live message,
