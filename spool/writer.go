@@ -174,9 +174,6 @@ func (s *Spool) writeLoop() {
 		// goroutines first on this P (each is readied as "runnext"), and
 		// every 202 of this round would wait behind that commit's CPU work.
 		runtime.Gosched()
-		if s.queueIsEmpty() {
-			s.reclaim()
-		}
 	}
 }
 
@@ -293,6 +290,11 @@ func (s *Spool) finish(r *round) {
 		}
 	}
 	s.mu.Unlock()
+	// Drop an emptied queue before answering, so that whoever learns the
+	// queue is empty finds its space given back.
+	if s.queueIsEmpty() {
+		s.reclaim()
+	}
 	var appended []*Message
 	for _, o := range r.batch {
 		if o.kind == opAppend || o.kind == opRevive {
