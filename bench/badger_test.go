@@ -1,11 +1,11 @@
 package main
 
 // Badger group-commit cost in isolation: one writer committing batches of
-// 64 x 1 KiB entries with the spool's Badger options
-// (spool.BadgerOptions), made durable either the way spool/writer.go does
-// it since it was found to leave retired WALs unsynced (SyncWrites(true):
-// Badger syncs inside Commit) or the way it did before (Commit, then
-// DB.Sync(), which msyncs the current memtable WAL and value-log file). "VlogRecords" is the spool's current layout
+// 64 x 1 KiB entries with the spool's Badger options (spool.BadgerOptions),
+// made durable the way spool/writer.go does it (SyncWrites(true): Badger
+// syncs inside Commit) or the way it did until that was found to leave
+// retired WALs unsynced (Commit, then DB.Sync(), which msyncs the current
+// memtable WAL and value-log file). "VlogRecords" is the spool's current layout
 // (value threshold 64 B: records in the value log); "Inline" keeps 1 KiB
 // values in the LSM tree (threshold 64 KiB, the layout before 6891bb5).
 //
