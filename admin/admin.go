@@ -41,6 +41,7 @@ type Spool interface {
 	ListDead(f spool.DeadFilter, limit int) ([]*spool.Dead, int, error)
 	ReplayDead(f spool.DeadFilter) (int, error)
 	PurgeDead(f spool.DeadFilter) (int, error)
+	SetPaused(host string, paused bool) error
 }
 
 // Options configure the admin handler.
@@ -95,18 +96,31 @@ func (a *api) host(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+// pause stops sending to a host. The pause is recorded in the spool first,
+// so that it holds across a restart until resume.
 func (a *api) pause(w http.ResponseWriter, r *http.Request) {
-	a.Hosts.Pause(r.PathValue("host"))
-	st, _ := a.Hosts.Host(r.PathValue("host"))
+	host := r.PathValue("host")
+	if err := a.Spool.SetPaused(host, true); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "not paused: "+err.Error())
+		return
+	}
+	a.Hosts.Pause(host)
+	st, _ := a.Hosts.Host(host)
 	writeJSON(w, http.StatusOK, st)
 }
 
 func (a *api) resume(w http.ResponseWriter, r *http.Request) {
-	if !a.Hosts.Resume(r.PathValue("host")) {
-		writeError(w, http.StatusNotFound, "no such host: "+r.PathValue("host"))
+	host := r.PathValue("host")
+	if _, ok := a.Hosts.Host(host); !ok {
+		writeError(w, http.StatusNotFound, "no such host: "+host)
 		return
 	}
-	st, _ := a.Hosts.Host(r.PathValue("host"))
+	if err := a.Spool.SetPaused(host, false); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "not resumed: "+err.Error())
+		return
+	}
+	a.Hosts.Resume(host)
+	st, _ := a.Hosts.Host(host)
 	writeJSON(w, http.StatusOK, st)
 }
 

@@ -389,9 +389,27 @@ hosts:
 	if out, _ := hp.CLI("status"); !strings.Contains(out, "paused") {
 		t.Errorf("status does not show the pause:\n%s", out)
 	}
+
+	// The pause outlives a crash: after kill -9 and a restart the host is
+	// still paused, with its backlog.
+	hp.Kill()
+	hp.Restart()
+	if st := secHost(t, hp, H); !st.Paused || st.Queued != int64(60-paused) {
+		t.Fatalf("after kill -9 and a restart: paused %v, queued %d; want paused with %d queued", st.Paused, st.Queued, 60-paused)
+	}
+	if n := rc.Count(nil); n != paused {
+		t.Fatalf("%d arrivals after the restart while paused", n-paused)
+	}
+
 	hostCmd("resume")
 	rc.WaitFor(t, 5*time.Second, "deliveries after resume", func(as []Arrival) bool { return len(as) >= paused+3 })
-	t.Logf("paused at %d arrivals, none in 1.5s; resumed", paused)
+	t.Logf("paused at %d arrivals, none in 1.5s nor across a kill -9; resumed", paused)
+	// The resume is recorded too: after another restart nothing is paused.
+	hp.Kill()
+	hp.Restart()
+	if st := secHost(t, hp, H); st.Paused {
+		t.Fatalf("paused again after resume and a restart: %+v", st)
+	}
 }
 
 // opsNotArrived returns the acknowledged paths not among the arrivals.

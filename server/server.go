@@ -160,13 +160,21 @@ func Run(ctx context.Context, o Options) error {
 	adminSrv := &http.Server{Handler: admin.Handler(admin.Options{Hosts: disp, Spool: sp, Metrics: tel.Handler(), Logger: log}),
 		ReadHeaderTimeout: 10 * time.Second}
 
+	// Pauses an operator set before a restart still hold.
+	paused, err := sp.Paused()
+	if err != nil {
+		return fmt.Errorf("read paused hosts from the spool: %w", err)
+	}
+	for _, h := range paused {
+		disp.Pause(h)
+	}
 	disp.Start()
 	errc := make(chan error, 2)
 	go func() { errc <- serve(proxySrv, proxyLn) }()
 	go func() { errc <- serve(adminSrv, adminLn) }()
 	u := sp.Usage()
 	log.Info("hookpace started", "listen", proxyLn.Addr().String(), "admin", adminLn.Addr().String(),
-		"spool", cfg.Spool.Dir, "queued", u.Messages, "dead_letters", u.Dead, "hosts", u.Hosts, "mitm", ca != nil, "config", cfg.Path)
+		"spool", cfg.Spool.Dir, "queued", u.Messages, "dead_letters", u.Dead, "hosts", u.Hosts, "paused", len(paused), "mitm", ca != nil, "config", cfg.Path)
 	if o.Ready != nil {
 		o.Ready(proxyLn.Addr().String(), adminLn.Addr().String())
 	}

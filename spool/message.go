@@ -206,8 +206,9 @@ func (d *decoder) string() string { return string(d.bytes()) }
 // Keys.
 
 const (
-	prefixQueue = 'q'
-	prefixDead  = 'd'
+	prefixQueue  = 'q'
+	prefixDead   = 'd'
+	prefixPaused = 'p' // in the dead-letter database: hosts paused by an operator
 )
 
 var keySeq = []byte("mseq")

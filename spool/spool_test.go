@@ -471,3 +471,34 @@ func TestDeletesAloneAreCommitted(t *testing.T) {
 	}
 	waitUsage(t, s, 0)
 }
+
+// TestPausedHostsSurviveRestart: pauses are stored, and a resume removes
+// the record.
+func TestPausedHostsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, Options{})
+	for _, h := range []string{"b.example", "a.example:8443", "c.example"} {
+		if err := s.SetPaused(h, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetPaused("c.example", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetPaused("never-paused.example", false); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openTest(t, dir, Options{})
+	defer s.Close()
+	got, err := s.Paused()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a.example:8443", "b.example"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("paused after restart: %q, want %q", got, want)
+	}
+	if _, n, _ := s.ListDead(DeadFilter{}, 0); n != 0 {
+		t.Fatalf("pause records counted as %d dead letters", n)
+	}
+}
