@@ -10,7 +10,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/hookpace/hookpace/egress"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/propagation"
