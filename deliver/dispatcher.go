@@ -323,9 +323,9 @@ func (d *Dispatcher) pump(h *host) {
 const workerIdle = 10 * time.Second
 
 // run starts fn on an idle delivery goroutine, or on a new one. An attempt
-// runs deep (the HTTP client, otelhttp), so a fresh goroutine grows and
-// copies its stack for every attempt; reusing goroutines saved 7% of the
-// CPU a replay took.
+// runs deep (the HTTP client and its instrumentation), so a fresh goroutine
+// grows and copies its stack for every attempt; reusing goroutines saved 7%
+// of the CPU a replay took.
 func (d *Dispatcher) run(fn func()) {
 	select {
 	case d.idle <- fn:

@@ -17,10 +17,10 @@ const (
 	MetricHostInFlight    = "hookpace_host_in_flight"           // gauge {host}
 	MetricHosts           = "hookpace_hosts"                    // gauge {}: hosts held in memory
 
-	// MetricHTTPClientDuration is recorded by otelhttp (see WrapTransport),
-	// not by this package; it is named here so that every series name
-	// hookpace exports can be found in this block.
-	MetricHTTPClientDuration = "http_client_request_duration_seconds"
+	// The HTTP client histograms of OpenTelemetry's semantic conventions,
+	// recorded by WrapTransport for every delivery attempt.
+	MetricHTTPClientDuration = "http_client_request_duration_seconds" // histogram {host,http_request_method,http_response_status_code|error_type,url_scheme,network_protocol_*}
+	MetricHTTPClientBodySize = "http_client_request_body_size_bytes"  // histogram, same labels
 )
 
 // Label keys.

@@ -24,13 +24,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/otlptranslator"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -77,6 +74,7 @@ type Telemetry struct {
 	// traceparent is carried to the destination even when tracing is off.
 	Propagator propagation.TextMapPropagator
 
+	client       clientInstruments
 	handler      http.Handler
 	shutdowns    []func(context.Context) error
 	shutdownOnce sync.Once
@@ -117,6 +115,9 @@ func Setup(ctx context.Context, opts Options) (_ *Telemetry, err error) {
 	if t.Metrics, err = newMetrics(mp.Meter(instrumentationName), opts.MaxHostLabels); err != nil {
 		return nil, fmt.Errorf("telemetry metrics: %w", err)
 	}
+	if t.client, err = newClientInstruments(mp.Meter(instrumentationName)); err != nil {
+		return nil, fmt.Errorf("telemetry metrics: %w", err)
+	}
 
 	if t.TracerProvider, err = t.setupTracing(ctx, opts, res); err != nil {
 		return nil, err
@@ -147,13 +148,6 @@ func (t *Telemetry) setupMetrics(ctx context.Context, opts Options, res *resourc
 	mpOpts := []sdkmetric.Option{
 		sdkmetric.WithResource(res),
 		sdkmetric.WithReader(exp),
-		// otelhttp labels client metrics with server.address: one series
-		// per destination, unbounded. WrapTransport adds the capped host
-		// label instead.
-		sdkmetric.WithView(sdkmetric.NewView(
-			sdkmetric.Instrument{Scope: instrumentation.Scope{Name: otelhttp.ScopeName}},
-			sdkmetric.Stream{AttributeFilter: attribute.NewDenyKeysFilter(semconv.ServerAddressKey, semconv.ServerPortKey)},
-		)),
 	}
 	if opts.MetricsOTLPEndpoint != "" {
 		u, err := otlpURL(opts.MetricsOTLPEndpoint, "/v1/metrics")
@@ -217,42 +211,22 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 	return t.shutdownErr
 }
 
-// WrapTransport instruments rt (nil means http.DefaultTransport) with
-// otelhttp using t's providers and propagator: each request gets a client
-// span named "deliver HTTP <method>", a traceparent header, and the
-// http_client_request_* metrics. Those metrics are labelled
-// host=HostLabel(req.URL.Host) (so capped like hookpace's own) in place of
-// otelhttp's server.address and server.port.
+// WrapTransport instruments rt (nil means http.DefaultTransport): each
+// request gets a client span named "deliver HTTP <method>", the trace
+// context in its headers, and the http_client_request_duration_seconds and
+// http_client_request_body_size_bytes histograms, labelled
+// host=HostLabel(req.URL.Host) (so capped like hookpace's own series)
+// rather than with the server's address and port. The duration runs until
+// the response's headers have arrived. See clientTransport.
 func (t *Telemetry) WrapTransport(rt http.RoundTripper) http.RoundTripper {
-	return &hostLabelTransport{
-		metrics: t.Metrics,
-		next: otelhttp.NewTransport(rt,
-			otelhttp.WithTracerProvider(t.TracerProvider),
-			otelhttp.WithMeterProvider(t.MeterProvider),
-			otelhttp.WithPropagators(t.Propagator),
-			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-				return "deliver HTTP " + strings.ToUpper(r.Method)
-			}),
-		),
+	if rt == nil {
+		rt = http.DefaultTransport
 	}
-}
-
-// hostLabelTransport hands otelhttp the capped host label through the
-// client Labeler in the request context.
-type hostLabelTransport struct {
-	metrics *Metrics
-	next    http.RoundTripper
-}
-
-func (h *hostLabelTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL == nil {
-		return h.next.RoundTrip(r)
+	return &clientTransport{
+		next:              rt,
+		tracer:            t.TracerProvider.Tracer(instrumentationName),
+		prop:              t.Propagator,
+		metrics:           t.Metrics,
+		clientInstruments: t.client,
 	}
-	ctx := r.Context()
-	l := &otelhttp.Labeler{}
-	if prev, ok := otelhttp.ClientLabelerFromContext(ctx); ok {
-		l.Add(prev.Get()...)
-	}
-	l.Add(attribute.String(LabelHost, h.metrics.HostLabel(r.URL.Host)))
-	return h.next.RoundTrip(r.WithContext(otelhttp.ContextWithClientLabeler(ctx, l)))
 }
