@@ -228,23 +228,26 @@ func (p *Proxy) record(r *http.Request, start time.Time, host string, size int, 
 	if !p.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 9)
-	attrs = append(attrs,
+	// The record goes straight to the handler, as slog's own methods would
+	// send it, minus looking up the caller, which nothing prints.
+	now := time.Now()
+	rec := slog.NewRecord(now, level, "ingest", 0)
+	rec.AddAttrs(
 		slog.String("decision", d.outcome),
 		slog.Int("status", d.status),
 		slog.String("method", r.Method),
 		slog.String("host", host),
 		slog.Int("bytes", size),
-		slog.Int64("duration_us", time.Since(start).Microseconds()),
+		slog.Int64("duration_us", now.Sub(start).Microseconds()),
 		slog.String("remote", r.RemoteAddr),
 	)
 	if d.id != "" {
-		attrs = append(attrs, slog.String("id", d.id))
+		rec.AddAttrs(slog.String("id", d.id))
 	}
 	if d.reason != "" {
-		attrs = append(attrs, slog.String("reason", d.reason))
+		rec.AddAttrs(slog.String("reason", d.reason))
 	}
-	p.log.LogAttrs(ctx, level, "ingest", attrs...)
+	_ = p.log.Handler().Handle(ctx, rec)
 }
 
 // response is the decision as goproxy's answer.

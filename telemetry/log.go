@@ -22,7 +22,7 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, *slog.LevelVar,
 	var h slog.Handler
 	switch strings.ToLower(format) {
 	case "", "text":
-		h = slog.NewTextHandler(w, opts)
+		h = newTextHandler(w, opts)
 	case "json":
 		h = slog.NewJSONHandler(w, opts)
 	default:
