@@ -46,7 +46,11 @@ var textBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b 
 
 func (h *textHandler) Handle(ctx context.Context, r slog.Record) error {
 	bp := textBufs.Get().(*[]byte)
-	defer textBufs.Put(bp)
+	defer func() {
+		if cap(*bp) <= 64<<10 { // a rare huge line is not kept
+			textBufs.Put(bp)
+		}
+	}()
 	b := (*bp)[:0]
 	if !r.Time.IsZero() {
 		b = append(b, "time="...)
