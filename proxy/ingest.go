@@ -134,13 +134,6 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, cfg *config.Config,
 	if r.ContentLength > maxBody {
 		return tooLarge(r.ContentLength, maxBody), 0
 	}
-	body, err := readBody(r, maxBody)
-	if errors.Is(err, errTooLarge) {
-		return tooLarge(-1, maxBody), 0
-	}
-	if err != nil {
-		return decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: "reading body: " + err.Error()}, 0
-	}
 	header := storedHeader(r.Header)
 	if p.opts.Tracing {
 		// The stored trace context is the ingest span's, so that the
@@ -152,45 +145,48 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, cfg *config.Config,
 		Method:   r.Method,
 		URL:      r.URL.String(),
 		Header:   header,
-		Body:     body,
 		Enqueued: time.Now(),
 	}
-	err = p.opts.Spool.Append(ctx, m, hc.MaxQueued)
+	if err := readBody(r, m, maxBody); err != nil {
+		if errors.Is(err, errTooLarge) {
+			return tooLarge(-1, maxBody), 0
+		}
+		return decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: "reading body: " + err.Error()}, 0
+	}
+	err := p.opts.Spool.Append(ctx, m, hc.MaxQueued)
 	var full *spool.FullError
 	var werr *spool.WriteError
 	switch {
 	case err == nil:
-		return decision{outcome: outcomeAccepted, status: http.StatusAccepted, id: spool.IDString(m.ID)}, len(body)
+		return decision{outcome: outcomeAccepted, status: http.StatusAccepted, id: spool.IDString(m.ID)}, len(m.Body)
 	case errors.As(err, &full):
-		return p.full(full), len(body)
+		return p.full(full), len(m.Body)
 	case errors.As(err, &werr), errors.Is(err, spool.ErrClosed):
 		return decision{outcome: outcomeError, status: http.StatusServiceUnavailable, reason: "not stored: " + err.Error(),
-			header: http.Header{"Retry-After": {"5"}}}, len(body)
+			header: http.Header{"Retry-After": {"5"}}}, len(m.Body)
 	default:
-		return decision{outcome: outcomeError, status: http.StatusServiceUnavailable, reason: "not stored: " + err.Error()}, len(body)
+		return decision{outcome: outcomeError, status: http.StatusServiceUnavailable, reason: "not stored: " + err.Error()}, len(m.Body)
 	}
 }
 
 var errTooLarge = errors.New("body too large")
 
-// readBody reads the whole body, at most limit bytes: into a buffer of the
-// exact size when the length is known, as it is for almost every webhook.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
+// readBody reads the whole body into m, at most limit bytes. When the length
+// is known, as it is for almost every webhook, the body goes straight into
+// the buffer its spool record is written from.
+func readBody(r *http.Request, m *spool.Message, limit int64) error {
 	if n := r.ContentLength; n >= 0 {
-		body := make([]byte, n)
-		if _, err := io.ReadFull(r.Body, body); err != nil {
-			return nil, err
-		}
-		return body, nil
+		return m.ReadBody(r.Body, int(n))
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if int64(len(body)) > limit {
-		return nil, errTooLarge
+		return errTooLarge
 	}
-	return body, nil
+	m.Body = body
+	return nil
 }
 
 func tooLarge(n, limit int64) decision {

@@ -16,7 +16,7 @@ type Dead struct {
 }
 
 func (d *Dead) encode() []byte {
-	b := make([]byte, 0, 160+len(d.Message.Body))
+	b := make([]byte, 0, 1+strLen(d.Message.Host)+strLen(d.Reason)+varintLen(d.DiedAt.UnixNano())+d.Message.encodedLen())
 	b = append(b, encodingVersion)
 	b = appendString(b, d.Message.Host)
 	b = appendString(b, d.Reason)
@@ -116,7 +116,7 @@ func (s *Spool) ReplayDead(f DeadFilter) (int, error) {
 		m := d.Message
 		oldID := m.ID
 		m.Attempts, m.LastStatus, m.LastError, m.LastTry = 0, 0, "", time.Time{}
-		val := m.encode(make([]byte, 0, 128+len(m.Body)))
+		val := m.record()
 		o := &op{kind: opRevive, msg: m, val: val, dead: oldID}
 		o.size = int64(len(val)) + int64(len(m.Host)) + 10
 		m.size = o.size

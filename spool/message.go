@@ -16,6 +16,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"math/bits"
 	"net/http"
 	"strconv"
 	"time"
@@ -39,6 +41,11 @@ type Message struct {
 	LastTry    time.Time
 
 	size int64 // of the stored record, for usage accounting
+
+	// rec is the record that ReadBody read Body into the tail of: Append
+	// writes the rest of the record in front of it instead of copying the
+	// body again.
+	rec []byte
 }
 
 // IDString formats an id the way hookpace shows it to users.
@@ -68,9 +75,16 @@ func (m *Message) StoredSize() int64 { return m.size }
 const encodingVersion = 1
 
 // encode appends a compact binary form of m to b. The format is a version
-// byte followed by varints and length-prefixed strings; it is private to the
-// spool and versioned so that it can change.
+// byte followed by varints and length-prefixed strings, the body last; it is
+// private to the spool and versioned so that it can change.
 func (m *Message) encode(b []byte) []byte {
+	b = m.encodeHead(b)
+	b = binary.AppendUvarint(b, uint64(len(m.Body)))
+	return append(b, m.Body...)
+}
+
+// encodeHead appends everything encode writes before the body's length.
+func (m *Message) encodeHead(b []byte) []byte {
 	b = append(b, encodingVersion)
 	b = appendString(b, m.Method)
 	b = appendString(b, m.URL)
@@ -87,8 +101,53 @@ func (m *Message) encode(b []byte) []byte {
 			b = appendString(b, v)
 		}
 	}
-	b = appendString(b, string(m.Body))
 	return b
+}
+
+// headLen is the length of encodeHead's output, computed without writing it.
+func (m *Message) headLen() int {
+	n := 1 + strLen(m.Method) + strLen(m.URL) + varintLen(m.Enqueued.UnixNano()) +
+		uvarintLen(uint64(m.Attempts)) + uvarintLen(uint64(m.LastStatus)) + strLen(m.LastError) +
+		varintLen(unixNano(m.LastTry)) + uvarintLen(uint64(len(m.Header)))
+	for k, vs := range m.Header {
+		n += strLen(k) + uvarintLen(uint64(len(vs)))
+		for _, v := range vs {
+			n += strLen(v)
+		}
+	}
+	return n
+}
+
+// encodedLen is the length of encode's output.
+func (m *Message) encodedLen() int {
+	return m.headLen() + uvarintLen(uint64(len(m.Body))) + len(m.Body)
+}
+
+// record is m's encoding in a buffer of its own, for one write.
+func (m *Message) record() []byte {
+	rec := m.rec
+	m.rec = nil // the record is written once; later writes encode afresh
+	if n := len(m.Body); rec != nil && n > 0 && len(rec) == m.encodedLen() && &rec[len(rec)-n] == &m.Body[0] {
+		// The body is already in place: write the rest in front of it.
+		m.encodeHead(rec[:0])
+		binary.AppendUvarint(rec[:len(rec)-n-uvarintLen(uint64(n))], uint64(n))
+		return rec
+	}
+	return m.encode(make([]byte, 0, m.encodedLen()))
+}
+
+// ReadBody sets m's body to the next n bytes of r, read straight into the
+// buffer that m's record will be written from, so that spooling the body
+// copies it once. Set m's other fields first: if they change afterwards,
+// Append copies the body again, as it does for any other message.
+func (m *Message) ReadBody(r io.Reader, n int) error {
+	head := m.headLen() + uvarintLen(uint64(n))
+	rec := make([]byte, head+n)
+	if _, err := io.ReadFull(r, rec[head:]); err != nil {
+		return err
+	}
+	m.Body, m.rec = rec[head:], rec
+	return nil
 }
 
 var errCorrupt = errors.New("corrupt message record")
@@ -143,6 +202,13 @@ func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
 }
+
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+// varintLen is the length of binary.AppendVarint's output: a zig-zag uvarint.
+func varintLen(x int64) int { return uvarintLen(uint64(x<<1) ^ uint64(x>>63)) }
+
+func strLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
 
 type decoder struct {
 	b   []byte

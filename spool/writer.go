@@ -42,7 +42,7 @@ const maxBatch = 1024
 // host's max_queued (0 for none). A *FullError means backpressure; a
 // *WriteError means the write did not happen durably.
 func (s *Spool) Append(ctx context.Context, m *Message, hostLimit int64) error {
-	val := m.encode(make([]byte, 0, 128+len(m.Body)))
+	val := m.record()
 	o := &op{kind: opAppend, msg: m, val: val, done: make(chan error, 1)}
 	o.size = int64(len(val)) + int64(len(m.Host)) + 10
 	if err := s.admit(m.Host, o.size, hostLimit); err != nil {
@@ -77,7 +77,7 @@ func (s *Spool) Delete(m *Message) {
 // Update persists m's delivery state (attempts, last status and error)
 // after a failed attempt, without waiting for the write.
 func (s *Spool) Update(m *Message) {
-	val := m.encode(make([]byte, 0, 128+len(m.Body)))
+	val := m.record()
 	o := &op{kind: opUpdate, msg: m, key: queueKey(m.Host, m.ID), val: val, old: m.size}
 	o.size = int64(len(val)) + int64(len(m.Host)) + 10
 	m.size = o.size

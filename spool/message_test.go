@@ -1,0 +1,121 @@
+package spool
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func randomMessage(r *rand.Rand) *Message {
+	str := func(max int) string { return strings.Repeat("x", r.IntN(max+1)) }
+	m := &Message{
+		Method:     str(8),
+		URL:        "http://a.example/" + str(300),
+		Header:     http.Header{},
+		Body:       bytes.Repeat([]byte{byte(r.Uint32())}, r.IntN(70000)),
+		Enqueued:   time.Unix(0, r.Int64N(math.MaxInt64)-r.Int64N(math.MaxInt64)),
+		Attempts:   r.IntN(1 << r.IntN(40)),
+		LastStatus: r.IntN(600),
+		LastError:  str(200),
+	}
+	if r.IntN(2) == 0 {
+		m.LastTry = time.Unix(0, -r.Int64N(math.MaxInt64))
+	}
+	for range r.IntN(6) {
+		k := "X-" + str(20)
+		for range r.IntN(3) {
+			m.Header[k] = append(m.Header[k], str(150))
+		}
+	}
+	return m
+}
+
+// The lengths computed for the exact-size buffers match what encode writes.
+func TestEncodedLenIsExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 2000 {
+		m := randomMessage(r)
+		if got, want := m.encodedLen(), len(m.encode(nil)); got != want {
+			t.Fatalf("message %d: encodedLen %d, encode wrote %d bytes", i, got, want)
+		}
+		if got, want := m.headLen(), len(m.encodeHead(nil)); got != want {
+			t.Fatalf("message %d: headLen %d, encodeHead wrote %d bytes", i, got, want)
+		}
+		d := &Dead{Message: m, Reason: "gone", DiedAt: time.Unix(0, r.Int64())}
+		if b := d.encode(); len(b) != cap(b) {
+			t.Fatalf("dead letter %d: %d bytes in a buffer of %d", i, len(b), cap(b))
+		}
+	}
+}
+
+// A body read with ReadBody is written in place, and the record is the same
+// as encode's. A message changed after ReadBody is encoded afresh.
+func TestReadBodyRecord(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 500 {
+		m := randomMessage(r)
+		want := m.encode(nil)
+		body := m.Body
+		m2 := *m
+		m2.Body = nil
+		if err := m2.ReadBody(bytes.NewReader(body), len(body)); err != nil {
+			t.Fatal(err)
+		}
+		rec := m2.record()
+		sameRecord(t, i, rec, want)
+		if len(body) > 0 && &rec[len(rec)-len(body)] != &m2.Body[0] {
+			t.Fatalf("message %d: body copied again", i)
+		}
+		if again := m2.record(); &again[0] == &rec[0] {
+			t.Fatalf("message %d: a second record reused the first's buffer", i)
+		}
+
+		// Changed after ReadBody: a header grows, and the head no longer fits.
+		m3 := *m
+		m3.Header = m.Header.Clone()
+		if err := m3.ReadBody(bytes.NewReader(body), len(body)); err != nil {
+			t.Fatal(err)
+		}
+		m3.Header.Set("X-Added-Later", "value")
+		got := m3.record()
+		sameRecord(t, i, got, m3.encode(nil))
+		if dm, _ := decodeMessage("a.example", 1, got); dm.Header.Get("X-Added-Later") != "value" {
+			t.Fatalf("message %d: change after ReadBody lost", i)
+		}
+	}
+}
+
+// sameRecord compares two records by what they decode to: encode writes
+// the headers in map order.
+func sameRecord(t *testing.T, i int, got, want []byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("message %d: record of %d bytes, want %d", i, len(got), len(want))
+	}
+	g, err := decodeMessage("a.example", 1, got)
+	if err != nil {
+		t.Fatalf("message %d: %v", i, err)
+	}
+	w, err := decodeMessage("a.example", 1, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("message %d: record decodes to\n%+v\nwant\n%+v", i, g, w)
+	}
+}
+
+func TestReadBodyShort(t *testing.T) {
+	m := &Message{Method: "POST", URL: "http://a.example/"}
+	if err := m.ReadBody(strings.NewReader("abc"), 5); err == nil {
+		t.Fatal("a body shorter than its length was read without error")
+	}
+	if m.Body != nil {
+		t.Fatalf("body set after a failed read: %q", m.Body)
+	}
+}
