@@ -373,12 +373,18 @@ egress: {allow: ["127.0.0.0/8"]}
 	if s := post("/edge", edge, false); s != http.StatusAccepted {
 		t.Errorf("POST of exactly max_body: %d, want 202", s)
 	}
-	// The 1 KiB webhook is delivered; the rejected ones, sent before it to
-	// the same host, never were.
-	rc.WaitFor(t, 10*time.Second, "the 1 KiB webhook", func(as []Arrival) bool { return len(as) >= 1 })
+	small := bytes.Repeat([]byte("s"), 512)
+	if s := post("/small-chunked", small, true); s != http.StatusAccepted {
+		t.Errorf("512-byte chunked POST: %d, want 202", s)
+	}
+	// The accepted webhooks are delivered intact; the rejected ones, sent
+	// before them to the same host, never were.
+	want := map[string][]byte{"/edge": edge, "/small-chunked": small}
+	rc.WaitFor(t, 10*time.Second, "the accepted webhooks", func(as []Arrival) bool { return len(as) >= len(want) })
 	for _, a := range rc.Arrivals() {
-		if a.Path != "/edge" || !bytes.Equal(a.Body, edge) {
-			t.Errorf("delivered %s (%d bytes), want only /edge", a.Path, len(a.Body))
+		if body, ok := want[a.Path]; !ok || !bytes.Equal(a.Body, body) {
+			t.Errorf("delivered %s (%d bytes), want only /edge and /small-chunked, intact", a.Path, len(a.Body))
 		}
+		delete(want, a.Path)
 	}
 }
