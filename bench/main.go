@@ -40,6 +40,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
@@ -273,6 +274,7 @@ type halfRow struct {
 	cpu    cpuSplit
 	dist   float64
 	tries  int
+	disk   *diskSample // probed during the no-op's run, which leaves the disk alone
 }
 
 func (b *bench) ingest() error {
@@ -458,9 +460,18 @@ func (b *bench) ingest() error {
 		h, err = attempt("half load no-op", func() (*halfRow, float64, error) {
 			waitQuiet("half load")
 			m := startCPU(noop.pid())
+			// The disk's own stalls, in the same rep: a sync every 2 ms
+			// while the no-op server (which never touches the disk) runs.
+			var disk *diskSample
+			probed := make(chan struct{})
+			go func() {
+				defer close(probed)
+				disk, _ = probeDisk(b.work, b.dur, 2*time.Millisecond)
+			}()
 			res, lag := rawOpenLoop(noop.addrs[0], req, *connsFlag, rate, b.dur)
 			cpu := m.stop(0)
-			r := &halfRow{target: "no-op", rep: rep, res: res, lag: lag, cpu: cpu, dist: cpu.disturbance(res.Elapsed)}
+			<-probed
+			r := &halfRow{target: "no-op", rep: rep, res: res, lag: lag, cpu: cpu, dist: cpu.disturbance(res.Elapsed), disk: disk}
 			return r, r.dist, nil
 		}, func(r *halfRow, n int) { r.tries = n })
 		if err != nil {
@@ -924,6 +935,7 @@ func machineInfo(root, work string, b *bench) string {
 		strings.TrimSpace(string(kernel)), runtime.Version(), wrk)
 	fmt.Fprintf(&s, "tree:    %s at %s (%d uncommitted paths)  spool fs: %s\n",
 		b.bin, strings.TrimSpace(string(commit)), strings.Count(string(dirty), "\n"), fsType(work))
+	fmt.Fprintf(&s, "disk:    %s\n", diskProbe(work, 3*time.Second))
 	o, st := othersCores(3 * time.Second)
 	fmt.Fprintf(&s, "load:    avg %s at start; just before the run other processes used %.2f of %d cores and the hypervisor stole %.2f (3s sample)\n",
 		loadavg(), o, runtime.NumCPU(), st)
@@ -955,6 +967,9 @@ func fsType(dir string) string {
 		}
 		if (dir == f[1] || strings.HasPrefix(dir, strings.TrimSuffix(f[1], "/")+"/")) && len(f[1]) >= len(best) {
 			best, typ = f[1], f[2]+" on "+f[0]
+			if len(f) > 3 && slices.Contains(strings.Split(f[3], ","), "discard") {
+				typ += ", mounted with online discard"
+			}
 		}
 	}
 	return typ
@@ -1097,6 +1112,14 @@ func (r *report) String() string {
 				parts = append(parts, strconv.FormatFloat(float64(d)/1e6, 'f', 0, 64))
 			}
 			fmt.Fprintf(&s, "   rep %d %s: worst latency in each second of the run, ms: %s\n", h.rep, h.target, strings.Join(parts, " "))
+			if h.disk != nil && len(h.disk.lat) > 0 {
+				parts = parts[:0]
+				for _, d := range h.disk.secMax {
+					parts = append(parts, strconv.FormatFloat(float64(d)/1e6, 'f', 0, 64))
+				}
+				fmt.Fprintf(&s, "   rep %d disk, probed during the no-op run (22 KB write+fdatasync every 2ms): worst sync in each second, ms: %s; %d of %d over 10ms\n",
+					h.rep, strings.Join(parts, " "), h.disk.over(10*time.Millisecond), len(h.disk.lat))
+			}
 		}
 		xs, note := cleanP99, fmt.Sprintf("%d undisturbed of %d reps", len(cleanP99), len(p99s))
 		if len(xs) == 0 {
@@ -1217,4 +1240,79 @@ func joinMs(xs []float64) string {
 		p = append(p, strconv.FormatFloat(x, 'f', 2, 64))
 	}
 	return strings.Join(p, ", ")
+}
+
+// diskProbe appends 22 KB (a group commit's worth of records) to a file in
+// dir and fdatasyncs it, over and over for d, and reports the latencies: the
+// floor under every durable ingest, and the source of stalls no server that
+// fsyncs can hide.
+func diskProbe(dir string, d time.Duration) string {
+	p, err := probeDisk(dir, d, 0)
+	if err != nil {
+		return "probe failed: " + err.Error()
+	}
+	lat := p.sorted()
+	n := len(lat)
+	return fmt.Sprintf("write+fdatasync of 22 KB in the work dir for %v: %d syncs, p50 %s, p99 %s, p99.9 %s, max %s; %d over 10ms",
+		d, n, ms(lat[n/2]), ms(lat[n*99/100]), ms(lat[n*999/1000]), ms(lat[n-1]), p.over(10*time.Millisecond))
+}
+
+type diskSample struct {
+	lat    []time.Duration
+	secMax []time.Duration // worst sync in each second of the probe
+}
+
+func (p *diskSample) sorted() []time.Duration {
+	lat := slices.Clone(p.lat)
+	slices.Sort(lat)
+	return lat
+}
+
+func (p *diskSample) over(limit time.Duration) int {
+	n := 0
+	for _, l := range p.lat {
+		if l > limit {
+			n++
+		}
+	}
+	return n
+}
+
+// probeDisk runs the disk probe for d, one sync every `every` (0: back to
+// back).
+func probeDisk(dir string, d, every time.Duration) (*diskSample, error) {
+	f, err := os.CreateTemp(dir, "disk-probe-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := bytes.Repeat([]byte("x"), 22000)
+	p := &diskSample{}
+	var size int64
+	start := time.Now()
+	for next := start; next.Sub(start) < d && time.Since(start) < d; next = next.Add(every) {
+		if w := time.Until(next); w > 0 {
+			time.Sleep(w)
+		}
+		t0 := time.Now()
+		if _, err := f.Write(buf); err != nil {
+			return nil, err
+		}
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			return nil, err
+		}
+		l := time.Since(t0)
+		p.lat = append(p.lat, l)
+		sec := int(t0.Sub(start) / time.Second)
+		for len(p.secMax) <= sec {
+			p.secMax = append(p.secMax, 0)
+		}
+		p.secMax[sec] = max(p.secMax[sec], l)
+		if size += int64(len(buf)); size > 64<<20 {
+			f.Seek(0, io.SeekStart)
+			size = 0
+		}
+	}
+	return p, nil
 }
