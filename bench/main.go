@@ -994,6 +994,15 @@ type report struct {
 	dur          time.Duration
 }
 
+// wholeMs lists durations as whole milliseconds, space-separated.
+func wholeMs(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = strconv.FormatFloat(float64(d)/1e6, 'f', 0, 64)
+	}
+	return strings.Join(parts, " ")
+}
+
 func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + "ms" }
 func mib(kib int64) string      { return strconv.FormatFloat(float64(kib)/1024, 'f', 1, 64) + " MiB" }
 func pct(x float64) string      { return strconv.FormatFloat(100*x, 'f', 1, 64) + "%" }
@@ -1107,18 +1116,10 @@ func (r *report) String() string {
 		tw.Flush()
 		s.WriteString("   latency runs from the scheduler's release of a request (waiting for a free connection counts);\n   gen lag = how late the scheduler released requests (timer granularity), not included.\n")
 		for _, h := range r.half {
-			var parts []string
-			for _, d := range h.res.secMax {
-				parts = append(parts, strconv.FormatFloat(float64(d)/1e6, 'f', 0, 64))
-			}
-			fmt.Fprintf(&s, "   rep %d %s: worst latency in each second of the run, ms: %s\n", h.rep, h.target, strings.Join(parts, " "))
+			fmt.Fprintf(&s, "   rep %d %s: worst latency in each second of the run, ms: %s\n", h.rep, h.target, wholeMs(h.res.secMax))
 			if h.disk != nil && len(h.disk.lat) > 0 {
-				parts = parts[:0]
-				for _, d := range h.disk.secMax {
-					parts = append(parts, strconv.FormatFloat(float64(d)/1e6, 'f', 0, 64))
-				}
 				fmt.Fprintf(&s, "   rep %d disk, probed during the no-op run (22 KB write+fdatasync every 2ms): worst sync in each second, ms: %s; %d of %d over 10ms\n",
-					h.rep, strings.Join(parts, " "), h.disk.over(10*time.Millisecond), len(h.disk.lat))
+					h.rep, wholeMs(h.disk.secMax), h.disk.over(10*time.Millisecond), len(h.disk.lat))
 			}
 		}
 		xs, note := cleanP99, fmt.Sprintf("%d undisturbed of %d reps", len(cleanP99), len(p99s))
