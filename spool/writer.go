@@ -345,12 +345,16 @@ func (s *Spool) refuseIfDiskFull(batch []*op) []*op {
 	for _, o := range batch {
 		if o.kind == opAppend || o.kind == opRevive {
 			refused = append(refused, o)
-			o.reply(&WriteError{Err: ErrDiskFull})
 			continue
 		}
 		kept = append(kept, o)
 	}
+	// Give the reservations back before answering, so that a refused
+	// caller never sees its own message still counted.
 	s.settle(refused, false)
+	for _, o := range refused {
+		o.reply(&WriteError{Err: ErrDiskFull})
+	}
 	return kept
 }
 
