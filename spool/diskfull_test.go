@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"testing"
 )
 
@@ -69,5 +70,46 @@ func TestDiskFullRefusesThenRecovers(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDiskFullRefusalIsSettledBeforeItsAnswer checks, without root, that a
+// refused append's reservation is given back before the caller hears of
+// the refusal: right after each ErrDiskFull, usage counts exactly the
+// accepted messages. Space returning lets appends through again.
+func TestDiskFullRefusalIsSettledBeforeItsAnswer(t *testing.T) {
+	var free atomic.Int64
+	free.Store(1 << 30)
+	s := openTest(t, t.TempDir(), Options{MinFree: 1 << 20, diskFree: func(string) (int64, error) { return free.Load(), nil }})
+	defer s.Close()
+	ctx := context.Background()
+	accepted := int64(0)
+	for i := range 2000 {
+		if i%10 == 0 {
+			free.Store(1 << 30)
+		} else {
+			free.Store(1 << 10)
+		}
+		err := s.Append(ctx, newMsg("a.example", i), 0)
+		switch {
+		case err == nil:
+			if i%10 != 0 {
+				t.Fatalf("append %d accepted with the disk full", i)
+			}
+			accepted++
+		case errors.Is(err, ErrDiskFull):
+			if i%10 == 0 {
+				t.Fatalf("append %d refused with space free", i)
+			}
+		default:
+			t.Fatalf("append %d: %v", i, err)
+		}
+		if got := s.Usage().Messages; got != accepted {
+			t.Fatalf("after append %d (%v): usage %d, want the %d accepted", i, err, got, accepted)
+		}
+	}
+	got, err := s.Read("a.example", 0, 1000)
+	if err != nil || int64(len(got)) != accepted {
+		t.Fatalf("read %d of %d accepted: %v", len(got), accepted, err)
 	}
 }

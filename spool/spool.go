@@ -40,6 +40,8 @@ type Options struct {
 	trimLimit int64
 	// For tests: called by the writer while a commit is staged.
 	whileCommitting func(*badger.DB)
+	// For tests: the free space on dir's file system (default diskFree).
+	diskFree func(dir string) (int64, error)
 }
 
 func (o *Options) setDefaults() {
@@ -66,6 +68,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.trimLimit <= 0 {
 		o.trimLimit = residentFileLimit
+	}
+	if o.diskFree == nil {
+		o.diskFree = diskFree
 	}
 }
 

@@ -325,7 +325,7 @@ func (s *Spool) refuseIfDiskFull(batch []*op) []*op {
 	if !grows {
 		return batch
 	}
-	free, err := diskFree(s.opts.Dir)
+	free, err := s.opts.diskFree(s.opts.Dir)
 	full := err == nil && free < s.opts.MinFree
 	s.mu.Lock()
 	if full != s.diskFull {
