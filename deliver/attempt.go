@@ -39,6 +39,12 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 	n := m.Attempts + 1 // m is ours until finish puts it back
 	res := d.send(ctx, m, pol)
 	now := time.Now()
+	if v, _, _ := classify(res.status, res.err, pol.Retry4xx); v == vDone {
+		// Keep the slot until the delete is durable: a crash can then repeat
+		// only deliveries that hold a slot, at most the host's concurrency.
+		// If the delete fails, the webhook is sent again (at-least-once).
+		d.opts.Queue.Delete(m)
+	}
 
 	d.mu.Lock()
 	v, reason, next := d.finish(ctx, h, m, pol, res, sentAt, now)
@@ -138,7 +144,7 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol 
 	var next time.Time
 	switch v {
 	case vDone:
-		d.opts.Queue.Delete(m)
+		// attempt has deleted m from the queue already.
 		d.opts.Observer.DeliveryLatency(ctx, h.name, now.Sub(m.Enqueued))
 	case vHold:
 		// The held message goes first when the hold ends, and a 429 does

@@ -28,7 +28,8 @@ import (
 // the real one.
 type Queue interface {
 	Read(host string, after uint64, max int) ([]*spool.Message, error)
-	Delete(m *spool.Message)
+	// Delete removes a delivered message and returns once that is durable.
+	Delete(m *spool.Message) error
 	Update(m *spool.Message)
 	Bury(m *spool.Message, reason string, at time.Time)
 	HostUsage(host string) spool.HostUsage

@@ -28,6 +28,9 @@ type memQueue struct {
 	d      *Dispatcher
 
 	updates int
+
+	deleteTakes time.Duration // how long a delete takes to become durable
+	deleted     int
 }
 
 func newMemQueue() *memQueue { return &memQueue{queued: map[string]map[uint64]*spool.Message{}} }
@@ -67,10 +70,16 @@ func (q *memQueue) Read(host string, after uint64, max int) ([]*spool.Message, e
 	}
 	return out, nil
 }
-func (q *memQueue) Delete(m *spool.Message) {
+func (q *memQueue) Delete(m *spool.Message) error {
+	q.mu.Lock()
+	wait := q.deleteTakes
+	q.mu.Unlock()
+	time.Sleep(wait)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.queued[m.Host], m.ID)
+	q.deleted++
+	return nil
 }
 func (q *memQueue) Update(m *spool.Message) {
 	q.mu.Lock()
@@ -235,6 +244,34 @@ func TestPacedDeliveryExactlyOnce(t *testing.T) {
 		// 2000 at 200/s after a burst of 20: 9.9 s.
 		if took < 9*time.Second || took > 11*time.Second {
 			t.Fatalf("took %v, want about 10s", took)
+		}
+	})
+}
+
+// TestSlotHeldUntilDeleteIsDurable: a delivery keeps its slot until its
+// delete is durable, so a crash can repeat at most concurrency deliveries:
+// at every arrival, the webhooks delivered but not yet deleted (this one
+// included) are at most the host's concurrency.
+func TestSlotHeldUntilDeleteIsDurable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const conc = 3
+		rc := &receiver{}
+		_, q := setup(t, rc, map[string]Policy{"partner.example": policy(1000, 100, conc)}, 0)
+		q.deleteTakes = 50 * time.Millisecond
+		worst := 0
+		rc.handle = func(r *http.Request, n int) (int, http.Header) {
+			q.mu.Lock()
+			worst = max(worst, n-q.deleted)
+			q.mu.Unlock()
+			return 200, nil
+		}
+		q.add("partner.example", 60)
+		waitEmpty(t, q, time.Minute)
+		if got := len(rc.arrivals("")); got != 60 {
+			t.Fatalf("%d arrivals, want 60", got)
+		}
+		if worst != conc {
+			t.Fatalf("up to %d webhooks delivered and not yet deleted, want concurrency %d", worst, conc)
 		}
 	})
 }

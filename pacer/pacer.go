@@ -58,7 +58,13 @@ const (
 	// A receiver stamps arrivals after network and scheduling jitter, so a
 	// limiter running exactly at the limit shows it one or two requests
 	// over B + R·W in some window; 1% leaves ~10 ms of room per second.
-	headroom       = 0.99
+	headroom = 0.99
+	// jitterMargin is how much of the burst, in time at the configured
+	// rate, the bucket holds back: requests that leave in a burst and then
+	// at the rate can reach the receiver bunched by scheduling and network
+	// delays, and at high rates 1% of headroom is only a few requests. The
+	// margin never takes more than half the burst (see capacity).
+	jitterMargin   = 25 * time.Millisecond
 	decreaseFactor = 0.5  // multiplicative decrease per 429 episode
 	increaseShare  = 0.05 // additive increase: this share of the configured rate
 	minStreak      = 10   // successes per increase (at least burst)
@@ -91,7 +97,16 @@ type Host struct {
 // New returns a host with a full bucket.
 func New(l Limits, now time.Time) *Host {
 	l = sanitize(l)
-	return &Host{lim: l, tokens: float64(l.Burst), last: now, rate: l.Rate, breaker: BreakerClosed}
+	return &Host{lim: l, tokens: capacity(l), last: now, rate: l.Rate, breaker: BreakerClosed}
+}
+
+// capacity is how many tokens the bucket holds: the burst less the jitter
+// margin, R·25 ms rounded down but never more than half the burst. With
+// the whole margin held back, arrivals bunched by up to 25 ms still stay
+// within B + R·W at the receiver.
+func capacity(l Limits) float64 {
+	margin := min(int(l.Rate*jitterMargin.Seconds()), l.Burst/2)
+	return float64(l.Burst - margin)
 }
 
 func sanitize(l Limits) Limits {
@@ -127,7 +142,7 @@ func (h *Host) SetLimits(l Limits, now time.Time) {
 	}
 	h.rate = math.Max(math.Min(h.rate, l.Rate), l.MinRate)
 	h.lim = l
-	h.tokens = math.Min(h.tokens, float64(l.Burst))
+	h.tokens = math.Min(h.tokens, capacity(l))
 }
 
 // Limits returns the configured limits.
@@ -174,7 +189,7 @@ func (h *Host) Acquire(now time.Time) (ok bool, wake time.Time) {
 
 func (h *Host) refill(now time.Time) {
 	if now.After(h.last) {
-		h.tokens = math.Min(float64(h.lim.Burst), h.tokens+now.Sub(h.last).Seconds()*h.rate*headroom)
+		h.tokens = math.Min(capacity(h.lim), h.tokens+now.Sub(h.last).Seconds()*h.rate*headroom)
 		h.last = now
 	}
 }
@@ -300,7 +315,7 @@ func (h *Host) Idle(now time.Time) bool {
 	h.refill(now)
 	tripped := h.breaker != BreakerClosed && (h.probing || now.Before(h.openUntil))
 	return h.inFlight == 0 && !h.paused && !now.Before(h.heldUntil) && !tripped &&
-		h.rate >= h.lim.Rate && h.tokens >= float64(h.lim.Burst)
+		h.rate >= h.lim.Rate && h.tokens >= capacity(h.lim)
 }
 
 // State is a snapshot for operators.

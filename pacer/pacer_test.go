@@ -63,6 +63,18 @@ func TestTokenBucketBoundsAndRate(t *testing.T) {
 					t.Errorf("window %v: %d sends, limit B+R·W = %.1f", w, got, limit)
 				}
 			}
+			// A receiver sees the sends each delayed by up to jitterMargin:
+			// arrivals in a window W come from sends in a window W + margin.
+			// While the whole margin is held back (R·25 ms within half the
+			// burst), they too stay within B + R·W.
+			if tc.rate*jitterMargin.Seconds() <= float64(tc.burst/2) {
+				for _, w := range []time.Duration{time.Millisecond, 100 * time.Millisecond, time.Second, 5 * time.Second} {
+					limit := float64(tc.burst) + tc.rate*w.Seconds()
+					if got := maxInWindow(sends, w+jitterMargin); float64(got) > limit {
+						t.Errorf("window %v, arrivals jittered by up to %v: %d, limit B+R·W = %.1f", w, jitterMargin, got, limit)
+					}
+				}
+			}
 			// Under a backlog the long-run rate is the configured one.
 			achieved := float64(len(sends)-tc.burst) / dur.Seconds()
 			if achieved < 0.98*tc.rate || achieved > 1.01*tc.rate {

@@ -59,7 +59,9 @@ func TestDiskFullRefusesThenRecovers(t *testing.T) {
 	}
 	// Deliver them all: the emptied queue is dropped and space returns.
 	for _, m := range got {
-		s.Delete(m)
+		if err := s.Delete(m); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitUsage(t, s, 0)
 	if err := s.Append(ctx, newMsg("a.example", 9999), 0); err != nil {

@@ -93,7 +93,9 @@ func TestRestartKeepsMessagesAndCounts(t *testing.T) {
 	}
 	first, _ := s.Read("a.example", 0, 5)
 	for _, m := range first {
-		s.Delete(m)
+		if err := s.Delete(m); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitUsage(t, s, 15)
 	before := s.Usage()
@@ -179,13 +181,19 @@ func TestBackpressureHysteresis(t *testing.T) {
 		t.Fatalf("accepted %d, want 8 (high water 0.8 of 10)", len(accepted))
 	}
 	// Draining to 6 (above low water) does not reopen the gate.
-	s.Delete(accepted[0])
-	s.Delete(accepted[1])
+	if err := s.Delete(accepted[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(accepted[1]); err != nil {
+		t.Fatal(err)
+	}
 	waitUsage(t, s, 6)
 	if err := s.Append(ctx, newMsg("a.example", 50), 0); !errors.As(err, &full) {
 		t.Fatalf("at 6/10 after high water: got %v, want FullError", err)
 	}
-	s.Delete(accepted[2])
+	if err := s.Delete(accepted[2]); err != nil {
+		t.Fatal(err)
+	}
 	waitUsage(t, s, 5)
 	if !s.Accepting() {
 		t.Fatal("not accepting at the low-water mark")
@@ -230,7 +238,9 @@ func TestEmptyQueueIsReclaimed(t *testing.T) {
 	dead := ms[0]
 	s.Bury(dead, "permanent status 410", time.Now())
 	for _, m := range ms[1:] {
-		s.Delete(m)
+		if err := s.Delete(m); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitUsage(t, s, 0)
 	if lsm, vlog := s.db.Size(); lsm+vlog > 4<<20 {
@@ -403,7 +413,9 @@ func TestDeletesAfterRestartRemoveOlderWrites(t *testing.T) {
 			t.Fatalf("round %d: read %d, usage %d messages, want %d", round, len(ms), s.Usage().Messages, want)
 		}
 		for _, m := range ms {
-			s.Delete(m)
+			if err := s.Delete(m); err != nil {
+				t.Fatal(err)
+			}
 		}
 		for i := range 2 {
 			if err := s.Append(ctx, newMsg("a.example", 10*round+i), 0); err != nil {
@@ -440,9 +452,9 @@ func TestBadgerErrorDuringCommitFailsIt(t *testing.T) {
 	}
 }
 
-// TestDeletesAloneAreCommitted: ops nobody waits for linger for company,
-// but are committed on their own when none comes.
-func TestDeletesAloneAreCommitted(t *testing.T) {
+// TestUnwaitedOpsAreCommitted: ops nobody waits for (burials here) linger
+// for company, but are committed on their own when none comes.
+func TestUnwaitedOpsAreCommitted(t *testing.T) {
 	var committing atomic.Pointer[chan struct{}]
 	s := openTest(t, t.TempDir(), Options{whileCommitting: func(db *badger.DB) {
 		if ch := committing.Load(); ch != nil {
@@ -462,12 +474,12 @@ func TestDeletesAloneAreCommitted(t *testing.T) {
 	ch := make(chan struct{})
 	committing.Store(&ch)
 	for _, m := range msgs {
-		s.Delete(m)
+		s.Bury(m, "test", time.Now())
 	}
 	select {
 	case <-ch:
 	case <-time.After(30 * time.Second):
-		t.Fatal("deletes with nobody waiting were never committed")
+		t.Fatal("burials with nobody waiting were never committed")
 	}
 	waitUsage(t, s, 0)
 }

@@ -68,10 +68,12 @@ func (s *Spool) unreserve(host string, size int64) {
 	s.mu.Unlock()
 }
 
-// Delete removes a delivered message. It does not wait for the write: if
-// hookpace crashes first, the message is delivered again (at-least-once).
-func (s *Spool) Delete(m *Message) {
-	s.submit(&op{kind: opDelete, msg: m, key: queueKey(m.Host, m.ID), old: m.size})
+// Delete removes a delivered message and returns once the removal is
+// durable. Until then a crash would deliver the message again
+// (at-least-once); the dispatcher keeps the delivery's slot meanwhile, so
+// a crash repeats no more than the deliveries in flight.
+func (s *Spool) Delete(m *Message) error {
+	return s.submitWait(&op{kind: opDelete, msg: m, key: queueKey(m.Host, m.ID), old: m.size})
 }
 
 // Update persists m's delivery state (attempts, last status and error)
@@ -118,10 +120,10 @@ func (s *Spool) submitWait(o *op) error {
 	return <-done
 }
 
-// lingerFor is how long ops that nobody waits for (deletes after delivery,
-// delivery state after a failed attempt) may wait for company before they
-// are committed: every commit costs an fsync, and a replay deletes tens of
-// thousands of messages a second. An op with a waiter ends the wait.
+// lingerFor is how long ops that nobody waits for (delivery state after a
+// failed attempt, burials) may wait for company before they are committed:
+// every commit costs an fsync. An op with a waiter (an append, a delete
+// after delivery) ends the wait.
 const lingerFor = 5 * time.Millisecond
 
 // writeLoop is the only goroutine that writes to the queue. Each round
