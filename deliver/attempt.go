@@ -42,7 +42,8 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 	if v, _, _ := classify(res.status, res.err, pol.Retry4xx); v == vDone {
 		// Keep the slot until the delete is durable: a crash can then repeat
 		// only deliveries that hold a slot, at most the host's concurrency.
-		// If the delete fails, the webhook is sent again (at-least-once).
+		// If the delete fails (the writer logs why), the webhook stays on
+		// disk and is sent again after a restart (at-least-once).
 		d.opts.Queue.Delete(m)
 	}
 
