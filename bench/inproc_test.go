@@ -114,7 +114,7 @@ func (s *stubSpool) Append(_ context.Context, m *spool.Message, _ int64) error {
 	m.ID = s.id.Add(1)
 	return nil
 }
-func (s *stubSpool) Accepting() bool { return true }
+func (s *stubSpool) Full() *spool.FullError { return nil }
 
 // openGuard allows every destination without resolving it.
 type openGuard struct{}

@@ -127,8 +127,8 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, cfg *config.Config,
 		// A DNS failure may be passing: spool it and let delivery retry.
 		p.log.Debug("ingest: destination does not resolve now", "host", host, "error", err)
 	}
-	if !p.opts.Spool.Accepting() {
-		return p.full(nil), 0
+	if full := p.opts.Spool.Full(); full != nil {
+		return p.full(full), 0
 	}
 	maxBody := int64(cfg.Spool.MaxBody)
 	if r.ContentLength > maxBody {
@@ -200,15 +200,11 @@ func tooLarge(n, limit int64) decision {
 // full is the backpressure answer: 429 with a Retry-After estimated from the
 // spool's drain rate.
 func (p *Proxy) full(e *spool.FullError) decision {
-	retry := 5 * time.Second
 	reason := "spool past its high-water mark; retry later"
-	if e != nil {
-		retry = e.RetryAfter
-		if e.Host != "" {
-			reason = "queue for " + e.Host + " is at max_queued; retry later"
-		}
+	if e.Host != "" {
+		reason = "queue for " + e.Host + " is at max_queued; retry later"
 	}
-	secs := max(1, int((retry+time.Second-1)/time.Second))
+	secs := max(1, int((e.RetryAfter+time.Second-1)/time.Second))
 	return decision{outcome: outcomeBackpressure, status: http.StatusTooManyRequests, reason: reason,
 		header: http.Header{"Retry-After": {strconv.Itoa(secs)}}}
 }

@@ -33,7 +33,7 @@ import (
 // Spooler is where accepted webhooks go; *spool.Spool is the real one.
 type Spooler interface {
 	Append(ctx context.Context, m *spool.Message, hostLimit int64) error
-	Accepting() bool
+	Full() *spool.FullError // nil while new webhooks are admitted
 }
 
 // Guard decides which destinations may be reached; *egress.Guard is the

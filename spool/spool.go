@@ -350,6 +350,19 @@ func (s *Spool) Accepting() bool {
 	return s.accepting && !s.closed
 }
 
+// Full returns the backpressure answer new webhooks get now, with its
+// Retry-After estimate, or nil while the spool accepts them (or is closed:
+// Append says so). It lets the proxy refuse before reading a body; Append
+// still decides for each message, with its size.
+func (s *Spool) Full() *FullError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.accepting || s.closed {
+		return nil
+	}
+	return &FullError{RetryAfter: s.retryAfterLocked()}
+}
+
 // HostUsage returns what host holds in the spool.
 func (s *Spool) HostUsage(host string) HostUsage {
 	s.mu.Lock()
@@ -489,15 +502,29 @@ func beUint64(b []byte) uint64 {
 }
 
 // drainMeter estimates how many messages per second leave the spool, over
-// the last few seconds, without a ticker.
+// the last few seconds, without a ticker. Its window starts no earlier than
+// the current spell of draining, so the first estimates after a quiet spell
+// (a burst arriving at an idle spool, a host resuming) are not diluted by
+// the quiet seconds before them.
 type drainMeter struct {
 	buckets [8]struct {
 		sec int64
 		n   int64
 	}
+	since time.Time // when the current spell of draining started
+	last  time.Time // the latest add
 }
 
+const (
+	drainWindow  = 7 * time.Second        // a spell of draining ends after this long without one
+	drainMinSpan = 250 * time.Millisecond // the shortest span a rate is taken over
+)
+
 func (d *drainMeter) add(now time.Time, n int64) {
+	if d.last.IsZero() || now.Sub(d.last) > drainWindow {
+		d.since = now
+	}
+	d.last = now
 	sec := now.Unix()
 	b := &d.buckets[sec%int64(len(d.buckets))]
 	if b.sec != sec {
@@ -506,16 +533,26 @@ func (d *drainMeter) add(now time.Time, n int64) {
 	b.n += n
 }
 
-// rate averages over the last len(buckets)-1 complete seconds.
+// rate averages over the current second and the six before it, or over
+// the time since the spell of draining started if that is shorter (but at
+// least drainMinSpan).
 func (d *drainMeter) rate(now time.Time) float64 {
+	if d.last.IsZero() || now.Sub(d.last) > drainWindow {
+		return 0
+	}
 	sec := now.Unix()
+	oldest := sec - int64(len(d.buckets)) + 2 // the 8th bucket may be reused: left out
 	var total int64
 	for _, b := range d.buckets {
-		if b.sec < sec && b.sec >= sec-int64(len(d.buckets)-1) {
+		if b.sec >= oldest && b.sec <= sec {
 			total += b.n
 		}
 	}
-	return float64(total) / float64(len(d.buckets)-1)
+	start := time.Unix(oldest, 0)
+	if d.since.After(start) {
+		start = d.since
+	}
+	return float64(total) / max(now.Sub(start), drainMinSpan).Seconds()
 }
 
 // gcLoop reclaims value-log space held by delivered messages, and keeps

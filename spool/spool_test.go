@@ -191,12 +191,18 @@ func TestBackpressureHysteresis(t *testing.T) {
 	if err := s.Append(ctx, newMsg("a.example", 50), 0); !errors.As(err, &full) {
 		t.Fatalf("at 6/10 after high water: got %v, want FullError", err)
 	}
+	// The answer before a body is read carries the same estimate: one
+	// message (6 → 5) at the rate of the two just delivered, well under the
+	// 30 s given when nothing has drained for a while.
+	if f := s.Full(); f == nil || f.RetryAfter >= 30*time.Second {
+		t.Fatalf("Full() at 6/10 after high water: %+v, want an estimate from the drain rate", f)
+	}
 	if err := s.Delete(accepted[2]); err != nil {
 		t.Fatal(err)
 	}
 	waitUsage(t, s, 5)
-	if !s.Accepting() {
-		t.Fatal("not accepting at the low-water mark")
+	if !s.Accepting() || s.Full() != nil {
+		t.Fatalf("not accepting at the low-water mark (Full: %+v)", s.Full())
 	}
 	if err := s.Append(ctx, newMsg("a.example", 51), 0); err != nil {
 		t.Fatalf("at low water: %v", err)
@@ -512,5 +518,48 @@ func TestPausedHostsSurviveRestart(t *testing.T) {
 	}
 	if _, n, _ := s.ListDead(DeadFilter{}, 0); n != 0 {
 		t.Fatalf("pause records counted as %d dead letters", n)
+	}
+}
+
+// TestDrainMeter: the drain rate behind Retry-After follows a spell of
+// draining from its start, and forgets it once it is over.
+func TestDrainMeter(t *testing.T) {
+	var d drainMeter
+	t0 := time.Unix(1000, 900e6) // late in a second, as a burst may be
+	if r := d.rate(t0); r != 0 {
+		t.Fatalf("rate before any drain: %v, want 0", r)
+	}
+	// A burst reaches an idle spool: a burst of 10 leaves at once, then one
+	// every 10 ms. 137 ms in, that is 23 over the shortest span, 250 ms.
+	d.add(t0, 10)
+	for i := 1; i <= 13; i++ {
+		d.add(t0.Add(time.Duration(i)*10*time.Millisecond), 1)
+	}
+	if r := d.rate(t0.Add(137 * time.Millisecond)); r != 92 {
+		t.Fatalf("rate 137 ms into draining: %v, want 23 / 0.25 s = 92", r)
+	}
+	// Steady at 100/s for ten seconds.
+	now := t0.Add(130 * time.Millisecond)
+	for now.Before(t0.Add(10 * time.Second)) {
+		now = now.Add(10 * time.Millisecond)
+		d.add(now, 1)
+	}
+	if r := d.rate(now); r < 98 || r > 102 {
+		t.Fatalf("rate after 10 s at 100/s: %v", r)
+	}
+	// Draining stops: the rate falls, and after the window it is gone.
+	if r := d.rate(now.Add(3 * time.Second)); r < 40 || r > 70 {
+		t.Fatalf("rate 3 s after draining stopped: %v, want about 4 s of 100/s over 7 s", r)
+	}
+	if r := d.rate(now.Add(8 * time.Second)); r != 0 {
+		t.Fatalf("rate 8 s after draining stopped: %v, want 0", r)
+	}
+	// A new spell 20 s later is measured from its own start.
+	restart := now.Add(20 * time.Second)
+	for i := range 50 {
+		d.add(restart.Add(time.Duration(i)*10*time.Millisecond), 1)
+	}
+	if r := d.rate(restart.Add(500 * time.Millisecond)); r != 100 {
+		t.Fatalf("rate 0.5 s into a new spell: %v, want 50 / 0.5 s = 100", r)
 	}
 }
