@@ -125,7 +125,7 @@ type Spool struct {
 	seq       uint64
 	messages  int64
 	bytes     int64
-	hosts     map[string]*HostUsage
+	hosts     map[string]*hostState
 	nDead     int64
 	accepting bool
 	dirty     int64 // bytes written to the queue since it was last dropped
@@ -150,6 +150,12 @@ type Spool struct {
 type HostUsage struct {
 	Messages int64
 	Bytes    int64
+}
+
+// hostState is what the spool keeps for a host with queued messages.
+type hostState struct {
+	HostUsage
+	drain drainMeter // for the Retry-After of max_queued
 }
 
 // Usage is a point-in-time view of the spool's size and admission state.
@@ -188,7 +194,7 @@ func Open(opts Options) (*Spool, error) {
 		badgerErrors: errs,
 		opts:         opts,
 		log:          opts.Logger,
-		hosts:        make(map[string]*HostUsage),
+		hosts:        make(map[string]*hostState),
 		accepting:    true,
 		writerDone:   make(chan struct{}),
 		gcDone:       make(chan struct{}),
@@ -368,7 +374,7 @@ func (s *Spool) HostUsage(host string) HostUsage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if u := s.hosts[host]; u != nil {
-		return *u
+		return u.HostUsage
 	}
 	return HostUsage{}
 }
@@ -379,7 +385,7 @@ func (s *Spool) Hosts() map[string]HostUsage {
 	defer s.mu.Unlock()
 	out := make(map[string]HostUsage, len(s.hosts))
 	for h, u := range s.hosts {
-		out[h] = *u
+		out[h] = u.HostUsage
 	}
 	return out
 }
@@ -407,13 +413,21 @@ func (s *Spool) account(host string, n, size int64) {
 	}
 	u := s.hosts[host]
 	if u == nil {
-		u = &HostUsage{}
+		u = &hostState{}
 		s.hosts[host] = u
 	}
 	u.Messages += n
 	u.Bytes += size
 	if u.Messages <= 0 || u.Bytes < 0 {
 		delete(s.hosts, host)
+	}
+}
+
+// drained records a message leaving host's queue, for the drain rates.
+func (s *Spool) drained(host string, now time.Time) {
+	s.drain.add(now, 1)
+	if u := s.hosts[host]; u != nil {
+		u.drain.add(now, 1)
 	}
 }
 
@@ -443,7 +457,7 @@ func (s *Spool) admit(host string, size, hostLimit int64) error {
 	}
 	if hostLimit > 0 {
 		if u := s.hosts[host]; u != nil && u.Messages >= hostLimit {
-			return &FullError{Host: host, RetryAfter: s.retryAfterLocked()}
+			return &FullError{Host: host, RetryAfter: retryAfter(float64(u.Messages-hostLimit+1), u.drain.rate(time.Now()))}
 		}
 	}
 	s.account(host, 1, size)
@@ -482,14 +496,19 @@ func (s *Spool) retryAfterLocked() time.Duration {
 	if excess <= 0 {
 		return time.Second
 	}
-	rate := s.drain.rate(time.Now())
-	if rate <= 0 {
-		return 30 * time.Second
-	}
 	msgs := excess * float64(s.opts.MaxMessages)
 	if fb := float64(s.bytes) / float64(s.opts.MaxBytes); fb > float64(s.messages)/float64(s.opts.MaxMessages) && s.messages > 0 {
 		// Bytes are the binding limit: convert to messages at the average size.
 		msgs = (fb - s.opts.LowWater) * float64(s.opts.MaxBytes) / (float64(s.bytes) / float64(s.messages))
+	}
+	return retryAfter(msgs, s.drain.rate(time.Now()))
+}
+
+// retryAfter is how long msgs take to leave at rate (per second), between
+// 1 s and 5 min; 30 s when nothing has left lately.
+func retryAfter(msgs, rate float64) time.Duration {
+	if rate <= 0 {
+		return 30 * time.Second
 	}
 	d := time.Duration(msgs / rate * float64(time.Second))
 	return min(max(d, time.Second), 5*time.Minute)

@@ -514,14 +514,14 @@ func (s *Spool) settle(ops []*op, ok bool) {
 		case opAppend:
 			s.dirty += o.size
 		case opDelete:
+			s.drained(o.msg.Host, now)
 			s.account(o.msg.Host, -1, -o.old)
-			s.drain.add(now, 1)
 		case opUpdate:
 			s.account(o.msg.Host, 0, o.size-o.old)
 			s.dirty += o.size
 		case opBury:
+			s.drained(o.msg.Host, now)
 			s.account(o.msg.Host, -1, -o.old)
-			s.drain.add(now, 1)
 		case opRevive:
 			s.account(o.msg.Host, 1, o.size)
 			s.dirty += o.size
