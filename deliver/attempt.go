@@ -23,6 +23,11 @@ type result struct {
 	err        error
 	retryAfter string
 	took       time.Duration
+
+	// What the answer means, from classify.
+	verdict verdict
+	outcome pacer.Outcome
+	reason  string
 }
 
 // attempt sends m once and applies the verdict. It runs on its own
@@ -39,7 +44,8 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 	n := m.Attempts + 1 // m is ours until finish puts it back
 	res := d.send(ctx, m, pol)
 	now := time.Now()
-	if v, _, _ := classify(res.status, res.err, pol.Retry4xx); v == vDone {
+	res.verdict, res.outcome, res.reason = classify(res.status, res.err, pol.Retry4xx)
+	if res.verdict == vDone {
 		// Keep the slot until the delete is durable: a crash can then repeat
 		// only deliveries that hold a slot, at most the host's concurrency.
 		// If the delete fails (the writer logs why), the webhook stays on
@@ -110,7 +116,7 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol 
 		d.buffered -= int64(len(m.Body))
 		return vRetry, "abandoned at shutdown", time.Time{}
 	}
-	v, outcome, reason := classify(res.status, res.err, pol.Retry4xx)
+	v, outcome, reason := res.verdict, res.outcome, res.reason
 	ra, hasRA := ParseRetryAfter(res.retryAfter, now)
 	pr := pacer.Result{Outcome: outcome, SentAt: sentAt}
 	if v == vHold {
