@@ -207,11 +207,42 @@ func Run(ctx context.Context, o Options) error {
 	adminSrv.Shutdown(deadline)
 	left := sp.Usage()
 	spoolClosed = true
-	if err := sp.Close(); err != nil {
-		return fmt.Errorf("close spool: %w", err)
+	if err := closeSpool(sp, deadline); err != nil {
+		return err
 	}
 	log.Info("hookpace stopped", "queued", left.Messages, "dead_letters", left.Dead)
 	return nil
+}
+
+// spoolCloseGrace is the least time the spool gets to close, even when the
+// deliveries in flight used up the whole shutdown deadline.
+const spoolCloseGrace = 5 * time.Second
+
+// closeSpool closes the spool within what is left of the shutdown deadline
+// (at least spoolCloseGrace). Closing flushes Badger's memtables, and
+// Badger retries a failed flush forever: with a failing disk, or a spool
+// directory removed underneath, Close never returns. Giving up then is
+// safe: every acknowledged webhook is already fsync'd, and the next start
+// recovers it exactly as after a crash.
+func closeSpool(sp *spool.Spool, deadline context.Context) error {
+	wait := spoolCloseGrace
+	if t, ok := deadline.Deadline(); ok && time.Until(t) > wait {
+		wait = time.Until(t)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- sp.Close() }()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case err := <-closed:
+		if err != nil {
+			return fmt.Errorf("close spool: %w", err)
+		}
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("close spool: not closed after %v (what was left of shutdown.timeout, at least 5s; Badger logged why); "+
+			"exiting without a clean close: acknowledged webhooks are fsync'd and recovered at the next start", wait.Round(time.Millisecond))
+	}
 }
 
 func serve(srv *http.Server, ln net.Listener) error {
