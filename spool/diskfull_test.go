@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 )
@@ -113,5 +114,60 @@ func TestDiskFullRefusalIsSettledBeforeItsAnswer(t *testing.T) {
 	got, err := s.Read("a.example", 0, 1000)
 	if err != nil || int64(len(got)) != accepted {
 		t.Fatalf("read %d of %d accepted: %v", len(got), accepted, err)
+	}
+}
+
+// TestDirGoneRefusesThenRecovers moves the queue directory away under an
+// open spool, as an operator's rm -rf or a lost volume would: Badger would
+// go on writing into files that vanish at exit, so appends must fail with
+// ErrDirGone instead of being acknowledged, and succeed again once the
+// directory is back.
+func TestDirGoneRefusesThenRecovers(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, Options{})
+	queue, moved := filepath.Join(dir, "queue"), filepath.Join(dir, "queue.moved")
+	// Badger's close would retry its flush forever without the directory:
+	// put it back first, whatever the test did.
+	t.Cleanup(func() {
+		if _, err := os.Stat(moved); err == nil {
+			os.RemoveAll(queue)
+			os.Rename(moved, queue)
+		}
+		s.Close()
+	})
+	ctx := context.Background()
+	if err := s.Append(ctx, newMsg("a.example", 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(queue, moved); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Append(ctx, newMsg("a.example", 1), 0)
+	var werr *WriteError
+	if !errors.Is(err, ErrDirGone) || !errors.As(err, &werr) {
+		t.Fatalf("append with the directory gone: %v, want a WriteError with ErrDirGone", err)
+	}
+	// A directory of the same name is not the same directory.
+	if err := os.Mkdir(queue, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, newMsg("a.example", 2), 0); !errors.Is(err, ErrDirGone) {
+		t.Fatalf("append with the directory replaced: %v, want ErrDirGone", err)
+	}
+	if u := s.Usage(); u.Messages != 1 {
+		t.Fatalf("usage %d messages, want only the one acknowledged", u.Messages)
+	}
+	if err := os.Remove(queue); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(moved, queue); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, newMsg("a.example", 3), 0); err != nil {
+		t.Fatalf("append with the directory back: %v", err)
+	}
+	got, err := s.Read("a.example", 0, 10)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("read %d messages (%v), want the 2 acknowledged", len(got), err)
 	}
 }

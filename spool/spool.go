@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,7 @@ func (o *Options) setDefaults() {
 var (
 	ErrClosed   = errors.New("spool is closed")
 	ErrDiskFull = errors.New("spool disk is nearly full (spool.min_free)")
+	ErrDirGone  = errors.New("spool directory was removed or replaced while hookpace ran; restart hookpace")
 )
 
 // FullError reports that the spool (or one host's share of it) is past its
@@ -130,7 +132,9 @@ type Spool struct {
 	accepting bool
 	dirty     int64 // bytes written to the queue since it was last dropped
 	diskFull  bool
+	dirGone   bool
 	drain     drainMeter
+	queueDir  os.FileInfo // the queue directory as opened, to notice it vanish
 
 	writerDone chan struct{}
 	gcDone     chan struct{}
@@ -188,7 +192,14 @@ func Open(opts Options) (*Spool, error) {
 		db.Close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
+	queueDir, err := os.Stat(filepath.Join(opts.Dir, "queue"))
+	if err != nil {
+		db.Close()
+		dead.Close()
+		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
+	}
 	s := &Spool{
+		queueDir:     queueDir,
 		db:           db,
 		dead:         dead,
 		badgerErrors: errs,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -223,7 +225,7 @@ type round struct {
 // letters before its queue delete is written, and a replayed one is in the
 // queue before its dead letter is removed (in finish).
 func (s *Spool) commit(batch []*op) *round {
-	batch = s.refuseIfDiskFull(batch)
+	batch = s.refuseUnsafeAppends(batch)
 	r := &round{batch: batch}
 	for _, o := range batch {
 		switch o.kind {
@@ -313,13 +315,15 @@ func (s *Spool) finish(r *round) {
 	}
 }
 
-// refuseIfDiskFull fails the appends of a round while free space is below
-// MinFree, and logs when that starts and ends. Deletes still go through:
-// they are what frees space.
-func (s *Spool) refuseIfDiskFull(batch []*op) []*op {
-	if s.opts.MinFree <= 0 {
-		return batch
-	}
+// refuseUnsafeAppends fails the appends of a round while the spool cannot
+// keep them, and logs when that starts and ends:
+//   - free space is below MinFree;
+//   - the queue directory is no longer the one opened (removed or replaced
+//     underneath): Badger would go on writing into unlinked files, which
+//     vanish when the process exits, so a 202 would be a lie.
+//
+// Deletes still go through: they are what frees space.
+func (s *Spool) refuseUnsafeAppends(batch []*op) []*op {
 	grows := false
 	for _, o := range batch {
 		grows = grows || o.kind == opAppend || o.kind == opRevive
@@ -327,19 +331,38 @@ func (s *Spool) refuseIfDiskFull(batch []*op) []*op {
 	if !grows {
 		return batch
 	}
-	free, err := s.opts.diskFree(s.opts.Dir)
-	full := err == nil && free < s.opts.MinFree
-	s.mu.Lock()
-	if full != s.diskFull {
-		s.diskFull = full
+	var why error
+	if s.opts.MinFree > 0 {
+		free, err := s.opts.diskFree(s.opts.Dir)
+		full := err == nil && free < s.opts.MinFree
+		s.mu.Lock()
+		if full != s.diskFull {
+			s.diskFull = full
+			if full {
+				s.log.Error("spool disk nearly full: answering 503 to new webhooks until space returns", "free", free, "min_free", s.opts.MinFree)
+			} else {
+				s.log.Warn("spool disk has space again: accepting webhooks", "free", free)
+			}
+		}
+		s.mu.Unlock()
 		if full {
-			s.log.Error("spool disk nearly full: answering 503 to new webhooks until space returns", "free", free, "min_free", s.opts.MinFree)
-		} else {
-			s.log.Warn("spool disk has space again: accepting webhooks", "free", free)
+			why = ErrDiskFull
 		}
 	}
-	s.mu.Unlock()
-	if !full {
+	fi, err := os.Stat(filepath.Join(s.opts.Dir, "queue"))
+	gone := err != nil || !os.SameFile(fi, s.queueDir)
+	if gone != s.dirGone {
+		s.dirGone = gone // only the writer goroutine reads or writes it
+		if gone {
+			s.log.Error("spool directory removed or replaced underneath: answering 503 to new webhooks", "dir", s.opts.Dir, "error", err)
+		} else {
+			s.log.Warn("spool directory is back: accepting webhooks", "dir", s.opts.Dir)
+		}
+	}
+	if gone {
+		why = ErrDirGone
+	}
+	if why == nil {
 		return batch
 	}
 	kept := batch[:0:0]
@@ -355,7 +378,7 @@ func (s *Spool) refuseIfDiskFull(batch []*op) []*op {
 	// caller never sees its own message still counted.
 	s.settle(refused, false)
 	for _, o := range refused {
-		o.reply(&WriteError{Err: ErrDiskFull})
+		o.reply(&WriteError{Err: why})
 	}
 	return kept
 }
