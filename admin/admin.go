@@ -2,7 +2,7 @@
 // (localhost by default) and is the client the CLI uses to talk to it.
 //
 //	GET    /healthz                alive
-//	GET    /readyz                 spool open and below its high-water mark
+//	GET    /readyz                 spool open, below its high-water mark, and writable
 //	GET    /metrics                Prometheus text (OpenTelemetry exporter)
 //	GET    /v1/hosts               every known host's pacing state
 //	GET    /v1/hosts/{host}        one host
@@ -80,6 +80,11 @@ func Handler(o Options) http.Handler {
 type api struct{ Options }
 
 func (a *api) ready(w http.ResponseWriter, r *http.Request) {
+	u := a.Spool.Usage()
+	if u.Refusing != "" {
+		writeError(w, http.StatusServiceUnavailable, "not ready: "+u.Refusing)
+		return
+	}
 	if !a.Spool.Accepting() {
 		writeError(w, http.StatusServiceUnavailable, "not ready: spool closed or past its high-water mark")
 		return

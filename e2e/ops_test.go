@@ -324,11 +324,11 @@ hosts:
 	t.Logf("%d acknowledged, %d distinct arrived, %d duplicates %v", len(acked), len(seen), len(dups), dups)
 }
 
-// TestShutdownGivesUpOnAFailedSpool: when the spool cannot be closed, as
-// with a failed volume (here its directory is removed underneath), Badger
-// retries its final memtable flush forever. SIGTERM must still end the
-// process, with an error exit that says why, rather than hang until a
-// SIGKILL.
+// TestShutdownGivesUpOnAFailedSpool: the spool directory is removed under
+// a running hookpace, as with a failed volume. New webhooks get 503 and
+// /readyz fails. Badger then retries its final memtable flush forever, and
+// SIGTERM must still end the process, with an error exit that says why,
+// rather than hang until a SIGKILL.
 func TestShutdownGivesUpOnAFailedSpool(t *testing.T) {
 	hp := Start(t, `
 egress: {allow: ["127.0.0.0/8"]}
@@ -343,10 +343,25 @@ shutdown: {timeout: 1s}
 	if err := os.RemoveAll(filepath.Join(hp.Dir, "spool")); err != nil {
 		t.Fatal(err)
 	}
+	// Badger would write on into the unlinked files: no 202 for that.
+	if code, id := hp.Post(hp.Client(), target, []byte(`{"n":2}`), nil); code != http.StatusServiceUnavailable {
+		t.Fatalf("POST after the spool directory was removed: %d (id %q), want 503", code, id)
+	}
+	resp, err := http.Get("http://" + hp.Admin + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz: %d with the spool directory gone, want 503", resp.StatusCode)
+	}
 	hp.Signal(syscall.SIGTERM)
 	// The liveness bound is generous: what matters is that it exits.
 	if code := hp.Wait(60 * time.Second); code == 0 {
 		t.Fatalf("exit code 0 after a spool that could not be closed\n%s", hp.Log())
+	}
+	if !strings.Contains(hp.Log(), "spool directory removed or replaced underneath") {
+		t.Errorf("the log does not say why webhooks got 503:\n%s", hp.Log())
 	}
 	if !strings.Contains(hp.Log(), "exiting without a clean close") {
 		t.Errorf("the log does not say why it exited:\n%s", hp.Log())

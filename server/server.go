@@ -241,7 +241,7 @@ func closeSpool(sp *spool.Spool, deadline context.Context) error {
 		return nil
 	case <-timer.C:
 		return fmt.Errorf("close spool: not closed after %v (what was left of shutdown.timeout, at least 5s; Badger logged why); "+
-			"exiting without a clean close: acknowledged webhooks are fsync'd and recovered at the next start", wait.Round(time.Millisecond))
+			"exiting without a clean close: every acknowledged webhook was fsync'd, and the next start recovers what the spool directory holds", wait.Round(time.Millisecond))
 	}
 }
 

@@ -154,8 +154,8 @@ func TestDirGoneRefusesThenRecovers(t *testing.T) {
 	if err := s.Append(ctx, newMsg("a.example", 2), 0); !errors.Is(err, ErrDirGone) {
 		t.Fatalf("append with the directory replaced: %v, want ErrDirGone", err)
 	}
-	if u := s.Usage(); u.Messages != 1 {
-		t.Fatalf("usage %d messages, want only the one acknowledged", u.Messages)
+	if u := s.Usage(); u.Messages != 1 || u.Refusing != ErrDirGone.Error() {
+		t.Fatalf("usage %d messages, refusing %q; want only the one acknowledged, and why appends fail", u.Messages, u.Refusing)
 	}
 	if err := os.Remove(queue); err != nil {
 		t.Fatal(err)
@@ -165,6 +165,9 @@ func TestDirGoneRefusesThenRecovers(t *testing.T) {
 	}
 	if err := s.Append(ctx, newMsg("a.example", 3), 0); err != nil {
 		t.Fatalf("append with the directory back: %v", err)
+	}
+	if u := s.Usage(); u.Refusing != "" {
+		t.Fatalf("still refusing %q with the directory back", u.Refusing)
 	}
 	got, err := s.Read("a.example", 0, 10)
 	if err != nil || len(got) != 2 {

@@ -175,6 +175,9 @@ type Usage struct {
 	Dead        int64   `json:"dead_letters"`
 	DrainRate   float64 `json:"drain_per_second"`
 	Hosts       int     `json:"hosts"`
+	// Refusing says why appends fail whatever the watermarks say: the disk
+	// is nearly full, or the spool directory is gone. Empty otherwise.
+	Refusing string `json:"refusing,omitempty"`
 }
 
 // Open opens (or creates) the spool in opts.Dir and counts what is queued.
@@ -357,7 +360,19 @@ func (s *Spool) Usage() Usage {
 		Dead:        s.nDead,
 		DrainRate:   s.drain.rate(time.Now()),
 		Hosts:       len(s.hosts),
+		Refusing:    s.refusingLocked(),
 	}
+}
+
+// refusingLocked is Usage.Refusing.
+func (s *Spool) refusingLocked() string {
+	switch {
+	case s.dirGone:
+		return ErrDirGone.Error()
+	case s.diskFull:
+		return ErrDiskFull.Error()
+	}
+	return ""
 }
 
 // Accepting reports whether new webhooks are being admitted.

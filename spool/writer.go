@@ -351,8 +351,11 @@ func (s *Spool) refuseUnsafeAppends(batch []*op) []*op {
 	}
 	fi, err := os.Stat(filepath.Join(s.opts.Dir, "queue"))
 	gone := err != nil || !os.SameFile(fi, s.queueDir)
-	if gone != s.dirGone {
-		s.dirGone = gone // only the writer goroutine reads or writes it
+	s.mu.Lock()
+	changed := gone != s.dirGone
+	s.dirGone = gone
+	s.mu.Unlock()
+	if changed {
 		if gone {
 			s.log.Error("spool directory removed or replaced underneath: answering 503 to new webhooks", "dir", s.opts.Dir, "error", err)
 		} else {
