@@ -50,8 +50,8 @@ func TestDiskFullRefusesThenRecovers(t *testing.T) {
 	if len(accepted) < 10 {
 		t.Fatalf("only %d appends before refusing", len(accepted))
 	}
-	if u := s.Usage(); u.Messages != int64(len(accepted)) {
-		t.Fatalf("usage %d, want the %d accepted", u.Messages, len(accepted))
+	if u := s.Usage(); u.Messages != int64(len(accepted)) || u.Refusing != ErrDiskFull.Error() {
+		t.Fatalf("usage %d, refusing %q; want the %d accepted, and why appends fail", u.Messages, u.Refusing, len(accepted))
 	}
 	// Everything accepted is readable.
 	got, err := s.Read("a.example", 0, len(accepted)+10)
@@ -67,6 +67,9 @@ func TestDiskFullRefusesThenRecovers(t *testing.T) {
 	waitUsage(t, s, 0)
 	if err := s.Append(ctx, newMsg("a.example", 9999), 0); err != nil {
 		t.Fatalf("after space returned: %v", err)
+	}
+	if u := s.Usage(); u.Refusing != "" {
+		t.Fatalf("still refusing %q after space returned", u.Refusing)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
