@@ -227,10 +227,13 @@ func destPort(u *url.URL) uint16 {
 }
 
 // hopHeaders are connection-level headers (RFC 9110 §7.6.1) that a proxy
-// must not forward, plus Content-Length, which replay recomputes.
+// must not forward, plus two that a replay must not carry: Content-Length,
+// which replay recomputes, and Expect, whose 100-continue was answered when
+// the body was spooled (replayed, it makes every delivery to a server that
+// ignores it wait a second before sending the body).
 var hopHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
-	"Transfer-Encoding": true, "Upgrade": true, "Content-Length": true,
+	"Transfer-Encoding": true, "Upgrade": true, "Content-Length": true, "Expect": true,
 }
 
 // storedHeader returns the headers to replay: the request's headers less

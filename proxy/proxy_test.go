@@ -46,6 +46,7 @@ func TestStoredHeader(t *testing.T) {
 		"Te":                  {"trailers"},
 		"Upgrade":             {"h2c"},
 		"Content-Length":      {"12"},
+		"Expect":              {"100-continue"},
 		"Traceparent":         {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 	}
 	got := storedHeader(in)
