@@ -205,9 +205,14 @@ func parseBasic(h string) (user, pass string, ok bool) {
 }
 
 // HostKey is the queue and config key of a destination: the lower-case
-// host, with the port only when it is not the scheme's default.
+// host, with the port only when it is not the scheme's default. A fully
+// qualified name's trailing dot is dropped: "partner.example." is the same
+// partner, with the same limits, as "partner.example".
 func HostKey(u *url.URL) string {
 	host := strings.ToLower(u.Hostname())
+	if len(host) > 1 {
+		host = strings.TrimSuffix(host, ".")
+	}
 	port := u.Port()
 	if port == "" || (port == "80" && u.Scheme == "http") || (port == "443" && u.Scheme == "https") {
 		return host

@@ -21,6 +21,8 @@ func TestHostKey(t *testing.T) {
 		{"http://127.0.0.1:9999/", "127.0.0.1:9999"},
 		{"http://[::1]:8080/", "[::1]:8080"},
 		{"http://[::1]/", "::1"},
+		{"http://API.Partner.example./hook", "api.partner.example"},
+		{"http://hooks.other.example.:8443/x", "hooks.other.example:8443"},
 	} {
 		u, err := url.Parse(tc.url)
 		if err != nil {
