@@ -613,3 +613,38 @@ func TestIdleHostsAreForgotten(t *testing.T) {
 		}
 	})
 }
+
+// TestDrainTime: the Retry-After estimate for a host at its max_queued
+// follows the host's pace, and its hold.
+func TestDrainTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+			if r.URL.Host == "held.example" {
+				return 429, http.Header{"Retry-After": {"30"}}
+			}
+			return 200, nil
+		}}
+		d, q := setup(t, rc, map[string]Policy{
+			"slow.example": policy(5.0/60, 1, 1), // 5/m
+			"held.example": policy(10, 1, 1),
+		}, 0)
+		if _, ok := d.DrainTime("unknown.example", 1, time.Now()); ok {
+			t.Fatal("an estimate for a host never seen")
+		}
+		q.add("slow.example", 3)
+		q.add("held.example", 3)
+		synctest.Wait()
+		if got, ok := d.DrainTime("slow.example", 2, time.Now()); !ok || got < 23*time.Second || got > 25*time.Second {
+			t.Fatalf("slow host, 2 to go: %v (%v), want ~24s at 5/m", got, ok)
+		}
+		// The first attempt was answered 429 with Retry-After 30: the
+		// estimate starts after the hold.
+		if got, ok := d.DrainTime("held.example", 1, time.Now()); !ok || got < 30*time.Second || got > 31*time.Second {
+			t.Fatalf("held host, 1 to go: %v (%v), want 30s of hold and a little", got, ok)
+		}
+		d.Pause("slow.example")
+		if got, ok := d.DrainTime("slow.example", 1, time.Now()); ok {
+			t.Fatalf("paused host: %v, want no estimate", got)
+		}
+	})
+}

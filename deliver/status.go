@@ -87,6 +87,28 @@ func (d *Dispatcher) Host(name string) (HostStatus, bool) {
 	return d.statusLocked(h, time.Now()), true
 }
 
+// DrainTime estimates how long until n more of host's queued webhooks have
+// been sent: after the host's hold, at its current (adaptive) rate. It
+// says nothing (ok false) for a host that is paused, has no rate, or that
+// the dispatcher does not know. Retries and the breaker are not counted:
+// it is an estimate for a client's Retry-After.
+func (d *Dispatcher) DrainTime(host string, n int64, now time.Time) (wait time.Duration, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.hosts[host]
+	if h == nil {
+		return 0, false
+	}
+	st := h.pace.State(now)
+	if st.Paused || st.Rate <= 0 {
+		return 0, false
+	}
+	if !st.HeldUntil.IsZero() {
+		wait = st.HeldUntil.Sub(now)
+	}
+	return wait + time.Duration(float64(n)/st.Rate*float64(time.Second)), true
+}
+
 // Pause stops sending to host (attempts in flight finish) until Resume.
 // Pausing a host hookpace has not seen yet is allowed.
 func (d *Dispatcher) Pause(name string) {

@@ -115,3 +115,47 @@ hosts:
 		return n == want
 	})
 }
+
+// TestHostMaxQueuedRetryAfter: a host at its max_queued gets 429 with a
+// Retry-After from its own pace (6/m: 10 s for one webhook to leave), and
+// 30 s while it is paused; other hosts are unaffected.
+func TestHostMaxQueuedRetryAfter(t *testing.T) {
+	release := make(chan struct{})
+	rc := NewReceiver(t)
+	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) { <-release }
+	defer close(release)
+	other := NewReceiver(t)
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 6/m, burst: 1, concurrency: 1, max_queued: 2}
+`, rc.Host()))
+	post := func(target string) (int, string) {
+		t.Helper()
+		resp, err := hp.Client().Post(target, "application/json", bytes.NewReader([]byte(`{}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	// The first is sent at once and held by the receiver: it stays
+	// queued until answered, so two fill the host's share.
+	for i := range 2 {
+		if code, _ := post(fmt.Sprintf("%s/q/%d", rc.URL, i)); code != http.StatusAccepted {
+			t.Fatalf("webhook %d: %d, want 202", i, code)
+		}
+	}
+	if code, ra := post(rc.URL + "/q/over"); code != http.StatusTooManyRequests || ra != "10" {
+		t.Fatalf("over max_queued: %d, Retry-After %q; want 429 and 10 (one webhook at 6/m)", code, ra)
+	}
+	if code, _ := post(other.URL + "/o"); code != http.StatusAccepted {
+		t.Fatalf("another host: %d, want 202", code)
+	}
+	if out, err := hp.CLI("pause", rc.Host()); err != nil {
+		t.Fatalf("pause: %v\n%s", err, out)
+	}
+	if code, ra := post(rc.URL + "/q/paused"); code != http.StatusTooManyRequests || ra != "30" {
+		t.Fatalf("over max_queued while paused: %d, Retry-After %q; want 429 and 30", code, ra)
+	}
+}

@@ -198,15 +198,30 @@ func tooLarge(n, limit int64) decision {
 }
 
 // full is the backpressure answer: 429 with a Retry-After estimated from the
-// spool's drain rate.
+// spool's drain rate or, for a host at its max_queued, from that host's
+// pacing.
 func (p *Proxy) full(e *spool.FullError) decision {
 	reason := "spool past its high-water mark; retry later"
+	ra := e.RetryAfter
 	if e.Host != "" {
 		reason = "queue for " + e.Host + " is at max_queued; retry later"
+		ra = p.hostRetryAfter(e.Host, e.Over)
 	}
-	secs := max(1, int((e.RetryAfter+time.Second-1)/time.Second))
+	secs := max(1, int((ra+time.Second-1)/time.Second))
 	return decision{outcome: outcomeBackpressure, status: http.StatusTooManyRequests, reason: reason,
 		header: http.Header{"Retry-After": {strconv.Itoa(secs)}}}
+}
+
+// hostRetryAfter is how soon a host at its max_queued will have room, over
+// of its queued webhooks having to leave first, as its pacing says: after
+// its hold, at its current rate.
+func (p *Proxy) hostRetryAfter(host string, over int64) time.Duration {
+	if p.opts.Pacing != nil {
+		if d, ok := p.opts.Pacing.DrainTime(host, over, time.Now()); ok {
+			return min(max(d, spool.MinRetryAfter), spool.MaxRetryAfter)
+		}
+	}
+	return spool.UnknownRetryAfter
 }
 
 // record writes the decision's canonical log line and metric.

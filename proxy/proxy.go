@@ -43,6 +43,12 @@ type Guard interface {
 	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
+// Pacing estimates how soon a host's queue drains; *deliver.Dispatcher is
+// the real one.
+type Pacing interface {
+	DrainTime(host string, n int64, now time.Time) (time.Duration, bool)
+}
+
 // Counter records ingest outcomes; *telemetry.Metrics is the real one.
 type Counter interface {
 	Ingest(ctx context.Context, outcome string)
@@ -52,6 +58,7 @@ type Counter interface {
 type Options struct {
 	Config *atomic.Pointer[config.Config] // current config; reloads swap it
 	Spool  Spooler
+	Pacing Pacing // nil: a host at max_queued gets spool.UnknownRetryAfter
 	Guard  Guard
 	CA     *mitm.CA // nil: MITM is not available
 	// Transport carries passthrough requests (non-POST) and tunnels. It

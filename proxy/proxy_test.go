@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"testing"
 	"time"
+
+	"github.com/hookpace/hookpace/spool"
 )
 
 func TestHostKey(t *testing.T) {
@@ -131,5 +133,48 @@ func TestVerdictCache(t *testing.T) {
 	c.reset()
 	if err := c.check(ctx, "c.example", 80, refused); err != nil {
 		t.Fatalf("after reset the new verdict should apply: %v", err)
+	}
+}
+
+type pacingFunc func(host string, n int64) (time.Duration, bool)
+
+func (f pacingFunc) DrainTime(host string, n int64, _ time.Time) (time.Duration, bool) {
+	return f(host, n)
+}
+
+// TestHostFullRetryAfter: a host at its max_queued gets the Retry-After its
+// pacing gives, within bounds; the whole spool's estimate is the spool's.
+func TestHostFullRetryAfter(t *testing.T) {
+	var asked int64
+	p := &Proxy{opts: Options{Pacing: pacingFunc(func(host string, n int64) (time.Duration, bool) {
+		asked = n
+		switch host {
+		case "slow.example":
+			return 11500 * time.Millisecond, true
+		case "slower.example":
+			return time.Hour, true
+		case "fast.example":
+			return 10 * time.Millisecond, true
+		}
+		return 0, false
+	})}}
+	for _, tc := range []struct {
+		e    spool.FullError
+		want string
+	}{
+		{spool.FullError{Host: "slow.example", Over: 2}, "12"},
+		{spool.FullError{Host: "slower.example", Over: 1}, "300"},
+		{spool.FullError{Host: "fast.example", Over: 1}, "1"},
+		{spool.FullError{Host: "paused.example", Over: 1}, "30"},
+		{spool.FullError{RetryAfter: 7 * time.Second}, "7"},
+	} {
+		d := p.full(&tc.e)
+		if d.status != http.StatusTooManyRequests || d.header.Get("Retry-After") != tc.want {
+			t.Errorf("%+v: %d, Retry-After %q; want 429, %q", tc.e, d.status, d.header.Get("Retry-After"), tc.want)
+		}
+	}
+	p.full(&spool.FullError{Host: "slow.example", Over: 3})
+	if asked != 3 {
+		t.Errorf("pacing asked about %d webhooks, want the 3 over", asked)
 	}
 }

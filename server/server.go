@@ -130,6 +130,7 @@ func Run(ctx context.Context, o Options) error {
 	px := proxy.New(proxy.Options{
 		Config:    &current,
 		Spool:     sp,
+		Pacing:    disp,
 		Guard:     guard,
 		CA:        ca,
 		Transport: transport(guard, roots, false),

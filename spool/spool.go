@@ -85,7 +85,12 @@ var (
 // FullError reports that the spool (or one host's share of it) is past its
 // high-water mark. RetryAfter estimates when it will accept again.
 type FullError struct {
-	Host       string // set when only this host's max_queued was reached
+	Host string // set when only this host's max_queued was reached
+	// Over is, for a host's max_queued, how many of its queued messages
+	// must leave before one more fits. How soon that is depends on the
+	// host's pacing, which the spool does not know: RetryAfter is then
+	// zero, for the caller to estimate.
+	Over       int64
 	RetryAfter time.Duration
 }
 
@@ -127,7 +132,7 @@ type Spool struct {
 	seq       uint64
 	messages  int64
 	bytes     int64
-	hosts     map[string]*hostState
+	hosts     map[string]*HostUsage
 	nDead     int64
 	accepting bool
 	dirty     int64 // bytes written to the queue since it was last dropped
@@ -154,12 +159,6 @@ type Spool struct {
 type HostUsage struct {
 	Messages int64
 	Bytes    int64
-}
-
-// hostState is what the spool keeps for a host with queued messages.
-type hostState struct {
-	HostUsage
-	drain drainMeter // for the Retry-After of max_queued
 }
 
 // Usage is a point-in-time view of the spool's size and admission state.
@@ -208,7 +207,7 @@ func Open(opts Options) (*Spool, error) {
 		badgerErrors: errs,
 		opts:         opts,
 		log:          opts.Logger,
-		hosts:        make(map[string]*hostState),
+		hosts:        make(map[string]*HostUsage),
 		accepting:    true,
 		writerDone:   make(chan struct{}),
 		gcDone:       make(chan struct{}),
@@ -400,7 +399,7 @@ func (s *Spool) HostUsage(host string) HostUsage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if u := s.hosts[host]; u != nil {
-		return u.HostUsage
+		return *u
 	}
 	return HostUsage{}
 }
@@ -411,7 +410,7 @@ func (s *Spool) Hosts() map[string]HostUsage {
 	defer s.mu.Unlock()
 	out := make(map[string]HostUsage, len(s.hosts))
 	for h, u := range s.hosts {
-		out[h] = u.HostUsage
+		out[h] = *u
 	}
 	return out
 }
@@ -439,21 +438,13 @@ func (s *Spool) account(host string, n, size int64) {
 	}
 	u := s.hosts[host]
 	if u == nil {
-		u = &hostState{}
+		u = &HostUsage{}
 		s.hosts[host] = u
 	}
 	u.Messages += n
 	u.Bytes += size
 	if u.Messages <= 0 || u.Bytes < 0 {
 		delete(s.hosts, host)
-	}
-}
-
-// drained records a message leaving host's queue, for the drain rates.
-func (s *Spool) drained(host string, now time.Time) {
-	s.drain.add(now, 1)
-	if u := s.hosts[host]; u != nil {
-		u.drain.add(now, 1)
 	}
 }
 
@@ -483,7 +474,7 @@ func (s *Spool) admit(host string, size, hostLimit int64) error {
 	}
 	if hostLimit > 0 {
 		if u := s.hosts[host]; u != nil && u.Messages >= hostLimit {
-			return &FullError{Host: host, RetryAfter: retryAfter(float64(u.Messages-hostLimit+1), u.drain.rate(time.Now()))}
+			return &FullError{Host: host, Over: u.Messages - hostLimit + 1}
 		}
 	}
 	s.account(host, 1, size)
@@ -530,14 +521,22 @@ func (s *Spool) retryAfterLocked() time.Duration {
 	return retryAfter(msgs, s.drain.rate(time.Now()))
 }
 
+// Bounds of the Retry-After estimates given with backpressure.
+const (
+	MinRetryAfter     = time.Second
+	MaxRetryAfter     = 5 * time.Minute
+	UnknownRetryAfter = 30 * time.Second // when nothing says how soon
+)
+
 // retryAfter is how long msgs take to leave at rate (per second), between
-// 1 s and 5 min; 30 s when nothing has left lately.
+// MinRetryAfter and MaxRetryAfter; UnknownRetryAfter when nothing has left
+// lately.
 func retryAfter(msgs, rate float64) time.Duration {
 	if rate <= 0 {
-		return 30 * time.Second
+		return UnknownRetryAfter
 	}
 	d := time.Duration(msgs / rate * float64(time.Second))
-	return min(max(d, time.Second), 5*time.Minute)
+	return min(max(d, MinRetryAfter), MaxRetryAfter)
 }
 
 func beUint64(b []byte) uint64 {

@@ -540,13 +540,13 @@ func (s *Spool) settle(ops []*op, ok bool) {
 		case opAppend:
 			s.dirty += o.size
 		case opDelete:
-			s.drained(o.msg.Host, now)
+			s.drain.add(now, 1)
 			s.account(o.msg.Host, -1, -o.old)
 		case opUpdate:
 			s.account(o.msg.Host, 0, o.size-o.old)
 			s.dirty += o.size
 		case opBury:
-			s.drained(o.msg.Host, now)
+			s.drain.add(now, 1)
 			s.account(o.msg.Host, -1, -o.old)
 		case opRevive:
 			s.account(o.msg.Host, 1, o.size)
