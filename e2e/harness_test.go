@@ -138,7 +138,9 @@ func (h *Hookpace) start() {
 		h.t.Fatal(err)
 	}
 	ready := make(chan struct{})
+	scanned := make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		once := sync.Once{}
@@ -155,6 +157,7 @@ func (h *Hookpace) start() {
 	go func() {
 		h.exitErr = h.cmd.Wait()
 		pw.Close()
+		<-scanned // the last lines are in h.log before anyone hears of the exit
 		close(h.exited)
 	}()
 	select {
