@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -123,10 +125,12 @@ func TestHostMaxQueuedRetryAfter(t *testing.T) {
 	release := make(chan struct{})
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) { <-release }
-	defer close(release)
+	answer := sync.OnceFunc(func() { close(release) })
+	defer answer()
 	other := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
+shutdown: {timeout: 1s}
 hosts:
   "%s": {rate: 6/m, burst: 1, concurrency: 1, max_queued: 2}
 `, rc.Host()))
@@ -149,6 +153,7 @@ hosts:
 	if code, ra := post(rc.URL + "/q/over"); code != http.StatusTooManyRequests || ra != "10" {
 		t.Fatalf("over max_queued: %d, Retry-After %q; want 429 and 10 (one webhook at 6/m)", code, ra)
 	}
+
 	if code, _ := post(other.URL + "/o"); code != http.StatusAccepted {
 		t.Fatalf("another host: %d, want 202", code)
 	}
@@ -157,5 +162,15 @@ hosts:
 	}
 	if code, ra := post(rc.URL + "/q/paused"); code != http.StatusTooManyRequests || ra != "30" {
 		t.Fatalf("over max_queued while paused: %d, Retry-After %q; want 429 and 30", code, ra)
+	}
+	// The canonical ingest lines say what each 429 advised (the log is
+	// complete once hookpace has exited).
+	answer()
+	hp.Signal(syscall.SIGTERM)
+	hp.Wait(30 * time.Second)
+	for _, want := range []string{"retry_after=10", "retry_after=30"} {
+		if !strings.Contains(hp.Log(), want) {
+			t.Errorf("no ingest line with %s:\n%s", want, hp.Log())
+		}
 	}
 }

@@ -254,6 +254,9 @@ func (p *Proxy) record(r *http.Request, start time.Time, host string, size int, 
 	if d.reason != "" {
 		rec.AddAttrs(slog.String("reason", d.reason))
 	}
+	if ra := d.header["Retry-After"]; len(ra) > 0 {
+		rec.AddAttrs(slog.String("retry_after", ra[0]))
+	}
 	_ = p.log.Handler().Handle(ctx, rec)
 }
 
