@@ -71,9 +71,9 @@ type Hookpace struct {
 	exitErr error
 }
 
-// freePort reserves a loopback port. The window between closing it and
-// hookpace binding it is tiny; tests on this machine own loopback.
-func freePort(t *testing.T) string {
+// deadPort returns a loopback address where nothing listens (a port the
+// kernel handed out and that was closed again): a target that refuses.
+func deadPort(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -84,14 +84,15 @@ func freePort(t *testing.T) string {
 }
 
 // Start writes cfg (YAML, without listen/admin/spool.dir, which Start
-// fills in) to a temp dir and starts hookpace on it. The process is killed
-// at the end of the test.
+// fills in) to a temp dir and starts hookpace on it. hookpace binds both
+// listeners on 127.0.0.1:0 and the harness reads the bound addresses
+// from its "hookpace started" line, so no two tests race for a port. The
+// process is killed at the end of the test.
 func Start(t *testing.T, cfg string) *Hookpace {
 	t.Helper()
 	h := &Hookpace{t: t, Dir: t.TempDir()}
-	h.Proxy, h.Admin = freePort(t), freePort(t)
 	h.Config = filepath.Join(h.Dir, "hookpace.yaml")
-	writeConfig(t, h.Config, h.Proxy, h.Admin, filepath.Join(h.Dir, "spool"), cfg)
+	writeConfig(t, h.Config, "127.0.0.1:0", "127.0.0.1:0", filepath.Join(h.Dir, "spool"), cfg)
 	h.start()
 	t.Cleanup(func() { h.Kill() })
 	return h
@@ -137,7 +138,7 @@ func (h *Hookpace) start() {
 	if err := h.cmd.Start(); err != nil {
 		h.t.Fatal(err)
 	}
-	ready := make(chan struct{})
+	ready := make(chan [2]string, 1)
 	scanned := make(chan struct{})
 	go func() {
 		defer close(scanned)
@@ -150,7 +151,7 @@ func (h *Hookpace) start() {
 			h.log.WriteString(line + "\n")
 			h.logMu.Unlock()
 			if strings.Contains(line, "hookpace started") {
-				once.Do(func() { close(ready) })
+				once.Do(func() { ready <- startedAddrs(line) })
 			}
 		}
 	}()
@@ -161,12 +162,36 @@ func (h *Hookpace) start() {
 		close(h.exited)
 	}()
 	select {
-	case <-ready:
+	case addrs := <-ready:
+		if addrs[0] == "" || addrs[1] == "" {
+			h.t.Fatalf("no listen/admin address in the start line\n%s", h.Log())
+		}
+		h.Proxy, h.Admin = addrs[0], addrs[1]
 	case <-h.exited:
 		h.t.Fatalf("hookpace exited at start: %v\n%s", h.exitErr, h.Log())
 	case <-time.After(30 * time.Second):
 		h.t.Fatalf("hookpace did not start within 30s\n%s", h.Log())
 	}
+}
+
+var startedText = regexp.MustCompile(`\b(listen|admin)=(\S+)`)
+
+// startedAddrs reads the bound proxy and admin addresses from hookpace's
+// "hookpace started" line, in either log format (JSON or text).
+func startedAddrs(line string) [2]string {
+	var j struct{ Listen, Admin string }
+	if json.Unmarshal([]byte(line), &j) == nil {
+		return [2]string{j.Listen, j.Admin}
+	}
+	var out [2]string
+	for _, m := range startedText.FindAllStringSubmatch(line, -1) {
+		if m[1] == "listen" {
+			out[0] = m[2]
+		} else {
+			out[1] = m[2]
+		}
+	}
+	return out
 }
 
 // Log returns everything hookpace has logged so far.
@@ -208,7 +233,8 @@ func (h *Hookpace) Wait(limit time.Duration) int {
 }
 
 // Restart starts hookpace again on the same config and spool (after Kill
-// or a graceful exit).
+// or a graceful exit). Its listeners get new ports: Proxy and Admin are
+// updated, so take clients and addresses after the restart.
 func (h *Hookpace) Restart() {
 	h.t.Helper()
 	h.logMu.Lock()
@@ -273,19 +299,6 @@ func (h *Hookpace) CLI(args ...string) (string, error) {
 	cmd := exec.Command(binary, append(args, "--admin", h.Admin)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// MetricValue returns the value of the series whose line starts with
-// prefix (name plus labels as Prometheus prints them), or -1.
-func MetricValue(text, prefix string) float64 {
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(prefix) + `(?:\{[^}]*\})? ([0-9.e+-]+)$`)
-	m := re.FindStringSubmatch(text)
-	if m == nil {
-		return -1
-	}
-	var v float64
-	fmt.Sscan(m[1], &v)
-	return v
 }
 
 // Receiver is a real HTTP partner that records what it gets.

@@ -336,7 +336,7 @@ shutdown: {timeout: 1s}
 `)
 	// Nothing listens on this port: the webhook stays queued, so the
 	// memtable has something to flush at close.
-	target := "http://" + freePort(t) + "/never"
+	target := "http://" + deadPort(t) + "/never"
 	if code, body := hp.Post(hp.Client(), target, []byte(`{"n":1}`), nil); code != http.StatusAccepted {
 		t.Fatalf("POST: %d %s", code, body)
 	}
