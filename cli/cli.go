@@ -30,16 +30,35 @@ Usage:
   hookpace dead list [--host H] [--limit N] [--json]
   hookpace dead replay (--all | --host H | ID...)
   hookpace dead purge  (--all | --host H | ID...)
+  hookpace version                     version, commit and Go version
+  hookpace help [COMMAND]              this text, or one command's (also COMMAND --help)
 
+The status page is on the admin listener: http://127.0.0.1:9090/ by default.
 Operator commands find the admin API from --admin ADDR, or from --config FILE
 (its admin: setting), or use 127.0.0.1:9090.
 `
 
 // Main runs the command line and returns the exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch {
+		case isHelp(args[0]):
+			fmt.Fprint(stdout, usage)
+			return 0
+		case args[0] == "--version" || args[0] == "-version":
+			fmt.Fprint(stdout, versionString())
+			return 0
+		}
+	}
 	cmd := "run"
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
+	}
+	// "hookpace ca --help", "hookpace dead -h": commands with
+	// subcommands answer before looking for one.
+	if (cmd == "ca" || cmd == "dead") && len(args) > 0 && isHelp(args[0]) {
+		printHelp(stdout, cmd, nil)
+		return 0
 	}
 	var err error
 	switch cmd {
@@ -57,14 +76,22 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = pauseResume(cmd, args, stdout)
 	case "dead":
 		err = dead(args, stdout)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+	case "version":
+		err = version(args, stdout)
+	case "help":
+		if len(args) > 0 {
+			printHelp(stdout, args[0], nil)
+		} else {
+			fmt.Fprint(stdout, usage)
+		}
 		return 0
 	default:
 		fmt.Fprintf(stderr, "hookpace: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
-	if errors.Is(err, flag.ErrHelp) {
+	var he helpError
+	if errors.As(err, &he) {
+		printHelp(stdout, cmd, he.fs)
 		return 0
 	}
 	var ue usageError
@@ -97,7 +124,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return err
+				return helpError{fs}
 			}
 			return usageError{err.Error()}
 		}

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"strings"
+)
+
+// commandHelp is the first lines of "hookpace CMD --help"; the flags that
+// the command's FlagSet defines follow them, printed from the FlagSet
+// itself so that they cannot drift from what the command accepts.
+var commandHelp = map[string]string{
+	"run": `Usage: hookpace [run] [--config FILE]
+
+Runs the proxy, the deliverer and the admin API until SIGTERM or SIGINT
+(a second signal exits at once; queued messages stay in the spool).
+SIGHUP reloads the config. Without --config the embedded defaults apply.
+`,
+	"check-config": `Usage: hookpace check-config FILE
+
+Validates a config file: exit 0 and a one-line summary, or exit 1 and the
+errors, each naming the field and the line.
+`,
+	"ca": `Usage: hookpace ca init --dir DIR
+
+Creates an operator CA for MITM of HTTPS webhooks: DIR/ca.crt and
+DIR/ca.key (mode 0600). Point mitm.ca_cert and mitm.ca_key at them and have
+your applications trust DIR/ca.crt.
+`,
+	"status": `Usage: hookpace status [--json] [--admin ADDR | --config FILE]
+
+Prints the spool's usage and one row per host: queued, in flight, rate,
+hold, breaker and last error. The same data, live, is on the status page
+at http://ADMIN/.
+`,
+	"pause": `Usage: hookpace pause HOST [--admin ADDR | --config FILE]
+
+Stops sending to HOST; its webhooks are still accepted and spooled. The
+pause is stored in the spool and holds across restarts until resume.
+`,
+	"resume": `Usage: hookpace resume HOST [--admin ADDR | --config FILE]
+
+Lets HOST send again after a pause.
+`,
+	"health": `Usage: hookpace health [--ready] [--admin ADDR | --config FILE]
+
+Exit 0 if the admin API answers /healthz (with --ready: /readyz); for
+container probes.
+`,
+	"dead": `Usage:
+  hookpace dead list [--host H] [--limit N] [--json]
+  hookpace dead replay (--all | --host H | ID...)
+  hookpace dead purge  (--all | --host H | ID...)
+
+Lists, replays (puts back into their host's queue) or deletes dead letters.
+replay and purge act on nothing unless told which.
+`,
+	"version": `Usage: hookpace version
+
+Prints the version, the commit it was built from and the Go version.
+`,
+}
+
+// helpError carries the FlagSet of a command asked for --help.
+type helpError struct{ fs *flag.FlagSet }
+
+func (helpError) Error() string { return flag.ErrHelp.Error() }
+func (helpError) Unwrap() error { return flag.ErrHelp }
+
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "-help" }
+
+// printHelp prints the help of cmd and the flags of fs (nil: none).
+func printHelp(out io.Writer, cmd string, fs *flag.FlagSet) {
+	text, ok := commandHelp[cmd]
+	if !ok {
+		fmt.Fprint(out, usage)
+		return
+	}
+	fmt.Fprint(out, text)
+	if fs == nil {
+		return
+	}
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nFlags:")
+	fs.SetOutput(out)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// Version and Commit may be set by the build with -ldflags "-X
+// github.com/hookpace/hookpace/cli.Version=v1.2.3 -X ...cli.Commit=SHA".
+// Left empty, they come from the build info: the module version, and the
+// vcs.revision that go build stamps when it runs in a git checkout (not in
+// a git worktree, whose .git is a file, nor with -buildvcs=false).
+var Version, Commit string
+
+// versionString is what "hookpace version" prints.
+func versionString() string {
+	version, commit, modified := Version, Commit, false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if version == "" {
+			version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				if commit == "" {
+					commit = s.Value
+				}
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if version == "" {
+		version = "(devel)"
+	}
+	if commit == "" {
+		commit = "unknown"
+	}
+	if modified {
+		commit += " (modified)"
+	}
+	return fmt.Sprintf("hookpace %s\ncommit %s\n%s %s/%s\n", version, commit,
+		strings.TrimSpace(runtime.Version()), runtime.GOOS, runtime.GOARCH)
+}
+
+func version(args []string, out io.Writer) error {
+	fs := newFlags("version")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"unexpected argument " + fs.Arg(0)}
+	}
+	fmt.Fprint(out, versionString())
+	return nil
+}

@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"bytes"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func runMain(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = Main(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestHelpPrintsUsage(t *testing.T) {
+	for _, arg := range []string{"--help", "-h", "-help", "help"} {
+		code, out, errOut := runMain(arg)
+		if code != 0 || !strings.Contains(out, "Usage:") || !strings.Contains(out, "hookpace check-config FILE") {
+			t.Errorf("hookpace %s: exit %d, stdout %q, stderr %q; want the usage and exit 0", arg, code, out, errOut)
+		}
+	}
+}
+
+// Every command answers --help with its own usage and its flags, on
+// stdout, with exit 0, and does nothing else (status would dial the
+// admin API; run would start a proxy).
+func TestEverySubcommandHasHelp(t *testing.T) {
+	cases := []struct {
+		args []string
+		want []string // in stdout
+	}{
+		{[]string{"run", "--help"}, []string{"Usage: hookpace [run]", "-config"}},
+		{[]string{"check-config", "-h"}, []string{"Usage: hookpace check-config FILE"}},
+		{[]string{"ca", "--help"}, []string{"Usage: hookpace ca init --dir DIR"}},
+		{[]string{"ca", "init", "--help"}, []string{"Usage: hookpace ca init", "-dir"}},
+		{[]string{"status", "--help"}, []string{"Usage: hookpace status", "-json", "-admin"}},
+		{[]string{"pause", "--help"}, []string{"Usage: hookpace pause HOST", "-admin"}},
+		{[]string{"resume", "-h"}, []string{"Usage: hookpace resume HOST"}},
+		{[]string{"health", "--help"}, []string{"Usage: hookpace health", "-ready"}},
+		{[]string{"dead", "--help"}, []string{"hookpace dead list", "hookpace dead purge"}},
+		{[]string{"dead", "replay", "--help"}, []string{"hookpace dead replay", "-all", "-host"}},
+		{[]string{"version", "--help"}, []string{"Usage: hookpace version"}},
+		{[]string{"help", "status"}, []string{"Usage: hookpace status"}},
+	}
+	for _, c := range cases {
+		code, out, errOut := runMain(c.args...)
+		if code != 0 || errOut != "" {
+			t.Errorf("hookpace %s: exit %d, stderr %q; want exit 0 and nothing on stderr", strings.Join(c.args, " "), code, errOut)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("hookpace %s: stdout lacks %q:\n%s", strings.Join(c.args, " "), w, out)
+			}
+		}
+	}
+	// Every command in the help table is reachable, and each is listed in
+	// the overall usage.
+	for cmd := range commandHelp {
+		if !strings.Contains(usage, "hookpace "+cmd) && cmd != "run" && cmd != "resume" {
+			t.Errorf("usage does not list %q", cmd)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out, _ := runMain(args...)
+		if code != 0 {
+			t.Fatalf("hookpace %v: exit %d", args, code)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 3 || !strings.HasPrefix(lines[0], "hookpace ") || !strings.HasPrefix(lines[1], "commit ") ||
+			!strings.HasPrefix(lines[2], runtime.Version()+" ") {
+			t.Errorf("hookpace %v printed %q; want version, commit and Go version lines", args, out)
+		}
+	}
+	defer func(v, c string) { Version, Commit = v, c }(Version, Commit)
+	Version, Commit = "v1.2.3", "abc123"
+	if _, out, _ := runMain("version"); !strings.Contains(out, "hookpace v1.2.3\ncommit abc123\n") {
+		t.Errorf("with Version and Commit set by the linker, version printed %q", out)
+	}
+}
+
+func TestUnknownCommandExits2(t *testing.T) {
+	code, out, errOut := runMain("frobnicate")
+	if code != 2 || out != "" || !strings.Contains(errOut, `unknown command "frobnicate"`) {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
