@@ -134,11 +134,6 @@ type TracesConfig struct {
 	SampleRatio float64 // in [0,1]
 }
 
-// ShutdownConfig bounds graceful shutdown.
-type ShutdownConfig struct {
-	Timeout Duration // deadline for in-flight deliveries on SIGTERM
-}
-
 // Default returns the built-in configuration: valid and fully resolved.
 func Default() *Config {
 	c := &Config{

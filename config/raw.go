@@ -154,7 +154,3 @@ type rawTraces struct {
 	Endpoint    opt[string]  `yaml:"endpoint"`
 	SampleRatio opt[float64] `yaml:"sample_ratio"`
 }
-
-type rawShutdown struct {
-	Timeout opt[Duration] `yaml:"timeout"`
-}

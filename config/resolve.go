@@ -56,7 +56,7 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 		p.add(firstLine(tr.Endpoint.Line, tr.Exporter.Line), "telemetry.traces.endpoint", "required when exporter is otlp")
 	}
 
-	field(p, "shutdown.timeout", raw.Shutdown.Timeout, &c.Shutdown.Timeout, positive)
+	resolveShutdown(p, &raw.Shutdown, &c.Shutdown)
 
 	base := defaultHost()
 	if c.MITM.Enabled() {

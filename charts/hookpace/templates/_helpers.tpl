@@ -1,0 +1,66 @@
+{{/* Name of the gateway's Service, StatefulSet, PDB and Secret. */}}
+{{- define "hookpace.gatewayName" -}}
+{{ .Release.Name }}-hookpace
+{{- end }}
+
+{{- define "hookpace.gatewayLabels" -}}
+app.kubernetes.io/name: hookpace
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: gateway
+{{- end }}
+
+{{/* Seconds the pod may take to stop: shutdown.timeout, at least 5 s more
+to close the spool and 5 s of slack; in sidecar mode the app stops first. */}}
+{{- define "hookpace.gracePeriod" -}}
+{{- $s := int .Values.hookpace.shutdown.timeoutSeconds | add 10 -}}
+{{- if eq .Values.mode "sidecar" -}}{{- $s = add $s (int .Values.app.stopSeconds) -}}{{- end -}}
+{{ $s }}
+{{- end }}
+
+{{/* The handoff URL in force, or "". */}}
+{{- define "hookpace.handoff" -}}
+{{- if .Values.hookpace.shutdown.handoff -}}
+{{ .Values.hookpace.shutdown.handoff }}
+{{- else if and (eq .Values.mode "gateway") .Values.gateway.handoffToService -}}
+http://{{ include "hookpace.gatewayName" . }}.{{ .Release.Namespace }}.svc.cluster.local:{{ .Values.gateway.port }}
+{{- end -}}
+{{- end }}
+
+{{/* hookpace's config.yaml: hookpace.config with the shutdown section, and
+in gateway mode its listener and proxy users. */}}
+{{- define "hookpace.config" -}}
+{{- $v := .Values -}}
+{{- if not (has $v.mode (list "sidecar" "gateway")) -}}
+{{- fail (printf "mode: want sidecar or gateway, got %q" $v.mode) -}}
+{{- end -}}
+{{- if hasKey $v.hookpace.config "shutdown" -}}
+{{- fail "hookpace.config.shutdown: set hookpace.shutdown instead (the chart derives the grace period from it)" -}}
+{{- end -}}
+{{- $sh := $v.hookpace.shutdown -}}
+{{- $timeout := int $sh.timeoutSeconds -}}
+{{- $drain := int $sh.drainSeconds -}}
+{{- $handoff := include "hookpace.handoff" . -}}
+{{- if and $handoff (lt (sub $timeout $drain) 5) -}}
+{{- fail (printf "hookpace.shutdown.drainSeconds: %d leaves %d s of timeoutSeconds (%d) for the hand-off; it needs at least 5" $drain (sub $timeout $drain) $timeout) -}}
+{{- end -}}
+{{- $cfg := deepCopy $v.hookpace.config -}}
+{{- $shutdown := dict "timeout" (printf "%ds" $timeout) "drain" (printf "%ds" $drain) -}}
+{{- if $handoff -}}
+{{- $_ := set $shutdown "handoff" $handoff -}}
+{{- if $sh.handoffSecret -}}
+{{- $_ := set $shutdown "handoff_auth_file" "/etc/hookpace-handoff/handoff-credentials" -}}
+{{- else if and (eq $v.mode "gateway") $v.gateway.auth.users (not $sh.handoff) -}}
+{{- $_ := set $shutdown "handoff_auth_file" "/etc/hookpace/handoff-credentials" -}}
+{{- end -}}
+{{- else if $sh.handoffSecret -}}
+{{- fail "hookpace.shutdown.handoffSecret: set without a hand-off target (hookpace.shutdown.handoff)" -}}
+{{- end -}}
+{{- $_ := set $cfg "shutdown" $shutdown -}}
+{{- if eq $v.mode "gateway" -}}
+{{- $_ := set $cfg "listen" (printf "0.0.0.0:%d" (int $v.gateway.port)) -}}
+{{- with $v.gateway.auth.users -}}
+{{- $_ := set $cfg "auth" (dict "users" .) -}}
+{{- end -}}
+{{- end -}}
+{{ toYaml $cfg }}
+{{- end }}

@@ -1,0 +1,93 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// ShutdownConfig bounds graceful shutdown. On SIGTERM hookpace refuses new
+// webhooks (503), keeps delivering for Drain, hands what is still queued
+// to Handoff (another hookpace's proxy listener), and closes the spool;
+// Timeout bounds all of it.
+type ShutdownConfig struct {
+	Timeout     Duration // bound for the whole stop: in-flight deliveries, drain, hand-off
+	Drain       Duration // keep delivering this long after SIGTERM; 0 = stop at once
+	Handoff     string   // URL of another hookpace's proxy listener; "" = no hand-off
+	HandoffAuth string   // path of a file holding "username:password" for Handoff
+}
+
+// HandoffMinRoom is the least of shutdown.timeout that shutdown.drain must
+// leave for the hand-off when one is configured.
+const HandoffMinRoom = 5 * time.Second
+
+type rawShutdown struct {
+	Timeout     opt[Duration] `yaml:"timeout"`
+	Drain       opt[Duration] `yaml:"drain"`
+	Handoff     opt[string]   `yaml:"handoff"`
+	HandoffAuth opt[string]   `yaml:"handoff_auth_file"`
+}
+
+func resolveShutdown(p *problems, r *rawShutdown, s *ShutdownConfig) {
+	field(p, "shutdown.timeout", r.Timeout, &s.Timeout, positive)
+	field(p, "shutdown.drain", r.Drain, &s.Drain, nonNegative)
+	field(p, "shutdown.handoff", r.Handoff, &s.Handoff, checkHandoffURL)
+	field(p, "shutdown.handoff_auth_file", r.HandoffAuth, &s.HandoffAuth, nonEmpty)
+	if s.HandoffAuth != "" {
+		switch {
+		case s.Handoff == "":
+			p.add(r.HandoffAuth.Line, "shutdown.handoff_auth_file", "set without shutdown.handoff")
+		case strings.Contains(s.Handoff, "@"):
+			p.add(r.HandoffAuth.Line, "shutdown.handoff_auth_file", "set as well as credentials in shutdown.handoff: give one")
+		}
+	}
+	line := firstLine(r.Drain.Line, r.Timeout.Line)
+	switch {
+	case s.Handoff != "" && s.Timeout-s.Drain < Duration(HandoffMinRoom):
+		p.add(line, "shutdown.drain", "%s leaves %s of shutdown.timeout (%s) for the hand-off; it needs at least %s",
+			s.Drain, max(s.Timeout-s.Drain, 0), s.Timeout, HandoffMinRoom)
+	case s.Drain > s.Timeout:
+		p.add(line, "shutdown.drain", "%s is longer than shutdown.timeout (%s), which bounds the whole stop", s.Drain, s.Timeout)
+	}
+}
+
+func nonNegative(d Duration) error {
+	if d < 0 {
+		return fmt.Errorf("must not be negative, got %s", d)
+	}
+	return nil
+}
+
+// checkHandoffURL accepts http://[user:password@]host:port of a hookpace
+// proxy listener, with no path beyond "/", or "" for none.
+func checkHandoffURL(s string) error {
+	if s == "" {
+		return nil // no hand-off
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("malformed URL %q", s)
+	}
+	switch {
+	case u.Scheme != "http":
+		return fmt.Errorf("want http://host:port of a hookpace proxy listener, got scheme %q", u.Scheme)
+	case u.Hostname() == "":
+		return fmt.Errorf("no host in %q", redactURL(u))
+	case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("want http://host:port without a path, got %q", redactURL(u))
+	}
+	if u.Port() != "" {
+		if err := checkPort(u.Port(), false); err != nil {
+			return err
+		}
+	}
+	if u.User != nil {
+		if pw, ok := u.User.Password(); u.User.Username() == "" || !ok || pw == "" {
+			return fmt.Errorf("credentials in %q: want user:password@", redactURL(u))
+		}
+	}
+	return nil
+}
+
+func redactURL(u *url.URL) string { return u.Redacted() }
