@@ -6,6 +6,9 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/hookpace/hookpace/egress"
+	"github.com/hookpace/hookpace/hostname"
 )
 
 // Value checks used by resolve. Each returns an error phrased to follow the
@@ -98,34 +101,17 @@ func checkListen(s string) error {
 		return fmt.Errorf("address %q: %w", s, err)
 	}
 	if _, err := netip.ParseAddr(host); host != "" && err != nil {
-		if err := checkHostname(host); err != nil {
+		if err := hostname.Check(host); err != nil {
 			return fmt.Errorf("address %q: %w", s, err)
 		}
 	}
 	return nil
 }
 
-// checkEgressEntry accepts a CIDR, an IP address, or a host name, optionally
-// "*." prefixed.
-func checkEgressEntry(s string) error {
-	s = strings.TrimSpace(s)
-	if strings.Contains(s, "/") {
-		if _, err := netip.ParsePrefix(s); err != nil {
-			return fmt.Errorf("malformed CIDR %q", s)
-		}
-		return nil
-	}
-	if _, err := netip.ParseAddr(s); err == nil {
-		return nil
-	}
-	if strings.Trim(s, "0123456789.") == "" && s != "" {
-		return fmt.Errorf("malformed IP address %q", s)
-	}
-	if err := checkHostname(strings.TrimPrefix(s, "*.")); err != nil {
-		return fmt.Errorf("want a CIDR, IP address or host name: %w", err)
-	}
-	return nil
-}
+// checkEgressEntry is egress's own parser for allow and deny entries (a
+// CIDR, an IP address, or a host name, optionally "*." prefixed), so that
+// check-config refuses exactly what a start refuses.
+func checkEgressEntry(s string) error { return egress.CheckRule(s) }
 
 // checkPort accepts 1..65535, or 0 when zeroOK (listen on any free port).
 func checkPort(p string, zeroOK bool) error {

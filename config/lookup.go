@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/hookpace/hookpace/hostname"
 )
 
 // hostIndex answers Config.Lookup with at most two exact map probes plus one
@@ -72,6 +74,23 @@ func splitHostPort(hp string) (host, port string) {
 	return hp, ""
 }
 
+// normalizeHostKey lower-cases a hosts key and drops a trailing dot from its
+// name, as proxy.HostKey does for a request ("Partner.Example.:8443" is
+// "partner.example:8443"), then checks it.
+func normalizeHostKey(raw string) (string, error) {
+	key := strings.ToLower(raw)
+	if !strings.Contains(key, "[") {
+		host, port := key, ""
+		if i := strings.IndexByte(key, ':'); i >= 0 && strings.LastIndexByte(key, ':') == i {
+			host, port = key[:i], key[i:]
+		}
+		if len(host) > 1 && strings.HasSuffix(host, ".") {
+			key = host[:len(host)-1] + port
+		}
+	}
+	return key, checkHostKey(key)
+}
+
 // checkHostKey validates a lower-cased hosts key: "host", "host:port",
 // "*.suffix" or "*.suffix:port", where host is a DNS name or IP address
 // (IPv6 bracketed when it has a port: "[2001:db8::1]:8443").
@@ -88,30 +107,14 @@ func checkHostKey(key string) error {
 		if a, err := netip.ParseAddr(host); wild || err != nil || !a.Is6() || a.Zone() != "" || port == "" {
 			return fmt.Errorf("host key %q: want [IPv6]:port or an IPv6 address without brackets", key)
 		}
-	} else if err := checkHostname(host); err != nil {
+	} else if a, err := netip.ParseAddr(host); err == nil && a.Is4() && !wild {
+		// IPv4 address with a port
+	} else if err := hostname.Check(host); err != nil {
 		return fmt.Errorf("host key %q: %w", key, err)
 	}
 	if port != "" || strings.HasSuffix(rest, ":") {
 		if err := checkPort(port, false); err != nil {
 			return fmt.Errorf("host key %q: %w", key, err)
-		}
-	}
-	return nil
-}
-
-// checkHostname accepts DNS names made of letters, digits, '-' and '_'.
-func checkHostname(h string) error {
-	if h == "" || len(h) > 253 {
-		return fmt.Errorf("malformed host name %q", h)
-	}
-	for _, label := range strings.Split(h, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return fmt.Errorf("malformed host name %q", h)
-		}
-		for _, r := range label {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-				return fmt.Errorf("malformed host name %q: unexpected %q", h, r)
-			}
 		}
 	}
 	return nil

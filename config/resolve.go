@@ -119,8 +119,8 @@ func resolveHosts(p *problems, entries []hostEntry, defaults HostConfig, minExpl
 	hosts := make(map[string]HostConfig, len(entries))
 	seen := make(map[string]hostEntry, len(entries))
 	for _, e := range entries {
-		key := strings.ToLower(e.key)
-		if err := checkHostKey(key); err != nil {
+		key, err := normalizeHostKey(e.key)
+		if err != nil {
 			p.add(e.line, "hosts", "%v", err)
 			continue
 		}
@@ -128,7 +128,7 @@ func resolveHosts(p *problems, entries []hostEntry, defaults HostConfig, minExpl
 			if prev.key == e.key {
 				p.add(e.line, "hosts", "duplicate host key %q (first at line %d)", e.key, prev.line)
 			} else {
-				p.add(e.line, "hosts", "duplicate host key %q: same as %q at line %d after lower-casing", e.key, prev.key, prev.line)
+				p.add(e.line, "hosts", "duplicate host key %q: same as %q at line %d after lower-casing and dropping a trailing dot", e.key, prev.key, prev.line)
 			}
 			continue
 		}

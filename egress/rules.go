@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/hookpace/hookpace/hostname"
 )
 
 // hostPattern is a lower-case host name; wildcard patterns ("*.x.example")
@@ -45,20 +47,38 @@ func parseRules(field string, entries []string) ([]netip.Prefix, []hostPattern, 
 	var nets []netip.Prefix
 	var hosts []hostPattern
 	for i, e := range entries {
-		s := strings.TrimSpace(e)
-		if p, err := parsePrefix(s); err == nil {
+		p, hp, isNet, err := parseRule(e)
+		switch {
+		case err != nil:
+			return nil, nil, fmt.Errorf("egress: %s[%d] %q: %w", field, i, e, err)
+		case isNet:
 			nets = append(nets, p)
-			continue
-		} else if strings.ContainsAny(s, ":/") {
-			return nil, nil, fmt.Errorf("egress: %s[%d] %q: %w", field, i, e, err)
+		default:
+			hosts = append(hosts, hp)
 		}
-		hp, err := parseHostPattern(s)
-		if err != nil {
-			return nil, nil, fmt.Errorf("egress: %s[%d] %q: %w", field, i, e, err)
-		}
-		hosts = append(hosts, hp)
 	}
 	return nets, hosts, nil
+}
+
+// CheckRule reports whether s is an entry that Options.Allow and Deny
+// accept. Its error is the one New gives for s, less the field and index:
+// config checks egress entries with it, so that check-config refuses
+// exactly what a start refuses.
+func CheckRule(s string) error {
+	_, _, _, err := parseRule(s)
+	return err
+}
+
+// parseRule parses one entry: a CIDR or IP (isNet), else a host pattern.
+func parseRule(e string) (p netip.Prefix, hp hostPattern, isNet bool, err error) {
+	s := strings.TrimSpace(e)
+	if p, err := parsePrefix(s); err == nil {
+		return p, hostPattern{}, true, nil
+	} else if strings.ContainsAny(s, ":/%") {
+		return netip.Prefix{}, hostPattern{}, false, err
+	}
+	hp, err = parseHostPattern(s)
+	return netip.Prefix{}, hp, false, err
 }
 
 // parsePrefix accepts a CIDR or a single IP. IPv4-mapped IPv6 prefixes
@@ -68,7 +88,7 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	if !strings.Contains(s, "/") {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("not an IP address: %w", err)
+			return netip.Prefix{}, fmt.Errorf("malformed IP address %q%s", s, netipReason(err))
 		}
 		if a.Zone() != "" {
 			return netip.Prefix{}, errors.New("zones are not allowed")
@@ -78,7 +98,7 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	}
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("not a CIDR: %w", err)
+		return netip.Prefix{}, fmt.Errorf("malformed CIDR %q%s", s, netipReason(err))
 	}
 	if a := p.Addr(); a.Is4In6() {
 		if p.Bits() < 96 {
@@ -89,30 +109,30 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return p.Masked(), nil
 }
 
+// netipReason is the tail of a netip parse error, after its echo of the
+// input: ": prefix length out of range".
+func netipReason(err error) string {
+	if _, r, ok := strings.Cut(err.Error(), "): "); ok {
+		return ": " + r
+	}
+	return ""
+}
+
+// parseHostPattern parses "name" or "*.name" with hostname's rule; the
+// name is lower-cased and loses a trailing dot.
 func parseHostPattern(s string) (hostPattern, error) {
-	name := normalizeName(s)
-	hp := hostPattern{name: name}
-	if rest, ok := strings.CutPrefix(name, "*."); ok {
-		hp = hostPattern{name: rest, wildcard: true}
+	rest, wild := strings.CutPrefix(s, "*.")
+	if strings.Trim(rest, "0123456789.") == "" && rest != "" {
+		return hostPattern{}, fmt.Errorf("malformed IP address %q", rest)
 	}
-	if hp.name == "" || len(hp.name) > 253 {
-		return hostPattern{}, errors.New("not a CIDR, IP or host name")
-	}
-	if last := hp.name[strings.LastIndex(hp.name, ".")+1:]; strings.Trim(last, "0123456789") == "" {
-		return hostPattern{}, errors.New("not a CIDR, IP or host name (all-numeric top-level label)")
-	}
-	for label := range strings.SplitSeq(hp.name, ".") {
-		if label == "" || len(label) > 63 {
-			return hostPattern{}, errors.New("not a CIDR, IP or host name (empty or long label)")
+	name, err := hostname.Normalize(rest)
+	if err != nil {
+		if strings.Contains(rest, "*") {
+			return hostPattern{}, fmt.Errorf("not a CIDR, IP or host name: only a leading \"*.\" wildcard is supported")
 		}
-		for _, c := range label {
-			ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
-			if !ok {
-				return hostPattern{}, fmt.Errorf("not a CIDR, IP or host name (bad character %q; only a leading \"*.\" wildcard is supported)", c)
-			}
-		}
+		return hostPattern{}, fmt.Errorf("not a CIDR, IP or host name: %w", err)
 	}
-	return hp, nil
+	return hostPattern{name: name, wildcard: wild}, nil
 }
 
 // parseSelf parses a listener address. An empty host means every address,

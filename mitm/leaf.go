@@ -14,6 +14,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/hookpace/hookpace/hostname"
 )
 
 const (
@@ -134,27 +136,23 @@ func (ca *CA) generate(name string, ip netip.Addr) (*tls.Certificate, error) {
 }
 
 // normalizeHost strips a port and brackets and returns the cache key: the
-// canonical IP for IP literals, else the lower-case name without a trailing dot.
+// canonical IP for IP literals, else the lower-case name without a trailing
+// dot. Names follow hookpace's one rule (package hostname).
 func normalizeHost(host string) (string, netip.Addr, error) {
 	h := host
 	if hh, _, err := net.SplitHostPort(h); err == nil {
 		h = hh
 	}
 	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
-	if ip, err := netip.ParseAddr(h); err == nil {
-		ip = ip.WithZone("").Unmap()
+	name, ip, err := hostname.Parse(h)
+	if err != nil {
+		return "", netip.Addr{}, fmt.Errorf("mitm: bad host %q: %w", host, err)
+	}
+	if ip.IsValid() {
+		ip = ip.Unmap()
 		return ip.String(), ip, nil
 	}
-	h = strings.TrimSuffix(strings.ToLower(h), ".")
-	if h == "" || len(h) > 253 {
-		return "", netip.Addr{}, fmt.Errorf("mitm: bad host %q", host)
-	}
-	for label := range strings.SplitSeq(h, ".") {
-		if label == "" || len(label) > 63 || strings.Trim(label, "abcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
-			return "", netip.Addr{}, fmt.Errorf("mitm: bad host %q", host)
-		}
-	}
-	return h, netip.Addr{}, nil
+	return name, netip.Addr{}, nil
 }
 
 // lru is a fixed-size least-recently-used cache. The CA's mutex guards it.

@@ -50,6 +50,12 @@ func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 	if authorized && r.Method != http.MethodPost {
 		// Passthrough: forwarded synchronously, unspooled. The transport's
 		// dialer applies the egress policy.
+		if err := CheckTarget(r.URL); err != nil {
+			host := HostKey(r.URL)
+			d := decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: err.Error()}
+			p.record(r, start, host, 0, d)
+			return nil, d.response(r, host)
+		}
 		p.opts.Metrics.Ingest(r.Context(), outcomePassthrough)
 		p.log.Info("ingest", "decision", outcomePassthrough, "method", r.Method, "host", HostKey(r.URL), "remote", r.RemoteAddr)
 		return r, nil
@@ -110,11 +116,8 @@ func (p *Proxy) handle(r *http.Request, cfg *config.Config, authorized bool) (ho
 }
 
 func (p *Proxy) decide(ctx context.Context, r *http.Request, cfg *config.Config, host string) (decision, int) {
-	if r.URL.Scheme != "http" && r.URL.Scheme != "https" {
-		return decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: "unsupported scheme " + strconv.Quote(r.URL.Scheme)}, 0
-	}
-	if r.URL.Hostname() == "" {
-		return decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: "request URL has no host"}, 0
+	if err := CheckTarget(r.URL); err != nil {
+		return decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: err.Error()}, 0
 	}
 	_, hc := cfg.Lookup(host)
 	// Refuse forbidden destinations before storing anything: a webhook
@@ -302,6 +305,9 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 	}
 	ctx.UserData = &ctxInfo{authorized: true}
 	u := &url.URL{Scheme: "https", Host: target}
+	if err := CheckTarget(u); err != nil {
+		return reject(decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: err.Error()})
+	}
 	host := HostKey(u)
 	_, hc := cfg.Lookup(host)
 	switch hc.Connect {

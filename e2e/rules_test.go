@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Issue 16 item 1: check-config refuses exactly what run refuses. Each
+// config goes to the real binary twice: `hookpace check-config --config F`
+// and `hookpace run --config F`. Both exit 1 naming the same field, or
+// check-config says ok and run starts.
+func TestCheckConfigAgreesWithRun(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		field      string // "" = accepted
+	}{
+		{"zone in egress IP", `egress: {allow: ["fe80::1%eth0"]}`, "egress.allow[0]"},
+		{"numeric wildcard", `egress: {allow: ["*.123"]}`, "egress.allow[0]"},
+		{"trailing hyphen in egress", `egress: {deny: ["foo-.example"]}`, "egress.deny[0]"},
+		{"trailing hyphen in hosts key", `hosts: {"foo-.example": {}}`, "hosts"},
+		{"numeric hosts key", `hosts: {"*.123": {}}`, "hosts"},
+		{"good names", `{egress: {allow: ["*.partner.example", "Partner.Example.", "::1", "10.0.0.0/8"]}, hosts: {"Partner.Example.:8443": {}, "10.0.0.5:80": {}}}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "f.yaml")
+			writeConfig(t, path, "127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "spool"), tc.yaml)
+			checkOut, checkErr := exec.Command(binary, "check-config", "--config", path).CombinedOutput()
+			started, runOut := runBriefly(t, path)
+			if tc.field == "" {
+				if checkErr != nil || !started {
+					t.Fatalf("want both to accept:\ncheck-config: %v\n%s\nrun started=%v:\n%s", checkErr, checkOut, started, runOut)
+				}
+				return
+			}
+			if code := exitCode(checkErr); code != 1 || !strings.Contains(string(checkOut), tc.field+":") {
+				t.Errorf("check-config: exit %d, want 1 naming %s:\n%s", code, tc.field, checkOut)
+			}
+			if started || !strings.Contains(runOut, tc.field+":") {
+				t.Errorf("run: started=%v, want exit 1 naming %s:\n%s", started, tc.field, runOut)
+			}
+		})
+	}
+}
+
+func exitCode(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// runBriefly runs `hookpace run --config path` until it logs "hookpace
+// started" (then stops it with SIGTERM) or exits; it returns which, and
+// the output.
+func runBriefly(t *testing.T, path string) (started bool, out string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "run", "--config", path)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	var b strings.Builder
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		b.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "hookpace started") {
+			started = true
+			cmd.Process.Signal(os.Interrupt)
+		}
+	}
+	err = cmd.Wait()
+	if !started && exitCode(err) != 1 {
+		t.Errorf("run neither started nor exited 1: %v", err)
+	}
+	return started, b.String()
+}
+
+// rawRequest sends one request line (with a Host header) to the proxy over
+// a fresh connection and returns the status and body of the answer.
+func rawRequest(t *testing.T, proxyAddr, method, target, host string) (int, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", proxyAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := ""
+	if method == http.MethodPost {
+		body = `{"n":1}`
+	}
+	_, err = c.Write([]byte(method + " " + target + " HTTP/1.1\r\nHost: " + host +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Issue 22 item 6: a destination no delivery could reach is 400 at the
+// door, with the reason, on every path: ingest, passthrough and CONNECT.
+func TestUnreachableTargetIs400(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
+	for _, tc := range []struct {
+		method, target, host, reason string
+	}{
+		{"POST", "http://127.0.0.1:99999/p", "127.0.0.1:99999", `invalid port "99999"`},
+		{"POST", "http://127.0.0.1:0/p", "127.0.0.1:0", `invalid port "0"`},
+		{"POST", "http://foo-.example/p", "foo-.example", "malformed host name"},
+		{"POST", "http://*.123/p", "*.123", "invalid host"},
+		{"POST", "ftp://127.0.0.1/p", "127.0.0.1", `unsupported scheme "ftp"`},
+		{"GET", "file:///etc/passwd", "", `unsupported scheme "file"`},
+		{"GET", "http://127.0.0.1:99999/p", "127.0.0.1:99999", `invalid port "99999"`},
+		{"GET", "gopher://127.0.0.1/x", "127.0.0.1", `unsupported scheme "gopher"`},
+		{"CONNECT", "127.0.0.1:0", "127.0.0.1:0", `invalid port "0"`},
+		{"CONNECT", "foo-.example:443", "foo-.example:443", "malformed host name"},
+	} {
+		status, body := rawRequest(t, hp.Proxy, tc.method, tc.target, tc.host)
+		if status != http.StatusBadRequest || !strings.Contains(body, tc.reason) {
+			t.Errorf("%s %s: %d %q, want 400 naming %q", tc.method, tc.target, status, body, tc.reason)
+		}
+	}
+	// A good target still gets its 202 and arrives.
+	status, body := rawRequest(t, hp.Proxy, "POST", rc.URL+"/ok", rc.Host())
+	if status != http.StatusAccepted {
+		t.Fatalf("POST %s/ok: %d %q, want 202", rc.URL, status, body)
+	}
+	rc.WaitFor(t, 10*time.Second, "the good webhook", func(as []Arrival) bool { return len(as) == 1 })
+	if n := rc.Count(nil); n != 1 {
+		t.Errorf("receiver got %d requests, want only the good one", n)
+	}
+}
