@@ -30,7 +30,7 @@ func spoolBadgerOptions(dir string, valueThreshold int64) badger.Options {
 }
 
 func benchBadgerBatches(b *testing.B, valueThreshold int64, syncWrites bool) {
-	dir, err := os.MkdirTemp(*workFlag, "hookpace-badger-")
+	dir, err := os.MkdirTemp(flags.workdir, "hookpace-badger-")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func (c *commitStats) report(b *testing.B) {
 func openSpoolStats(b *testing.B) (*spool.Spool, *commitStats) {
 	b.Helper()
 	cs := &commitStats{}
-	dir, err := os.MkdirTemp(*workFlag, "hookpace-inproc-")
+	dir, err := os.MkdirTemp(flags.workdir, "hookpace-inproc-")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// settings is every command-line flag in one place, and what run derives
+// from them (the -quick defaults, the generators, the sections).
+type settings struct {
+	// internal: this program run as a helper process (-role sink)
+	role          string
+	sinkListeners int
+	sinkStatus    int
+	sinkRecord    string
+
+	binary   string
+	quick    bool
+	only     string
+	gen      string
+	conns    int
+	dur      time.Duration // ingest: each measured run
+	reps     int
+	logLevel string
+	infoRow  bool
+	n        int // replay: webhooks
+	c        int // replay: concurrency
+	queued   int // RSS: webhooks queued
+	backlog  time.Duration
+	workdir  string
+	keep     bool
+	profile  string
+	out      string
+
+	quiet     float64
+	disturbed float64
+	retries   int
+	quietWait time.Duration
+
+	// derived by resolve
+	gens     []string
+	sections map[string]bool
+}
+
+// flags is registered at start-up, so that `go test ./bench` parses
+// -workdir too (the in-process benchmarks use it).
+var flags = register(flag.CommandLine)
+
+func register(fs *flag.FlagSet) *settings {
+	s := &settings{}
+	fs.StringVar(&s.role, "role", "", "internal: run as a helper process (sink)")
+	fs.IntVar(&s.sinkListeners, "sink-listeners", 1, "internal: sink listeners")
+	fs.IntVar(&s.sinkStatus, "sink-status", 202, "internal: sink answer status")
+	fs.StringVar(&s.sinkRecord, "sink-record", "none", "internal: sink recording (none|last|all)")
+
+	fs.StringVar(&s.binary, "binary", "", "hookpace binary to test (default: build ./cmd/hookpace)")
+	fs.BoolVar(&s.quick, "quick", false, "smaller and shorter runs (a smoke test, not the measurement)")
+	fs.StringVar(&s.only, "only", "ingest,replay,rss,pacing", "comma-separated sections to run")
+	fs.StringVar(&s.gen, "gen", "auto", "ingest load generators, comma-separated: wrk, go (raw keep-alive TCP), gohttp (net/http Transport via proxy); auto = wrk,go (go alone without wrk)")
+	fs.IntVar(&s.conns, "conns", 64, "ingest: connections")
+	fs.DurationVar(&s.dur, "d", 0, "ingest: length of each measured run (default 10s; -quick 4s)")
+	fs.IntVar(&s.reps, "reps", 0, "repetitions of the ingest and replay measurements (default 2; -quick 1)")
+	fs.StringVar(&s.logLevel, "log-level", "warn", "hookpace log.level for the measurements")
+	fs.BoolVar(&s.infoRow, "info-row", true, "ingest: also measure hookpace at log.level info (the product default), with wrk")
+	fs.IntVar(&s.n, "n", 0, "replay: webhooks (default 50000; -quick 10000)")
+	fs.IntVar(&s.c, "c", 64, "replay: concurrency of hookpace's host and of the plain client")
+	fs.IntVar(&s.queued, "queued", 0, "RSS: webhooks to queue behind a 1/s host (default 200000; -quick 50000)")
+	fs.DurationVar(&s.backlog, "pacing-backlog", 0, "pacing: backlog per host, in time at its rate (default 15s; -quick 6s)")
+	fs.StringVar(&s.workdir, "workdir", "", "parent dir for spools and scratch files (default $TMPDIR); must be a real disk for fsync to mean anything")
+	fs.BoolVar(&s.keep, "keep", false, "keep spool dirs and logs")
+	fs.StringVar(&s.profile, "profile", "", "after the ingest section, CPU-profile hookpace (built from ./bench/pprofwrap) during a wrk ingest run and write the profile here")
+	fs.StringVar(&s.out, "out", "", "also write the report to this file")
+	fs.Float64Var(&s.quiet, "quiet", 0.35, "before each measured run, wait until other processes plus hypervisor steal take fewer than this many cores (0: don't wait)")
+	fs.Float64Var(&s.disturbed, "disturbed", 0.3, "a measured run during which other processes plus hypervisor steal took more than this many cores is repeated (see -retries) and flagged with !")
+	fs.IntVar(&s.retries, "retries", 2, "repeats of a disturbed run; the least disturbed attempt is kept")
+	fs.DurationVar(&s.quietWait, "quiet-wait", 90*time.Second, "longest wait for -quiet before measuring anyway")
+	return s
+}
+
+// resolve fills the sizes left at 0 with the defaults (smaller with
+// -quick) and parses -only and -gen.
+func (s *settings) resolve() error {
+	def := struct {
+		dur, backlog    time.Duration
+		reps, n, queued int
+	}{10 * time.Second, 15 * time.Second, 2, 50000, 200000}
+	if s.quick {
+		def.dur, def.backlog, def.reps, def.n, def.queued = 4*time.Second, 6*time.Second, 1, 10000, 50000
+	}
+	s.dur = orDefault(s.dur, def.dur)
+	s.backlog = orDefault(s.backlog, def.backlog)
+	s.reps = orDefault(s.reps, def.reps)
+	s.n = orDefault(s.n, def.n)
+	s.queued = orDefault(s.queued, def.queued)
+	s.sections = map[string]bool{}
+	for _, x := range strings.Split(s.only, ",") {
+		s.sections[strings.TrimSpace(x)] = true
+	}
+	s.gens = nil
+	if s.gen == "auto" {
+		s.gens = []string{"go"}
+		if haveWrk() {
+			s.gens = []string{"wrk", "go"}
+		}
+	} else {
+		for _, g := range strings.Split(s.gen, ",") {
+			switch g = strings.TrimSpace(g); g {
+			case "wrk", "go", "gohttp":
+				s.gens = append(s.gens, g)
+			default:
+				return fmt.Errorf("-gen: unknown generator %q (wrk, go, gohttp)", g)
+			}
+		}
+	}
+	if slices.Contains(s.gens, "wrk") && !haveWrk() {
+		return fmt.Errorf("wrk is not installed (apt-get update && apt-get install -y wrk), or use -gen go")
+	}
+	return nil
+}
+
+// orDefault is v, or def when v was left at 0 (the flag's "default").
+func orDefault[T int | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
