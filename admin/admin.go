@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/spool"
@@ -131,20 +132,21 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) {
 
 // DeadLetter is a dead letter as the API shows it.
 type DeadLetter struct {
-	ID        string              `json:"id"`
-	Host      string              `json:"host"`
-	Method    string              `json:"method"`
-	URL       string              `json:"url"`
-	Reason    string              `json:"reason"`
-	Status    int                 `json:"last_status"`
-	Error     string              `json:"last_error"`
-	Attempts  int                 `json:"attempts"`
-	Enqueued  time.Time           `json:"enqueued_at"`
-	LastTry   time.Time           `json:"last_attempt_at,omitzero"`
-	DiedAt    time.Time           `json:"died_at"`
-	Bytes     int                 `json:"bytes"`
-	Header    map[string][]string `json:"header,omitempty"`
-	BodyValue string              `json:"body,omitempty"`
+	ID         string              `json:"id"`
+	Host       string              `json:"host"`
+	Method     string              `json:"method"`
+	URL        string              `json:"url"`
+	Reason     string              `json:"reason"`
+	Status     int                 `json:"last_status"`
+	Error      string              `json:"last_error"`
+	Attempts   int                 `json:"attempts"`
+	Enqueued   time.Time           `json:"enqueued_at"`
+	LastTry    time.Time           `json:"last_attempt_at,omitzero"`
+	DiedAt     time.Time           `json:"died_at"`
+	Bytes      int                 `json:"bytes"`
+	Header     map[string][]string `json:"header,omitempty"`
+	BodyValue  string              `json:"body,omitempty"`
+	BodyBase64 []byte              `json:"body_base64,omitempty"` // instead of body when it is not UTF-8
 }
 
 // DeadList is the answer to GET /v1/dead.
@@ -179,7 +181,12 @@ func (a *api) listDead(w http.ResponseWriter, r *http.Request) {
 			Status: m.LastStatus, Error: m.LastError, Attempts: m.Attempts, Enqueued: m.Enqueued.UTC(),
 			LastTry: m.LastTry.UTC(), DiedAt: d.DiedAt.UTC(), Bytes: len(m.Body)}
 		if body {
-			dl.Header, dl.BodyValue = m.Header, string(m.Body)
+			dl.Header = m.Header
+			if utf8.Valid(m.Body) {
+				dl.BodyValue = string(m.Body)
+			} else {
+				dl.BodyBase64 = m.Body // JSON would replace the invalid bytes
+			}
 		}
 		out.Dead = append(out.Dead, dl)
 	}

@@ -132,6 +132,18 @@ func (c *Client) Dead(ctx context.Context, s Selector, limit int) (DeadList, err
 	return out, err
 }
 
+// ExportDead returns every dead letter matching s with its headers and
+// body.
+func (c *Client) ExportDead(ctx context.Context, s Selector) (DeadList, error) {
+	q := s.query()
+	q.Del("all")
+	q.Set("limit", "0")
+	q.Set("body", "1")
+	var out DeadList
+	err := c.do(ctx, http.MethodGet, "/v1/dead", q, &out)
+	return out, err
+}
+
 // ReplayDead moves dead letters back into their queues.
 func (c *Client) ReplayDead(ctx context.Context, s Selector) (int, error) {
 	var out map[string]int

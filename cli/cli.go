@@ -28,6 +28,7 @@ Usage:
   hookpace pause HOST | resume HOST    stop / restart sending to one host
   hookpace health [--ready]            exit 0 if the admin API is healthy (for probes)
   hookpace dead list [--host H] [--limit N] [--json]
+  hookpace dead export [--host H] [ID...]   every dead letter as JSON lines (whole URL, headers, body)
   hookpace dead replay (--all | --host H | ID...)
   hookpace dead purge  (--all | --host H | ID...)
   hookpace version                     version, commit and Go version

@@ -136,7 +136,7 @@ func pauseResume(cmd string, args []string, out io.Writer) error {
 
 func dead(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return usageError{"hookpace dead list|replay|purge"}
+		return usageError{"hookpace dead list|export|replay|purge"}
 	}
 	sub, args := args[0], args[1:]
 	fs := newFlags("dead " + sub)
@@ -155,6 +155,8 @@ func dead(args []string, out io.Writer) error {
 	sel := admin.Selector{All: *all, Host: strings.ToLower(*host), IDs: fs.Args()}
 	ctx := context.Background()
 	switch sub {
+	case "export":
+		return exportDead(ctx, c, sel, out)
 	case "list":
 		list, err := c.Dead(ctx, sel, *limit)
 		if err != nil {
