@@ -1,0 +1,170 @@
+// Package redistest starts a real redis-server for tests: on a free
+// loopback port, persistence off, stopped when the test ends. A test that
+// needs Redis fails (never skips) when the binary is missing.
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Server is one redis-server process.
+type Server struct {
+	t    testing.TB
+	bin  string
+	dir  string
+	port int
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan error // receives the exit of cmd
+}
+
+// Binary returns the redis-server binary, or fails the test.
+func Binary(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server not found (install it: apt-get install -y redis-server): %v", err)
+	}
+	return bin
+}
+
+// Start starts redis-server on a free loopback port and stops it at the
+// end of the test.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: Binary(t), dir: t.TempDir()}
+	var err error
+	for range 10 {
+		s.port, err = freePort()
+		if err != nil {
+			continue
+		}
+		if err = s.start(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Addr is host:port of the server.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// URL is a redis:// URL for the server.
+func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// start runs redis-server on s.port and waits until it answers PING. It
+// fails (and the caller may pick another port) if the port is taken.
+func (s *Server) start() error {
+	cmd := exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no",
+		"--loglevel", "warning")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("run %s: %w", s.bin, err)
+	}
+	exited := make(chan error, 1)
+	var logMu sync.Mutex
+	var logTail []string
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			logMu.Lock()
+			logTail = append(logTail, sc.Text())
+			logMu.Unlock()
+		}
+		exited <- cmd.Wait()
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if ping(s.Addr()) == nil {
+			s.mu.Lock()
+			s.cmd, s.exited = cmd, exited
+			s.mu.Unlock()
+			return nil
+		}
+		select {
+		case err := <-exited:
+			logMu.Lock()
+			defer logMu.Unlock()
+			return fmt.Errorf("redis-server on port %d exited (%v): %s", s.port, err, strings.Join(logTail, "\n"))
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			return fmt.Errorf("redis-server on port %d did not answer PING within 10s", s.port)
+		}
+	}
+}
+
+// ping sends PING over a raw connection and wants +PONG.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+// Kill stops the server with SIGKILL (its data is gone: persistence is
+// off) and waits for it to exit. Killing a stopped server does nothing.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Kill()
+	<-exited
+}
+
+// Restart starts a killed server again on the same port, empty.
+func (s *Server) Restart() {
+	s.t.Helper()
+	var err error
+	for range 5 {
+		if err = s.start(); err == nil {
+			return
+		}
+	}
+	s.t.Fatalf("restart redis-server: %v", err)
+}
