@@ -1,0 +1,143 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookpace/hookpace/pacer"
+)
+
+// Release reports a finished attempt (or an unused lease) to the fleet.
+type Release struct {
+	Lease      string
+	Outcome    pacer.Outcome
+	RetryAfter time.Duration // from a Retry-After header, if HasRetry
+	HasRetry   bool
+	Age        time.Duration // since the attempt was sent
+}
+
+// Request is one send decision for one host.
+type Request struct {
+	Host     string
+	Limits   pacer.Limits
+	Want     int       // tokens and leases to take, 0 to only release
+	Releases []Release // finished attempts to apply first
+}
+
+// Grant is the fleet's answer.
+type Grant struct {
+	Leases []string // one per send allowed now
+	// Wait is when to ask again for more, if fewer than Want were granted;
+	// Poll means no time is known (paused, all slots taken by other
+	// replicas, a breaker probe running elsewhere): ask again after a
+	// while.
+	Wait   time.Duration
+	Poll   bool
+	Reason string // why nothing was granted: paused, 429, breaker open, concurrency, rate...
+
+	InFlight int     // fleet-wide leases held for the host
+	Rate     float64 // the shared (adaptive) rate
+	HeldFor  time.Duration
+	C429     int
+	Breaker  string
+	Paused   bool
+}
+
+// Ask applies req.Releases and takes up to req.Want tokens and leases, in
+// one round trip. An error means Redis did not answer: the Limiter is
+// degraded and the caller paces with its local share.
+func (l *Limiter) Ask(ctx context.Context, req Request) (Grant, error) {
+	lim := sanitize(req.Limits)
+	base := l.opts.Replica + ":" + strconv.FormatUint(l.leases.Add(1), 36)
+	sched := make([]string, len(lim.HoldSchedule))
+	for i, d := range lim.HoldSchedule {
+		sched[i] = us(d)
+	}
+	args := make([]any, 0, 14+4*len(req.Releases))
+	args = append(args, l.nowArg(), ff(lim.Rate), ff(Capacity(lim)), max(lim.Concurrency, 1), req.Want,
+		us(l.opts.LeasePeriod), base, b01(lim.Adaptive), ff(lim.MinRate), max(lim.BreakerFailures, 1),
+		us(lim.BreakerCooldown), strings.Join(sched, ","), us(lim.MaxRetryAfter), len(req.Releases))
+	for _, r := range req.Releases {
+		ra := "-1"
+		if r.HasRetry {
+			ra = us(r.RetryAfter)
+		}
+		args = append(args, r.Lease, int(r.Outcome), ra, us(r.Age))
+	}
+	keys := []string{l.key(req.Host, "tat"), l.key(req.Host, "leases"), l.key(req.Host, "state"), l.key(req.Host, "paused")}
+	v, err := l.run(ctx, "ask", askScript, keys, args...)
+	if err != nil {
+		return Grant{}, err
+	}
+	return parseGrant(v, base)
+}
+
+func parseGrant(v any, base string) (Grant, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 9 {
+		return Grant{}, fmt.Errorf("fleet ask: unexpected reply %v", v)
+	}
+	n := func(i int) int64 { x, _ := a[i].(int64); return x }
+	s := func(i int) string { x, _ := a[i].(string); return x }
+	g := Grant{Reason: s(2), InFlight: int(n(3)), HeldFor: time.Duration(n(5)) * time.Microsecond,
+		C429: int(n(6)), Breaker: s(7), Paused: n(8) == 1}
+	g.Rate, _ = strconv.ParseFloat(s(4), 64)
+	for i := range int(n(0)) {
+		g.Leases = append(g.Leases, base+":"+strconv.Itoa(i+1))
+	}
+	if w := n(1); w < 0 {
+		g.Poll = true
+	} else {
+		g.Wait = time.Duration(w) * time.Microsecond
+	}
+	return g, nil
+}
+
+// Renew extends the leases of attempts still running.
+func (l *Limiter) Renew(ctx context.Context, host string, leases []string) error {
+	args := []any{l.nowArg(), us(l.opts.LeasePeriod)}
+	for _, id := range leases {
+		args = append(args, id)
+	}
+	_, err := l.run(ctx, "renew", renewScript, []string{l.key(host, "leases")}, args...)
+	return err
+}
+
+// Pause pauses host for the whole fleet.
+func (l *Limiter) Pause(ctx context.Context, host string) error {
+	return l.cmd(ctx, "pause", func(ctx context.Context) error {
+		return l.rdb.Set(ctx, l.key(host, "paused"), l.opts.Replica, pauseTTL).Err()
+	})
+}
+
+// Resume undoes Pause for the whole fleet.
+func (l *Limiter) Resume(ctx context.Context, host string) error {
+	return l.cmd(ctx, "resume", func(ctx context.Context) error {
+		return l.rdb.Del(ctx, l.key(host, "paused")).Err()
+	})
+}
+
+func (l *Limiter) cmd(ctx context.Context, op string, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+	defer cancel()
+	start := time.Now()
+	err := fn(ctx)
+	l.obs.FleetRoundTrip(op, time.Since(start), err)
+	if err != nil {
+		err = fmt.Errorf("fleet %s: %w", op, err)
+		l.fail(err)
+	}
+	return err
+}
+
+func ff(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func b01(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

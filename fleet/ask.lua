@@ -1,0 +1,151 @@
+-- One send decision for one host, atomically: apply the releases of
+-- finished attempts, then check pause, hold and breaker, take up to `want`
+-- GCRA tokens and concurrency leases, and say when to ask again.
+--
+-- KEYS: 1 tat (GCRA theoretical arrival time, µs), 2 leases (ZSET lease id
+-- -> expiry µs), 3 state (HASH: held_until, hold_start, reason, c429, rate,
+-- streak, failures, open_until, probe_until), 4 paused.
+-- ARGV: 1 now µs ("0": the server's TIME), 2 configured rate /s,
+-- 3 bucket capacity (tokens), 4 concurrency, 5 want, 6 lease ttl µs,
+-- 7 lease id base, 8 adaptive (0/1), 9 min rate /s, 10 breaker failures,
+-- 11 breaker cooldown µs, 12 hold schedule (µs, comma-separated),
+-- 13 max retry-after µs, 14 number of releases, then 4 per release:
+-- lease id, outcome (0 success, 1 throttled, 2 failure, 3 answered,
+-- 4 no send), retry-after µs (-1: none), age µs (since it was sent).
+--
+-- Returns: granted, wait µs (-1: no time known, poll), reason, fleet in
+-- flight, effective rate (string), held for µs, consecutive 429s,
+-- breaker ("closed", "open", "half-open"), paused (0/1).
+local now = tonumber(ARGV[1])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local conf_rate = tonumber(ARGV[2])
+local cap = tonumber(ARGV[3])
+local conc = tonumber(ARGV[4])
+local want = tonumber(ARGV[5])
+local lease_ttl = tonumber(ARGV[6])
+local base = ARGV[7]
+local adaptive = ARGV[8] == '1'
+local min_rate = tonumber(ARGV[9])
+local br_failures = tonumber(ARGV[10])
+local cooldown = tonumber(ARGV[11])
+local max_ra = tonumber(ARGV[13])
+local schedule = {}
+for v in string.gmatch(ARGV[12], '[^,]+') do schedule[#schedule + 1] = tonumber(v) end
+
+local st = {}
+local raw = redis.call('HGETALL', KEYS[3])
+for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
+local function num(k) return tonumber(st[k] or '0') end
+local held_until, hold_start = num('held_until'), num('hold_start')
+local c429, streak, failures = num('c429'), num('streak'), num('failures')
+local open_until, probe_until = num('open_until'), num('probe_until')
+local rate = tonumber(st['rate'] or ARGV[2])
+if not adaptive or rate > conf_rate then rate = conf_rate end
+if rate < min_rate then rate = min_rate end
+local reason = st['reason'] or ''
+local dirty, hold_set = false, false
+
+local nrel = tonumber(ARGV[14])
+for i = 0, nrel - 1 do
+  local j = 15 + i * 4
+  local outcome, ra, sent = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), now - tonumber(ARGV[j + 3])
+  redis.call('ZREM', KEYS[2], ARGV[j])
+  dirty = true
+  if outcome == 0 or outcome == 1 or outcome == 3 then
+    failures, open_until, probe_until = 0, 0, 0
+  end
+  if outcome == 0 then
+    c429 = 0
+    if adaptive and rate < conf_rate then
+      streak = streak + 1
+      if streak >= math.max(10, tonumber(ARGV[3])) then
+        streak, rate = 0, math.min(conf_rate, rate + conf_rate * 0.05)
+      end
+    else
+      streak = 0
+    end
+  elseif outcome == 1 then
+    streak = 0
+    local straggler = hold_start > 0 and sent < hold_start
+    local d = 0
+    if ra >= 0 then
+      d, reason = math.min(ra, max_ra), '429 Retry-After'
+    elseif not straggler then
+      d, reason = schedule[math.min(c429 + 1, #schedule)], '429'
+    end
+    if not straggler then
+      c429, hold_start = c429 + 1, now
+      if adaptive then rate = math.max(rate * 0.5, min_rate) end
+    end
+    if now + d > held_until then held_until, hold_set = now + d, true end
+  elseif outcome == 2 then
+    streak = 0
+    if not (open_until > now) then
+      failures = failures + 1
+      if open_until > 0 or failures >= br_failures then
+        open_until, probe_until = now + cooldown, 0
+      end
+    end
+  end
+end
+
+local T = 1000000 / (rate * 0.99)
+local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0'), now)
+local tat_dirty = false
+if hold_set then
+  -- Gentle resume: one token at the end of the hold, then the rate.
+  tat, tat_dirty = math.max(tat, held_until + (cap - 1) * T), true
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local inflight = redis.call('ZCARD', KEYS[2])
+
+local granted, wait, why = 0, 0, ''
+local paused = redis.call('EXISTS', KEYS[4]) == 1
+local breaker = 'closed'
+if open_until > now then breaker = 'open' elseif open_until > 0 then breaker = 'half-open' end
+if paused then
+  wait, why = -1, 'paused'
+elseif held_until > now then
+  wait, why = held_until - now, reason
+elseif breaker == 'open' then
+  wait, why = open_until - now, 'breaker open'
+elseif breaker == 'half-open' and (probe_until > now or inflight > 0) then
+  wait, why = -1, 'breaker half-open'
+elseif inflight >= conc then
+  wait, why = -1, 'concurrency'
+else
+  local avail = math.floor((now + cap * T - tat) / T + 1e-9)
+  local k = math.min(want, conc - inflight, avail)
+  if breaker == 'half-open' then k = math.min(k, 1) end
+  if k >= 1 then
+    tat = tat + k * T
+    granted, inflight, dirty = k, inflight + k, true
+    for i = 1, k do redis.call('ZADD', KEYS[2], now + lease_ttl, base .. ':' .. i) end
+    redis.call('PEXPIRE', KEYS[2], math.ceil(lease_ttl / 500))
+    if breaker == 'half-open' then probe_until = now + lease_ttl end
+    tat_dirty = true
+  end
+  if granted < want then
+    wait = math.max(math.ceil(tat + T - cap * T - now), 1)
+    if granted == 0 then why = 'rate' end
+    if inflight >= conc then wait = -1 end
+  end
+end
+
+if tat_dirty and tat > now then
+  redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
+end
+if dirty then
+  redis.call('HSET', KEYS[3], 'held_until', string.format('%.0f', held_until),
+    'hold_start', string.format('%.0f', hold_start), 'reason', reason, 'c429', c429,
+    'rate', tostring(rate), 'streak', streak, 'failures', failures,
+    'open_until', string.format('%.0f', open_until), 'probe_until', string.format('%.0f', probe_until))
+  local keep = math.max(held_until - now, open_until - now, 0) / 1000 + 3600000
+  redis.call('PEXPIRE', KEYS[3], math.ceil(keep))
+end
+local held = 0
+if held_until > now then held = held_until - now end
+return {granted, wait, why, inflight, tostring(rate), held, c429, breaker, paused and 1 or 0}

@@ -1,0 +1,137 @@
+package fleet
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookpace/hookpace/internal/redistest"
+	"github.com/hookpace/hookpace/pacer"
+)
+
+func TestShare(t *testing.T) {
+	l := pacer.Limits{Rate: 20, MinRate: 3, Burst: 10, Concurrency: 4}
+	for _, tc := range []struct {
+		live        int
+		rate        float64
+		burst, conc int
+	}{
+		{0, 20, 10, 4},
+		{1, 20, 10, 4},
+		{2, 10, 5, 2},
+		{3, 20.0 / 3, 3, 1},
+		{5, 4, 2, 1},
+		{20, 1, 1, 1},
+	} {
+		s := Share(l, tc.live)
+		if s.Rate != tc.rate || s.Burst != tc.burst || s.Concurrency != tc.conc {
+			t.Errorf("Share(%d) = rate %v burst %d concurrency %d, want %v %d %d",
+				tc.live, s.Rate, s.Burst, s.Concurrency, tc.rate, tc.burst, tc.conc)
+		}
+	}
+}
+
+type countObserver struct{ trips, errs, fallbacks atomic.Int64 }
+
+func (o *countObserver) FleetRoundTrip(_ string, _ time.Duration, err error) {
+	o.trips.Add(1)
+	if err != nil {
+		o.errs.Add(1)
+	}
+}
+func (o *countObserver) FleetFallback() { o.fallbacks.Add(1) }
+
+// TestRedisDown: an error degrades the limiter once (one fallback however
+// many failures), keeps the last live count for the share, and the next
+// heartbeat that gets an answer makes it shared again, with the scripts
+// loaded again into the restarted (empty) server.
+func TestRedisDown(t *testing.T) {
+	srv, clk := redistest.Start(t), newClock()
+	obs := &countObserver{}
+	a := newLimiter(t, srv, clk, "a")
+	a.obs = obs
+	b, c := newLimiter(t, srv, clk, "b"), newLimiter(t, srv, clk, "c")
+	ctx := context.Background()
+	for _, l := range []*Limiter{b, c, a} {
+		if err := l.Heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if deg, live, _ := a.State(); deg || live != 3 {
+		t.Fatalf("state: degraded %v live %d, want shared, 3", deg, live)
+	}
+	var changes atomic.Int64
+	a.OnChange(func() { changes.Add(1) })
+	ask(t, a, lim, 1)
+
+	srv.Kill()
+	for range 3 {
+		if _, err := a.Ask(ctx, Request{Host: "partner.example", Limits: lim, Want: 1}); err == nil {
+			t.Fatal("ask answered with redis down")
+		}
+	}
+	if err := a.Heartbeat(ctx); err == nil {
+		t.Fatal("heartbeat answered with redis down")
+	}
+	deg, live, why := a.State()
+	if !deg || live != 3 || why == "" {
+		t.Fatalf("state with redis down: degraded %v live %d why %q", deg, live, why)
+	}
+	if obs.fallbacks.Load() != 1 || changes.Load() != 1 || obs.errs.Load() != 4 {
+		t.Fatalf("fallbacks %d changes %d errors %d, want 1 1 4", obs.fallbacks.Load(), changes.Load(), obs.errs.Load())
+	}
+
+	srv.Restart()
+	if err := a.Heartbeat(ctx); err != nil {
+		t.Fatalf("heartbeat after restart: %v", err)
+	}
+	if deg, live, _ := a.State(); deg || live != 1 {
+		t.Fatalf("after restart: degraded %v live %d, want shared, 1 (only a announced itself)", deg, live)
+	}
+	if changes.Load() != 2 {
+		t.Fatalf("changes %d, want 2", changes.Load())
+	}
+	if g := ask(t, a, lim, 1); len(g.Leases) != 1 { // NOSCRIPT, then EVAL
+		t.Fatalf("ask after restart: %+v", g)
+	}
+}
+
+// TestReplicasExpire: a replica that stops heartbeating drops out of the
+// live count one lease period later; one that closes leaves at once.
+func TestReplicasExpire(t *testing.T) {
+	srv, clk := redistest.Start(t), newClock()
+	a, b, c := newLimiter(t, srv, clk, "a"), newLimiter(t, srv, clk, "b"), newLimiter(t, srv, clk, "c")
+	ctx := context.Background()
+	for _, l := range []*Limiter{a, b, c} {
+		l.Heartbeat(ctx)
+	}
+	c.Close()
+	a.Heartbeat(ctx)
+	if _, live, _ := a.State(); live != 2 {
+		t.Fatalf("live after c left: %d, want 2", live)
+	}
+	clk.Add(11 * time.Second) // b is silent (killed)
+	a.Heartbeat(ctx)
+	if _, live, _ := a.State(); live != 1 {
+		t.Fatalf("live after b expired: %d, want 1", live)
+	}
+}
+
+// TestKeysExpire: every key a host leaves in Redis expires.
+func TestKeysExpire(t *testing.T) {
+	srv, clk := redistest.Start(t), newClock()
+	a := newLimiter(t, srv, clk, "a")
+	g := ask(t, a, lim, 2)
+	ask(t, a, lim, 0, Release{Lease: g.Leases[0], Outcome: pacer.Success})
+	ctx := context.Background()
+	keys, err := a.rdb.Keys(ctx, "{t:partner.example}:*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys %v %v", keys, err)
+	}
+	for _, k := range keys {
+		if ttl := a.rdb.PTTL(ctx, k).Val(); ttl <= 0 {
+			t.Errorf("key %s has no expiry (%v)", k, ttl)
+		}
+	}
+}

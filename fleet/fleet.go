@@ -1,0 +1,212 @@
+// Package fleet shares each destination host's pacing between the
+// replicas of a fleet through Redis: the token bucket (as GCRA), the
+// concurrency cap (as leases that expire unless renewed), the 429 holding
+// pattern and its escalation count, the adaptive rate, the paused state
+// and the breaker's open state.
+//
+// Every send decision is one Lua script (ask.lua, run with EVALSHA and
+// EVAL when the server does not know it yet) that applies the results of
+// finished attempts, checks pause, hold and breaker, takes up to n tokens
+// and n leases, and answers "go" (with lease ids) or "ask again in T". It
+// is one script rather than github.com/go-redis/redis_rate because that
+// package is a bucket alone: the hold, the lease and the token would be
+// three round trips, and between them another replica could take the
+// token of a held host or the slot of a token it already spent.
+//
+// The script reads the time from Redis (TIME) so that replicas whose
+// clocks disagree still share one bucket, and every time it returns is
+// relative ("in 120 ms"). Tests pass their own clock (Options.Now).
+//
+// Keys of one host share the hash tag {prefix:host}, so the script works
+// on Redis Cluster, and they all expire: an idle host leaves nothing
+// behind (a pause is kept for 30 days).
+//
+// When Redis errors or times out, the Limiter reports itself degraded: the
+// caller then paces alone with its share of the limits (Share), never with
+// all of them. A heartbeat keeps the count of live replicas and notices
+// when Redis answers again.
+package fleet
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed ask.lua
+	askLua string
+	//go:embed renew.lua
+	renewLua string
+	//go:embed heartbeat.lua
+	heartbeatLua string
+
+	askScript       = redis.NewScript(askLua)
+	renewScript     = redis.NewScript(renewLua)
+	heartbeatScript = redis.NewScript(heartbeatLua)
+)
+
+// pauseTTL is how long a fleet-wide pause lasts if nobody resumes.
+const pauseTTL = 30 * 24 * time.Hour
+
+// Options configure a Limiter.
+type Options struct {
+	URL         string // redis:// or rediss://
+	Password    string // overrides the URL's password when set
+	KeyPrefix   string
+	Replica     string        // unique per process; default hostname:pid
+	Timeout     time.Duration // per Redis operation; default 250 ms
+	LeasePeriod time.Duration // lease expiry without renewal; default 10 s
+	Logger      *slog.Logger
+	Observer    Observer
+	// Now, when set, is the clock passed to the scripts instead of Redis's
+	// own (tests).
+	Now func() time.Time
+}
+
+// Observer receives fleet metrics; *telemetry.Metrics is the real one.
+type Observer interface {
+	FleetRoundTrip(op string, d time.Duration, err error)
+	FleetFallback()
+}
+
+type noopObserver struct{}
+
+func (noopObserver) FleetRoundTrip(string, time.Duration, error) {}
+func (noopObserver) FleetFallback()                              {}
+
+// Limiter is one replica's handle on the fleet's shared limits.
+type Limiter struct {
+	opts    Options
+	rdb     *redis.Client
+	log     *slog.Logger
+	obs     Observer
+	leases  atomic.Uint64
+	started atomic.Bool
+
+	mu       sync.Mutex
+	degraded bool
+	lastErr  string
+	live     int // replicas seen by the last heartbeat, at least 1
+	onChange []func()
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// New returns a Limiter for opts; it does not connect until used.
+func New(opts Options) (*Limiter, error) {
+	ro, err := redis.ParseURL(opts.URL)
+	if err != nil {
+		return nil, fmt.Errorf("fleet.redis: %w", err)
+	}
+	if opts.Password != "" {
+		ro.Password = opts.Password
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 250 * time.Millisecond
+	}
+	if opts.LeasePeriod <= 0 {
+		opts.LeasePeriod = 10 * time.Second
+	}
+	if opts.Replica == "" {
+		opts.Replica = DefaultReplica()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Observer == nil {
+		opts.Observer = noopObserver{}
+	}
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = opts.Timeout, opts.Timeout, opts.Timeout
+	ro.MaxRetries = -1 // a retry would double the wait; the caller falls back instead
+	ro.ContextTimeoutEnabled = true
+	return &Limiter{opts: opts, rdb: redis.NewClient(ro), log: opts.Logger, obs: opts.Observer, live: 1,
+		stop: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+// DefaultReplica is the replica name used when none is configured.
+func DefaultReplica() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "hookpace"
+	}
+	return h + ":" + strconv.Itoa(os.Getpid())
+}
+
+// Replica is this replica's name.
+func (l *Limiter) Replica() string { return l.opts.Replica }
+
+// LeasePeriod is how long a lease lasts without renewal.
+func (l *Limiter) LeasePeriod() time.Duration { return l.opts.LeasePeriod }
+
+func (l *Limiter) key(host, name string) string {
+	return "{" + l.opts.KeyPrefix + ":" + host + "}:" + name
+}
+
+// nowArg is the time passed to a script: "0" asks it to read Redis's.
+func (l *Limiter) nowArg() string {
+	if l.opts.Now == nil {
+		return "0"
+	}
+	return strconv.FormatInt(l.opts.Now().UnixMicro(), 10)
+}
+
+func us(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
+
+// run runs a script with the operation timeout, recording the round trip
+// and falling back (degraded) on any error but a script error.
+func (l *Limiter) run(ctx context.Context, op string, s *redis.Script, keys []string, args ...any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+	defer cancel()
+	start := time.Now()
+	v, err := s.Run(ctx, l.rdb, keys, args...).Result()
+	l.obs.FleetRoundTrip(op, time.Since(start), err)
+	if err != nil {
+		err = fmt.Errorf("fleet %s: %w", op, err)
+		l.fail(err)
+	}
+	return v, err
+}
+
+// fail switches to local shares, logging and counting it once per outage.
+func (l *Limiter) fail(err error) {
+	l.mu.Lock()
+	was := l.degraded
+	l.degraded, l.lastErr = true, err.Error()
+	live, fns := l.live, l.onChange
+	l.mu.Unlock()
+	if was {
+		return
+	}
+	l.obs.FleetFallback()
+	l.log.Warn("fleet degraded: redis unreachable, pacing with a local share", "error", err.Error(),
+		"share", fmt.Sprintf("1/%d", live))
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// State reports whether the replica paces alone (degraded), the live
+// replica count it knows, and why it is degraded.
+func (l *Limiter) State() (degraded bool, live int, why string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.degraded, l.live, l.lastErr
+}
+
+// OnChange registers fn, called (without locks held) whenever the limiter
+// becomes degraded or shared again, or the live count changes.
+func (l *Limiter) OnChange(fn func()) {
+	l.mu.Lock()
+	l.onChange = append(l.onChange, fn)
+	l.mu.Unlock()
+}

@@ -1,0 +1,85 @@
+package fleet
+
+import (
+	"context"
+	"time"
+)
+
+// Start announces the replica and keeps announcing it until Close, every
+// third of a lease period (every 500 ms at most while degraded, so that
+// the replica goes back to shared limits soon after Redis answers).
+func (l *Limiter) Start() {
+	if !l.started.CompareAndSwap(false, true) {
+		return
+	}
+	l.Heartbeat(context.Background())
+	go func() {
+		defer close(l.done)
+		t := time.NewTimer(l.interval())
+		defer t.Stop()
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-t.C:
+			}
+			l.Heartbeat(context.Background())
+			t.Reset(l.interval())
+		}
+	}()
+}
+
+func (l *Limiter) interval() time.Duration {
+	d := l.opts.LeasePeriod / 3
+	if deg, _, _ := l.State(); deg {
+		d = min(d, 500*time.Millisecond)
+	}
+	return d
+}
+
+// Heartbeat announces the replica once and updates the live count; if
+// Redis answers, the limiter is shared again.
+func (l *Limiter) Heartbeat(ctx context.Context) error {
+	v, err := l.run(ctx, "heartbeat", heartbeatScript, []string{l.replicasKey()},
+		l.nowArg(), us(l.opts.LeasePeriod), l.opts.Replica, "0")
+	if err != nil {
+		return err
+	}
+	live, _ := v.(int64)
+	l.mu.Lock()
+	was, before := l.degraded, l.live
+	l.degraded, l.lastErr, l.live = false, "", max(int(live), 1)
+	changed := was || before != l.live
+	fns := l.onChange
+	l.mu.Unlock()
+	if was {
+		l.log.Info("fleet shared again: redis answers", "replicas", l.live)
+	}
+	if changed {
+		for _, fn := range fns {
+			fn()
+		}
+	}
+	return nil
+}
+
+func (l *Limiter) replicasKey() string { return "{" + l.opts.KeyPrefix + "}:replicas" }
+
+// Close stops the heartbeat, leaves the fleet (the others' share grows at
+// once rather than when this replica's entry expires) and closes the
+// connection.
+func (l *Limiter) Close() error {
+	select {
+	case <-l.stop:
+		return nil
+	default:
+	}
+	close(l.stop)
+	if l.started.Load() {
+		<-l.done
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
+	defer cancel()
+	heartbeatScript.Run(ctx, l.rdb, []string{l.replicasKey()}, l.nowArg(), us(l.opts.LeasePeriod), l.opts.Replica, "1")
+	return l.rdb.Close()
+}
