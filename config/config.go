@@ -31,7 +31,8 @@ type Config struct {
 	Auth      AuthConfig
 	Telemetry TelemetryConfig
 	Shutdown  ShutdownConfig
-	Path      string // file it was loaded from (the name given to Parse); "" for Default()
+	Fleet     FleetConfig // see fleet.go
+	Path      string      // file it was loaded from (the name given to Parse); "" for Default()
 
 	hosts *hostIndex // precomputed for Lookup
 }
@@ -154,6 +155,7 @@ func Default() *Config {
 		MITM:      MITMConfig{CacheSize: 1000},
 		Telemetry: TelemetryConfig{MaxHostLabels: 1000, Traces: TracesConfig{Exporter: "none", SampleRatio: 1}},
 		Shutdown:  ShutdownConfig{Timeout: Duration(30 * time.Second)},
+		Fleet:     defaultFleet(),
 	}
 	c.hosts = newHostIndex(c.Hosts)
 	return c
@@ -229,7 +231,8 @@ func (c *Config) Lookup(hostport string) (key string, hc HostConfig) {
 }
 
 // RestartRequired lists the fields that differ between old and new and
-// cannot be applied to a running process: "listen", "admin", "spool.dir".
+// cannot be applied to a running process: "listen", "admin", "spool.dir"
+// and any fleet setting (fleet.redis, ...).
 func RestartRequired(old, new *Config) []string {
 	if old == nil || new == nil {
 		return nil
@@ -244,5 +247,5 @@ func RestartRequired(old, new *Config) []string {
 	if filepath.Clean(old.Spool.Dir) != filepath.Clean(new.Spool.Dir) {
 		changed = append(changed, "spool.dir")
 	}
-	return changed
+	return append(changed, fleetRestart(old.Fleet, new.Fleet)...)
 }

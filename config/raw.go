@@ -80,6 +80,7 @@ type rawConfig struct {
 	Auth      rawAuth      `yaml:"auth"`
 	Telemetry rawTelemetry `yaml:"telemetry"`
 	Shutdown  rawShutdown  `yaml:"shutdown"`
+	Fleet     rawFleet     `yaml:"fleet"`
 }
 
 type rawLog struct {

@@ -57,6 +57,7 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 	}
 
 	resolveShutdown(p, &raw.Shutdown, &c.Shutdown)
+	resolveFleet(p, &raw.Fleet, &c.Fleet)
 
 	base := defaultHost()
 	if c.MITM.Enabled() {

@@ -1,0 +1,80 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFleetDefaultOff(t *testing.T) {
+	c := mustParse(t, "listen: 127.0.0.1:8080\n")
+	if c.Fleet.Enabled() {
+		t.Fatalf("fleet enabled without a fleet section: %+v", c.Fleet)
+	}
+}
+
+func TestFleetParse(t *testing.T) {
+	t.Setenv("HOOKPACE_TEST_REDIS_PW", "s3cret")
+	c := mustParse(t, `
+fleet:
+  redis: rediss://redis.internal:6380/2
+  redis_password_env: HOOKPACE_TEST_REDIS_PW
+  key_prefix: payments
+  replica: gw-1
+  timeout: 100ms
+  lease_period: 5s
+`)
+	f := c.Fleet
+	if !f.Enabled() || f.Redis != "rediss://redis.internal:6380/2" || f.Password() != "s3cret" ||
+		f.KeyPrefix != "payments" || f.Replica != "gw-1" || f.Timeout.D() != 100*time.Millisecond ||
+		f.LeasePeriod.D() != 5*time.Second {
+		t.Fatalf("fleet = %+v", f)
+	}
+
+	pw := filepath.Join(t.TempDir(), "pw")
+	os.WriteFile(pw, []byte("from-file\n"), 0o600)
+	c = mustParse(t, "fleet:\n  redis: redis://127.0.0.1:6379\n  redis_password_file: "+pw+"\n")
+	if c.Fleet.Password() != "from-file" || c.Fleet.KeyPrefix != "hookpace" || c.Fleet.LeasePeriod.D() != 10*time.Second {
+		t.Fatalf("fleet = %+v", c.Fleet)
+	}
+	c = mustParse(t, "fleet:\n  redis: redis://:inurl@127.0.0.1:6379\n")
+	if c.Fleet.Password() != "inurl" || strings.Contains(c.Fleet.RedactedURL(), "inurl") {
+		t.Fatalf("password %q, redacted %q", c.Fleet.Password(), c.Fleet.RedactedURL())
+	}
+}
+
+func TestFleetErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"fleet:\n  redis: http://x:6379\n", "config.yaml:2: fleet.redis: want a redis:// or rediss:// URL"},
+		{"fleet:\n  redis: redis://\n", "config.yaml:2: fleet.redis: no host"},
+		{"fleet:\n  redis: redis://h/x\n", `config.yaml:2: fleet.redis: database "x" is not a number`},
+		{"fleet:\n  key_prefix: a\n", "config.yaml:2: fleet.redis: required in a fleet section"},
+		{"fleet:\n  redis: redis://h\n  key_prefix: a{b}\n", "config.yaml:3: fleet.key_prefix: \"a{b}\": no braces"},
+		{"fleet:\n  redis: redis://h\n  timeout: 5s\n  lease_period: 6s\n", "config.yaml:3: fleet.timeout: 5s must be under a third of lease_period"},
+		{"fleet:\n  redis: redis://h\n  lease_period: 10ms\n", "config.yaml:3: fleet.lease_period: must be between 1s and 1h0m0s"},
+		{"fleet:\n  redis: redis://h\n  redis_password_env: HOOKPACE_NOT_SET_ANYWHERE\n", "config.yaml:3: fleet.redis_password_env: environment variable HOOKPACE_NOT_SET_ANYWHERE is not set"},
+		{"fleet:\n  redis: redis://:pw@h\n  redis_password_file: /etc/pw\n", "config.yaml:3: fleet.redis_password_env: give the Redis password in one place"},
+		{"fleet:\n  redis: redis://h\n  redis_password_file: /nonexistent/pw\n", "config.yaml:3: fleet.redis_password_file: open /nonexistent/pw"},
+		{"fleet:\n  redis: redis://h\n  lease: 1s\n", "config.yaml:3"},
+	} {
+		_, err := Parse("config.yaml", []byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+func TestFleetRestartRequired(t *testing.T) {
+	old := mustParse(t, "fleet:\n  redis: redis://a:6379\n")
+	nw := mustParse(t, "fleet:\n  redis: redis://b:6379\n  key_prefix: x\n")
+	got := RestartRequired(old, nw)
+	if !slices.Equal(got, []string{"fleet.redis", "fleet.key_prefix"}) {
+		t.Fatalf("RestartRequired = %v", got)
+	}
+	if got := RestartRequired(old, mustParse(t, "fleet:\n  redis: redis://a:6379\n")); len(got) != 0 {
+		t.Fatalf("unchanged: %v", got)
+	}
+}
