@@ -12,6 +12,7 @@
 //	GET    /v1/dead?host=&id=&limit=  dead letters
 //	POST   /v1/dead/replay?all=1|host=|id=  back into their queues
 //	POST   /v1/dead/purge?all=1|host=|id=   delete for good
+//	GET    /                       the status page (page.go); its forms POST to /ui/...
 package admin
 
 import (
@@ -75,6 +76,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/dead", a.listDead)
 	mux.HandleFunc("POST /v1/dead/replay", a.replayDead)
 	mux.HandleFunc("POST /v1/dead/purge", a.purgeDead)
+	a.routePage(mux)
 	return mux
 }
 

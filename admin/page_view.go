@@ -1,0 +1,181 @@
+package admin
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookpace/hookpace/spool"
+)
+
+// pageData is what page.html renders. Numbers are formatted here, so that
+// the template stays markup.
+type pageData struct {
+	Now      time.Time
+	Query    pageQuery
+	Token    string
+	Done     string   // what the last action did, from the redirect
+	Problems []string // what could not be read
+	Spool    spoolView
+	Hosts    []hostView
+	Matched  int // hosts that pass the filter
+	Known    int // hosts the dispatcher knows
+	Pages    int
+
+	SortQueued, SortOldest, SortHost string // links that sort by each column
+	Prev, Next                       string // "" on the first / last page
+	Back                             string // the query string to come back to after an action
+}
+
+type spoolView struct {
+	spool.Usage
+	MsgFraction, BytesFraction float64
+	Bytes, MaxBytes            string
+	State                      string // "accepting" or "refusing"
+	Why                        string
+	OldestAge, OldestHost      string
+}
+
+func newSpoolView(u spool.Usage, oldest map[string]time.Time, now time.Time) spoolView {
+	v := spoolView{Usage: u, Bytes: bytesText(u.Bytes), MaxBytes: bytesText(u.MaxBytes), State: "accepting"}
+	if u.MaxMessages > 0 {
+		v.MsgFraction = float64(u.Messages) / float64(u.MaxMessages)
+	}
+	if u.MaxBytes > 0 {
+		v.BytesFraction = float64(u.Bytes) / float64(u.MaxBytes)
+	}
+	switch {
+	case u.Refusing != "":
+		v.State, v.Why = "refusing", u.Refusing
+	case !u.Accepting:
+		v.State = "refusing"
+		v.Why = fmt.Sprintf("past the high-water mark (%.0f%%); accepting again below the low-water mark (%.0f%%)",
+			100*u.HighWater, 100*u.LowWater)
+	default:
+		v.Why = fmt.Sprintf("below the high-water mark (%.0f%%)", 100*u.HighWater)
+	}
+	var first time.Time
+	for host, at := range oldest {
+		if first.IsZero() || at.Before(first) || (at.Equal(first) && host < v.OldestHost) {
+			first, v.OldestHost = at, host
+		}
+	}
+	if !first.IsZero() {
+		v.OldestAge = ageText(now.Sub(first))
+	}
+	return v
+}
+
+// hostView is one row of the hosts table. Its fields are flat: the
+// template looks each one up by reflection, and a field of an embedded
+// struct takes a slow search (5 000 rows: 160 -> 70 ms a render).
+type hostView struct {
+	Host, ID                  string // ID: for the row's id attribute
+	Queued, Dead              int64
+	InFlight                  int
+	Paused                    bool
+	Breaker, LastError        string
+	RateText, RateNote        string
+	Hold, HoldTitle           string
+	OldestAge, LastStatusText string
+	Attention                 bool // highlighted
+}
+
+func (r hostRow) view(now time.Time) hostView {
+	v := hostView{Host: r.Host, ID: "h-" + strings.NewReplacer(".", "-", ":", "-").Replace(r.Host),
+		Queued: r.Queued, Dead: r.Dead, InFlight: r.InFlight, Paused: r.Paused, Breaker: r.Breaker, LastError: r.LastError}
+	v.RateText = rateText(r.Rate) + "/s"
+	if r.ConfiguredRate > 0 && r.Rate < r.ConfiguredRate {
+		v.RateNote = "of " + rateText(r.ConfiguredRate) + "/s configured"
+	} else if r.ConfiguredRate <= 0 {
+		v.RateText = "unlimited"
+	}
+	switch {
+	case r.Paused:
+		v.Hold = "paused"
+	case r.HeldUntil != nil:
+		v.Hold = fmt.Sprintf("%s for %s", r.HoldReason, ageText(r.HeldUntil.Sub(now)))
+		v.HoldTitle = "until " + r.HeldUntil.UTC().Format(time.RFC3339)
+	}
+	if !r.Oldest.IsZero() {
+		v.OldestAge = ageText(now.Sub(r.Oldest))
+	}
+	if r.LastStatus != 0 {
+		v.LastStatusText = strconv.Itoa(r.LastStatus)
+	}
+	v.Attention = r.Paused || r.HeldUntil != nil || r.Breaker != "closed" || r.Dead > 0
+	return v
+}
+
+func (d *pageData) links() {
+	q := d.Query
+	d.SortQueued = q.url(func(c *pageQuery) { c.Sort, c.Page = "queued", 1 })
+	d.SortOldest = q.url(func(c *pageQuery) { c.Sort, c.Page = "oldest", 1 })
+	d.SortHost = q.url(func(c *pageQuery) { c.Sort, c.Page = "host", 1 })
+	if q.Page > 1 {
+		d.Prev = q.url(func(c *pageQuery) { c.Page-- })
+	}
+	if q.Page < d.Pages {
+		d.Next = q.url(func(c *pageQuery) { c.Page++ })
+	}
+	d.Back = q.values().Encode()
+}
+
+// FirstRow and LastRow number the rows shown, from 1.
+func (d *pageData) FirstRow() int {
+	if len(d.Hosts) == 0 {
+		return 0
+	}
+	return (d.Query.Page-1)*d.Query.Per + 1
+}
+
+func (d *pageData) LastRow() int { return (d.Query.Page-1)*d.Query.Per + len(d.Hosts) }
+
+// doneMessage says what the action before the redirect did.
+func doneMessage(q url.Values) string {
+	done, host := q.Get("done"), q.Get("host")
+	if done == "" || host == "" {
+		return ""
+	}
+	if n, ok := strings.CutPrefix(done, "replayed "); ok {
+		return fmt.Sprintf("%s: %s dead letters put back in the queue.", host, n)
+	}
+	switch done {
+	case "paused", "resumed":
+		return host + ": " + done + "."
+	}
+	return ""
+}
+
+func ageText(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + "s"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+func rateText(f float64) string {
+	s := strconv.FormatFloat(f, 'f', 2, 64)
+	return strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
+}
+
+func bytesText(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,82 @@
+package spool
+
+import (
+	"math"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// Oldest returns when host's oldest queued message was enqueued, and false
+// when host has nothing queued. It reads one key and the head of its
+// record (not the body): the queue is in id order, and ids increase with
+// every append, so the first key of a host's prefix is its oldest message.
+func (s *Spool) Oldest(host string) (time.Time, bool, error) {
+	txn := s.db.NewTransactionAt(math.MaxUint64, false) // the newest version, as Read
+	defer txn.Discard()
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(host)})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		_, id, ok := parseQueueKey(item.Key())
+		if !ok {
+			continue
+		}
+		var at time.Time
+		err := item.Value(func(v []byte) error {
+			var err error
+			at, err = decodeEnqueued(id, v)
+			return err
+		})
+		return at, err == nil, err
+	}
+	return time.Time{}, false, nil
+}
+
+// decodeEnqueued reads the enqueue time from the head of a queue record.
+func decodeEnqueued(id uint64, b []byte) (time.Time, error) {
+	d := decoder{b: b}
+	if v := d.byte(); v != encodingVersion {
+		return time.Time{}, errCorrupt
+	}
+	d.bytes() // method
+	d.bytes() // URL
+	t := d.varint()
+	if d.err != nil {
+		return time.Time{}, d.err
+	}
+	return time.Unix(0, t), nil
+}
+
+// DeadByHost counts the dead letters of each host. It reads every dead
+// letter, so it costs as much as listing them all.
+func (s *Spool) DeadByHost() (map[string]int64, error) {
+	out := make(map[string]int64)
+	err := s.dead.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixDead}, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			if len(item.Key()) != 9 {
+				continue
+			}
+			err := item.Value(func(v []byte) error {
+				d := decoder{b: v}
+				if ver := d.byte(); ver != encodingVersion {
+					return errCorrupt
+				}
+				host := d.bytes()
+				if d.err != nil {
+					return d.err
+				}
+				out[string(host)]++
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
