@@ -73,13 +73,6 @@ func (c *Client) Hosts(ctx context.Context) ([]deliver.HostStatus, error) {
 	return out.Hosts, err
 }
 
-// Host returns one host.
-func (c *Client) Host(ctx context.Context, host string) (deliver.HostStatus, error) {
-	var out deliver.HostStatus
-	err := c.do(ctx, http.MethodGet, "/v1/hosts/"+url.PathEscape(host), nil, &out)
-	return out, err
-}
-
 // Pause stops sending to host; Resume undoes it.
 func (c *Client) Pause(ctx context.Context, host string) (deliver.HostStatus, error) {
 	var out deliver.HostStatus

@@ -128,14 +128,19 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 }
 
 // backoff returns the delay before retry number attempt (1-based) with full
-// jitter: uniform in [0, min(max, initial·2^(attempt-1))], at least 10 ms.
+// jitter: uniform in [0, backoffCeil(attempt, initial, maxDelay)], at least
+// 10 ms.
 func backoff(attempt int, initial, maxDelay time.Duration) time.Duration {
-	ceil := maxDelay
-	if attempt-1 < 40 {
-		ceil = min(maxDelay, initial<<(attempt-1))
-	}
-	if ceil <= 0 {
-		ceil = maxDelay
-	}
+	ceil := backoffCeil(attempt, initial, maxDelay)
 	return max(time.Duration(rand.Int64N(int64(ceil)+1)), 10*time.Millisecond)
+}
+
+// backoffCeil is min(maxDelay, initial·2^(attempt-1)), computed without
+// overflowing however large attempt is.
+func backoffCeil(attempt int, initial, maxDelay time.Duration) time.Duration {
+	shift := max(attempt-1, 0)
+	if initial <= 0 || shift >= 62 || initial > maxDelay>>shift {
+		return maxDelay
+	}
+	return initial << shift
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // memQueue is an in-memory Queue for unit tests of the dispatcher. The real
-// one, Badger, is exercised in spool's tests, e2e and TestRealSpool.
+// one, Badger, is exercised in spool's tests and in e2e.
 type memQueue struct {
 	mu     sync.Mutex
 	seq    uint64

@@ -145,9 +145,6 @@ func (h *Host) SetLimits(l Limits, now time.Time) {
 	h.tokens = math.Min(h.tokens, capacity(l))
 }
 
-// Limits returns the configured limits.
-func (h *Host) Limits() Limits { return h.lim }
-
 // Acquire takes a send slot and a token if both are available at now. If
 // not, wake is when to ask again; a zero wake means wait for an event
 // instead (an attempt finishing, a resume).
@@ -351,6 +348,3 @@ func (h *Host) State(now time.Time) State {
 	}
 	return s
 }
-
-// Held reports whether the host is in a holding pattern or paused.
-func (h *Host) Held(now time.Time) bool { return h.paused || now.Before(h.heldUntil) }
