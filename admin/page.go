@@ -33,6 +33,19 @@ var staticFS embed.FS
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"pct":        func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" },
 	"perOptions": func() []int { return []int{50, 100, 500, 5000} },
+	"num":        num,
+	"barWidth": func(f float64) string {
+		return strconv.FormatFloat(100*min(max(f, 0), 1), 'f', 2, 64) + "%"
+	},
+	"level": func(f, low, high float64) string {
+		switch {
+		case f >= high:
+			return "bad"
+		case f >= low:
+			return "warn"
+		}
+		return "ok"
+	},
 }).Parse(pageHTML))
 
 // pageSpool is what the page reads from the spool besides Spool; the real
@@ -135,7 +148,9 @@ func setPageHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	// Not no-referrer: with it, Chromium sends "Origin: null" with the
+	// page's own form posts, which the same-origin check must refuse.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 }
 

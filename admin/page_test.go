@@ -211,7 +211,7 @@ func TestPageShowsSpoolAndHosts(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"Accepting", `aria-label="Resume paused.example"`, `aria-label="Pause gone.example"`,
-		`aria-label="Replay the 1 dead letters of gone.example"`, fmt.Sprintf(`high="%v"`, f.sp.Usage().HighWater), fmt.Sprintf(`low="%v"`, f.sp.Usage().LowWater), `<meter id="g-messages"`} {
+		`aria-label="Replay the 1 dead letters of gone.example"`, fmt.Sprintf(`<line class="mark high" x1="%.2f%%"`, 100*f.sp.Usage().HighWater), fmt.Sprintf(`<line class="mark" x1="%.2f%%"`, 100*f.sp.Usage().LowWater), `data-value="0.0008"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q", want)
 		}
@@ -388,5 +388,13 @@ func BenchmarkPage5000Hosts(b *testing.B) {
 	}
 	if rows, _, _, _ := f.render(b, "?per=5000&sort=oldest"); len(rows) != 5000 || rows[0].attrs["data-host"] != "partner-4999.example" {
 		b.Fatalf("%d rows, the first %v", len(rows), rows[0].attrs)
+	}
+}
+
+func TestNum(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 7: "7", 999: "999", 1000: "1,000", 1234567: "1,234,567", -12345: "-12,345"} {
+		if got := num(n); got != want {
+			t.Errorf("num(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

@@ -179,3 +179,29 @@ func bytesText(n int64) string {
 	}
 	return fmt.Sprintf("%d B", n)
 }
+
+// num groups the digits of an integer in threes: 1,000,000.
+func num(n any) string {
+	var s string
+	switch n := n.(type) {
+	case int:
+		s = strconv.Itoa(n)
+	case int64:
+		s = strconv.FormatInt(n, 10)
+	default:
+		return fmt.Sprint(n)
+	}
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}

@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pageRow is a host row of the status page as Chromium renders it.
+type pageRow struct {
+	Host, Queued, Paused, Dead, Breaker string
+	Cells                               map[string]string
+}
+
+const rowsJS = `[...document.querySelectorAll('#hosts tr[data-host]')].map(tr => ({
+	host: tr.dataset.host, queued: tr.dataset.queued, paused: tr.dataset.paused, dead: tr.dataset.dead, breaker: tr.dataset.breaker,
+	cells: Object.fromEntries([...tr.querySelectorAll('[data-col]')].map(td => [td.dataset.col, td.innerText.trim()]))}))`
+
+func pageRows(b *Browser) map[string]pageRow {
+	var rows []pageRow
+	b.Eval(rowsJS, &rows)
+	out := map[string]pageRow{}
+	for _, r := range rows {
+		out[r.Host] = r
+	}
+	return out
+}
+
+// TestStatusPageInBrowser opens the status page of the real binary in
+// headless Chromium while one host is paused with 7 queued, one has
+// delivered and one has a dead letter; pauses a host through the page's
+// form; watches the page update itself; and checks that a form posted from
+// another origin is refused.
+func TestStatusPageInBrowser(t *testing.T) {
+	ok, paused, gone, busy := NewReceiver(t), NewReceiver(t), NewReceiver(t), NewReceiver(t)
+	gone.Handle = func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusGone) }
+	busy.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Retry-After", "600")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 50/s}
+  "%s": {rate: 20/s, burst: 5}
+  "%s": {rate: 5/s}
+  "%s": {rate: 10/s}
+`, ok.Host(), paused.Host(), gone.Host(), busy.Host()))
+	if out, err := hp.CLI("pause", paused.Host()); err != nil {
+		t.Fatalf("hookpace pause: %v\n%s", err, out)
+	}
+	PostAll(t, hp, 7, 4, func(i int) string { return fmt.Sprintf("%s/hook/%d", paused.URL, i) })
+	PostAll(t, hp, 3, 3, func(i int) string { return fmt.Sprintf("%s/hook/%d", ok.URL, i) })
+	PostAll(t, hp, 1, 1, func(i int) string { return gone.URL + "/hook" })
+	PostAll(t, hp, 2, 1, func(i int) string { return busy.URL + "/hook" })
+	ok.WaitFor(t, 10*time.Second, "3 deliveries", func(as []Arrival) bool { return len(as) == 3 })
+	Poll(t, 10*time.Second, "the 410 dead-lettered", func() bool {
+		var sp struct{ Messages, Dead int64 }
+		var raw map[string]any
+		hp.AdminJSON("/v1/spool", &raw)
+		b, _ := json.Marshal(raw)
+		json.Unmarshal(b, &struct {
+			Messages *int64 `json:"messages"`
+			Dead     *int64 `json:"dead_letters"`
+		}{&sp.Messages, &sp.Dead})
+		return sp.Dead == 1 && sp.Messages == 9
+	})
+	busy.WaitFor(t, 10*time.Second, "the 429", func(as []Arrival) bool { return len(as) == 1 })
+	if n := len(paused.Arrivals()); n != 0 {
+		t.Fatalf("the paused host got %d webhooks", n)
+	}
+
+	b := StartBrowser(t)
+	admin := "http://" + hp.Admin + "/"
+	b.Navigate(admin)
+	rows := pageRows(b)
+	p, o, g := rows[paused.Host()], rows[ok.Host()], rows[gone.Host()]
+	if p.Queued != "7" || p.Paused != "true" || p.Cells["queued"] != "7" || p.Cells["hold"] != "paused" {
+		t.Errorf("paused host's row: %+v; want 7 queued, paused", p)
+	}
+	if o.Host == "" || o.Queued != "0" || o.Paused != "false" || o.Cells["last-status"] != "–" || o.Breaker != "closed" {
+		t.Errorf("delivering host's row: %+v; want 0 queued, no failure, breaker closed", o)
+	}
+	if g.Dead != "1" || g.Cells["last-status"] != "410" {
+		t.Errorf("gone host's row: %+v; want 1 dead letter, last status 410", g)
+	}
+	if h := rows[busy.Host()]; h.Queued != "2" || !strings.HasPrefix(h.Cells["hold"], "429 Retry-After for ") {
+		t.Errorf("held host's row: %+v; want 2 queued, held by the 429", h)
+	}
+	var spool map[string]string
+	b.Eval(`({messages: document.getElementById('spool-messages').innerText, dead: document.getElementById('spool-dead').innerText,
+		state: document.getElementById('spool').dataset.state, oldest: document.getElementById('spool-oldest').innerText,
+		meter: document.getElementById('g-messages').dataset.value})`, &spool)
+	if spool["messages"] != "9" || spool["dead"] != "1" || spool["state"] != "accepting" ||
+		!strings.Contains(spool["oldest"], paused.Host()) || spool["meter"] == "0" {
+		t.Errorf("spool section: %v; want 9 messages, 1 dead letter, accepting, the oldest at %s", spool, paused.Host())
+	}
+	shot := filepath.Join(artifactDir(t), "status-page.png")
+	b.Screenshot(shot, false)
+
+	// Pause the delivering host with its button.
+	var token string
+	b.Eval(`document.querySelector('input[name=csrf_token]').value`, &token)
+	b.Eval(fmt.Sprintf(`document.querySelector('tr[data-host=%q] form[action="/ui/pause"] button').click(), true`, ok.Host()), nil)
+	Poll(t, 20*time.Second, "the page back after the pause", func() bool {
+		var done string
+		b.Eval(`document.readyState === 'complete' && document.querySelector('.done') ? document.querySelector('.done').innerText : ''`, &done)
+		return done == ok.Host()+": paused."
+	})
+	var st struct{ Paused bool }
+	hp.AdminJSON("/v1/hosts/"+ok.Host(), &st)
+	if !st.Paused || pageRows(b)[ok.Host()].Paused != "true" {
+		t.Fatalf("after the pause button: API says paused=%v, page row %+v", st.Paused, pageRows(b)[ok.Host()])
+	}
+
+	// The page follows a change made elsewhere without being reloaded.
+	b.Eval(`window.notReloaded = true`, nil)
+	if out, err := hp.CLI("resume", ok.Host()); err != nil {
+		t.Fatalf("hookpace resume: %v\n%s", err, out)
+	}
+	Poll(t, 20*time.Second, "the live update showing the resume", func() bool {
+		return pageRows(b)[ok.Host()].Paused == "false"
+	})
+	var same bool
+	b.Eval(`window.notReloaded === true`, &same)
+	if !same {
+		t.Error("the page was reloaded instead of updated in place")
+	}
+
+	// A page on another origin posts the pause form, even with the token
+	// (as if it had leaked): refused, and the host keeps sending.
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><form id=f method=post action="%s"><input name=host value="%s"><input name=csrf_token value="%s"></form><script>document.getElementById('f').submit()</script>`,
+			html.EscapeString(admin+"ui/pause"), html.EscapeString(ok.Host()), html.EscapeString(token))
+	}))
+	defer evil.Close()
+	b.Navigate(evil.URL + "/")
+	b.WaitLoaded(func(href string) bool { return href == admin+"ui/pause" })
+	var text string
+	b.Eval(`document.body.innerText`, &text)
+	hp.AdminJSON("/v1/hosts/"+ok.Host(), &st)
+	if st.Paused || !strings.Contains(text, "refused") {
+		t.Errorf("cross-origin form: host paused=%v, the answer %q; want it refused", st.Paused, text)
+	}
+}
+
+// TestHelpAndVersion runs the binary as a user would.
+func TestHelpAndVersion(t *testing.T) {
+	for _, arg := range []string{"--help", "-h"} {
+		out, err := exec.Command(binary, arg).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Usage:") || !strings.Contains(string(out), "hookpace status") {
+			t.Errorf("hookpace %s: %v\n%s", arg, err, out)
+		}
+	}
+	out, err := exec.Command(binary, "version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "hookpace ") || !strings.Contains(string(out), "\ncommit ") ||
+		!strings.Contains(string(out), "\ngo1.") {
+		t.Errorf("hookpace version: %v\n%s", err, out)
+	}
+}
