@@ -28,12 +28,13 @@ import (
 	"github.com/hookpace/hookpace/spool"
 )
 
-// Hosts is the dispatcher's side of the API.
+// Hosts is the dispatcher's side of the API. Pause and Resume also record
+// the change durably, so that it holds across a restart.
 type Hosts interface {
 	Hosts() []deliver.HostStatus
 	Host(name string) (deliver.HostStatus, bool)
-	Pause(name string)
-	Resume(name string) bool
+	Pause(name string) error
+	Resume(name string) (known bool, err error)
 }
 
 // Spool is the spool's side of the API.
@@ -43,7 +44,6 @@ type Spool interface {
 	ListDead(f spool.DeadFilter, limit int) ([]*spool.Dead, int, error)
 	ReplayDead(f spool.DeadFilter) (int, error)
 	PurgeDead(f spool.DeadFilter) (int, error)
-	SetPaused(host string, paused bool) error
 }
 
 // Options configure the admin handler.
@@ -104,30 +104,28 @@ func (a *api) host(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-// pause stops sending to a host. The pause is recorded in the spool first,
-// so that it holds across a restart until resume.
+// pause stops sending to a host until resume, across restarts.
 func (a *api) pause(w http.ResponseWriter, r *http.Request) {
 	host := r.PathValue("host")
-	if err := a.Spool.SetPaused(host, true); err != nil {
+	if err := a.Hosts.Pause(host); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "not paused: "+err.Error())
 		return
 	}
-	a.Hosts.Pause(host)
 	st, _ := a.Hosts.Host(host)
 	writeJSON(w, http.StatusOK, st)
 }
 
 func (a *api) resume(w http.ResponseWriter, r *http.Request) {
 	host := r.PathValue("host")
-	if _, ok := a.Hosts.Host(host); !ok {
+	known, err := a.Hosts.Resume(host)
+	switch {
+	case !known:
 		writeError(w, http.StatusNotFound, "no such host: "+host)
 		return
-	}
-	if err := a.Spool.SetPaused(host, false); err != nil {
+	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "not resumed: "+err.Error())
 		return
 	}
-	a.Hosts.Resume(host)
 	st, _ := a.Hosts.Host(host)
 	writeJSON(w, http.StatusOK, st)
 }

@@ -292,16 +292,14 @@ func (p *page) do(action, host string) (string, error) {
 	a := p.api
 	switch action {
 	case "pause":
-		if err := a.Spool.SetPaused(host, true); err != nil {
+		if err := a.Hosts.Pause(host); err != nil {
 			return "", err
 		}
-		a.Hosts.Pause(host)
 		return "paused", nil
 	case "resume":
-		if err := a.Spool.SetPaused(host, false); err != nil {
+		if _, err := a.Hosts.Resume(host); err != nil {
 			return "", err
 		}
-		a.Hosts.Resume(host)
 		return "resumed", nil
 	case "replay":
 		n, err := a.Spool.ReplayDead(spool.DeadFilter{Host: host})

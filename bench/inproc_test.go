@@ -31,8 +31,9 @@ import (
 	"github.com/hookpace/hookpace/telemetry"
 )
 
-// commitStats counts the spool's group commits through OnAppend, which the
-// writer calls once per commit round with the messages made durable.
+// commitStats counts the spool's group commits through its Notify
+// listener, which the writer calls once per commit round with the messages
+// made durable.
 type commitStats struct{ rounds, msgs atomic.Int64 }
 
 func (c *commitStats) report(b *testing.B) {
@@ -50,14 +51,14 @@ func openSpoolStats(b *testing.B) (*spool.Spool, *commitStats) {
 	}
 	b.Cleanup(func() { os.RemoveAll(dir) })
 	log, _, _ := telemetry.NewLogger(io.Discard, "text", "warn")
-	sp, err := spool.Open(spool.Options{Dir: dir, MaxMessages: 50_000_000, MaxBytes: 64 << 30, Logger: log,
-		OnAppend: func(ms []*spool.Message) {
-			cs.rounds.Add(1)
-			cs.msgs.Add(int64(len(ms)))
-		}})
+	sp, err := spool.Open(spool.Options{Dir: dir, MaxMessages: 50_000_000, MaxBytes: 64 << 30, Logger: log})
 	if err != nil {
 		b.Fatal(err)
 	}
+	sp.Notify(func(ms []*spool.Message) {
+		cs.rounds.Add(1)
+		cs.msgs.Add(int64(len(ms)))
+	})
 	b.Cleanup(func() { sp.Close() })
 	return sp, cs
 }

@@ -180,11 +180,13 @@ func TestRedirectGoesToDeadLetters(t *testing.T) {
 				}}
 				// The delivery client's setting (server's deliveryClient).
 				q := newMemQueue()
-				q.d = New(Options{Queue: q, Policy: func(string) Policy { return policy(100, 10, 2) },
+				d := New(Options{Queue: q, Policy: func(string) Policy { return policy(100, 10, 2) },
 					Client: &http.Client{Transport: rc, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 					Logger: slog.New(slog.DiscardHandler)})
-				q.d.Start()
-				defer q.d.Stop(context.Background())
+				if err := d.Start(); err != nil {
+					t.Fatal(err)
+				}
+				defer d.Stop(context.Background())
 				q.add("moved.example", 2)
 				synctest.Wait()
 				if len(q.dead) != 2 {

@@ -12,6 +12,7 @@ package deliver
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -27,6 +28,9 @@ import (
 // Queue is the durable store the dispatcher works from; *spool.Spool is
 // the real one.
 type Queue interface {
+	// Notify makes the queue announce, from then on, every message that
+	// becomes durable, in id order (see spool.Spool.Notify).
+	Notify(fn func([]*spool.Message))
 	Read(host string, after uint64, max int) ([]*spool.Message, error)
 	// Delete removes a delivered message and returns once that is durable.
 	Delete(m *spool.Message) error
@@ -34,6 +38,10 @@ type Queue interface {
 	Bury(m *spool.Message, reason string, at time.Time)
 	HostUsage(host string) spool.HostUsage
 	Hosts() map[string]spool.HostUsage
+	// SetPaused records durably that host is paused (or no longer is);
+	// Paused lists the hosts so recorded.
+	SetPaused(host string, paused bool) error
+	Paused() ([]string, error)
 }
 
 // Policy is everything the dispatcher needs to know about one host.
@@ -81,8 +89,8 @@ type Options struct {
 	IdleTTL time.Duration
 }
 
-// Dispatcher replays queued webhooks. Create it with New, feed it with
-// Enqueued (wired to the spool's OnAppend) and start it with Start.
+// Dispatcher replays queued webhooks. Create it with New and start it with
+// Start, which connects it to its queue.
 type Dispatcher struct {
 	opts Options
 	log  *slog.Logger
@@ -95,9 +103,11 @@ type Dispatcher struct {
 	hosts    map[string]*host
 	buffered int64
 	stopping bool
-	started  bool
-	early    []*spool.Message // announced before Start
-	sweeper  *time.Timer      // forgets idle hosts; armed while there are hosts
+	sweeper  *time.Timer // forgets idle hosts; armed while there are hosts
+
+	// pauseMu makes each Pause or Resume record and apply its change as
+	// one step, so that the queue's record and the pacers agree.
+	pauseMu sync.Mutex
 
 	idle     chan func()   // idle delivery goroutines wait here for their next attempt
 	quit     chan struct{} // closed by Stop: idle delivery goroutines exit
@@ -137,31 +147,38 @@ func New(opts Options) *Dispatcher {
 		idle: make(chan func()), quit: make(chan struct{})}
 }
 
-// Start picks up every host that has messages in the queue (after a
-// restart: everything that was queued or in flight) and starts delivering.
-func (d *Dispatcher) Start() {
-	backlog := d.opts.Queue.Hosts()
+// Start connects the dispatcher to its queue and starts delivering: it
+// pauses again the hosts recorded as paused, subscribes to the queue's
+// announcements, and picks up every host that has messages queued (after a
+// restart: everything that was queued or in flight). It holds its lock
+// throughout, so an announcement made meanwhile waits for it; a message
+// both announced and counted in the backlog is read once (see
+// enqueueLocked). Call it once.
+func (d *Dispatcher) Start() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.started = true
-	for name, u := range backlog {
+	paused, err := d.opts.Queue.Paused()
+	if err != nil {
+		return fmt.Errorf("read paused hosts: %w", err)
+	}
+	for _, name := range paused {
+		d.hostLocked(name).pace.Pause()
+	}
+	d.opts.Queue.Notify(d.enqueued)
+	for name, u := range d.opts.Queue.Hosts() {
 		if u.Messages > 0 {
-			h := d.hostLocked(name)
-			h.onDisk = true
+			d.hostLocked(name).onDisk = true
 		}
 	}
-	early := d.early
-	d.early = nil
-	d.enqueueLocked(early)
 	for _, h := range d.hosts {
 		d.pump(h)
 	}
-	d.armSweeper()
+	return nil
 }
 
 // armSweeper makes sure idle hosts are looked for while there are hosts.
 func (d *Dispatcher) armSweeper() {
-	if d.sweeper != nil || len(d.hosts) == 0 || !d.started || d.stopping {
+	if d.sweeper != nil || len(d.hosts) == 0 || d.stopping {
 		return
 	}
 	d.sweeper = time.AfterFunc(min(d.opts.IdleTTL, time.Minute), func() {
@@ -198,15 +215,11 @@ func (d *Dispatcher) forgetIdleLocked(now time.Time) int {
 	return n
 }
 
-// Enqueued announces messages that became durable, in id order. It is the
-// spool's OnAppend hook.
-func (d *Dispatcher) Enqueued(msgs []*spool.Message) {
+// enqueued takes the messages the queue announces as durable, in id order
+// (Start subscribes it).
+func (d *Dispatcher) enqueued(msgs []*spool.Message) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.started {
-		d.early = append(d.early, msgs...)
-		return
-	}
 	d.enqueueLocked(msgs)
 }
 
@@ -284,7 +297,7 @@ func (h *host) count() int { return h.ready.len() + h.retry.len() + h.pace.InFli
 // pump starts every attempt host may make now, arranges to be called again
 // when it could make the next one, and tops up its window from the spool.
 func (d *Dispatcher) pump(h *host) {
-	if d.stopping || !d.started {
+	if d.stopping {
 		return
 	}
 	now := time.Now()

@@ -2,6 +2,7 @@ package deliver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,7 +26,10 @@ type memQueue struct {
 	queued map[string]map[uint64]*spool.Message
 	dead   []*spool.Message
 	why    []string
-	d      *Dispatcher
+	notify func([]*spool.Message)
+	paused map[string]bool
+	// pauseErr, if set, fails SetPaused.
+	pauseErr error
 
 	updates int
 
@@ -33,7 +37,9 @@ type memQueue struct {
 	deleted     int
 }
 
-func newMemQueue() *memQueue { return &memQueue{queued: map[string]map[uint64]*spool.Message{}} }
+func newMemQueue() *memQueue {
+	return &memQueue{queued: map[string]map[uint64]*spool.Message{}, paused: map[string]bool{}}
+}
 
 func (q *memQueue) add(host string, n int) {
 	q.mu.Lock()
@@ -49,8 +55,40 @@ func (q *memQueue) add(host string, n int) {
 		q.queued[host][m.ID] = &c
 		msgs = append(msgs, m)
 	}
+	notify := q.notify
 	q.mu.Unlock()
-	q.d.Enqueued(msgs)
+	if notify != nil {
+		notify(msgs)
+	}
+}
+
+func (q *memQueue) Notify(fn func([]*spool.Message)) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.notify = fn
+}
+func (q *memQueue) SetPaused(host string, paused bool) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.pauseErr != nil {
+		return q.pauseErr
+	}
+	if paused {
+		q.paused[host] = true
+	} else {
+		delete(q.paused, host)
+	}
+	return nil
+}
+func (q *memQueue) Paused() ([]string, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []string
+	for h := range q.paused {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 func (q *memQueue) Read(host string, after uint64, max int) ([]*spool.Message, error) {
@@ -187,8 +225,9 @@ func setup(t *testing.T, rc *receiver, pols map[string]Policy, maxBuffered int64
 		Logger:      slog.New(slog.DiscardHandler),
 		MaxBuffered: maxBuffered,
 	})
-	q.d = d
-	d.Start()
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { d.Stop(context.Background()) })
 	return d, q
 }
@@ -441,17 +480,70 @@ func TestRestartPicksUpBacklog(t *testing.T) {
 		rc := &receiver{}
 		q := newMemQueue()
 		// Messages already in the queue before the dispatcher exists.
-		pre := New(Options{Queue: q, Policy: func(string) Policy { return policy(100, 10, 2) }, Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
-		q.d = pre
 		q.add("a.example", 30)
 		q.add("b.example", 30)
 		d := New(Options{Queue: q, Policy: func(string) Policy { return policy(100, 10, 2) }, Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
-		q.d = d
-		d.Start()
+		if err := d.Start(); err != nil {
+			t.Fatal(err)
+		}
 		defer d.Stop(context.Background())
 		waitEmpty(t, q, time.Minute)
 		if n := len(rc.arrivals("")); n != 60 {
 			t.Fatalf("%d arrivals after restart, want 60", n)
+		}
+	})
+}
+
+// TestPauseIsRecordedAndRestored: the dispatcher records a pause in its
+// queue before applying it, a dispatcher started on that queue later (a
+// restart) holds the host until Resume, and a pause the queue could not
+// record changes nothing.
+func TestPauseIsRecordedAndRestored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		q := newMemQueue()
+		opts := Options{Queue: q, Policy: func(string) Policy { return policy(100, 10, 2) },
+			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)}
+		first := New(opts)
+		if err := first.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Pause("p.example"); err != nil {
+			t.Fatal(err)
+		}
+		q.pauseErr = errors.New("disk says no")
+		if err := first.Pause("q.example"); err == nil {
+			t.Fatal("a pause the queue could not record was reported done")
+		}
+		if _, known := first.Host("q.example"); known {
+			t.Fatal("a pause that was not recorded was applied")
+		}
+		q.pauseErr = nil
+		first.Stop(context.Background())
+		if got, _ := q.Paused(); fmt.Sprint(got) != "[p.example]" {
+			t.Fatalf("recorded pauses %v, want [p.example]", got)
+		}
+
+		q.add("p.example", 5)
+		d := New(opts)
+		if err := d.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer d.Stop(context.Background())
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if st, _ := d.Host("p.example"); !st.Paused || len(rc.arrivals("")) != 0 {
+			t.Fatalf("after a restart: paused %v, %d sent; want the pause to hold", st.Paused, len(rc.arrivals("")))
+		}
+		if ok, err := d.Resume("unknown.example"); ok || err != nil {
+			t.Fatalf("resume of an unknown host: %v, %v", ok, err)
+		}
+		if ok, err := d.Resume("p.example"); !ok || err != nil {
+			t.Fatalf("resume: %v, %v", ok, err)
+		}
+		waitEmpty(t, q, time.Minute)
+		if got, _ := q.Paused(); len(got) != 0 || len(rc.arrivals("")) != 5 {
+			t.Fatalf("after resume: recorded pauses %v, %d sent; want none and 5", got, len(rc.arrivals("")))
 		}
 	})
 }
@@ -481,8 +573,9 @@ func TestStopAbandonsWithoutCountingAttempts(t *testing.T) {
 		q := newMemQueue()
 		d := New(Options{Queue: q, Policy: func(string) Policy { return policy(10, 10, 2) },
 			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
-		q.d = d
-		d.Start()
+		if err := d.Start(); err != nil {
+			t.Fatal(err)
+		}
 		q.add("slow.example", 5)
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -513,8 +606,9 @@ func TestRefusedAtDeliveryGoesToDeadLetters(t *testing.T) {
 			Client: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 				return nil, fmt.Errorf("dial: %w", refusedErr{})
 			})}, Logger: slog.New(slog.DiscardHandler)})
-		q.d = d
-		d.Start()
+		if err := d.Start(); err != nil {
+			t.Fatal(err)
+		}
 		defer d.Stop(context.Background())
 		q.add("moved.example", 3)
 		synctest.Wait()
@@ -578,7 +672,9 @@ func TestIdleHostsAreForgotten(t *testing.T) {
 		q.add("a.example", 3)
 		q.add("slow.example", 1)
 		waitEmpty(t, q, time.Minute)
-		d.Pause("paused.example")
+		if err := d.Pause("paused.example"); err != nil {
+			t.Fatal(err)
+		}
 
 		names := func() []string {
 			var out []string
@@ -642,7 +738,9 @@ func TestDrainTime(t *testing.T) {
 		if got, ok := d.DrainTime("held.example", 1, time.Now()); !ok || got < 30*time.Second || got > 31*time.Second {
 			t.Fatalf("held host, 1 to go: %v (%v), want 30s of hold and a little", got, ok)
 		}
-		d.Pause("slow.example")
+		if err := d.Pause("slow.example"); err != nil {
+			t.Fatal(err)
+		}
 		if got, ok := d.DrainTime("slow.example", 1, time.Now()); ok {
 			t.Fatalf("paused host: %v, want no estimate", got)
 		}

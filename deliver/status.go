@@ -110,26 +110,43 @@ func (d *Dispatcher) DrainTime(host string, n int64, now time.Time) (wait time.D
 }
 
 // Pause stops sending to host (attempts in flight finish) until Resume.
+// The pause is recorded in the queue first, so that it holds across a
+// restart (Start applies it again); if that fails, nothing changes.
 // Pausing a host hookpace has not seen yet is allowed.
-func (d *Dispatcher) Pause(name string) {
+func (d *Dispatcher) Pause(name string) error {
+	d.pauseMu.Lock()
+	defer d.pauseMu.Unlock()
+	if err := d.opts.Queue.SetPaused(name, true); err != nil {
+		return err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.hostLocked(name).pace.Pause()
 	d.log.Info("host paused", "host", name)
+	return nil
 }
 
-// Resume undoes Pause.
-func (d *Dispatcher) Resume(name string) bool {
+// Resume undoes Pause, in the queue's record first. It reports false, and
+// changes nothing, for a host the dispatcher does not know.
+func (d *Dispatcher) Resume(name string) (bool, error) {
+	d.pauseMu.Lock()
+	defer d.pauseMu.Unlock()
+	d.mu.Lock()
+	known := d.hosts[name] != nil
+	d.mu.Unlock()
+	if !known {
+		return false, nil
+	}
+	if err := d.opts.Queue.SetPaused(name, false); err != nil {
+		return true, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	h := d.hosts[name]
-	if h == nil {
-		return false
-	}
+	h := d.hostLocked(name) // forgotten meanwhile if it was not paused
 	h.pace.Resume()
 	d.log.Info("host resumed", "host", name)
 	d.pump(h)
-	return true
+	return true, nil
 }
 
 // SetPolicy applies a new policy source (a config reload) to every host.

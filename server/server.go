@@ -92,9 +92,6 @@ func Run(ctx context.Context, o Options) error {
 	}
 	warnInsecure(log, cfg)
 
-	// The dispatcher and the spool refer to each other: the spool announces
-	// durable messages to the dispatcher, which reads and deletes them.
-	var disp *deliver.Dispatcher
 	sp, err := spool.Open(spool.Options{
 		Dir:         cfg.Spool.Dir,
 		MaxMessages: cfg.Spool.MaxMessages,
@@ -103,7 +100,6 @@ func Run(ctx context.Context, o Options) error {
 		LowWater:    cfg.Spool.LowWater,
 		MinFree:     int64(cfg.Spool.MinFree),
 		Logger:      log,
-		OnAppend:    func(ms []*spool.Message) { disp.Enqueued(ms) },
 	})
 	if err != nil {
 		return err
@@ -114,7 +110,7 @@ func Run(ctx context.Context, o Options) error {
 			sp.Close()
 		}
 	}()
-	disp = deliver.New(deliver.Options{
+	disp := deliver.New(deliver.Options{
 		Queue:    sp,
 		Policy:   policies(cfg),
 		Client:   deliveryClient(tel, guard, roots, false),
@@ -161,21 +157,18 @@ func Run(ctx context.Context, o Options) error {
 	adminSrv := &http.Server{Handler: admin.Handler(admin.Options{Hosts: disp, Spool: sp, Metrics: tel.Handler(), Logger: log}),
 		ReadHeaderTimeout: 10 * time.Second}
 
-	// Pauses an operator set before a restart still hold.
-	paused, err := sp.Paused()
-	if err != nil {
-		return fmt.Errorf("read paused hosts from the spool: %w", err)
+	// The dispatcher subscribes to the spool's announcements, picks up its
+	// backlog, and pauses again the hosts an operator paused before a
+	// restart.
+	if err := disp.Start(); err != nil {
+		return fmt.Errorf("start deliveries from the spool: %w", err)
 	}
-	for _, h := range paused {
-		disp.Pause(h)
-	}
-	disp.Start()
 	errc := make(chan error, 2)
 	go func() { errc <- serve(proxySrv, proxyLn) }()
 	go func() { errc <- serve(adminSrv, adminLn) }()
 	u := sp.Usage()
 	log.Info("hookpace started", "listen", proxyLn.Addr().String(), "admin", adminLn.Addr().String(),
-		"spool", cfg.Spool.Dir, "queued", u.Messages, "dead_letters", u.Dead, "hosts", u.Hosts, "paused", len(paused), "mitm", ca != nil, "config", cfg.Path)
+		"spool", cfg.Spool.Dir, "queued", u.Messages, "dead_letters", u.Dead, "hosts", u.Hosts, "paused", pausedHosts(disp), "mitm", ca != nil, "config", cfg.Path)
 	if o.Ready != nil {
 		o.Ready(proxyLn.Addr().String(), adminLn.Addr().String())
 	}
@@ -345,6 +338,17 @@ func warnInsecure(log *slog.Logger, cfg *config.Config) {
 			log.Warn("!!! INSECURE: upstream TLS certificates are NOT verified for this host !!!", "host", k)
 		}
 	}
+}
+
+// pausedHosts counts the hosts an operator paused.
+func pausedHosts(disp *deliver.Dispatcher) int {
+	n := 0
+	for _, h := range disp.Hosts() {
+		if h.Paused {
+			n++
+		}
+	}
+	return n
 }
 
 // observe feeds the gauges from the dispatcher and spool at scrape time.

@@ -29,11 +29,6 @@ type Options struct {
 	MinFree int64
 	Logger  *slog.Logger
 
-	// OnAppend is called by the spool's writer goroutine, in id order,
-	// with every message that became durable (new or replayed from the dead
-	// letters). It must not block for long.
-	OnAppend func([]*Message)
-
 	// For tests: adjust the queue database's Badger options (smaller files,
 	// to make them rotate), and the resident size above which the spool's
 	// mappings are trimmed (0: residentFileLimit).
@@ -60,9 +55,6 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
-	}
-	if o.OnAppend == nil {
-		o.OnAppend = func([]*Message) {}
 	}
 	if o.tuneQueue == nil {
 		o.tuneQueue = func(b badger.Options) badger.Options { return b }
@@ -119,6 +111,8 @@ type Spool struct {
 	log  *slog.Logger
 
 	badgerErrors *atomic.Uint64 // errors Badger has logged (see apply)
+
+	notify atomic.Pointer[func([]*Message)] // see Notify; nil: nobody listens
 
 	// mu guards everything below: the pending write batch, usage
 	// accounting and the admission gate.

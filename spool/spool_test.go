@@ -127,16 +127,24 @@ func TestRestartKeepsMessagesAndCounts(t *testing.T) {
 	}
 }
 
-func TestOnAppendInIDOrder(t *testing.T) {
+// TestNotifyInIDOrder: once a listener is connected, every message made
+// durable is announced to it, in id order; what was appended before is not
+// (the listener reads it from the spool).
+func TestNotifyInIDOrder(t *testing.T) {
 	var mu sync.Mutex
 	var seen []uint64
-	s := openTest(t, t.TempDir(), Options{OnAppend: func(ms []*Message) {
+	s := openTest(t, t.TempDir(), Options{})
+	before := newMsg("a.example", -1)
+	if err := s.Append(context.Background(), before, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.Notify(func(ms []*Message) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, m := range ms {
 			seen = append(seen, m.ID)
 		}
-	}})
+	})
 	var wg sync.WaitGroup
 	for i := range 200 {
 		wg.Go(func() {
@@ -148,11 +156,14 @@ func TestOnAppendInIDOrder(t *testing.T) {
 	wg.Wait()
 	s.Close()
 	if len(seen) != 200 {
-		t.Fatalf("OnAppend saw %d messages, want 200", len(seen))
+		t.Fatalf("Notify's listener saw %d messages, want 200", len(seen))
+	}
+	if seen[0] <= before.ID {
+		t.Fatalf("announced id %d, appended before Notify as %d", seen[0], before.ID)
 	}
 	for i := 1; i < len(seen); i++ {
 		if seen[i] <= seen[i-1] {
-			t.Fatalf("OnAppend out of id order at %d: %v", i, seen[i-1:i+1])
+			t.Fatalf("announced out of id order at %d: %v", i, seen[i-1:i+1])
 		}
 	}
 }
@@ -315,11 +326,13 @@ func TestDeadLetters(t *testing.T) {
 	dir := t.TempDir()
 	var appended []*Message
 	var mu sync.Mutex
-	s := openTest(t, dir, Options{OnAppend: func(ms []*Message) {
+	listen := func(ms []*Message) {
 		mu.Lock()
 		appended = append(appended, ms...)
 		mu.Unlock()
-	}})
+	}
+	s := openTest(t, dir, Options{})
+	s.Notify(listen)
 	ctx := context.Background()
 	for i := range 4 {
 		h := "a.example"
@@ -341,11 +354,8 @@ func TestDeadLetters(t *testing.T) {
 	waitUsage(t, s, 0)
 	s.Close()
 
-	s = openTest(t, dir, Options{OnAppend: func(ms []*Message) {
-		mu.Lock()
-		appended = append(appended, ms...)
-		mu.Unlock()
-	}})
+	s = openTest(t, dir, Options{})
+	s.Notify(listen)
 	defer s.Close()
 	dead, total, err := s.ListDead(DeadFilter{}, 0)
 	if err != nil || total != 4 || len(dead) != 4 {

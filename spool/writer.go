@@ -311,7 +311,7 @@ func (s *Spool) finish(r *round) {
 		}
 	}
 	if len(appended) > 0 {
-		s.opts.OnAppend(appended)
+		s.announce(appended)
 	}
 }
 
