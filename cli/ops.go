@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/admin"
+	"github.com/hookpace/hookpace/config"
 )
 
 // adminFlags adds --admin and --config to fs and returns a function that
@@ -29,7 +30,7 @@ func adminFlags(fs *flag.FlagSet) func() (*admin.Client, error) {
 			}
 			return admin.NewClient(cfg.Admin), nil
 		default:
-			return admin.NewClient("127.0.0.1:9090"), nil
+			return admin.NewClient(config.Default().Admin), nil
 		}
 	}
 }

@@ -23,6 +23,16 @@ type swapGuard struct {
 	self []string
 }
 
+// newSwapGuard builds the guard for cfg; self are hookpace's own listener
+// addresses, never a delivery target.
+func newSwapGuard(cfg *config.Config, self ...string) (*swapGuard, error) {
+	s := &swapGuard{self: self}
+	if err := s.set(cfg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 func (s *swapGuard) set(cfg *config.Config) error {
 	g, err := egress.New(egress.Options{Allow: cfg.Egress.Allow, Deny: cfg.Egress.Deny, Self: s.self})
 	if err != nil {

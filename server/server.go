@@ -1,13 +1,13 @@
 // Package server assembles hookpace from its parts (spool, dispatcher,
-// proxy, admin API, telemetry) and runs it until its context ends: then it
-// stops accepting, lets in-flight deliveries finish within the shutdown
-// deadline, and closes the spool with everything queued left for the next
-// start.
+// proxy, admin API, telemetry) and runs it in three steps: build makes the
+// parts and connects them, serve serves until its context ends, and
+// shutdown stops accepting, lets in-flight deliveries finish within the
+// shutdown deadline, and closes the spool with everything queued left for
+// the next start.
 package server
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,7 +22,6 @@ import (
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/mitm"
-	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/proxy"
 	"github.com/hookpace/hookpace/spool"
 	"github.com/hookpace/hookpace/telemetry"
@@ -47,19 +45,111 @@ type Options struct {
 
 // Run runs hookpace until ctx is done, then shuts down gracefully.
 func Run(ctx context.Context, o Options) error {
+	a, err := build(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer a.release()
+	a.serve(ctx, o.Reload, o.Ready)
+	return a.shutdown()
+}
+
+// app is hookpace as build made it: every part connected to the others,
+// both listeners bound, deliveries started, nothing served yet.
+type app struct {
+	log     *slog.Logger
+	level   *slog.LevelVar
+	current atomic.Pointer[config.Config] // in force; a reload swaps it
+	tel     *telemetry.Telemetry
+	guard   *swapGuard
+	ca      *mitm.CA
+	spool   *spool.Spool
+	disp    *deliver.Dispatcher
+	proxy   *proxy.Proxy
+
+	proxyLn, adminLn   net.Listener
+	proxySrv, adminSrv *http.Server
+
+	spoolClosing bool // shutdown closes the spool (see closeSpool)
+
+	// undo closes, in reverse order, what build opened: all of it after a
+	// failed build; on exit, what shutdown leaves (see release).
+	undo []func()
+}
+
+// release runs undo.
+func (a *app) release() {
+	for i := len(a.undo) - 1; i >= 0; i-- {
+		a.undo[i]()
+	}
+	a.undo = nil
+}
+
+// build makes every part of hookpace from o.Config and connects them. If a
+// part fails, what was already made is closed again.
+func build(ctx context.Context, o Options) (_ *app, err error) {
+	cfg := o.Config
+	a := &app{}
+	a.current.Store(cfg)
+	defer func() {
+		if err != nil {
+			a.release()
+		}
+	}()
+	if err := a.buildTelemetry(ctx, o); err != nil {
+		return nil, err
+	}
+	roots, err := rootCAs(cfg.TLS.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MITM.Enabled() {
+		if a.ca, err = mitm.LoadCA(cfg.MITM.CACert, cfg.MITM.CAKey, cfg.MITM.CacheSize); err != nil {
+			return nil, fmt.Errorf("mitm: %w", err)
+		}
+	}
+	warnInsecure(a.log, cfg)
+	if a.spool, err = spool.Open(spoolOptions(cfg, a.log)); err != nil {
+		return nil, err
+	}
+	a.undo = append(a.undo, func() {
+		if !a.spoolClosing {
+			a.spool.Close()
+		}
+	})
+	if err := a.listen(cfg); err != nil {
+		return nil, err
+	}
+	// Our own listeners are never a delivery target, whatever was allowed.
+	if a.guard, err = newSwapGuard(cfg, a.proxyLn.Addr().String(), a.adminLn.Addr().String()); err != nil {
+		return nil, err
+	}
+	a.buildParts(cfg, roots)
+	// The dispatcher subscribes to the spool's announcements, picks up its
+	// backlog, and pauses again the hosts an operator paused before a
+	// restart.
+	if err := a.disp.Start(); err != nil {
+		return nil, fmt.Errorf("start deliveries from the spool: %w", err)
+	}
+	return a, nil
+}
+
+// buildTelemetry sets up logging (the default slog logger too), metrics
+// and traces.
+func (a *app) buildTelemetry(ctx context.Context, o Options) error {
 	cfg := o.Config
 	out := o.LogOutput
 	if out == nil {
 		out = os.Stderr
 	}
 	logOut := telemetry.NewBufferedWriter(out, 100*time.Millisecond)
-	defer logOut.Close()
+	a.undo = append(a.undo, func() { logOut.Close() })
 	log, level, err := telemetry.NewLogger(logOut, cfg.Log.Format, cfg.Log.Level)
 	if err != nil {
 		return err
 	}
 	slog.SetDefault(log)
-
+	a.log, a.level = log, level
 	tel, err := telemetry.Setup(ctx, telemetry.Options{
 		MaxHostLabels:       cfg.Telemetry.MaxHostLabels,
 		MetricsOTLPEndpoint: cfg.Telemetry.MetricsOTLPEndpoint,
@@ -71,28 +161,13 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("telemetry: %w", err)
 	}
-	defer tel.Shutdown(context.Background())
+	a.tel = tel
+	a.undo = append(a.undo, func() { tel.Shutdown(context.Background()) })
+	return nil
+}
 
-	var current atomic.Pointer[config.Config]
-	current.Store(cfg)
-
-	guard := &swapGuard{}
-	if err := guard.set(cfg); err != nil {
-		return err
-	}
-	roots, err := rootCAs(cfg.TLS.CAFile)
-	if err != nil {
-		return err
-	}
-	var ca *mitm.CA
-	if cfg.MITM.Enabled() {
-		if ca, err = mitm.LoadCA(cfg.MITM.CACert, cfg.MITM.CAKey, cfg.MITM.CacheSize); err != nil {
-			return fmt.Errorf("mitm: %w", err)
-		}
-	}
-	warnInsecure(log, cfg)
-
-	sp, err := spool.Open(spool.Options{
+func spoolOptions(cfg *config.Config, log *slog.Logger) spool.Options {
+	return spool.Options{
 		Dir:         cfg.Spool.Dir,
 		MaxMessages: cfg.Spool.MaxMessages,
 		MaxBytes:    int64(cfg.Spool.MaxBytes),
@@ -100,233 +175,92 @@ func Run(ctx context.Context, o Options) error {
 		LowWater:    cfg.Spool.LowWater,
 		MinFree:     int64(cfg.Spool.MinFree),
 		Logger:      log,
-	})
-	if err != nil {
-		return err
 	}
-	spoolClosed := false
-	defer func() {
-		if !spoolClosed {
-			sp.Close()
-		}
-	}()
-	disp := deliver.New(deliver.Options{
-		Queue:    sp,
+}
+
+// listen binds the proxy and admin listeners.
+func (a *app) listen(cfg *config.Config) error {
+	var err error
+	if a.proxyLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	a.undo = append(a.undo, func() { a.proxyLn.Close() })
+	if a.adminLn, err = net.Listen("tcp", cfg.Admin); err != nil {
+		return fmt.Errorf("admin listen %s: %w", cfg.Admin, err)
+	}
+	a.undo = append(a.undo, func() { a.adminLn.Close() })
+	return nil
+}
+
+// buildParts makes the dispatcher, the proxy and the two HTTP servers.
+func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool) {
+	tel, log := a.tel, a.log
+	a.disp = deliver.New(deliver.Options{
+		Queue:    a.spool,
 		Policy:   policies(cfg),
-		Client:   deliveryClient(tel, guard, roots, false),
-		Insecure: deliveryClient(tel, guard, roots, true),
+		Client:   deliveryClient(tel, a.guard, roots, false),
+		Insecure: deliveryClient(tel, a.guard, roots, true),
 		Logger:   log,
 		Observer: tel.Metrics,
 		Tracer:   tel.Tracer,
 		Prop:     tel.Propagator,
 		Throttle: telemetry.NewThrottle(10 * time.Second),
 	})
-	observe(tel.Metrics, disp, sp)
-
-	px := proxy.New(proxy.Options{
-		Config:    &current,
-		Spool:     sp,
-		Pacing:    disp,
-		Guard:     guard,
-		CA:        ca,
-		Transport: transport(guard, roots, false),
+	observe(tel.Metrics, a.disp, a.spool)
+	a.proxy = proxy.New(proxy.Options{
+		Config:    &a.current,
+		Spool:     a.spool,
+		Pacing:    a.disp,
+		Guard:     a.guard,
+		CA:        a.ca,
+		Transport: transport(a.guard, roots, false),
 		Logger:    log,
 		Metrics:   tel.Metrics,
 		Tracer:    tel.Tracer,
 		Prop:      tel.Propagator,
-		Tracing:   o.SpanExporter != nil || (cfg.Telemetry.Traces.Exporter != "" && cfg.Telemetry.Traces.Exporter != telemetry.TraceExporterNone),
+		Tracing:   tel.Tracing(),
 	})
-
-	proxyLn, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
-	}
-	adminLn, err := net.Listen("tcp", cfg.Admin)
-	if err != nil {
-		proxyLn.Close()
-		return fmt.Errorf("admin listen %s: %w", cfg.Admin, err)
-	}
-	// Our own listeners are never a delivery target, whatever was allowed.
-	guard.self = []string{proxyLn.Addr().String(), adminLn.Addr().String()}
-	if err := guard.set(cfg); err != nil {
-		return err
-	}
-
-	proxySrv := &http.Server{Handler: px, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+	a.proxySrv = &http.Server{Handler: a.proxy, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
-	adminSrv := &http.Server{Handler: admin.Handler(admin.Options{Hosts: disp, Spool: sp, Metrics: tel.Handler(), Logger: log}),
+	a.adminSrv = &http.Server{Handler: admin.Handler(admin.Options{Hosts: a.disp, Spool: a.spool, Metrics: tel.Handler(), Logger: log}),
 		ReadHeaderTimeout: 10 * time.Second}
+}
 
-	// The dispatcher subscribes to the spool's announcements, picks up its
-	// backlog, and pauses again the hosts an operator paused before a
-	// restart.
-	if err := disp.Start(); err != nil {
-		return fmt.Errorf("start deliveries from the spool: %w", err)
-	}
+// serve serves the proxy and the admin API, and applies config reloads,
+// until ctx is done or a listener fails.
+func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(proxyAddr, adminAddr string)) {
 	errc := make(chan error, 2)
-	go func() { errc <- serve(proxySrv, proxyLn) }()
-	go func() { errc <- serve(adminSrv, adminLn) }()
-	u := sp.Usage()
-	log.Info("hookpace started", "listen", proxyLn.Addr().String(), "admin", adminLn.Addr().String(),
-		"spool", cfg.Spool.Dir, "queued", u.Messages, "dead_letters", u.Dead, "hosts", u.Hosts, "paused", pausedHosts(disp), "mitm", ca != nil, "config", cfg.Path)
-	if o.Ready != nil {
-		o.Ready(proxyLn.Addr().String(), adminLn.Addr().String())
+	go func() { errc <- serveHTTP(a.proxySrv, a.proxyLn) }()
+	go func() { errc <- serveHTTP(a.adminSrv, a.adminLn) }()
+	cfg, u := a.current.Load(), a.spool.Usage()
+	proxyAddr, adminAddr := a.proxyLn.Addr().String(), a.adminLn.Addr().String()
+	a.log.Info("hookpace started", "listen", proxyAddr, "admin", adminAddr,
+		"spool", cfg.Spool.Dir, "queued", u.Messages, "dead_letters", u.Dead, "hosts", u.Hosts, "paused", pausedHosts(a.disp),
+		"mitm", a.ca != nil, "config", cfg.Path)
+	if ready != nil {
+		ready(proxyAddr, adminAddr)
 	}
 
-	r := &reloader{path: cfg.Path, current: &current, log: log, level: level, guard: guard, spool: sp, disp: disp, proxy: px}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	r := &reloader{path: cfg.Path, current: &a.current, log: a.log, level: a.level, guard: a.guard,
+		spool: a.spool, disp: a.disp, proxy: a.proxy}
 	watchDone := make(chan struct{})
-	go func() { defer close(watchDone); r.watch(ctx, o.Reload) }()
-
+	go func() { defer close(watchDone); r.watch(watchCtx, reload) }()
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
-		log.Error("listener failed", "error", err)
+		a.log.Error("listener failed", "error", err)
 	}
+	stopWatch()
 	<-watchDone
-
-	// Graceful shutdown: stop accepting, finish in-flight deliveries within
-	// the deadline, then sync and close the spool.
-	cfg = current.Load()
-	log.Info("shutting down", "deadline", cfg.Shutdown.Timeout.D().String())
-	deadline, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.Timeout.D())
-	defer cancel()
-	// The proxy drains its open requests (each gets its answer) while the
-	// dispatcher stops starting attempts and waits for those in flight.
-	var wg sync.WaitGroup
-	wg.Go(func() { proxySrv.Shutdown(deadline) })
-	if err := disp.Stop(deadline); err != nil {
-		log.Warn("shutdown deadline passed: in-flight deliveries abandoned, they stay queued", "error", err)
-	}
-	wg.Wait()
-	adminSrv.Shutdown(deadline)
-	left := sp.Usage()
-	spoolClosed = true
-	if err := closeSpool(sp, deadline); err != nil {
-		return err
-	}
-	log.Info("hookpace stopped", "queued", left.Messages, "dead_letters", left.Dead)
-	return nil
 }
 
-// spoolCloseGrace is the least time the spool gets to close, even when the
-// deliveries in flight used up the whole shutdown deadline.
-const spoolCloseGrace = 5 * time.Second
-
-// closeSpool closes the spool within what is left of the shutdown deadline
-// (at least spoolCloseGrace). Closing flushes Badger's memtables, and
-// Badger retries a failed flush forever: with a failing disk, or a spool
-// directory removed underneath, Close never returns. Giving up then is
-// safe: every acknowledged webhook is already fsync'd, and the next start
-// recovers it exactly as after a crash.
-func closeSpool(sp *spool.Spool, deadline context.Context) error {
-	wait := spoolCloseGrace
-	if t, ok := deadline.Deadline(); ok && time.Until(t) > wait {
-		wait = time.Until(t)
-	}
-	closed := make(chan error, 1)
-	go func() { closed <- sp.Close() }()
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case err := <-closed:
-		if err != nil {
-			return fmt.Errorf("close spool: %w", err)
-		}
-		return nil
-	case <-timer.C:
-		return fmt.Errorf("close spool: not closed after %v (what was left of shutdown.timeout, at least 5s; Badger logged why); "+
-			"exiting without a clean close: every acknowledged webhook was fsync'd, and the next start recovers what the spool directory holds", wait.Round(time.Millisecond))
-	}
-}
-
-func serve(srv *http.Server, ln net.Listener) error {
+func serveHTTP(srv *http.Server, ln net.Listener) error {
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
-}
-
-// policies turns a config into the dispatcher's per-host policy source.
-func policies(cfg *config.Config) func(string) deliver.Policy {
-	return func(host string) deliver.Policy {
-		_, hc := cfg.Lookup(host)
-		return Policy(hc)
-	}
-}
-
-// Policy converts one host's config to its delivery policy.
-func Policy(hc config.HostConfig) deliver.Policy {
-	hold := make([]time.Duration, len(hc.HoldSchedule))
-	for i, d := range hc.HoldSchedule {
-		hold[i] = d.D()
-	}
-	return deliver.Policy{
-		Limits: pacer.Limits{
-			Rate:            hc.Rate.PerSecond(),
-			Burst:           hc.Burst,
-			Concurrency:     hc.Concurrency,
-			Adaptive:        hc.Adaptive,
-			MinRate:         hc.MinRate.PerSecond(),
-			HoldSchedule:    hold,
-			MaxRetryAfter:   hc.MaxRetryAfter.D(),
-			BreakerFailures: hc.BreakerFailures,
-			BreakerCooldown: hc.BreakerCooldown.D(),
-		},
-		Timeout:            hc.Timeout.D(),
-		MaxAttempts:        hc.MaxAttempts,
-		MaxAge:             hc.MaxAge.D(),
-		BackoffInitial:     hc.BackoffInitial.D(),
-		BackoffMax:         hc.BackoffMax.D(),
-		Retry4xx:           hc.Retry4xx,
-		UpgradeTLS:         hc.UpgradeTLS,
-		InsecureSkipVerify: hc.InsecureSkipVerify,
-	}
-}
-
-// rootCAs is the system pool (which honours SSL_CERT_FILE and
-// SSL_CERT_DIR) plus the operator's extra CA file.
-func rootCAs(extra string) (*x509.CertPool, error) {
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
-	}
-	if extra != "" {
-		pem, err := os.ReadFile(extra)
-		if err != nil {
-			return nil, fmt.Errorf("tls.ca_file: %w", err)
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls.ca_file %s: no PEM certificates found", extra)
-		}
-	}
-	return pool, nil
-}
-
-// transport is an outbound transport that never reads proxy settings from
-// the environment (hookpace's own HTTP_PROXY may point at itself), dials
-// only what the egress guard allows, and verifies TLS.
-func transport(guard *swapGuard, roots *x509.CertPool, insecure bool) *http.Transport {
-	return &http.Transport{
-		Proxy:                 nil,
-		DialContext:           guard.DialContext,
-		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure},
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
-	}
-}
-
-// deliveryClient sends webhooks: no redirects are followed (a redirect is a
-// permanent failure), and requests are traced and measured.
-func deliveryClient(tel *telemetry.Telemetry, guard *swapGuard, roots *x509.CertPool, insecure bool) *http.Client {
-	return &http.Client{
-		Transport:     tel.WrapTransport(transport(guard, roots, insecure)),
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
 }
 
 func warnInsecure(log *slog.Logger, cfg *config.Config) {

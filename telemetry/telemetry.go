@@ -81,6 +81,7 @@ type Telemetry struct {
 	// traceparent is carried to the destination even when tracing is off.
 	Propagator propagation.TextMapPropagator
 
+	tracing      bool
 	client       clientInstruments
 	handler      http.Handler
 	shutdowns    []func(context.Context) error
@@ -130,8 +131,13 @@ func Setup(ctx context.Context, opts Options) (_ *Telemetry, err error) {
 		return nil, err
 	}
 	t.Tracer = t.TracerProvider.Tracer(instrumentationName)
+	t.tracing = opts.tracing()
 	return t, nil
 }
+
+// Tracing reports whether spans are exported: a caller that only needs a
+// span to export it can skip starting one when this is false.
+func (t *Telemetry) Tracing() bool { return t.tracing }
 
 func (t *Telemetry) setupMetrics(ctx context.Context, opts Options, res *resource.Resource) (*sdkmetric.MeterProvider, error) {
 	reg := prometheus.NewRegistry()

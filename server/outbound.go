@@ -1,0 +1,98 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/pacer"
+	"github.com/hookpace/hookpace/telemetry"
+)
+
+// policies turns a config into the dispatcher's per-host policy source.
+func policies(cfg *config.Config) func(string) deliver.Policy {
+	return func(host string) deliver.Policy {
+		_, hc := cfg.Lookup(host)
+		return Policy(hc)
+	}
+}
+
+// Policy converts one host's config to its delivery policy.
+func Policy(hc config.HostConfig) deliver.Policy {
+	hold := make([]time.Duration, len(hc.HoldSchedule))
+	for i, d := range hc.HoldSchedule {
+		hold[i] = d.D()
+	}
+	return deliver.Policy{
+		Limits: pacer.Limits{
+			Rate:            hc.Rate.PerSecond(),
+			Burst:           hc.Burst,
+			Concurrency:     hc.Concurrency,
+			Adaptive:        hc.Adaptive,
+			MinRate:         hc.MinRate.PerSecond(),
+			HoldSchedule:    hold,
+			MaxRetryAfter:   hc.MaxRetryAfter.D(),
+			BreakerFailures: hc.BreakerFailures,
+			BreakerCooldown: hc.BreakerCooldown.D(),
+		},
+		Timeout:            hc.Timeout.D(),
+		MaxAttempts:        hc.MaxAttempts,
+		MaxAge:             hc.MaxAge.D(),
+		BackoffInitial:     hc.BackoffInitial.D(),
+		BackoffMax:         hc.BackoffMax.D(),
+		Retry4xx:           hc.Retry4xx,
+		UpgradeTLS:         hc.UpgradeTLS,
+		InsecureSkipVerify: hc.InsecureSkipVerify,
+	}
+}
+
+// rootCAs is the system pool (which honours SSL_CERT_FILE and
+// SSL_CERT_DIR) plus the operator's extra CA file.
+func rootCAs(extra string) (*x509.CertPool, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if extra != "" {
+		pem, err := os.ReadFile(extra)
+		if err != nil {
+			return nil, fmt.Errorf("tls.ca_file: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls.ca_file %s: no PEM certificates found", extra)
+		}
+	}
+	return pool, nil
+}
+
+// transport is an outbound transport that never reads proxy settings from
+// the environment (hookpace's own HTTP_PROXY may point at itself), dials
+// only what the egress guard allows, and verifies TLS.
+func transport(guard *swapGuard, roots *x509.CertPool, insecure bool) *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           guard.DialContext,
+		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure},
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+	}
+}
+
+// deliveryClient sends webhooks: no redirects are followed (a redirect is a
+// permanent failure), and requests are traced and measured.
+func deliveryClient(tel *telemetry.Telemetry, guard *swapGuard, roots *x509.CertPool, insecure bool) *http.Client {
+	return &http.Client{
+		Transport:     tel.WrapTransport(transport(guard, roots, insecure)),
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
