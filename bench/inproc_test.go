@@ -131,8 +131,10 @@ func (openGuard) DialContext(ctx context.Context, network, addr string) (net.Con
 
 func benchIngest(b *testing.B, sp proxy.Spooler, cs *commitStats, level string) {
 	cfg := config.Default()
-	var cur atomic.Pointer[config.Config]
-	cur.Store(cfg)
+	pol := proxy.Policy{
+		Host:    func(string) proxy.HostPolicy { return proxy.HostPolicy{Connect: cfg.Defaults.Connect} },
+		MaxBody: int64(cfg.Spool.MaxBody),
+	}
 	log, _, err := telemetry.NewLogger(io.Discard, "text", level)
 	if err != nil {
 		b.Fatal(err)
@@ -142,7 +144,7 @@ func benchIngest(b *testing.B, sp proxy.Spooler, cs *commitStats, level string) 
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { tel.Shutdown(context.Background()) })
-	px := proxy.New(proxy.Options{Config: &cur, Spool: sp, Guard: openGuard{}, Transport: &http.Transport{},
+	px := proxy.New(proxy.Options{Policy: pol, Spool: sp, Guard: openGuard{}, Transport: &http.Transport{},
 		Logger: log, Metrics: tel.Metrics, Tracer: tel.Tracer, Prop: tel.Propagator})
 	body := makeBody()
 	b.SetParallelism(32) // 64 goroutines on 2 CPUs

@@ -173,7 +173,7 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol 
 	case vDead:
 		d.opts.Queue.Bury(m, reason, now)
 	}
-	d.opts.Observer.Delivery(ctx, h.name, v.String())
+	d.opts.Observer.Delivery(ctx, h.name, v)
 	return v, reason, next
 }
 

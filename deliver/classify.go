@@ -13,21 +13,20 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/pacer"
+	"github.com/hookpace/hookpace/telemetry"
 )
 
-// verdict is what happens to a message after an attempt.
-type verdict int
+// verdict is what happens to a message after an attempt. It is the
+// attempt's telemetry outcome, so that the metric, the log line and the
+// span all name it alike.
+type verdict = telemetry.DeliveryOutcome
 
 const (
-	vDone  verdict = iota // delivered: delete it
-	vHold                 // 429: hold the host, the message goes first afterwards
-	vRetry                // transient failure: retry after a backoff
-	vDead                 // permanent failure: dead letters
+	vDone  = telemetry.DeliveryDelivered // delivered: delete it
+	vHold  = telemetry.DeliveryHeld      // 429: hold the host, the message goes first afterwards
+	vRetry = telemetry.DeliveryRetried   // transient failure: retry after a backoff
+	vDead  = telemetry.DeliveryDead      // permanent failure: dead letters
 )
-
-var verdictNames = [...]string{vDone: "delivered", vHold: "held", vRetry: "retried", vDead: "dead"}
-
-func (v verdict) String() string { return verdictNames[v] }
 
 // Refusal is implemented by errors for destinations that egress policy
 // forbids; such a message goes to the dead letters with the reason.

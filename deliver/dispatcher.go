@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/spool"
+	"github.com/hookpace/hookpace/telemetry"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -59,7 +60,7 @@ type Policy struct {
 
 // Observer receives delivery metrics; *telemetry.Metrics is the real one.
 type Observer interface {
-	Delivery(ctx context.Context, host, outcome string)
+	Delivery(ctx context.Context, host string, outcome telemetry.DeliveryOutcome)
 	DeliveryLatency(ctx context.Context, host string, d time.Duration)
 }
 
@@ -116,8 +117,8 @@ type Dispatcher struct {
 
 type noopObserver struct{}
 
-func (noopObserver) Delivery(context.Context, string, string)               {}
-func (noopObserver) DeliveryLatency(context.Context, string, time.Duration) {}
+func (noopObserver) Delivery(context.Context, string, telemetry.DeliveryOutcome) {}
+func (noopObserver) DeliveryLatency(context.Context, string, time.Duration)      {}
 
 // New returns a dispatcher; it sends nothing until Start.
 func New(opts Options) *Dispatcher {

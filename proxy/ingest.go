@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,37 +21,16 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Ingest outcomes, as counted in hookpace_ingest_requests_total.
-const (
-	outcomeAccepted     = "accepted"
-	outcomeBackpressure = "rejected_backpressure"
-	outcomeTooLarge     = "too_large"
-	outcomeRefused      = "refused"
-	outcomePassthrough  = "passthrough"
-	outcomeBadRequest   = "bad_request"
-	outcomeUnauthorized = "unauthorized"
-	outcomeError        = "error"
-)
-
-// decision is one ingest decision: the answer and the canonical log line.
-type decision struct {
-	outcome string
-	status  int
-	reason  string
-	header  http.Header
-	id      string
-}
-
 func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	start := time.Now()
-	cfg := p.cfg()
-	authorized := p.authorize(r, ctx, cfg)
+	pol := p.policy.Load()
+	authorized := p.authorize(r, ctx, pol)
 	if authorized && r.Method != http.MethodPost {
 		// Passthrough: forwarded synchronously, unspooled. The transport's
 		// dialer applies the egress policy.
 		if err := CheckTarget(r.URL); err != nil {
 			host := HostKey(r.URL)
-			d := decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: err.Error()}
+			d := badRequest(err.Error())
 			p.record(r, start, host, 0, d)
 			return nil, d.response(r, host)
 		}
@@ -62,7 +40,7 @@ func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 	}
 	// POSTs reach here from inside a MITM'd tunnel; plain ones take
 	// serveIngest without goproxy.
-	host, size, d := p.handle(r, cfg, authorized)
+	host, size, d := p.handle(r, pol, authorized)
 	p.record(r, start, host, size, d)
 	return nil, d.response(r, host)
 }
@@ -71,43 +49,31 @@ func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 // directly, without goproxy's per-request machinery: this is the hot path.
 func (p *Proxy) serveIngest(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	cfg := p.cfg()
-	host, size, d := p.handle(r, cfg, p.authorize(r, nil, cfg))
+	pol := p.policy.Load()
+	host, size, d := p.handle(r, pol, p.authorize(r, nil, pol))
 	p.record(r, start, host, size, d)
-	h := w.Header()
-	for k, vs := range d.header {
-		h[k] = vs
-	}
-	if d.status == http.StatusAccepted {
-		h["Content-Type"] = []string{"application/json"}
-		h["X-Hookpace-Id"] = []string{d.id}
-		w.WriteHeader(d.status)
-		w.Write(acceptedBody(d.id, host))
-		return
-	}
-	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	body := d.answer(w.Header(), host)
 	w.WriteHeader(d.status)
-	w.Write([]byte("hookpace: " + d.reason + "\n"))
+	w.Write(body)
 }
 
 // handle makes the ingest decision for one POST.
-func (p *Proxy) handle(r *http.Request, cfg *config.Config, authorized bool) (host string, size int, d decision) {
+func (p *Proxy) handle(r *http.Request, pol *Policy, authorized bool) (host string, size int, d decision) {
 	if !authorized {
-		return "", 0, decision{outcome: outcomeUnauthorized, status: http.StatusProxyAuthRequired,
-			reason: "proxy authentication required", header: http.Header{"Proxy-Authenticate": {`Basic realm="hookpace"`}}}
+		return "", 0, unauthorized()
 	}
 	host = HostKey(r.URL)
 	if !p.opts.Tracing {
 		// The app's traceparent is stored with the other headers and
 		// carried to the partner unchanged.
-		d, size = p.decide(r.Context(), r, cfg, host)
+		d, size = p.decide(r.Context(), r, pol, host)
 		return host, size, d
 	}
 	ctx := p.opts.Prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	ctx, span := p.opts.Tracer.Start(ctx, "hookpace.ingest", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("hookpace.host", host), attribute.String("http.request.method", r.Method)))
-	d, size = p.decide(ctx, r, cfg, host)
-	span.SetAttributes(attribute.String("hookpace.outcome", d.outcome), attribute.Int("http.response.status_code", d.status))
+	d, size = p.decide(ctx, r, pol, host)
+	span.SetAttributes(attribute.String("hookpace.outcome", d.outcome.String()), attribute.Int("http.response.status_code", d.status))
 	if d.status >= 400 {
 		span.SetStatus(codes.Error, d.reason)
 	}
@@ -115,17 +81,16 @@ func (p *Proxy) handle(r *http.Request, cfg *config.Config, authorized bool) (ho
 	return host, size, d
 }
 
-func (p *Proxy) decide(ctx context.Context, r *http.Request, cfg *config.Config, host string) (decision, int) {
+func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host string) (decision, int) {
 	if err := CheckTarget(r.URL); err != nil {
-		return decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: err.Error()}, 0
+		return badRequest(err.Error()), 0
 	}
-	_, hc := cfg.Lookup(host)
+	hp := pol.Host(host)
 	// Refuse forbidden destinations before storing anything: a webhook
 	// that could never be delivered must not get a 202.
 	if err := p.verdicts.check(ctx, r.URL.Hostname(), destPort(r.URL), egress.IsDenied); err != nil {
-		var denied *egress.DeniedError
-		if errors.As(err, &denied) {
-			return decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: denied.Error()}, 0
+		if d, ok := refused(err); ok {
+			return d, 0
 		}
 		// A DNS failure may be passing: spool it and let delivery retry.
 		p.log.Debug("ingest: destination does not resolve now", "host", host, "error", err)
@@ -133,7 +98,7 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, cfg *config.Config,
 	if full := p.opts.Spool.Full(); full != nil {
 		return p.full(full), 0
 	}
-	maxBody := int64(cfg.Spool.MaxBody)
+	maxBody := pol.MaxBody
 	if r.ContentLength > maxBody {
 		return tooLarge(r.ContentLength, maxBody), 0
 	}
@@ -154,9 +119,9 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, cfg *config.Config,
 		if errors.Is(err, errTooLarge) {
 			return tooLarge(-1, maxBody), 0
 		}
-		return decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: "reading body: " + err.Error()}, 0
+		return badRequest("reading body: " + err.Error()), 0
 	}
-	err := p.opts.Spool.Append(ctx, m, hc.MaxQueued)
+	err := p.opts.Spool.Append(ctx, m, hp.MaxQueued)
 	var full *spool.FullError
 	var werr *spool.WriteError
 	switch {
@@ -190,14 +155,6 @@ func readBody(r *http.Request, m *spool.Message, limit int64) error {
 	}
 	m.Body = body
 	return nil
-}
-
-func tooLarge(n, limit int64) decision {
-	reason := fmt.Sprintf("body exceeds spool.max_body (%d bytes)", limit)
-	if n > 0 {
-		reason = fmt.Sprintf("body of %d bytes exceeds spool.max_body (%d bytes)", n, limit)
-	}
-	return decision{outcome: outcomeTooLarge, status: http.StatusRequestEntityTooLarge, reason: reason}
 }
 
 // full is the backpressure answer: 429 with a Retry-After estimated from the
@@ -243,7 +200,7 @@ func (p *Proxy) record(r *http.Request, start time.Time, host string, size int, 
 	now := time.Now()
 	rec := slog.NewRecord(now, level, "ingest", 0)
 	rec.AddAttrs(
-		slog.String("decision", d.outcome),
+		slog.String("decision", d.outcome.String()),
 		slog.Int("status", d.status),
 		slog.String("method", r.Method),
 		slog.String("host", host),
@@ -263,54 +220,26 @@ func (p *Proxy) record(r *http.Request, start time.Time, host string, size int, 
 	_ = p.log.Handler().Handle(ctx, rec)
 }
 
-// response is the decision as goproxy's answer.
-func (d decision) response(r *http.Request, host string) *http.Response {
-	var resp *http.Response
-	if d.status == http.StatusAccepted {
-		resp = goproxy.NewResponse(r, "application/json", d.status, string(acceptedBody(d.id, host)))
-		resp.Header.Set("X-Hookpace-Id", d.id)
-	} else {
-		resp = goproxy.NewResponse(r, "text/plain; charset=utf-8", d.status, "hookpace: "+d.reason+"\n")
-	}
-	resp.Status = strconv.Itoa(d.status) + " " + http.StatusText(d.status)
-	for k, vs := range d.header {
-		resp.Header[k] = vs
-	}
-	return resp
-}
-
-// acceptedBody is the 202's JSON: {"id":"…","status":"accepted","host":"…"}.
-func acceptedBody(id, host string) []byte {
-	b := make([]byte, 0, 64+len(id)+len(host))
-	b = append(b, `{"id":"`...)
-	b = append(b, id...)
-	b = append(b, `","status":"accepted","host":`...)
-	b = strconv.AppendQuote(b, host)
-	return append(b, "}\n"...)
-}
-
 // onConnect applies the per-host CONNECT policy.
 func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 	start := time.Now()
-	cfg := p.cfg()
+	pol := p.policy.Load()
 	r := ctx.Req
 	reject := func(d decision) (*goproxy.ConnectAction, string) {
 		p.record(r, start, target, 0, d)
 		ctx.Resp = d.response(r, target)
 		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, target
 	}
-	if !p.authorize(r, ctx, cfg) {
-		return reject(decision{outcome: outcomeUnauthorized, status: http.StatusProxyAuthRequired,
-			reason: "proxy authentication required", header: http.Header{"Proxy-Authenticate": {`Basic realm="hookpace"`}}})
+	if !p.authorize(r, ctx, pol) {
+		return reject(unauthorized())
 	}
 	ctx.UserData = &ctxInfo{authorized: true}
 	u := &url.URL{Scheme: "https", Host: target}
 	if err := CheckTarget(u); err != nil {
-		return reject(decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: err.Error()})
+		return reject(badRequest(err.Error()))
 	}
 	host := HostKey(u)
-	_, hc := cfg.Lookup(host)
-	switch hc.Connect {
+	switch pol.Host(host).Connect {
 	case config.ConnectMITM:
 		if p.opts.CA == nil {
 			return reject(decision{outcome: outcomeRefused, status: http.StatusForbidden,
@@ -321,8 +250,10 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 			return p.opts.CA.TLSConfig(h)
 		}}, target
 	case config.ConnectTunnel:
-		if _, err := p.opts.Guard.CheckPort(r.Context(), u.Hostname(), destPort(u)); err != nil && egress.IsDenied(err) {
-			return reject(decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: err.Error()})
+		if _, err := p.opts.Guard.CheckPort(r.Context(), u.Hostname(), destPort(u)); err != nil {
+			if d, ok := refused(err); ok {
+				return reject(d)
+			}
 		}
 		p.opts.Metrics.Ingest(r.Context(), outcomePassthrough)
 		p.log.Info("ingest", "decision", "tunnel", "method", r.Method, "host", host, "remote", r.RemoteAddr,

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,10 +20,9 @@ import (
 	"time"
 
 	"github.com/elazarl/goproxy"
-	"github.com/hookpace/hookpace/config"
-	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/spool"
+	"github.com/hookpace/hookpace/telemetry"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -51,12 +49,12 @@ type Pacing interface {
 
 // Counter records ingest outcomes; *telemetry.Metrics is the real one.
 type Counter interface {
-	Ingest(ctx context.Context, outcome string)
+	Ingest(ctx context.Context, outcome telemetry.IngestOutcome)
 }
 
 // Options configure a Proxy.
 type Options struct {
-	Config *atomic.Pointer[config.Config] // current config; reloads swap it
+	Policy Policy // what the config says; a reload calls SetPolicy
 	Spool  Spooler
 	Pacing Pacing // nil: a host at max_queued gets spool.UnknownRetryAfter
 	Guard  Guard
@@ -79,11 +77,12 @@ type Proxy struct {
 	gp       *goproxy.ProxyHttpServer
 	log      *slog.Logger
 	verdicts *verdictCache
+	policy   atomic.Pointer[Policy]
 }
 
 type nopCounter struct{}
 
-func (nopCounter) Ingest(context.Context, string) {}
+func (nopCounter) Ingest(context.Context, telemetry.IngestOutcome) {}
 
 // New builds the proxy. goproxy's defaults are all replaced: its transport
 // skips TLS verification and reads HTTP_PROXY, its CONNECT dialer reads
@@ -102,6 +101,7 @@ func New(opts Options) *Proxy {
 		opts.Prop = propagation.TraceContext{}
 	}
 	p := &Proxy{opts: opts, log: opts.Logger, verdicts: newVerdictCache(opts.Guard, 5*time.Second, 10000)}
+	p.policy.Store(&opts.Policy)
 	gp := goproxy.NewProxyHttpServer()
 	gp.Logger = goproxyLogger{opts.Logger}
 	gp.Tr = opts.Transport
@@ -127,10 +127,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.gp.ServeHTTP(w, r)
 }
 
-// PolicyChanged drops cached egress verdicts; call it after a reload.
-func (p *Proxy) PolicyChanged() { p.verdicts.reset() }
-
-func (p *Proxy) cfg() *config.Config { return p.opts.Config.Load() }
+// SetPolicy applies a reloaded config: the new policy holds for every
+// request from now on, and cached egress verdicts are dropped, since the
+// egress rules may have changed with it.
+func (p *Proxy) SetPolicy(pol Policy) {
+	p.policy.Store(&pol)
+	p.verdicts.reset()
+}
 
 // onPassthroughError answers a passthrough request the transport could not
 // complete, instead of goproxy's bare 500: 403 when egress policy refused
@@ -141,11 +144,10 @@ func (p *Proxy) onPassthroughError(resp *http.Response, ctx *goproxy.ProxyCtx) *
 	}
 	r := ctx.Req
 	host := HostKey(r.URL)
-	d := decision{outcome: outcomeError, status: http.StatusServiceUnavailable,
-		reason: "cannot reach " + host + ": " + ctx.Error.Error()}
-	var denied *egress.DeniedError
-	if errors.As(ctx.Error, &denied) {
-		d = decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: denied.Error()}
+	d, ok := refused(ctx.Error)
+	if !ok {
+		d = decision{outcome: outcomeError, status: http.StatusServiceUnavailable,
+			reason: "cannot reach " + host + ": " + ctx.Error.Error()}
 	}
 	p.log.Warn("passthrough failed", "status", d.status, "method", r.Method, "host", host,
 		"reason", d.reason, "remote", r.RemoteAddr)
@@ -155,13 +157,14 @@ func (p *Proxy) onPassthroughError(resp *http.Response, ctx *goproxy.ProxyCtx) *
 // nonProxy answers origin-form requests ("GET /path"): hookpace is a proxy
 // and needs the absolute URL of the destination.
 func (p *Proxy) nonProxy(w http.ResponseWriter, r *http.Request) {
-	p.opts.Metrics.Ingest(r.Context(), outcomeBadRequest)
-	p.log.Info("ingest", "decision", outcomeBadRequest, "status", http.StatusBadRequest, "method", r.Method,
+	d := badRequest("this is an HTTP proxy; send requests with an absolute URL, " +
+		"e.g. set HTTP_PROXY=http://" + p.policy.Load().Listen + " and POST to the webhook's real URL")
+	p.opts.Metrics.Ingest(r.Context(), d.outcome)
+	p.log.Info("ingest", "decision", d.outcome.String(), "status", d.status, "method", r.Method,
 		"url", r.URL.String(), "reason", "origin-form request", "remote", r.RemoteAddr)
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusBadRequest)
-	w.Write([]byte("hookpace: this is an HTTP proxy; send requests with an absolute URL, " +
-		"e.g. set HTTP_PROXY=http://" + p.cfg().Listen + " and POST to the webhook's real URL\n"))
+	body := d.answer(w.Header(), "")
+	w.WriteHeader(d.status)
+	w.Write(body)
 }
 
 // ctxInfo is carried from a CONNECT to the requests inside its tunnel.
@@ -171,8 +174,8 @@ type ctxInfo struct {
 
 // authorize checks Proxy-Authorization when proxy auth is configured.
 // Requests inside a MITM'd tunnel were authorized at the CONNECT.
-func (p *Proxy) authorize(r *http.Request, ctx *goproxy.ProxyCtx, cfg *config.Config) bool {
-	if !cfg.Auth.Enabled() {
+func (p *Proxy) authorize(r *http.Request, ctx *goproxy.ProxyCtx, pol *Policy) bool {
+	if len(pol.Users) == 0 {
 		return true
 	}
 	if ctx != nil {
@@ -185,7 +188,7 @@ func (p *Proxy) authorize(r *http.Request, ctx *goproxy.ProxyCtx, cfg *config.Co
 		return false
 	}
 	match := 0
-	for _, u := range cfg.Auth.Users {
+	for _, u := range pol.Users {
 		// Compare against every user, in constant time, so the answer's
 		// timing says nothing about which part was wrong.
 		uok := subtle.ConstantTimeCompare([]byte(user), []byte(u.Username))

@@ -11,6 +11,7 @@ import (
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/pacer"
+	"github.com/hookpace/hookpace/proxy"
 	"github.com/hookpace/hookpace/telemetry"
 )
 
@@ -19,6 +20,19 @@ func policies(cfg *config.Config) func(string) deliver.Policy {
 	return func(host string) deliver.Policy {
 		_, hc := cfg.Lookup(host)
 		return Policy(hc)
+	}
+}
+
+// proxyPolicy is the part of cfg the proxy reads.
+func proxyPolicy(cfg *config.Config) proxy.Policy {
+	return proxy.Policy{
+		Host: func(host string) proxy.HostPolicy {
+			_, hc := cfg.Lookup(host)
+			return proxy.HostPolicy{MaxQueued: hc.MaxQueued, Connect: hc.Connect}
+		},
+		MaxBody: int64(cfg.Spool.MaxBody),
+		Users:   cfg.Auth.Users,
+		Listen:  cfg.Listen,
 	}
 }
 

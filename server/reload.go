@@ -13,6 +13,7 @@ import (
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/egress"
+	"github.com/hookpace/hookpace/proxy"
 	"github.com/hookpace/hookpace/spool"
 	"github.com/hookpace/hookpace/telemetry"
 )
@@ -59,7 +60,7 @@ type reloader struct {
 	guard   *swapGuard
 	spool   *spool.Spool
 	disp    *deliver.Dispatcher
-	proxy   interface{ PolicyChanged() }
+	proxy   interface{ SetPolicy(proxy.Policy) }
 	last    []byte
 }
 
@@ -119,7 +120,7 @@ func (r *reloader) reload(why string) {
 		r.log.Warn("log level unchanged", "error", err)
 	}
 	r.current.Store(cfg)
-	r.proxy.PolicyChanged()
+	r.proxy.SetPolicy(proxyPolicy(cfg))
 	r.spool.SetLimits(cfg.Spool.MaxMessages, int64(cfg.Spool.MaxBytes), cfg.Spool.HighWater, cfg.Spool.LowWater)
 	r.disp.SetPolicy(policies(cfg))
 	r.log.Info("config reloaded", "why", why, "path", r.path, "hosts", len(cfg.Hosts))

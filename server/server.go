@@ -208,7 +208,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool) {
 	})
 	observe(tel.Metrics, a.disp, a.spool)
 	a.proxy = proxy.New(proxy.Options{
-		Config:    &a.current,
+		Policy:    proxyPolicy(cfg),
 		Spool:     a.spool,
 		Pacing:    a.disp,
 		Guard:     a.guard,

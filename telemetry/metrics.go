@@ -48,10 +48,8 @@ type Metrics struct {
 	// Ingest counts are plain atomics, observed at collection: every
 	// request is counted, and a synchronous OTel counter's attribute
 	// lookup and lock cost ~0.7 µs a request on the ingest hot path.
-	// ingestIdx is built once and only read afterwards.
-	ingestIdx   map[string]int
-	ingestN     [len(ingestOutcomes)]atomic.Int64
-	ingestAttrs [len(ingestOutcomes)][]metric.ObserveOption
+	ingestN     [numIngestOutcomes]atomic.Int64
+	ingestAttrs [numIngestOutcomes][]metric.ObserveOption
 
 	mu    sync.RWMutex
 	hosts map[string]*hostEntry // at most maxHosts entries
@@ -67,7 +65,7 @@ type hostEntry struct {
 	label     string
 	observe   []metric.ObserveOption
 	record    []metric.RecordOption
-	delivered [len(deliveryOutcomes)][]metric.AddOption
+	delivered [numDeliveryOutcomes][]metric.AddOption
 }
 
 func newHostEntry(label string) *hostEntry {
@@ -96,13 +94,11 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		maxHosts = defaultMaxHostLabels
 	}
 	m := &Metrics{
-		maxHosts:  maxHosts,
-		ingestIdx: make(map[string]int, len(ingestOutcomes)),
-		hosts:     make(map[string]*hostEntry),
-		other:     newHostEntry(OtherHost),
+		maxHosts: maxHosts,
+		hosts:    make(map[string]*hostEntry),
+		other:    newHostEntry(OtherHost),
 	}
 	for i, outcome := range ingestOutcomes {
-		m.ingestIdx[outcome] = i
 		m.ingestAttrs[i] = []metric.ObserveOption{
 			metric.WithAttributeSet(attribute.NewSet(attribute.String(LabelOutcome, outcome)))}
 	}
@@ -161,33 +157,29 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 	return m, nil
 }
 
-// Ingest counts one request received by the proxy. outcome is one of the
-// Ingest* constants; anything else counts as IngestError.
-func (m *Metrics) Ingest(_ context.Context, outcome string) {
+// Ingest counts one request received by the proxy. An outcome that is not
+// one of the Ingest* constants is a bug in the caller: it panics rather
+// than be counted under another outcome's name.
+func (m *Metrics) Ingest(_ context.Context, o IngestOutcome) {
 	if m == nil {
 		return
 	}
-	i, ok := m.ingestIdx[outcome]
-	if !ok {
-		i = m.ingestIdx[IngestError]
+	if o >= numIngestOutcomes {
+		panic("telemetry: unknown " + o.String())
 	}
-	m.ingestN[i].Add(1)
+	m.ingestN[o].Add(1)
 }
 
-// Delivery counts one delivery attempt to host. outcome is one of the
-// Delivery* constants.
-func (m *Metrics) Delivery(ctx context.Context, host, outcome string) {
+// Delivery counts one delivery attempt to host. An outcome that is not one
+// of the Delivery* constants panics, as for Ingest.
+func (m *Metrics) Delivery(ctx context.Context, host string, o DeliveryOutcome) {
 	if m == nil {
 		return
 	}
-	e := m.entry(host)
-	for i, o := range deliveryOutcomes {
-		if o == outcome {
-			m.deliveries.Add(ctx, 1, e.delivered[i]...)
-			return
-		}
+	if o >= numDeliveryOutcomes {
+		panic("telemetry: unknown " + o.String())
 	}
-	m.deliveries.Add(ctx, 1, deliveryAttrs(e.label, outcome))
+	m.deliveries.Add(ctx, 1, m.entry(host).delivered[o]...)
 }
 
 // DeliveryLatency records the time from enqueue to successful delivery.

@@ -1,5 +1,7 @@
 package telemetry
 
+import "strconv"
+
 // Metric names, exactly as they appear on /metrics. They are also the OTel
 // instrument names: the Prometheus exporter keeps a name unchanged when it
 // already ends in the suffix it would add ("_total" for counters, "_seconds"
@@ -33,30 +35,69 @@ const (
 // MaxHostLabels cap (and by an empty host name).
 const OtherHost = "other"
 
-// Outcomes of an ingest request (label outcome of MetricIngestRequests).
+// IngestOutcome is what became of one request to the proxy: the label
+// outcome of MetricIngestRequests, and the decision key of the ingest log
+// line. The proxy passes these values, never strings, so that a new
+// outcome can't be counted under another's name.
+type IngestOutcome uint8
+
+// Ingest outcomes.
 const (
-	IngestAccepted             = "accepted"
-	IngestRejectedBackpressure = "rejected_backpressure"
-	IngestTooLarge             = "too_large"
-	IngestRefused              = "refused"
-	IngestPassthrough          = "passthrough"
-	IngestBadRequest           = "bad_request"
-	IngestUnauthorized         = "unauthorized"
-	IngestError                = "error"
+	IngestAccepted IngestOutcome = iota
+	IngestRejectedBackpressure
+	IngestTooLarge
+	IngestRefused
+	IngestPassthrough
+	IngestBadRequest
+	IngestUnauthorized
+	IngestError
+	numIngestOutcomes
 )
 
-// Outcomes of a delivery attempt (label outcome of MetricDeliveries).
+var ingestOutcomes = [numIngestOutcomes]string{
+	IngestAccepted:             "accepted",
+	IngestRejectedBackpressure: "rejected_backpressure",
+	IngestTooLarge:             "too_large",
+	IngestRefused:              "refused",
+	IngestPassthrough:          "passthrough",
+	IngestBadRequest:           "bad_request",
+	IngestUnauthorized:         "unauthorized",
+	IngestError:                "error",
+}
+
+func (o IngestOutcome) String() string {
+	if o >= numIngestOutcomes {
+		return "IngestOutcome(" + strconv.Itoa(int(o)) + ")"
+	}
+	return ingestOutcomes[o]
+}
+
+// DeliveryOutcome is what became of one delivery attempt: the label
+// outcome of MetricDeliveries, and the outcome key of the delivery log line.
+type DeliveryOutcome uint8
+
+// Delivery outcomes.
 const (
-	DeliveryDelivered = "delivered"
-	DeliveryRetried   = "retried"
-	DeliveryHeld      = "held"
-	DeliveryDead      = "dead"
+	DeliveryDelivered DeliveryOutcome = iota // 2xx: the message is deleted
+	DeliveryRetried                          // transient failure: retried after a backoff
+	DeliveryHeld                             // 429: the host is held, the message goes first afterwards
+	DeliveryDead                             // permanent failure: dead letters
+	numDeliveryOutcomes
 )
 
-var (
-	ingestOutcomes   = [...]string{IngestAccepted, IngestRejectedBackpressure, IngestTooLarge, IngestRefused, IngestPassthrough, IngestBadRequest, IngestUnauthorized, IngestError}
-	deliveryOutcomes = [...]string{DeliveryDelivered, DeliveryRetried, DeliveryHeld, DeliveryDead}
-)
+var deliveryOutcomes = [numDeliveryOutcomes]string{
+	DeliveryDelivered: "delivered",
+	DeliveryRetried:   "retried",
+	DeliveryHeld:      "held",
+	DeliveryDead:      "dead",
+}
+
+func (o DeliveryOutcome) String() string {
+	if o >= numDeliveryOutcomes {
+		return "DeliveryOutcome(" + strconv.Itoa(int(o)) + ")"
+	}
+	return deliveryOutcomes[o]
+}
 
 // latencyBuckets (seconds) cover 1ms..1h: a webhook is usually delivered in
 // milliseconds, but one that waited out a 429 holding pattern or an outage

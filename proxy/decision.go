@@ -1,0 +1,101 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/hookpace/hookpace/egress"
+	"github.com/hookpace/hookpace/telemetry"
+)
+
+// Ingest outcomes, as counted in hookpace_ingest_requests_total.
+const (
+	outcomeAccepted     = telemetry.IngestAccepted
+	outcomeBackpressure = telemetry.IngestRejectedBackpressure
+	outcomeTooLarge     = telemetry.IngestTooLarge
+	outcomeRefused      = telemetry.IngestRefused
+	outcomePassthrough  = telemetry.IngestPassthrough
+	outcomeBadRequest   = telemetry.IngestBadRequest
+	outcomeUnauthorized = telemetry.IngestUnauthorized
+	outcomeError        = telemetry.IngestError
+)
+
+// decision is one ingest decision: the answer and the canonical log line.
+type decision struct {
+	outcome telemetry.IngestOutcome
+	status  int
+	reason  string
+	header  http.Header
+	id      string
+}
+
+// badRequest is a 400 with its reason.
+func badRequest(reason string) decision {
+	return decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: reason}
+}
+
+// unauthorized is the 407 asking for proxy Basic auth.
+func unauthorized() decision {
+	return decision{outcome: outcomeUnauthorized, status: http.StatusProxyAuthRequired,
+		reason: "proxy authentication required", header: http.Header{"Proxy-Authenticate": {`Basic realm="hookpace"`}}}
+}
+
+// refused maps an egress refusal to its answer, 403 with the guard's
+// reason, on every path (ingest, passthrough and CONNECT). ok is false
+// when err is not a refusal.
+func refused(err error) (d decision, ok bool) {
+	var denied *egress.DeniedError
+	if !errors.As(err, &denied) {
+		return decision{}, false
+	}
+	return decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: denied.Error()}, true
+}
+
+func tooLarge(n, limit int64) decision {
+	reason := fmt.Sprintf("body exceeds spool.max_body (%d bytes)", limit)
+	if n > 0 {
+		reason = fmt.Sprintf("body of %d bytes exceeds spool.max_body (%d bytes)", n, limit)
+	}
+	return decision{outcome: outcomeTooLarge, status: http.StatusRequestEntityTooLarge, reason: reason}
+}
+
+// answer sets the decision's headers in h and returns its body: the 202's
+// JSON with X-Hookpace-Id, or "hookpace: reason" as text. Both the direct
+// path (serveIngest) and goproxy's (response) answer with it.
+func (d decision) answer(h http.Header, host string) []byte {
+	for k, vs := range d.header {
+		h[k] = vs
+	}
+	if d.status == http.StatusAccepted {
+		h["Content-Type"] = []string{"application/json"}
+		h["X-Hookpace-Id"] = []string{d.id}
+		return acceptedBody(d.id, host)
+	}
+	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	return []byte("hookpace: " + d.reason + "\n")
+}
+
+// response is the decision as goproxy's answer.
+func (d decision) response(r *http.Request, host string) *http.Response {
+	resp := &http.Response{Request: r, TransferEncoding: r.TransferEncoding, Header: make(http.Header),
+		StatusCode: d.status, Status: strconv.Itoa(d.status) + " " + http.StatusText(d.status),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+	body := d.answer(resp.Header, host)
+	resp.ContentLength = int64(len(body))
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp
+}
+
+// acceptedBody is the 202's JSON: {"id":"…","status":"accepted","host":"…"}.
+func acceptedBody(id, host string) []byte {
+	b := make([]byte, 0, 64+len(id)+len(host))
+	b = append(b, `{"id":"`...)
+	b = append(b, id...)
+	b = append(b, `","status":"accepted","host":`...)
+	b = strconv.AppendQuote(b, host)
+	return append(b, "}\n"...)
+}

@@ -1,0 +1,20 @@
+package proxy
+
+import "github.com/hookpace/hookpace/config"
+
+// Policy is what the proxy needs to know of the config, and no more: the
+// server builds it from each config it loads (see server.proxyPolicy), as
+// it builds deliver.Policy for the dispatcher.
+type Policy struct {
+	// Host returns the settings for a destination host key (HostKey).
+	Host    func(host string) HostPolicy
+	MaxBody int64         // largest accepted body, spool.max_body
+	Users   []config.User // proxy Basic auth; none = no auth
+	Listen  string        // the proxy's address as configured, for the origin-form hint
+}
+
+// HostPolicy is what the proxy needs to know about one destination host.
+type HostPolicy struct {
+	MaxQueued int64  // webhooks queued for the host before 429; 0 = no cap
+	Connect   string // CONNECT handling: config.ConnectMITM, ConnectTunnel or ConnectDeny
+}
