@@ -212,6 +212,10 @@ func checkConfig(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Every file that run loads, loaded as run loads it.
+	if _, err := server.LoadFiles(cfg); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "%s: ok (%d hosts, listen %s, admin %s)\n", path, len(cfg.Hosts), cfg.Listen, cfg.Admin)
 	return nil
 }

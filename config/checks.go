@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/hostname"
+	"github.com/hookpace/hookpace/pacer"
 )
 
 // Value checks used by resolve. Each returns an error phrased to follow the
@@ -21,6 +22,24 @@ func atLeast[T int | int64](lo T) func(T) error {
 		}
 		return nil
 	}
+}
+
+func intWithin(lo, hi int) func(int) error {
+	return func(v int) error {
+		if v < lo || v > hi {
+			return fmt.Errorf("must be between %d and %d, got %d", lo, hi, v)
+		}
+		return nil
+	}
+}
+
+// rateBounds holds a rate to what the pacer works with: at most 1e6/s, at
+// least one per ten hours.
+func rateBounds(r Rate) error {
+	if ps := r.PerSecond(); ps > pacer.RateMax || ps < pacer.RateMin {
+		return fmt.Errorf("must be between 0.1/h and %g/s, got %g/s", float64(pacer.RateMax), ps)
+	}
+	return nil
 }
 
 func positive(d Duration) error {

@@ -34,7 +34,8 @@ type Config struct {
 	Fleet     FleetConfig // see fleet.go
 	Path      string      // file it was loaded from (the name given to Parse); "" for Default()
 
-	hosts *hostIndex // precomputed for Lookup
+	hosts *hostIndex     // precomputed for Lookup
+	lines map[string]int // line of each field set in the file, hosts entries aside (see FieldError)
 }
 
 // LogConfig selects the log format ("text" or "json") and minimum level
@@ -211,6 +212,13 @@ func Parse(name string, data []byte) (*Config, error) {
 	return c, nil
 }
 
+// FieldError is a problem found with field after loading, such as a file
+// the field names that can't be used, as a *FieldError naming the file and
+// the field's line (0 when the field is not in the file).
+func (c *Config) FieldError(field string, err error) error {
+	return &FieldError{File: c.Path, Line: c.lines[field], Field: field, Msg: err.Error()}
+}
+
 // Lookup returns the host key and resolved settings for a lower-cased
 // "host" or "host:port" (port only when not the scheme default).
 //
@@ -231,21 +239,35 @@ func (c *Config) Lookup(hostport string) (key string, hc HostConfig) {
 }
 
 // RestartRequired lists the fields that differ between old and new and
-// cannot be applied to a running process: "listen", "admin", "spool.dir"
-// and any fleet setting (fleet.redis, ...).
+// cannot be applied to a running process, such as "listen", "tls.ca_file"
+// or any fleet setting (fleet.redis, ...). A reload applies everything
+// else: log.level, spool limits and watermarks, spool.max_body, defaults,
+// hosts, egress, auth and shutdown.
 func RestartRequired(old, new *Config) []string {
 	if old == nil || new == nil {
 		return nil
 	}
 	var changed []string
-	if old.Listen != new.Listen {
-		changed = append(changed, "listen")
-	}
-	if old.Admin != new.Admin {
-		changed = append(changed, "admin")
-	}
-	if filepath.Clean(old.Spool.Dir) != filepath.Clean(new.Spool.Dir) {
-		changed = append(changed, "spool.dir")
+	for _, f := range []struct {
+		name   string
+		differ bool
+	}{
+		{"listen", old.Listen != new.Listen},
+		{"admin", old.Admin != new.Admin},
+		{"log.format", old.Log.Format != new.Log.Format},
+		{"spool.dir", filepath.Clean(old.Spool.Dir) != filepath.Clean(new.Spool.Dir)},
+		{"spool.min_free", old.Spool.MinFree != new.Spool.MinFree},
+		{"mitm.ca_cert", old.MITM.CACert != new.MITM.CACert},
+		{"mitm.ca_key", old.MITM.CAKey != new.MITM.CAKey},
+		{"mitm.cache_size", old.MITM.CacheSize != new.MITM.CacheSize},
+		{"tls.ca_file", old.TLS.CAFile != new.TLS.CAFile},
+		{"telemetry.max_host_labels", old.Telemetry.MaxHostLabels != new.Telemetry.MaxHostLabels},
+		{"telemetry.metrics_otlp_endpoint", old.Telemetry.MetricsOTLPEndpoint != new.Telemetry.MetricsOTLPEndpoint},
+		{"telemetry.traces", old.Telemetry.Traces != new.Telemetry.Traces},
+	} {
+		if f.differ {
+			changed = append(changed, f.name)
+		}
 	}
 	return append(changed, fleetRestart(old.Fleet, new.Fleet)...)
 }

@@ -57,7 +57,7 @@ func TestExampleFile(t *testing.T) {
 
 func withoutHosts(c *Config) Config {
 	v := *c
-	v.Hosts, v.hosts, v.Path = nil, nil, ""
+	v.Hosts, v.hosts, v.Path, v.lines = nil, nil, "", nil // where things are, not what
 	return v
 }
 
@@ -160,7 +160,7 @@ func TestParseErrors(t *testing.T) {
 			[]string{`config.yaml:3: hosts["api.partner.example"].rate: malformed rate "2/x"`}},
 		{"zero rate", "defaults:\n  rate: 0/s\n", []string{`config.yaml:2: defaults.rate: rate "0/s" must be positive`}},
 		{"negative rate", "defaults:\n  rate: -1/s\n", []string{`config.yaml:2: defaults.rate: `}},
-		{"zero burst", "defaults:\n  burst: 0\n", []string{`config.yaml:2: defaults.burst: must be at least 1, got 0`}},
+		{"zero burst", "defaults:\n  burst: 0\n", []string{`config.yaml:2: defaults.burst: must be between 1 and 1000000, got 0`}},
 		{"negative concurrency", "hosts:\n  a.example: {concurrency: -2}\n",
 			[]string{`config.yaml:2: hosts["a.example"].concurrency: must be at least 1, got -2`}},
 		{"non-integer burst", "defaults:\n  burst: many\n", []string{`config.yaml:2: defaults.burst: want an integer, got "many"`}},
@@ -185,6 +185,10 @@ func TestParseErrors(t *testing.T) {
 			[]string{`config.yaml:3: hosts["a.example"].backoff_max: 5m0s is below backoff_initial (10m0s)`}},
 		{"min_rate above rate", "defaults:\n  min_rate: 5/s\nhosts:\n  a.example: {rate: 1/s}\n",
 			[]string{`config.yaml:4: hosts["a.example"].min_rate: 5/s exceeds rate 1/s, inherited from defaults`}},
+		{"rate over the bound", "defaults:\n  rate: 1e308/s\n", []string{`config.yaml:2: defaults.rate: must be between 0.1/h and 1e+06/s, got 1e+308/s`}},
+		{"rate under the bound", "hosts:\n  a.example: {rate: 0.01/h}\n", []string{`config.yaml:2: hosts["a.example"].rate: must be between 0.1/h`}},
+		{"min_rate over the bound", "defaults:\n  min_rate: 2000000/s\n", []string{`config.yaml:2: defaults.min_rate: must be between`}},
+		{"burst over the bound", "defaults:\n  burst: 1000001\n", []string{`config.yaml:2: defaults.burst: must be between 1 and 1000000, got 1000001`}},
 		{"bad enum", "log:\n  level: verbose\n", []string{`config.yaml:2: log.level: must be one of debug, info, warn, error, got "verbose"`}},
 		{"bad listen", "listen: 8080\n", []string{`config.yaml:1: listen: malformed address "8080": want host:port`}},
 		{"listen == admin", "listen: 127.0.0.1:9090\n", []string{`config.yaml:1: admin: same address as listen`}},
@@ -266,6 +270,19 @@ func TestRestartRequired(t *testing.T) {
 		{"listen", func(c *Config) { c.Listen = "127.0.0.1:8081" }, []string{"listen"}},
 		{"admin and spool dir", func(c *Config) { c.Admin = ":9091"; c.Spool.Dir = "/tmp/x" }, []string{"admin", "spool.dir"}},
 		{"same dir spelled differently", func(c *Config) { c.Spool.Dir = "data/" }, nil},
+		{"files", func(c *Config) { c.TLS.CAFile = "ca.pem"; c.MITM.CACert, c.MITM.CAKey = "c.pem", "k.pem" },
+			[]string{"mitm.ca_cert", "mitm.ca_key", "tls.ca_file"}},
+		{"telemetry and log format", func(c *Config) {
+			c.Telemetry.Traces.SampleRatio = 0.5
+			c.Telemetry.MaxHostLabels = 5
+			c.Log.Format = "json"
+		}, []string{"log.format", "telemetry.max_host_labels", "telemetry.traces"}},
+		{"applied live", func(c *Config) {
+			c.Spool.MaxBody, c.Spool.MaxMessages, c.Spool.HighWater = 2<<20, 5, 0.9
+			c.Egress.Deny = []string{"x.example"}
+			c.Auth.Users = []User{{"a", "b"}}
+			c.Shutdown.Timeout = Duration(time.Minute)
+		}, nil},
 	}
 	for _, tt := range tests {
 		c := Default()

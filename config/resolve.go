@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	"github.com/hookpace/hookpace/pacer"
 )
 
 // resolve overlays raw on Default(), validating each value as it goes and
@@ -68,6 +70,12 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 	entries := decodeHosts(&raw.Hosts, doc, p)
 	c.Hosts = resolveHosts(p, entries, c.Defaults, minExplicit, c.MITM.Enabled())
 	c.hosts = newHostIndex(c.Hosts)
+	c.lines = make(map[string]int)
+	for path, line := range doc.lines {
+		if !strings.HasPrefix(path, "hosts[") {
+			c.lines[path] = line
+		}
+	}
 	return c
 }
 
@@ -144,8 +152,8 @@ func resolveHosts(p *problems, entries []hostEntry, defaults HostConfig, minExpl
 func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExplicit, mitm bool) (HostConfig, bool) {
 	h := base
 	f := func(name string) string { return path + "." + name }
-	field(p, f("rate"), r.Rate, &h.Rate, nil)
-	field(p, f("burst"), r.Burst, &h.Burst, atLeast(1))
+	field(p, f("rate"), r.Rate, &h.Rate, rateBounds)
+	field(p, f("burst"), r.Burst, &h.Burst, intWithin(1, pacer.BurstMax))
 	field(p, f("concurrency"), r.Concurrency, &h.Concurrency, atLeast(1))
 	field(p, f("timeout"), r.Timeout, &h.Timeout, positive)
 	field(p, f("max_queued"), r.MaxQueued, &h.MaxQueued, atLeast[int64](0))
@@ -156,7 +164,7 @@ func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExpli
 	list(p, f("hold_schedule"), r.HoldSchedule, &h.HoldSchedule, positive, true)
 	field(p, f("max_retry_after"), r.MaxRetryAfter, &h.MaxRetryAfter, positive)
 	field(p, f("adaptive"), r.Adaptive, &h.Adaptive, nil)
-	if field(p, f("min_rate"), r.MinRate, &h.MinRate, nil) {
+	if field(p, f("min_rate"), r.MinRate, &h.MinRate, rateBounds) {
 		minExplicit = true
 	} else if !minExplicit {
 		h.MinRate = Rate{Count: h.Rate.Count / 10, Per: h.Rate.Per}

@@ -105,3 +105,16 @@ func TestDuration(t *testing.T) {
 		}
 	}
 }
+
+// The bounds themselves are accepted, written as an operator would.
+func TestRateBoundsInclusive(t *testing.T) {
+	for _, src := range []string{
+		"defaults: {rate: 1000000/s, burst: 1000000, min_rate: 0.1/h}\n",
+		"defaults: {rate: 60000000/m}\n",
+		"hosts: {a.example: {rate: 0.1/h, min_rate: 0.1/h}}\n",
+	} {
+		if _, err := Parse("c.yaml", []byte(src)); err != nil {
+			t.Errorf("%q: %v", src, err)
+		}
+	}
+}

@@ -3,7 +3,14 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -155,5 +162,107 @@ func TestUnreachableTargetIs400(t *testing.T) {
 	rc.WaitFor(t, 10*time.Second, "the good webhook", func(as []Arrival) bool { return len(as) == 1 })
 	if n := rc.Count(nil); n != 1 {
 		t.Errorf("receiver got %d requests, want only the good one", n)
+	}
+}
+
+// Issue 22 item 12: check-config loads every file run loads, with the same
+// errors: a missing tls.ca_file, a private key as tls.ca_file, missing MITM
+// files, a certificate that is not a CA as the MITM CA.
+func TestCheckConfigLoadsFiles(t *testing.T) {
+	dir := t.TempDir()
+	out, err := exec.Command(binary, "ca", "init", "--dir", filepath.Join(dir, "ca")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ca init: %v\n%s", err, out)
+	}
+	caCert, caKey := filepath.Join(dir, "ca", "ca.crt"), filepath.Join(dir, "ca", "ca.key")
+	missing := filepath.Join(dir, "missing.pem")
+	leaf := filepath.Join(dir, "leaf.pem")
+	writeLeafPEM(t, leaf)
+	for _, tc := range []struct {
+		name, yaml, want string // want "" = accepted
+	}{
+		{"good CA files", "tls: {ca_file: " + caCert + "}\nmitm: {ca_cert: " + caCert + ", ca_key: " + caKey + "}", ""},
+		{"missing tls.ca_file", "tls: {ca_file: " + missing + "}", "tls.ca_file: open " + missing},
+		{"private key as tls.ca_file", "tls: {ca_file: " + caKey + "}", "tls.ca_file: " + caKey + ": no PEM certificates found"},
+		{"missing mitm CA", "mitm: {ca_cert: " + missing + ", ca_key: " + missing + "}", "mitm.ca_cert: read CA certificate"},
+		{"non-CA as mitm CA", "mitm: {ca_cert: " + leaf + ", ca_key: " + caKey + "}", "is not a CA certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := t.TempDir()
+			path := filepath.Join(d, "f.yaml")
+			writeConfig(t, path, "127.0.0.1:0", "127.0.0.1:0", filepath.Join(d, "spool"), tc.yaml)
+			checkOut, checkErr := exec.Command(binary, "check-config", "--config", path).CombinedOutput()
+			started, runOut := runBriefly(t, path)
+			if tc.want == "" {
+				if checkErr != nil || !started {
+					t.Fatalf("want both to accept:\ncheck-config: %v\n%s\nrun started=%v:\n%s", checkErr, checkOut, started, runOut)
+				}
+				return
+			}
+			if exitCode(checkErr) != 1 || !strings.Contains(string(checkOut), tc.want) {
+				t.Errorf("check-config: %v, want exit 1 with %q:\n%s", checkErr, tc.want, checkOut)
+			}
+			if started || !strings.Contains(runOut, tc.want) {
+				t.Errorf("run: started=%v, want exit 1 with %q:\n%s", started, tc.want, runOut)
+			}
+			// The same error, word for word, line and field included.
+			msg := strings.TrimPrefix(strings.TrimSpace(string(checkOut)), "hookpace check-config: ")
+			if !strings.Contains(runOut, msg) {
+				t.Errorf("run's error differs from check-config's %q:\n%s", msg, runOut)
+			}
+		})
+	}
+}
+
+func writeLeafPEM(t *testing.T, path string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(9), Subject: pkix.Name{CommonName: "leaf.example"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 22 item 12: a reload names each changed setting that needs a
+// restart, gives the warnings a start gives, and refuses a file a start
+// would refuse (the old config stays).
+func TestReloadNamesRestartAndWarns(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command(binary, "ca", "init", "--dir", filepath.Join(dir, "ca")).CombinedOutput(); err != nil {
+		t.Fatalf("ca init: %v\n%s", err, out)
+	}
+	caCert := filepath.Join(dir, "ca", "ca.crt")
+	hp := Start(t, `log: {level: info}`)
+	orig, err := os.ReadFile(hp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(hp.Log(), "INSECURE") {
+		t.Fatalf("insecure warning before it was turned on:\n%s", hp.Log())
+	}
+
+	// A missing CA file: rejected, as a start would reject it.
+	opsRewriteConfig(t, hp, string(orig)+"tls: {ca_file: "+filepath.Join(dir, "missing.pem")+"}\n")
+	Poll(t, 10*time.Second, "the reload with a missing tls.ca_file to be rejected", func() bool {
+		return strings.Contains(hp.Log(), "config reload rejected") && strings.Contains(hp.Log(), "tls.ca_file: open ")
+	})
+
+	// A good new CA file and insecure_skip_verify turned on.
+	opsRewriteConfig(t, hp, string(orig)+"tls: {ca_file: "+caCert+"}\nhosts: {\"partner.example\": {insecure_skip_verify: true}}\n")
+	Poll(t, 10*time.Second, "the reload to be applied", func() bool { return strings.Contains(hp.Log(), "config reloaded") })
+	log := hp.Log()
+	if !strings.Contains(log, "tls.ca_file changed: restart to apply") {
+		t.Errorf("reload did not say tls.ca_file needs a restart:\n%s", log)
+	}
+	if !strings.Contains(log, "INSECURE") || !strings.Contains(log, "partner.example") {
+		t.Errorf("insecure_skip_verify turned on by reload without the start's warning:\n%s", log)
 	}
 }

@@ -132,10 +132,43 @@ func writeNew(path string, data []byte, perm os.FileMode) error {
 	return nil
 }
 
+// FileError is LoadCA's error: it says which file could not be used.
+type FileError struct {
+	Path string
+	Key  bool // the key file; else the certificate file
+	Err  error
+}
+
+func (e *FileError) Error() string { return e.Err.Error() }
+func (e *FileError) Unwrap() error { return e.Err }
+
 // LoadCA loads a CA certificate and its private key, checking that the key
 // matches, that the certificate is a CA and that it is currently valid.
-// cacheSize bounds the leaf cache (<= 0 means 1000).
+// cacheSize bounds the leaf cache (<= 0 means 1000). The error is a
+// *FileError.
 func LoadCA(certFile, keyFile string, cacheSize int) (*CA, error) {
+	cert, err := loadCACert(certFile)
+	if err != nil {
+		return nil, &FileError{Path: certFile, Err: err}
+	}
+	key, err := loadCAKey(keyFile, certFile, cert)
+	if err != nil {
+		return nil, &FileError{Path: keyFile, Key: true, Err: err}
+	}
+	if cacheSize <= 0 {
+		cacheSize = defaultCacheSize
+	}
+	return &CA{
+		cert:     cert,
+		certPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}),
+		key:      key,
+		now:      time.Now,
+		cache:    newLRU(cacheSize),
+		inflight: make(map[string]*call),
+	}, nil
+}
+
+func loadCACert(certFile string) (*x509.Certificate, error) {
 	certPEM, err := os.ReadFile(certFile)
 	if err != nil {
 		return nil, fmt.Errorf("mitm: read CA certificate: %w", err)
@@ -161,7 +194,10 @@ func LoadCA(certFile, keyFile string, cacheSize int) (*CA, error) {
 	if now.Before(cert.NotBefore) {
 		return nil, fmt.Errorf("mitm: CA certificate %q is not valid until %s", certFile, cert.NotBefore.UTC().Format(time.RFC3339))
 	}
+	return cert, nil
+}
 
+func loadCAKey(keyFile, certFile string, cert *x509.Certificate) (crypto.Signer, error) {
 	keyPEM, err := os.ReadFile(keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("mitm: read CA key: %w", err)
@@ -174,18 +210,7 @@ func LoadCA(certFile, keyFile string, cacheSize int) (*CA, error) {
 	if !ok || !pub.Equal(key.Public()) {
 		return nil, fmt.Errorf("mitm: CA key %q does not match CA certificate %q", keyFile, certFile)
 	}
-
-	if cacheSize <= 0 {
-		cacheSize = defaultCacheSize
-	}
-	return &CA{
-		cert:     cert,
-		certPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}),
-		key:      key,
-		now:      time.Now,
-		cache:    newLRU(cacheSize),
-		inflight: make(map[string]*call),
-	}, nil
+	return key, nil
 }
 
 // CertPEM returns the CA certificate in PEM form, for clients to trust.

@@ -14,6 +14,16 @@ import (
 	"time"
 )
 
+// Bounds of the limits a Host works with. Config refuses values outside
+// them (check-config says so), and New and SetLimits clamp to them, so that
+// no rate or burst can overflow the bucket's arithmetic: at 1e308/s the
+// bucket's capacity overflowed, and the host stalled until a restart.
+const (
+	RateMax  = 1e6          // sends per second
+	RateMin  = 1.0 / 36_000 // one send per ten hours
+	BurstMax = 1_000_000
+)
+
 // Limits are a host's configured limits.
 type Limits struct {
 	Rate            float64 // sends per second
@@ -105,19 +115,21 @@ func New(l Limits, now time.Time) *Host {
 // the whole margin held back, arrivals bunched by up to 25 ms still stay
 // within B + R·W at the receiver.
 func capacity(l Limits) float64 {
-	margin := min(int(l.Rate*jitterMargin.Seconds()), l.Burst/2)
-	return float64(l.Burst - margin)
+	margin := math.Min(math.Floor(l.Rate*jitterMargin.Seconds()), float64(l.Burst/2))
+	return float64(l.Burst) - margin
 }
 
 func sanitize(l Limits) Limits {
-	if l.Rate <= 0 {
+	if !(l.Rate > 0) { // also NaN
 		l.Rate = 1
 	}
-	l.Burst = max(l.Burst, 1)
+	l.Rate = math.Min(math.Max(l.Rate, RateMin), RateMax)
+	l.Burst = min(max(l.Burst, 1), BurstMax)
 	l.Concurrency = max(l.Concurrency, 1)
-	if l.MinRate <= 0 || l.MinRate > l.Rate {
+	if !(l.MinRate > 0) || l.MinRate > l.Rate {
 		l.MinRate = l.Rate / 10
 	}
+	l.MinRate = math.Max(l.MinRate, RateMin)
 	if len(l.HoldSchedule) == 0 {
 		l.HoldSchedule = []time.Duration{defaultHold}
 	}
@@ -142,7 +154,7 @@ func (h *Host) SetLimits(l Limits, now time.Time) {
 	}
 	h.rate = math.Max(math.Min(h.rate, l.Rate), l.MinRate)
 	h.lim = l
-	h.tokens = math.Min(h.tokens, capacity(l))
+	h.tokens = math.Max(0, math.Min(h.tokens, capacity(l)))
 }
 
 // Acquire takes a send slot and a token if both are available at now. If

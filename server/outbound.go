@@ -3,9 +3,7 @@ package server
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/hookpace/hookpace/config"
@@ -63,25 +61,6 @@ func Policy(hc config.HostConfig) deliver.Policy {
 		UpgradeTLS:         hc.UpgradeTLS,
 		InsecureSkipVerify: hc.InsecureSkipVerify,
 	}
-}
-
-// rootCAs is the system pool (which honours SSL_CERT_FILE and
-// SSL_CERT_DIR) plus the operator's extra CA file.
-func rootCAs(extra string) (*x509.CertPool, error) {
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
-	}
-	if extra != "" {
-		pem, err := os.ReadFile(extra)
-		if err != nil {
-			return nil, fmt.Errorf("tls.ca_file: %w", err)
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls.ca_file %s: no PEM certificates found", extra)
-		}
-	}
-	return pool, nil
 }
 
 // transport is an outbound transport that never reads proxy settings from

@@ -108,14 +108,20 @@ func (r *reloader) reload(why string) {
 		r.log.Error("config reload rejected: old config stays in force", "why", why, "error", err.Error())
 		return
 	}
-	old := r.current.Load()
-	for _, f := range config.RestartRequired(old, cfg) {
-		r.log.Warn("config change needs a restart to take effect", "field", f)
+	// The files a start would load must load now, or the next restart
+	// would fail on what this reload accepted.
+	if _, err := LoadFiles(cfg); err != nil {
+		r.log.Error("config reload rejected: old config stays in force", "why", why, "error", err.Error())
+		return
 	}
 	if err := r.guard.set(cfg); err != nil {
 		r.log.Error("config reload rejected: old config stays in force", "why", why, "error", err.Error())
 		return
 	}
+	for _, f := range config.RestartRequired(r.current.Load(), cfg) {
+		r.log.Warn(f+" changed: restart to apply", "field", f)
+	}
+	warnInsecure(r.log, cfg) // the warnings a start gives
 	if err := telemetry.SetLevel(r.level, cfg.Log.Level); err != nil {
 		r.log.Warn("log level unchanged", "error", err)
 	}

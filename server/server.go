@@ -99,15 +99,12 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 	if err := a.buildTelemetry(ctx, o); err != nil {
 		return nil, err
 	}
-	roots, err := rootCAs(cfg.TLS.CAFile)
+	files, err := LoadFiles(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.MITM.Enabled() {
-		if a.ca, err = mitm.LoadCA(cfg.MITM.CACert, cfg.MITM.CAKey, cfg.MITM.CacheSize); err != nil {
-			return nil, fmt.Errorf("mitm: %w", err)
-		}
-	}
+	roots := files.Roots
+	a.ca = files.CA
 	warnInsecure(a.log, cfg)
 	if a.spool, err = spool.Open(spoolOptions(cfg, a.log)); err != nil {
 		return nil, err
