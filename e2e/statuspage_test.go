@@ -39,44 +39,7 @@ func pageRows(b *Browser) map[string]pageRow {
 // form; watches the page update itself; and checks that a form posted from
 // another origin is refused.
 func TestStatusPageInBrowser(t *testing.T) {
-	ok, paused, gone, busy := NewReceiver(t), NewReceiver(t), NewReceiver(t), NewReceiver(t)
-	gone.Handle = func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusGone) }
-	busy.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
-		w.Header().Set("Retry-After", "600")
-		w.WriteHeader(http.StatusTooManyRequests)
-	}
-	hp := Start(t, fmt.Sprintf(`
-egress: {allow: ["127.0.0.0/8"]}
-hosts:
-  "%s": {rate: 50/s}
-  "%s": {rate: 20/s, burst: 5}
-  "%s": {rate: 5/s}
-  "%s": {rate: 10/s}
-`, ok.Host(), paused.Host(), gone.Host(), busy.Host()))
-	if out, err := hp.CLI("pause", paused.Host()); err != nil {
-		t.Fatalf("hookpace pause: %v\n%s", err, out)
-	}
-	PostAll(t, hp, 7, 4, func(i int) string { return fmt.Sprintf("%s/hook/%d", paused.URL, i) })
-	PostAll(t, hp, 3, 3, func(i int) string { return fmt.Sprintf("%s/hook/%d", ok.URL, i) })
-	PostAll(t, hp, 1, 1, func(i int) string { return gone.URL + "/hook" })
-	PostAll(t, hp, 2, 1, func(i int) string { return busy.URL + "/hook" })
-	ok.WaitFor(t, 10*time.Second, "3 deliveries", func(as []Arrival) bool { return len(as) == 3 })
-	Poll(t, 10*time.Second, "the 410 dead-lettered", func() bool {
-		var sp struct{ Messages, Dead int64 }
-		var raw map[string]any
-		hp.AdminJSON("/v1/spool", &raw)
-		b, _ := json.Marshal(raw)
-		json.Unmarshal(b, &struct {
-			Messages *int64 `json:"messages"`
-			Dead     *int64 `json:"dead_letters"`
-		}{&sp.Messages, &sp.Dead})
-		return sp.Dead == 1 && sp.Messages == 9
-	})
-	busy.WaitFor(t, 10*time.Second, "the 429", func(as []Arrival) bool { return len(as) == 1 })
-	if n := len(paused.Arrivals()); n != 0 {
-		t.Fatalf("the paused host got %d webhooks", n)
-	}
-
+	hp, ok, paused, gone, busy := startFourHosts(t)
 	b := StartBrowser(t)
 	admin := "http://" + hp.Admin + "/"
 	b.Navigate(admin)
@@ -149,6 +112,51 @@ hosts:
 	if st.Paused || !strings.Contains(text, "refused") {
 		t.Errorf("cross-origin form: host paused=%v, the answer %q; want it refused", st.Paused, text)
 	}
+}
+
+// startFourHosts starts hookpace with four partners and leaves them so:
+// paused (7 queued), ok (3 delivered), gone (its one webhook answered
+// 410: a dead letter) and busy (2 queued, held by a 429).
+func startFourHosts(t *testing.T) (hp *Hookpace, ok, paused, gone, busy *Receiver) {
+	ok, paused, gone, busy = NewReceiver(t), NewReceiver(t), NewReceiver(t), NewReceiver(t)
+	gone.Handle = func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusGone) }
+	busy.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Retry-After", "600")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	hp = Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 50/s}
+  "%s": {rate: 20/s, burst: 5}
+  "%s": {rate: 5/s}
+  "%s": {rate: 10/s}
+`, ok.Host(), paused.Host(), gone.Host(), busy.Host()))
+	if out, err := hp.CLI("pause", paused.Host()); err != nil {
+		t.Fatalf("hookpace pause: %v\n%s", err, out)
+	}
+	PostAll(t, hp, 7, 4, func(i int) string { return fmt.Sprintf("%s/hook/%d", paused.URL, i) })
+	PostAll(t, hp, 3, 3, func(i int) string { return fmt.Sprintf("%s/hook/%d", ok.URL, i) })
+	PostAll(t, hp, 1, 1, func(i int) string { return gone.URL + "/hook" })
+	PostAll(t, hp, 2, 1, func(i int) string { return busy.URL + "/hook" })
+	ok.WaitFor(t, 10*time.Second, "3 deliveries", func(as []Arrival) bool { return len(as) == 3 })
+	Poll(t, 10*time.Second, "the 410 dead-lettered", func() bool {
+		var sp struct{ Messages, Dead int64 }
+		var raw map[string]any
+		hp.AdminJSON("/v1/spool", &raw)
+		b, _ := json.Marshal(raw)
+		json.Unmarshal(b, &struct {
+			Messages *int64 `json:"messages"`
+			Dead     *int64 `json:"dead_letters"`
+		}{&sp.Messages, &sp.Dead})
+		return sp.Dead == 1 && sp.Messages == 9
+	})
+	busy.WaitFor(t, 10*time.Second, "the 429", func(as []Arrival) bool { return len(as) == 1 })
+	if n := len(paused.Arrivals()); n != 0 {
+		t.Fatalf("the paused host got %d webhooks", n)
+	}
+
+	return hp, ok, paused, gone, busy
 }
 
 // TestHelpAndVersion runs the binary as a user would.

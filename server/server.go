@@ -204,6 +204,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool) {
 		Throttle: telemetry.NewThrottle(10 * time.Second),
 	})
 	observe(tel.Metrics, a.disp, a.spool)
+	observeState(tel.Metrics, a.disp, a.spool)
 	a.proxy = proxy.New(proxy.Options{
 		Policy:    proxyPolicy(cfg),
 		Spool:     a.spool,

@@ -44,6 +44,7 @@ type Metrics struct {
 	hostRate      metric.Float64ObservableGauge
 	hostInFlight  metric.Int64ObservableGauge
 	hostCount     metric.Int64ObservableGauge
+	state         stateInstruments
 
 	// Ingest counts are plain atomics, observed at collection: every
 	// request is counted, and a synchronous OTel counter's attribute
@@ -57,6 +58,7 @@ type Metrics struct {
 
 	hostsFn atomic.Pointer[func() []HostSnapshot]
 	spoolFn atomic.Pointer[func() SpoolSnapshot]
+	stateFn atomic.Pointer[func() StateSnapshot]
 }
 
 // hostEntry caches the attribute sets of one host label, so that recording
@@ -149,6 +151,9 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		metric.WithDescription("Destination hosts hookpace holds state for; idle ones are forgotten after 10 minutes."),
 		metric.WithUnit("{host}")); err != nil {
 		return nil, fmt.Errorf("create %s: %w", MetricHosts, err)
+	}
+	if err = m.initState(meter); err != nil {
+		return nil, err
 	}
 	if _, err = meter.RegisterCallback(m.observe,
 		m.ingest, m.spoolMessages, m.spoolBytes, m.hostHeld, m.hostRate, m.hostInFlight, m.hostCount); err != nil {

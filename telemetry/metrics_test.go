@@ -380,3 +380,45 @@ func TestHostLabelConcurrent(t *testing.T) {
 		t.Errorf("%d hosts kept their own label, want 50", len(own))
 	}
 }
+
+func TestStateGauges(t *testing.T) {
+	tel := newTelemetry(t, Options{MaxHostLabels: 1})
+	m := tel.Metrics
+	m.ObserveState(func() StateSnapshot {
+		return StateSnapshot{MaxMessages: 1000, MaxBytes: 1 << 20, HighWater: 0.8, LowWater: 0.5, Usage: 0.85,
+			Refusing: RefusingHighWater, DeadLetters: 3, OldestAge: 90,
+			Hosts: []HostState{
+				{Host: "a.example", OldestAge: 90, BreakerOpen: true},
+				{Host: "b.example", OldestAge: 30, Paused: true}, // beyond the cap of 1: "other"
+				{Host: "c.example", OldestAge: 60},
+			}}
+	})
+	e := scrape(t, tel)
+	e.expect(t, map[string]string{
+		`hookpace_spool_limit_messages`:                      "1000",
+		`hookpace_spool_limit_bytes`:                         "1.048576e+06",
+		`hookpace_spool_watermark{level="high"}`:             "0.8",
+		`hookpace_spool_watermark{level="low"}`:              "0.5",
+		`hookpace_spool_usage`:                               "0.85",
+		`hookpace_spool_accepting`:                           "0",
+		`hookpace_spool_refusing{reason="high_water"}`:       "1",
+		`hookpace_spool_refusing{reason="disk_full"}`:        "0",
+		`hookpace_spool_refusing{reason="dir_gone"}`:         "0",
+		`hookpace_ready`:                                     "0",
+		`hookpace_dead_letters`:                              "3",
+		`hookpace_spool_oldest_age_seconds`:                  "90",
+		`hookpace_host_oldest_age_seconds{host="a.example"}`: "90",
+		`hookpace_host_oldest_age_seconds{host="other"}`:     "60",
+		`hookpace_host_breaker_open{host="a.example"}`:       "1",
+		`hookpace_host_breaker_open{host="other"}`:           "0",
+		`hookpace_host_paused{host="a.example"}`:             "0",
+		`hookpace_host_paused{host="other"}`:                 "1",
+		`hookpace_host_oldest_age_seconds_seconds`:           "",
+		`hookpace_spool_limit_bytes_bytes`:                   "",
+	})
+	for name, typ := range map[string]string{"hookpace_spool_refusing": "gauge", "hookpace_host_oldest_age_seconds": "gauge"} {
+		if e.types[name] != typ {
+			t.Errorf("%s: type %q, want %s", name, e.types[name], typ)
+		}
+	}
+}

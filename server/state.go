@@ -1,0 +1,46 @@
+package server
+
+import (
+	"time"
+
+	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/pacer"
+	"github.com/hookpace/hookpace/spool"
+	"github.com/hookpace/hookpace/telemetry"
+)
+
+// observeState feeds the gauges behind the shipped alert rules and
+// dashboard (deploy/) at scrape time: admission state, readiness as
+// /readyz decides it, and the age of the oldest queued message, which
+// costs one read of a record's head per host with a backlog.
+func observeState(m *telemetry.Metrics, disp *deliver.Dispatcher, sp *spool.Spool) {
+	m.ObserveState(func() telemetry.StateSnapshot {
+		u := sp.Usage()
+		now := time.Now()
+		st := telemetry.StateSnapshot{MaxMessages: u.MaxMessages, MaxBytes: u.MaxBytes,
+			HighWater: u.HighWater, LowWater: u.LowWater, Usage: u.Fraction, Accepting: u.Accepting,
+			DeadLetters: u.Dead}
+		switch {
+		case u.Refusing == spool.ErrDirGone.Error():
+			st.Refusing = telemetry.RefusingDirGone
+		case u.Refusing == spool.ErrDiskFull.Error():
+			st.Refusing = telemetry.RefusingDiskFull
+		case !u.Accepting:
+			st.Refusing = telemetry.RefusingHighWater
+		}
+		st.Ready = u.Refusing == "" && sp.Accepting()
+		hosts := disp.Hosts()
+		st.Hosts = make([]telemetry.HostState, len(hosts))
+		for i, h := range hosts {
+			hs := telemetry.HostState{Host: h.Host, Paused: h.Paused, BreakerOpen: h.Breaker != pacer.BreakerClosed}
+			if h.Queued > 0 {
+				if at, ok, err := sp.Oldest(h.Host); err == nil && ok {
+					hs.OldestAge = max(0, now.Sub(at).Seconds())
+					st.OldestAge = max(st.OldestAge, hs.OldestAge)
+				}
+			}
+			st.Hosts[i] = hs
+		}
+		return st
+	})
+}
