@@ -214,21 +214,17 @@ func TestSSRFRefused(t *testing.T) {
 		t.Errorf("%d refused webhooks were spooled", u.Messages)
 	}
 
-	// CONNECT without mitm configured is refused with advice.
-	conn, err := net.DialTimeout("tcp", hp.Proxy, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", rc.Host(), rc.Host())
-	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
-	if err != nil {
-		t.Fatalf("reading the CONNECT answer: %v", err)
-	}
-	msg, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(msg), "upgrade_tls") || !strings.Contains(string(msg), "mitm") {
-		t.Errorf("CONNECT: %s %q, want 403 naming upgrade_tls and mitm", resp.Status, msg)
+	// CONNECT to port 443 without mitm configured is refused with advice;
+	// to another port, the egress policy refuses it as it would a POST.
+	for _, tc := range []struct{ target, want string }{
+		{"partner.example:443", "upgrade_tls"},
+		{"partner.example:443", "mitm"},
+		{rc.Host(), "refused: loopback"},
+	} {
+		resp, msg := secConnect(t, hp, tc.target)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(msg, tc.want) {
+			t.Errorf("CONNECT %s: %s %q, want 403 naming %q", tc.target, resp.Status, msg, tc.want)
+		}
 	}
 	if _, err := c.Get("https://" + rc.Host() + "/"); err == nil {
 		t.Errorf("GET https:// through hookpace without mitm succeeded")
@@ -346,6 +342,24 @@ func secRootsPEM(t *testing.T, cert *x509.Certificate) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// secConnect sends a CONNECT for target to hp and returns the answer.
+func secConnect(t *testing.T, hp *Hookpace, target string) (*http.Response, string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", hp.Proxy, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatalf("reading the CONNECT answer: %v", err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	return resp, string(msg)
 }
 
 // secEnvNoProxy is the environment less proxy variables, for clients

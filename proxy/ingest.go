@@ -255,14 +255,20 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 				return reject(d)
 			}
 		}
-		p.opts.Metrics.Ingest(r.Context(), outcomePassthrough)
-		p.log.Info("ingest", "decision", "tunnel", "method", r.Method, "host", host, "remote", r.RemoteAddr,
-			"reason", "connect: tunnel passes bytes through unthrottled")
-		return &goproxy.ConnectAction{Action: goproxy.ConnectAccept}, target
+		// A TLS tunnel is spliced through; plain HTTP inside is spooled (tunnel.go).
+		return p.sniffConnect(&tunnel{req: r, target: target, host: host, start: start}), target
 	default:
-		return reject(decision{outcome: outcomeRefused, status: http.StatusForbidden,
-			reason: "CONNECT to " + host + " denied: hookpace cannot spool or pace an encrypted tunnel. " +
-				"Either POST the http:// URL and set upgrade_tls: true for this host, or create a CA with " +
-				"'hookpace ca init', set mitm.ca_cert and mitm.ca_key, and trust the CA in the app"})
+		deny := "CONNECT to " + host + " denied: hookpace cannot spool or pace an encrypted tunnel. " +
+			"Either POST the http:// URL and set upgrade_tls: true for this host, or create a CA with " +
+			"'hookpace ca init', set mitm.ca_cert and mitm.ca_key, and trust the CA in the app"
+		if destPort(u) == 443 {
+			// HTTPS for certain: refuse now, with a reason the client shows.
+			return reject(decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: deny})
+		}
+		if _, err := p.opts.Guard.CheckPort(r.Context(), u.Hostname(), destPort(u)); err != nil && egress.IsDenied(err) {
+			return reject(decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: err.Error()})
+		}
+		// Plain HTTP inside is spooled like an absolute-form POST; TLS is refused.
+		return p.sniffConnect(&tunnel{req: r, target: target, host: host, deny: deny, start: start}), target
 	}
 }

@@ -1,0 +1,21 @@
+// Node's fetch through hookpace: fetch ignores HTTP_PROXY by itself (on
+// Node 20, even with NODE_USE_ENV_PROXY=1), so give it undici's
+// EnvHttpProxyAgent, which reads HTTP_PROXY, HTTPS_PROXY and NO_PROXY.
+// It tunnels (CONNECT) even to http:// URLs; hookpace spools the POSTs
+// inside such a tunnel like any other.
+//
+//   npm install undici
+//   HTTP_PROXY=http://127.0.0.1:8080 node fetch.mjs http://127.0.0.1:9999/hooks
+import { EnvHttpProxyAgent, setGlobalDispatcher } from 'undici';
+
+setGlobalDispatcher(new EnvHttpProxyAgent());
+
+const url = process.argv[2] ?? 'http://127.0.0.1:9999/hooks';
+const res = await fetch(url, {
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({ type: 'invoice.paid', id: 'evt_1' }),
+});
+// 202 and an id: hookpace has the webhook. The partner's own answer
+// (200, no id) means the request went around hookpace.
+console.log(res.status, res.headers.get('x-hookpace-id'));

@@ -1,0 +1,240 @@
+package proxy
+
+// Plain HTTP inside a CONNECT tunnel. Some clients tunnel even to an
+// http:// URL (undici's ProxyAgent and EnvHttpProxyAgent, and so Node's
+// fetch pointed at a proxy; Java and Go clients set up to always tunnel).
+// hookpace answers such a CONNECT with 200 and looks at the first bytes
+// the client sends: a TLS handshake keeps the host's connect policy; any
+// other bytes are HTTP/1.1, served like absolute-form requests: POSTs are
+// spooled and paced with the same egress check, auth and bounds, other
+// methods pass through. No CA is involved.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/elazarl/goproxy"
+)
+
+// tlsHandshake is the first byte of a TLS record carrying a ClientHello.
+const tlsHandshake = 0x16
+
+// sniffTimeout bounds the wait for a tunnel's first bytes, as
+// ReadHeaderTimeout bounds the wait for a request's header.
+const sniffTimeout = 30 * time.Second
+
+// tunnel is an accepted CONNECT whose first bytes decide what it is.
+type tunnel struct {
+	req    *http.Request // the CONNECT
+	target string        // host:port, as the CONNECT asked
+	host   string        // the host key the connect policy was taken for
+	// deny, when set, refuses a TLS tunnel with this reason; else a TLS
+	// tunnel is spliced through to target (connect: tunnel).
+	deny  string
+	start time.Time
+}
+
+// sniffConnect accepts the CONNECT and hands its connection to t.serve.
+func (p *Proxy) sniffConnect(t *tunnel) *goproxy.ConnectAction {
+	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, conn net.Conn, _ *goproxy.ProxyCtx) {
+		p.serveTunnel(t, conn)
+	}}
+}
+
+func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
+	r := t.req
+	major, minor := r.ProtoMajor, r.ProtoMinor
+	if major == 0 {
+		major, minor = 1, 1
+	}
+	if _, err := fmt.Fprintf(conn, "HTTP/%d.%d 200 Connection established\r\n\r\n", major, minor); err != nil {
+		conn.Close()
+		return
+	}
+	br := bufio.NewReader(conn)
+	conn.SetReadDeadline(time.Now().Add(sniffTimeout))
+	first, err := br.Peek(1)
+	conn.SetReadDeadline(time.Time{})
+	if err != nil {
+		p.log.Debug("connect: tunnel closed before its first bytes", "host", t.host, "remote", r.RemoteAddr, "error", err)
+		conn.Close()
+		return
+	}
+	c := &peekedConn{Conn: conn, r: br}
+	switch {
+	case first[0] != tlsHandshake:
+		p.log.Debug("connect", "decision", "plain http", "host", t.host, "remote", r.RemoteAddr)
+		p.servePlain(t, c)
+	case t.deny != "":
+		p.record(r, t.start, t.host, 0, decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: t.deny})
+		// The client is in TLS now: say no in TLS (a fatal access_denied
+		// alert) rather than with an HTTP answer it would not read.
+		conn.Write([]byte{21, 3, 3, 0, 2, 2, 49})
+		conn.Close()
+	default:
+		p.spliceTLS(t, c)
+	}
+}
+
+// spliceTLS passes a TLS tunnel's bytes through to its target, unspooled
+// and unthrottled (connect: tunnel). The guard dials only what it allows.
+func (p *Proxy) spliceTLS(t *tunnel, c *peekedConn) {
+	r := t.req
+	defer c.Close()
+	up, err := p.opts.Guard.DialContext(context.Background(), "tcp", t.target)
+	if err != nil {
+		p.log.Warn("connect: tunnel failed", "host", t.host, "remote", r.RemoteAddr, "error", err)
+		return
+	}
+	defer up.Close()
+	p.opts.Metrics.Ingest(r.Context(), outcomePassthrough)
+	p.log.Info("ingest", "decision", "tunnel", "method", r.Method, "host", t.host, "remote", r.RemoteAddr,
+		"reason", "connect: tunnel passes bytes through unthrottled")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pipe(up, c)
+	}()
+	pipe(c, up)
+	<-done
+}
+
+// pipe copies src to dst, then half-closes dst; on an error it closes
+// both, so that the other direction ends too.
+func pipe(dst, src net.Conn) {
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		src.Close()
+		return
+	}
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	} else {
+		dst.Close()
+	}
+}
+
+// servePlain serves HTTP/1.1 on a tunnel whose first bytes were not TLS.
+// Each request is made absolute-form (http://target/path) and goes to
+// ServeHTTP, exactly as if the client had sent it to the proxy without a
+// tunnel. The tunnel was authorized at the CONNECT: its credentials go
+// with each request, for authorize to check again (they are never stored
+// nor forwarded: storedHeader and goproxy drop Proxy-* headers).
+func (p *Proxy) servePlain(t *tunnel, c *peekedConn) {
+	auth := t.req.Header.Get("Proxy-Authorization")
+	h := http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
+		if err := tunnelURL(in, t.target); err != nil {
+			start := time.Now()
+			d := decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: err.Error()}
+			p.record(in, start, t.host, 0, d)
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(d.status)
+			io.WriteString(w, "hookpace: "+d.reason+"\n")
+			return
+		}
+		in.RemoteAddr = t.req.RemoteAddr
+		if auth != "" && in.Header.Get("Proxy-Authorization") == "" {
+			in.Header.Set("Proxy-Authorization", auth)
+		}
+		p.ServeHTTP(w, in)
+	})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: sniffTimeout, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)}
+	srv.Serve(newOneConnListener(c))
+}
+
+// tunnelURL makes a request read inside a tunnel to target absolute-form
+// (http://target/path). Its Host must name the tunnel's target: a tunnel
+// reaches one destination, whatever a request inside it says.
+func tunnelURL(in *http.Request, target string) error {
+	want := HostKey(&url.URL{Scheme: "http", Host: target})
+	if in.Host != "" {
+		if got := HostKey(&url.URL{Scheme: "http", Host: in.Host}); got != want {
+			return fmt.Errorf("request for %s inside a tunnel to %s", got, want)
+		}
+	}
+	if in.URL.IsAbs() {
+		if got := HostKey(in.URL); got != want || in.URL.Scheme != "http" {
+			return fmt.Errorf("request for %s inside a tunnel to %s", in.URL.Redacted(), want)
+		}
+		return nil
+	}
+	u, err := url.Parse("http://" + target + in.URL.RequestURI())
+	if err != nil {
+		return fmt.Errorf("request target: %w", err)
+	}
+	in.URL = u
+	return nil
+}
+
+// peekedConn is a connection whose first bytes were read ahead into r.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// CloseWrite half-closes the underlying TCP connection, when it is one.
+func (c *peekedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
+// oneConnListener hands out one connection to http.Server.Serve, then
+// blocks Accept until that connection is closed, so that Serve returns
+// when the tunnel ends.
+type oneConnListener struct {
+	conn   net.Conn
+	once   sync.Once
+	taken  bool
+	mu     sync.Mutex
+	closed chan struct{}
+}
+
+func newOneConnListener(c net.Conn) *oneConnListener {
+	l := &oneConnListener{closed: make(chan struct{})}
+	l.conn = &notifyConn{Conn: c, closed: func() { l.once.Do(func() { close(l.closed) }) }}
+	return l
+}
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if !l.taken {
+		l.taken = true
+		l.mu.Unlock()
+		return l.conn, nil
+	}
+	l.mu.Unlock()
+	<-l.closed
+	return nil, net.ErrClosed
+}
+
+func (l *oneConnListener) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
+func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }
+
+// notifyConn calls closed when it is closed.
+type notifyConn struct {
+	net.Conn
+	closed func()
+}
+
+func (c *notifyConn) Close() error {
+	err := c.Conn.Close()
+	c.closed()
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
