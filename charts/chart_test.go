@@ -58,6 +58,7 @@ type rendered struct {
 	configMaps   map[string]*corev1.ConfigMap
 	secrets      map[string]*corev1.Secret
 	pdbs         map[string]*policyv1.PodDisruptionBudget
+	rules        map[string]*prometheusRule // monitoring_test.go
 }
 
 func render(t *testing.T, sets ...string) *rendered {
@@ -71,7 +72,8 @@ func render(t *testing.T, sets ...string) *rendered {
 		t.Fatal(err)
 	}
 	r := &rendered{map[string]*appsv1.Deployment{}, map[string]*appsv1.StatefulSet{}, map[string]*corev1.Service{},
-		map[string]*corev1.ConfigMap{}, map[string]*corev1.Secret{}, map[string]*policyv1.PodDisruptionBudget{}}
+		map[string]*corev1.ConfigMap{}, map[string]*corev1.Secret{}, map[string]*policyv1.PodDisruptionBudget{},
+		map[string]*prometheusRule{}}
 	for _, doc := range strings.Split(out, "\n---\n") {
 		var head struct {
 			Kind     string `json:"kind"`
@@ -99,6 +101,8 @@ func render(t *testing.T, sets ...string) *rendered {
 			obj = put(r.secrets, head.Metadata.Name)
 		case "PodDisruptionBudget":
 			obj = put(r.pdbs, head.Metadata.Name)
+		case "PrometheusRule":
+			obj = put(r.rules, head.Metadata.Name)
 		default:
 			t.Fatalf("rendered a %s (%s) that the test does not know", head.Kind, head.Metadata.Name)
 		}
@@ -151,7 +155,7 @@ func TestTemplateRejects(t *testing.T) {
 		sets []string
 		want string
 	}{
-		{"unknown mode", []string{"mode=daemon"}, `mode: want sidecar or gateway, got "daemon"`},
+		{"unknown mode", []string{"mode=daemon"}, `at '/mode': value must be one of 'sidecar', 'gateway'`}, // values.schema.json
 		{"drain leaving no room for the hand-off", []string{"mode=gateway", "hookpace.shutdown.timeoutSeconds=10", "hookpace.shutdown.drainSeconds=6"},
 			"drainSeconds: 6 leaves 4 s of timeoutSeconds (10) for the hand-off"},
 		{"shutdown in config", []string{"hookpace.config.shutdown.timeout=5s"}, "hookpace.config.shutdown: set hookpace.shutdown instead"},

@@ -1,0 +1,219 @@
+package charts
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// prometheusRule is the Prometheus Operator's PrometheusRule
+// (monitoring.coreos.com/v1), as much of it as the chart may set: decoded
+// strictly, a field the CRD does not have fails the test.
+type prometheusRule struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Groups []struct {
+			Name     string `json:"name"`
+			Interval string `json:"interval,omitempty"`
+			Rules    []struct {
+				Alert       string            `json:"alert,omitempty"`
+				Record      string            `json:"record,omitempty"`
+				Expr        string            `json:"expr"`
+				For         string            `json:"for,omitempty"`
+				Labels      map[string]string `json:"labels,omitempty"`
+				Annotations map[string]string `json:"annotations,omitempty"`
+			} `json:"rules"`
+		} `json:"groups"`
+	} `json:"spec"`
+}
+
+// The chart ships copies of deploy/'s rules and dashboard (helm reads only
+// files inside the chart): they must not drift.
+func TestMonitoringFilesMatchDeploy(t *testing.T) {
+	for copyPath, orig := range map[string]string{
+		"hookpace/files/hookpace-rules.yaml": "../deploy/prometheus/hookpace-rules.yaml",
+		"hookpace/files/hookpace.json":       "../deploy/grafana/hookpace.json",
+	} {
+		a, err1 := os.ReadFile(copyPath)
+		b, err2 := os.ReadFile(orig)
+		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s differs from %s (%v %v): cp %[2]s %[1]s", copyPath, orig, err1, err2)
+		}
+	}
+}
+
+func TestMonitoringOptional(t *testing.T) {
+	for _, mode := range []string{"sidecar", "gateway"} {
+		r := render(t, "mode="+mode)
+		if len(r.rules) != 0 {
+			t.Errorf("mode %s: a PrometheusRule by default", mode)
+		}
+		for name := range r.configMaps {
+			if strings.HasSuffix(name, "-dashboard") {
+				t.Errorf("mode %s: a dashboard ConfigMap by default", mode)
+			}
+		}
+	}
+}
+
+func TestPrometheusRuleAndDashboard(t *testing.T) {
+	r := render(t, "mode=gateway", "monitoring.prometheusRule.enabled=true", "monitoring.prometheusRule.labels.release=kps",
+		"monitoring.grafanaDashboard.enabled=true", "monitoring.grafanaDashboard.annotations.grafana_folder=hookpace")
+	pr := get(t, r.rules, "rel-hookpace")
+	if pr.APIVersion != "monitoring.coreos.com/v1" || pr.Metadata.Labels["release"] != "kps" {
+		t.Errorf("PrometheusRule %s, labels %v", pr.APIVersion, pr.Metadata.Labels)
+	}
+	// The same groups as the plain rules file that promtool checks.
+	var plain struct {
+		Groups json.RawMessage `json:"groups"`
+	}
+	b, _ := os.ReadFile(filepath.Join("..", "deploy", "prometheus", "hookpace-rules.yaml"))
+	if err := yaml.Unmarshal(b, &plain); err != nil {
+		t.Fatal(err)
+	}
+	shipped, _ := json.Marshal(pr.Spec.Groups)
+	var a, c any
+	json.Unmarshal(plain.Groups, &a)
+	json.Unmarshal(shipped, &c)
+	if ja, _ := json.Marshal(a); string(ja) != string(mustJSON(c)) {
+		t.Errorf("the PrometheusRule's groups differ from deploy/prometheus/hookpace-rules.yaml:\n%s\n%s", ja, mustJSON(c))
+	}
+	alerts := 0
+	for _, g := range pr.Spec.Groups {
+		for _, rule := range g.Rules {
+			alerts++
+			if rule.Annotations["summary"] == "" || !strings.HasPrefix(rule.Annotations["runbook_url"], "README.md#alert-") {
+				t.Errorf("%s: summary %q, runbook %q", rule.Alert, rule.Annotations["summary"], rule.Annotations["runbook_url"])
+			}
+		}
+	}
+	if alerts != 7 {
+		t.Errorf("%d alerts, want 7", alerts)
+	}
+
+	cm := get(t, r.configMaps, "rel-hookpace-dashboard")
+	if cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "hookpace" {
+		t.Errorf("dashboard ConfigMap labels %v, annotations %v", cm.Labels, cm.Annotations)
+	}
+	want, _ := os.ReadFile(filepath.Join("..", "deploy", "grafana", "hookpace.json"))
+	if got := cm.Data["hookpace.json"]; got != strings.TrimRight(string(want), "\n") || !json.Valid([]byte(got)) {
+		t.Errorf("dashboard ConfigMap holds %d bytes, not deploy/grafana/hookpace.json (%d)", len(got), len(want))
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// TestSecurityContext: hookpace runs non-root, read-only, unprivileged,
+// without capabilities and under the runtime's seccomp profile, in both
+// modes.
+func TestSecurityContext(t *testing.T) {
+	check := func(mode string, c corev1.Container) {
+		sc := c.SecurityContext
+		if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+			sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil ||
+			len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || sc.SeccompProfile == nil ||
+			sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
+			t.Errorf("mode %s: hookpace securityContext = %s", mode, sprint(sc))
+		}
+	}
+	d := get(t, render(t).deployments, "rel")
+	check("sidecar", d.Spec.Template.Spec.InitContainers[0])
+	if d.Spec.Template.Annotations["checksum/config"] == "" {
+		t.Error("sidecar: no checksum/config annotation")
+	}
+	ss := get(t, render(t, "mode=gateway").statefulSets, "rel-hookpace")
+	check("gateway", ss.Spec.Template.Spec.Containers[0])
+	if ps := ss.Spec.Template.Spec.SecurityContext; ps == nil || ps.SeccompProfile == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot {
+		t.Errorf("gateway pod securityContext = %s", sprint(ps))
+	}
+}
+
+// A config change rolls the pods: the checksum annotation follows it.
+func TestConfigChecksumRolls(t *testing.T) {
+	for _, mode := range []string{"sidecar", "gateway"} {
+		sum := func(sets ...string) string {
+			r := render(t, append([]string{"mode=" + mode}, sets...)...)
+			if mode == "sidecar" {
+				return get(t, r.deployments, "rel").Spec.Template.Annotations["checksum/config"]
+			}
+			return get(t, r.statefulSets, "rel-hookpace").Spec.Template.Annotations["checksum/config"]
+		}
+		a, b, c := sum(), sum("hookpace.config.defaults.rate=5/s"), sum("hookpace.shutdown.drainSeconds=3")
+		if a == "" || a == b || a == c {
+			t.Errorf("mode %s: checksum/config %q, after a rate change %q, after a drain change %q", mode, a, b, c)
+		}
+	}
+}
+
+func TestSidecarReadinessProbe(t *testing.T) {
+	if p := get(t, render(t).deployments, "rel").Spec.Template.Spec.InitContainers[0].ReadinessProbe; p != nil {
+		t.Errorf("sidecar readiness probe by default: %s", sprint(p))
+	}
+	p := get(t, render(t, "hookpace.sidecarReadinessProbe=true").deployments, "rel").Spec.Template.Spec.InitContainers[0].ReadinessProbe
+	checkExecProbe(t, "readiness", p, "health", "--ready")
+}
+
+// values.schema.json: helm rejects a typo'd or mistyped value.
+func TestSchemaRejectsTypos(t *testing.T) {
+	for _, set := range []string{"mdoe=gateway", "hookpace.spool.sizeLimt=3Gi", "gateway.replicas=two", "mode=daemonset",
+		"monitoring.prometheusRule.enabeld=true", "hookpace.shutdown.timeoutSeconds=0", "gateway.auth.users[0].user=a"} {
+		_, err := helm(t, "template", "rel", chart, "--set", set)
+		if err == nil || !strings.Contains(err.Error(), "schema") {
+			t.Errorf("--set %s: %v, want a schema error", set, err)
+		}
+	}
+	// hookpace.config is hookpace's own file: hookpace validates it.
+	if _, err := helm(t, "template", "rel", chart, "--set", "hookpace.config.hosts.a\\.example.rate=5/s"); err != nil {
+		t.Errorf("a host in hookpace.config: %v", err)
+	}
+}
+
+// TestNotes renders NOTES.txt (helm template skips it) through a copy of
+// the chart that puts it in a ConfigMap.
+func TestNotes(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(chart)); err != nil {
+		t.Fatal(err)
+	}
+	notes, err := os.ReadFile(filepath.Join(chart, "templates", "NOTES.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "files", "notes.txt"), notes, 0o644)
+	os.WriteFile(filepath.Join(dir, "templates", "notes-test.yaml"), []byte(
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\ndata:\n  notes: |\n{{ tpl (.Files.Get \"files/notes.txt\") . | indent 4 }}\n"), 0o644)
+	for _, c := range []struct {
+		sets []string
+		want []string
+	}{
+		{nil, []string{"native sidecar in the pods of Deployment rel", "port-forward deploy/rel 9090:9090", "http://127.0.0.1:9090/", "emptyDir"}},
+		{[]string{"mode=gateway", "monitoring.prometheusRule.enabled=true"}, []string{
+			"HTTP_PROXY=http://rel-hookpace.hooks.svc.cluster.local:8080", "pod/rel-hookpace-0", "PrometheusRule rel-hookpace"}},
+	} {
+		args := []string{"template", "rel", dir, "--namespace", "hooks", "--show-only", "templates/notes-test.yaml"}
+		for _, s := range c.sets {
+			args = append(args, "--set", s)
+		}
+		out, err := helm(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("NOTES with %v lack %q:\n%s", c.sets, w, out)
+			}
+		}
+	}
+}
