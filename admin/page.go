@@ -285,7 +285,7 @@ func (p *page) act(w http.ResponseWriter, r *http.Request) {
 
 type badAction string
 
-func (e badAction) Error() string { return "unknown action " + strconv.Quote(string(e)) }
+func (e badAction) Error() string { return "bad action: " + string(e) }
 
 // do carries out action on host and says what was done.
 func (p *page) do(action, host string) (string, error) {
@@ -297,8 +297,12 @@ func (p *page) do(action, host string) (string, error) {
 		}
 		return "paused", nil
 	case "resume":
-		if _, err := a.Hosts.Resume(host); err != nil {
+		known, err := a.Hosts.Resume(host)
+		if err != nil {
 			return "", err
+		}
+		if !known {
+			return "", badAction("resume of an unknown host " + host)
 		}
 		return "resumed", nil
 	case "replay":
@@ -309,7 +313,7 @@ func (p *page) do(action, host string) (string, error) {
 		a.Logger.Info("dead letters replayed", "count", n, "host", host, "ids", 0)
 		return "replayed " + strconv.Itoa(n), nil
 	}
-	return "", badAction(action)
+	return "", badAction("unknown action " + strconv.Quote(action))
 }
 
 // refuse says why a form post must not be acted on, or "": it must come

@@ -327,6 +327,9 @@ func TestPageActionsNeedSameOriginAndToken(t *testing.T) {
 	if resp := f.post(t, "purge", url.Values{"host": {"gone.example"}, "csrf_token": {token}}, self); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("an unknown action: %s, want 400", resp.Status)
 	}
+	if resp := f.post(t, "resume", url.Values{"host": {"nobody.example"}, "csrf_token": {token}}, self); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("resume of an unknown host: %s, want 400", resp.Status)
+	}
 	if resp := f.post(t, "pause", url.Values{"csrf_token": {token}}, self); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("no host: %s, want 400", resp.Status)
 	}
