@@ -162,7 +162,10 @@ func readBody(r *http.Request, m *spool.Message, limit int64) error {
 // pacing.
 func (p *Proxy) full(e *spool.FullError) decision {
 	reason := "spool past its high-water mark; retry later"
-	ra := e.RetryAfter
+	ra := unknownRetryAfter
+	if !e.NoEstimate {
+		ra = boundRetryAfter(e.RetryAfter)
+	}
 	if e.Host != "" {
 		reason = "queue for " + e.Host + " is at max_queued; retry later"
 		ra = p.hostRetryAfter(e.Host, e.Over)
@@ -178,10 +181,24 @@ func (p *Proxy) full(e *spool.FullError) decision {
 func (p *Proxy) hostRetryAfter(host string, over int64) time.Duration {
 	if p.opts.Pacing != nil {
 		if d, ok := p.opts.Pacing.DrainTime(host, over, time.Now()); ok {
-			return min(max(d, spool.MinRetryAfter), spool.MaxRetryAfter)
+			return boundRetryAfter(d)
 		}
 	}
-	return spool.UnknownRetryAfter
+	return unknownRetryAfter
+}
+
+// Bounds of the Retry-After given with backpressure, the proxy's HTTP
+// policy: estimates from the spool's drain rate or a host's pacing are kept
+// between minRetryAfter and maxRetryAfter, and unknownRetryAfter is given
+// when nothing says how soon.
+const (
+	minRetryAfter     = time.Second
+	maxRetryAfter     = 5 * time.Minute
+	unknownRetryAfter = 30 * time.Second
+)
+
+func boundRetryAfter(d time.Duration) time.Duration {
+	return min(max(d, minRetryAfter), maxRetryAfter)
 }
 
 // record writes the decision's canonical log line and metric.

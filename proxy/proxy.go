@@ -56,7 +56,7 @@ type Counter interface {
 type Options struct {
 	Policy Policy // what the config says; a reload calls SetPolicy
 	Spool  Spooler
-	Pacing Pacing // nil: a host at max_queued gets spool.UnknownRetryAfter
+	Pacing Pacing // nil: a host at max_queued gets unknownRetryAfter
 	Guard  Guard
 	CA     *mitm.CA // nil: MITM is not available
 	// Transport carries passthrough requests (non-POST) and tunnels. It

@@ -79,7 +79,7 @@ func (s *Spool) ListDead(f DeadFilter, limit int) ([]*Dead, int, error) {
 }
 
 func (s *Spool) eachDead(f DeadFilter, fn func(*Dead) bool) error {
-	return s.dead.View(func(txn *badger.Txn) error {
+	return s.kept.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixDead}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -117,8 +117,7 @@ func (s *Spool) ReplayDead(f DeadFilter) (int, error) {
 		oldID := m.ID
 		m.Attempts, m.LastStatus, m.LastError, m.LastTry = 0, 0, "", time.Time{}
 		val := m.record()
-		o := &op{kind: opRevive, msg: m, val: val, dead: oldID}
-		o.size = int64(len(val)) + int64(len(m.Host)) + 10
+		o := &reviveOp{opBase: opBase{msg: m}, val: val, size: storedSize(m.Host, val), dead: oldID}
 		m.size = o.size
 		if err := s.submitWait(o); err != nil {
 			return n, fmt.Errorf("replay dead letter %s: %w", IDString(oldID), err)
@@ -135,7 +134,7 @@ func (s *Spool) PurgeDead(f DeadFilter) (int, error) {
 		return 0, err
 	}
 	for _, id := range ids {
-		if err := s.submitWait(&op{kind: opPurge, dead: id, key: deadKey(id)}); err != nil {
+		if err := s.submitWait(&purgeOp{dead: id}); err != nil {
 			return 0, fmt.Errorf("purge dead letter %s: %w", IDString(id), err)
 		}
 	}

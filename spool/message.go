@@ -1,15 +1,3 @@
-// Package spool is hookpace's durable queue: webhooks accepted by the proxy
-// are written to an embedded Badger database, fsync'd in groups, and kept
-// until a delivery succeeds or they are moved to the dead letters.
-//
-// The spool directory holds two Badger databases. queue/ holds every queued
-// message, keyed so that one prefix scan returns a host's queue in FIFO
-// order; it churns, and is dropped whole whenever it is empty. dead/ holds
-// the dead letters and the id sequence, and lives on:
-//
-//	queue/  q <host> 0x00 <id:8 bytes big-endian>   queued message
-//	dead/   d <id:8 bytes big-endian>              dead letter
-//	dead/   mseq                                    highest id handed out
 package spool
 
 import (
@@ -67,10 +55,6 @@ func ParseID(s string) (uint64, error) {
 	}
 	return id, nil
 }
-
-// StoredSize is what the message counts against spool.max_bytes: the size
-// of its record on disk.
-func (m *Message) StoredSize() int64 { return m.size }
 
 const encodingVersion = 1
 
@@ -274,7 +258,7 @@ func (d *decoder) string() string { return string(d.bytes()) }
 const (
 	prefixQueue  = 'q'
 	prefixDead   = 'd'
-	prefixPaused = 'p' // in the dead-letter database: hosts paused by an operator
+	prefixPaused = 'p' // in the kept database: hosts paused by an operator
 )
 
 var keySeq = []byte("mseq")
@@ -301,3 +285,7 @@ func parseQueueKey(k []byte) (host string, id uint64, ok bool) {
 func deadKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{prefixDead}, id)
 }
+
+func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
+
+func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), v) }

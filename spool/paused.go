@@ -11,7 +11,7 @@ import (
 // must not get the whole backlog because the sidecar was rescheduled.
 func (s *Spool) SetPaused(host string, paused bool) error {
 	key := append([]byte{prefixPaused}, host...)
-	err := s.dead.Update(func(txn *badger.Txn) error {
+	err := s.kept.Update(func(txn *badger.Txn) error {
 		if paused {
 			return txn.Set(key, nil)
 		}
@@ -26,7 +26,7 @@ func (s *Spool) SetPaused(host string, paused bool) error {
 // Paused lists the hosts recorded as paused, in byte order.
 func (s *Spool) Paused() ([]string, error) {
 	var hosts []string
-	err := s.dead.View(func(txn *badger.Txn) error {
+	err := s.kept.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixPaused}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {

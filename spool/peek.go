@@ -12,7 +12,7 @@ import (
 // record (not the body): the queue is in id order, and ids increase with
 // every append, so the first key of a host's prefix is its oldest message.
 func (s *Spool) Oldest(host string) (time.Time, bool, error) {
-	txn := s.db.NewTransactionAt(math.MaxUint64, false) // the newest version, as Read
+	txn := s.queue.NewTransactionAt(math.MaxUint64, false) // the newest version, as Read
 	defer txn.Discard()
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(host)})
 	defer it.Close()
@@ -52,7 +52,7 @@ func decodeEnqueued(id uint64, b []byte) (time.Time, error) {
 // letter, so it costs as much as listing them all.
 func (s *Spool) DeadByHost() (map[string]int64, error) {
 	out := make(map[string]int64)
-	err := s.dead.View(func(txn *badger.Txn) error {
+	err := s.kept.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixDead}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {

@@ -1,3 +1,21 @@
+// Package spool is hookpace's durable queue: webhooks accepted by the proxy
+// are written to an embedded Badger database, fsync'd in groups, and kept
+// until a delivery succeeds or they are moved to the dead letters.
+//
+// The spool directory holds two Badger databases. queue/ holds every queued
+// message, keyed so that one prefix scan returns a host's queue in FIFO
+// order; it churns, and is dropped whole whenever it is empty. dead/, the
+// kept database, holds what must outlive the queue: the dead letters, the id
+// sequence and the hosts an operator paused.
+//
+//	queue/  q <host> 0x00 <id:8 bytes big-endian>   queued message
+//	dead/   d <id:8 bytes big-endian>              dead letter
+//	dead/   mseq                                    highest id handed out
+//	dead/   p <host>                                host paused by an operator
+//
+// Every write to the queue, and every dead-letter write, goes through one
+// writer goroutine (writer.go), which commits ops in groups (ops.go). The
+// ledger (ledger.go) keeps the accounting and decides admission.
 package spool
 
 import (
@@ -12,7 +30,6 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/options"
 )
 
 // Options configures a spool. Zero values take the defaults noted.
@@ -38,6 +55,11 @@ type Options struct {
 	whileCommitting func(*badger.DB)
 	// For tests: the free space on dir's file system (default diskFree).
 	diskFree func(dir string) (int64, error)
+}
+
+// limits are the ledger's bounds from o.
+func (o *Options) limits() limits {
+	return limits{MaxMessages: o.MaxMessages, MaxBytes: o.MaxBytes, HighWater: o.HighWater, LowWater: o.LowWater}
 }
 
 func (o *Options) setDefaults() {
@@ -74,25 +96,6 @@ var (
 	ErrDirGone  = errors.New("spool directory was removed or replaced while hookpace ran; restart hookpace")
 )
 
-// FullError reports that the spool (or one host's share of it) is past its
-// high-water mark. RetryAfter estimates when it will accept again.
-type FullError struct {
-	Host string // set when only this host's max_queued was reached
-	// Over is, for a host's max_queued, how many of its queued messages
-	// must leave before one more fits. How soon that is depends on the
-	// host's pacing, which the spool does not know: RetryAfter is then
-	// zero, for the caller to estimate.
-	Over       int64
-	RetryAfter time.Duration
-}
-
-func (e *FullError) Error() string {
-	if e.Host != "" {
-		return fmt.Sprintf("queue for %s is full (max_queued)", e.Host)
-	}
-	return "spool is past its high-water mark"
-}
-
 // WriteError wraps a failure to make a write durable: the caller must not
 // acknowledge the message.
 type WriteError struct{ Err error }
@@ -105,8 +108,11 @@ func (e *WriteError) Unwrap() error { return e.Err }
 // fsync'd once (group commit), so many concurrent ingests share the cost
 // of one sync.
 type Spool struct {
-	db   *badger.DB // queue: every queued message; dropped whole when empty
-	dead *badger.DB // dead letters and the id sequence
+	queue *badger.DB // every queued message; dropped whole when empty
+	// kept holds what outlives the queue: dead letters (written by the
+	// writer goroutine), the id sequence (saveSeq) and paused hosts
+	// (SetPaused). See the package comment for its keys.
+	kept *badger.DB
 	opts Options
 	log  *slog.Logger
 
@@ -114,25 +120,19 @@ type Spool struct {
 
 	notify atomic.Pointer[func([]*Message)] // see Notify; nil: nobody listens
 
-	// mu guards everything below: the pending write batch, usage
-	// accounting and the admission gate.
+	// mu guards everything below: the pending write batch, the ledger and
+	// the disk-health refusals.
 	mu        sync.Mutex
 	cond      *sync.Cond // writer waits here for pending ops
-	pending   []*op
+	pending   []op
 	waiting   int  // ops in pending that someone waits for
 	lingering bool // the writer's linger timer is running
 	lingerUp  bool // it has fired: commit what is pending
 	closed    bool
 	seq       uint64
-	messages  int64
-	bytes     int64
-	hosts     map[string]*HostUsage
-	nDead     int64
-	accepting bool
-	dirty     int64 // bytes written to the queue since it was last dropped
+	ledger    *ledger
 	diskFull  bool
 	dirGone   bool
-	drain     drainMeter
 	queueDir  os.FileInfo // the queue directory as opened, to notice it vanish
 
 	writerDone chan struct{}
@@ -149,60 +149,35 @@ type Spool struct {
 	ts uint64 // owned by the writer goroutine
 }
 
-// HostUsage is what one host holds in the spool.
-type HostUsage struct {
-	Messages int64
-	Bytes    int64
-}
-
-// Usage is a point-in-time view of the spool's size and admission state.
-type Usage struct {
-	Messages    int64   `json:"messages"`
-	Bytes       int64   `json:"bytes"`
-	MaxMessages int64   `json:"max_messages"`
-	MaxBytes    int64   `json:"max_bytes"`
-	Fraction    float64 `json:"usage"` // the larger of the two fractions
-	HighWater   float64 `json:"high_water"`
-	LowWater    float64 `json:"low_water"`
-	Accepting   bool    `json:"accepting"`
-	Dead        int64   `json:"dead_letters"`
-	DrainRate   float64 `json:"drain_per_second"`
-	Hosts       int     `json:"hosts"`
-	// Refusing says why appends fail whatever the watermarks say: the disk
-	// is nearly full, or the spool directory is gone. Empty otherwise.
-	Refusing string `json:"refusing,omitempty"`
-}
-
 // Open opens (or creates) the spool in opts.Dir and counts what is queued.
 // It reads keys only, never whole messages, so a large backlog opens fast.
 func Open(opts Options) (*Spool, error) {
 	opts.setDefaults()
 	errs := new(atomic.Uint64)
 	logger := badgerLogger{opts.Logger, errs}
-	db, err := badger.OpenManaged(opts.tuneQueue(BadgerOptions(filepath.Join(opts.Dir, "queue"), opts.Logger)).WithLogger(logger))
+	queue, err := badger.OpenManaged(opts.tuneQueue(BadgerOptions(filepath.Join(opts.Dir, "queue"), opts.Logger)).WithLogger(logger))
 	if err != nil {
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
-	dead, err := badger.Open(BadgerOptions(filepath.Join(opts.Dir, "dead"), opts.Logger).WithMemTableSize(4 << 20).WithLogger(logger))
+	kept, err := badger.Open(BadgerOptions(filepath.Join(opts.Dir, "dead"), opts.Logger).WithMemTableSize(4 << 20).WithLogger(logger))
 	if err != nil {
-		db.Close()
+		queue.Close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
 	queueDir, err := os.Stat(filepath.Join(opts.Dir, "queue"))
 	if err != nil {
-		db.Close()
-		dead.Close()
+		queue.Close()
+		kept.Close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
 	s := &Spool{
 		queueDir:     queueDir,
-		db:           db,
-		dead:         dead,
+		queue:        queue,
+		kept:         kept,
 		badgerErrors: errs,
 		opts:         opts,
 		log:          opts.Logger,
-		hosts:        make(map[string]*HostUsage),
-		accepting:    true,
+		ledger:       newLedger(opts.limits(), opts.Logger),
 		writerDone:   make(chan struct{}),
 		gcDone:       make(chan struct{}),
 		gcStop:       make(chan struct{}),
@@ -210,17 +185,17 @@ func Open(opts Options) (*Spool, error) {
 	s.cond = sync.NewCond(&s.mu)
 	// Versions written by an earlier run, managed or not, are all at or
 	// below MaxVersion.
-	s.ts = db.MaxVersion()
-	db.SetDiscardTs(s.ts)
+	s.ts = queue.MaxVersion()
+	queue.SetDiscardTs(s.ts)
 	if err := s.load(); err != nil {
-		db.Close()
-		dead.Close()
+		queue.Close()
+		kept.Close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
-	s.accepting = s.fractionLocked(0) < opts.HighWater
-	lsm, vlog := db.Size()
-	s.dirty = lsm + vlog
-	if s.messages == 0 && s.dirty >= reclaimAfter {
+	s.ledger.accepting = s.ledger.fraction(0) < opts.HighWater
+	lsm, vlog := queue.Size()
+	s.ledger.written = lsm + vlog
+	if s.ledger.messages == 0 && s.ledger.written >= reclaimAfter {
 		s.reclaim() // an empty queue left by the last run
 	}
 	go s.writeLoop()
@@ -228,51 +203,9 @@ func Open(opts Options) (*Spool, error) {
 	return s, nil
 }
 
-// valueThreshold sends every message record to the value log: see
-// BadgerOptions.
-const valueThreshold = 64
-
-// BadgerOptions sizes Badger for a sidecar rather than a database server:
-// small memtables, no block cache or compression, few goroutines. Message
-// records go to the value log, which is append-only like a WAL, so the LSM
-// tree holds only keys and pointers and compaction stays cheap in CPU and
-// memory however large the backlog; an empty queue is dropped whole (see
-// reclaim) and value-log GC handles a long-lived backlog.
-//
-// SyncWrites: every commit is fsync'd (the value log, then the memtable's
-// WAL) before it returns. DB.Sync after unsynced commits is not enough:
-// it syncs only the newest WAL, so the tail of a memtable that has just
-// been retired is in the page cache alone until Badger has flushed it to
-// a table, and value-log GC deletes a file as soon as it has rewritten its
-// live records, unsynced. A power cut in either window loses messages
-// already acknowledged.
-//
-// It is exported so that the benchmarks in bench/ measure Badger with
-// exactly this tuning.
-func BadgerOptions(dir string, log *slog.Logger) badger.Options {
-	return badger.DefaultOptions(dir).
-		WithLogger(badgerLogger{log: log}).
-		WithSyncWrites(true).
-		WithDetectConflicts(false).
-		WithMetricsEnabled(false).
-		WithNumGoroutines(2).
-		WithMemTableSize(8 << 20).
-		WithNumMemtables(2).
-		WithNumLevelZeroTables(4).
-		WithNumLevelZeroTablesStall(10).
-		WithBaseTableSize(2 << 20).
-		WithBaseLevelSize(8 << 20).
-		WithNumCompactors(2).
-		WithCompression(options.None).
-		WithBlockCacheSize(0).
-		WithIndexCacheSize(0).
-		WithValueThreshold(valueThreshold).
-		WithValueLogFileSize(32 << 20)
-}
-
 // load counts what the spool holds and finds the highest id in use.
 func (s *Spool) load() error {
-	err := s.dead.View(func(txn *badger.Txn) error {
+	err := s.kept.View(func(txn *badger.Txn) error {
 		if item, err := txn.Get(keySeq); err == nil {
 			if err := item.Value(func(v []byte) error {
 				if len(v) == 8 {
@@ -289,7 +222,7 @@ func (s *Spool) load() error {
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			if k := it.Item().Key(); len(k) == 9 {
-				s.nDead++
+				s.ledger.dead++
 				s.seq = max(s.seq, beUint64(k[1:]))
 			}
 		}
@@ -298,7 +231,7 @@ func (s *Spool) load() error {
 	if err != nil {
 		return err
 	}
-	return s.db.View(func(txn *badger.Txn) error {
+	return s.queue.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixQueue}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -307,8 +240,9 @@ func (s *Spool) load() error {
 			if !ok {
 				continue
 			}
+			// Badger's estimate of storedSize: the value and the key.
 			size := int64(item.ValueSize()) + int64(len(item.Key()))
-			s.account(host, 1, size)
+			s.ledger.add(host, 1, size)
 			s.seq = max(s.seq, id)
 		}
 		return nil
@@ -330,298 +264,101 @@ func (s *Spool) Close() error {
 	close(s.gcStop)
 	<-s.gcDone
 	s.saveSeq()
-	err := s.db.Close()
-	if derr := s.dead.Close(); err == nil {
-		err = derr
+	err := s.queue.Close()
+	if kerr := s.kept.Close(); err == nil {
+		err = kerr
 	}
 	return err
 }
 
-// Usage reports the spool's size and admission state.
-func (s *Spool) Usage() Usage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return Usage{
-		Messages:    s.messages,
-		Bytes:       s.bytes,
-		MaxMessages: s.opts.MaxMessages,
-		MaxBytes:    s.opts.MaxBytes,
-		Fraction:    s.fractionLocked(0),
-		HighWater:   s.opts.HighWater,
-		LowWater:    s.opts.LowWater,
-		Accepting:   s.accepting,
-		Dead:        s.nDead,
-		DrainRate:   s.drain.rate(time.Now()),
-		Hosts:       len(s.hosts),
-		Refusing:    s.refusingLocked(),
-	}
-}
-
-// refusingLocked is Usage.Refusing.
-func (s *Spool) refusingLocked() string {
-	switch {
-	case s.dirGone:
-		return ErrDirGone.Error()
-	case s.diskFull:
-		return ErrDiskFull.Error()
-	}
-	return ""
-}
-
-// Accepting reports whether new webhooks are being admitted.
-func (s *Spool) Accepting() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.accepting && !s.closed
-}
-
-// Full returns the backpressure answer new webhooks get now, with its
-// Retry-After estimate, or nil while the spool accepts them (or is closed:
-// Append says so). It lets the proxy refuse before reading a body; Append
-// still decides for each message, with its size.
-func (s *Spool) Full() *FullError {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.accepting || s.closed {
-		return nil
-	}
-	return &FullError{RetryAfter: s.retryAfterLocked()}
-}
-
-// HostUsage returns what host holds in the spool.
-func (s *Spool) HostUsage(host string) HostUsage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if u := s.hosts[host]; u != nil {
-		return *u
-	}
-	return HostUsage{}
-}
-
-// Hosts returns every host with queued messages and what each holds.
-func (s *Spool) Hosts() map[string]HostUsage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]HostUsage, len(s.hosts))
-	for h, u := range s.hosts {
-		out[h] = *u
-	}
-	return out
-}
-
-// SetLimits applies new bounds (from a config reload).
-func (s *Spool) SetLimits(maxMessages, maxBytes int64, high, low float64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o := s.opts
-	o.MaxMessages, o.MaxBytes, o.HighWater, o.LowWater = maxMessages, maxBytes, high, low
-	o.setDefaults()
-	s.opts.MaxMessages, s.opts.MaxBytes, s.opts.HighWater, s.opts.LowWater = o.MaxMessages, o.MaxBytes, o.HighWater, o.LowWater
-	s.updateGateLocked()
-}
-
-// account adds n messages of size bytes to host's usage (n may be negative).
-// Sizes read back at start-up are Badger's estimates for value-log entries
-// (a byte or so off), so bytes are reset whenever the count reaches zero:
-// the error can never accumulate.
-func (s *Spool) account(host string, n, size int64) {
-	s.messages += n
-	s.bytes += size
-	if s.messages <= 0 {
-		s.bytes = 0
-	}
-	u := s.hosts[host]
-	if u == nil {
-		u = &HostUsage{}
-		s.hosts[host] = u
-	}
-	u.Messages += n
-	u.Bytes += size
-	if u.Messages <= 0 || u.Bytes < 0 {
-		delete(s.hosts, host)
-	}
-}
-
-// fractionLocked is the larger of the message and byte fractions in use,
-// counting extra bytes about to be added.
-func (s *Spool) fractionLocked(extra int64) float64 {
-	fm := float64(s.messages) / float64(s.opts.MaxMessages)
-	fb := float64(s.bytes+extra) / float64(s.opts.MaxBytes)
-	return math.Max(fm, fb)
-}
-
-// admit applies backpressure and reserves room for a message: it is the
-// only place that decides whether a new webhook may be written.
-func (s *Spool) admit(host string, size, hostLimit int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	s.updateGateLocked()
-	if s.accepting && s.fractionLocked(size) > s.opts.HighWater {
-		// The message would take the spool past its high-water mark.
-		s.setAcceptingLocked(false)
-	}
-	if !s.accepting {
-		return &FullError{RetryAfter: s.retryAfterLocked()}
-	}
-	if hostLimit > 0 {
-		if u := s.hosts[host]; u != nil && u.Messages >= hostLimit {
-			return &FullError{Host: host, Over: u.Messages - hostLimit + 1}
+// Read returns up to max queued messages of host with ids above after, in
+// FIFO order.
+func (s *Spool) Read(host string, after uint64, max int) ([]*Message, error) {
+	var out []*Message
+	// The newest version of every key, as DB.View reads in managed mode.
+	// Reading at an older timestamp would not be safe: versions at or
+	// below the discard timestamp that a newer one shadows may already be
+	// compacted away. A message a round is still writing may show up
+	// before it is synced and announced; the dispatcher's cursor keeps it
+	// from being taken twice.
+	txn := s.queue.NewTransactionAt(math.MaxUint64, false)
+	defer txn.Discard()
+	io := badger.DefaultIteratorOptions
+	io.Prefix = queuePrefix(host)
+	io.PrefetchSize = min(max, 100)
+	it := txn.NewIterator(io)
+	defer it.Close()
+	for it.Seek(queueKey(host, after+1)); it.Valid() && len(out) < max; it.Next() {
+		item := it.Item()
+		_, id, ok := parseQueueKey(item.Key())
+		if !ok {
+			continue
+		}
+		err := item.Value(func(v []byte) error {
+			m, err := decodeMessage(host, id, v)
+			if err != nil {
+				return err
+			}
+			m.size = storedSize(host, v)
+			out = append(out, m)
+			return nil
+		})
+		if err != nil {
+			return out, err
 		}
 	}
-	s.account(host, 1, size)
-	return nil
+	return out, nil
 }
 
-// updateGateLocked applies the hysteresis: stop at the high-water mark,
-// start again only at or below the low-water mark.
-func (s *Spool) updateGateLocked() {
-	f := s.fractionLocked(0)
-	switch {
-	case s.accepting && f >= s.opts.HighWater:
-		s.setAcceptingLocked(false)
-	case !s.accepting && f <= s.opts.LowWater:
-		s.setAcceptingLocked(true)
+// reclaimAfter is how many bytes the queue database may accumulate before
+// it is dropped, the next time the spool is empty.
+const reclaimAfter = 16 << 20
+
+// queueIsEmpty reports whether the queue database holds no live message,
+// and enough dead space to be worth dropping: every message counted is an
+// append still waiting to be written.
+func (s *Spool) queueIsEmpty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ledger.written < reclaimAfter || s.ledger.messages > int64(len(s.pending)) {
+		return false
 	}
+	reserved := int64(0)
+	for _, o := range s.pending {
+		if _, ok := o.(*appendOp); ok {
+			reserved++
+		}
+	}
+	return s.ledger.messages == reserved
 }
 
-func (s *Spool) setAcceptingLocked(on bool) {
-	if s.accepting == on {
+// reclaim gives the queue database's disk space back once every message
+// has left it: Badger's own compaction and value-log GC only catch up with
+// deletes slowly, and an empty queue can be dropped whole. It runs when
+// the spool opens and on the writer goroutine, so no write can race it, and
+// it first makes the id sequence durable in the kept database, so ids never
+// go backwards.
+func (s *Spool) reclaim() {
+	if err := s.saveSeq(); err != nil {
 		return
 	}
-	s.accepting = on
-	msg := "spool past high-water mark: answering 429 to new webhooks"
-	if on {
-		msg = "spool at or below low-water mark: accepting webhooks again"
+	start := time.Now()
+	if err := s.queue.DropAll(); err != nil {
+		s.log.Warn("spool: could not drop the empty queue", "error", err)
+		return
 	}
-	s.log.Warn(msg, "messages", s.messages, "bytes", s.bytes, "usage", fmt.Sprintf("%.3f", s.fractionLocked(0)),
-		"high_water", s.opts.HighWater, "low_water", s.opts.LowWater)
+	s.mu.Lock()
+	s.ledger.written = 0
+	s.mu.Unlock()
+	s.log.Debug("spool: queue empty, disk space reclaimed", "took", time.Since(start).String())
 }
 
-// retryAfterLocked estimates how long until the spool drains to its
-// low-water mark at the current drain rate, between 1 s and 5 min.
-func (s *Spool) retryAfterLocked() time.Duration {
-	excess := s.fractionLocked(0) - s.opts.LowWater
-	if excess <= 0 {
-		return time.Second
+// saveSeq makes the id sequence durable in the kept database.
+func (s *Spool) saveSeq() error {
+	seq := s.seqSnapshot()
+	err := s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keySeq, be64(seq)) })
+	if err != nil {
+		s.log.Warn("spool: saving the id sequence failed", "error", err)
 	}
-	msgs := excess * float64(s.opts.MaxMessages)
-	if fb := float64(s.bytes) / float64(s.opts.MaxBytes); fb > float64(s.messages)/float64(s.opts.MaxMessages) && s.messages > 0 {
-		// Bytes are the binding limit: convert to messages at the average size.
-		msgs = (fb - s.opts.LowWater) * float64(s.opts.MaxBytes) / (float64(s.bytes) / float64(s.messages))
-	}
-	return retryAfter(msgs, s.drain.rate(time.Now()))
-}
-
-// Bounds of the Retry-After estimates given with backpressure.
-const (
-	MinRetryAfter     = time.Second
-	MaxRetryAfter     = 5 * time.Minute
-	UnknownRetryAfter = 30 * time.Second // when nothing says how soon
-)
-
-// retryAfter is how long msgs take to leave at rate (per second), between
-// MinRetryAfter and MaxRetryAfter; UnknownRetryAfter when nothing has left
-// lately.
-func retryAfter(msgs, rate float64) time.Duration {
-	if rate <= 0 {
-		return UnknownRetryAfter
-	}
-	d := time.Duration(msgs / rate * float64(time.Second))
-	return min(max(d, MinRetryAfter), MaxRetryAfter)
-}
-
-func beUint64(b []byte) uint64 {
-	_ = b[7]
-	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
-		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
-}
-
-// drainMeter estimates how many messages per second leave the spool, over
-// the last few seconds, without a ticker. Its window starts no earlier than
-// the current spell of draining, so the first estimates after a quiet spell
-// (a burst arriving at an idle spool, a host resuming) are not diluted by
-// the quiet seconds before them.
-type drainMeter struct {
-	buckets [8]struct {
-		sec int64
-		n   int64
-	}
-	since time.Time // when the current spell of draining started
-	last  time.Time // the latest add
-}
-
-const (
-	drainWindow  = 7 * time.Second        // a spell of draining ends after this long without one
-	drainMinSpan = 250 * time.Millisecond // the shortest span a rate is taken over
-)
-
-func (d *drainMeter) add(now time.Time, n int64) {
-	if d.last.IsZero() || now.Sub(d.last) > drainWindow {
-		d.since = now
-	}
-	d.last = now
-	sec := now.Unix()
-	b := &d.buckets[sec%int64(len(d.buckets))]
-	if b.sec != sec {
-		b.sec, b.n = sec, 0
-	}
-	b.n += n
-}
-
-// rate averages over the current second and the six before it, or over
-// the time since the spell of draining started if that is shorter (but at
-// least drainMinSpan).
-func (d *drainMeter) rate(now time.Time) float64 {
-	if d.last.IsZero() || now.Sub(d.last) > drainWindow {
-		return 0
-	}
-	sec := now.Unix()
-	oldest := sec - int64(len(d.buckets)) + 2 // the 8th bucket may be reused: left out
-	var total int64
-	for _, b := range d.buckets {
-		if b.sec >= oldest && b.sec <= sec {
-			total += b.n
-		}
-	}
-	start := time.Unix(oldest, 0)
-	if d.since.After(start) {
-		start = d.since
-	}
-	return float64(total) / max(now.Sub(start), drainMinSpan).Seconds()
-}
-
-// gcLoop reclaims value-log space held by delivered messages, and keeps
-// the spool's mapped files from inflating the resident set.
-func (s *Spool) gcLoop() {
-	defer close(s.gcDone)
-	trim := time.NewTicker(250 * time.Millisecond)
-	defer trim.Stop()
-	gc := time.NewTicker(30 * time.Second)
-	defer gc.Stop()
-	for {
-		select {
-		case <-s.gcStop:
-			return
-		case <-trim.C:
-			trimResident(s.opts.Dir, s.opts.trimLimit)
-		case <-gc.C:
-			s.collectGarbage()
-		}
-	}
-}
-
-// residentFileLimit is how much of the spool's mapped files may stay
-// resident before they are trimmed.
-const residentFileLimit = 32 << 20
-
-// collectGarbage rewrites or drops value-log files whose messages have
-// mostly been delivered, until none is worth it.
-func (s *Spool) collectGarbage() {
-	for _, db := range []*badger.DB{s.db, s.dead} {
-		for db.RunValueLogGC(0.5) == nil {
-		}
-	}
+	return err
 }

@@ -1,0 +1,239 @@
+package spool
+
+import (
+	"context"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// phase is a step of a group commit (see Spool.commit). A round writes in
+// this order, so that every message is durable somewhere at every moment:
+// a buried message is in the dead letters before its queue record is
+// deleted, and a replayed one is in the queue before its dead letter is
+// removed.
+type phase uint8
+
+const (
+	phaseKeptFirst phase = 1 << iota // the kept database, before the queue (bury)
+	phaseQueue                       // the queue database
+	phaseKeptAfter                   // the kept database, once the queue write is durable (revive, purge)
+)
+
+// op is one change for the writer to make durable. Each kind says, in one
+// place, what it writes in each phase of a round and what it changes in
+// the ledger once the round is durable.
+type op interface {
+	base() *opBase
+	// phases says in which phases the op writes.
+	phases() phase
+	// stage adds the op's writes of phase ph to txn. seq is the last id
+	// handed out: an op that queues a message takes the next one.
+	stage(ph phase, txn *badger.Txn, seq *uint64) error
+	// weight is about how many bytes the op stages in a transaction.
+	weight() int
+	// adds says that the op puts a message into the queue: it is refused
+	// while the spool cannot keep it, and announced once it is durable.
+	adds() bool
+	// settle records in the ledger that the op is durable.
+	settle(l *ledger, now time.Time)
+	// release gives back what the op reserved, when it failed.
+	release(l *ledger)
+}
+
+// opBase is what every op has.
+type opBase struct {
+	msg  *Message
+	done chan error // nil: nobody waits for the verdict
+	err  error      // why the op was not applied; nil once it is
+}
+
+func (b *opBase) base() *opBase   { return b }
+func (b *opBase) adds() bool      { return false }
+func (b *opBase) release(*ledger) {}
+
+// reply tells a waiting submitter the verdict; each op is replied to once.
+func (b *opBase) reply() {
+	if b.done != nil {
+		b.done <- b.err
+	}
+}
+
+// enqueue writes val as m's record at the tail of its host's queue, under
+// the next id.
+func enqueue(txn *badger.Txn, m *Message, val []byte, seq *uint64) error {
+	id := *seq + 1
+	if err := txn.Set(queueKey(m.Host, id), val); err != nil {
+		return err
+	}
+	*seq = id
+	m.ID = id
+	return nil
+}
+
+// appendOp queues a new message: durable before its caller returns. Its
+// room was reserved in the ledger at admission.
+type appendOp struct {
+	opBase
+	val  []byte
+	size int64
+}
+
+func (o *appendOp) phases() phase { return phaseQueue }
+func (o *appendOp) adds() bool    { return true }
+func (o *appendOp) weight() int   { return len(o.val) + 64 }
+func (o *appendOp) stage(_ phase, txn *badger.Txn, seq *uint64) error {
+	return enqueue(txn, o.msg, o.val, seq)
+}
+func (o *appendOp) settle(l *ledger, _ time.Time) { l.written += o.size }
+func (o *appendOp) release(l *ledger)             { l.release(o.msg.Host, o.size) }
+
+// deleteOp removes a delivered message.
+type deleteOp struct {
+	opBase
+	old int64 // the record's stored size
+}
+
+func (o *deleteOp) phases() phase { return phaseQueue }
+func (o *deleteOp) weight() int   { return len(o.msg.Host) + 10 + 64 }
+func (o *deleteOp) stage(_ phase, txn *badger.Txn, _ *uint64) error {
+	return txn.Delete(queueKey(o.msg.Host, o.msg.ID))
+}
+func (o *deleteOp) settle(l *ledger, now time.Time) { l.left(o.msg.Host, o.old, now) }
+
+// updateOp rewrites a message's delivery state after a failed attempt.
+type updateOp struct {
+	opBase
+	val       []byte
+	size, old int64 // stored size after and before
+}
+
+func (o *updateOp) phases() phase { return phaseQueue }
+func (o *updateOp) weight() int   { return len(o.val) + len(o.msg.Host) + 10 + 64 }
+func (o *updateOp) stage(_ phase, txn *badger.Txn, _ *uint64) error {
+	return txn.Set(queueKey(o.msg.Host, o.msg.ID), o.val)
+}
+func (o *updateOp) settle(l *ledger, _ time.Time) {
+	l.add(o.msg.Host, 0, o.size-o.old)
+	l.written += o.size
+}
+
+// buryOp moves a message that failed for good to the dead letters: the
+// dead letter first, then the queue record's removal. If the dead letter
+// cannot be written, the message stays queued.
+type buryOp struct {
+	opBase
+	val []byte // the dead letter
+	old int64  // the queue record's stored size
+}
+
+func (o *buryOp) phases() phase { return phaseKeptFirst | phaseQueue }
+func (o *buryOp) weight() int   { return len(o.val) + len(o.msg.Host) + 10 + 64 }
+func (o *buryOp) stage(ph phase, txn *badger.Txn, _ *uint64) error {
+	if ph == phaseKeptFirst {
+		return txn.Set(deadKey(o.msg.ID), o.val)
+	}
+	return txn.Delete(queueKey(o.msg.Host, o.msg.ID))
+}
+func (o *buryOp) settle(l *ledger, now time.Time) {
+	l.left(o.msg.Host, o.old, now)
+	l.dead++
+}
+
+// reviveOp moves a dead letter back to the tail of its host's queue, under
+// a new id, then removes the dead letter. A dead letter that cannot be
+// removed leaves the message in both places: replayed twice, never lost.
+type reviveOp struct {
+	opBase
+	val  []byte
+	size int64
+	dead uint64 // the dead letter's id
+}
+
+func (o *reviveOp) phases() phase { return phaseQueue | phaseKeptAfter }
+func (o *reviveOp) adds() bool    { return true }
+func (o *reviveOp) weight() int   { return len(o.val) + 64 }
+func (o *reviveOp) stage(ph phase, txn *badger.Txn, seq *uint64) error {
+	if ph == phaseKeptAfter {
+		return txn.Delete(deadKey(o.dead))
+	}
+	return enqueue(txn, o.msg, o.val, seq)
+}
+func (o *reviveOp) settle(l *ledger, _ time.Time) {
+	l.add(o.msg.Host, 1, o.size)
+	l.written += o.size
+	l.dead--
+}
+
+// purgeOp removes a dead letter for good.
+type purgeOp struct {
+	opBase
+	dead uint64
+}
+
+func (o *purgeOp) phases() phase { return phaseKeptAfter }
+func (o *purgeOp) weight() int   { return 9 + 64 }
+func (o *purgeOp) stage(_ phase, txn *badger.Txn, _ *uint64) error {
+	return txn.Delete(deadKey(o.dead))
+}
+func (o *purgeOp) settle(l *ledger, _ time.Time) { l.dead-- }
+
+// Append makes m durable and assigns its ID. It returns only once the write
+// is fsync'd, so the caller may acknowledge the webhook. hostLimit is the
+// host's max_queued (0 for none). A *FullError means backpressure; a
+// *WriteError means the write did not happen durably.
+func (s *Spool) Append(ctx context.Context, m *Message, hostLimit int64) error {
+	val := m.record()
+	o := &appendOp{opBase: opBase{msg: m, done: make(chan error, 1)}, val: val, size: storedSize(m.Host, val)}
+	if err := s.admit(m.Host, o.size, hostLimit); err != nil {
+		return err
+	}
+	done := o.done // the writer owns o once it is submitted
+	if err := s.submit(o); err != nil {
+		s.mu.Lock()
+		s.ledger.release(m.Host, o.size)
+		s.mu.Unlock()
+		return err
+	}
+	// The wait ignores ctx: once submitted, the write happens regardless, and
+	// its outcome must be known before answering.
+	if err := <-done; err != nil {
+		return err
+	}
+	m.size = o.size
+	return nil
+}
+
+// admit asks the ledger to admit a message (see ledger.admit).
+func (s *Spool) admit(host string, size, hostLimit int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return s.ledger.admit(host, size, hostLimit, time.Now())
+}
+
+// Delete removes a delivered message and returns once the removal is
+// durable. Until then a crash would deliver the message again
+// (at-least-once); the dispatcher keeps the delivery's slot meanwhile, so
+// a crash repeats no more than the deliveries in flight.
+func (s *Spool) Delete(m *Message) error {
+	return s.submitWait(&deleteOp{opBase: opBase{msg: m}, old: m.size})
+}
+
+// Update persists m's delivery state (attempts, last status and error)
+// after a failed attempt, without waiting for the write.
+func (s *Spool) Update(m *Message) {
+	val := m.record()
+	o := &updateOp{opBase: opBase{msg: m}, val: val, size: storedSize(m.Host, val), old: m.size}
+	m.size = o.size
+	s.submit(o)
+}
+
+// Bury moves m to the dead letters with the reason it failed for good,
+// without waiting for the write.
+func (s *Spool) Bury(m *Message, reason string, at time.Time) {
+	d := &Dead{Message: m, Reason: reason, DiedAt: at}
+	s.submit(&buryOp{opBase: opBase{msg: m}, val: d.encode(), old: m.size})
+}
