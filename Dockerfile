@@ -6,7 +6,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/hookpace ./cmd/hookpace
+# hookpace version prints these (docker build --build-arg VERSION=v1.2.3
+# --build-arg COMMIT=$(git rev-parse HEAD)); the build has no .git to stamp.
+ARG VERSION=""
+ARG COMMIT=""
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/hookpace/hookpace/cli.Version=${VERSION} -X github.com/hookpace/hookpace/cli.Commit=${COMMIT}" -o /out/hookpace ./cmd/hookpace
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/hookpace /usr/local/bin/hookpace

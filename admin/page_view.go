@@ -72,15 +72,15 @@ func newSpoolView(u spool.Usage, oldest map[string]time.Time, now time.Time) spo
 // template looks each one up by reflection, and a field of an embedded
 // struct takes a slow search (5 000 rows: 160 -> 70 ms a render).
 type hostView struct {
-	Host, ID                  string // ID: for the row's id attribute
-	Queued, Dead              int64
-	InFlight                  int
-	Paused                    bool
-	Breaker, LastError        string
-	RateText, RateNote        string
-	Hold, HoldTitle           string
-	OldestAge, LastStatusText string
-	Attention                 bool // highlighted
+	Host, ID                   string // ID: for the row's id attribute
+	Queued, Dead               int64
+	InFlight                   int
+	Paused                     bool
+	Breaker, LastError         string
+	RateText, RateNote         string
+	Hold, HoldUntil, HoldTitle string
+	OldestAge, LastStatusText  string
+	Attention                  bool // highlighted
 }
 
 func (r hostRow) view(now time.Time) hostView {
@@ -97,7 +97,8 @@ func (r hostRow) view(now time.Time) hostView {
 		v.Hold = "paused"
 	case r.HeldUntil != nil:
 		v.Hold = fmt.Sprintf("%s for %s", r.HoldReason, ageText(r.HeldUntil.Sub(now)))
-		v.HoldTitle = "until " + r.HeldUntil.UTC().Format(time.RFC3339)
+		v.HoldUntil = "until " + r.HeldUntil.UTC().Format("15:04:05") + " UTC"
+		v.HoldTitle = r.HeldUntil.UTC().Format(time.RFC3339)
 	}
 	if !r.Oldest.IsZero() {
 		v.OldestAge = ageText(now.Sub(r.Oldest))

@@ -54,7 +54,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if g.Dead != "1" || g.Cells["last-status"] != "410" {
 		t.Errorf("gone host's row: %+v; want 1 dead letter, last status 410", g)
 	}
-	if h := rows[busy.Host()]; h.Queued != "2" || !strings.HasPrefix(h.Cells["hold"], "429 Retry-After for ") {
+	if h := rows[busy.Host()]; h.Queued != "2" || !strings.HasPrefix(h.Cells["hold"], "429 Retry-After for ") || !strings.Contains(h.Cells["hold"], "until ") {
 		t.Errorf("held host's row: %+v; want 2 queued, held by the 429", h)
 	}
 	var spool map[string]string
