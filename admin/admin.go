@@ -9,10 +9,16 @@
 //	POST   /v1/hosts/{host}/pause  stop sending to host
 //	POST   /v1/hosts/{host}/resume
 //	GET    /v1/spool               usage, watermarks, accepting or not
-//	GET    /v1/dead?host=&id=&limit=  dead letters
+//	GET    /v1/dead?host=&id=&limit=&body=1&whole=1  dead letters (URL query values and
+//	                                  credential headers redacted unless whole=1)
 //	POST   /v1/dead/replay?all=1|host=|id=  back into their queues
 //	POST   /v1/dead/purge?all=1|host=|id=   delete for good
 //	GET    /                       the status page (page.go); its forms POST to /ui/...
+//
+// Every request passes the Guard first (guard.go): Host checked on every
+// path, the bearer token when one is configured, and state-changing
+// requests refused when they come from another site or could have been
+// sent by a plain HTML form.
 package admin
 
 import (
@@ -52,14 +58,20 @@ type Options struct {
 	Spool   Spool
 	Metrics http.Handler // nil: no /metrics
 	Logger  *slog.Logger
+	// Guard checks every request (see Guard); nil: loopback Hosts only,
+	// no token.
+	Guard *Guard
+	// Configured reports whether a host has its own entry in the config;
+	// nil: none has.
+	Configured func(host string) bool
+	// MaxPaused bounds the paused hosts that are not Configured; 0 means
+	// DefaultMaxPaused.
+	MaxPaused int
 }
 
 // Handler returns the admin API.
 func Handler(o Options) http.Handler {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	a := &api{o}
+	a := &api{withDefaults(o)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", a.ready)
@@ -77,10 +89,26 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("POST /v1/dead/replay", a.replayDead)
 	mux.HandleFunc("POST /v1/dead/purge", a.purgeDead)
 	a.routePage(mux)
-	return mux
+	return a.Guard.Wrap(mux)
 }
 
 type api struct{ Options }
+
+func withDefaults(o Options) Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Guard == nil {
+		o.Guard = NewGuard(Access{})
+	}
+	if o.Configured == nil {
+		o.Configured = func(string) bool { return false }
+	}
+	if o.MaxPaused <= 0 {
+		o.MaxPaused = DefaultMaxPaused
+	}
+	return o
+}
 
 func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 	u := a.Spool.Usage()
@@ -96,7 +124,11 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) host(w http.ResponseWriter, r *http.Request) {
-	st, ok := a.Hosts.Host(r.PathValue("host"))
+	name := r.PathValue("host")
+	if k, err := HostKey(name); err == nil {
+		name = k
+	}
+	st, ok := a.Hosts.Host(name)
 	if !ok {
 		writeError(w, http.StatusNotFound, "no such host: "+r.PathValue("host"))
 		return
@@ -106,7 +138,15 @@ func (a *api) host(w http.ResponseWriter, r *http.Request) {
 
 // pause stops sending to a host until resume, across restarts.
 func (a *api) pause(w http.ResponseWriter, r *http.Request) {
-	host := r.PathValue("host")
+	host, err := HostKey(r.PathValue("host"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if reason := a.pauseLimit(host); reason != "" {
+		writeError(w, http.StatusConflict, reason)
+		return
+	}
 	if err := a.Hosts.Pause(host); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "not paused: "+err.Error())
 		return
@@ -115,8 +155,34 @@ func (a *api) pause(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+// pauseLimit says why host may not be paused, or "": a host that is not
+// in the config may be paused only while fewer than MaxPaused such hosts
+// are.
+func (a *api) pauseLimit(host string) string {
+	if a.Configured(host) {
+		return ""
+	}
+	n := 0
+	for _, h := range a.Hosts.Hosts() {
+		if h.Host == host && h.Paused {
+			return ""
+		}
+		if h.Paused && !a.Configured(h.Host) {
+			n++
+		}
+	}
+	if n >= a.MaxPaused {
+		return fmt.Sprintf("%d hosts not in the config are paused already (the most there may be); resume some first", n)
+	}
+	return ""
+}
+
 func (a *api) resume(w http.ResponseWriter, r *http.Request) {
-	host := r.PathValue("host")
+	host, err := HostKey(r.PathValue("host"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	known, err := a.Hosts.Resume(host)
 	switch {
 	case !known:
@@ -169,6 +235,10 @@ func (a *api) listDead(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	body := r.URL.Query().Get("body") == "1"
+	// Webhook URLs and headers often carry credentials: a listing hides
+	// them, unless it asks for them whole (whole=1, as dead export does)
+	// and holds the admin token, if one is configured.
+	whole := r.URL.Query().Get("whole") == "1" && a.Guard.Authorized(r)
 	dead, total, err := a.Spool.ListDead(f, limit)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
@@ -187,6 +257,9 @@ func (a *api) listDead(w http.ResponseWriter, r *http.Request) {
 			} else {
 				dl.BodyBase64 = m.Body // JSON would replace the invalid bytes
 			}
+		}
+		if !whole {
+			dl.URL, dl.Header = RedactURL(dl.URL), RedactHeader(dl.Header)
 		}
 		out.Dead = append(out.Dead, dl)
 	}

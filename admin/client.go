@@ -17,8 +17,15 @@ import (
 
 // Client talks to a running hookpace's admin API.
 type Client struct {
-	base string
-	http *http.Client
+	base  string
+	http  *http.Client
+	token string
+}
+
+// WithToken makes c send the admin bearer token with every request.
+func (c *Client) WithToken(token string) *Client {
+	c.token = token
+	return c
 }
 
 // NewClient returns a client for the admin listener at addr ("host:port"
@@ -43,6 +50,12 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, out 
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return err
+	}
+	// The header a web form cannot send: the API refuses state-changing
+	// requests without it (see Guard).
+	req.Header.Set(Header, "1")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -132,6 +145,7 @@ func (c *Client) ExportDead(ctx context.Context, s Selector) (DeadList, error) {
 	q.Del("all")
 	q.Set("limit", "0")
 	q.Set("body", "1")
+	q.Set("whole", "1") // URLs and headers unredacted
 	var out DeadList
 	err := c.do(ctx, http.MethodGet, "/v1/dead", q, &out)
 	return out, err

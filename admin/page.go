@@ -2,10 +2,8 @@ package admin
 
 import (
 	"cmp"
-	"crypto/rand"
 	"crypto/subtle"
 	"embed"
-	"encoding/hex"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -66,9 +64,8 @@ type page struct {
 }
 
 func (a *api) routePage(mux *http.ServeMux) *page {
-	b := make([]byte, 24)
-	rand.Read(b)
-	p := &page{api: a, token: hex.EncodeToString(b), now: time.Now}
+	a.Options = withDefaults(a.Options)
+	p := &page{api: a, token: a.Guard.FormToken(), now: time.Now}
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.HandleFunc("GET /{$}", p.show)
@@ -261,9 +258,9 @@ func (p *page) act(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "refused: "+why, http.StatusForbidden)
 		return
 	}
-	host := strings.ToLower(strings.TrimSpace(r.PostFormValue("host")))
-	if host == "" {
-		http.Error(w, "which host? (form field host)", http.StatusBadRequest)
+	host, err := HostKey(r.PostFormValue("host"))
+	if err != nil {
+		http.Error(w, "which host? (form field host): "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	done, err := p.do(r.PathValue("action"), host)
@@ -285,13 +282,16 @@ func (p *page) act(w http.ResponseWriter, r *http.Request) {
 
 type badAction string
 
-func (e badAction) Error() string { return "bad action: " + string(e) }
+func (e badAction) Error() string { return string(e) }
 
 // do carries out action on host and says what was done.
 func (p *page) do(action, host string) (string, error) {
 	a := p.api
 	switch action {
 	case "pause":
+		if why := a.pauseLimit(host); why != "" {
+			return "", badAction(why)
+		}
 		if err := a.Hosts.Pause(host); err != nil {
 			return "", err
 		}
@@ -320,22 +320,15 @@ func (p *page) do(action, host string) (string, error) {
 // from this page (not another site: Sec-Fetch-Site, Origin) and carry the
 // page's token, which another site cannot read.
 func (p *page) refuse(r *http.Request) string {
-	switch s := r.Header.Get("Sec-Fetch-Site"); s {
-	case "", "same-origin", "none":
-	default:
-		return "cross-site request (Sec-Fetch-Site: " + s + ")"
+	// Guard.Wrap has checked this already; checked again here so that the
+	// page never depends on being wrapped.
+	if why := p.api.Guard.CheckWrite(r); why != "" {
+		return why
 	}
-	if o := r.Header.Get("Origin"); o != "" {
-		u, err := url.Parse(o)
-		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return "cross-origin request (Origin: " + strconv.Quote(o) + ")"
-		}
-	}
-	t := r.PostFormValue(formTokenField)
-	if t == "" || subtle.ConstantTimeCompare([]byte(t), []byte(p.token)) != 1 {
+	if t := r.PostFormValue(formTokenField); t == "" || subtle.ConstantTimeCompare([]byte(t), []byte(p.token)) != 1 {
 		return "missing or stale form token: reload the page"
 	}
 	return ""
 }
 
-const formTokenField = "csrf_token"
+const formTokenField = FormTokenField

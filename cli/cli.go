@@ -36,7 +36,8 @@ Usage:
 
 The status page is on the admin listener: http://127.0.0.1:9090/ by default.
 Operator commands find the admin API from --admin ADDR, or from --config FILE
-(its admin: setting), or use 127.0.0.1:9090.
+or $HOOKPACE_CONFIG (its admin: setting), or use 127.0.0.1:9090. They send the
+admin token from --token-file FILE, or from the config's admin.token_file.
 `
 
 // Main runs the command line and returns the exit status.

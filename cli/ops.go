@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,24 +15,44 @@ import (
 	"github.com/hookpace/hookpace/config"
 )
 
-// adminFlags adds --admin and --config to fs and returns a function that
-// builds the client once fs is parsed.
+// adminFlags adds --admin, --config and --token-file to fs and returns a
+// function that builds the client once fs is parsed. The config file is
+// --config, else $HOOKPACE_CONFIG; it gives the admin address and the
+// token file unless the flags do.
 func adminFlags(fs *flag.FlagSet) func() (*admin.Client, error) {
 	addr := fs.String("admin", "", "admin API address (host:port)")
-	path := fs.String("config", "", "config file to read the admin address from")
+	path := fs.String("config", "", "config file to read the admin address and token file from")
+	tokenFile := fs.String("token-file", "", "file holding the admin API token")
 	return func() (*admin.Client, error) {
-		switch {
-		case *addr != "":
-			return admin.NewClient(*addr), nil
-		case *path != "":
-			cfg, err := loadConfig(*path)
+		p := *path
+		if p == "" {
+			p = os.Getenv("HOOKPACE_CONFIG")
+		}
+		a, tf := *addr, *tokenFile
+		if p != "" && (a == "" || tf == "") {
+			cfg, err := loadConfig(p)
 			if err != nil {
 				return nil, err
 			}
-			return admin.NewClient(cfg.Admin), nil
-		default:
-			return admin.NewClient(config.Default().Admin), nil
+			if a == "" {
+				a = cfg.Admin
+			}
+			if tf == "" {
+				tf = cfg.AdminAccess.TokenFile
+			}
 		}
+		if a == "" {
+			a = config.Default().Admin
+		}
+		c := admin.NewClient(a)
+		if tf != "" {
+			token, err := config.ReadToken(tf)
+			if err != nil {
+				return nil, fmt.Errorf("admin token: %w", err)
+			}
+			c.WithToken(token)
+		}
+		return c, nil
 	}
 }
 

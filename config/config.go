@@ -14,25 +14,29 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
 // Config is the resolved, validated configuration.
 type Config struct {
-	Listen    string // proxy listener, host:port
-	Admin     string // admin/metrics listener, host:port
-	Log       LogConfig
-	Spool     SpoolConfig
-	Defaults  HostConfig            // fully resolved settings for hosts without their own entry
-	Hosts     map[string]HostConfig // by lower-cased key as written; each fully resolved over Defaults
-	MITM      MITMConfig
-	TLS       TLSConfig
-	Egress    EgressConfig
-	Auth      AuthConfig
-	Telemetry TelemetryConfig
-	Shutdown  ShutdownConfig
-	Fleet     FleetConfig // see fleet.go
-	Path      string      // file it was loaded from (the name given to Parse); "" for Default()
+	Listen string // proxy listener, host:port
+	Admin  string // admin/metrics listener, host:port
+	// AdminAccess says who may use the admin API (admin.hosts,
+	// admin.token_file, admin.insecure_no_auth).
+	AdminAccess AdminConfig
+	Log         LogConfig
+	Spool       SpoolConfig
+	Defaults    HostConfig            // fully resolved settings for hosts without their own entry
+	Hosts       map[string]HostConfig // by lower-cased key as written; each fully resolved over Defaults
+	MITM        MITMConfig
+	TLS         TLSConfig
+	Egress      EgressConfig
+	Auth        AuthConfig
+	Telemetry   TelemetryConfig
+	Shutdown    ShutdownConfig
+	Fleet       FleetConfig // see fleet.go
+	Path        string      // file it was loaded from (the name given to Parse); "" for Default()
 
 	hosts *hostIndex     // precomputed for Lookup
 	lines map[string]int // line of each field set in the file, hosts entries aside (see FieldError)
@@ -254,6 +258,9 @@ func RestartRequired(old, new *Config) []string {
 	}{
 		{"listen", old.Listen != new.Listen},
 		{"admin", old.Admin != new.Admin},
+		{"admin.hosts", !slices.Equal(old.AdminAccess.Hosts, new.AdminAccess.Hosts)},
+		{"admin.token_file", old.AdminAccess.TokenFile != new.AdminAccess.TokenFile},
+		{"admin.insecure_no_auth", old.AdminAccess.InsecureNoAuth != new.AdminAccess.InsecureNoAuth},
 		{"log.format", old.Log.Format != new.Log.Format},
 		{"spool.dir", filepath.Clean(old.Spool.Dir) != filepath.Clean(new.Spool.Dir)},
 		{"spool.min_free", old.Spool.MinFree != new.Spool.MinFree},

@@ -69,7 +69,7 @@ func quoteNode(n *yaml.Node) string {
 
 type rawConfig struct {
 	Listen    opt[string]  `yaml:"listen"`
-	Admin     opt[string]  `yaml:"admin"`
+	Admin     yaml.Node    `yaml:"admin"` // see decodeAdmin
 	Log       rawLog       `yaml:"log"`
 	Spool     rawSpool     `yaml:"spool"`
 	Defaults  rawHost      `yaml:"defaults"`

@@ -13,9 +13,10 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 	c := Default()
 
 	field(p, "listen", raw.Listen, &c.Listen, checkListen)
-	field(p, "admin", raw.Admin, &c.Admin, checkListen)
+	ra := decodeAdmin(&raw.Admin, doc, p)
+	resolveAdmin(p, ra, c)
 	if c.Listen == c.Admin && !strings.HasSuffix(c.Admin, ":0") {
-		p.add(firstLine(raw.Admin.Line, raw.Listen.Line), "admin", "same address as listen (%s)", c.Listen)
+		p.add(firstLine(ra.Listen.Line, raw.Listen.Line), "admin", "same address as listen (%s)", c.Listen)
 	}
 
 	field(p, "log.format", raw.Log.Format, &c.Log.Format, oneOf("text", "json"))

@@ -109,7 +109,12 @@ func writeConfig(t *testing.T, path, listen, admin, spoolDir, cfg string) {
 	if doc == nil {
 		doc = map[string]any{}
 	}
-	doc["listen"], doc["admin"] = listen, admin
+	doc["listen"] = listen
+	if m, ok := doc["admin"].(map[string]any); ok { // admin: {token_file: ...}
+		m["listen"] = admin
+	} else {
+		doc["admin"] = admin
+	}
 	sp, _ := doc["spool"].(map[string]any)
 	if sp == nil {
 		sp = map[string]any{}

@@ -121,7 +121,11 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 	if a.guard, err = newSwapGuard(cfg, a.proxyLn.Addr().String(), a.adminLn.Addr().String()); err != nil {
 		return nil, err
 	}
-	a.buildParts(cfg, roots)
+	ag, err := adminGuard(a.log, cfg, a.adminLn)
+	if err != nil {
+		return nil, err
+	}
+	a.buildParts(cfg, roots, ag)
 	// The dispatcher subscribes to the spool's announcements, picks up its
 	// backlog, and pauses again the hosts an operator paused before a
 	// restart.
@@ -190,7 +194,7 @@ func (a *app) listen(cfg *config.Config) error {
 }
 
 // buildParts makes the dispatcher, the proxy and the two HTTP servers.
-func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool) {
+func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Guard) {
 	tel, log := a.tel, a.log
 	a.disp = deliver.New(deliver.Options{
 		Queue:    a.spool,
@@ -220,7 +224,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool) {
 	})
 	a.proxySrv = &http.Server{Handler: a.proxy, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
-	a.adminSrv = &http.Server{Handler: admin.Handler(admin.Options{Hosts: a.disp, Spool: a.spool, Metrics: tel.Handler(), Logger: log}),
+	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Metrics: tel.Handler(), Logger: log, Guard: ag}, &a.current),
 		ReadHeaderTimeout: 10 * time.Second}
 }
 
