@@ -77,7 +77,7 @@ func decodeHosts(n *yaml.Node, doc *docIndex, p *problems) []hostEntry {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], deref(n.Content[i+1])
 		path := childPath("hosts", k.Value)
-		if k.Kind != yaml.ScalarNode || k.Value == "<<" {
+		if k.Kind != yaml.ScalarNode || k.Value == "<<" || k.ShortTag() == "!!binary" {
 			p.add(k.Line, "hosts", "want host keys, got %s", quoteNode(k))
 			continue
 		}

@@ -74,11 +74,12 @@ func splitHostPort(hp string) (host, port string) {
 	return hp, ""
 }
 
-// normalizeHostKey lower-cases a hosts key and drops a trailing dot from its
-// name, as proxy.HostKey does for a request ("Partner.Example.:8443" is
-// "partner.example:8443"), then checks it.
+// normalizeHostKey drops a trailing dot from a hosts key's name, as
+// proxy.HostKey does for a request ("Partner.Example.:8443" is
+// "partner.example:8443"), checks it and lower-cases it. It checks first:
+// strings.ToLower would turn some non-ASCII letters into ASCII ones.
 func normalizeHostKey(raw string) (string, error) {
-	key := strings.ToLower(raw)
+	key := raw
 	if !strings.Contains(key, "[") {
 		host, port := key, ""
 		if i := strings.IndexByte(key, ':'); i >= 0 && strings.LastIndexByte(key, ':') == i {
@@ -88,10 +89,13 @@ func normalizeHostKey(raw string) (string, error) {
 			key = host[:len(host)-1] + port
 		}
 	}
-	return key, checkHostKey(key)
+	if err := checkHostKey(key); err != nil {
+		return "", err
+	}
+	return strings.ToLower(key), nil
 }
 
-// checkHostKey validates a lower-cased hosts key: "host", "host:port",
+// checkHostKey validates a hosts key: "host", "host:port",
 // "*.suffix" or "*.suffix:port", where host is a DNS name or IP address
 // (IPv6 bracketed when it has a port: "[2001:db8::1]:8443").
 func checkHostKey(key string) error {

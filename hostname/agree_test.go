@@ -50,6 +50,8 @@ var samples = []struct {
 	{"exa mple.example", false},
 	{"ex!ample.example", false},
 	{"bücher.example", false},
+	{"\u212Aexample.com", false}, // Kelvin sign, which strings.ToLower turns into 'k'
+	{"API.\u212A.example", false},
 	{"*", false},
 	{"a.*.example", false},
 	{strings.Repeat("a", 64) + ".example", false},
@@ -124,7 +126,7 @@ func target(scheme, host, port string) error {
 	return proxy.CheckTarget(u)
 }
 
-func newCA(t *testing.T) *mitm.CA {
+func newCA(t testing.TB) *mitm.CA {
 	t.Helper()
 	cert, key, err := mitm.InitCA(filepath.Join(t.TempDir(), "ca"))
 	if err != nil {

@@ -57,17 +57,20 @@ func checkLabel(label string) error {
 	return nil
 }
 
-// Normalize lower-cases name and drops one trailing dot ("Partner.Example."
-// is "partner.example"), then checks it.
+// Normalize checks name, less one trailing dot, and lower-cases it
+// ("Partner.Example." is "partner.example"). It checks before it
+// lower-cases: strings.ToLower maps some non-ASCII letters to ASCII (the
+// Kelvin sign to 'k'), which must not turn a name that DNS would not know
+// into one that a rule matches.
 func Normalize(name string) (string, error) {
-	n := strings.ToLower(name)
+	n := name
 	if len(n) > 1 {
 		n = strings.TrimSuffix(n, ".")
 	}
 	if err := Check(n); err != nil {
 		return "", err
 	}
-	return n, nil
+	return strings.ToLower(n), nil
 }
 
 func trunc(s string) string {
