@@ -110,6 +110,15 @@ func checkRetry4xx(code int) error {
 	return nil
 }
 
+// checkSpoolMethod accepts the methods a webhook is sent with.
+func checkSpoolMethod(m string) error {
+	switch strings.ToUpper(m) {
+	case "POST", "PUT", "PATCH", "DELETE":
+		return nil
+	}
+	return fmt.Errorf("want POST, PUT, PATCH or DELETE, got %q", m)
+}
+
 // checkListen accepts "host:port", ":port" and port 0 (any free port).
 func checkListen(s string) error {
 	host, port, err := net.SplitHostPort(s)

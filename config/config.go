@@ -58,6 +58,7 @@ type SpoolConfig struct {
 	LowWater    float64  // fraction below which intake resumes, in [0,HighWater)
 	MaxBody     ByteSize // largest accepted request body, in (0, 64MiB]
 	MinFree     ByteSize // free disk space below which new webhooks get 503; 0 = no check
+	Methods     []string // request methods spooled (upper case); the others pass through
 }
 
 // HostConfig is the pacing and delivery policy for one destination.
@@ -153,6 +154,7 @@ func Default() *Config {
 			HighWater:   0.8,
 			LowWater:    0.5,
 			MaxBody:     1 << 20,
+			Methods:     []string{"POST"},
 			MinFree:     128 << 20,
 		},
 		Defaults:  defaultHost(),

@@ -70,6 +70,16 @@ func TestEmptyFileIsDefault(t *testing.T) {
 	}
 }
 
+func TestSpoolMethods(t *testing.T) {
+	if got := Default().Spool.Methods; !reflect.DeepEqual(got, []string{"POST"}) {
+		t.Errorf("default spool.methods %v, want [POST]", got)
+	}
+	c := mustParse(t, "spool:\n  methods: [post, PUT, Patch]\n")
+	if want := []string{"POST", "PUT", "PATCH"}; !reflect.DeepEqual(c.Spool.Methods, want) {
+		t.Errorf("spool.methods %v, want %v (upper-cased)", c.Spool.Methods, want)
+	}
+}
+
 func TestMergeSemantics(t *testing.T) {
 	c := mustParse(t, `
 defaults:
@@ -175,6 +185,11 @@ func TestParseErrors(t *testing.T) {
 		{"bad connect", "hosts:\n  a.example:\n    connect: proxy\n",
 			[]string{`config.yaml:3: hosts["a.example"].connect: must be one of mitm, tunnel, deny, got "proxy"`}},
 		{"connect mitm without ca", "defaults:\n  connect: mitm\n", []string{`config.yaml:2: defaults.connect: mitm requires`}},
+		{"bad spool.methods", "spool:\n  methods: [POST, GET, connect]\n", []string{
+			`config.yaml:2: spool.methods[1]: want POST, PUT, PATCH or DELETE, got "GET"`,
+			`config.yaml:2: spool.methods[2]: want POST, PUT, PATCH or DELETE, got "connect"`}},
+		{"empty spool.methods", "spool:\n  methods: []\n", []string{`config.yaml:2: spool.methods: must not be empty`}},
+		{"spool.methods not a list", "spool:\n  methods: POST\n", []string{`config.yaml:2: spool.methods: want a list of strings`}},
 		{"bad retry_4xx", "defaults:\n  retry_4xx: [408, 500, 429]\n", []string{
 			`config.yaml:2: defaults.retry_4xx[1]: want a 4xx status code (400..499), got 500`,
 			`config.yaml:2: defaults.retry_4xx[2]: 429 must not be listed`}},

@@ -89,13 +89,14 @@ type rawLog struct {
 }
 
 type rawSpool struct {
-	Dir         opt[string]   `yaml:"dir"`
-	MaxMessages opt[int64]    `yaml:"max_messages"`
-	MaxBytes    opt[ByteSize] `yaml:"max_bytes"`
-	HighWater   opt[float64]  `yaml:"high_water"`
-	LowWater    opt[float64]  `yaml:"low_water"`
-	MaxBody     opt[ByteSize] `yaml:"max_body"`
-	MinFree     opt[ByteSize] `yaml:"min_free"`
+	Dir         opt[string]        `yaml:"dir"`
+	MaxMessages opt[int64]         `yaml:"max_messages"`
+	MaxBytes    opt[ByteSize]      `yaml:"max_bytes"`
+	HighWater   opt[float64]       `yaml:"high_water"`
+	LowWater    opt[float64]       `yaml:"low_water"`
+	MaxBody     opt[ByteSize]      `yaml:"max_body"`
+	MinFree     opt[ByteSize]      `yaml:"min_free"`
+	Methods     opt[[]opt[string]] `yaml:"methods"`
 }
 
 type rawHost struct {

@@ -88,6 +88,10 @@ func resolveSpool(p *problems, r *rawSpool, s *SpoolConfig) {
 	field(p, "spool.low_water", r.LowWater, &s.LowWater, within(0, 1, true, false))
 	field(p, "spool.max_body", r.MaxBody, &s.MaxBody, sizeWithin(1, 64<<20))
 	field(p, "spool.min_free", r.MinFree, &s.MinFree, sizeWithin(0, 1<<62))
+	list(p, "spool.methods", r.Methods, &s.Methods, checkSpoolMethod, true)
+	for i, m := range s.Methods {
+		s.Methods[i] = strings.ToUpper(m)
+	}
 	if s.LowWater >= s.HighWater {
 		if r.LowWater.Set {
 			p.add(r.LowWater.Line, "spool.low_water", "%g must be below spool.high_water (%g)", s.LowWater, s.HighWater)

@@ -25,7 +25,7 @@ func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 	start := time.Now()
 	pol := p.policy.Load()
 	authorized := p.authorize(r, ctx, pol)
-	if authorized && r.Method != http.MethodPost {
+	if authorized && !pol.spools(r.Method) {
 		// Passthrough: forwarded synchronously, unspooled. The transport's
 		// dialer applies the egress policy.
 		if err := CheckTarget(r.URL); err != nil {
@@ -36,10 +36,11 @@ func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 		}
 		p.opts.Metrics.Ingest(r.Context(), outcomePassthrough)
 		p.log.Info("ingest", "decision", outcomePassthrough, "method", r.Method, "host", HostKey(r.URL), "remote", r.RemoteAddr)
+		p.noticePassthrough(pol, r.Method, HostKey(r.URL))
 		return r, nil
 	}
-	// POSTs reach here from inside a MITM'd tunnel; plain ones take
-	// serveIngest without goproxy.
+	// Spooled methods reach here from inside a MITM'd tunnel; plain ones
+	// take serveIngest without goproxy.
 	host, size, d := p.handle(r, pol, authorized)
 	p.record(r, start, host, size, d)
 	return nil, d.response(r, host)

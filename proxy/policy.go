@@ -11,6 +11,9 @@ type Policy struct {
 	MaxBody int64         // largest accepted body, spool.max_body
 	Users   []config.User // proxy Basic auth; none = no auth
 	Listen  string        // the proxy's address as configured, for the origin-form hint
+	// Methods are the request methods spooled (spool.methods, upper
+	// case); the others pass through. None: POST only.
+	Methods []string
 }
 
 // HostPolicy is what the proxy needs to know about one destination host.

@@ -78,6 +78,7 @@ type Proxy struct {
 	log      *slog.Logger
 	verdicts *verdictCache
 	policy   atomic.Pointer[Policy]
+	noticed  noticed // hosts whose webhook-like passthrough was logged
 }
 
 type nopCounter struct{}
@@ -117,10 +118,11 @@ func New(opts Options) *Proxy {
 	return p
 }
 
-// ServeHTTP takes absolute-form POSTs itself and hands everything else
-// (CONNECT, passthrough methods, origin-form requests) to goproxy.
+// ServeHTTP takes absolute-form requests of the spooled methods (POST by
+// default) itself and hands everything else (CONNECT, passthrough methods,
+// origin-form requests) to goproxy.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost && r.URL.IsAbs() {
+	if r.URL.IsAbs() && p.policy.Load().spools(r.Method) {
 		p.serveIngest(w, r)
 		return
 	}

@@ -31,6 +31,7 @@ func proxyPolicy(cfg *config.Config) proxy.Policy {
 		MaxBody: int64(cfg.Spool.MaxBody),
 		Users:   cfg.Auth.Users,
 		Listen:  cfg.Listen,
+		Methods: cfg.Spool.Methods,
 	}
 }
 
