@@ -403,3 +403,63 @@ func TestNum(t *testing.T) {
 		}
 	}
 }
+
+// TestPageAccessible checks the markup a screen reader relies on: every
+// visible form control has a label, every button a name, the tables a
+// caption and scoped headers, the page a language.
+func TestPageAccessible(t *testing.T) {
+	f := newFixture(t)
+	resp, err := http.Get(f.srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := html.Parse(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelled := map[*html.Node]bool{}
+	for n := range doc.Descendants() {
+		if n.Type == html.ElementNode && n.Data == "label" {
+			for c := range n.Descendants() {
+				labelled[c] = true
+			}
+		}
+	}
+	var tables, buttons int
+	for n := range doc.Descendants() {
+		if n.Type != html.ElementNode {
+			continue
+		}
+		switch n.Data {
+		case "html":
+			if attr(n, "lang") == "" {
+				t.Error("<html> without lang")
+			}
+		case "input", "select":
+			if attr(n, "type") != "hidden" && !labelled[n] && attr(n, "aria-label") == "" {
+				t.Errorf("<%s name=%q> has no label", n.Data, attr(n, "name"))
+			}
+		case "button":
+			buttons++
+			if strings.TrimSpace(text(n)) == "" && attr(n, "aria-label") == "" {
+				t.Error("a button without a name")
+			}
+		case "table":
+			tables++
+			hasCaption := false
+			for c := range n.Descendants() {
+				hasCaption = hasCaption || (c.Type == html.ElementNode && c.Data == "caption")
+				if c.Type == html.ElementNode && c.Data == "th" && attr(c, "scope") == "" {
+					t.Errorf("<th> %q without scope", strings.TrimSpace(text(c)))
+				}
+			}
+			if !hasCaption {
+				t.Error("a table without a caption")
+			}
+		}
+	}
+	if tables != 1 || buttons < 4 {
+		t.Errorf("%d tables, %d buttons; want the hosts table and its buttons", tables, buttons)
+	}
+}
