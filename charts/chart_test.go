@@ -59,6 +59,7 @@ type rendered struct {
 	secrets      map[string]*corev1.Secret
 	pdbs         map[string]*policyv1.PodDisruptionBudget
 	rules        map[string]*prometheusRule // monitoring_test.go
+	monitors     map[string]*serviceMonitor // monitoring_test.go
 }
 
 func render(t *testing.T, sets ...string) *rendered {
@@ -73,7 +74,7 @@ func render(t *testing.T, sets ...string) *rendered {
 	}
 	r := &rendered{map[string]*appsv1.Deployment{}, map[string]*appsv1.StatefulSet{}, map[string]*corev1.Service{},
 		map[string]*corev1.ConfigMap{}, map[string]*corev1.Secret{}, map[string]*policyv1.PodDisruptionBudget{},
-		map[string]*prometheusRule{}}
+		map[string]*prometheusRule{}, map[string]*serviceMonitor{}}
 	for _, doc := range strings.Split(out, "\n---\n") {
 		var head struct {
 			Kind     string `json:"kind"`
@@ -103,6 +104,8 @@ func render(t *testing.T, sets ...string) *rendered {
 			obj = put(r.pdbs, head.Metadata.Name)
 		case "PrometheusRule":
 			obj = put(r.rules, head.Metadata.Name)
+		case "ServiceMonitor":
+			obj = put(r.monitors, head.Metadata.Name)
 		default:
 			t.Fatalf("rendered a %s (%s) that the test does not know", head.Kind, head.Metadata.Name)
 		}

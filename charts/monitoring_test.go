@@ -200,7 +200,10 @@ func TestNotes(t *testing.T) {
 	}{
 		{nil, []string{"native sidecar in the pods of Deployment rel", "port-forward deploy/rel 9090:9090", "http://127.0.0.1:9090/", "emptyDir"}},
 		{[]string{"mode=gateway", "monitoring.prometheusRule.enabled=true"}, []string{
-			"HTTP_PROXY=http://rel-hookpace.hooks.svc.cluster.local:8080", "pod/rel-hookpace-0", "PrometheusRule rel-hookpace"}},
+			"HTTP_PROXY=http://rel-hookpace.hooks.svc.cluster.local:8080", "pod/rel-hookpace-0", "PrometheusRule rel-hookpace",
+			"localhost (127.0.0.1:9090)"}},
+		{[]string{"monitoring.serviceMonitor.enabled=true"}, []string{"ServiceMonitor rel-hookpace",
+			"get secret rel-hookpace-admin", "hookpace status --config /etc/hookpace/config.yaml"}},
 	} {
 		args := []string{"template", "rel", dir, "--namespace", "hooks", "--show-only", "templates/notes-test.yaml"}
 		for _, s := range c.sets {
@@ -215,5 +218,93 @@ func TestNotes(t *testing.T) {
 				t.Errorf("NOTES with %v lack %q:\n%s", c.sets, w, out)
 			}
 		}
+	}
+}
+
+// serviceMonitor is the Prometheus Operator's ServiceMonitor, as much of
+// it as the chart sets, decoded strictly.
+type serviceMonitor struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Selector  metav1.LabelSelector `json:"selector"`
+		Endpoints []struct {
+			Port     string `json:"port"`
+			Path     string `json:"path"`
+			Interval string `json:"interval"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+// TestServiceMonitor: in both modes the ServiceMonitor selects a Service
+// that selects the hookpace pods on the admin port, and hookpace's admin
+// listener moves to the pod's addresses behind a bearer token from a
+// mounted Secret.
+func TestServiceMonitor(t *testing.T) {
+	for _, mode := range []string{"sidecar", "gateway"} {
+		r := render(t, "mode="+mode, "monitoring.serviceMonitor.enabled=true", "monitoring.serviceMonitor.labels.release=kps",
+			"monitoring.serviceMonitor.interval=15s")
+		sm := get(t, r.monitors, "rel-hookpace")
+		if sm.APIVersion != "monitoring.coreos.com/v1" || sm.Metadata.Labels["release"] != "kps" || len(sm.Spec.Endpoints) != 1 ||
+			sm.Spec.Endpoints[0] != (struct {
+				Port     string `json:"port"`
+				Path     string `json:"path"`
+				Interval string `json:"interval"`
+			}{"admin", "/metrics", "15s"}) {
+			t.Errorf("mode %s: ServiceMonitor = %s", mode, sprint(*sm))
+		}
+		svc := get(t, r.services, "rel-hookpace-metrics")
+		if !subset(sm.Spec.Selector.MatchLabels, svc.Labels) || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "admin" ||
+			svc.Spec.Ports[0].TargetPort.StrVal != "admin" {
+			t.Errorf("mode %s: metrics Service = %s", mode, sprint(svc))
+		}
+		var pod corev1.PodSpec
+		var labels map[string]string
+		var hp corev1.Container
+		var cfg string
+		if mode == "sidecar" {
+			d := get(t, r.deployments, "rel")
+			pod, labels, hp = d.Spec.Template.Spec, d.Spec.Template.Labels, d.Spec.Template.Spec.InitContainers[0]
+			cfg = get(t, r.configMaps, "rel-hookpace").Data["config.yaml"]
+		} else {
+			ss := get(t, r.statefulSets, "rel-hookpace")
+			pod, labels, hp = ss.Spec.Template.Spec, ss.Spec.Template.Labels, ss.Spec.Template.Spec.Containers[0]
+			cfg = get(t, r.secrets, "rel-hookpace").StringData["config.yaml"]
+		}
+		if !subset(svc.Spec.Selector, labels) {
+			t.Errorf("mode %s: the metrics Service selects %v, the pods are labelled %v", mode, svc.Spec.Selector, labels)
+		}
+		found := false
+		for _, p := range hp.Ports {
+			found = found || (p.Name == "admin" && p.ContainerPort == 9090)
+		}
+		if !found {
+			t.Errorf("mode %s: hookpace ports %v lack admin 9090", mode, hp.Ports)
+		}
+		checkMount(t, hp, "admin-token", "/etc/hookpace-admin")
+		if v := volume(t, pod.Volumes, "admin-token"); v.Secret == nil || v.Secret.SecretName != "rel-hookpace-admin" {
+			t.Errorf("mode %s: admin-token volume %s", mode, sprint(v))
+		}
+		if tok := get(t, r.secrets, "rel-hookpace-admin"); len(tok.Data["token"]) < 32 {
+			t.Errorf("mode %s: admin token of %d bytes", mode, len(tok.Data["token"]))
+		}
+		// hookpace reads the token file when it loads the config: point it
+		// at a stand-in for the mounted Secret.
+		const mounted = "/etc/hookpace-admin/token"
+		tokenFile := filepath.Join(t.TempDir(), "token")
+		os.WriteFile(tokenFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600)
+		if !strings.Contains(cfg, "token_file: "+mounted) {
+			t.Errorf("mode %s: config without token_file %s:\n%s", mode, mounted, cfg)
+		}
+		c := hookpaceConfig(t, strings.ReplaceAll(cfg, mounted, tokenFile))
+		if c.Admin != "0.0.0.0:9090" || c.AdminAccess.TokenFile != tokenFile {
+			t.Errorf("mode %s: admin %q, access %s", mode, c.Admin, sprint(c.AdminAccess))
+		}
+	}
+	// Without it the admin API stays on the pod's localhost.
+	c := hookpaceConfig(t, get(t, render(t).configMaps, "rel-hookpace").Data["config.yaml"])
+	if c.Admin != "127.0.0.1:9090" {
+		t.Errorf("admin %q without a ServiceMonitor", c.Admin)
 	}
 }

@@ -56,6 +56,14 @@ in gateway mode its listener and proxy users. */}}
 {{- fail "hookpace.shutdown.handoffSecret: set without a hand-off target (hookpace.shutdown.handoff)" -}}
 {{- end -}}
 {{- $_ := set $cfg "shutdown" $shutdown -}}
+{{- if $v.monitoring.serviceMonitor.enabled -}}
+{{- /* Prometheus scrapes /metrics on the pod's address; the token keeps the rest closed. */ -}}
+{{- $admin := dict -}}
+{{- if kindIs "map" $cfg.admin -}}{{- $admin = $cfg.admin -}}{{- end -}}
+{{- $_ := set $admin "listen" "0.0.0.0:9090" -}}
+{{- $_ := set $admin "token_file" "/etc/hookpace-admin/token" -}}
+{{- $_ := set $cfg "admin" $admin -}}
+{{- end -}}
 {{- if eq $v.mode "gateway" -}}
 {{- $_ := set $cfg "listen" (printf "0.0.0.0:%d" (int $v.gateway.port)) -}}
 {{- with $v.gateway.auth.users -}}
@@ -63,4 +71,18 @@ in gateway mode its listener and proxy users. */}}
 {{- end -}}
 {{- end -}}
 {{ toYaml $cfg }}
+{{- end }}
+
+{{/* Labels of the Service that the ServiceMonitor selects. */}}
+{{- define "hookpace.metricsLabels" -}}
+app.kubernetes.io/name: hookpace
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: metrics
+{{- end }}
+
+{{/* The hookpace container's admin port and token mount, with a ServiceMonitor. */}}
+{{- define "hookpace.adminPort" -}}
+{{- if .Values.monitoring.serviceMonitor.enabled }}
+- {name: admin, containerPort: 9090, protocol: TCP}
+{{- end }}
 {{- end }}
