@@ -39,24 +39,42 @@ func TestCheckConfigAgreesWithRun(t *testing.T) {
 		{"good names", `{egress: {allow: ["*.partner.example", "Partner.Example.", "::1", "10.0.0.0/8"]}, hosts: {"Partner.Example.:8443": {}, "10.0.0.5:80": {}}}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			path := filepath.Join(dir, "f.yaml")
-			writeConfig(t, path, "127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "spool"), tc.yaml)
-			checkOut, checkErr := exec.Command(binary, "check-config", "--config", path).CombinedOutput()
-			started, runOut := runBriefly(t, path)
-			if tc.field == "" {
-				if checkErr != nil || !started {
-					t.Fatalf("want both to accept:\ncheck-config: %v\n%s\nrun started=%v:\n%s", checkErr, checkOut, started, runOut)
-				}
-				return
+			want := ""
+			if tc.field != "" {
+				want = tc.field + ":"
 			}
-			if code := exitCode(checkErr); code != 1 || !strings.Contains(string(checkOut), tc.field+":") {
-				t.Errorf("check-config: exit %d, want 1 naming %s:\n%s", code, tc.field, checkOut)
-			}
-			if started || !strings.Contains(runOut, tc.field+":") {
-				t.Errorf("run: started=%v, want exit 1 naming %s:\n%s", started, tc.field, runOut)
-			}
+			checkAgreesWithRun(t, tc.yaml, want)
 		})
+	}
+}
+
+// checkAgreesWithRun writes yaml (with loopback :0 listeners and a spool in
+// a temp dir) and hands it to the real binary twice: `hookpace check-config
+// --config F` and `hookpace run --config F`. With want "" both accept (run
+// starts); else both exit 1 with want in their output, and run's error is
+// check-config's, word for word.
+func checkAgreesWithRun(t *testing.T, yaml, want string) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.yaml")
+	writeConfig(t, path, "127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "spool"), yaml)
+	checkOut, checkErr := exec.Command(binary, "check-config", "--config", path).CombinedOutput()
+	started, runOut := runBriefly(t, path)
+	if want == "" {
+		if checkErr != nil || !started {
+			t.Fatalf("want both to accept:\ncheck-config: %v\n%s\nrun started=%v:\n%s", checkErr, checkOut, started, runOut)
+		}
+		return
+	}
+	if exitCode(checkErr) != 1 || !strings.Contains(string(checkOut), want) {
+		t.Errorf("check-config: %v, want exit 1 with %q:\n%s", checkErr, want, checkOut)
+	}
+	if started || !strings.Contains(runOut, want) {
+		t.Errorf("run: started=%v, want exit 1 with %q:\n%s", started, want, runOut)
+	}
+	msg := strings.TrimPrefix(strings.TrimSpace(string(checkOut)), "hookpace check-config: ")
+	if !strings.Contains(runOut, msg) {
+		t.Errorf("run's error differs from check-config's %q:\n%s", msg, runOut)
 	}
 }
 
@@ -187,30 +205,7 @@ func TestCheckConfigLoadsFiles(t *testing.T) {
 		{"missing mitm CA", "mitm: {ca_cert: " + missing + ", ca_key: " + missing + "}", "mitm.ca_cert: read CA certificate"},
 		{"non-CA as mitm CA", "mitm: {ca_cert: " + leaf + ", ca_key: " + caKey + "}", "is not a CA certificate"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := t.TempDir()
-			path := filepath.Join(d, "f.yaml")
-			writeConfig(t, path, "127.0.0.1:0", "127.0.0.1:0", filepath.Join(d, "spool"), tc.yaml)
-			checkOut, checkErr := exec.Command(binary, "check-config", "--config", path).CombinedOutput()
-			started, runOut := runBriefly(t, path)
-			if tc.want == "" {
-				if checkErr != nil || !started {
-					t.Fatalf("want both to accept:\ncheck-config: %v\n%s\nrun started=%v:\n%s", checkErr, checkOut, started, runOut)
-				}
-				return
-			}
-			if exitCode(checkErr) != 1 || !strings.Contains(string(checkOut), tc.want) {
-				t.Errorf("check-config: %v, want exit 1 with %q:\n%s", checkErr, tc.want, checkOut)
-			}
-			if started || !strings.Contains(runOut, tc.want) {
-				t.Errorf("run: started=%v, want exit 1 with %q:\n%s", started, tc.want, runOut)
-			}
-			// The same error, word for word, line and field included.
-			msg := strings.TrimPrefix(strings.TrimSpace(string(checkOut)), "hookpace check-config: ")
-			if !strings.Contains(runOut, msg) {
-				t.Errorf("run's error differs from check-config's %q:\n%s", msg, runOut)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkAgreesWithRun(t, tc.yaml, tc.want) })
 	}
 }
 
