@@ -3,7 +3,6 @@ package admin
 import (
 	"fmt"
 	"net"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -40,13 +39,14 @@ func HostKey(s string) (string, error) {
 	} else if strings.HasPrefix(in, "[") && strings.HasSuffix(in, "]") {
 		host = in[1 : len(in)-1]
 	}
-	host = strings.ToLower(host)
 	if len(host) > 1 {
 		host = strings.TrimSuffix(host, ".")
 	}
-	if !validHost(host) {
+	// Checked before it is lower-cased, as everywhere (see hostname.Normalize).
+	if _, _, err := hostname.Parse(host); err != nil {
 		return "", fmt.Errorf("bad host %s: want a host name, host:port or an http(s) URL", quote(s))
 	}
+	host = strings.ToLower(host)
 	if port != "" {
 		n, err := strconv.Atoi(port)
 		if err != nil || n < 1 || n > 65535 || port[0] == '0' {
@@ -57,12 +57,4 @@ func HostKey(s string) (string, error) {
 		return host, nil
 	}
 	return net.JoinHostPort(host, port), nil
-}
-
-// validHost accepts an IP address or a DNS name (hostname.Check).
-func validHost(h string) bool {
-	if _, err := netip.ParseAddr(h); err == nil {
-		return true
-	}
-	return hostname.Check(h) == nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookpace/hookpace/admin"
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/hostname"
@@ -81,6 +82,7 @@ func TestSamplesAgree(t *testing.T) {
 			"proxy target http":      target("http", s.host, ""),
 			"proxy target https 443": target("https", s.host, "443"),
 			"hostname.Parse":         parseErr(s.host),
+			"admin pause host":       adminHost(s.host),
 		}
 		if !isIP {
 			wild := "*." + s.host
@@ -94,6 +96,14 @@ func TestSamplesAgree(t *testing.T) {
 			}
 		}
 	}
+}
+
+func adminHost(h string) error {
+	if strings.Contains(h, ":") {
+		h = "[" + h + "]"
+	}
+	_, err := admin.HostKey(h)
+	return err
 }
 
 func parseConfig(yaml string) error {
