@@ -38,6 +38,7 @@ import (
 // the change durably, so that it holds across a restart.
 type Hosts interface {
 	Hosts() []deliver.HostStatus
+	Fleet() *deliver.FleetStatus // nil without a fleet
 	Host(name string) (deliver.HostStatus, bool)
 	Pause(name string) error
 	Resume(name string) (known bool, err error)
@@ -79,7 +80,11 @@ func Handler(o Options) http.Handler {
 		mux.Handle("GET /metrics", o.Metrics)
 	}
 	mux.HandleFunc("GET /v1/hosts", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"hosts": o.Hosts.Hosts()})
+		body := map[string]any{"hosts": o.Hosts.Hosts()}
+		if f := o.Hosts.Fleet(); f != nil {
+			body["fleet"] = f
+		}
+		writeJSON(w, http.StatusOK, body)
 	})
 	mux.HandleFunc("GET /v1/hosts/{host}", a.host)
 	mux.HandleFunc("POST /v1/hosts/{host}/pause", a.pause)

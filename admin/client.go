@@ -81,9 +81,19 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, out 
 
 // Hosts lists every host hookpace knows.
 func (c *Client) Hosts(ctx context.Context) ([]deliver.HostStatus, error) {
-	var out struct{ Hosts []deliver.HostStatus }
+	hosts, _, err := c.HostsFleet(ctx)
+	return hosts, err
+}
+
+// HostsFleet lists every host hookpace knows, and the fleet's state (nil
+// without a fleet).
+func (c *Client) HostsFleet(ctx context.Context) ([]deliver.HostStatus, *deliver.FleetStatus, error) {
+	var out struct {
+		Hosts []deliver.HostStatus
+		Fleet *deliver.FleetStatus
+	}
 	err := c.do(ctx, http.MethodGet, "/v1/hosts", nil, &out)
-	return out.Hosts, err
+	return out.Hosts, out.Fleet, err
 }
 
 // Pause stops sending to host; Resume undoes it.

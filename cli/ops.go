@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -72,12 +73,16 @@ func status(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hosts, err := c.Hosts(ctx)
+	hosts, fl, err := c.HostsFleet(ctx)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		return printJSON(out, map[string]any{"spool": sp, "hosts": hosts})
+		body := map[string]any{"spool": sp, "hosts": hosts}
+		if fl != nil {
+			body["fleet"] = fl
+		}
+		return printJSON(out, body)
 	}
 	accepting := "accepting"
 	if !sp.Accepting {
@@ -85,6 +90,13 @@ func status(args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "spool: %d messages, %s, %.1f%% of limit, %s; %d dead letters; draining %.1f/s\n\n",
 		sp.Messages, bytesString(sp.Bytes), 100*sp.Fraction, accepting, sp.Dead, sp.DrainRate)
+	if fl != nil {
+		fmt.Fprintf(out, "fleet %s: replica %s, %d live replicas\n", fl.State, fl.Replica, fl.Live)
+		if fl.Error != "" {
+			fmt.Fprintf(out, "  redis: %s\n", fl.Error)
+		}
+		fmt.Fprintln(out)
+	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tQUEUED\tIN FLIGHT\tRATE\tHELD UNTIL\tBREAKER\tLAST ERROR")
 	now := time.Now()
@@ -105,7 +117,11 @@ func status(args []string, out io.Writer) error {
 		if lastErr == "" {
 			lastErr = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", h.Host, h.Queued, h.InFlight, rate, held, h.Breaker, lastErr)
+		inFlight := strconv.Itoa(h.InFlight)
+		if h.FleetInFlight != nil {
+			inFlight += fmt.Sprintf(" (fleet %d)", *h.FleetInFlight)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", h.Host, h.Queued, inFlight, rate, held, h.Breaker, lastErr)
 	}
 	return tw.Flush()
 }

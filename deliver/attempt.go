@@ -32,8 +32,9 @@ type result struct {
 
 // attempt sends m once and applies the verdict. It runs on its own
 // goroutine, holding one of the host's slots.
-func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.Time) {
+func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.Time, lease string) {
 	defer d.wg.Done()
+	stopRenew := d.renew(h.name, lease)
 	ctx := d.opts.Prop.Extract(d.ctx, propagation.HeaderCarrier(m.Header))
 	ctx, span := d.opts.Tracer.Start(ctx, "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
@@ -43,6 +44,7 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 		))
 	n := m.Attempts + 1 // m is ours until finish puts it back
 	res := d.send(ctx, m, pol)
+	stopRenew()
 	now := time.Now()
 	res.verdict, res.outcome, res.reason = classify(res.status, res.err, pol.Retry4xx)
 	if res.verdict == vDone {
@@ -54,7 +56,7 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 	}
 
 	d.mu.Lock()
-	v, reason, next := d.finish(ctx, h, m, pol, res, sentAt, now)
+	v, reason, next := d.finish(ctx, h, m, pol, res, sentAt, now, lease)
 	h.active = now
 	d.pump(h)
 	d.mu.Unlock()
@@ -108,11 +110,13 @@ func (d *Dispatcher) send(ctx context.Context, m *spool.Message, pol Policy) res
 // finish applies an attempt's verdict to m and h. It returns the verdict,
 // a reason for anything but success, and when m is due again (retries and
 // holds).
-func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol Policy, res result, sentAt, now time.Time) (verdict, string, time.Time) {
+func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol Policy, res result, sentAt, now time.Time, lease string) (verdict, string, time.Time) {
 	if res.err != nil && d.ctx.Err() != nil {
 		// Abandoned at shutdown: not the destination's doing. The message
 		// stays queued on disk, untouched, for the next start.
-		h.pace.Release(now, pacer.Result{Outcome: pacer.NoSend, SentAt: sentAt})
+		pr := pacer.Result{Outcome: pacer.NoSend, SentAt: sentAt}
+		h.pace.Release(now, pr)
+		d.fleetReleased(h, lease, pr, now)
 		d.buffered -= int64(len(m.Body))
 		return vRetry, "abandoned at shutdown", time.Time{}
 	}
@@ -123,6 +127,7 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol 
 		pr.RetryAfter, pr.HasRetry = ra, hasRA
 	}
 	hold := h.pace.Release(now, pr)
+	d.fleetReleased(h, lease, pr, now)
 
 	if v != vDone {
 		h.lastErr, h.lastErrAt, h.lastStatus = reason, now, res.status

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookpace/hookpace/fleet"
 	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/spool"
 	"github.com/hookpace/hookpace/telemetry"
@@ -88,6 +89,9 @@ type Options struct {
 	// that a stream of new destinations doesn't grow memory without bound
 	// (default 10 minutes).
 	IdleTTL time.Duration
+	// Fleet shares each host's limits with other replicas (see fleet.go);
+	// nil paces alone.
+	Fleet *fleet.Limiter
 }
 
 // Dispatcher replays queued webhooks. Create it with New and start it with
@@ -109,6 +113,9 @@ type Dispatcher struct {
 	// pauseMu makes each Pause or Resume record and apply its change as
 	// one step, so that the queue's record and the pacers agree.
 	pauseMu sync.Mutex
+
+	fleetDegraded bool // Redis does not answer: hosts pace on their share
+	fleetLive     int  // live replicas, for the share
 
 	idle     chan func()   // idle delivery goroutines wait here for their next attempt
 	quit     chan struct{} // closed by Stop: idle delivery goroutines exit
@@ -144,8 +151,13 @@ func New(opts Options) *Dispatcher {
 		opts.Insecure = opts.Client
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Dispatcher{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, hosts: make(map[string]*host),
+	d := &Dispatcher{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, hosts: make(map[string]*host),
 		idle: make(chan func()), quit: make(chan struct{})}
+	if opts.Fleet != nil {
+		d.fleetDegraded, d.fleetLive, _ = opts.Fleet.State()
+		opts.Fleet.OnChange(d.fleetChanged)
+	}
+	return d
 }
 
 // Start connects the dispatcher to its queue and starts delivering: it
@@ -201,7 +213,7 @@ func (d *Dispatcher) forgetIdleLocked(now time.Time) int {
 	n := 0
 	for name, h := range d.hosts {
 		if now.Sub(h.active) < d.opts.IdleTTL || h.count() > 0 || h.onDisk || h.loading ||
-			!h.wakeAt.IsZero() || !h.pace.Idle(now) {
+			!h.wakeAt.IsZero() || !h.pace.Idle(now) || h.fl.busy() {
 			continue
 		}
 		if h.timer != nil {
@@ -266,6 +278,8 @@ type host struct {
 	timer  *time.Timer
 	wakeAt time.Time
 
+	fl *fleetHost // nil without a fleet
+
 	lastErr    string
 	lastErrAt  time.Time
 	lastStatus int
@@ -278,7 +292,11 @@ func (d *Dispatcher) hostLocked(name string) *host {
 	if h == nil {
 		pol := d.opts.Policy(name)
 		now := time.Now()
-		h = &host{name: name, pol: pol, pace: pacer.New(pol.Limits, now), active: now}
+		h = &host{name: name, pol: pol, active: now}
+		if d.opts.Fleet != nil {
+			h.fl = &fleetHost{}
+		}
+		h.pace = pacer.New(d.limitsFor(h), now)
 		d.hosts[name] = h
 		d.armSweeper()
 	}
@@ -308,7 +326,7 @@ func (d *Dispatcher) pump(h *host) {
 		if m == nil {
 			break
 		}
-		ok, at := h.pace.Acquire(now)
+		ok, at, lease := d.acquire(h, now)
 		if !ok {
 			wake = at
 			break
@@ -320,8 +338,9 @@ func (d *Dispatcher) pump(h *host) {
 		}
 		d.wg.Add(1)
 		pol, sentAt := h.pol, now
-		d.run(func() { d.attempt(h, m, pol, sentAt) })
+		d.run(func() { d.attempt(h, m, pol, sentAt, lease) })
 	}
+	d.afterPump(h)
 	if h.onDisk && !h.loading && h.ready.len() < h.window()/2 {
 		d.load(h)
 	}

@@ -25,6 +25,11 @@ type HostStatus struct {
 	LastError      string     `json:"last_error"`
 	LastErrorAt    *time.Time `json:"last_error_at"`
 	LastStatus     int        `json:"last_status"`
+	// Fleet mode only: "shared", or "degraded: local share 1/N" while
+	// Redis does not answer; the fleet-wide in-flight count as of the last
+	// answer (InFlight is this replica's).
+	Fleet         string `json:"fleet,omitempty"`
+	FleetInFlight *int   `json:"fleet_in_flight,omitempty"`
 }
 
 func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
@@ -55,6 +60,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		t := h.lastErrAt.UTC()
 		hs.LastErrorAt = &t
 	}
+	d.fleetStatus(h, &hs, now)
 	return hs
 }
 
@@ -119,6 +125,11 @@ func (d *Dispatcher) Pause(name string) error {
 	if err := d.opts.Queue.SetPaused(name, true); err != nil {
 		return err
 	}
+	if d.opts.Fleet != nil {
+		if err := d.opts.Fleet.Pause(context.Background(), name); err != nil {
+			d.log.Warn("host paused on this replica only: the fleet did not answer", "host", name, "error", err.Error())
+		}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.hostLocked(name).pace.Pause()
@@ -131,11 +142,18 @@ func (d *Dispatcher) Pause(name string) error {
 func (d *Dispatcher) Resume(name string) (bool, error) {
 	d.pauseMu.Lock()
 	defer d.pauseMu.Unlock()
+	fleetOK := false // resumed for the fleet, even if this replica never saw the host
+	if d.opts.Fleet != nil {
+		err := d.opts.Fleet.Resume(context.Background(), name)
+		if fleetOK = err == nil; !fleetOK {
+			d.log.Warn("host resumed on this replica only: the fleet did not answer", "host", name, "error", err.Error())
+		}
+	}
 	d.mu.Lock()
 	known := d.hosts[name] != nil
 	d.mu.Unlock()
 	if !known {
-		return false, nil
+		return fleetOK, nil
 	}
 	if err := d.opts.Queue.SetPaused(name, false); err != nil {
 		return true, err
@@ -158,7 +176,7 @@ func (d *Dispatcher) SetPolicy(policy func(host string) Policy) {
 	now := time.Now()
 	for _, h := range d.hosts {
 		h.pol = policy(h.name)
-		h.pace.SetLimits(h.pol.Limits, now)
+		h.pace.SetLimits(d.limitsFor(h), now)
 		if h.timer != nil {
 			// The wake time was computed at the old rate.
 			h.timer.Stop()

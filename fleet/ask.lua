@@ -92,12 +92,14 @@ for i = 0, nrel - 1 do
   end
 end
 
+-- Times are kept relative to now: µs since the epoch are ~1.8e15, where a
+-- double has no room left for fractions of the emission interval.
 local T = 1000000 / (rate * 0.99)
-local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0'), now)
+local ahead = math.max(tonumber(redis.call('GET', KEYS[1]) or '0') - now, 0)
 local tat_dirty = false
 if hold_set then
   -- Gentle resume: one token at the end of the hold, then the rate.
-  tat, tat_dirty = math.max(tat, held_until + (cap - 1) * T), true
+  ahead, tat_dirty = math.max(ahead, held_until - now + (cap - 1) * T), true
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local inflight = redis.call('ZCARD', KEYS[2])
@@ -117,11 +119,11 @@ elseif breaker == 'half-open' and (probe_until > now or inflight > 0) then
 elseif inflight >= conc then
   wait, why = -1, 'concurrency'
 else
-  local avail = math.floor((now + cap * T - tat) / T + 1e-9)
+  local avail = math.floor((cap * T - ahead + 2) / T) -- 2 µs: ahead is stored rounded up
   local k = math.min(want, conc - inflight, avail)
   if breaker == 'half-open' then k = math.min(k, 1) end
   if k >= 1 then
-    tat = tat + k * T
+    ahead = ahead + k * T
     granted, inflight, dirty = k, inflight + k, true
     for i = 1, k do redis.call('ZADD', KEYS[2], now + lease_ttl, base .. ':' .. i) end
     redis.call('PEXPIRE', KEYS[2], math.ceil(lease_ttl / 500))
@@ -129,14 +131,14 @@ else
     tat_dirty = true
   end
   if granted < want then
-    wait = math.max(math.ceil(tat + T - cap * T - now), 1)
+    wait = math.max(math.ceil(ahead + T - cap * T), 1)
     if granted == 0 then why = 'rate' end
     if inflight >= conc then wait = -1 end
   end
 end
 
-if tat_dirty and tat > now then
-  redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
+if tat_dirty and ahead > 0 then
+  redis.call('SET', KEYS[1], string.format('%.0f', now + math.ceil(ahead)), 'PX', math.ceil(ahead / 1000) + 1)
 end
 if dirty then
   redis.call('HSET', KEYS[3], 'held_until', string.format('%.0f', held_until),

@@ -128,9 +128,21 @@ func New(opts Options) (*Limiter, error) {
 	}
 	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = opts.Timeout, opts.Timeout, opts.Timeout
 	ro.MaxRetries = -1 // a retry would double the wait; the caller falls back instead
+	ro.DialerRetries = 1
+	quietOnce.Do(func() { redis.SetLogger(debugLogger{}) })
 	ro.ContextTimeoutEnabled = true
 	return &Limiter{opts: opts, rdb: redis.NewClient(ro), log: opts.Logger, obs: opts.Observer, live: 1,
 		stop: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+var quietOnce sync.Once
+
+// debugLogger sends go-redis's own log lines (a failed dial, once per
+// attempt) to slog at debug level: the limiter logs the outage once.
+type debugLogger struct{}
+
+func (debugLogger) Printf(ctx context.Context, format string, v ...any) {
+	slog.Default().DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }
 
 // DefaultReplica is the replica name used when none is configured.

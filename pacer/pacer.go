@@ -196,6 +196,40 @@ func (h *Host) Acquire(now time.Time) (ok bool, wake time.Time) {
 	return true, time.Time{}
 }
 
+// Take takes a send slot that a fleet of replicas granted (its token and
+// its concurrency counted fleet-wide): only pause, hold and breaker are
+// checked here, as in Acquire.
+func (h *Host) Take(now time.Time) (ok bool, wake time.Time) {
+	if h.paused {
+		return false, time.Time{}
+	}
+	if now.Before(h.heldUntil) {
+		return false, h.heldUntil
+	}
+	switch h.breaker {
+	case BreakerOpen:
+		if now.Before(h.openUntil) {
+			return false, h.openUntil
+		}
+		h.breaker = BreakerHalfOpen
+		fallthrough
+	case BreakerHalfOpen:
+		if h.probing || h.inFlight > 0 {
+			return false, time.Time{}
+		}
+		h.probing = true
+	}
+	h.inFlight++
+	return true, time.Time{}
+}
+
+// Drain empties the bucket: a replica that starts pacing alone cannot know
+// how much of the burst the fleet has just used, so it starts at the rate.
+func (h *Host) Drain(now time.Time) {
+	h.refill(now)
+	h.tokens = 0
+}
+
 func (h *Host) refill(now time.Time) {
 	if now.After(h.last) {
 		h.tokens = math.Min(capacity(h.lim), h.tokens+now.Sub(h.last).Seconds()*h.rate*headroom)

@@ -282,3 +282,47 @@ func TestPauseAndReload(t *testing.T) {
 		t.Fatalf("after reload to 100/s: %.1f/s", got)
 	}
 }
+
+func TestTakeChecksHoldPauseBreaker(t *testing.T) {
+	now := time.Unix(0, 0)
+	h := New(Limits{Rate: 1, Burst: 1, Concurrency: 1, BreakerFailures: 1, BreakerCooldown: time.Second}, now)
+	for i := range 3 { // tokens and concurrency are the fleet's business
+		if ok, _ := h.Take(now); !ok {
+			t.Fatalf("take %d refused", i)
+		}
+	}
+	if h.InFlight() != 3 {
+		t.Fatalf("in flight %d", h.InFlight())
+	}
+	h.Release(now, Result{Outcome: Throttled, HasRetry: true, RetryAfter: time.Second, SentAt: now})
+	if ok, wake := h.Take(now); ok || !wake.Equal(now.Add(time.Second)) {
+		t.Fatalf("held: ok %v wake %v", ok, wake)
+	}
+	now = now.Add(time.Second)
+	h.Pause()
+	if ok, _ := h.Take(now); ok {
+		t.Fatal("paused: granted")
+	}
+	h.Resume()
+	h.Release(now, Result{Outcome: Failure, SentAt: now})
+	if ok, _ := h.Take(now); ok {
+		t.Fatal("breaker open: granted")
+	}
+	h.Release(now, Result{Outcome: NoSend, SentAt: now}) // the last one in flight
+	now = now.Add(time.Second)
+	if ok, _ := h.Take(now); !ok {
+		t.Fatal("half-open probe refused")
+	}
+	if ok, _ := h.Take(now); ok {
+		t.Fatal("second probe granted")
+	}
+}
+
+func TestDrain(t *testing.T) {
+	now := time.Unix(0, 0)
+	h := New(Limits{Rate: 10, Burst: 10, Concurrency: 10}, now)
+	h.Drain(now)
+	if ok, wake := h.Acquire(now); ok || wake.IsZero() {
+		t.Fatalf("drained bucket granted (ok %v wake %v)", ok, wake)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/hookpace/hookpace/admin"
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/fleet"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/proxy"
 	"github.com/hookpace/hookpace/spool"
@@ -66,6 +67,7 @@ type app struct {
 	spool   *spool.Spool
 	disp    *deliver.Dispatcher
 	proxy   *proxy.Proxy
+	fleet   *fleet.Limiter // nil without a fleet section
 
 	proxyLn, adminLn   net.Listener
 	proxySrv, adminSrv *http.Server
@@ -120,6 +122,13 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 	// Our own listeners are never a delivery target, whatever was allowed.
 	if a.guard, err = newSwapGuard(cfg, a.proxyLn.Addr().String(), a.adminLn.Addr().String()); err != nil {
 		return nil, err
+	}
+	if a.fleet, err = newFleet(cfg, a.log, a.tel.Metrics); err != nil {
+		return nil, err
+	}
+	if a.fleet != nil {
+		a.fleet.Start()
+		a.undo = append(a.undo, func() { a.fleet.Close() })
 	}
 	ag, err := adminGuard(a.log, cfg, a.adminLn)
 	if err != nil {
@@ -206,6 +215,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Tracer:   tel.Tracer,
 		Prop:     tel.Propagator,
 		Throttle: telemetry.NewThrottle(10 * time.Second),
+		Fleet:    a.fleet,
 	})
 	observe(tel.Metrics, a.disp, a.spool)
 	observeState(tel.Metrics, a.disp, a.spool)

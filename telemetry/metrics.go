@@ -45,6 +45,7 @@ type Metrics struct {
 	hostInFlight  metric.Int64ObservableGauge
 	hostCount     metric.Int64ObservableGauge
 	state         stateInstruments
+	fleet         fleetInstruments
 
 	// Ingest counts are plain atomics, observed at collection: every
 	// request is counted, and a synchronous OTel counter's attribute
@@ -153,6 +154,9 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		return nil, fmt.Errorf("create %s: %w", MetricHosts, err)
 	}
 	if err = m.initState(meter); err != nil {
+		return nil, err
+	}
+	if err = m.initFleet(meter); err != nil {
 		return nil, err
 	}
 	if _, err = meter.RegisterCallback(m.observe,

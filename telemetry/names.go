@@ -19,6 +19,11 @@ const (
 	MetricHostInFlight    = "hookpace_host_in_flight"           // gauge {host}
 	MetricHosts           = "hookpace_hosts"                    // gauge {}: hosts held in memory
 
+	// Fleet mode (fleet.redis set).
+	MetricFleetRoundTrips = "hookpace_fleet_round_trips_total"  // counter {op,result}
+	MetricFleetLatency    = "hookpace_fleet_round_trip_seconds" // histogram {op}
+	MetricFleetFallbacks  = "hookpace_fleet_fallbacks_total"    // counter {}
+
 	// The HTTP client histograms of OpenTelemetry's semantic conventions,
 	// recorded by WrapTransport for every delivery attempt.
 	MetricHTTPClientDuration = "http_client_request_duration_seconds" // histogram {host,http_request_method,http_response_status_code|error_type,url_scheme,network_protocol_*}

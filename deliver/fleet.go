@@ -1,0 +1,286 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hookpace/hookpace/fleet"
+	"github.com/hookpace/hookpace/pacer"
+)
+
+// Fleet mode (Options.Fleet set): a host sends only with a lease granted
+// by the fleet's shared limits in Redis. Asking is a network call, so it
+// runs on its own goroutine, one per host at a time, and re-enters the
+// lock with the answer; attempts that finished meanwhile are reported with
+// the next ask. While Redis does not answer, hosts pace alone with their
+// share of the limits (fleet.Share) on their pacer.Host, and attempts
+// started so ("unleased") keep the host on its share until they finish.
+
+// fleetHost is a host's fleet state, guarded by the dispatcher's mutex.
+type fleetHost struct {
+	asking   bool
+	grants   []string        // leases granted and not used yet
+	done     []fleet.Release // finished attempts not reported yet
+	unleased int             // attempts in flight started on the local share
+	retryAt  time.Time       // do not ask for more before (zero: whenever needed)
+	last     fleet.Grant     // the last answer, for operators
+	lastAt   time.Time
+}
+
+func (f *fleetHost) busy() bool {
+	return f != nil && (f.asking || len(f.grants) > 0 || len(f.done) > 0 || f.unleased > 0)
+}
+
+// fleetPoll is how often a host asks again when no time is known: slots
+// taken by other replicas are looked for at about the host's rate, a
+// pause elsewhere every second.
+func fleetPoll(g fleet.Grant, rate float64) time.Duration {
+	if g.Paused {
+		return time.Second
+	}
+	return min(max(time.Duration(float64(time.Second)/max(rate, 1)), 10*time.Millisecond), 250*time.Millisecond)
+}
+
+// shared reports whether h paces on the fleet's shared limits now.
+func (d *Dispatcher) shared(h *host) bool {
+	return d.opts.Fleet != nil && !d.fleetDegraded && h.fl.unleased == 0
+}
+
+// limitsFor is what h's own pacer enforces: all of pol's limits, or the
+// replica's share of them while the fleet is degraded (or attempts started
+// then are still running).
+func (d *Dispatcher) limitsFor(h *host) pacer.Limits {
+	if d.opts.Fleet != nil && (d.fleetDegraded || h.fl.unleased > 0) {
+		return fleet.Share(h.pol.Limits, d.fleetLive)
+	}
+	return h.pol.Limits
+}
+
+// acquire takes a send slot for h: from the fleet when shared, else from
+// h's own pacer. lease is "" for a slot not counted in Redis.
+func (d *Dispatcher) acquire(h *host, now time.Time) (ok bool, wake time.Time, lease string) {
+	if d.opts.Fleet == nil {
+		ok, wake = h.pace.Acquire(now)
+		return ok, wake, ""
+	}
+	if !d.shared(h) {
+		ok, wake = h.pace.Acquire(now)
+		if ok {
+			h.fl.unleased++
+		}
+		return ok, wake, ""
+	}
+	if len(h.fl.grants) == 0 {
+		if now.Before(h.fl.retryAt) {
+			return false, h.fl.retryAt, ""
+		}
+		d.askFleet(h)
+		return false, time.Time{}, "" // the answer pumps h
+	}
+	if ok, wake = h.pace.Take(now); !ok {
+		return false, wake, ""
+	}
+	lease = h.fl.grants[0]
+	h.fl.grants = h.fl.grants[1:]
+	return true, time.Time{}, lease
+}
+
+// afterPump gives back leases h could not use and reports finished
+// attempts that no ask for more will carry.
+func (d *Dispatcher) afterPump(h *host) {
+	if d.opts.Fleet == nil || d.stopping {
+		return
+	}
+	for _, l := range h.fl.grants {
+		h.fl.done = append(h.fl.done, fleet.Release{Lease: l, Outcome: pacer.NoSend})
+	}
+	h.fl.grants = nil
+	if len(h.fl.done) > 0 {
+		d.askFleet(h)
+	}
+}
+
+// wanted is how many sends h could start now: due messages, at most its
+// concurrency.
+func (h *host) wanted(now time.Time) int {
+	n := h.ready.len()
+	for _, it := range h.retry.items {
+		if it.at.After(now) {
+			break
+		}
+		n++
+	}
+	return min(n, max(h.pol.Limits.Concurrency-h.pace.InFlight(), 0))
+}
+
+// askFleet asks the fleet for h's next sends (and reports its finished
+// attempts) off the lock, unless an ask is under way.
+func (d *Dispatcher) askFleet(h *host) {
+	now := time.Now()
+	if h.fl.asking || d.stopping {
+		return
+	}
+	want := 0
+	if !now.Before(h.fl.retryAt) && d.shared(h) {
+		want = h.wanted(now)
+	}
+	if want == 0 && len(h.fl.done) == 0 {
+		return
+	}
+	req := fleet.Request{Host: h.name, Limits: h.pol.Limits, Want: want, Releases: h.fl.done}
+	h.fl.done, h.fl.asking = nil, true
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		g, err := d.opts.Fleet.Ask(context.Background(), req)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		h.fl.asking = false
+		if err != nil {
+			// Degraded (the limiter's callback switched every host to its
+			// share); the unreported leases expire on their own.
+			d.pump(h)
+			return
+		}
+		d.applyGrant(h, g, want, time.Now())
+		d.pump(h)
+	}()
+}
+
+func (d *Dispatcher) applyGrant(h *host, g fleet.Grant, want int, now time.Time) {
+	h.fl.last, h.fl.lastAt = g, now
+	if d.fleetDegraded {
+		// Redis answered this ask, but the heartbeat has not said the fleet
+		// is shared again: use nothing, the leases expire.
+		return
+	}
+	h.fl.grants = append(h.fl.grants, g.Leases...)
+	switch {
+	case len(g.Leases) >= want:
+		h.fl.retryAt = time.Time{}
+	case g.Poll:
+		h.fl.retryAt = now.Add(fleetPoll(g, g.Rate))
+	default:
+		h.fl.retryAt = now.Add(g.Wait)
+	}
+	// A pause or resume on another replica is this replica's too.
+	if g.Paused != h.pace.State(now).Paused {
+		if g.Paused {
+			h.pace.Pause()
+		} else {
+			h.pace.Resume()
+		}
+	}
+}
+
+// fleetReleased records a finished attempt for the fleet.
+func (d *Dispatcher) fleetReleased(h *host, lease string, r pacer.Result, now time.Time) {
+	if d.opts.Fleet == nil {
+		return
+	}
+	if lease == "" {
+		h.fl.unleased--
+		if h.fl.unleased == 0 && !d.fleetDegraded {
+			h.pace.SetLimits(h.pol.Limits, now) // back to shared limits
+		}
+		return
+	}
+	h.fl.done = append(h.fl.done, fleet.Release{Lease: lease, Outcome: r.Outcome,
+		RetryAfter: r.RetryAfter, HasRetry: r.HasRetry, Age: now.Sub(r.SentAt)})
+}
+
+// fleetChanged applies the limiter's state (degraded or shared, live
+// replicas) to every host. It is the limiter's OnChange callback.
+func (d *Dispatcher) fleetChanged() {
+	degraded, live, _ := d.opts.Fleet.State()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	was := d.fleetDegraded
+	d.fleetDegraded, d.fleetLive = degraded, live
+	now := time.Now()
+	for _, h := range d.hosts {
+		h.pace.SetLimits(d.limitsFor(h), now)
+		if degraded && !was {
+			h.pace.Drain(now)
+			h.fl.grants, h.fl.retryAt = nil, time.Time{}
+		}
+		if h.timer != nil {
+			h.timer.Stop()
+			h.wakeAt = time.Time{}
+		}
+		d.pump(h)
+	}
+}
+
+// renew keeps lease alive while an attempt runs; stop it when done.
+func (d *Dispatcher) renew(host, lease string) (stop func()) {
+	if lease == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(d.opts.Fleet.LeasePeriod() / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				d.opts.Fleet.Renew(context.Background(), host, []string{lease})
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// fleetStatus is the fleet part of a host's status.
+func (d *Dispatcher) fleetStatus(h *host, hs *HostStatus, now time.Time) {
+	if d.opts.Fleet == nil {
+		return
+	}
+	if !d.shared(h) {
+		hs.Fleet = fmt.Sprintf("degraded: local share 1/%d", d.fleetLive)
+		return
+	}
+	hs.Fleet = "shared"
+	g := h.fl.last
+	if h.fl.lastAt.IsZero() {
+		return
+	}
+	hs.FleetInFlight = &g.InFlight
+	if g.HeldFor > 0 {
+		if until := h.fl.lastAt.Add(g.HeldFor); until.After(now) && hs.HeldUntil == nil {
+			u := until.UTC()
+			hs.HeldUntil, hs.HoldReason = &u, g.Reason
+		}
+	}
+	if g.Breaker != "" && g.Breaker != "closed" && hs.Breaker == "closed" {
+		hs.Breaker = g.Breaker
+	}
+	hs.Rate = min(hs.Rate, g.Rate)
+}
+
+// FleetStatus is what operators see of the fleet (GET /v1/hosts).
+type FleetStatus struct {
+	Replica  string `json:"replica"`
+	Live     int    `json:"live_replicas"`
+	Degraded bool   `json:"degraded"`
+	// State is "shared", or "degraded: local share 1/N" while Redis does
+	// not answer.
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+}
+
+// Fleet reports the fleet's state; nil without a fleet.
+func (d *Dispatcher) Fleet() *FleetStatus {
+	if d.opts.Fleet == nil {
+		return nil
+	}
+	degraded, live, why := d.opts.Fleet.State()
+	st := &FleetStatus{Replica: d.opts.Fleet.Replica(), Live: live, Degraded: degraded, State: "shared", Error: why}
+	if degraded {
+		st.State = fmt.Sprintf("degraded: local share 1/%d", live)
+	}
+	return st
+}
