@@ -38,10 +38,14 @@ import (
 // the change durably, so that it holds across a restart.
 type Hosts interface {
 	Hosts() []deliver.HostStatus
-	Fleet() *deliver.FleetStatus // nil without a fleet
 	Host(name string) (deliver.HostStatus, bool)
 	Pause(name string) error
 	Resume(name string) (known bool, err error)
+}
+
+// fleetStatus is implemented by a dispatcher that may run in fleet mode.
+type fleetStatus interface {
+	Fleet() *deliver.FleetStatus // nil without a fleet
 }
 
 // Spool is the spool's side of the API.
@@ -81,8 +85,10 @@ func Handler(o Options) http.Handler {
 	}
 	mux.HandleFunc("GET /v1/hosts", func(w http.ResponseWriter, r *http.Request) {
 		body := map[string]any{"hosts": o.Hosts.Hosts()}
-		if f := o.Hosts.Fleet(); f != nil {
-			body["fleet"] = f
+		if fl, ok := o.Hosts.(fleetStatus); ok {
+			if f := fl.Fleet(); f != nil {
+				body["fleet"] = f
+			}
 		}
 		writeJSON(w, http.StatusOK, body)
 	})
