@@ -72,6 +72,9 @@ type Options struct {
 	// MaxPaused bounds the paused hosts that are not Configured; 0 means
 	// DefaultMaxPaused.
 	MaxPaused int
+	// Stopping, if set, reports that hookpace is shutting down: /readyz
+	// fails from then on.
+	Stopping func() bool
 }
 
 // Handler returns the admin API.
@@ -122,6 +125,10 @@ func withDefaults(o Options) Options {
 }
 
 func (a *api) ready(w http.ResponseWriter, r *http.Request) {
+	if a.Stopping != nil && a.Stopping() {
+		writeError(w, http.StatusServiceUnavailable, "not ready: shutting down")
+		return
+	}
 	u := a.Spool.Usage()
 	if u.Refusing != "" {
 		writeError(w, http.StatusServiceUnavailable, "not ready: "+u.Refusing)

@@ -22,6 +22,7 @@ const (
 	outcomeBadRequest   = telemetry.IngestBadRequest
 	outcomeUnauthorized = telemetry.IngestUnauthorized
 	outcomeError        = telemetry.IngestError
+	outcomeStopping     = telemetry.IngestRejectedStopping
 )
 
 // decision is one ingest decision: the answer and the canonical log line.

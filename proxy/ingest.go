@@ -14,6 +14,7 @@ import (
 	"github.com/elazarl/goproxy"
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/egress"
+	"github.com/hookpace/hookpace/handoff"
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -83,6 +84,9 @@ func (p *Proxy) handle(r *http.Request, pol *Policy, authorized bool) (host stri
 }
 
 func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host string) (decision, int) {
+	if d := p.stopping.Load(); d != nil {
+		return *d, 0
+	}
 	if err := CheckTarget(r.URL); err != nil {
 		return badRequest(err.Error()), 0
 	}
@@ -234,6 +238,9 @@ func (p *Proxy) record(r *http.Request, start time.Time, host string, size int, 
 	}
 	if ra := d.header["Retry-After"]; len(ra) > 0 {
 		rec.AddAttrs(slog.String("retry_after", ra[0]))
+	}
+	if from := r.Header[handoff.Header]; len(from) > 0 {
+		rec.AddAttrs(slog.String("handoff_from", from[0]))
 	}
 	_ = p.log.Handler().Handle(ctx, rec)
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/elazarl/goproxy"
+	"github.com/hookpace/hookpace/handoff"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/spool"
 	"github.com/hookpace/hookpace/telemetry"
@@ -73,6 +74,7 @@ type Options struct {
 
 // Proxy is an http.Handler for the proxy listener.
 type Proxy struct {
+	stopping atomic.Pointer[decision] // set by Stopping: the answer every new webhook gets
 	opts     Options
 	gp       *goproxy.ProxyHttpServer
 	log      *slog.Logger
@@ -247,10 +249,13 @@ func destPort(u *url.URL) uint16 {
 // must not forward, plus two that a replay must not carry: Content-Length,
 // which replay recomputes, and Expect, whose 100-continue was answered when
 // the body was spooled (replayed, it makes every delivery to a server that
-// ignores it wait a second before sending the body).
+// ignores it wait a second before sending the body). And the hand-off's
+// lineage header, which is between two hookpaces: the ingest line logs it,
+// the partner gets what the app sent.
 var hopHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
 	"Transfer-Encoding": true, "Upgrade": true, "Content-Length": true, "Expect": true,
+	handoff.Header: true,
 }
 
 // storedHeader returns the headers to replay: the request's headers less

@@ -38,20 +38,21 @@ func TestHostKey(t *testing.T) {
 
 func TestStoredHeader(t *testing.T) {
 	in := http.Header{
-		"Content-Type":        {"application/json"},
-		"X-Signature":         {"sha256=abc"},
-		"Connection":          {"keep-alive, X-Hop"},
-		"X-Hop":               {"1"},
-		"Keep-Alive":          {"timeout=5"},
-		"Proxy-Authorization": {"Basic Zm9vOmJhcg=="},
-		"Proxy-Connection":    {"keep-alive"},
-		"Proxy-Custom":        {"x"},
-		"Transfer-Encoding":   {"chunked"},
-		"Te":                  {"trailers"},
-		"Upgrade":             {"h2c"},
-		"Content-Length":      {"12"},
-		"Expect":              {"100-continue"},
-		"Traceparent":         {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		"Content-Type":            {"application/json"},
+		"X-Signature":             {"sha256=abc"},
+		"Connection":              {"keep-alive, X-Hop"},
+		"X-Hop":                   {"1"},
+		"Keep-Alive":              {"timeout=5"},
+		"Proxy-Authorization":     {"Basic Zm9vOmJhcg=="},
+		"Proxy-Connection":        {"keep-alive"},
+		"Proxy-Custom":            {"x"},
+		"Transfer-Encoding":       {"chunked"},
+		"Te":                      {"trailers"},
+		"Upgrade":                 {"h2c"},
+		"Content-Length":          {"12"},
+		"Expect":                  {"100-continue"},
+		"X-Hookpace-Handoff-From": {"pod-a/0000000000000001"},
+		"Traceparent":             {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 	}
 	got := storedHeader(in)
 	want := []string{"Content-Type", "X-Signature", "Traceparent"}

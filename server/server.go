@@ -1,9 +1,9 @@
 // Package server assembles hookpace from its parts (spool, dispatcher,
 // proxy, admin API, telemetry) and runs it in three steps: build makes the
 // parts and connects them, serve serves until its context ends, and
-// shutdown stops accepting, lets in-flight deliveries finish within the
-// shutdown deadline, and closes the spool with everything queued left for
-// the next start.
+// shutdown refuses new webhooks, drains and hands off what is queued as
+// configured, lets in-flight deliveries finish within the shutdown
+// deadline, and closes the spool with whatever is left for the next start.
 package server
 
 import (
@@ -72,7 +72,8 @@ type app struct {
 	proxyLn, adminLn   net.Listener
 	proxySrv, adminSrv *http.Server
 
-	spoolClosing bool // shutdown closes the spool (see closeSpool)
+	spoolClosing bool        // shutdown closes the spool (see closeSpool)
+	stopping     atomic.Bool // set when shutdown begins: /readyz fails
 
 	// undo closes, in reverse order, what build opened: all of it after a
 	// failed build; on exit, what shutdown leaves (see release).
@@ -234,7 +235,8 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 	})
 	a.proxySrv = &http.Server{Handler: a.proxy, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
-	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Metrics: tel.Handler(), Logger: log, Guard: ag}, &a.current),
+	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Metrics: tel.Handler(), Logger: log, Guard: ag,
+		Stopping: a.stopping.Load}, &a.current),
 		ReadHeaderTimeout: 10 * time.Second}
 }
 
@@ -249,6 +251,7 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 	a.log.Info("hookpace started", "listen", proxyAddr, "admin", adminAddr,
 		"spool", cfg.Spool.Dir, "queued", u.Messages, "dead_letters", u.Dead, "hosts", u.Hosts, "paused", pausedHosts(a.disp),
 		"mitm", a.ca != nil, "config", cfg.Path)
+	logResume(a.log, u, pausedHosts(a.disp))
 	if ready != nil {
 		ready(proxyAddr, adminAddr)
 	}

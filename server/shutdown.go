@@ -3,41 +3,80 @@ package server
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/spool"
 )
 
-// shutdown stops hookpace within shutdown.timeout: it stops accepting,
-// lets the deliveries in flight finish, and closes the spool, leaving
-// everything still queued for the next start.
+// shutdown stops hookpace within shutdown.timeout: /readyz fails and new
+// webhooks get 503 at once; deliveries go on for shutdown.drain (or until
+// the queue is empty); the dispatcher stops and its in-flight attempts
+// finish; what is still queued goes to shutdown.handoff; the listeners and
+// the spool close. With a drain or a hand-off configured, anything left in
+// the spool is an error (exit 1) that says how many; without, it waits for
+// the next start.
 func (a *app) shutdown() error {
 	cfg := a.current.Load()
-	a.log.Info("shutting down", "deadline", cfg.Shutdown.Timeout.D().String())
-	deadline, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.Timeout.D())
+	sh := cfg.Shutdown
+	begin := time.Now()
+	deadline, cancel := context.WithDeadline(context.Background(), begin.Add(sh.Timeout.D()))
 	defer cancel()
-	a.stopDeliveries(deadline)
+	a.stopping.Store(true)
+	a.proxy.Stopping(stoppingRetryAfter)
+	before := a.spool.Usage()
+	a.log.Info("shutting down", "deadline", sh.Timeout.D().String(), "drain", sh.Drain.D().String(),
+		"handoff", redacted(sh.Handoff), "queued", before.Messages, "dead_letters", before.Dead)
+	if sh.Drain > 0 {
+		a.drain(begin.Add(sh.Drain.D()), before)
+	}
+	a.stopDeliveries(deadline, sh, begin)
+	if sh.Handoff != "" {
+		a.handoff(deadline, sh)
+	}
+	a.proxySrv.Shutdown(deadline)
 	a.adminSrv.Shutdown(deadline)
 	left := a.spool.Usage()
 	a.spoolClosing = true
 	if err := closeSpool(a.spool, deadline); err != nil {
 		return err
 	}
-	a.log.Info("hookpace stopped", "queued", left.Messages, "dead_letters", left.Dead)
+	a.log.Info("hookpace stopped", "queued", left.Messages, "dead_letters", left.Dead, "took_ms", time.Since(begin).Milliseconds())
+	if left.Messages > 0 && (sh.Drain > 0 || sh.Handoff != "") {
+		return fmt.Errorf("%d webhooks still queued in %s after the drain and hand-off: they wait there for a restart on the same spool",
+			left.Messages, cfg.Spool.Dir)
+	}
 	return nil
 }
 
-// stopDeliveries stops the proxy and the dispatcher together: the proxy
-// drains its open requests (each gets its answer) while the dispatcher
-// stops starting attempts and waits for those in flight, until deadline.
-func (a *app) stopDeliveries(deadline context.Context) {
-	var wg sync.WaitGroup
-	wg.Go(func() { a.proxySrv.Shutdown(deadline) })
-	if err := a.disp.Stop(deadline); err != nil {
-		a.log.Warn("shutdown deadline passed: in-flight deliveries abandoned, they stay queued", "error", err)
+// inFlightGrace is the least time the attempts in flight get to finish
+// when the hand-off's room in the timeout has already begun: one abandoned
+// after its request went out is delivered twice.
+const inFlightGrace = 2 * time.Second
+
+// stopDeliveries stops the dispatcher: it starts no more attempts and
+// waits for those in flight until deadline or, with a hand-off, until the
+// hand-off's share of the timeout begins (but at least inFlightGrace);
+// then it abandons them (they stay queued, and are handed off).
+func (a *app) stopDeliveries(deadline context.Context, sh config.ShutdownConfig, begin time.Time) {
+	stopBy := deadline
+	if sh.Handoff != "" {
+		by := begin.Add(sh.Timeout.D() - config.HandoffMinRoom)
+		by = later(by, time.Now().Add(inFlightGrace))
+		var cancel context.CancelFunc
+		stopBy, cancel = context.WithDeadline(deadline, by)
+		defer cancel()
 	}
-	wg.Wait()
+	if err := a.disp.Stop(stopBy); err != nil {
+		a.log.Warn("shutdown: in-flight deliveries abandoned, they stay queued", "error", err)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // spoolCloseGrace is the least time the spool gets to close, even when the

@@ -56,6 +56,7 @@ const (
 	IngestBadRequest
 	IngestUnauthorized
 	IngestError
+	IngestRejectedStopping // hookpace is shutting down
 	numIngestOutcomes
 )
 
@@ -68,6 +69,7 @@ var ingestOutcomes = [numIngestOutcomes]string{
 	IngestBadRequest:           "bad_request",
 	IngestUnauthorized:         "unauthorized",
 	IngestError:                "error",
+	IngestRejectedStopping:     "rejected_stopping",
 }
 
 func (o IngestOutcome) String() string {

@@ -1,0 +1,222 @@
+// Package handoff re-sends what is still queued in a stopping hookpace to
+// another hookpace's proxy listener, in proxy form (same method, URL,
+// stored headers and body), and deletes each webhook locally only once
+// that hookpace answered 202: from then on the webhook is durable there.
+//
+// It runs at ingest speed, not at the partners' pace: the receiving
+// hookpace paces them by its own limits. A 429 is retried after its
+// Retry-After while the budget (the context's deadline) allows; any other
+// answer, and a connection error, keeps the webhook here, for a restart on
+// the same volume.
+package handoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hookpace/hookpace/spool"
+)
+
+// Header carries a handed-off webhook's lineage: the sender's name and
+// the webhook's id there ("pod-a/0000000000000042"). The receiving
+// hookpace logs it next to the id it gives the webhook, and does not
+// store it: the partner gets what the app sent.
+const Header = "X-Hookpace-Handoff-From"
+
+// Queue is the spool as the hand-off sees it; *spool.Spool is the real one.
+// Nothing else may read or delete its messages meanwhile (the dispatcher
+// has stopped).
+type Queue interface {
+	Hosts() map[string]spool.HostUsage
+	Read(host string, after uint64, max int) ([]*spool.Message, error)
+	// Delete removes a message and returns once that is durable.
+	Delete(m *spool.Message) error
+}
+
+// Options configure Run.
+type Options struct {
+	// Target is the other hookpace's proxy listener, http://host:port,
+	// with optional user:password@ for its proxy auth.
+	Target string
+	// AuthFile, if set, holds "username:password" for Target's proxy auth
+	// (e.g. a mounted Secret). It is read when Run starts.
+	AuthFile string
+	// From names this hookpace in the lineage header; default the host name.
+	From  string
+	Queue Queue
+	// Concurrency is the number of hand-offs in flight at once (default
+	// 64). A crash mid-hand-off repeats at most this many: each keeps its
+	// slot until its local delete is durable.
+	Concurrency int
+	// Client sends the hand-offs; default one of its own that never reads
+	// proxy settings from the environment.
+	Client *http.Client
+	Logger *slog.Logger
+}
+
+// Result says what a hand-off did.
+type Result struct {
+	Queued    int            // webhooks queued when it began
+	HandedOff int            // answered 202 there and deleted here
+	Left      int            // still queued here
+	Kept      map[string]int // why webhooks stayed, by reason: status_503, 429_past_budget, connection_error, timeout, local_delete_failed
+	Took      time.Duration
+}
+
+// Rate is the hand-offs per second.
+func (r Result) Rate() float64 {
+	if r.Took <= 0 {
+		return 0
+	}
+	return float64(r.HandedOff) / r.Took.Seconds()
+}
+
+// DefaultConcurrency is Options.Concurrency's default.
+const DefaultConcurrency = 64
+
+// batch is how many messages are read from the spool at a time.
+const batch = 256
+
+// Run hands off every queued webhook, until all went or ctx is done.
+func Run(ctx context.Context, o Options) (Result, error) {
+	start := time.Now()
+	s, err := newSender(o)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Kept: map[string]int{}}
+	for _, u := range o.Queue.Hosts() {
+		res.Queued += int(u.Messages)
+	}
+	work := make(chan *spool.Message)
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	for range s.concurrency {
+		wg.Go(func() {
+			for m := range work {
+				newID, reason := s.handOff(ctx, m)
+				mu.Lock()
+				if reason == "" {
+					res.HandedOff++
+				} else {
+					res.Kept[reason]++
+					if res.Kept[reason] == 1 {
+						s.log.Warn("handoff: webhook kept here", "id", spool.IDString(m.ID), "host", m.Host,
+							"target", s.target.Redacted(), "reason", reason, "note", "further ones for the same reason are counted at the end")
+					}
+				}
+				mu.Unlock()
+				if reason == "" {
+					s.log.Info("handoff", "id", spool.IDString(m.ID), "host", m.Host, "new_id", newID, "target", s.target.Host)
+				}
+			}
+		})
+	}
+	readErr := s.feed(ctx, work)
+	close(work)
+	wg.Wait()
+	for _, u := range o.Queue.Hosts() {
+		res.Left += int(u.Messages)
+	}
+	res.Took = time.Since(start)
+	return res, readErr
+}
+
+// feed reads every host's queue in FIFO order and hands the messages to
+// the workers, until the queue is read or ctx is done.
+func (s *sender) feed(ctx context.Context, work chan<- *spool.Message) error {
+	usage := s.queue.Hosts()
+	hosts := make([]string, 0, len(usage))
+	for h := range usage {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	for _, h := range hosts {
+		var after uint64
+		for {
+			msgs, err := s.queue.Read(h, after, batch)
+			if err != nil {
+				return fmt.Errorf("handoff: read %s's queue: %w", h, err)
+			}
+			for _, m := range msgs {
+				select {
+				case work <- m:
+				case <-ctx.Done():
+					return nil
+				}
+				after = m.ID
+			}
+			if len(msgs) < batch {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// sender sends one webhook at a time per worker.
+type sender struct {
+	target      *url.URL // without credentials
+	auth        string   // Proxy-Authorization value, or ""
+	from        string
+	queue       Queue
+	client      *http.Client
+	concurrency int
+	log         *slog.Logger
+}
+
+func newSender(o Options) (*sender, error) {
+	u, err := url.Parse(o.Target)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return nil, fmt.Errorf("handoff: target %q: want http://host:port", o.Target)
+	}
+	s := &sender{from: o.From, queue: o.Queue, client: o.Client, concurrency: o.Concurrency, log: o.Logger}
+	user := ""
+	if u.User != nil {
+		pw, _ := u.User.Password()
+		user = u.User.Username() + ":" + pw
+		u.User = nil
+	}
+	if o.AuthFile != "" {
+		b, err := os.ReadFile(o.AuthFile)
+		if err != nil {
+			return nil, fmt.Errorf("handoff: shutdown.handoff_auth_file: %w", err)
+		}
+		user = strings.TrimRight(string(b), "\r\n")
+		if !strings.Contains(user, ":") {
+			return nil, errors.New("handoff: shutdown.handoff_auth_file: want username:password")
+		}
+	}
+	if user != "" {
+		s.auth = basicAuth(user)
+	}
+	s.target = u
+	if s.from == "" {
+		s.from, _ = os.Hostname()
+	}
+	if s.concurrency <= 0 {
+		s.concurrency = DefaultConcurrency
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.client == nil {
+		s.client = &http.Client{
+			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: s.concurrency, DisableCompression: true,
+				IdleConnTimeout: 30 * time.Second},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	return s, nil
+}

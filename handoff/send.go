@@ -1,0 +1,122 @@
+package handoff
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/hookpace/hookpace/spool"
+)
+
+// attemptTimeout bounds one hand-off request.
+const attemptTimeout = 10 * time.Second
+
+// noRetryAfter is the wait after a 429 without a usable Retry-After.
+const noRetryAfter = time.Second
+
+// handOff sends m to the target until it is answered 202 (then deletes it
+// here and returns the id it got there) or kept (then returns why).
+func (s *sender) handOff(ctx context.Context, m *spool.Message) (newID, kept string) {
+	for {
+		if ctx.Err() != nil {
+			return "", "timeout"
+		}
+		resp, err := s.send(ctx, m)
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", "timeout"
+			}
+			return "", "connection_error"
+		}
+		switch resp.status {
+		case http.StatusAccepted:
+			// Durable there: only now may it go here. A crash before the
+			// delete is durable sends it again after the restart.
+			if err := s.queue.Delete(m); err != nil {
+				s.log.Error("handoff: accepted there but not deleted here; it will be delivered twice",
+					"id", spool.IDString(m.ID), "new_id", resp.id, "error", err)
+				return "", "local_delete_failed"
+			}
+			return resp.id, ""
+		case http.StatusTooManyRequests:
+			wait := retryAfter(resp.retryAfter, time.Now())
+			if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
+				return "", "429_past_budget"
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		default:
+			return "", "status_" + strconv.Itoa(resp.status)
+		}
+	}
+}
+
+type answer struct {
+	status     int
+	id         string // X-Hookpace-Id of a 202
+	retryAfter string
+}
+
+// send makes one proxy-form request for m: the request line carries m's
+// absolute URL, the connection goes to the target.
+func (s *sender) send(ctx context.Context, m *spool.Message) (answer, error) {
+	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	dest, err := url.Parse(m.URL)
+	if err != nil {
+		return answer{status: http.StatusBadRequest}, nil // kept: what would the target make of it?
+	}
+	// An Opaque that does not start with "//" is written as the request
+	// target as it is: "POST http://partner.example/hooks?a=1 HTTP/1.1",
+	// whatever the URL's scheme, over a connection to the target.
+	u := &url.URL{Scheme: s.target.Scheme, Host: s.target.Host, Opaque: m.URL}
+	req, err := http.NewRequestWithContext(ctx, m.Method, s.target.String(), bytes.NewReader(m.Body))
+	if err != nil {
+		return answer{}, fmt.Errorf("build request: %w", err)
+	}
+	req.URL = u
+	req.Host = dest.Host
+	req.Header = m.Header.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header["User-Agent"] = nil // none rather than Go's default, as a delivery would
+	}
+	req.Header.Set(Header, s.from+"/"+spool.IDString(m.ID))
+	if s.auth != "" {
+		req.Header.Set("Proxy-Authorization", s.auth)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return answer{status: resp.StatusCode, id: resp.Header.Get("X-Hookpace-Id"), retryAfter: resp.Header.Get("Retry-After")}, nil
+}
+
+// retryAfter reads a Retry-After in seconds or as an HTTP-date.
+func retryAfter(v string, now time.Time) time.Duration {
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return noRetryAfter
+}
+
+func basicAuth(userPass string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(userPass))
+}
