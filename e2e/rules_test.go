@@ -36,6 +36,9 @@ func TestCheckConfigAgreesWithRun(t *testing.T) {
 		{"trailing hyphen in egress", `egress: {deny: ["foo-.example"]}`, "egress.deny[0]"},
 		{"trailing hyphen in hosts key", `hosts: {"foo-.example": {}}`, "hosts"},
 		{"numeric hosts key", `hosts: {"*.123": {}}`, "hosts"},
+		{"absurd rate (issue 22 item 10)", `defaults: {rate: 1e308/s}`, "defaults.rate"},
+		{"absurd burst", `hosts: {"a.example": {burst: 1000000000}}`, `hosts["a.example"].burst`},
+		{"rates at the bounds", `{defaults: {rate: 1000000/s, burst: 1000000}, hosts: {"a.example": {rate: 0.1/h}}}`, ""},
 		{"good names", `{egress: {allow: ["*.partner.example", "Partner.Example.", "::1", "10.0.0.0/8"]}, hosts: {"Partner.Example.:8443": {}, "10.0.0.5:80": {}}}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
