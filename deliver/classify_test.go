@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -180,13 +179,8 @@ func TestRedirectGoesToDeadLetters(t *testing.T) {
 				}}
 				// The delivery client's setting (server's deliveryClient).
 				q := newMemQueue()
-				d := New(Options{Queue: q, Policy: func(string) Policy { return policy(100, 10, 2) },
-					Client: &http.Client{Transport: rc, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-					Logger: slog.New(slog.DiscardHandler)})
-				if err := d.Start(); err != nil {
-					t.Fatal(err)
-				}
-				defer d.Stop(context.Background())
+				startWith(t, q, policy(100, 10, 2), &http.Client{Transport: rc,
+					CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }})
 				q.add("moved.example", 2)
 				synctest.Wait()
 				if len(q.dead) != 2 {

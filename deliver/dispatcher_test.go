@@ -232,6 +232,18 @@ func setup(t *testing.T, rc *receiver, pols map[string]Policy, maxBuffered int64
 	return d, q
 }
 
+// startWith starts a dispatcher on q with one policy for every host and
+// the given client; it is stopped at the end of the test.
+func startWith(t *testing.T, q *memQueue, pol Policy, client *http.Client) *Dispatcher {
+	t.Helper()
+	d := New(Options{Queue: q, Policy: func(string) Policy { return pol }, Client: client, Logger: slog.New(slog.DiscardHandler)})
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	return d
+}
+
 // waitEmpty advances fake time until the queue is empty or limit passes.
 func waitEmpty(t *testing.T, q *memQueue, limit time.Duration) time.Duration {
 	t.Helper()
@@ -482,11 +494,7 @@ func TestRestartPicksUpBacklog(t *testing.T) {
 		// Messages already in the queue before the dispatcher exists.
 		q.add("a.example", 30)
 		q.add("b.example", 30)
-		d := New(Options{Queue: q, Policy: func(string) Policy { return policy(100, 10, 2) }, Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
-		if err := d.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer d.Stop(context.Background())
+		startWith(t, q, policy(100, 10, 2), &http.Client{Transport: rc})
 		waitEmpty(t, q, time.Minute)
 		if n := len(rc.arrivals("")); n != 60 {
 			t.Fatalf("%d arrivals after restart, want 60", n)
@@ -602,14 +610,9 @@ func TestRefusedAtDeliveryGoesToDeadLetters(t *testing.T) {
 		// The destination's DNS now points at a private address: the dialer
 		// refuses it, and the message is buried with the reason at once.
 		q := newMemQueue()
-		d := New(Options{Queue: q, Policy: func(string) Policy { return policy(10, 10, 2) },
-			Client: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				return nil, fmt.Errorf("dial: %w", refusedErr{})
-			})}, Logger: slog.New(slog.DiscardHandler)})
-		if err := d.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer d.Stop(context.Background())
+		startWith(t, q, policy(10, 10, 2), &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return nil, fmt.Errorf("dial: %w", refusedErr{})
+		})})
 		q.add("moved.example", 3)
 		synctest.Wait()
 		if len(q.dead) != 3 {
