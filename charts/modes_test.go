@@ -149,10 +149,15 @@ func TestGateway(t *testing.T) {
 }
 
 func TestGatewayWithoutAuth(t *testing.T) {
-	r := render(t, "mode=gateway", "gateway.handoffToService=false", "gateway.replicas=3")
+	r := render(t, "mode=gateway", "gateway.handoffToService=false", "gateway.replicas=3",
+		"hookpace.config.fleet.redis=redis://redis.hooks.svc:6379/0")
 	c := hookpaceConfig(t, get(t, r.secrets, "rel-hookpace").StringData["config.yaml"])
 	if c.Auth.Enabled() || c.Shutdown.Handoff != "" {
 		t.Errorf("auth %+v, shutdown %+v", c.Auth, c.Shutdown)
+	}
+	// Fleet mode: the replicas share each host's limits.
+	if !strings.Contains(sprint(c.Fleet), "redis.hooks.svc:6379") {
+		t.Errorf("fleet = %+v", c.Fleet)
 	}
 	if _, ok := get(t, r.secrets, "rel-hookpace").StringData["handoff-credentials"]; ok {
 		t.Error("handoff-credentials without users")
