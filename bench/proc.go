@@ -195,7 +195,8 @@ func (h *hookpace) pause(host string) error {
 
 // resume uses the admin API directly, so that its timing is tight.
 func (h *hookpace) resume(host string) error {
-	resp, err := ctl.Post("http://"+h.admin+"/v1/hosts/"+url.PathEscape(host)+"/resume", "", nil)
+	// JSON: the admin API refuses a state-changing request a web form could send.
+	resp, err := ctl.Post("http://"+h.admin+"/v1/hosts/"+url.PathEscape(host)+"/resume", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		return err
 	}
