@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,6 +41,9 @@ func StartBrowser(t *testing.T) *Browser {
 		"--no-default-browser-check", "--no-proxy-server", "--user-data-dir="+t.TempDir(),
 		"--window-size=1440,900", "--hide-scrollbars", "--force-device-scale-factor=1",
 		"--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "--remote-allow-origins=*", "about:blank")
+	// Its own process group, killed whole at the end: Chromium's zygote,
+	// renderers and crash handler must not outlive the test.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +108,7 @@ func (b *Browser) close() {
 	if b.ws != nil {
 		b.ws.Close()
 	}
-	b.cmd.Process.Kill()
+	syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
 	b.cmd.Wait()
 }
 
