@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hookpace/hookpace/internal/procenv"
 )
 
 // ctl talks to admin APIs and sink control endpoints, never via a proxy.
@@ -112,7 +114,7 @@ func (h *hookpace) launch(cfgPath string, c hpConfig, what string, limit time.Du
 	h.cmd = exec.Command(h.bin, "run", "--config", cfgPath)
 	h.cmd.Stdout, h.cmd.Stderr = logf, logf
 	// hookpace must not use proxy settings of its own environment.
-	h.cmd.Env = append(cleanEnv(), c.extraEnv...)
+	h.cmd.Env = append(procenv.WithoutProxy(), c.extraEnv...)
 	if err := h.cmd.Start(); err != nil {
 		logf.Close()
 		return err
@@ -141,19 +143,6 @@ func (h *hookpace) launch(cfgPath string, c hpConfig, what string, limit time.Du
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch strings.ToUpper(k) {
-		case "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
 }
 
 func (h *hookpace) pid() int { return h.cmd.Process.Pid }
@@ -290,7 +279,7 @@ func startSink(n, status int, record string) (*sinkProc, error) {
 	cmd := exec.Command(self, "-role", "sink", "-sink-listeners", strconv.Itoa(n),
 		"-sink-status", strconv.Itoa(status), "-sink-record", record)
 	cmd.Stderr = os.Stderr
-	cmd.Env = cleanEnv()
+	cmd.Env = procenv.WithoutProxy()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookpace/hookpace/internal/procenv"
 )
 
 // debianPython is the interpreter Debian's python3-requests and
@@ -72,7 +74,7 @@ egress: {allow: ["127.0.0.0/8"]}
 hosts:
   "%s": {rate: 2/s, burst: 1, concurrency: 1}
 `, rc.Host()))
-	env := append(secEnvNoProxy(), "HTTP_PROXY=http://"+hp.Proxy, "http_proxy=http://"+hp.Proxy)
+	env := append(procenv.WithoutProxy(), "HTTP_PROXY=http://"+hp.Proxy, "http_proxy=http://"+hp.Proxy)
 	ids := map[string]string{}
 	for _, s := range senders() {
 		cmd := s.cmd(t, rc.URL+"/hooks/"+s.name)

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hookpace/hookpace/internal/procenv"
 )
 
 // Issue 5 acceptance: MITM with an operator CA, upgrade_tls, SSRF refusals,
@@ -70,7 +72,7 @@ hosts:
 		cmd := exec.Command(curl, "-sS", "--max-time", "20", "--proxy", "http://"+hp.Proxy, "--cacert", caCert,
 			"-H", "Content-Type: application/json", "-d", `{"via":"curl"}`,
 			"-w", "\n%{http_code}", rc.URL+"/hook/curl")
-		cmd.Env = secEnvNoProxy()
+		cmd.Env = procenv.WithoutProxy()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("curl through hookpace: %v\n%s\n%s", err, out, hp.Log())
@@ -360,21 +362,6 @@ func secConnect(t *testing.T, hp *Hookpace, target string) (*http.Response, stri
 	}
 	msg, _ := io.ReadAll(resp.Body)
 	return resp, string(msg)
-}
-
-// secEnvNoProxy is the environment less proxy variables, for clients
-// that must go exactly where their flags say.
-func secEnvNoProxy() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch strings.ToLower(k) {
-		case "http_proxy", "https_proxy", "no_proxy", "all_proxy":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
 }
 
 // secHostRow is the part of GET /v1/hosts these tests read.
