@@ -35,8 +35,9 @@ type Config struct {
 	Auth        AuthConfig
 	Telemetry   TelemetryConfig
 	Shutdown    ShutdownConfig
-	Fleet       FleetConfig // see fleet.go
-	Path        string      // file it was loaded from (the name given to Parse); "" for Default()
+	Fleet       FleetConfig    // see fleet.go
+	Delivery    DeliveryConfig // see delivery.go
+	Path        string         // file it was loaded from (the name given to Parse); "" for Default()
 
 	hosts *hostIndex     // precomputed for Lookup
 	lines map[string]int // line of each field set in the file, hosts entries aside (see FieldError)
@@ -163,6 +164,7 @@ func Default() *Config {
 		Telemetry: TelemetryConfig{MaxHostLabels: 1000, Traces: TracesConfig{Exporter: "none", SampleRatio: 1}},
 		Shutdown:  ShutdownConfig{Timeout: Duration(30 * time.Second)},
 		Fleet:     defaultFleet(),
+		Delivery:  defaultDelivery(),
 	}
 	c.hosts = newHostIndex(c.Hosts)
 	return c

@@ -81,6 +81,7 @@ type rawConfig struct {
 	Telemetry rawTelemetry `yaml:"telemetry"`
 	Shutdown  rawShutdown  `yaml:"shutdown"`
 	Fleet     rawFleet     `yaml:"fleet"`
+	Delivery  rawDelivery  `yaml:"delivery"`
 }
 
 type rawLog struct {

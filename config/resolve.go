@@ -61,6 +61,7 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 
 	resolveShutdown(p, &raw.Shutdown, &c.Shutdown)
 	resolveFleet(p, &raw.Fleet, &c.Fleet)
+	resolveDelivery(p, &raw.Delivery, &c.Delivery)
 
 	base := defaultHost()
 	if c.MITM.Enabled() {

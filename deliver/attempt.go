@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,6 +92,13 @@ func (d *Dispatcher) send(ctx context.Context, m *spool.Message, pol Policy) res
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header["User-Agent"] = nil // send none rather than Go's default
 	}
+	// What the receiver de-duplicates on: the id the app got with its 202.
+	if pol.IDHeader != "" {
+		req.Header.Set(pol.IDHeader, spool.IDString(m.ID))
+	}
+	if pol.AttemptHeader != "" {
+		req.Header.Set(pol.AttemptHeader, strconv.Itoa(m.Attempts+1))
+	}
 	client := d.opts.Client
 	if pol.InsecureSkipVerify {
 		client = d.opts.Insecure
@@ -126,8 +134,10 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol 
 	if v == vHold {
 		pr.RetryAfter, pr.HasRetry = ra, hasRA
 	}
+	breaker, _ := h.pace.Breaker()
 	hold := h.pace.Release(now, pr)
 	d.fleetReleased(h, lease, pr, now)
+	d.breakerChanged(h, breaker, reason)
 
 	if v != vDone {
 		h.lastErr, h.lastErrAt, h.lastStatus = reason, now, res.status
@@ -180,6 +190,25 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol 
 	}
 	d.opts.Observer.Delivery(ctx, h.name, v)
 	return v, reason, next
+}
+
+// breakerChanged logs h's breaker moving on from state was, once per
+// transition: open (no sends until the probe), half-open (the probe goes),
+// closed (the host answers again). why is what the last attempt learned.
+func (d *Dispatcher) breakerChanged(h *host, was, why string) {
+	state, probeAt := h.pace.Breaker()
+	if state == was {
+		return
+	}
+	switch state {
+	case pacer.BreakerOpen:
+		d.log.Warn("breaker opened: nothing is sent to the host until one probe at probe_at", "host", h.name, "from", was,
+			"probe_at", probeAt.UTC().Format(time.RFC3339Nano), "reason", why)
+	case pacer.BreakerHalfOpen:
+		d.log.Info("breaker half-open: sending one probe", "host", h.name)
+	case pacer.BreakerClosed:
+		d.log.Info("breaker closed: the host answers again", "host", h.name, "from", was)
+	}
 }
 
 // logAttempt writes the canonical line for one delivery attempt. Failures

@@ -57,6 +57,11 @@ type Policy struct {
 	Retry4xx           []int
 	UpgradeTLS         bool
 	InsecureSkipVerify bool
+	// IDHeader and AttemptHeader name the headers that carry the message's
+	// id and the attempt number (1 for the first) to the receiver; empty:
+	// not sent.
+	IDHeader      string
+	AttemptHeader string
 }
 
 // Observer receives delivery metrics; *telemetry.Metrics is the real one.
@@ -326,7 +331,11 @@ func (d *Dispatcher) pump(h *host) {
 		if m == nil {
 			break
 		}
+		breaker, _ := h.pace.Breaker()
 		ok, at, lease := d.acquire(h, now)
+		if breaker == pacer.BreakerOpen {
+			d.breakerChanged(h, breaker, "")
+		}
 		if !ok {
 			wake = at
 			break

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -170,12 +171,13 @@ type arrival struct {
 	host string
 	path string
 	body string
+	hdr  http.Header
 }
 
 func (rc *receiver) RoundTrip(r *http.Request) (*http.Response, error) {
 	body, _ := io.ReadAll(r.Body)
 	rc.mu.Lock()
-	rc.got = append(rc.got, arrival{time.Now(), r.URL.Host, r.URL.Path, string(body)})
+	rc.got = append(rc.got, arrival{time.Now(), r.URL.Host, r.URL.Path, string(body), r.Header.Clone()})
 	n := len(rc.got)
 	rc.mu.Unlock()
 	status, h := 200, http.Header{}
@@ -464,6 +466,112 @@ func TestBreakerStopsSendingToDeadHost(t *testing.T) {
 		synctest.Wait()
 		if m := len(rc.arrivals("")); m != n+1 {
 			t.Fatalf("%d attempts after cooldown, want exactly one probe more than %d", m, n)
+		}
+	})
+}
+
+// syncBuffer is a log destination that tests read while the dispatcher
+// writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) count(substr string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Count(s.b.String(), substr)
+}
+
+// TestBreakerTransitionsAreLogged: each transition of the breaker is
+// logged once, however many attempts were in flight, and while it is open
+// the host's status says when the probe goes.
+func TestBreakerTransitionsAreLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var up atomic.Bool
+		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+			if up.Load() {
+				return 200, nil
+			}
+			return 503, nil
+		}}
+		p := policy(100, 50, 4)
+		p.MaxAttempts = 1000
+		p.BackoffInitial, p.BackoffMax = 10*time.Millisecond, 20*time.Millisecond
+		logs := &syncBuffer{}
+		q := newMemQueue()
+		d := New(Options{Queue: q, Policy: func(string) Policy { return p }, Client: &http.Client{Transport: rc},
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		if err := d.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer d.Stop(context.Background())
+		start := time.Now()
+		q.add("down.example", 20)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if n := logs.count(`msg="breaker opened`); n != 1 || logs.count("from=closed") != 1 {
+			t.Fatalf("%d 'breaker opened' lines after the failures, want 1 from closed:\n%s", n, logs.b.String())
+		}
+		st, _ := d.Host("down.example")
+		if st.BreakerProbeAt == nil || st.BreakerProbeAt.Sub(start) < 30*time.Second || st.BreakerProbeAt.Sub(start) > 31*time.Second {
+			t.Fatalf("open breaker's probe at %v, want 30 s after it opened", st.BreakerProbeAt)
+		}
+
+		time.Sleep(30 * time.Second) // the probe goes, and fails
+		synctest.Wait()
+		if logs.count(`msg="breaker half-open`) != 1 || logs.count(`msg="breaker opened`) != 2 || logs.count("from=half-open") != 1 {
+			t.Fatalf("after a failed probe, want one half-open line and a second opened line from half-open:\n%s", logs.b.String())
+		}
+		up.Store(true)
+		time.Sleep(31 * time.Second) // the next probe succeeds
+		waitEmpty(t, q, time.Minute)
+		if logs.count(`msg="breaker half-open`) != 2 || logs.count(`msg="breaker closed`) != 1 {
+			t.Fatalf("after a good probe, want a second half-open line and one closed line:\n%s", logs.b.String())
+		}
+		if st, _ := d.Host("down.example"); st.Breaker != pacer.BreakerClosed || st.BreakerProbeAt != nil {
+			t.Fatalf("breaker %q probe at %v after recovery, want closed and none", st.Breaker, st.BreakerProbeAt)
+		}
+	})
+}
+
+// TestIDAndAttemptHeaders: every attempt carries the message's id and its
+// number, under the names the policy gives; an empty name sends none.
+func TestIDAndAttemptHeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		rc.handle = func(r *http.Request, n int) (int, http.Header) {
+			if r.URL.Host == "flaky.example" && len(rc.arrivals("flaky.example")) <= 2 {
+				return 503, nil
+			}
+			return 200, nil
+		}
+		p := policy(100, 10, 1)
+		p.IDHeader, p.AttemptHeader = "X-Hookpace-Id", "X-Hookpace-Attempt"
+		quiet := policy(100, 10, 1)
+		_, q := setup(t, rc, map[string]Policy{"flaky.example": p, "quiet.example": quiet}, 0)
+		q.add("flaky.example", 1)
+		q.add("quiet.example", 1)
+		waitEmpty(t, q, time.Minute)
+		got := rc.arrivals("flaky.example")
+		if len(got) != 3 {
+			t.Fatalf("%d attempts, want 3 (two 503s, then 200)", len(got))
+		}
+		for i, a := range got {
+			if id, n := a.hdr.Get("X-Hookpace-Id"), a.hdr.Get("X-Hookpace-Attempt"); id != spool.IDString(1) || n != fmt.Sprint(i+1) {
+				t.Errorf("attempt %d: X-Hookpace-Id %q, X-Hookpace-Attempt %q; want %q and %d", i+1, id, n, spool.IDString(1), i+1)
+			}
+		}
+		for _, a := range rc.arrivals("quiet.example") {
+			if _, ok := a.hdr["X-Hookpace-Id"]; ok {
+				t.Errorf("an id header with no name configured: %v", a.hdr)
+			}
 		}
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sort"
 	"time"
+
+	"github.com/hookpace/hookpace/pacer"
 )
 
 // HostStatus is what operators see of one host (GET /v1/hosts).
@@ -21,6 +23,7 @@ type HostStatus struct {
 	HoldReason     string     `json:"hold_reason"`
 	Consecutive429 int        `json:"consecutive_429"`
 	Breaker        string     `json:"breaker"`
+	BreakerProbeAt *time.Time `json:"breaker_probe_at"` // while open: when the probe may go
 	Paused         bool       `json:"paused"`
 	LastError      string     `json:"last_error"`
 	LastErrorAt    *time.Time `json:"last_error_at"`
@@ -55,6 +58,10 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 	if !st.HeldUntil.IsZero() {
 		t := st.HeldUntil.UTC()
 		hs.HeldUntil = &t
+	}
+	if state, at := h.pace.Breaker(); state == pacer.BreakerOpen && st.Breaker == pacer.BreakerOpen {
+		t := at.UTC()
+		hs.BreakerProbeAt = &t
 	}
 	if !h.lastErrAt.IsZero() {
 		t := h.lastErrAt.UTC()

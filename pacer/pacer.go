@@ -277,6 +277,16 @@ func (h *Host) Release(now time.Time, r Result) (hold Hold) {
 	return hold
 }
 
+// Breaker reports the breaker's state as it stands (an open breaker turns
+// half-open when Acquire sends the probe), and while it is open, when the
+// probe may go.
+func (h *Host) Breaker() (state string, probeAt time.Time) {
+	if h.breaker == BreakerOpen {
+		return h.breaker, h.openUntil
+	}
+	return h.breaker, time.Time{}
+}
+
 func (h *Host) closeBreaker() {
 	h.failures = 0
 	h.breaker = BreakerClosed

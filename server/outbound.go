@@ -17,7 +17,9 @@ import (
 func policies(cfg *config.Config) func(string) deliver.Policy {
 	return func(host string) deliver.Policy {
 		_, hc := cfg.Lookup(host)
-		return Policy(hc)
+		p := Policy(hc)
+		p.IDHeader, p.AttemptHeader = cfg.Delivery.IDHeader, cfg.Delivery.AttemptHeader
+		return p
 	}
 }
 

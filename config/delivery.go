@@ -1,0 +1,42 @@
+package config
+
+import (
+	"fmt"
+	"net/http"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// DeliveryConfig names the headers hookpace adds to every delivery attempt,
+// so that a receiver can de-duplicate: the message's id, the same on every
+// attempt, after a restart and after a dead-letter replay, and the attempt
+// number (1 for the first). An empty name sends no such header.
+type DeliveryConfig struct {
+	IDHeader      string
+	AttemptHeader string
+}
+
+type rawDelivery struct {
+	IDHeader      opt[string] `yaml:"id_header"`
+	AttemptHeader opt[string] `yaml:"attempt_header"`
+}
+
+func defaultDelivery() DeliveryConfig {
+	return DeliveryConfig{IDHeader: "X-Hookpace-Id", AttemptHeader: "X-Hookpace-Attempt"}
+}
+
+func resolveDelivery(p *problems, r *rawDelivery, d *DeliveryConfig) {
+	field(p, "delivery.id_header", r.IDHeader, &d.IDHeader, checkHeaderName)
+	field(p, "delivery.attempt_header", r.AttemptHeader, &d.AttemptHeader, checkHeaderName)
+	if d.IDHeader != "" && http.CanonicalHeaderKey(d.IDHeader) == http.CanonicalHeaderKey(d.AttemptHeader) {
+		p.add(firstLine(r.AttemptHeader.Line, r.IDHeader.Line), "delivery.attempt_header", "same header as delivery.id_header (%s)", d.IDHeader)
+	}
+}
+
+// checkHeaderName accepts "" (no header) or a valid HTTP field name.
+func checkHeaderName(s string) error {
+	if s != "" && !httpguts.ValidHeaderFieldName(s) {
+		return fmt.Errorf("%q is not a valid HTTP header name", s)
+	}
+	return nil
+}

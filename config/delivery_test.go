@@ -1,0 +1,33 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDeliveryHeaders(t *testing.T) {
+	c, err := Parse("config.yaml", []byte("listen: 127.0.0.1:1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Delivery.IDHeader != "X-Hookpace-Id" || c.Delivery.AttemptHeader != "X-Hookpace-Attempt" {
+		t.Fatalf("defaults %+v", c.Delivery)
+	}
+	c, err = Parse("config.yaml", []byte("delivery:\n  id_header: Idempotency-Key\n  attempt_header: \"\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Delivery.IDHeader != "Idempotency-Key" || c.Delivery.AttemptHeader != "" {
+		t.Fatalf("renamed and off: %+v", c.Delivery)
+	}
+	for _, tt := range []struct{ yaml, want string }{
+		{"delivery:\n  id_header: \"X Id\"\n", `config.yaml:2: delivery.id_header: "X Id" is not a valid HTTP header name`},
+		{"delivery:\n  attempt_header: \"X:A\"\n", `config.yaml:2: delivery.attempt_header: "X:A" is not a valid HTTP header name`},
+		{"delivery:\n  id_header: x-n\n  attempt_header: X-N\n", `config.yaml:3: delivery.attempt_header: same header as delivery.id_header (x-n)`},
+	} {
+		_, err := Parse("config.yaml", []byte(tt.yaml))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v, want %s", tt.yaml, err, tt.want)
+		}
+	}
+}
