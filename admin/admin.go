@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -298,6 +299,16 @@ func (a *api) bulk(w http.ResponseWriter, r *http.Request, verb string, do func(
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if missing, err := a.missingDead(f); err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	} else if len(missing) > 0 {
+		// A mistyped or stale id must not look like success: nothing is
+		// done, so that the command can be corrected and run again.
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no dead letter with id %s%s: nothing %s",
+			strings.Join(missing, ", "), onHost(f.Host), verb))
+		return
+	}
 	n, err := do(f)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
@@ -305,6 +316,36 @@ func (a *api) bulk(w http.ResponseWriter, r *http.Request, verb string, do func(
 	}
 	a.Logger.Info("dead letters "+verb, "count", n, "host", f.Host, "ids", len(f.IDs))
 	writeJSON(w, http.StatusOK, map[string]int{verb: n})
+}
+
+// missingDead lists, as shown to users, the ids f names that match no dead
+// letter.
+func (a *api) missingDead(f spool.DeadFilter) ([]string, error) {
+	if len(f.IDs) == 0 {
+		return nil, nil
+	}
+	found, _, err := a.Spool.ListDead(f, 0)
+	if err != nil {
+		return nil, err
+	}
+	have := make(map[uint64]bool, len(found))
+	for _, d := range found {
+		have[d.Message.ID] = true
+	}
+	var missing []string
+	for _, id := range f.IDs {
+		if !have[id] {
+			missing = append(missing, spool.IDString(id))
+		}
+	}
+	return missing, nil
+}
+
+func onHost(host string) string {
+	if host == "" {
+		return ""
+	}
+	return " for host " + host
 }
 
 // filter reads host= and id= (repeatable) from the query. A bulk action
