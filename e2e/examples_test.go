@@ -49,6 +49,12 @@ func senders() []sender {
 			if _, err := exec.LookPath("node"); err != nil {
 				t.Fatal("node is not installed (apt-get install nodejs npm; .ci/run does)")
 			}
+			// undici 7 (examples/node/package.json) needs Node 20.18.1 or later.
+			out, err := exec.Command("node", "-p", "process.versions.node").Output()
+			var major, minor int
+			if _, serr := fmt.Sscanf(string(out), "%d.%d", &major, &minor); err != nil || serr != nil || major < 20 || major == 20 && minor < 18 {
+				t.Fatalf("node %q: the Node example needs Node 20.18.1 or later (undici 7): %v", strings.TrimSpace(string(out)), err)
+			}
 			dir := filepath.Join("..", "examples", "node")
 			if _, err := os.Stat(filepath.Join(dir, "node_modules", "undici", "package.json")); err != nil {
 				t.Fatalf("undici is not installed in examples/node (cd examples/node && npm install; .ci/run does): %v", err)
