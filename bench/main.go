@@ -118,6 +118,7 @@ func (b *bench) runSections() error {
 		{"replay", b.replay},
 		{"rss", b.rss},
 		{"pacing", b.pacing},
+		{"fleet", b.fleet},
 	}
 	for _, st := range steps {
 		if st.name != "profile" && !b.settings.sections[st.name] {

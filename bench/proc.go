@@ -48,6 +48,7 @@ type hpConfig struct {
 	hosts       []hostCfg
 	extraEnv    []string
 	defaultRate string
+	extra       string // more YAML, appended (fleet: ...)
 }
 
 // hookpace is one running hookpace process.
@@ -92,6 +93,7 @@ func startHookpace(bin, parent, name string, c hpConfig) (*hookpace, error) {
 			fmt.Fprintf(&b, "  %q: {rate: %s, burst: %d, concurrency: %d}\n", hc.key, hc.rate, hc.burst, hc.concurrency)
 		}
 	}
+	b.WriteString(c.extra)
 	h.configText = b.String()
 	cfgPath := filepath.Join(dir, "hookpace.yaml")
 	if err := os.WriteFile(cfgPath, []byte(h.configText), 0o644); err != nil {

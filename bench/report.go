@@ -20,6 +20,7 @@ type report struct {
 	replay       []*replayRow
 	rss          *rssResult
 	pacing       []*pacingResult
+	fleet        []*fleetRow
 	profile      string
 	loadEnd      string
 	halfGen      string
@@ -48,6 +49,9 @@ func (r *report) String() string {
 	}
 	if len(r.pacing) > 0 {
 		r.writePacing(&s)
+	}
+	if len(r.fleet) > 0 {
+		r.writeFleet(&s)
 	}
 	s.WriteString("\nTargets\n")
 	tw := tabwriter.NewWriter(&s, 0, 0, 2, ' ', 0)

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// 5. Fleet (issue 17): replay throughput with fleet mode on a local
+// redis-server against local pacing, in the same run, to one fast host and
+// to 1,000 hosts, and the Redis round trips per delivery. Not in the
+// default sections (it needs redis-server): -only fleet.
+
+type fleetRow struct {
+	rep      int
+	what     string // "1 host" or "1000 hosts"
+	mode     string // "local" or "fleet"
+	n        int
+	elapsed  time.Duration
+	rate     float64
+	cpu      time.Duration
+	trips    float64 // Redis round trips during the replay
+	others   float64
+	steal    float64
+	received int64
+}
+
+func (b *bench) fleet() error {
+	rds, err := startRedis(b.work)
+	if err != nil {
+		return err
+	}
+	defer rds.stop()
+	cases := []struct {
+		what  string
+		hosts int
+	}{{"1 host", 1}, {"1000 hosts", 1000}}
+	for rep := 1; rep <= b.reps; rep++ {
+		for _, c := range cases {
+			modes := []string{"local", "fleet"}
+			if rep%2 == 0 {
+				modes = []string{"fleet", "local"}
+			}
+			for _, mode := range modes {
+				row, err := b.fleetOnce(rep, c.what, c.hosts, mode, rds.url)
+				if err != nil {
+					return err
+				}
+				b.rep.fleet = append(b.rep.fleet, row)
+			}
+		}
+	}
+	return nil
+}
+
+func (b *bench) fleetOnce(rep int, what string, nHosts int, mode, redisURL string) (*fleetRow, error) {
+	sink, err := startSink(nHosts, http.StatusOK, "last")
+	if err != nil {
+		return nil, err
+	}
+	defer sink.stop()
+	cfg := hpConfig{logLevel: b.logLevel, bigSpool: true}
+	if nHosts == 1 {
+		cfg.hosts = []hostCfg{{key: sink.addrs[0], rate: "1000000/s", burst: 1000, concurrency: b.c}}
+	} else {
+		cfg.defaultRate = "1000000/s"
+	}
+	if mode == "fleet" {
+		cfg.extra = fmt.Sprintf("fleet:\n  redis: %q\n  key_prefix: bench%d%s\n", redisURL, rep, strings.ReplaceAll(what, " ", ""))
+	}
+	hp, err := startHookpace(b.bin, b.work, "fleet-"+mode, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer hp.cleanup(b.keep)
+	if err := hp.hostsDo("pause", sink.addrs); err != nil {
+		return nil, err
+	}
+	n := b.n
+	if nHosts > 1 {
+		n = nHosts * max(b.n/nHosts, 5)
+	}
+	logf("fleet rep %d, %s, %s: prefilling %d webhooks (paused)", rep, what, mode, n)
+	if bad, err := postSpreadN(hp.proxy, sink.addrs, b.body, n, 64); bad > 0 {
+		return nil, fmt.Errorf("prefill: %d not accepted (%v)", bad, err)
+	}
+	if err := hp.waitQueued(int64(n), time.Minute); err != nil {
+		return nil, err
+	}
+	b.waitQuiet("fleet")
+	row := &fleetRow{rep: rep, what: what, mode: mode, n: n}
+	trips0, err := hp.fleetTrips()
+	if err != nil {
+		return nil, err
+	}
+	c0 := cpuTime(hp.pid())
+	dist := startDisturbance()
+	t0 := time.Now()
+	if err := hp.hostsDo("resume", sink.addrs); err != nil {
+		return nil, err
+	}
+	if err := hp.waitDrained(10 * time.Minute); err != nil {
+		return nil, err
+	}
+	var last int64
+	for _, a := range sink.addrs {
+		st, err := sinkStatsOf(a)
+		if err != nil {
+			return nil, err
+		}
+		last, row.received = max(last, st.LastNS), row.received+st.Count
+	}
+	row.cpu = cpuTime(hp.pid()) - c0
+	row.elapsed = time.Duration(last - t0.UnixNano())
+	row.others, row.steal = dist.stop()
+	row.rate = float64(n) / row.elapsed.Seconds()
+	trips1, err := hp.fleetTrips()
+	row.trips = trips1 - trips0
+	return row, err
+}
+
+// waitDrained waits until the spool is empty: every webhook delivered.
+func (h *hookpace) waitDrained(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		u, err := h.spool()
+		if err == nil && u.Messages == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("spool still holds %d messages after %v (err %v)", u.Messages, limit, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// hostsDo pauses or resumes every host through the admin API, 16 at a time.
+func (h *hookpace) hostsDo(op string, hosts []string) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	sem := make(chan struct{}, 16)
+	for _, host := range hosts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			resp, err := ctl.Post("http://"+h.admin+"/v1/hosts/"+url.PathEscape(host)+"/"+op, "application/json", strings.NewReader("{}"))
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					err = fmt.Errorf("%s %s: %s", op, host, resp.Status)
+				}
+			}
+			if err != nil {
+				mu.Lock()
+				first = cmpOr(first, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// postSpreadN posts n webhooks round-robin over the hosts.
+func postSpreadN(proxy string, hosts []string, body []byte, n, conns int) (int64, error) {
+	per := n / len(hosts)
+	var bad int64
+	var first error
+	for _, h := range hosts {
+		x, err := postN(proxy, "http://"+h+"/hook", body, per, min(conns, per))
+		bad += x
+		first = cmpOr(first, err)
+	}
+	return bad, first
+}
+
+var reTrips = regexp.MustCompile(`(?m)^hookpace_fleet_round_trips_total\{[^}]*\} ([0-9.e+]+)$`)
+
+// fleetTrips sums hookpace_fleet_round_trips_total (0 without a fleet).
+func (h *hookpace) fleetTrips() (float64, error) {
+	resp, err := ctl.Get("http://" + h.admin + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var sb strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "hookpace_fleet_round_trips_total{") {
+			sb.WriteString(sc.Text() + "\n")
+		}
+	}
+	sum := 0.0
+	for _, m := range reTrips.FindAllStringSubmatch(sb.String(), -1) {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		sum += v
+	}
+	return sum, sc.Err()
+}
+
+type redisProc struct {
+	cmd *exec.Cmd
+	url string
+}
+
+// startRedis runs redis-server on a free loopback port, persistence off.
+func startRedis(dir string) (*redisProc, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("the fleet section needs redis-server (apt-get install -y redis-server): %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	_, p, _ := net.SplitHostPort(port)
+	cmd := exec.Command(bin, "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	r := &redisProc{cmd: cmd, url: "redis://127.0.0.1:" + p + "/0"}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", "127.0.0.1:"+p); err == nil {
+			c.Write([]byte("PING\r\n"))
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if strings.HasPrefix(line, "+PONG") {
+				return r, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			r.stop()
+			return nil, fmt.Errorf("redis-server on %s did not answer PING", p)
+		}
+	}
+}
+
+func (r *redisProc) stop() {
+	r.cmd.Process.Kill()
+	r.cmd.Wait()
+}
+
+func (r *report) writeFleet(s *strings.Builder) {
+	s.WriteString("\n5. Fleet: replay of N queued 1 KiB webhooks, fleet mode on a local redis-server against local pacing,\n" +
+		"   same run, alternating; one host at 1000000/s burst 1000 concurrency C, or 1000 hosts at the defaults' burst and\n" +
+		"   concurrency with rate 1000000/s; from the resume to the last arrival\n")
+	tw := tabwriter.NewWriter(s, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  rep\tcase\tmode\tN\telapsed\treq/s\tCPU µs/msg\tredis trips\ttrips/delivery\treceived\tothers' cores\tsteal")
+	for _, x := range r.fleet {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%v\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%.2f\t%.2f\n", x.rep, x.what, x.mode, x.n,
+			x.elapsed.Round(time.Millisecond), x.rate, float64(x.cpu.Microseconds())/float64(x.n), x.trips,
+			x.trips/float64(x.n), x.received, x.others, x.steal)
+	}
+	tw.Flush()
+	for _, what := range []string{"1 host", "1000 hosts"} {
+		var loc, fl, trips float64
+		var n int
+		for _, x := range r.fleet {
+			if x.what != what {
+				continue
+			}
+			if x.mode == "local" {
+				loc += x.rate
+			} else {
+				fl += x.rate
+				trips += x.trips
+				n += x.n
+			}
+		}
+		if loc > 0 && n > 0 {
+			fmt.Fprintf(s, "  %s: fleet mode at %.1f%% of local pacing's deliveries per second (goal >= 70%%), %.2f Redis round trips per delivery (goal <= 1)\n",
+				what, 100*fl/loc, trips/float64(n))
+		}
+	}
+}
