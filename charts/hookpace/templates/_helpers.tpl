@@ -56,6 +56,17 @@ in gateway mode its listener and proxy users. */}}
 {{- fail "hookpace.shutdown.handoffSecret: set without a hand-off target (hookpace.shutdown.handoff)" -}}
 {{- end -}}
 {{- $_ := set $cfg "shutdown" $shutdown -}}
+{{- with $v.hookpace.fleet -}}
+{{- if .redis -}}
+{{- $fleet := dict -}}
+{{- if kindIs "map" $cfg.fleet -}}{{- $fleet = $cfg.fleet -}}{{- end -}}
+{{- $_ := set $fleet "redis" .redis -}}
+{{- if .passwordSecret -}}{{- $_ := set $fleet "redis_password_env" "HOOKPACE_REDIS_PASSWORD" -}}{{- end -}}
+{{- $_ := set $cfg "fleet" $fleet -}}
+{{- else if .passwordSecret -}}
+{{- fail "hookpace.fleet.passwordSecret: set without hookpace.fleet.redis" -}}
+{{- end -}}
+{{- end -}}
 {{- if $v.monitoring.serviceMonitor.enabled -}}
 {{- /* Prometheus scrapes /metrics on the pod's address; the token keeps the rest closed. */ -}}
 {{- $admin := dict -}}
@@ -85,4 +96,22 @@ app.kubernetes.io/component: metrics
 {{- if .Values.monitoring.serviceMonitor.enabled }}
 - {name: admin, containerPort: 9090, protocol: TCP}
 {{- end }}
+{{- end }}
+
+{{/* The hookpace container's env: GOMEMLIMIT, and the fleet's Redis
+password from its Secret. */}}
+{{- define "hookpace.env" -}}
+{{- $h := .Values.hookpace -}}
+{{- if or $h.goMemLimit $h.fleet.passwordSecret -}}
+env:
+{{- with $h.goMemLimit }}
+  # Go's soft heap limit, below the container's memory limit: the
+  # GC works harder near it rather than the container being killed.
+  - {name: GOMEMLIMIT, value: {{ . | quote }}}
+{{- end }}
+{{- if $h.fleet.passwordSecret }}
+  - name: HOOKPACE_REDIS_PASSWORD
+    valueFrom: {secretKeyRef: {name: {{ $h.fleet.passwordSecret | quote }}, key: {{ $h.fleet.passwordKey | quote }}}}
+{{- end }}
+{{- end -}}
 {{- end }}

@@ -1,0 +1,56 @@
+package charts
+
+import (
+	"strings"
+	"testing"
+)
+
+// Fleet mode from the chart: the Redis URL in the config, its password
+// from a Secret into the env var the config names, in both modes.
+func TestFleetValues(t *testing.T) {
+	t.Setenv("HOOKPACE_REDIS_PASSWORD", "from-the-secret") // what the pod's env would hold
+	for _, mode := range []string{"sidecar", "gateway"} {
+		r := render(t, "mode="+mode, "hookpace.fleet.redis=rediss://redis.hooks.svc:6380/0",
+			"hookpace.fleet.passwordSecret=redis-auth", "hookpace.config.fleet.key_prefix=payments")
+		var data string
+		var env []string
+		if mode == "sidecar" {
+			data = get(t, r.configMaps, "rel-hookpace").Data["config.yaml"]
+			for _, c := range get(t, r.deployments, "rel").Spec.Template.Spec.InitContainers {
+				for _, e := range c.Env {
+					if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+						env = append(env, e.Name+"<-"+e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key)
+					}
+				}
+			}
+		} else {
+			data = get(t, r.secrets, "rel-hookpace").StringData["config.yaml"]
+			for _, c := range get(t, r.statefulSets, "rel-hookpace").Spec.Template.Spec.Containers {
+				for _, e := range c.Env {
+					if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+						env = append(env, e.Name+"<-"+e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key)
+					}
+				}
+			}
+		}
+		c := hookpaceConfig(t, data)
+		f := c.Fleet
+		if f.Redis != "rediss://redis.hooks.svc:6380/0" || f.PasswordEnv != "HOOKPACE_REDIS_PASSWORD" ||
+			f.Password() != "from-the-secret" || f.KeyPrefix != "payments" {
+			t.Errorf("%s: fleet = %+v", mode, f)
+		}
+		if strings.Contains(data, "from-the-secret") {
+			t.Errorf("%s: the password is in the config", mode)
+		}
+		if len(env) != 1 || env[0] != "HOOKPACE_REDIS_PASSWORD<-redis-auth/redis-password" {
+			t.Errorf("%s: secret env %v", mode, env)
+		}
+	}
+	if _, err := helm(t, "template", "rel", chart, "--set", "hookpace.fleet.passwordSecret=x"); err == nil {
+		t.Error("a password Secret without a Redis URL rendered")
+	}
+	r := render(t) // no fleet: nothing of it in the config
+	if c := hookpaceConfig(t, get(t, r.configMaps, "rel-hookpace").Data["config.yaml"]); c.Fleet.Enabled() {
+		t.Errorf("fleet without values: %+v", c.Fleet)
+	}
+}
