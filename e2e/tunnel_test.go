@@ -232,3 +232,47 @@ hosts:
 		t.Fatalf("connect: tunnel: status %d, %d arrivals; want the receiver's 200", resp.StatusCode, spliced.Count(nil))
 	}
 }
+
+// Under connect: tunnel, a tunnel whose client stays silent (the server
+// speaks first, as SMTP's does) is spliced through after a few seconds,
+// as tunnels always were.
+func TestServerFirstTunnelIsSpliced(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.WriteString(c, "220 banner\r\n")
+				io.Copy(c, c) // then echo
+			}()
+		}
+	}()
+	addr := ln.Addr().String()
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {connect: tunnel}
+`, addr))
+	conn, err := tunnelDial(hp.Proxy, addr, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(conn)
+	if line, err := br.ReadString('\n'); err != nil || line != "220 banner\r\n" {
+		t.Fatalf("banner through the tunnel: %q, %v", line, err)
+	}
+	io.WriteString(conn, "EHLO x\r\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "EHLO x\r\n" {
+		t.Fatalf("echo through the tunnel: %q, %v", line, err)
+	}
+}

@@ -32,6 +32,11 @@ const tlsHandshake = 0x16
 // ReadHeaderTimeout bounds the wait for a request's header.
 const sniffTimeout = 30 * time.Second
 
+// opaqueAfter is how long a tunnel under connect: tunnel waits for the
+// client's first bytes before it splices the tunnel through as it is: a
+// protocol where the server speaks first (SMTP, say) never sends any.
+const opaqueAfter = 5 * time.Second
+
 // tunnel is an accepted CONNECT whose first bytes decide what it is.
 type tunnel struct {
 	req    *http.Request // the CONNECT
@@ -61,15 +66,24 @@ func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
 		return
 	}
 	br := bufio.NewReader(conn)
-	conn.SetReadDeadline(time.Now().Add(sniffTimeout))
+	c := &peekedConn{Conn: conn, r: br}
+	wait := sniffTimeout
+	if t.deny == "" {
+		wait = opaqueAfter
+	}
+	conn.SetReadDeadline(time.Now().Add(wait))
 	first, err := br.Peek(1)
 	conn.SetReadDeadline(time.Time{})
+	var ne net.Error
+	if err != nil && t.deny == "" && errors.As(err, &ne) && ne.Timeout() {
+		p.splice(t, c) // the server speaks first: neither HTTP nor TLS
+		return
+	}
 	if err != nil {
 		p.log.Debug("connect: tunnel closed before its first bytes", "host", t.host, "remote", r.RemoteAddr, "error", err)
 		conn.Close()
 		return
 	}
-	c := &peekedConn{Conn: conn, r: br}
 	switch {
 	case first[0] != tlsHandshake:
 		p.log.Debug("connect", "decision", "plain http", "host", t.host, "remote", r.RemoteAddr)
@@ -81,13 +95,14 @@ func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
 		conn.Write([]byte{21, 3, 3, 0, 2, 2, 49})
 		conn.Close()
 	default:
-		p.spliceTLS(t, c)
+		p.splice(t, c)
 	}
 }
 
-// spliceTLS passes a TLS tunnel's bytes through to its target, unspooled
-// and unthrottled (connect: tunnel). The guard dials only what it allows.
-func (p *Proxy) spliceTLS(t *tunnel, c *peekedConn) {
+// splice passes a tunnel's bytes (TLS, or a protocol where the server
+// speaks first) through to its target, unspooled and unthrottled (connect:
+// tunnel). The guard dials only what it allows.
+func (p *Proxy) splice(t *tunnel, c *peekedConn) {
 	r := t.req
 	defer c.Close()
 	up, err := p.opts.Guard.DialContext(context.Background(), "tcp", t.target)
