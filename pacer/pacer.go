@@ -161,23 +161,8 @@ func (h *Host) SetLimits(l Limits, now time.Time) {
 // not, wake is when to ask again; a zero wake means wait for an event
 // instead (an attempt finishing, a resume).
 func (h *Host) Acquire(now time.Time) (ok bool, wake time.Time) {
-	if h.paused {
-		return false, time.Time{}
-	}
-	if now.Before(h.heldUntil) {
-		return false, h.heldUntil
-	}
-	switch h.breaker {
-	case BreakerOpen:
-		if now.Before(h.openUntil) {
-			return false, h.openUntil
-		}
-		h.breaker = BreakerHalfOpen
-		fallthrough
-	case BreakerHalfOpen:
-		if h.probing || h.inFlight > 0 {
-			return false, time.Time{}
-		}
+	if ok, wake := h.gate(now); !ok {
+		return false, wake
 	}
 	if h.inFlight >= h.lim.Concurrency {
 		return false, time.Time{}
@@ -200,6 +185,21 @@ func (h *Host) Acquire(now time.Time) (ok bool, wake time.Time) {
 // its concurrency counted fleet-wide): only pause, hold and breaker are
 // checked here, as in Acquire.
 func (h *Host) Take(now time.Time) (ok bool, wake time.Time) {
+	if ok, wake := h.gate(now); !ok {
+		return false, wake
+	}
+	if h.breaker == BreakerHalfOpen {
+		h.probing = true
+	}
+	h.inFlight++
+	return true, time.Time{}
+}
+
+// gate checks what stops any send at now, for Acquire and Take: a pause,
+// a hold, an open breaker (which turns half-open once its time is up), a
+// half-open breaker's probe. ok false with a zero wake means wait for an
+// event.
+func (h *Host) gate(now time.Time) (ok bool, wake time.Time) {
 	if h.paused {
 		return false, time.Time{}
 	}
@@ -217,9 +217,7 @@ func (h *Host) Take(now time.Time) (ok bool, wake time.Time) {
 		if h.probing || h.inFlight > 0 {
 			return false, time.Time{}
 		}
-		h.probing = true
 	}
-	h.inFlight++
 	return true, time.Time{}
 }
 
