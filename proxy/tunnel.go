@@ -162,9 +162,25 @@ func (p *Proxy) servePlain(t *tunnel, c *peekedConn) {
 		}
 		p.ServeHTTP(w, in)
 	})
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: sniffTimeout, IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)}
+	srv := innerServer(t.req, h)
+	if srv.ErrorLog == nil {
+		srv.ErrorLog = slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
+	}
 	srv.Serve(newOneConnListener(c))
+}
+
+// innerServer serves the requests inside a tunnel with the limits of the
+// server that took the CONNECT (its timeouts and header size), so that a
+// tunnel is held to what a direct request is; without one, 30 s for a
+// header and 120 s idle.
+func innerServer(connect *http.Request, h http.Handler) *http.Server {
+	outer, ok := connect.Context().Value(http.ServerContextKey).(*http.Server)
+	if !ok {
+		return &http.Server{Handler: h, ReadHeaderTimeout: sniffTimeout, IdleTimeout: 120 * time.Second}
+	}
+	return &http.Server{Handler: h, ReadHeaderTimeout: outer.ReadHeaderTimeout, ReadTimeout: outer.ReadTimeout,
+		WriteTimeout: outer.WriteTimeout, IdleTimeout: outer.IdleTimeout, MaxHeaderBytes: outer.MaxHeaderBytes,
+		ErrorLog: outer.ErrorLog}
 }
 
 // tunnelURL makes a request read inside a tunnel to target absolute-form

@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestTunnelURL(t *testing.T) {
@@ -42,5 +45,19 @@ func TestTunnelURL(t *testing.T) {
 		case !tc.ok && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
 			t.Errorf("%s in a tunnel to %s: error %v, want %q", tc.host, tc.target, err, tc.want)
 		}
+	}
+}
+
+func TestInnerServerTakesTheOuterLimits(t *testing.T) {
+	outer := &http.Server{ReadHeaderTimeout: 7 * time.Second, ReadTimeout: 9 * time.Second, WriteTimeout: 11 * time.Second,
+		IdleTimeout: 13 * time.Second, MaxHeaderBytes: 4096}
+	connect := httptest.NewRequest(http.MethodConnect, "http://partner.example:80", nil)
+	in := innerServer(connect.WithContext(context.WithValue(connect.Context(), http.ServerContextKey, outer)), http.NotFoundHandler())
+	if in.ReadHeaderTimeout != 7*time.Second || in.ReadTimeout != 9*time.Second || in.WriteTimeout != 11*time.Second ||
+		in.IdleTimeout != 13*time.Second || in.MaxHeaderBytes != 4096 {
+		t.Errorf("inner server %+v does not hold the outer server's limits %+v", in, outer)
+	}
+	if in := innerServer(connect, http.NotFoundHandler()); in.ReadHeaderTimeout != sniffTimeout || in.IdleTimeout != 120*time.Second {
+		t.Errorf("inner server without an outer one: %v header, %v idle", in.ReadHeaderTimeout, in.IdleTimeout)
 	}
 }
