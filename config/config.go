@@ -57,8 +57,8 @@ type SpoolConfig struct {
 	MaxBytes    ByteSize // total spooled bytes before intake is refused
 	HighWater   float64  // fraction of a limit at which intake starts being refused, in (0,1]
 	LowWater    float64  // fraction below which intake resumes, in [0,HighWater)
-	MaxBody     ByteSize // largest accepted request body, in (0, 64MiB]
-	MinFree     ByteSize // free disk space below which new webhooks get 503; 0 = no check
+	MaxBody     ByteSize // largest accepted request body, in (0, MaxBody]
+	MinFree     ByteSize // free disk space below which new webhooks get 503; at least spool.MinFreeFloor()
 	Methods     []string // request methods spooled (upper case); the others pass through
 }
 

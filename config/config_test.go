@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookpace/hookpace/spool"
 )
 
 func mustParse(t *testing.T, yaml string) *Config {
@@ -178,6 +180,9 @@ func TestParseErrors(t *testing.T) {
 		{"zero duration", "shutdown:\n  timeout: 0s\n", []string{`config.yaml:2: shutdown.timeout: must be positive`}},
 		{"bad size", "spool:\n  max_bytes: 1XB\n", []string{`config.yaml:2: spool.max_bytes: malformed size "1XB"`}},
 		{"max_body too big", "spool:\n  max_body: 65MiB\n", []string{`config.yaml:2: spool.max_body: must be between`}},
+		{"max_body over what the spool stores", "spool:\n  max_body: 31MiB\n", []string{`config.yaml:2: spool.max_body: must be between 1B and 30MiB, got 31MiB`}},
+		{"min_free 0", "spool:\n  min_free: 0\n", []string{`config.yaml:2: spool.min_free: must be between 13MiB and`}},
+		{"min_free below the floor", "spool:\n  min_free: 4MiB\n", []string{`config.yaml:2: spool.min_free: must be between 13MiB and`}},
 		{"high <= low water", "spool:\n  high_water: 0.5\n  low_water: 0.5\n",
 			[]string{`config.yaml:3: spool.low_water: 0.5 must be below spool.high_water (0.5)`}},
 		{"high below default low", "spool:\n  high_water: 0.3\n", []string{`config.yaml:2: spool.high_water: 0.3 must be above`}},
@@ -305,5 +310,13 @@ func TestRestartRequired(t *testing.T) {
 		if got := RestartRequired(base, c); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: RestartRequired = %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestMaxBodyFitsTheSpool: the largest max_body, with a megabyte of
+// headers and URL, is a record the spool stores.
+func TestMaxBodyFitsTheSpool(t *testing.T) {
+	if MaxBody+1<<20 > spool.MaxRecordSize {
+		t.Fatalf("max_body up to %d plus 1 MiB of headers exceeds what the spool stores (%d)", MaxBody, spool.MaxRecordSize)
 	}
 }

@@ -5,7 +5,14 @@ import (
 	"strings"
 
 	"github.com/hookpace/hookpace/pacer"
+	"github.com/hookpace/hookpace/spool"
 )
+
+// MaxBody is the largest spool.max_body: what the spool can store
+// (spool.MaxRecordSize), less 1 MiB for the headers and the URL (Go's
+// default limit on a request's header). A webhook whose whole record is
+// still too large gets 413 from the proxy.
+const MaxBody = 30 << 20
 
 // resolve overlays raw on Default(), validating each value as it goes and
 // recording every problem in p.
@@ -87,8 +94,8 @@ func resolveSpool(p *problems, r *rawSpool, s *SpoolConfig) {
 	field(p, "spool.max_bytes", r.MaxBytes, &s.MaxBytes, sizeWithin(1, 1<<62))
 	field(p, "spool.high_water", r.HighWater, &s.HighWater, within(0, 1, false, true))
 	field(p, "spool.low_water", r.LowWater, &s.LowWater, within(0, 1, true, false))
-	field(p, "spool.max_body", r.MaxBody, &s.MaxBody, sizeWithin(1, 64<<20))
-	field(p, "spool.min_free", r.MinFree, &s.MinFree, sizeWithin(0, 1<<62))
+	field(p, "spool.max_body", r.MaxBody, &s.MaxBody, sizeWithin(1, MaxBody))
+	field(p, "spool.min_free", r.MinFree, &s.MinFree, sizeWithin(ByteSize(spool.MinFreeFloor()), 1<<62))
 	list(p, "spool.methods", r.Methods, &s.Methods, checkSpoolMethod, true)
 	for i, m := range s.Methods {
 		s.Methods[i] = strings.ToUpper(m)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/hookpace/hookpace/egress"
+	"github.com/hookpace/hookpace/spool"
 	"github.com/hookpace/hookpace/telemetry"
 )
 
@@ -62,6 +63,13 @@ func tooLarge(n, limit int64) decision {
 		reason = fmt.Sprintf("body of %d bytes exceeds spool.max_body (%d bytes)", n, limit)
 	}
 	return decision{outcome: outcomeTooLarge, status: http.StatusRequestEntityTooLarge, reason: reason}
+}
+
+// tooLargeForSpool answers a webhook whose record (body, headers and URL)
+// is larger than the spool can store, whatever spool.max_body says.
+func tooLargeForSpool() decision {
+	return decision{outcome: outcomeTooLarge, status: http.StatusRequestEntityTooLarge,
+		reason: fmt.Sprintf("webhook (body, headers and URL) exceeds what the spool can store (%d bytes)", spool.MaxRecordSize)}
 }
 
 // answer sets the decision's headers in h and returns its body: the 202's

@@ -120,6 +120,9 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host s
 		Header:   header,
 		Enqueued: time.Now(),
 	}
+	if n := r.ContentLength; n > spool.MaxRecordSize-(2<<20) && m.RecordSize(int(n)) > spool.MaxRecordSize {
+		return tooLargeForSpool(), 0 // without reading a body that could never be stored
+	}
 	if err := readBody(r, m, maxBody); err != nil {
 		if errors.Is(err, errTooLarge) {
 			return tooLarge(-1, maxBody), 0
@@ -134,6 +137,8 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host s
 		return decision{outcome: outcomeAccepted, status: http.StatusAccepted, id: spool.IDString(m.ID)}, len(m.Body)
 	case errors.As(err, &full):
 		return p.full(full), len(m.Body)
+	case errors.Is(err, spool.ErrTooLarge):
+		return tooLargeForSpool(), len(m.Body)
 	case errors.As(err, &werr), errors.Is(err, spool.ErrClosed):
 		return decision{outcome: outcomeError, status: http.StatusServiceUnavailable, reason: "not stored: " + err.Error(),
 			header: http.Header{"Retry-After": {"5"}}}, len(m.Body)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -11,6 +13,79 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 )
+
+// Sizes hookpace opens Badger with (see BadgerOptions and Open).
+const (
+	queueMemTable    = 8 << 20
+	keptMemTable     = 4 << 20
+	valueLogFileSize = 32 << 20
+)
+
+// MaxRecordSize is the largest message record the spool stores (see
+// Message.RecordSize): Badger refuses a value longer than its value-log
+// file, and a message's record may grow by up to deadLetterRoom after it
+// is admitted (its last error, and as a dead letter its host, reason and
+// time; see maxReason). A larger message gets ErrTooLarge, before anything
+// is written, so spool.max_body and the headers a message may carry must
+// stay below it.
+const MaxRecordSize = valueLogFileSize - deadLetterRoom
+
+const deadLetterRoom = 64 << 10
+
+// MinFreeFloor is the smallest spool.min_free that keeps a full disk from
+// crashing hookpace. Badger writes its files through memory mappings of
+// pre-sized, sparse files, so a page that the file system cannot allocate
+// is a SIGBUS, not an error. The writer checks free space before every
+// round and refuses the ops that would take it below min_free, counting
+// each op's bytes (records, keys and Badger's per-entry overhead): what
+// goes into the value log and the memtables' logs is accounted for. What
+// Badger writes on its own, between two rounds, must fit in min_free:
+//   - a memtable flushed to a table, written in one go: up to a
+//     memtable's size, for each of the two databases;
+//   - one batch more than the writer counted (txnBudget), for the
+//     estimates.
+//
+// Value-log GC, which rewrites the live records of a value-log file, runs
+// only with a value-log file's worth of space above min_free (see
+// collectGarbage). check-config and start-up refuse a smaller min_free.
+func MinFreeFloor() int64 { return queueMemTable + keptMemTable + txnBudget }
+
+// emptySpool is more than a spool directory holds when the queue is
+// empty and dropped: Badger's manifests, key registries and the first
+// pages of its new files (about 60 KiB, measured on tmpfs).
+const emptySpool = 1 << 20
+
+// checkDisk refuses to open a spool on a file system too small to ever
+// accept a webhook above MinFree, and warns when free space is already
+// below it.
+func checkDisk(opts Options) error {
+	if opts.MinFree <= 0 {
+		return nil
+	}
+	if opts.MinFree < MinFreeFloor() {
+		return fmt.Errorf("spool.min_free (%d bytes) is below %d bytes, what Badger may write at once on its own", opts.MinFree, MinFreeFloor())
+	}
+	dir := opts.Dir
+	for { // Badger creates the directory: look at what holds it
+		if _, err := os.Stat(dir); err == nil || filepath.Dir(dir) == dir {
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
+	size, err := diskSize(dir)
+	if err != nil {
+		return nil // not knowable here: the writer's checks still apply
+	}
+	if size < opts.MinFree+emptySpool {
+		return fmt.Errorf("the file system of spool.dir holds %d bytes, less than spool.min_free (%d) plus what an empty spool keeps (%d): no webhook could ever be accepted",
+			size, opts.MinFree, int64(emptySpool))
+	}
+	if free, err := opts.diskFree(dir); err == nil && free < opts.MinFree {
+		opts.Logger.Warn("spool disk has less free space than spool.min_free: answering 503 to new webhooks until space returns",
+			"free", free, "min_free", opts.MinFree)
+	}
+	return nil
+}
 
 // valueThreshold sends every message record to the value log: see
 // BadgerOptions.
@@ -40,7 +115,7 @@ func BadgerOptions(dir string, log *slog.Logger) badger.Options {
 		WithDetectConflicts(false).
 		WithMetricsEnabled(false).
 		WithNumGoroutines(2).
-		WithMemTableSize(8 << 20).
+		WithMemTableSize(queueMemTable).
 		WithNumMemtables(2).
 		WithNumLevelZeroTables(4).
 		WithNumLevelZeroTablesStall(10).
@@ -51,7 +126,7 @@ func BadgerOptions(dir string, log *slog.Logger) badger.Options {
 		WithBlockCacheSize(0).
 		WithIndexCacheSize(0).
 		WithValueThreshold(valueThreshold).
-		WithValueLogFileSize(32 << 20)
+		WithValueLogFileSize(valueLogFileSize)
 }
 
 // badgerLogger sends Badger's own logging to slog. Badger is chatty at info
@@ -111,7 +186,15 @@ const residentFileLimit = 32 << 20
 // mostly been delivered, until none is worth it.
 func (s *Spool) collectGarbage() {
 	for _, db := range []*badger.DB{s.queue, s.kept} {
-		for db.RunValueLogGC(0.5) == nil {
+		for s.roomForGC() && db.RunValueLogGC(0.5) == nil {
 		}
 	}
+}
+
+// roomForGC reports whether value-log GC may run: it rewrites the live
+// records of a value-log file before it deletes the file, which must not
+// eat into min_free (see MinFreeFloor).
+func (s *Spool) roomForGC() bool {
+	room, limited := s.headroom()
+	return !limited || room >= valueLogFileSize
 }

@@ -6,77 +6,120 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
 
-// TestDiskFullRefusesThenRecovers fills a small tmpfs: appends must fail
-// with ErrDiskFull (never crash, never lose an accepted message), and
-// succeed again once delivered messages free the space. It needs root to
-// mount the tmpfs and is skipped otherwise.
-func TestDiskFullRefusesThenRecovers(t *testing.T) {
+// mountTmpfs mounts a tmpfs of size bytes on a new directory. It needs
+// root, as CI has, and fails the test without.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v: %s)", err, out)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("this test mounts a tmpfs, which needs root: mount -t tmpfs: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	return dir
+}
 
-	s, err := Open(Options{Dir: dir, MinFree: 20 << 20, MaxBytes: 1 << 40})
+// TestDiskFullRefusesThenRecovers fills a 20 MiB tmpfs with the smallest
+// min_free accepted, from 8 writers at once with bodies up to 1 MiB:
+// appends must fail with ErrDiskFull, never crash the process (Badger
+// writes through mappings: a page the file system cannot give is a
+// SIGBUS), never lose an accepted message, and succeed again once
+// delivered messages free the space.
+func TestDiskFullRefusesThenRecovers(t *testing.T) {
+	dir := mountTmpfs(t, "20m")
+	s, err := Open(Options{Dir: dir, MinFree: MinFreeFloor(), MaxBytes: 1 << 40})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	body := make([]byte, 256<<10)
+	var mu sync.Mutex
 	var accepted []*Message
-	for i := 0; ; i++ {
-		if i > 400 {
-			t.Fatal("48 MiB took 100 MiB of appends without refusing")
-		}
-		m := newMsg("a.example", i)
-		m.Body = body
-		err := s.Append(ctx, m, 0)
-		if errors.Is(err, ErrDiskFull) {
-			var werr *WriteError
-			if !errors.As(err, &werr) {
-				t.Fatalf("disk full is not a WriteError: %v", err)
+	var refused atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; refused.Load() < 40; i++ {
+				m := newMsg("a.example", w*100000+i)
+				m.Body = make([]byte, 1<<(10+(w+i)%11)) // 1 KiB .. 1 MiB
+				err := s.Append(ctx, m, 0)
+				switch {
+				case err == nil:
+					mu.Lock()
+					accepted = append(accepted, m)
+					mu.Unlock()
+				case errors.Is(err, ErrDiskFull):
+					if werr := (*WriteError)(nil); !errors.As(err, &werr) {
+						t.Errorf("disk full is not a WriteError: %v", err)
+						return
+					}
+					refused.Add(1)
+				default:
+					t.Errorf("append: %v", err)
+					return
+				}
 			}
-			break
-		}
-		if err != nil {
-			t.Fatalf("append %d: %v", i, err)
-		}
-		accepted = append(accepted, m)
+		})
 	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	free, _ := diskFree(dir)
+	t.Logf("%d appends accepted (%d bytes queued), %d refused; %d bytes free, min_free %d", len(accepted), s.Usage().Bytes, refused.Load(), free, MinFreeFloor())
 	if len(accepted) < 10 {
 		t.Fatalf("only %d appends before refusing", len(accepted))
 	}
-	if u := s.Usage(); u.Messages != int64(len(accepted)) || u.Refusing != ErrDiskFull.Error() {
-		t.Fatalf("usage %d, refusing %q; want the %d accepted, and why appends fail", u.Messages, u.Refusing, len(accepted))
+	if u := s.Usage(); u.Messages != int64(len(accepted)) || u.Refusing != ErrDiskFull.Error() || u.Accepting {
+		t.Fatalf("usage %d, refusing %q, accepting %v; want the %d accepted, why appends fail, and not accepting",
+			u.Messages, u.Refusing, u.Accepting, len(accepted))
 	}
-	// Everything accepted is readable.
+	// Everything accepted is readable; deliver it all: the emptied queue
+	// is dropped and space returns.
 	got, err := s.Read("a.example", 0, len(accepted)+10)
 	if err != nil || len(got) != len(accepted) {
 		t.Fatalf("read %d of %d accepted: %v", len(got), len(accepted), err)
 	}
-	// Deliver them all: the emptied queue is dropped and space returns.
 	for _, m := range got {
 		if err := s.Delete(m); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitUsage(t, s, 0)
-	if err := s.Append(ctx, newMsg("a.example", 9999), 0); err != nil {
-		t.Fatalf("after space returned: %v", err)
+	if u := s.Usage(); u.Refusing != "" || !u.Accepting {
+		t.Fatalf("after the queue emptied: refusing %q, accepting %v", u.Refusing, u.Accepting)
 	}
-	if u := s.Usage(); u.Refusing != "" {
-		t.Fatalf("still refusing %q after space returned", u.Refusing)
+	for i := range 20 {
+		m := newMsg("a.example", 1_000_000+i)
+		m.Body = make([]byte, 64<<10)
+		if err := s.Append(ctx, m, 0); err != nil {
+			t.Fatalf("append %d after space returned: %v", i, err)
+		}
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Fatal(err)
+}
+
+// TestOpenRefusesADiskTooSmall: min_free below the floor is refused, and
+// so is a file system smaller than min_free plus an empty spool.
+func TestOpenRefusesADiskTooSmall(t *testing.T) {
+	if _, err := Open(Options{Dir: t.TempDir(), MinFree: MinFreeFloor() - 1}); err == nil || !strings.Contains(err.Error(), "spool.min_free") {
+		t.Fatalf("min_free below the floor: %v, want refused", err)
 	}
+	dir := mountTmpfs(t, "20m")
+	if _, err := Open(Options{Dir: filepath.Join(dir, "spool"), MinFree: 20 << 20}); err == nil || !strings.Contains(err.Error(), "no webhook could ever be accepted") {
+		t.Fatalf("min_free of the whole file system: %v, want refused", err)
+	}
+	s, err := Open(Options{Dir: filepath.Join(dir, "spool"), MinFree: MinFreeFloor()})
+	if err != nil {
+		t.Fatalf("the floor on 20 MiB: %v", err)
+	}
+	s.Close()
 }
 
 // TestDiskFullRefusalIsSettledBeforeItsAnswer checks, without root, that a
@@ -86,7 +129,7 @@ func TestDiskFullRefusesThenRecovers(t *testing.T) {
 func TestDiskFullRefusalIsSettledBeforeItsAnswer(t *testing.T) {
 	var free atomic.Int64
 	free.Store(1 << 30)
-	s := openTest(t, t.TempDir(), Options{MinFree: 1 << 20, diskFree: func(string) (int64, error) { return free.Load(), nil }})
+	s := openTest(t, t.TempDir(), Options{MinFree: MinFreeFloor(), diskFree: func(string) (int64, error) { return free.Load(), nil }})
 	defer s.Close()
 	ctx := context.Background()
 	accepted := int64(0)

@@ -102,6 +102,12 @@ func (m *Message) headLen() int {
 	return n
 }
 
+// RecordSize is the size of m's record with a body of bodyLen bytes and
+// m's other fields as they are: what MaxRecordSize bounds.
+func (m *Message) RecordSize(bodyLen int) int {
+	return m.headLen() + uvarintLen(uint64(bodyLen)) + bodyLen
+}
+
 // encodedLen is the length of encode's output.
 func (m *Message) encodedLen() int {
 	return m.headLen() + uvarintLen(uint64(len(m.Body))) + len(m.Body)

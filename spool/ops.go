@@ -35,6 +35,11 @@ type op interface {
 	// adds says that the op puts a message into the queue: it is refused
 	// while the spool cannot keep it, and announced once it is durable.
 	adds() bool
+	// shrinks says that the op only removes: it is never refused for
+	// space, as it is what frees space.
+	shrinks() bool
+	// kind names the op for the log.
+	kind() string
 	// settle records in the ledger that the op is durable.
 	settle(l *ledger, now time.Time)
 	// release gives back what the op reserved, when it failed.
@@ -50,7 +55,16 @@ type opBase struct {
 
 func (b *opBase) base() *opBase   { return b }
 func (b *opBase) adds() bool      { return false }
+func (b *opBase) shrinks() bool   { return false }
 func (b *opBase) release(*ledger) {}
+
+// hostName is the op's host, for the log.
+func (b *opBase) hostName() string {
+	if b.msg == nil {
+		return ""
+	}
+	return b.msg.Host
+}
 
 // reply tells a waiting submitter the verdict; each op is replied to once.
 func (b *opBase) reply() {
@@ -79,6 +93,7 @@ type appendOp struct {
 	size int64
 }
 
+func (o *appendOp) kind() string  { return "append" }
 func (o *appendOp) phases() phase { return phaseQueue }
 func (o *appendOp) adds() bool    { return true }
 func (o *appendOp) weight() int   { return len(o.val) + 64 }
@@ -94,6 +109,8 @@ type deleteOp struct {
 	old int64 // the record's stored size
 }
 
+func (o *deleteOp) kind() string  { return "delete" }
+func (o *deleteOp) shrinks() bool { return true }
 func (o *deleteOp) phases() phase { return phaseQueue }
 func (o *deleteOp) weight() int   { return len(o.msg.Host) + 10 + 64 }
 func (o *deleteOp) stage(_ phase, txn *badger.Txn, _ *uint64) error {
@@ -108,6 +125,7 @@ type updateOp struct {
 	size, old int64 // stored size after and before
 }
 
+func (o *updateOp) kind() string  { return "update" }
 func (o *updateOp) phases() phase { return phaseQueue }
 func (o *updateOp) weight() int   { return len(o.val) + len(o.msg.Host) + 10 + 64 }
 func (o *updateOp) stage(_ phase, txn *badger.Txn, _ *uint64) error {
@@ -127,6 +145,7 @@ type buryOp struct {
 	old int64  // the queue record's stored size
 }
 
+func (o *buryOp) kind() string  { return "bury" }
 func (o *buryOp) phases() phase { return phaseKeptFirst | phaseQueue }
 func (o *buryOp) weight() int   { return len(o.val) + len(o.msg.Host) + 10 + 64 }
 func (o *buryOp) stage(ph phase, txn *badger.Txn, _ *uint64) error {
@@ -150,6 +169,7 @@ type reviveOp struct {
 	dead uint64 // the dead letter's id
 }
 
+func (o *reviveOp) kind() string  { return "revive" }
 func (o *reviveOp) phases() phase { return phaseQueue | phaseKeptAfter }
 func (o *reviveOp) adds() bool    { return true }
 func (o *reviveOp) weight() int   { return len(o.val) + 64 }
@@ -171,6 +191,8 @@ type purgeOp struct {
 	dead uint64
 }
 
+func (o *purgeOp) kind() string  { return "purge" }
+func (o *purgeOp) shrinks() bool { return true }
 func (o *purgeOp) phases() phase { return phaseKeptAfter }
 func (o *purgeOp) weight() int   { return 9 + 64 }
 func (o *purgeOp) stage(_ phase, txn *badger.Txn, _ *uint64) error {
@@ -184,6 +206,9 @@ func (o *purgeOp) settle(l *ledger, _ time.Time) { l.dead-- }
 // *WriteError means the write did not happen durably.
 func (s *Spool) Append(ctx context.Context, m *Message, hostLimit int64) error {
 	val := m.record()
+	if len(val) > MaxRecordSize {
+		return &WriteError{Err: ErrTooLarge}
+	}
 	o := &appendOp{opBase: opBase{msg: m, done: make(chan error, 1)}, val: val, size: storedSize(m.Host, val)}
 	if err := s.admit(m.Host, o.size, hostLimit); err != nil {
 		return err
@@ -225,6 +250,7 @@ func (s *Spool) Delete(m *Message) error {
 // Update persists m's delivery state (attempts, last status and error)
 // after a failed attempt, without waiting for the write.
 func (s *Spool) Update(m *Message) {
+	m.LastError = clip(m.LastError)
 	val := m.record()
 	o := &updateOp{opBase: opBase{msg: m}, val: val, size: storedSize(m.Host, val), old: m.size}
 	m.size = o.size
@@ -234,6 +260,19 @@ func (s *Spool) Update(m *Message) {
 // Bury moves m to the dead letters with the reason it failed for good,
 // without waiting for the write.
 func (s *Spool) Bury(m *Message, reason string, at time.Time) {
-	d := &Dead{Message: m, Reason: reason, DiedAt: at}
+	m.LastError = clip(m.LastError)
+	d := &Dead{Message: m, Reason: clip(reason), DiedAt: at}
 	s.submit(&buryOp{opBase: opBase{msg: m}, val: d.encode(), old: m.size})
+}
+
+// maxReason bounds the error texts stored with a message (its last error,
+// a dead letter's reason), so that a record grows by at most a few KiB
+// after it was admitted (see MaxRecordSize).
+const maxReason = 4 << 10
+
+func clip(s string) string {
+	if len(s) > maxReason {
+		return s[:maxReason]
+	}
+	return s
 }

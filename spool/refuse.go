@@ -5,38 +5,61 @@ import (
 	"path/filepath"
 )
 
-// refuseUnsafeAppends fails the ops of a round that add messages while the
-// spool cannot keep them, and logs when that starts and ends:
-//   - free space is below MinFree;
-//   - the queue directory is no longer the one opened (removed or replaced
-//     underneath): Badger would go on writing into unlinked files, which
-//     vanish when the process exits, so a 202 would be a lie.
+// refuseUnsafe fails, before anything of a round is written, the ops that
+// the spool cannot keep, and logs when refusals start and end:
+//   - ops that would take free space below MinFree: the round's writes are
+//     counted in submission order against the headroom above MinFree, and
+//     an op that does not fit is refused (a smaller one after it may
+//     still fit). Badger writes through memory-mapped files, where a full
+//     disk is a crash, not an error; see MinFreeFloor for what the
+//     headroom leaves to Badger's own writes.
+//   - new messages while the queue directory is no longer the one opened
+//     (removed or replaced underneath): Badger would go on writing into
+//     unlinked files, which vanish when the process exits, so a 202 would
+//     be a lie.
 //
-// Deletes still go through: they are what frees space.
-func (s *Spool) refuseUnsafeAppends(batch []op) []op {
-	grows := false
+// Deletes always go through: they are what frees space.
+func (s *Spool) refuseUnsafe(batch []op) []op {
+	adds, grows := false, false
 	for _, o := range batch {
-		grows = grows || o.adds()
+		adds = adds || o.adds()
+		grows = grows || !o.shrinks()
 	}
 	if !grows {
 		return batch
 	}
-	why := s.checkDiskFree()
-	if err := s.checkQueueDir(); err != nil {
-		why = err
+	var gone error
+	if adds {
+		gone = s.checkQueueDir()
 	}
-	if why == nil {
-		return batch
-	}
+	room, limited := s.headroom()
+	need := int64(0) // the least that was refused for space
 	kept := batch[:0:0]
 	var refused []op
 	for _, o := range batch {
-		if o.adds() {
-			o.base().err = &WriteError{Err: why}
+		w := int64(o.weight())
+		switch {
+		case o.shrinks():
+		case gone != nil && o.adds():
+			o.base().err = &WriteError{Err: gone}
+		case limited && w > room:
+			o.base().err = &WriteError{Err: ErrDiskFull}
+			if need == 0 || w < need {
+				need = w
+			}
+		}
+		if o.base().err != nil {
 			refused = append(refused, o)
 			continue
 		}
+		room -= w
 		kept = append(kept, o)
+	}
+	if limited {
+		s.setDiskFull(need, room)
+	}
+	if len(refused) == 0 {
+		return batch
 	}
 	// Give the reservations back before answering, so that a refused
 	// caller never sees its own message still counted.
@@ -47,32 +70,62 @@ func (s *Spool) refuseUnsafeAppends(batch []op) []op {
 	s.ledger.gate()
 	s.mu.Unlock()
 	for _, o := range refused {
+		if !o.adds() {
+			s.log.Warn("spool disk nearly full: a write was dropped", "host", o.base().hostName(), "op", o.kind())
+		}
 		o.base().reply()
 	}
 	return kept
 }
 
-// checkDiskFree returns ErrDiskFull while free space is below MinFree.
-func (s *Spool) checkDiskFree() error {
+// headroom is how many bytes may be written before free space falls below
+// MinFree; false when there is no limit (MinFree 0, or free space unknown).
+func (s *Spool) headroom() (int64, bool) {
 	if s.opts.MinFree <= 0 {
-		return nil
+		return 0, false
 	}
 	free, err := s.opts.diskFree(s.opts.Dir)
-	full := err == nil && free < s.opts.MinFree
+	if err != nil {
+		return 0, false
+	}
+	return free - s.opts.MinFree, true
+}
+
+// recheckDisk ends a refusal for space once there is room above MinFree
+// for what was refused, so that the spool says it accepts again even before a new
+// webhook tries (a load balancer that reads /readyz sends none meanwhile).
+func (s *Spool) recheckDisk() {
 	s.mu.Lock()
-	if full != s.diskFull {
-		s.diskFull = full
-		if full {
-			s.log.Error("spool disk nearly full: answering 503 to new webhooks until space returns", "free", free, "min_free", s.opts.MinFree)
-		} else {
-			s.log.Warn("spool disk has space again: accepting webhooks", "free", free)
-		}
-	}
+	full := s.diskFull
 	s.mu.Unlock()
-	if full {
-		return ErrDiskFull
+	if !full {
+		return
 	}
-	return nil
+	s.mu.Lock()
+	need := s.diskNeed
+	s.mu.Unlock()
+	if room, ok := s.headroom(); !ok || room >= need {
+		s.setDiskFull(0, room)
+	}
+}
+
+// setDiskFull records whether the last round that writes had to refuse an
+// op for space (need: the fewest bytes refused; 0: none), and logs when
+// that changes. room is what was left.
+func (s *Spool) setDiskFull(need, room int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.diskNeed = need
+	full := need > 0
+	if full == s.diskFull {
+		return
+	}
+	s.diskFull = full
+	if full {
+		s.log.Error("spool disk nearly full: answering 503 to new webhooks until space returns", "headroom", max(room, 0), "min_free", s.opts.MinFree)
+	} else {
+		s.log.Warn("spool disk has space again: accepting webhooks", "headroom", room, "min_free", s.opts.MinFree)
+	}
 }
 
 // checkQueueDir returns ErrDirGone while the queue directory is not the

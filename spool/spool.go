@@ -89,15 +89,22 @@ func (o *Options) setDefaults() {
 	}
 }
 
-// Errors that callers map to HTTP answers.
+// Errors that callers map to HTTP answers. Their texts are fixed: no error
+// that the spool returns holds stored bytes.
 var (
 	ErrClosed   = errors.New("spool is closed")
 	ErrDiskFull = errors.New("spool disk is nearly full (spool.min_free)")
 	ErrDirGone  = errors.New("spool directory was removed or replaced while hookpace ran; restart hookpace")
+	// ErrTooLarge: the message's record is larger than the spool can store
+	// (MaxRecordSize). Retrying cannot help.
+	ErrTooLarge = errors.New("message too large for the spool")
+	// ErrStorage: the store failed the write; the log says why.
+	ErrStorage = errors.New("storage error (see hookpace's log)")
 )
 
 // WriteError wraps a failure to make a write durable: the caller must not
-// acknowledge the message.
+// acknowledge the message. Err is one of the errors above, or
+// errBadgerReported.
 type WriteError struct{ Err error }
 
 func (e *WriteError) Error() string { return "spool write failed: " + e.Err.Error() }
@@ -132,6 +139,7 @@ type Spool struct {
 	seq       uint64
 	ledger    *ledger
 	diskFull  bool
+	diskNeed  int64 // while diskFull: the fewest bytes refused for space
 	dirGone   bool
 	queueDir  os.FileInfo // the queue directory as opened, to notice it vanish
 
@@ -153,13 +161,16 @@ type Spool struct {
 // It reads keys only, never whole messages, so a large backlog opens fast.
 func Open(opts Options) (*Spool, error) {
 	opts.setDefaults()
+	if err := checkDisk(opts); err != nil {
+		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
+	}
 	errs := new(atomic.Uint64)
 	logger := badgerLogger{opts.Logger, errs}
 	queue, err := badger.OpenManaged(opts.tuneQueue(BadgerOptions(filepath.Join(opts.Dir, "queue"), opts.Logger)).WithLogger(logger))
 	if err != nil {
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
-	kept, err := badger.Open(BadgerOptions(filepath.Join(opts.Dir, "dead"), opts.Logger).WithMemTableSize(4 << 20).WithLogger(logger))
+	kept, err := badger.Open(BadgerOptions(filepath.Join(opts.Dir, "dead"), opts.Logger).WithMemTableSize(keptMemTable).WithLogger(logger))
 	if err != nil {
 		queue.Close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
@@ -320,7 +331,9 @@ const reclaimAfter = 16 << 20
 func (s *Spool) queueIsEmpty() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ledger.written < reclaimAfter || s.ledger.messages > int64(len(s.pending)) {
+	// A nearly full disk has the queue dropped as soon as it is empty.
+	worth := s.ledger.written >= reclaimAfter || s.diskFull && s.ledger.written > 0
+	if !worth || s.ledger.messages > int64(len(s.pending)) {
 		return false
 	}
 	reserved := int64(0)

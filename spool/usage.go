@@ -54,18 +54,21 @@ type Usage struct {
 
 // Usage reports the spool's size and admission state.
 func (s *Spool) Usage() Usage {
+	s.recheckDisk()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u := s.ledger.usage(time.Now())
 	u.Refusing = s.refusingLocked()
+	u.Accepting = u.Accepting && u.Refusing == "" && !s.closed
 	return u
 }
 
 // Accepting reports whether new webhooks are being admitted.
 func (s *Spool) Accepting() bool {
+	s.recheckDisk()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ledger.accepting && !s.closed
+	return s.ledger.accepting && s.refusingLocked() == "" && !s.closed
 }
 
 // Full returns the backpressure answer new webhooks get now, with its

@@ -3,6 +3,7 @@ package spool
 import (
 	"errors"
 	"runtime"
+	"strings"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -129,11 +130,11 @@ type round struct {
 // last phase waits for finish, once the queue write is known to be
 // durable.
 func (s *Spool) commit(batch []op) *round {
-	batch = s.refuseUnsafeAppends(batch)
+	batch = s.refuseUnsafe(batch)
 	r := &round{batch: batch}
 	if buried := inPhase(batch, phaseKeptFirst); len(buried) > 0 {
 		if err := s.apply(s.kept, phaseKeptFirst, buried, nil); err != nil {
-			s.log.Error("spool: writing dead letters failed; the messages stay queued", "error", err, "ops", len(buried))
+			s.log.Error("spool: writing dead letters failed; the messages stay queued", "error", errText(err), "ops", len(buried))
 			fail(buried, &WriteError{Err: errors.New("dead letter not written")})
 		}
 	}
@@ -174,12 +175,16 @@ func (s *Spool) finish(r *round) {
 		// been acknowledged, which at-least-once permits; nothing
 		// acknowledged is lost. Usage is recounted from disk at the next
 		// start.
-		s.log.Error("spool: commit failed", "error", r.err, "ops", len(r.queued))
-		fail(r.queued, &WriteError{Err: r.err})
+		s.log.Error("spool: commit failed", "error", errText(r.err), "ops", len(r.queued))
+		werr := &WriteError{Err: ErrStorage}
+		if errors.Is(r.err, errBadgerReported) {
+			werr.Err = errBadgerReported
+		}
+		fail(inPhase(r.queued, phaseQueue), werr)
 	}
 	if after := inPhase(r.batch, phaseKeptAfter); len(after) > 0 {
 		if err := s.apply(s.kept, phaseKeptAfter, after, nil); err != nil {
-			s.log.Error("spool: removing dead letters failed", "error", err)
+			s.log.Error("spool: removing dead letters failed", "error", errText(err))
 		}
 	}
 	s.mu.Lock()
@@ -229,9 +234,27 @@ func (s *Spool) apply(db *badger.DB, ph phase, ops []op, seq *uint64) error {
 			}
 			txn, staged = s.newTxn(db), 0
 		}
-		if err := o.stage(ph, txn, seq); err != nil {
-			txn.Discard()
-			return err
+		err := o.stage(ph, txn, seq)
+		if errors.Is(err, badger.ErrTxnTooBig) && staged > 0 {
+			// Commit what is staged, and try the op in a transaction of
+			// its own.
+			if err := s.commitTxn(db, txn); err != nil {
+				return err
+			}
+			txn, staged = s.newTxn(db), 0
+			err = o.stage(ph, txn, seq)
+		}
+		if err != nil {
+			// The store refused this op (Badger checks each write as it is
+			// staged, and stages nothing of a refused one): it fails
+			// alone, and the rest of the round goes on without it. A
+			// dead-letter removal after the queue write only fails to
+			// clean up: the op itself is durable.
+			if ph != phaseKeptAfter {
+				o.base().err = refusal(err)
+			}
+			s.log.Error("spool: the store refused a write", "op", o.kind(), "host", o.base().hostName(), "error", errText(err))
+			continue
 		}
 		staged += o.weight()
 	}
@@ -279,4 +302,26 @@ func (s *Spool) seqSnapshot() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.seq
+}
+
+// refusal is the error an op gets when the store refuses it alone: too
+// large for Badger (a value over its value-log file size, or a write over
+// its transaction limit on its own), or anything else, as ErrStorage.
+func refusal(err error) *WriteError {
+	if t := err.Error(); errors.Is(err, badger.ErrTxnTooBig) || strings.HasPrefix(t, "Value with size ") || strings.HasPrefix(t, "Key with size ") {
+		return &WriteError{Err: ErrTooLarge}
+	}
+	return &WriteError{Err: ErrStorage}
+}
+
+// errText is what the log says of a store error: its first line, at most
+// 200 bytes. Badger's errors for a refused write go on with a hex dump of
+// the record, which holds a message's URL and headers: stored bytes go to
+// no log.
+func errText(err error) string {
+	t, _, _ := strings.Cut(err.Error(), "\n")
+	if len(t) > 200 {
+		t = t[:200]
+	}
+	return t
 }
