@@ -33,7 +33,7 @@ func (s *Spool) refuseUnsafe(batch []op) []op {
 		gone = s.checkQueueDir()
 	}
 	room, limited := s.headroom()
-	need := int64(0) // the least that was refused for space
+	need := int64(0) // the least new message that was refused for space
 	kept := batch[:0:0]
 	var refused []op
 	for _, o := range batch {
@@ -44,8 +44,8 @@ func (s *Spool) refuseUnsafe(batch []op) []op {
 			o.base().err = &WriteError{Err: gone}
 		case limited && w > room:
 			o.base().err = &WriteError{Err: ErrDiskFull}
-			if need == 0 || w < need {
-				need = w
+			if o.adds() && (need == 0 || w < need) {
+				need = w // what new webhooks are refused for: see Usage
 			}
 		}
 		if o.base().err != nil {
