@@ -129,3 +129,65 @@ func TestFullDiskIs503NeverACrash(t *testing.T) {
 		t.Fatalf("the log holds a header, a SIGBUS or a panic:\n%s", log)
 	}
 }
+
+// TestLargestBodyIsStored: with the largest spool.max_body that
+// check-config accepts, bodies of that size, carrying a secret header, are
+// stored (202) and delivered whole, alongside small webhooks from other
+// clients: no 503 to anyone, and no answer or log line holds the header.
+// One byte more is 413.
+func TestLargestBodyIsStored(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, "spool:\n  max_body: 30MiB\negress:\n  allow: [\"127.0.0.0/8\"]\n")
+	if out, err := exec.Command(binary, "check-config", hp.Config).CombinedOutput(); err != nil {
+		t.Fatalf("check-config refuses max_body 30MiB: %v: %s", err, out)
+	}
+	big := bytes.Repeat([]byte("b"), 30<<20)
+	c := hp.Client()
+	defer c.CloseIdleConnections()
+	var mu sync.Mutex
+	var bad []string
+	var wg sync.WaitGroup
+	post := func(path string, body []byte, secret string) {
+		defer wg.Done()
+		req, _ := http.NewRequest("POST", rc.URL+path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := c.Do(req)
+		if err != nil {
+			mu.Lock()
+			bad = append(bad, path+": "+err.Error())
+			mu.Unlock()
+			return
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted || strings.Contains(string(answer), "SECRET") {
+			mu.Lock()
+			bad = append(bad, fmt.Sprintf("%s: %d %s", path, resp.StatusCode, answer))
+			mu.Unlock()
+		}
+	}
+	for i := range 3 {
+		wg.Add(1)
+		go post(fmt.Sprintf("/big/%d", i), big, fmt.Sprintf("SECRET-BIG-%d", i))
+	}
+	for i := range 10 {
+		wg.Add(1)
+		go post(fmt.Sprintf("/small/%d", i), WebhookBody(i), "small-app-token")
+	}
+	wg.Wait()
+	if len(bad) > 0 {
+		t.Fatalf("%d webhooks not stored, first: %s", len(bad), bad[0])
+	}
+	if s, _ := hp.Post(c, rc.URL+"/over", append(big, 'x'), nil); s != http.StatusRequestEntityTooLarge {
+		t.Fatalf("max_body + 1 byte: %d, want 413", s)
+	}
+	rc.WaitFor(t, 60*time.Second, "all 13 delivered", func(as []Arrival) bool { return Delivered2xx(as) >= 13 })
+	for _, a := range rc.Arrivals() {
+		if strings.HasPrefix(a.Path, "/big/") && !bytes.Equal(a.Body, big) {
+			t.Fatalf("%s delivered with %d bytes, want the 30 MiB sent", a.Path, len(a.Body))
+		}
+	}
+	if strings.Contains(hp.Log(), "SECRET") {
+		t.Fatalf("the log holds a header:\n%s", hp.Log())
+	}
+}
