@@ -39,10 +39,12 @@ type Options struct {
 	MaxBytes    int64   // default 1 GiB
 	HighWater   float64 // default 0.8: stop accepting at this fraction of either limit
 	LowWater    float64 // default 0.5: accept again at or below this fraction
-	// MinFree is the free space on the spool's file system below which
-	// appends fail with a *WriteError (ErrDiskFull). Badger writes through
-	// memory-mapped files, where a full disk would be a crash, not an error,
-	// so the spool stops writing well before. 0: no check.
+	// MinFree is the free space on the spool's file system that the spool
+	// never writes into: an append whose write would take free space below
+	// it fails with a *WriteError (ErrDiskFull). Badger writes through
+	// memory-mapped files, where a full disk would be a crash, not an error:
+	// Open refuses less than MinFreeFloor(). 0: no check, for tests and
+	// benchmarks only (config refuses it).
 	MinFree int64
 	Logger  *slog.Logger
 
