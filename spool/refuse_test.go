@@ -67,7 +67,7 @@ func (h *heldWriter) gather(t *testing.T, ms []*Message) []error {
 // of its round are committed, and neither the answers nor the log hold
 // any of its bytes.
 func TestRefusedWriteFailsAlone(t *testing.T) {
-	var logs bytes.Buffer
+	var logs lockedBuffer // Badger logs from its own goroutines
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h := openHeld(t, Options{Logger: log, tuneQueue: func(o badger.Options) badger.Options {
 		return o.WithValueLogFileSize(1 << 20)
@@ -105,6 +105,24 @@ func TestRefusedWriteFailsAlone(t *testing.T) {
 			t.Fatalf("read %s: %d, %v", host, len(got), err)
 		}
 	}
+}
+
+// lockedBuffer is a bytes.Buffer that many goroutines may write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestRoundCountsAgainstHeadroom: the ops of one round are counted against
