@@ -37,6 +37,7 @@ type Config struct {
 	Shutdown    ShutdownConfig
 	Fleet       FleetConfig    // see fleet.go
 	Delivery    DeliveryConfig // see delivery.go
+	Proxy       ProxyConfig    // see proxy.go
 	Path        string         // file it was loaded from (the name given to Parse); "" for Default()
 
 	hosts *hostIndex     // precomputed for Lookup
@@ -58,6 +59,7 @@ type SpoolConfig struct {
 	HighWater   float64  // fraction of a limit at which intake starts being refused, in (0,1]
 	LowWater    float64  // fraction below which intake resumes, in [0,HighWater)
 	MaxBody     ByteSize // largest accepted request body, in (0, MaxBody]
+	MaxHeader   ByteSize // largest accepted request header block, in [1KiB, 1MiB]
 	MinFree     ByteSize // free disk space below which new webhooks get 503; at least spool.MinFreeFloor()
 	Methods     []string // request methods spooled (upper case); the others pass through
 }
@@ -155,6 +157,7 @@ func Default() *Config {
 			HighWater:   0.8,
 			LowWater:    0.5,
 			MaxBody:     1 << 20,
+			MaxHeader:   64 << 10,
 			Methods:     []string{"POST"},
 			MinFree:     128 << 20,
 		},
@@ -165,6 +168,7 @@ func Default() *Config {
 		Shutdown:  ShutdownConfig{Timeout: Duration(30 * time.Second)},
 		Fleet:     defaultFleet(),
 		Delivery:  defaultDelivery(),
+		Proxy:     defaultProxy(),
 	}
 	c.hosts = newHostIndex(c.Hosts)
 	return c
@@ -262,6 +266,8 @@ func RestartRequired(old, new *Config) []string {
 	}{
 		{"listen", old.Listen != new.Listen},
 		{"admin", old.Admin != new.Admin},
+		{"proxy.max_connections", old.Proxy.MaxConnections != new.Proxy.MaxConnections},
+		{"spool.max_header_bytes", old.Spool.MaxHeader != new.Spool.MaxHeader},
 		{"admin.hosts", !slices.Equal(old.AdminAccess.Hosts, new.AdminAccess.Hosts)},
 		{"admin.token_file", old.AdminAccess.TokenFile != new.AdminAccess.TokenFile},
 		{"admin.insecure_no_auth", old.AdminAccess.InsecureNoAuth != new.AdminAccess.InsecureNoAuth},

@@ -82,6 +82,7 @@ type rawConfig struct {
 	Shutdown  rawShutdown  `yaml:"shutdown"`
 	Fleet     rawFleet     `yaml:"fleet"`
 	Delivery  rawDelivery  `yaml:"delivery"`
+	Proxy     rawProxy     `yaml:"proxy"`
 }
 
 type rawLog struct {
@@ -96,6 +97,7 @@ type rawSpool struct {
 	HighWater   opt[float64]       `yaml:"high_water"`
 	LowWater    opt[float64]       `yaml:"low_water"`
 	MaxBody     opt[ByteSize]      `yaml:"max_body"`
+	MaxHeader   opt[ByteSize]      `yaml:"max_header_bytes"`
 	MinFree     opt[ByteSize]      `yaml:"min_free"`
 	Methods     opt[[]opt[string]] `yaml:"methods"`
 }

@@ -69,6 +69,7 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 	resolveShutdown(p, &raw.Shutdown, &c.Shutdown)
 	resolveFleet(p, &raw.Fleet, &c.Fleet)
 	resolveDelivery(p, &raw.Delivery, &c.Delivery)
+	resolveProxy(p, &raw.Proxy, &c.Proxy)
 
 	base := defaultHost()
 	if c.MITM.Enabled() {
@@ -95,6 +96,7 @@ func resolveSpool(p *problems, r *rawSpool, s *SpoolConfig) {
 	field(p, "spool.high_water", r.HighWater, &s.HighWater, within(0, 1, false, true))
 	field(p, "spool.low_water", r.LowWater, &s.LowWater, within(0, 1, true, false))
 	field(p, "spool.max_body", r.MaxBody, &s.MaxBody, sizeWithin(1, MaxBody))
+	field(p, "spool.max_header_bytes", r.MaxHeader, &s.MaxHeader, sizeWithin(1<<10, 1<<20))
 	field(p, "spool.min_free", r.MinFree, &s.MinFree, sizeWithin(ByteSize(spool.MinFreeFloor()), 1<<62))
 	list(p, "spool.methods", r.Methods, &s.Methods, checkSpoolMethod, true)
 	for i, m := range s.Methods {

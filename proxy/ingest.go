@@ -52,9 +52,15 @@ func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 func (p *Proxy) serveIngest(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	pol := p.policy.Load()
+	seen := &seenBody{ReadCloser: r.Body}
+	r.Body = seen
 	host, size, d := p.handle(r, pol, p.authorize(r, nil, pol))
 	p.record(r, start, host, size, d)
 	body := d.answer(w.Header(), host)
+	if d.status != http.StatusAccepted && d.status != http.StatusRequestTimeout && seen.mustDrain(r) {
+		drainAfter(w, r, d.status, body, max(4*pol.MaxBody, drainMin))
+		return
+	}
 	w.WriteHeader(d.status)
 	w.Write(body)
 }
@@ -107,6 +113,9 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host s
 	if r.ContentLength > maxBody {
 		return tooLarge(r.ContentLength, maxBody), 0
 	}
+	if n := headerBytes(r.Header); pol.MaxHeader > 0 && n > pol.MaxHeader {
+		return headersTooLarge(n, pol.MaxHeader), 0
+	}
 	header := storedHeader(r.Header)
 	if p.opts.Tracing {
 		// The stored trace context is the ingest span's, so that the
@@ -126,6 +135,9 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host s
 	if err := readBody(r, m, maxBody); err != nil {
 		if errors.Is(err, errTooLarge) {
 			return tooLarge(-1, maxBody), 0
+		}
+		if d, ok := bodyTimedOut(err); ok {
+			return d, 0
 		}
 		return badRequest("reading body: " + err.Error()), 0
 	}

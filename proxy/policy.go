@@ -8,9 +8,12 @@ import "github.com/hookpace/hookpace/config"
 type Policy struct {
 	// Host returns the settings for a destination host key (HostKey).
 	Host    func(host string) HostPolicy
-	MaxBody int64         // largest accepted body, spool.max_body
-	Users   []config.User // proxy Basic auth; none = no auth
-	Listen  string        // the proxy's address as configured, for the origin-form hint
+	MaxBody int64 // largest accepted body, spool.max_body
+	// MaxHeader is the largest accepted header block,
+	// spool.max_header_bytes; 0 = no limit here.
+	MaxHeader int64
+	Users     []config.User // proxy Basic auth; none = no auth
+	Listen    string        // the proxy's address as configured, for the origin-form hint
 	// Methods are the request methods spooled (spool.methods, upper
 	// case); the others pass through. None: POST only.
 	Methods []string

@@ -30,10 +30,11 @@ func proxyPolicy(cfg *config.Config) proxy.Policy {
 			_, hc := cfg.Lookup(host)
 			return proxy.HostPolicy{MaxQueued: hc.MaxQueued, Connect: hc.Connect}
 		},
-		MaxBody: int64(cfg.Spool.MaxBody),
-		Users:   cfg.Auth.Users,
-		Listen:  cfg.Listen,
-		Methods: cfg.Spool.Methods,
+		MaxBody:   int64(cfg.Spool.MaxBody),
+		MaxHeader: int64(cfg.Spool.MaxHeader),
+		Users:     cfg.Auth.Users,
+		Listen:    cfg.Listen,
+		Methods:   cfg.Spool.Methods,
 	}
 }
 
@@ -70,7 +71,7 @@ func Policy(hc config.HostConfig) deliver.Policy {
 // the environment (hookpace's own HTTP_PROXY may point at itself), dials
 // only what the egress guard allows, and verifies TLS.
 func transport(guard *swapGuard, roots *x509.CertPool, insecure bool) *http.Transport {
-	return &http.Transport{
+	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           guard.DialContext,
 		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure},
@@ -82,13 +83,16 @@ func transport(guard *swapGuard, roots *x509.CertPool, insecure bool) *http.Tran
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
 	}
+	guard.track(tr)
+	return tr
 }
 
 // deliveryClient sends webhooks: no redirects are followed (a redirect is a
-// permanent failure), and requests are traced and measured.
+// permanent failure), the egress policy is asked before every attempt, and
+// requests are traced and measured.
 func deliveryClient(tel *telemetry.Telemetry, guard *swapGuard, roots *x509.CertPool, insecure bool) *http.Client {
 	return &http.Client{
-		Transport:     tel.WrapTransport(transport(guard, roots, insecure)),
+		Transport:     tel.WrapTransport(checkedTransport{guard, transport(guard, roots, insecure)}),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +24,12 @@ import (
 type swapGuard struct {
 	g    atomic.Pointer[egress.Guard]
 	self []string
+
+	verdicts attemptVerdicts // see egresscheck.go
+
+	mu          sync.Mutex
+	transports  []*http.Transport // their idle connections close on a policy change
+	allow, deny []string          // the lists in force
 }
 
 // newSwapGuard builds the guard for cfg; self are hookpace's own listener
@@ -40,6 +48,11 @@ func (s *swapGuard) set(cfg *config.Config) error {
 		return err
 	}
 	s.g.Store(g)
+	s.mu.Lock()
+	oldAllow, oldDeny := s.allow, s.deny
+	s.allow, s.deny = cfg.Egress.Allow, cfg.Egress.Deny
+	s.mu.Unlock()
+	s.policyChanged(oldAllow, oldDeny, cfg.Egress.Allow, cfg.Egress.Deny)
 	return nil
 }
 

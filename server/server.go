@@ -195,10 +195,12 @@ func (a *app) listen(cfg *config.Config) error {
 	if a.proxyLn, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
+	a.proxyLn = newLimitListener(a.proxyLn, maxConnections(cfg), a.log, "proxy") // see listen.go
 	a.undo = append(a.undo, func() { a.proxyLn.Close() })
 	if a.adminLn, err = net.Listen("tcp", cfg.Admin); err != nil {
 		return fmt.Errorf("admin listen %s: %w", cfg.Admin, err)
 	}
+	a.adminLn = &quietListener{Listener: a.adminLn, errs: acceptErrors{log: a.log, name: "admin"}}
 	a.undo = append(a.undo, func() { a.adminLn.Close() })
 	return nil
 }
@@ -233,11 +235,13 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Prop:      tel.Propagator,
 		Tracing:   tel.Tracing(),
 	})
-	a.proxySrv = &http.Server{Handler: a.proxy, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+	bodyTimeout := func() time.Duration { return a.current.Load().Proxy.BodyTimeout.D() }
+	a.proxySrv = &http.Server{Handler: bodyDeadline(a.proxy, bodyTimeout), ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout: 120 * time.Second, MaxHeaderBytes: int(cfg.Spool.MaxHeader),
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Metrics: tel.Handler(), Logger: log, Guard: ag,
 		Stopping: a.stopping.Load}, &a.current),
-		ReadHeaderTimeout: 10 * time.Second}
+		ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 }
 
 // serve serves the proxy and the admin API, and applies config reloads,

@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// trickle opens a connection to the proxy and sends a webhook's headers
+// announcing n body bytes, then one body byte every interval until the
+// proxy answers (or all n are sent). It returns the answer's status line
+// and how many body bytes went out.
+func trickle(t *testing.T, proxyAddr, target string, n int, interval time.Duration) (status string, sent int) {
+	t.Helper()
+	c, err := net.Dial("tcp", proxyAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n",
+		target, strings.SplitN(target, "/", 4)[2], n)
+	answered := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		answered <- strings.TrimSpace(line)
+	}()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for sent < n {
+		select {
+		case s := <-answered:
+			return s, sent
+		case <-tick.C:
+			if _, err := c.Write([]byte("x")); err != nil {
+				return <-answered, sent
+			}
+			sent++
+		}
+	}
+	return <-answered, sent
+}
+
+// Issue 22: a client trickling its body is cut off at proxy.body_timeout
+// with 408, and nothing is stored.
+func TestSlowBodyGets408(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, "egress: {allow: [\"127.0.0.0/8\"]}\nproxy: {body_timeout: 1s}\n")
+	status, sent := trickle(t, hp.Proxy, rc.URL+"/slow", 1000, 100*time.Millisecond)
+	if !strings.Contains(status, " 408 ") {
+		t.Fatalf("trickling client got %q after %d of 1000 body bytes, want 408", status, sent)
+	}
+	if sent >= 1000 {
+		t.Errorf("the whole body went out before the answer: not cut off")
+	}
+	t.Logf("cut off with %q after %d of 1000 body bytes (one per 100 ms)", status, sent)
+	var sp struct{ Messages int }
+	hp.AdminJSON("/v1/spool", &sp)
+	if sp.Messages != 0 || rc.Count(nil) != 0 {
+		t.Errorf("a cut-off webhook was stored (%d queued) or delivered (%d)", sp.Messages, rc.Count(nil))
+	}
+	Poll(t, 5*time.Second, "an ingest line naming proxy.body_timeout", func() bool {
+		return strings.Contains(hp.Log(), "status=408") && strings.Contains(hp.Log(), "proxy.body_timeout")
+	})
+}
+
+// Issue 22: with more connections than proxy.max_connections, /healthz
+// still answers and a normal webhook gets its 202 once a slot frees.
+func TestMaxConnectionsKeepsAdminAndQueuesClients(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, "egress: {allow: [\"127.0.0.0/8\"]}\nproxy: {max_connections: 4, body_timeout: 2s}\n")
+	const slow = 8 // twice the cap
+	var mu sync.Mutex
+	var cut []time.Time
+	var wg sync.WaitGroup
+	for i := range slow {
+		wg.Go(func() {
+			status, _ := trickle(t, hp.Proxy, fmt.Sprintf("%s/slow/%d", rc.URL, i), 1000, 200*time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			if !strings.Contains(status, " 408 ") {
+				t.Errorf("trickler %d: %q, want 408", i, status)
+			}
+			cut = append(cut, time.Now())
+		})
+	}
+	// The slow clients hold every slot (or wait for one): the admin
+	// listener answers all the same.
+	for range 5 {
+		if code := opsAdminCode(t, hp, "/healthz"); code != http.StatusOK {
+			t.Errorf("/healthz under the flood: %d", code)
+		}
+	}
+	status, _ := hp.Post(hp.Client(), rc.URL+"/normal", WebhookBody(1), nil)
+	done := time.Now()
+	if status != http.StatusAccepted {
+		t.Errorf("normal webhook under the flood: %d, want 202", status)
+	}
+	wg.Wait()
+	first := cut[0]
+	for _, c := range cut {
+		if c.Before(first) {
+			first = c
+		}
+	}
+	if done.Before(first) {
+		t.Errorf("the normal webhook was answered before any slow client was cut off: the cap of 4 did not hold")
+	}
+	rc.WaitFor(t, 10*time.Second, "the normal webhook", func(as []Arrival) bool { return len(as) == 1 })
+}
+
+// Issue 22: a body over max_body, sent by a client that writes all of it
+// before reading (Python's urllib), reads the 413 and its reason.
+func TestTooLargeReadByWriteFirstClient(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal("python3 is needed for this test (apt-get install -y python3)")
+	}
+	rc := NewReceiver(t)
+	hp := Start(t, "egress: {allow: [\"127.0.0.0/8\"]}\nspool: {max_body: 1MiB}\n")
+	script := `
+import sys, urllib.request, urllib.error
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": "http://" + sys.argv[1]}))
+req = urllib.request.Request(sys.argv[2], data=b"x" * (5 * 1000 * 1000), method="POST")
+try:
+    r = opener.open(req, timeout=30)
+    print(r.status, r.read().decode())
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+`
+	for i := range 3 {
+		out, err := exec.Command(py, "-c", script, hp.Proxy, rc.URL+"/big").CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "413 ") || !strings.Contains(string(out), "spool.max_body") {
+			t.Errorf("try %d: urllib posting 5 MB: %v\n%s", i, err, out)
+		}
+	}
+	if rc.Count(nil) != 0 {
+		t.Errorf("%d deliveries of a refused body", rc.Count(nil))
+	}
+}
+
+// Issue 22: headers are bounded by spool.max_header_bytes (431).
+func TestHeadersOverMaxHeaderBytesGet431(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, "egress: {allow: [\"127.0.0.0/8\"]}\nspool: {max_header_bytes: 16KiB}\n")
+	for _, size := range []int{17 << 10, 200 << 10} { // the ingest check; the listener's own cap
+		hdr := http.Header{"X-Big": {strings.Repeat("h", size)}}
+		if status, _ := hp.Post(hp.Client(), rc.URL+"/h", WebhookBody(1), hdr); status != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("%d-byte header: %d, want 431", size, status)
+		}
+	}
+	if status, _ := hp.Post(hp.Client(), rc.URL+"/h", WebhookBody(1), http.Header{"X-Ok": {strings.Repeat("h", 8<<10)}}); status != http.StatusAccepted {
+		t.Errorf("8 KiB header: %d, want 202", status)
+	}
+	rc.WaitFor(t, 10*time.Second, "the one accepted", func(as []Arrival) bool { return len(as) == 1 })
+}

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package server
+
+func openFileLimit() int { return 1024 }
