@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookpace/hookpace/admin"
 	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/deliver"
 )
 
 // adminFlags adds --admin, --config and --token-file to fs and returns a
@@ -160,13 +161,17 @@ func pauseResume(cmd string, args []string, out io.Writer) error {
 		return err
 	}
 	host := strings.ToLower(fs.Arg(0))
+	var st deliver.HostStatus
 	if cmd == "pause" {
-		_, err = c.Pause(context.Background(), host)
+		st, err = c.Pause(context.Background(), host)
 	} else {
-		_, err = c.Resume(context.Background(), host)
+		st, err = c.Resume(context.Background(), host)
 	}
 	if err != nil {
 		return err
+	}
+	if st.Host != "" { // the admin API's form of it: a URL becomes its host
+		host = st.Host
 	}
 	fmt.Fprintf(out, "%s: %sd\n", host, cmd)
 	return nil

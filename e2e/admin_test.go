@@ -235,7 +235,7 @@ func TestAdminPauseHostsValidatedAndBounded(t *testing.T) {
 			t.Errorf("pause %s: %d %s, want 400", junk, status, body)
 		}
 	}
-	if out, err := hp.CLI("pause", "HTTPS://Partner.Example.:443/hook?x=1"); err != nil || !strings.Contains(out, "partner.example") {
+	if out, err := hp.CLI("pause", "HTTPS://Partner.Example.:443/hook?x=1"); err != nil || out != "partner.example: paused\n" {
 		t.Errorf("hookpace pause URL: %v\n%s", err, out)
 	}
 	var st struct{ Paused bool }
