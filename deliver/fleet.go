@@ -284,3 +284,32 @@ func (d *Dispatcher) Fleet() *FleetStatus {
 	}
 	return st
 }
+
+// flushFleet gives back, at Stop, the leases of finished attempts and
+// unused grants, so that the other replicas need not wait for them to
+// expire; it gives up after 2 s (they expire anyway).
+func (d *Dispatcher) flushFleet() {
+	if d.opts.Fleet == nil {
+		return
+	}
+	d.mu.Lock()
+	var reqs []fleet.Request
+	for _, h := range d.hosts {
+		rel := h.fl.done
+		for _, l := range h.fl.grants {
+			rel = append(rel, fleet.Release{Lease: l, Outcome: pacer.NoSend})
+		}
+		h.fl.done, h.fl.grants = nil, nil
+		if len(rel) > 0 {
+			reqs = append(reqs, fleet.Request{Host: h.name, Limits: h.pol.Limits, Releases: rel})
+		}
+	}
+	d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, r := range reqs {
+		if _, err := d.opts.Fleet.Ask(ctx, r); err != nil {
+			return
+		}
+	}
+}

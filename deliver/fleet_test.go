@@ -197,3 +197,39 @@ func TestFleetRedisDown(t *testing.T) {
 		t.Fatalf("%d deliveries, want 120", n)
 	}
 }
+
+// TestFleetStopGivesLeasesBack: attempts that finish while the dispatcher
+// stops give their leases back at once; the other replicas need not wait
+// a lease period for them to expire.
+func TestFleetStopGivesLeasesBack(t *testing.T) {
+	srv := redistest.Start(t)
+	gate := make(chan struct{})
+	rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+		<-gate
+		return 200, nil
+	}}
+	pol := policy(1000, 10, 2)
+	a, qa, _ := fleetReplica(t, srv, "a", rc, pol)
+	qa.add("partner.example", 2)
+	waitFor(t, 10*time.Second, "2 in flight", func() bool { return len(rc.arrivals("")) == 2 })
+	stopped := make(chan error)
+	go func() { stopped <- a.Stop(context.Background()) }()
+	waitFor(t, 10*time.Second, "stopping", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.stopping
+	})
+	close(gate)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	probe, err := fleet.New(fleet.Options{URL: srv.URL(), KeyPrefix: "t", Replica: "probe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	g, err := probe.Ask(context.Background(), fleet.Request{Host: "partner.example", Limits: pol.Limits, Want: 2})
+	if err != nil || len(g.Leases) != 2 {
+		t.Fatalf("after a stopped: %+v %v, want both slots", g, err)
+	}
+}

@@ -210,7 +210,7 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	}
 	d.mu.Unlock()
 	done := make(chan struct{})
-	go func() { d.wg.Wait(); close(done) }()
+	go func() { d.wg.Wait(); d.flushFleet(); close(done) }()
 	select {
 	case <-done:
 		return nil
