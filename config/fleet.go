@@ -63,7 +63,7 @@ func resolveFleet(p *problems, r *rawFleet, f *FleetConfig) {
 	set := r.Redis.Set || r.Redis.Err != nil || r.RedisPasswordEnv.Set || r.RedisPasswordFile.Set || r.KeyPrefix.Set ||
 		r.Replica.Set || r.Timeout.Set || r.LeasePeriod.Set
 	if f.Redis == "" {
-		if set && r.Redis.Err == nil {
+		if set && !r.Redis.Set && r.Redis.Err == nil {
 			p.add(firstLine(r.KeyPrefix.Line, r.Replica.Line, r.Timeout.Line, r.LeasePeriod.Line,
 				r.RedisPasswordEnv.Line, r.RedisPasswordFile.Line), "fleet.redis", "required in a fleet section")
 		}
