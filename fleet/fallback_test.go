@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,5 +134,37 @@ func TestKeysExpire(t *testing.T) {
 		if ttl := a.rdb.PTTL(ctx, k).Val(); ttl <= 0 {
 			t.Errorf("key %s has no expiry (%v)", k, ttl)
 		}
+	}
+}
+
+// TestRedisHangs: a Redis that accepts but never answers is a timeout, and
+// a timeout degrades like an error; once it answers again, so is the
+// limiter shared again.
+func TestRedisHangs(t *testing.T) {
+	srv, clk := redistest.Start(t), newClock()
+	l, err := New(Options{URL: srv.URL(), KeyPrefix: "t", Replica: "a", Now: clk.Now, Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	if err := l.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv.Freeze()
+	defer srv.Thaw()
+	_, err = l.Ask(ctx, Request{Host: "partner.example", Limits: lim, Want: 1})
+	if err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("ask to a hung redis: %v, want a timeout", err)
+	}
+	if deg, _, _ := l.State(); !deg {
+		t.Fatal("not degraded after a timeout")
+	}
+	srv.Thaw()
+	if err := l.Heartbeat(ctx); err != nil {
+		t.Fatalf("heartbeat after thaw: %v", err)
+	}
+	if deg, _, _ := l.State(); deg {
+		t.Fatal("still degraded after redis answered")
 	}
 }

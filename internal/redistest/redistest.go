@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -155,6 +156,21 @@ func (s *Server) Kill() {
 	}
 	cmd.Process.Kill()
 	<-exited
+}
+
+// Freeze stops the server with SIGSTOP: it keeps its connections and
+// answers nothing, as a Redis that hangs. Thaw resumes it.
+func (s *Server) Freeze() { s.signal(syscall.SIGSTOP) }
+
+// Thaw undoes Freeze.
+func (s *Server) Thaw() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		s.cmd.Process.Signal(sig)
+	}
 }
 
 // Restart starts a killed server again on the same port, empty.
