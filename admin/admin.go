@@ -266,7 +266,7 @@ func (a *api) listDead(w http.ResponseWriter, r *http.Request) {
 	out := DeadList{Total: total, Dead: make([]DeadLetter, 0, len(dead))}
 	for _, d := range dead {
 		m := d.Message
-		dl := DeadLetter{ID: spool.IDString(m.ID), Host: m.Host, Method: m.Method, URL: m.URL, Reason: d.Reason,
+		dl := DeadLetter{ID: spool.IDString(m.OriginID()), Host: m.Host, Method: m.Method, URL: m.URL, Reason: d.Reason,
 			Status: m.LastStatus, Error: m.LastError, Attempts: m.Attempts, Enqueued: m.Enqueued.UTC(),
 			LastTry: m.LastTry.UTC(), DiedAt: d.DiedAt.UTC(), Bytes: len(m.Body)}
 		if body {
@@ -330,7 +330,7 @@ func (a *api) missingDead(f spool.DeadFilter) ([]string, error) {
 	}
 	have := make(map[uint64]bool, len(found))
 	for _, d := range found {
-		have[d.Message.ID] = true
+		have[d.Message.OriginID()] = true
 	}
 	var missing []string
 	for _, id := range f.IDs {

@@ -40,7 +40,7 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 	ctx, span := d.opts.Tracer.Start(ctx, "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
 			attribute.String("hookpace.host", m.Host),
-			attribute.String("hookpace.message_id", spool.IDString(m.ID)),
+			attribute.String("hookpace.message_id", spool.IDString(m.OriginID())),
 			attribute.Int("hookpace.attempt", m.Attempts+1),
 		))
 	n := m.Attempts + 1 // m is ours until finish puts it back
@@ -94,7 +94,7 @@ func (d *Dispatcher) send(ctx context.Context, m *spool.Message, pol Policy) res
 	}
 	// What the receiver de-duplicates on: the id the app got with its 202.
 	if pol.IDHeader != "" {
-		req.Header.Set(pol.IDHeader, spool.IDString(m.ID))
+		req.Header.Set(pol.IDHeader, spool.IDString(m.OriginID()))
 	}
 	if pol.AttemptHeader != "" {
 		req.Header.Set(pol.AttemptHeader, strconv.Itoa(m.Attempts+1))
@@ -216,7 +216,7 @@ func (d *Dispatcher) breakerChanged(h *host, was, why string) {
 func (d *Dispatcher) logAttempt(host string, m *spool.Message, n int, res result, v verdict, reason string, next, now time.Time) {
 	attrs := []any{
 		"host", host,
-		"id", spool.IDString(m.ID),
+		"id", spool.IDString(m.OriginID()),
 		"attempt", n,
 		"outcome", v.String(),
 		"status", res.status,

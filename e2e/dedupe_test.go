@@ -80,6 +80,51 @@ hosts:
 	if total, _ := failDeadList(t, hp); total != 1 {
 		t.Fatalf("%d dead letters after refused commands, want the 1 untouched", total)
 	}
+	dedupeDeadGauges(t, hp, rc.Host(), 1)
+
+	// Replayed while the partner still answers 410, it dies again and is
+	// listed under the same id; replayed once more, it is delivered with
+	// that id, its attempts counted afresh.
+	if out, err := hp.CLI("dead", "replay", ids["/gone"]); err != nil || !strings.Contains(out, "replayed 1") {
+		t.Fatalf("dead replay %s: %v\n%s", ids["/gone"], err, out)
+	}
+	rc.WaitFor(t, 10*time.Second, "the replay's 410", func(as []Arrival) bool { return len(as) >= 4 })
+	Poll(t, 10*time.Second, "dead again", func() bool { total, _ := failDeadList(t, hp); return total == 1 })
+	if _, dead := failDeadList(t, hp); dead[0].ID != ids["/gone"] {
+		t.Errorf("dead again as %s, want its 202's id %s", dead[0].ID, ids["/gone"])
+	}
+	gone.Store(false)
+	if out, err := hp.CLI("dead", "replay", ids["/gone"]); err != nil || !strings.Contains(out, "replayed 1") {
+		t.Fatalf("second dead replay %s: %v\n%s", ids["/gone"], err, out)
+	}
+	rc.WaitFor(t, 10*time.Second, "the replay delivered", func(as []Arrival) bool { return Delivered2xx(as) >= 2 })
+	checkIDs("/gone", "1", "1", "1")
+	Poll(t, 10*time.Second, "no dead letters", func() bool { total, _ := failDeadList(t, hp); return total == 0 })
+	dedupeDeadGauges(t, hp, rc.Host(), 0)
+}
+
+// dedupeDeadGauges checks /metrics against `hookpace dead list`: the total
+// dead-letter gauge and host's own series (absent when it has none).
+func dedupeDeadGauges(t *testing.T, hp *Hookpace, host string, want int) {
+	t.Helper()
+	total, _ := failDeadList(t, hp)
+	var all, own string
+	for _, line := range strings.Split(hp.Metrics(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "hookpace_dead_letters "):
+			all = strings.TrimPrefix(line, "hookpace_dead_letters ")
+		case strings.HasPrefix(line, `hookpace_host_dead_letters{host="`+host+`"} `):
+			own = line[strings.LastIndex(line, " ")+1:]
+		}
+	}
+	wantOwn := fmt.Sprint(want)
+	if want == 0 {
+		wantOwn = ""
+	}
+	if total != want || all != fmt.Sprint(want) || own != wantOwn {
+		t.Errorf("dead list %d, hookpace_dead_letters %q, hookpace_host_dead_letters{host=%q} %q; want %d each (no series for 0)",
+			total, all, host, own, want)
+	}
 }
 
 // Breaker transitions are logged once each: a host that fails opens its

@@ -112,13 +112,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				} else {
 					res.Kept[reason]++
 					if res.Kept[reason] == 1 {
-						s.log.Warn("handoff: webhook kept here", "id", spool.IDString(m.ID), "host", m.Host,
+						s.log.Warn("handoff: webhook kept here", "id", spool.IDString(m.OriginID()), "host", m.Host,
 							"target", s.target.Redacted(), "reason", reason, "note", "further ones for the same reason are counted at the end")
 					}
 				}
 				mu.Unlock()
 				if reason == "" {
-					s.log.Info("handoff", "id", spool.IDString(m.ID), "host", m.Host, "new_id", newID, "target", s.target.Host)
+					s.log.Info("handoff", "id", spool.IDString(m.OriginID()), "host", m.Host, "new_id", newID, "target", s.target.Host)
 				}
 			}
 		})

@@ -20,6 +20,7 @@ func observeState(m *telemetry.Metrics, disp *deliver.Dispatcher, sp *spool.Spoo
 		st := telemetry.StateSnapshot{MaxMessages: u.MaxMessages, MaxBytes: u.MaxBytes,
 			HighWater: u.HighWater, LowWater: u.LowWater, Usage: u.Fraction, Accepting: u.Accepting,
 			DeadLetters: u.Dead}
+		st.DeadByHost, _ = sp.DeadByHost() // kept in memory: cheap
 		switch {
 		case u.Refusing == spool.ErrDirGone.Error():
 			st.Refusing = telemetry.RefusingDirGone

@@ -56,7 +56,7 @@ func (f DeadFilter) match(d *Dead) bool {
 		return true
 	}
 	for _, id := range f.IDs {
-		if id == d.Message.ID {
+		if id == d.Message.OriginID() {
 			return true
 		}
 	}
@@ -104,8 +104,9 @@ func (s *Spool) eachDead(f DeadFilter, fn func(*Dead) bool) error {
 }
 
 // ReplayDead moves the matching dead letters back into their hosts' queues,
-// with their attempt counts reset, and returns how many moved. Each gets a
-// new id at the tail of its host's queue and is paced like any other.
+// with their attempt counts reset, and returns how many moved. Each is
+// queued under a new ID, at the tail of its host's queue, and paced like
+// any other; its OriginID stays the id the app got with its 202.
 func (s *Spool) ReplayDead(f DeadFilter) (int, error) {
 	var found []*Dead
 	if err := s.eachDead(f, func(d *Dead) bool { found = append(found, d); return true }); err != nil {
@@ -115,12 +116,15 @@ func (s *Spool) ReplayDead(f DeadFilter) (int, error) {
 	for _, d := range found {
 		m := d.Message
 		oldID := m.ID
+		if m.Origin == 0 {
+			m.Origin = oldID
+		}
 		m.Attempts, m.LastStatus, m.LastError, m.LastTry = 0, 0, "", time.Time{}
 		val := m.record()
 		o := &reviveOp{opBase: opBase{msg: m}, val: val, size: storedSize(m.Host, val), dead: oldID}
 		m.size = o.size
 		if err := s.submitWait(o); err != nil {
-			return n, fmt.Errorf("replay dead letter %s: %w", IDString(oldID), err)
+			return n, fmt.Errorf("replay dead letter %s: %w", IDString(m.Origin), err)
 		}
 		n++
 	}
@@ -129,14 +133,14 @@ func (s *Spool) ReplayDead(f DeadFilter) (int, error) {
 
 // PurgeDead deletes the matching dead letters for good and returns how many.
 func (s *Spool) PurgeDead(f DeadFilter) (int, error) {
-	var ids []uint64
-	if err := s.eachDead(f, func(d *Dead) bool { ids = append(ids, d.Message.ID); return true }); err != nil {
+	var found []*Message
+	if err := s.eachDead(f, func(d *Dead) bool { found = append(found, d.Message); return true }); err != nil {
 		return 0, err
 	}
-	for _, id := range ids {
-		if err := s.submitWait(&purgeOp{dead: id}); err != nil {
-			return 0, fmt.Errorf("purge dead letter %s: %w", IDString(id), err)
+	for _, m := range found {
+		if err := s.submitWait(&purgeOp{dead: m.ID, host: m.Host}); err != nil {
+			return 0, fmt.Errorf("purge dead letter %s: %w", IDString(m.OriginID()), err)
 		}
 	}
-	return len(ids), nil
+	return len(found), nil
 }

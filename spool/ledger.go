@@ -26,15 +26,24 @@ type ledger struct {
 	messages  int64
 	bytes     int64
 	hosts     map[string]*HostUsage
-	dead      int64 // dead letters
-	written   int64 // bytes written to the queue database since it was last dropped
+	dead      int64            // dead letters
+	deadHosts map[string]int64 // dead letters per host (hosts with none absent)
+	written   int64            // bytes written to the queue database since it was last dropped
 	accepting bool
 	drain     drainMeter
 	log       *slog.Logger
 }
 
 func newLedger(lim limits, log *slog.Logger) *ledger {
-	return &ledger{lim: lim, hosts: make(map[string]*HostUsage), accepting: true, log: log}
+	return &ledger{lim: lim, hosts: make(map[string]*HostUsage), deadHosts: make(map[string]int64), accepting: true, log: log}
+}
+
+// buried counts n more dead letters for host (n may be negative).
+func (l *ledger) buried(host string, n int64) {
+	l.dead += n
+	if l.deadHosts[host] += n; l.deadHosts[host] <= 0 {
+		delete(l.deadHosts, host)
+	}
 }
 
 // storedSize is what a record of val, queued for host, counts against

@@ -13,7 +13,11 @@ import (
 
 // Message is one spooled webhook.
 type Message struct {
-	ID       uint64 // assigned by the spool; increases with every append
+	ID uint64 // assigned by the spool; increases with every append
+	// Origin is the id the app got with its 202 when the message has been
+	// queued again since under a new ID (a dead-letter replay); 0 when it
+	// is ID. See OriginID.
+	Origin   uint64
 	Host     string // queue key: lower-case host, with the port when it is not the default
 	Method   string
 	URL      string
@@ -56,7 +60,24 @@ func ParseID(s string) (uint64, error) {
 	return id, nil
 }
 
-const encodingVersion = 1
+// OriginID is the message's identity for users and receivers: the id the
+// app got with its 202. It is ID, unless a replay from the dead letters
+// queued the message again (under a new ID, at the tail of its host's
+// queue).
+func (m *Message) OriginID() uint64 {
+	if m.Origin != 0 {
+		return m.Origin
+	}
+	return m.ID
+}
+
+// Record versions: version 2 is version 1 with the Origin id (a uvarint)
+// after the version byte, written only for a message that has one, so
+// that every other record stays as earlier versions of hookpace wrote it.
+const (
+	encodingVersion       = 1
+	encodingVersionOrigin = 2
+)
 
 // encode appends a compact binary form of m to b. The format is a version
 // byte followed by varints and length-prefixed strings, the body last; it is
@@ -69,7 +90,12 @@ func (m *Message) encode(b []byte) []byte {
 
 // encodeHead appends everything encode writes before the body's length.
 func (m *Message) encodeHead(b []byte) []byte {
-	b = append(b, encodingVersion)
+	if m.Origin != 0 {
+		b = append(b, encodingVersionOrigin)
+		b = binary.AppendUvarint(b, m.Origin)
+	} else {
+		b = append(b, encodingVersion)
+	}
 	b = appendString(b, m.Method)
 	b = appendString(b, m.URL)
 	b = binary.AppendVarint(b, m.Enqueued.UnixNano())
@@ -93,6 +119,9 @@ func (m *Message) headLen() int {
 	n := 1 + strLen(m.Method) + strLen(m.URL) + varintLen(m.Enqueued.UnixNano()) +
 		uvarintLen(uint64(m.Attempts)) + uvarintLen(uint64(m.LastStatus)) + strLen(m.LastError) +
 		varintLen(unixNano(m.LastTry)) + uvarintLen(uint64(len(m.Header)))
+	if m.Origin != 0 {
+		n += uvarintLen(m.Origin)
+	}
 	for k, vs := range m.Header {
 		n += strLen(k) + uvarintLen(uint64(len(vs)))
 		for _, v := range vs {
@@ -144,10 +173,13 @@ var errCorrupt = errors.New("corrupt message record")
 
 func decodeMessage(host string, id uint64, b []byte) (*Message, error) {
 	d := decoder{b: b}
-	if v := d.byte(); v != encodingVersion {
-		return nil, fmt.Errorf("message %s: unknown encoding version %d", IDString(id), v)
-	}
 	m := &Message{ID: id, Host: host}
+	if !d.version(&m.Origin) {
+		if len(b) == 0 {
+			return nil, fmt.Errorf("message %s: %w", IDString(id), errCorrupt)
+		}
+		return nil, fmt.Errorf("message %s: unknown encoding version %d", IDString(id), b[0])
+	}
 	m.Method = d.string()
 	m.URL = d.string()
 	m.Enqueued = time.Unix(0, d.varint())
@@ -213,6 +245,23 @@ func (d *decoder) byte() byte {
 	c := d.b[0]
 	d.b = d.b[1:]
 	return c
+}
+
+// version reads a message record's version byte, and the origin id of a
+// version 2 record into origin. It reports false for a version it does not
+// know (or no byte at all).
+func (d *decoder) version(origin *uint64) bool {
+	switch d.byte() {
+	case encodingVersion:
+		return d.err == nil
+	case encodingVersionOrigin:
+		*origin = d.uvarint()
+		return d.err == nil
+	}
+	if d.err == nil {
+		d.err = errCorrupt
+	}
+	return false
 }
 
 func (d *decoder) uvarint() uint64 {

@@ -156,7 +156,7 @@ func (o *buryOp) stage(ph phase, txn *badger.Txn, _ *uint64) error {
 }
 func (o *buryOp) settle(l *ledger, now time.Time) {
 	l.left(o.msg.Host, o.old, now)
-	l.dead++
+	l.buried(o.msg.Host, 1)
 }
 
 // reviveOp moves a dead letter back to the tail of its host's queue, under
@@ -182,13 +182,14 @@ func (o *reviveOp) stage(ph phase, txn *badger.Txn, seq *uint64) error {
 func (o *reviveOp) settle(l *ledger, _ time.Time) {
 	l.add(o.msg.Host, 1, o.size)
 	l.written += o.size
-	l.dead--
+	l.buried(o.msg.Host, -1)
 }
 
 // purgeOp removes a dead letter for good.
 type purgeOp struct {
 	opBase
 	dead uint64
+	host string // the dead letter's
 }
 
 func (o *purgeOp) kind() string  { return "purge" }
@@ -198,7 +199,7 @@ func (o *purgeOp) weight() int   { return 9 + 64 }
 func (o *purgeOp) stage(_ phase, txn *badger.Txn, _ *uint64) error {
 	return txn.Delete(deadKey(o.dead))
 }
-func (o *purgeOp) settle(l *ledger, _ time.Time) { l.dead-- }
+func (o *purgeOp) settle(l *ledger, _ time.Time) { l.buried(o.host, -1) }
 
 // Append makes m durable and assigns its ID. It returns only once the write
 // is fsync'd, so the caller may acknowledge the webhook. hostLimit is the

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"maps"
 	"math"
 	"time"
 
@@ -36,7 +37,8 @@ func (s *Spool) Oldest(host string) (time.Time, bool, error) {
 // decodeEnqueued reads the enqueue time from the head of a queue record.
 func decodeEnqueued(id uint64, b []byte) (time.Time, error) {
 	d := decoder{b: b}
-	if v := d.byte(); v != encodingVersion {
+	var origin uint64
+	if !d.version(&origin) {
 		return time.Time{}, errCorrupt
 	}
 	d.bytes() // method
@@ -48,35 +50,20 @@ func decodeEnqueued(id uint64, b []byte) (time.Time, error) {
 	return time.Unix(0, t), nil
 }
 
-// DeadByHost counts the dead letters of each host. It reads every dead
-// letter, so it costs as much as listing them all.
+// DeadByHost counts the dead letters of each host, from the counts the
+// spool keeps (read from every dead letter when it opened).
 func (s *Spool) DeadByHost() (map[string]int64, error) {
-	out := make(map[string]int64)
-	err := s.kept.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixDead}, PrefetchValues: true, PrefetchSize: 64})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			if len(item.Key()) != 9 {
-				continue
-			}
-			err := item.Value(func(v []byte) error {
-				d := decoder{b: v}
-				if ver := d.byte(); ver != encodingVersion {
-					return errCorrupt
-				}
-				host := d.bytes()
-				if d.err != nil {
-					return d.err
-				}
-				out[string(host)]++
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return out, err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.ledger.deadHosts), nil
+}
+
+// deadHost reads the host from the head of a dead letter's record.
+func deadHost(v []byte) (string, error) {
+	d := decoder{b: v}
+	if ver := d.byte(); ver != encodingVersion {
+		return "", errCorrupt
+	}
+	host := d.string()
+	return host, d.err
 }

@@ -231,13 +231,25 @@ func (s *Spool) load() error {
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
 			return err
 		}
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixDead}})
+		// Dead letters are counted per host, which takes reading the head
+		// of each (their keys are ids only).
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixDead}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			if k := it.Item().Key(); len(k) == 9 {
-				s.ledger.dead++
-				s.seq = max(s.seq, beUint64(k[1:]))
+			item := it.Item()
+			k := item.Key()
+			if len(k) != 9 {
+				continue
 			}
+			s.seq = max(s.seq, beUint64(k[1:]))
+			// One that cannot be read still counts, under no host: listing
+			// it will say what is wrong with it.
+			var host string
+			item.Value(func(v []byte) (err error) {
+				host, err = deadHost(v)
+				return err
+			})
+			s.ledger.buried(host, 1)
 		}
 		return nil
 	})

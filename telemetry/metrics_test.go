@@ -387,6 +387,7 @@ func TestStateGauges(t *testing.T) {
 	m.ObserveState(func() StateSnapshot {
 		return StateSnapshot{MaxMessages: 1000, MaxBytes: 1 << 20, HighWater: 0.8, LowWater: 0.5, Usage: 0.85,
 			Refusing: RefusingHighWater, DeadLetters: 3, OldestAge: 90,
+			DeadByHost: map[string]int64{"a.example": 1, "d.example": 1, "e.example": 1}, // d and e: "other"
 			Hosts: []HostState{
 				{Host: "a.example", OldestAge: 90, BreakerOpen: true},
 				{Host: "b.example", OldestAge: 30, Paused: true}, // beyond the cap of 1: "other"
@@ -406,6 +407,8 @@ func TestStateGauges(t *testing.T) {
 		`hookpace_spool_refusing{reason="dir_gone"}`:         "0",
 		`hookpace_ready`:                                     "0",
 		`hookpace_dead_letters`:                              "3",
+		`hookpace_host_dead_letters{host="a.example"}`:       "1",
+		`hookpace_host_dead_letters{host="other"}`:           "2",
 		`hookpace_spool_oldest_age_seconds`:                  "90",
 		`hookpace_host_oldest_age_seconds{host="a.example"}`: "90",
 		`hookpace_host_oldest_age_seconds{host="other"}`:     "60",

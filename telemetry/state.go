@@ -3,6 +3,8 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -21,6 +23,7 @@ const (
 	MetricSpoolRefusing      = "hookpace_spool_refusing"           // gauge {reason=high_water|disk_full|dir_gone}: 1 while refusing for it
 	MetricReady              = "hookpace_ready"                    // gauge {}: 1 while /readyz answers 200
 	MetricDeadLetters        = "hookpace_dead_letters"             // gauge {}: dead letters kept
+	MetricHostDeadLetters    = "hookpace_host_dead_letters"        // gauge {host}: same, per host with any
 	MetricSpoolOldestAge     = "hookpace_spool_oldest_age_seconds" // gauge {}: age of the oldest queued message, 0 if none
 	MetricHostOldestAge      = "hookpace_host_oldest_age_seconds"  // gauge {host}: same, per host
 	MetricHostBreakerOpen    = "hookpace_host_breaker_open"        // gauge {host}: 1 while the breaker is open or half-open
@@ -45,7 +48,8 @@ type StateSnapshot struct {
 	Refusing              string // one of the Refusing* reasons, or ""
 	Ready                 bool
 	DeadLetters           int64
-	OldestAge             float64 // seconds; 0 with nothing queued
+	DeadByHost            map[string]int64 // hosts with dead letters
+	OldestAge             float64          // seconds; 0 with nothing queued
 	Hosts                 []HostState
 }
 
@@ -59,6 +63,7 @@ type HostState struct {
 
 type stateInstruments struct {
 	limitMessages, limitBytes, accepting, ready, dead metric.Int64ObservableGauge
+	hostDead                                          metric.Int64ObservableGauge
 	refusing, breaker, paused                         metric.Int64ObservableGauge
 	watermark, usage, oldest, hostOldest              metric.Float64ObservableGauge
 
@@ -80,6 +85,7 @@ func (m *Metrics) initState(meter metric.Meter) error {
 		{&s.refusing, MetricSpoolRefusing, "1 while the spool refuses new webhooks for this reason, else 0.", ""},
 		{&s.ready, MetricReady, "1 while /readyz answers 200, else 0.", ""},
 		{&s.dead, MetricDeadLetters, "Dead letters kept in the spool.", "{message}"},
+		{&s.hostDead, MetricHostDeadLetters, "Dead letters kept in the spool for the host (hosts with none have no series).", "{message}"},
 		{&s.breaker, MetricHostBreakerOpen, "1 while the host's circuit breaker is open or half-open, else 0.", ""},
 		{&s.paused, MetricHostPaused, "1 while an operator has paused the host, else 0.", ""},
 	}
@@ -188,5 +194,20 @@ func (m *Metrics) observeState(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(s.breaker, a.breaker, e.observe...)
 		o.ObserveInt64(s.paused, a.paused, e.observe...)
 	}
+	m.observeHostDead(o, st.DeadByHost)
 	return nil
+}
+
+// observeHostDead reports the dead letters per host label; hosts sharing
+// a label (beyond the cap: "other") are summed.
+func (m *Metrics) observeHostDead(o metric.Observer, dead map[string]int64) {
+	sums := make(map[*hostEntry]int64, len(dead))
+	// In order, so that which hosts get a label of their own does not
+	// depend on map order.
+	for _, h := range slices.Sorted(maps.Keys(dead)) {
+		sums[m.entry(h)] += dead[h]
+	}
+	for e, n := range sums {
+		o.ObserveInt64(m.state.hostDead, n, e.observe...)
+	}
 }
