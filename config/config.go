@@ -37,6 +37,7 @@ type Config struct {
 	Shutdown    ShutdownConfig
 	Fleet       FleetConfig    // see fleet.go
 	Delivery    DeliveryConfig // see delivery.go
+	Dedupe      DedupeConfig   // see dedupe.go
 	Proxy       ProxyConfig    // see proxy.go
 	Path        string         // file it was loaded from (the name given to Parse); "" for Default()
 
@@ -71,6 +72,7 @@ type HostConfig struct {
 	Concurrency        int        // in-flight deliveries per destination host, >= 1
 	Timeout            Duration   // per attempt
 	MaxQueued          int64      // 0 = no per-host cap
+	DedupeWindow       Duration   // how long an Idempotency-Key is remembered; 0 = dedupe off
 	MaxAttempts        int        // attempts before dead-lettering, >= 1
 	MaxAge             Duration   // age at which an undelivered message is dead-lettered
 	BackoffInitial     Duration   // first retry delay after a failure
@@ -168,6 +170,7 @@ func Default() *Config {
 		Shutdown:  ShutdownConfig{Timeout: Duration(30 * time.Second)},
 		Fleet:     defaultFleet(),
 		Delivery:  defaultDelivery(),
+		Dedupe:    defaultDedupe(),
 		Proxy:     defaultProxy(),
 	}
 	c.hosts = newHostIndex(c.Hosts)
@@ -182,6 +185,7 @@ func defaultHost() HostConfig {
 		Concurrency:    4,
 		Timeout:        d(10 * time.Second),
 		MaxAttempts:    12,
+		DedupeWindow:   d(24 * time.Hour),
 		MaxAge:         d(72 * time.Hour),
 		BackoffInitial: d(time.Second),
 		BackoffMax:     d(5 * time.Minute),
@@ -274,6 +278,8 @@ func RestartRequired(old, new *Config) []string {
 		{"log.format", old.Log.Format != new.Log.Format},
 		{"spool.dir", filepath.Clean(old.Spool.Dir) != filepath.Clean(new.Spool.Dir)},
 		{"spool.min_free", old.Spool.MinFree != new.Spool.MinFree},
+		{"dedupe.max_keys", old.Dedupe.MaxKeys != new.Dedupe.MaxKeys},
+		{"dedupe.max_bytes", old.Dedupe.MaxBytes != new.Dedupe.MaxBytes},
 		{"mitm.ca_cert", old.MITM.CACert != new.MITM.CACert},
 		{"mitm.ca_key", old.MITM.CAKey != new.MITM.CAKey},
 		{"mitm.cache_size", old.MITM.CacheSize != new.MITM.CacheSize},

@@ -82,6 +82,7 @@ type rawConfig struct {
 	Shutdown  rawShutdown  `yaml:"shutdown"`
 	Fleet     rawFleet     `yaml:"fleet"`
 	Delivery  rawDelivery  `yaml:"delivery"`
+	Dedupe    rawDedupe    `yaml:"dedupe"`
 	Proxy     rawProxy     `yaml:"proxy"`
 }
 
@@ -108,6 +109,7 @@ type rawHost struct {
 	Concurrency        opt[int]             `yaml:"concurrency"`
 	Timeout            opt[Duration]        `yaml:"timeout"`
 	MaxQueued          opt[int64]           `yaml:"max_queued"`
+	DedupeWindow       opt[Duration]        `yaml:"dedupe_window"`
 	MaxAttempts        opt[int]             `yaml:"max_attempts"`
 	MaxAge             opt[Duration]        `yaml:"max_age"`
 	BackoffInitial     opt[Duration]        `yaml:"backoff_initial"`

@@ -69,6 +69,7 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 	resolveShutdown(p, &raw.Shutdown, &c.Shutdown)
 	resolveFleet(p, &raw.Fleet, &c.Fleet)
 	resolveDelivery(p, &raw.Delivery, &c.Delivery)
+	resolveDedupe(p, &raw.Dedupe, &c.Dedupe)
 	resolveProxy(p, &raw.Proxy, &c.Proxy)
 
 	base := defaultHost()
@@ -172,6 +173,7 @@ func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExpli
 	field(p, f("concurrency"), r.Concurrency, &h.Concurrency, atLeast(1))
 	field(p, f("timeout"), r.Timeout, &h.Timeout, positive)
 	field(p, f("max_queued"), r.MaxQueued, &h.MaxQueued, atLeast[int64](0))
+	field(p, f("dedupe_window"), r.DedupeWindow, &h.DedupeWindow, notNegative)
 	field(p, f("max_attempts"), r.MaxAttempts, &h.MaxAttempts, atLeast(1))
 	field(p, f("max_age"), r.MaxAge, &h.MaxAge, positive)
 	field(p, f("backoff_initial"), r.BackoffInitial, &h.BackoffInitial, positive)

@@ -25,9 +25,12 @@ type HostStatus struct {
 	Breaker        string     `json:"breaker"`
 	BreakerProbeAt *time.Time `json:"breaker_probe_at"` // while open: when the probe may go
 	Paused         bool       `json:"paused"`
-	LastError      string     `json:"last_error"`
-	LastErrorAt    *time.Time `json:"last_error_at"`
-	LastStatus     int        `json:"last_status"`
+	// Webhooks for the host answered with an earlier one's id
+	// (Idempotency-Key) since hookpace started.
+	Deduplicated int64      `json:"deduplicated"`
+	LastError    string     `json:"last_error"`
+	LastErrorAt  *time.Time `json:"last_error_at"`
+	LastStatus   int        `json:"last_status"`
 	// Fleet mode only: "shared", or "degraded: local share 1/N" while
 	// Redis does not answer; the fleet-wide in-flight count as of the last
 	// answer (InFlight is this replica's).
@@ -67,9 +70,16 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		t := h.lastErrAt.UTC()
 		hs.LastErrorAt = &t
 	}
+	if q, ok := d.opts.Queue.(dedupeCounts); ok {
+		hs.Deduplicated = q.HostDeduped(h.name)
+	}
 	d.fleetStatus(h, &hs, now)
 	return hs
 }
+
+// dedupeCounts is a Queue that counts deduplicated webhooks by host;
+// *spool.Spool is one.
+type dedupeCounts interface{ HostDeduped(host string) int64 }
 
 // Hosts reports every host the dispatcher knows, busiest first.
 func (d *Dispatcher) Hosts() []HostStatus {

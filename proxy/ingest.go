@@ -116,6 +116,10 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host s
 	if n := headerBytes(r.Header); pol.MaxHeader > 0 && n > pol.MaxHeader {
 		return headersTooLarge(n, pol.MaxHeader), 0
 	}
+	key, bad := idempotencyKey(r.Header, pol, hp.DedupeWindow)
+	if bad != nil {
+		return *bad, 0
+	}
 	header := storedHeader(r.Header)
 	if p.opts.Tracing {
 		// The stored trace context is the ingest span's, so that the
@@ -141,10 +145,12 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host s
 		}
 		return badRequest("reading body: " + err.Error()), 0
 	}
-	err := p.opts.Spool.Append(ctx, m, hp.MaxQueued)
+	dup, err := p.appendOnce(ctx, m, hp, key)
 	var full *spool.FullError
 	var werr *spool.WriteError
 	switch {
+	case err == nil && dup:
+		return duplicate(m.ID), len(m.Body)
 	case err == nil:
 		return decision{outcome: outcomeAccepted, status: http.StatusAccepted, id: spool.IDString(m.ID)}, len(m.Body)
 	case errors.As(err, &full):

@@ -1,6 +1,10 @@
 package proxy
 
-import "github.com/hookpace/hookpace/config"
+import (
+	"time"
+
+	"github.com/hookpace/hookpace/config"
+)
 
 // Policy is what the proxy needs to know of the config, and no more: the
 // server builds it from each config it loads (see server.proxyPolicy), as
@@ -17,10 +21,15 @@ type Policy struct {
 	// Methods are the request methods spooled (spool.methods, upper
 	// case); the others pass through. None: POST only.
 	Methods []string
+	// IdempotencyHeader names the header of idempotent enqueue
+	// (dedupe.idempotency_header); "": off.
+	IdempotencyHeader string
 }
 
 // HostPolicy is what the proxy needs to know about one destination host.
 type HostPolicy struct {
 	MaxQueued int64  // webhooks queued for the host before 429; 0 = no cap
 	Connect   string // CONNECT handling: config.ConnectMITM, ConnectTunnel or ConnectDeny
+	// DedupeWindow is how long an idempotency key is remembered; 0: off.
+	DedupeWindow time.Duration
 }

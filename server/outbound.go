@@ -28,13 +28,14 @@ func proxyPolicy(cfg *config.Config) proxy.Policy {
 	return proxy.Policy{
 		Host: func(host string) proxy.HostPolicy {
 			_, hc := cfg.Lookup(host)
-			return proxy.HostPolicy{MaxQueued: hc.MaxQueued, Connect: hc.Connect}
+			return proxy.HostPolicy{MaxQueued: hc.MaxQueued, Connect: hc.Connect, DedupeWindow: hc.DedupeWindow.D()}
 		},
-		MaxBody:   int64(cfg.Spool.MaxBody),
-		MaxHeader: int64(cfg.Spool.MaxHeader),
-		Users:     cfg.Auth.Users,
-		Listen:    cfg.Listen,
-		Methods:   cfg.Spool.Methods,
+		IdempotencyHeader: cfg.Dedupe.IdempotencyHeader,
+		MaxBody:           int64(cfg.Spool.MaxBody),
+		MaxHeader:         int64(cfg.Spool.MaxHeader),
+		Users:             cfg.Auth.Users,
+		Listen:            cfg.Listen,
+		Methods:           cfg.Spool.Methods,
 	}
 }
 

@@ -186,6 +186,9 @@ func spoolOptions(cfg *config.Config, log *slog.Logger) spool.Options {
 		LowWater:    cfg.Spool.LowWater,
 		MinFree:     int64(cfg.Spool.MinFree),
 		Logger:      log,
+
+		DedupeMaxKeys:  cfg.Dedupe.MaxKeys,
+		DedupeMaxBytes: int64(cfg.Dedupe.MaxBytes),
 	}
 }
 
@@ -308,7 +311,7 @@ func pausedHosts(disp *deliver.Dispatcher) int {
 func observe(m *telemetry.Metrics, disp *deliver.Dispatcher, sp *spool.Spool) {
 	m.ObserveSpool(func() telemetry.SpoolSnapshot {
 		u := sp.Usage()
-		return telemetry.SpoolSnapshot{Messages: u.Messages, Bytes: u.Bytes}
+		return telemetry.SpoolSnapshot{Messages: u.Messages, Bytes: u.Bytes, DedupeKeys: u.DedupeKeys, DedupeBytes: u.DedupeBytes}
 	})
 	m.ObserveHosts(func() []telemetry.HostSnapshot {
 		hosts := disp.Hosts()

@@ -173,6 +173,8 @@ func (s *Spool) gcLoop() {
 		case <-trim.C:
 			trimResident(s.opts.Dir, s.opts.trimLimit)
 		case <-gc.C:
+			for n, err := s.sweepOnce(); err == nil && n == sweepMax; n, err = s.sweepOnce() {
+			}
 			s.collectGarbage()
 		}
 	}

@@ -31,6 +31,7 @@ type ledger struct {
 	written   int64            // bytes written to the queue database since it was last dropped
 	accepting bool
 	drain     drainMeter
+	once      onceStats // idempotency keys (dedupe.go)
 	log       *slog.Logger
 }
 
@@ -190,6 +191,8 @@ func (l *ledger) usage(now time.Time) Usage {
 		Dead:        l.dead,
 		DrainRate:   l.drain.rate(now),
 		Hosts:       len(l.hosts),
+		DedupeKeys:  l.once.keys,
+		DedupeBytes: l.once.bytes,
 	}
 }
 

@@ -87,21 +87,46 @@ func enqueue(txn *badger.Txn, m *Message, val []byte, seq *uint64) error {
 
 // appendOp queues a new message: durable before its caller returns. Its
 // room was reserved in the ledger at admission.
+// With an idempotency key (once, see dedupe.go) it also records the key,
+// in the same transaction, or, repeating an earlier append, writes nothing
+// and gives its room back.
 type appendOp struct {
 	opBase
 	val  []byte
 	size int64
+	once *once // nil: no idempotency key
 }
 
-func (o *appendOp) kind() string  { return "append" }
-func (o *appendOp) phases() phase { return phaseQueue }
-func (o *appendOp) adds() bool    { return true }
-func (o *appendOp) weight() int   { return len(o.val) + 64 }
-func (o *appendOp) stage(_ phase, txn *badger.Txn, seq *uint64) error {
-	return enqueue(txn, o.msg, o.val, seq)
+func (o *appendOp) kind() string { return "append" }
+func (o *appendOp) phases() phase {
+	if o.once != nil {
+		return o.once.phases()
+	}
+	return phaseQueue
 }
-func (o *appendOp) settle(l *ledger, _ time.Time) { l.written += o.size }
-func (o *appendOp) release(l *ledger)             { l.release(o.msg.Host, o.size) }
+func (o *appendOp) adds() bool { return o.once == nil || !o.once.dup() }
+func (o *appendOp) weight() int {
+	if o.once != nil {
+		return len(o.val) + 64 + len(o.once.key) + onceValueLen + 64
+	}
+	return len(o.val) + 64
+}
+func (o *appendOp) stage(_ phase, txn *badger.Txn, seq *uint64) error {
+	if err := enqueue(txn, o.msg, o.val, seq); err != nil || o.once == nil || !o.once.record {
+		return err
+	}
+	return txn.Set(o.once.key, o.once.value(o.msg.ID))
+}
+func (o *appendOp) settle(l *ledger, _ time.Time) {
+	if o.once != nil {
+		l.settleOnce(o)
+		if o.once.dup() {
+			return
+		}
+	}
+	l.written += o.size
+}
+func (o *appendOp) release(l *ledger) { l.release(o.msg.Host, o.size) }
 
 // deleteOp removes a delivered message.
 type deleteOp struct {
@@ -206,11 +231,15 @@ func (o *purgeOp) settle(l *ledger, _ time.Time) { l.buried(o.host, -1) }
 // host's max_queued (0 for none). A *FullError means backpressure; a
 // *WriteError means the write did not happen durably.
 func (s *Spool) Append(ctx context.Context, m *Message, hostLimit int64) error {
+	return s.append(m, hostLimit, nil)
+}
+
+func (s *Spool) append(m *Message, hostLimit int64, on *once) error {
 	val := m.record()
 	if len(val) > MaxRecordSize {
 		return &WriteError{Err: ErrTooLarge}
 	}
-	o := &appendOp{opBase: opBase{msg: m, done: make(chan error, 1)}, val: val, size: storedSize(m.Host, val)}
+	o := &appendOp{opBase: opBase{msg: m, done: make(chan error, 1)}, val: val, size: storedSize(m.Host, val), once: on}
 	if err := s.admit(m.Host, o.size, hostLimit); err != nil {
 		return err
 	}

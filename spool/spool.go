@@ -12,6 +12,8 @@
 //	dead/   d <id:8 bytes big-endian>              dead letter
 //	dead/   mseq                                    highest id handed out
 //	dead/   p <host>                                host paused by an operator
+//	queue/  k <host> 0x00 <key>                     idempotency key (dedupe.go)
+//	dead/   k <host> 0x00 <key>                     the same, kept when queue/ is dropped
 //
 // Every write to the queue, and every dead-letter write, goes through one
 // writer goroutine (writer.go), which commits ops in groups (ops.go). The
@@ -47,6 +49,13 @@ type Options struct {
 	// benchmarks only (config refuses it).
 	MinFree int64
 	Logger  *slog.Logger
+	// DedupeMaxKeys and DedupeMaxBytes bound the idempotency keys
+	// remembered (default 1,000,000 and 256 MiB): beyond them new keys
+	// are not remembered until old ones expire.
+	DedupeMaxKeys  int64
+	DedupeMaxBytes int64
+	// Now is the clock idempotency keys expire by (default time.Now).
+	Now func() time.Time
 
 	// For tests: adjust the queue database's Badger options (smaller files,
 	// to make them rotate), and the resident size above which the spool's
@@ -79,6 +88,15 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.DedupeMaxKeys <= 0 {
+		o.DedupeMaxKeys = defaultDedupeMaxKeys
+	}
+	if o.DedupeMaxBytes <= 0 {
+		o.DedupeMaxBytes = defaultDedupeMaxBytes
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.tuneQueue == nil {
 		o.tuneQueue = func(b badger.Options) badger.Options { return b }
@@ -256,6 +274,9 @@ func (s *Spool) load() error {
 	if err != nil {
 		return err
 	}
+	if err := s.loadOnce(); err != nil {
+		return err
+	}
 	return s.queue.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixQueue}})
 		defer it.Close()
@@ -367,6 +388,10 @@ func (s *Spool) queueIsEmpty() bool {
 // go backwards.
 func (s *Spool) reclaim() {
 	if err := s.saveSeq(); err != nil {
+		return
+	}
+	if err := s.moveOnce(); err != nil {
+		s.log.Warn("spool: could not keep the idempotency keys of the empty queue; not dropping it", "error", err)
 		return
 	}
 	start := time.Now()

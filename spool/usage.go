@@ -47,6 +47,10 @@ type Usage struct {
 	Dead        int64   `json:"dead_letters"`
 	DrainRate   float64 `json:"drain_per_second"`
 	Hosts       int     `json:"hosts"`
+	// DedupeKeys and DedupeBytes are the idempotency keys remembered
+	// (spool.dedupe_max_keys, dedupe_max_bytes).
+	DedupeKeys  int64 `json:"dedupe_keys"`
+	DedupeBytes int64 `json:"dedupe_bytes"`
 	// Refusing says why appends fail whatever the watermarks say: the disk
 	// is nearly full, or the spool directory is gone. Empty otherwise.
 	Refusing string `json:"refusing,omitempty"`

@@ -131,6 +131,7 @@ type round struct {
 // durable.
 func (s *Spool) commit(batch []op) *round {
 	batch = s.refuseUnsafe(batch)
+	s.resolveOnce(batch)
 	r := &round{batch: batch}
 	if buried := inPhase(batch, phaseKeptFirst); len(buried) > 0 {
 		if err := s.apply(s.kept, phaseKeptFirst, buried, nil); err != nil {
@@ -182,6 +183,7 @@ func (s *Spool) finish(r *round) {
 		}
 		fail(inPhase(r.queued, phaseQueue), werr)
 	}
+	followPrimaries(r.batch)
 	if after := inPhase(r.batch, phaseKeptAfter); len(after) > 0 {
 		if err := s.apply(s.kept, phaseKeptAfter, after, nil); err != nil {
 			s.log.Error("spool: removing dead letters failed", "error", errText(err))

@@ -27,6 +27,8 @@ type HostSnapshot struct {
 // SpoolSnapshot is the whole spool at scrape time.
 type SpoolSnapshot struct {
 	Messages, Bytes int64
+	// Idempotency keys remembered, and their bytes.
+	DedupeKeys, DedupeBytes int64
 }
 
 // Metrics records hookpace's own instruments. A nil *Metrics records
@@ -46,6 +48,7 @@ type Metrics struct {
 	hostCount     metric.Int64ObservableGauge
 	state         stateInstruments
 	fleet         fleetInstruments
+	dedupe        dedupeInstruments
 
 	// Ingest counts are plain atomics, observed at collection: every
 	// request is counted, and a synchronous OTel counter's attribute
@@ -68,6 +71,7 @@ type hostEntry struct {
 	label     string
 	observe   []metric.ObserveOption
 	record    []metric.RecordOption
+	add       []metric.AddOption
 	delivered [numDeliveryOutcomes][]metric.AddOption
 }
 
@@ -78,6 +82,7 @@ func newHostEntry(label string) *hostEntry {
 		label:   label,
 		observe: []metric.ObserveOption{opt},
 		record:  []metric.RecordOption{opt},
+		add:     []metric.AddOption{opt},
 	}
 	for i, outcome := range deliveryOutcomes {
 		e.delivered[i] = []metric.AddOption{deliveryAttrs(label, outcome)}
@@ -157,6 +162,9 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		return nil, err
 	}
 	if err = m.initFleet(meter); err != nil {
+		return nil, err
+	}
+	if err = m.initDedupe(meter); err != nil {
 		return nil, err
 	}
 	if _, err = meter.RegisterCallback(m.observe,

@@ -95,7 +95,10 @@ func TestPrometheusSeriesNames(t *testing.T) {
 	}
 	m.Delivery(ctx, "a.example", DeliveryRetried)
 	m.DeliveryLatency(ctx, "a.example", 250*time.Millisecond)
-	m.ObserveSpool(func() SpoolSnapshot { return SpoolSnapshot{Messages: 7, Bytes: 2048} })
+	m.Deduplicated(ctx, "a.example")
+	m.Deduplicated(ctx, "a.example")
+	m.Coalesced(ctx, "b.example")
+	m.ObserveSpool(func() SpoolSnapshot { return SpoolSnapshot{Messages: 7, Bytes: 2048, DedupeKeys: 3, DedupeBytes: 96} })
 	m.ObserveHosts(func() []HostSnapshot {
 		return []HostSnapshot{
 			{Host: "a.example", Queued: 5, QueuedBytes: 1500, InFlight: 2, Rate: 12.5, Held: true},
@@ -114,6 +117,10 @@ func TestPrometheusSeriesNames(t *testing.T) {
 		"hookpace_host_rate":                "gauge",
 		"hookpace_host_in_flight":           "gauge",
 		"hookpace_hosts":                    "gauge",
+		MetricDeduplicated:                  "counter",
+		MetricCoalesced:                     "counter",
+		MetricDedupeKeys:                    "gauge",
+		MetricDedupeBytes:                   "gauge",
 	}
 	for name, typ := range e.types {
 		if strings.HasPrefix(name, "hookpace_") && wantTypes[name] == "" {
@@ -132,6 +139,12 @@ func TestPrometheusSeriesNames(t *testing.T) {
 		}
 	}
 
+	e.expect(t, map[string]string{
+		`hookpace_ingest_deduplicated_total{host="a.example"}`: "2",
+		`hookpace_ingest_coalesced_total{host="b.example"}`:    "1",
+		`hookpace_dedupe_keys`:                                 "3",
+		`hookpace_dedupe_bytes`:                                "96",
+	})
 	e.expect(t, map[string]string{
 		`hookpace_ingest_requests_total{outcome="accepted"}`:                   "2",
 		`hookpace_ingest_requests_total{outcome="too_large"}`:                  "1",

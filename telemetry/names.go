@@ -57,6 +57,8 @@ const (
 	IngestUnauthorized
 	IngestError
 	IngestRejectedStopping // hookpace is shutting down
+	IngestDuplicate        // answered with an earlier webhook's id (Idempotency-Key)
+	IngestCoalesced        // replaced a queued webhook (Hookpace-Coalesce-Key)
 	numIngestOutcomes
 )
 
@@ -70,6 +72,8 @@ var ingestOutcomes = [numIngestOutcomes]string{
 	IngestUnauthorized:         "unauthorized",
 	IngestError:                "error",
 	IngestRejectedStopping:     "rejected_stopping",
+	IngestDuplicate:            "duplicate",
+	IngestCoalesced:            "coalesced",
 }
 
 func (o IngestOutcome) String() string {

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// postKeyed sends one webhook through hookpace with hdr and returns the
+// answer's status and headers.
+func postKeyed(t *testing.T, c *http.Client, target string, body []byte, hdr http.Header) (int, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest("POST", target, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s through hookpace: %v", target, err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header
+}
+
+// Issue 20: the same POST sent 3 times with one Idempotency-Key gets three
+// 202s with one id and reaches the partner once, with the header; a 4th
+// after a kill -9 and a restart gets the same id and is not delivered.
+func TestIdempotencyKeySurvivesKill(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {dedupe_window: 1h}
+`, rc.Host()))
+	key := http.Header{"Idempotency-Key": {"evt_77"}}
+	post := func(n int) string {
+		t.Helper()
+		status, h := postKeyed(t, hp.Client(), rc.URL+"/orders", []byte(fmt.Sprintf(`{"try":%d}`, n)), key)
+		id := h.Get("X-Hookpace-Id")
+		if status != http.StatusAccepted || len(id) != 16 {
+			t.Fatalf("POST %d: %d, id %q", n, status, id)
+		}
+		if dup := h.Get("X-Hookpace-Duplicate"); (n > 1) != (dup == "true") {
+			t.Fatalf("POST %d: X-Hookpace-Duplicate %q", n, dup)
+		}
+		return id
+	}
+	id := post(1)
+	for n := 2; n <= 3; n++ {
+		if got := post(n); got != id {
+			t.Fatalf("POST %d: id %s, want %s", n, got, id)
+		}
+	}
+	rc.WaitFor(t, 30*time.Second, "the webhook delivered", func(as []Arrival) bool { return len(as) >= 1 })
+	Poll(t, 10*time.Second, "an ingest line with decision=duplicate", func() bool {
+		return strings.Contains(hp.Log(), "decision=duplicate")
+	})
+	if m := hp.Metrics(); !strings.Contains(m, fmt.Sprintf(`hookpace_ingest_deduplicated_total{host=%q} 2`, rc.Host())) ||
+		!strings.Contains(m, `hookpace_ingest_requests_total{outcome="duplicate"} 2`) || !strings.Contains(m, "hookpace_dedupe_keys 1") {
+		t.Fatalf("metrics lack the duplicates:\n%s", m)
+	}
+	var hosts struct {
+		Hosts []struct {
+			Host         string `json:"host"`
+			Deduplicated int64  `json:"deduplicated"`
+		} `json:"hosts"`
+	}
+	hp.AdminJSON("/v1/hosts", &hosts)
+	if len(hosts.Hosts) != 1 || hosts.Hosts[0].Deduplicated != 2 {
+		t.Fatalf("/v1/hosts: %+v, want 2 deduplicated", hosts.Hosts)
+	}
+
+	hp.Kill()
+	hp.Restart()
+	if got := post(4); got != id {
+		t.Fatalf("POST after kill -9: id %s, want %s", got, id)
+	}
+	// A webhook queued after the 4th arrives after it would have: once it
+	// is here, a second delivery of evt_77 would be too.
+	if status, _ := hp.Post(hp.Client(), rc.URL+"/after", WebhookBody(9), nil); status != http.StatusAccepted {
+		t.Fatalf("POST /after: %d", status)
+	}
+	rc.WaitFor(t, 30*time.Second, "the webhook sent after the 4th", func(as []Arrival) bool {
+		for _, a := range as {
+			if a.Path == "/after" {
+				return true
+			}
+		}
+		return false
+	})
+	orders := 0
+	for _, a := range rc.Arrivals() {
+		if a.Path == "/orders" {
+			orders++
+			if a.Header.Get("Idempotency-Key") != "evt_77" || string(a.Body) != `{"try":1}` {
+				t.Fatalf("delivered with Idempotency-Key %q, body %s", a.Header.Get("Idempotency-Key"), a.Body)
+			}
+		}
+	}
+	if orders != 1 {
+		t.Fatalf("evt_77 delivered %d times, want once", orders)
+	}
+	// Another key, or dedupe off by its header, stores again.
+	status, h := postKeyed(t, hp.Client(), rc.URL+"/orders", []byte(`{}`), http.Header{"Idempotency-Key": {"evt_78"}})
+	if status != http.StatusAccepted || h.Get("X-Hookpace-Id") == id || h.Get("X-Hookpace-Duplicate") != "" {
+		t.Fatalf("another key: %d, id %s, duplicate %q", status, h.Get("X-Hookpace-Id"), h.Get("X-Hookpace-Duplicate"))
+	}
+	long := http.Header{"Idempotency-Key": {strings.Repeat("k", 256)}}
+	if status, _ := postKeyed(t, hp.Client(), rc.URL+"/orders", []byte(`{}`), long); status != http.StatusBadRequest {
+		t.Fatalf("a 256-byte key: %d, want 400", status)
+	}
+}

@@ -1,0 +1,407 @@
+package spool
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// Idempotency keys (issue 20). A webhook appended with a key is
+// remembered for its host's dedupe window:
+//
+//	queue/  k <host> 0x00 <key>   → <id:8 bytes big-endian> <expires: unix ns, 8 bytes>
+//	dead/   the same, once the queue database was dropped (moveOnce)
+//
+// A later append with the same host and key, before the record expires,
+// stores nothing and is answered with the first one's id, whether that one
+// is still queued, delivered or dead-lettered.
+//
+// The check and the insert happen on the writer goroutine, once per round
+// (resolveOnce), so concurrent appends of one key store one message: within
+// a round the first op of a key is the primary and the others follow it;
+// across rounds the databases are current, since only the writer writes.
+// The record is written in the same transaction as its message, so one
+// fsync makes both durable before the 202. The queue database is dropped
+// whole when it is empty (reclaim): the records still in it are first
+// copied to the kept database, which keeps them until they expire.
+
+const prefixOnce = 'k'
+
+// Defaults for Options.DedupeMaxKeys and DedupeMaxBytes.
+const (
+	defaultDedupeMaxKeys  = 1_000_000
+	defaultDedupeMaxBytes = 256 << 20
+)
+
+// MaxIdempotencyKey is the longest key the spool remembers.
+const MaxIdempotencyKey = 255
+
+// onceValueLen is the length of a key record's value.
+const onceValueLen = 16
+
+func onceKey(host, key string) []byte {
+	k := make([]byte, 0, len(host)+len(key)+2)
+	k = append(k, prefixOnce)
+	k = append(k, host...)
+	k = append(k, 0)
+	return append(k, key...)
+}
+
+// once is an append's idempotency key, and what the writer found for it.
+type once struct {
+	key     []byte // the record's key in the kept database
+	expires time.Time
+	primary *appendOp // set: an earlier op of this round has the same key
+	found   bool      // the kept database has an unexpired record
+	id      uint64    // its id
+	record  bool      // write the record once the message is durable
+	renew   bool      // the record replaces an expired one: counted already
+}
+
+// dup reports whether the append repeats an earlier one: it stores nothing.
+func (o *once) dup() bool { return o.primary != nil || o.found }
+
+func (o *once) phases() phase {
+	switch {
+	case o.dup():
+		return 0
+	}
+	return phaseQueue
+}
+
+func (o *once) value(id uint64) []byte {
+	v := make([]byte, 0, onceValueLen)
+	v = binary.BigEndian.AppendUint64(v, id)
+	return binary.BigEndian.AppendUint64(v, uint64(o.expires.UnixNano()))
+}
+
+func (o *once) size() int64 { return int64(len(o.key)) + onceValueLen }
+
+func parseOnce(v []byte) (id uint64, expires time.Time, ok bool) {
+	if len(v) != onceValueLen {
+		return 0, time.Time{}, false
+	}
+	return beUint64(v), time.Unix(0, int64(beUint64(v[8:]))), true
+}
+
+// onceStats is the dedupe accounting, guarded by the spool's mutex.
+type onceStats struct {
+	keys, bytes int64
+	deduped     map[string]int64 // by host, since the spool opened
+	fullLogged  bool
+}
+
+// AppendOnce is Append for a webhook with an idempotency key: when host
+// and key were appended within window, nothing is stored, m.ID is set to
+// the first one's id, and dup is true. A window of 0, or an empty key,
+// remembers nothing.
+func (s *Spool) AppendOnce(ctx context.Context, m *Message, hostLimit int64, key string, window time.Duration) (dup bool, err error) {
+	if key == "" || window <= 0 {
+		return false, s.Append(ctx, m, hostLimit)
+	}
+	if len(key) > MaxIdempotencyKey {
+		return false, errors.New("idempotency key too long")
+	}
+	on := &once{key: onceKey(m.Host, key), expires: s.now().Add(window)}
+	if id, ok := s.lookupOnce(on.key); ok {
+		// Already durable: no need to take room or a round.
+		m.ID = id
+		s.countDup(m.Host)
+		return true, nil
+	}
+	err = s.append(m, hostLimit, on)
+	return err == nil && on.dup(), err
+}
+
+// lookupOnce reads key's record; ok if it has not expired.
+func (s *Spool) lookupOnce(key []byte) (id uint64, ok bool) {
+	q := s.queue.NewTransactionAt(math.MaxUint64, false)
+	defer q.Discard()
+	k := s.kept.NewTransaction(false)
+	defer k.Discard()
+	id, exp, ok := getOnceIn(q, k, key)
+	return id, ok && s.now().Before(exp)
+}
+
+// getOnceIn reads key's record from the queue database, else the kept one.
+func getOnceIn(queue, kept *badger.Txn, key []byte) (id uint64, expires time.Time, ok bool) {
+	if id, expires, ok = getOnce(queue, key); ok {
+		return id, expires, ok
+	}
+	return getOnce(kept, key)
+}
+
+func getOnce(txn *badger.Txn, key []byte) (id uint64, expires time.Time, ok bool) {
+	item, err := txn.Get(key)
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	_ = item.Value(func(v []byte) error {
+		id, expires, ok = parseOnce(v)
+		return nil
+	})
+	return id, expires, ok
+}
+
+// resolveOnce decides, on the writer goroutine before a round is staged,
+// which appends of batch repeat an earlier one.
+func (s *Spool) resolveOnce(batch []op) {
+	var first map[string]*appendOp
+	var q, k *badger.Txn
+	now := s.now()
+	s.mu.Lock()
+	room := s.keyRoomLocked()
+	s.mu.Unlock()
+	for _, o := range batch {
+		a, ok := o.(*appendOp)
+		if !ok || a.once == nil || a.err != nil {
+			continue
+		}
+		on := a.once
+		if p := first[string(on.key)]; p != nil {
+			on.primary = p
+			continue
+		}
+		if q == nil {
+			q, k = s.queue.NewTransactionAt(math.MaxUint64, false), s.kept.NewTransaction(false)
+			defer q.Discard()
+			defer k.Discard()
+		}
+		id, exp, found := getOnceIn(q, k, on.key)
+		if found && now.Before(exp) {
+			on.found, on.id = true, id
+			continue
+		}
+		if first == nil {
+			first = make(map[string]*appendOp)
+		}
+		first[string(on.key)] = a
+		on.renew = found
+		on.record = found || room > 0
+		if !found && room > 0 {
+			room--
+		} else if !on.record {
+			s.logKeysFull()
+		}
+	}
+}
+
+// keyRoomLocked is how many more keys may be remembered.
+func (s *Spool) keyRoomLocked() int64 {
+	st := &s.ledger.once
+	if st.bytes >= s.opts.DedupeMaxBytes {
+		return 0
+	}
+	return max(0, s.opts.DedupeMaxKeys-st.keys)
+}
+
+func (s *Spool) logKeysFull() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ledger.once.fullLogged {
+		s.ledger.once.fullLogged = true
+		s.log.Warn("spool: dedupe keys at spool.dedupe_max_keys or dedupe_max_bytes; new keys are not remembered until old ones expire",
+			"keys", s.ledger.once.keys, "bytes", s.ledger.once.bytes)
+	}
+}
+
+// settleOnce completes a keyed append once its round is durable: a repeat
+// gives back its room and counts as deduplicated; a new key is counted.
+// The repeat's id is set by followPrimaries.
+func (l *ledger) settleOnce(o *appendOp) {
+	on := o.once
+	switch {
+	case on.dup():
+		l.release(o.msg.Host, o.size)
+		l.countDup(o.msg.Host)
+	case on.record:
+		l.written += on.size()
+		if !on.renew {
+			l.once.keys++
+			l.once.bytes += on.size()
+		}
+	}
+}
+
+// followPrimaries gives every repeat in batch its primary's id and
+// verdict, or the id found in the kept database.
+func followPrimaries(batch []op) {
+	for _, o := range batch {
+		a, ok := o.(*appendOp)
+		if !ok || a.once == nil {
+			continue
+		}
+		switch on := a.once; {
+		case on.primary != nil:
+			a.msg.ID, a.err = on.primary.msg.ID, on.primary.err
+		case on.found:
+			a.msg.ID = on.id
+		}
+	}
+}
+
+func (s *Spool) countDup(host string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ledger.countDup(host)
+}
+
+func (l *ledger) countDup(host string) {
+	if l.once.deduped == nil {
+		l.once.deduped = make(map[string]int64)
+	}
+	l.once.deduped[host]++
+}
+
+// Deduped returns, by host, how many webhooks were answered with an
+// earlier one's id since the spool opened.
+func (s *Spool) Deduped() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int64, len(s.ledger.once.deduped))
+	for h, n := range s.ledger.once.deduped {
+		out[h] = n
+	}
+	return out
+}
+
+// loadOnce counts the remembered keys when the spool opens.
+func (s *Spool) loadOnce() error {
+	s.ledger.once = onceStats{}
+	count := func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixOnce}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			s.ledger.once.keys++
+			s.ledger.once.bytes += int64(len(it.Item().Key())) + it.Item().ValueSize()
+		}
+		return nil
+	}
+	if err := s.kept.View(count); err != nil {
+		return err
+	}
+	return s.queue.View(count)
+}
+
+// moveOnce copies the key records of the queue database to the kept one,
+// before the queue database is dropped (reclaim). Expired ones are left
+// behind.
+func (s *Spool) moveOnce() error {
+	now := s.now()
+	txn := s.queue.NewTransactionAt(math.MaxUint64, false)
+	defer txn.Discard()
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixOnce}, PrefetchValues: true, PrefetchSize: 256})
+	defer it.Close()
+	wb := s.kept.NewWriteBatch()
+	defer wb.Cancel()
+	moved := 0
+	for it.Rewind(); it.Valid(); it.Next() {
+		v, err := it.Item().ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		if _, exp, ok := parseOnce(v); !ok || !now.Before(exp) {
+			continue
+		}
+		if err := wb.Set(it.Item().KeyCopy(nil), v); err != nil {
+			return err
+		}
+		moved++
+	}
+	if moved == 0 {
+		return nil
+	}
+	if err := wb.Flush(); err != nil {
+		return err
+	}
+	return s.kept.Sync()
+}
+
+// sweepOnce removes up to sweepMax expired key records; it returns how
+// many it removed. gcLoop calls it; tests call it with their clock.
+func (s *Spool) sweepOnce() (int, error) {
+	now := s.now()
+	var keys [][]byte
+	scan := func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixOnce}, PrefetchValues: true, PrefetchSize: 256})
+		defer it.Close()
+		for it.Rewind(); it.Valid() && len(keys) < sweepMax; it.Next() {
+			var exp time.Time
+			ok := false
+			_ = it.Item().Value(func(v []byte) error { _, exp, ok = parseOnce(v); return nil })
+			if !ok || !now.Before(exp) {
+				keys = append(keys, it.Item().KeyCopy(nil))
+			}
+		}
+		return nil
+	}
+	q := s.queue.NewTransactionAt(math.MaxUint64, false)
+	err := scan(q)
+	q.Discard()
+	if err == nil {
+		err = s.kept.View(scan)
+	}
+	if err != nil || len(keys) == 0 {
+		return 0, err
+	}
+	o := &sweepOp{keys: keys, now: now}
+	if err := s.submitWait(o); err != nil {
+		return 0, err
+	}
+	return o.removed[0] + o.removed[1], nil
+}
+
+const sweepMax = 10_000
+
+// sweepOp removes expired key records from both databases, each checked
+// again as it is staged: a key renewed since the scan is kept.
+type sweepOp struct {
+	opBase
+	keys    [][]byte
+	now     time.Time
+	removed [2]int // by phase: queue, kept
+	bytes   [2]int64
+}
+
+func (o *sweepOp) kind() string  { return "sweep" }
+func (o *sweepOp) shrinks() bool { return true }
+func (o *sweepOp) phases() phase { return phaseQueue | phaseKeptAfter }
+func (o *sweepOp) weight() int   { return len(o.keys) * 64 }
+func (o *sweepOp) stage(ph phase, txn *badger.Txn, _ *uint64) error {
+	i := 0
+	if ph == phaseKeptAfter {
+		i = 1
+	}
+	o.removed[i], o.bytes[i] = 0, 0
+	for _, k := range o.keys {
+		if _, exp, ok := getOnce(txn, k); !ok || o.now.Before(exp) {
+			continue
+		}
+		if err := txn.Delete(k); err != nil {
+			return err
+		}
+		o.removed[i]++
+		o.bytes[i] += int64(len(k)) + onceValueLen
+	}
+	return nil
+}
+func (o *sweepOp) settle(l *ledger, _ time.Time) {
+	n, b := o.removed[0]+o.removed[1], o.bytes[0]+o.bytes[1]
+	l.once.keys = max(0, l.once.keys-int64(n))
+	l.once.bytes = max(0, l.once.bytes-b)
+}
+
+// now is the spool's clock for key expiry.
+func (s *Spool) now() time.Time { return s.opts.Now() }
+
+// HostDeduped returns how many webhooks for host were answered with an
+// earlier one's id since the spool opened.
+func (s *Spool) HostDeduped(host string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ledger.once.deduped[host]
+}
