@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/hookpace/hookpace/config"
@@ -18,7 +19,10 @@ import (
 	"github.com/hookpace/hookpace/server"
 )
 
-const usage = `hookpace: a sidecar egress proxy that spools webhooks durably and replays them paced per host.
+// usage is usageText with config's default admin address filled in.
+var usage = strings.ReplaceAll(usageText, "DEFAULT_ADMIN", config.Default().Admin)
+
+const usageText = `hookpace: a sidecar egress proxy that spools webhooks durably and replays them paced per host.
 
 Usage:
   hookpace [run] [--config FILE]       run the proxy (embedded defaults without --config)
@@ -34,9 +38,9 @@ Usage:
   hookpace version                     version, commit and Go version
   hookpace help [COMMAND]              this text, or one command's (also COMMAND --help)
 
-The status page is on the admin listener: http://127.0.0.1:9090/ by default.
+The status page is on the admin listener: http://DEFAULT_ADMIN/ by default.
 Operator commands find the admin API from --admin ADDR, or from --config FILE
-or $HOOKPACE_CONFIG (its admin: setting), or use 127.0.0.1:9090. They send the
+or $HOOKPACE_CONFIG (its admin: setting), or use DEFAULT_ADMIN. They send the
 admin token from --token-file FILE, or from the config's admin.token_file.
 `
 

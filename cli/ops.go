@@ -122,7 +122,11 @@ func status(args []string, out io.Writer) error {
 		if h.FleetInFlight != nil {
 			inFlight += fmt.Sprintf(" (fleet %d)", *h.FleetInFlight)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", h.Host, h.Queued, inFlight, rate, held, h.Breaker, lastErr)
+		breaker := h.Breaker
+		if h.BreakerProbeAt != nil {
+			breaker = fmt.Sprintf("%s (probe %s)", h.Breaker, h.BreakerProbeAt.Local().Format("15:04:05"))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", h.Host, h.Queued, inFlight, rate, held, breaker, lastErr)
 	}
 	return tw.Flush()
 }

@@ -165,3 +165,31 @@ hosts:
 		t.Errorf("the first opened line should say from=closed and probe_at:\n%s", log)
 	}
 }
+
+// While a host's breaker is open, /v1/hosts/{host} and `hookpace status`
+// say when the probe goes.
+func TestBreakerProbeTimeShown(t *testing.T) {
+	rc := NewReceiver(t)
+	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusServiceUnavailable) }
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {breaker_failures: 1, breaker_cooldown: 10m}
+`, rc.Host()))
+	if status, _ := hp.Post(hp.Client(), rc.URL+"/hook", WebhookBody(1), nil); status != http.StatusAccepted {
+		t.Fatalf("POST: %d", status)
+	}
+	Poll(t, 10*time.Second, "breaker opened", func() bool { return strings.Contains(hp.Log(), "breaker opened") })
+	var st struct {
+		Breaker        string
+		BreakerProbeAt *time.Time `json:"breaker_probe_at"`
+	}
+	hp.AdminJSON("/v1/hosts/"+rc.Host(), &st)
+	if st.Breaker != "open" || st.BreakerProbeAt == nil || time.Until(*st.BreakerProbeAt) < 9*time.Minute {
+		t.Fatalf("breaker %q, probe at %v; want open with the probe about 10 minutes away", st.Breaker, st.BreakerProbeAt)
+	}
+	out, err := hp.CLI("status")
+	if want := "open (probe " + st.BreakerProbeAt.Local().Format("15:04:05") + ")"; err != nil || !strings.Contains(out, want) {
+		t.Errorf("status does not show %q: %v\n%s", want, err, out)
+	}
+}
