@@ -1,7 +1,6 @@
 package deliver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -63,25 +62,19 @@ func classify(status int, err error, retry4xx []int) (v verdict, o pacer.Outcome
 }
 
 // errorClass names a transport error briefly and stably, so that repeated
-// failures share one log throttle key.
+// failures share one log throttle key: its class (telemetry.ErrorClass, the
+// attempt's error_type), then the innermost error's words.
 func errorClass(err error) string {
+	class := telemetry.ErrorClass(err)
 	var dns *net.DNSError
-	var op *net.OpError
 	switch {
-	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		return "timeout"
+	case class == telemetry.ErrTimeout:
+		return class
 	case errors.As(err, &dns):
-		return "dns: " + dns.Err
-	case errors.As(err, &op) && op.Op == "dial":
-		return "connect: " + innermost(op).Error()
+		return class + ": " + dns.Err
 	default:
-		return "error: " + innermost(err).Error()
+		return class + ": " + innermost(err).Error()
 	}
-}
-
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
 }
 
 func innermost(err error) error {

@@ -2,8 +2,10 @@ package deliver
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -55,7 +57,11 @@ func TestClassify(t *testing.T) {
 		{"wrapped timeout", 0, fmt.Errorf("post: %w", context.DeadlineExceeded), vRetry, pacer.Failure, "timeout"},
 		{"dns", 0, &net.DNSError{Err: "no such host", Name: "nx.example", IsNotFound: true}, vRetry, pacer.Failure, "dns: no such host"},
 		{"connect", 0, dialErr, vRetry, pacer.Failure, "connect: connection refused"},
-		{"other error", 0, fmt.Errorf("read: %w", errors.New("connection reset by peer")), vRetry, pacer.Failure, "error: connection reset by peer"},
+		{"other error", 0, fmt.Errorf("read: %w", errors.New("connection reset by peer")), vRetry, pacer.Failure, "reset: connection reset by peer"},
+		{"reset errno", 0, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, vRetry, pacer.Failure, "reset: connection reset by peer"},
+		{"tls", 0, fmt.Errorf("post: %w", x509.UnknownAuthorityError{}), vRetry, pacer.Failure, "tls: x509: certificate signed by unknown authority"},
+		{"eof", 0, fmt.Errorf("post: %w", io.EOF), vRetry, pacer.Failure, "closed: EOF"},
+		{"something else", 0, errors.New("odd"), vRetry, pacer.Failure, "error: odd"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, o, reason := classify(tc.status, tc.err, retry4xx)

@@ -1,9 +1,7 @@
 package telemetry
 
 import (
-	"fmt"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,7 +99,7 @@ func (c *clientTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if resp != nil {
 		k.status = resp.StatusCode
 	} else if err != nil {
-		k.errType = errorType(err)
+		k.errType = ErrorClass(err)
 	}
 	set := c.attributeSet(k)
 	c.duration.Record(ctx, time.Since(start).Seconds(), set)
@@ -191,21 +189,4 @@ func standardMethod(m string) string {
 func netProtocol(proto string) (name, version string) {
 	name, version, _ = strings.Cut(proto, "/")
 	return strings.ToLower(name), version
-}
-
-// errorType is error.type for a request that got no response: the error's
-// Go type, which has few values (as the conventions require), unlike its
-// message.
-func errorType(err error) string {
-	t := reflect.TypeOf(err)
-	if t == nil {
-		return "_OTHER"
-	}
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.PkgPath() == "" || t.Name() == "" {
-		return t.String()
-	}
-	return fmt.Sprintf("%s.%s", t.PkgPath(), t.Name())
 }

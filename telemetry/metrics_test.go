@@ -333,7 +333,7 @@ func TestHTTPClientMetrics(t *testing.T) {
 			}
 		}
 		u, _ := url.Parse(closedURL)
-		failed := `{error_type="net.OpError",host="` + u.Host + `",http_request_method="GET",network_protocol_name="http",network_protocol_version="1.1",url_scheme="http"}`
+		failed := `{error_type="connect",host="` + u.Host + `",http_request_method="GET",network_protocol_name="http",network_protocol_version="1.1",url_scheme="http"}`
 		if got := e.series[MetricHTTPClientDuration+"_count"+failed]; got != "1" {
 			t.Errorf("%s_count%s = %q, want 1", MetricHTTPClientDuration, failed, got)
 			t.Logf("scrape:\n%s", e.text)
