@@ -174,3 +174,52 @@ hosts:
 		}
 	}
 }
+
+// TestSpoolFullNothingDrainingE2E (issue 23): with its only host paused
+// just after a fast drain, the spool past its high-water mark advises the
+// most it ever does (300 s) on its first 429, not the 1 s a rate measured
+// before the pause would give.
+func TestSpoolFullNothingDrainingE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+spool:
+  max_messages: 20
+  high_water: 0.8
+  low_water: 0.5
+hosts:
+  "%s": {rate: 1000/s, burst: 20, concurrency: 8}
+`, rc.Host()))
+	c := hp.Client()
+	for i := range 15 {
+		if code, _ := hp.Post(c, fmt.Sprintf("%s/fast/%d", rc.URL, i), []byte(`{}`), nil); code != http.StatusAccepted {
+			t.Fatalf("webhook %d: %d, want 202", i, code)
+		}
+	}
+	rc.WaitFor(t, 10*time.Second, "15 fast deliveries", func(as []Arrival) bool { return len(as) >= 15 })
+	if out, err := hp.CLI("pause", rc.Host()); err != nil {
+		t.Fatalf("pause: %v\n%s", err, out)
+	}
+	// More than a second without a departure: draining has stopped, though
+	// the last 7 s saw 15 leave at once.
+	time.Sleep(1500 * time.Millisecond) // the item is about time passing with nothing leaving
+	var first string
+	for i := range 20 {
+		req, _ := http.NewRequest("POST", fmt.Sprintf("%s/paused/%d", rc.URL, i), strings.NewReader(`{}`))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			first = resp.Header.Get("Retry-After")
+			break
+		}
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("webhook %d while paused: %d", i, resp.StatusCode)
+		}
+	}
+	if first != "300" {
+		t.Fatalf("first 429 with every host paused: Retry-After %q, want 300", first)
+	}
+}

@@ -190,7 +190,9 @@ func readBody(r *http.Request, m *spool.Message, limit int64) error {
 // pacing.
 func (p *Proxy) full(e *spool.FullError) decision {
 	reason := "spool past its high-water mark; retry later"
-	ra := unknownRetryAfter
+	// Nothing leaving the spool (every host paused or held): no rate says
+	// how soon, and it may be long; the most this proxy advises.
+	ra := maxRetryAfter
 	if !e.NoEstimate {
 		ra = boundRetryAfter(e.RetryAfter)
 	}
@@ -217,8 +219,9 @@ func (p *Proxy) hostRetryAfter(host string, over int64) time.Duration {
 
 // Bounds of the Retry-After given with backpressure, the proxy's HTTP
 // policy: estimates from the spool's drain rate or a host's pacing are kept
-// between minRetryAfter and maxRetryAfter, and unknownRetryAfter is given
-// when nothing says how soon.
+// between minRetryAfter and maxRetryAfter; maxRetryAfter is given when the
+// spool is not draining, and unknownRetryAfter when nothing says how soon a
+// host at its max_queued will be.
 const (
 	minRetryAfter     = time.Second
 	maxRetryAfter     = 5 * time.Minute

@@ -168,6 +168,7 @@ func TestHostFullRetryAfter(t *testing.T) {
 		{spool.FullError{Host: "fast.example", Over: 1}, "1"},
 		{spool.FullError{Host: "paused.example", Over: 1}, "30"},
 		{spool.FullError{RetryAfter: 7 * time.Second}, "7"},
+		{spool.FullError{NoEstimate: true}, "300"}, // nothing drains: the most it advises
 	} {
 		d := p.full(&tc.e)
 		if d.status != http.StatusTooManyRequests || d.header.Get("Retry-After") != tc.want {

@@ -213,6 +213,7 @@ type drainMeter struct {
 const (
 	drainWindow  = 7 * time.Second        // a spell of draining ends after this long without one
 	drainMinSpan = 250 * time.Millisecond // the shortest span a rate is taken over
+	drainStall   = time.Second            // at least this long without one: draining has stopped
 )
 
 func (d *drainMeter) add(now time.Time, n int64) {
@@ -247,5 +248,12 @@ func (d *drainMeter) rate(now time.Time) float64 {
 	if d.since.After(start) {
 		start = d.since
 	}
-	return float64(total) / max(now.Sub(start), drainMinSpan).Seconds()
+	r := float64(total) / max(now.Sub(start), drainMinSpan).Seconds()
+	// Draining has stopped (every host paused or held, say) once nothing
+	// has left for a second and for three times the usual interval: a rate
+	// from seconds earlier would promise the spool a drain it is not getting.
+	if gap := now.Sub(d.last).Seconds(); gap > drainStall.Seconds() && gap > 3/r {
+		return 0
+	}
+	return r
 }

@@ -203,12 +203,24 @@ func TestDrainMeter(t *testing.T) {
 	if r := d.rate(now); r < 98 || r > 102 {
 		t.Fatalf("rate after 10 s at 100/s: %v", r)
 	}
-	// Draining stops: the rate falls, and after the window it is gone.
-	if r := d.rate(now.Add(3 * time.Second)); r < 40 || r > 70 {
-		t.Fatalf("rate 3 s after draining stopped: %v, want about 4 s of 100/s over 7 s", r)
+	// Draining stops (every host paused): within a second the rate is
+	// still the spell's; after it, there is no rate, not one measured
+	// seconds earlier.
+	if r := d.rate(now.Add(900 * time.Millisecond)); r < 80 || r > 102 {
+		t.Fatalf("rate 0.9 s after draining stopped: %v, want about 100", r)
 	}
-	if r := d.rate(now.Add(8 * time.Second)); r != 0 {
-		t.Fatalf("rate 8 s after draining stopped: %v, want 0", r)
+	for _, after := range []time.Duration{1100 * time.Millisecond, 3 * time.Second, 8 * time.Second} {
+		if r := d.rate(now.Add(after)); r != 0 {
+			t.Fatalf("rate %v after draining stopped: %v, want 0", after, r)
+		}
+	}
+	// A slow steady drain, one every 2 s, keeps its rate between departures.
+	var slow drainMeter
+	for i := range 4 {
+		slow.add(t0.Add(time.Duration(i)*2*time.Second), 1)
+	}
+	if r := slow.rate(t0.Add(7500 * time.Millisecond)); r <= 0 {
+		t.Fatalf("rate 1.5 s after the last of a drain at 0.5/s: %v, want > 0", r)
 	}
 	// A new spell 20 s later is measured from its own start.
 	restart := now.Add(20 * time.Second)
