@@ -11,8 +11,6 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -22,7 +20,6 @@ import (
 
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/proxy"
-	"github.com/hookpace/hookpace/telemetry"
 )
 
 func BenchmarkIngestSpoolKeyed(b *testing.B) {
@@ -35,17 +32,7 @@ func BenchmarkIngestSpoolKeyed(b *testing.B) {
 		MaxBody:           int64(cfg.Spool.MaxBody),
 		IdempotencyHeader: cfg.Dedupe.IdempotencyHeader,
 	}
-	log, _, err := telemetry.NewLogger(io.Discard, "text", "warn")
-	if err != nil {
-		b.Fatal(err)
-	}
-	tel, err := telemetry.Setup(context.Background(), telemetry.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { tel.Shutdown(context.Background()) })
-	px := proxy.New(proxy.Options{Policy: pol, Spool: sp, Guard: openGuard{}, Transport: &http.Transport{},
-		Logger: log, Metrics: tel.Metrics, Tracer: tel.Tracer, Prop: tel.Propagator})
+	px := benchProxy(b, sp, pol, "warn")
 	body := makeBody()
 	var seq atomic.Int64
 	prefix := "evt_" + strconv.FormatInt(time.Now().UnixNano(), 36) + "_"

@@ -135,17 +135,7 @@ func benchIngest(b *testing.B, sp proxy.Spooler, cs *commitStats, level string) 
 		Host:    func(string) proxy.HostPolicy { return proxy.HostPolicy{Connect: cfg.Defaults.Connect} },
 		MaxBody: int64(cfg.Spool.MaxBody),
 	}
-	log, _, err := telemetry.NewLogger(io.Discard, "text", level)
-	if err != nil {
-		b.Fatal(err)
-	}
-	tel, err := telemetry.Setup(context.Background(), telemetry.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { tel.Shutdown(context.Background()) })
-	px := proxy.New(proxy.Options{Policy: pol, Spool: sp, Guard: openGuard{}, Transport: &http.Transport{},
-		Logger: log, Metrics: tel.Metrics, Tracer: tel.Tracer, Prop: tel.Propagator})
+	px := benchProxy(b, sp, pol, level)
 	body := makeBody()
 	b.SetParallelism(32) // 64 goroutines on 2 CPUs
 	b.ReportAllocs()
@@ -167,6 +157,22 @@ func benchIngest(b *testing.B, sp proxy.Spooler, cs *commitStats, level string) 
 	if cs != nil {
 		cs.report(b)
 	}
+}
+
+// benchProxy is the proxy's handler on sp with pol, logging at level to
+// nowhere, with real (unexported) telemetry.
+func benchProxy(b *testing.B, sp proxy.Spooler, pol proxy.Policy, level string) *proxy.Proxy {
+	log, _, err := telemetry.NewLogger(io.Discard, "text", level)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tel, err := telemetry.Setup(context.Background(), telemetry.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tel.Shutdown(context.Background()) })
+	return proxy.New(proxy.Options{Policy: pol, Spool: sp, Guard: openGuard{}, Transport: &http.Transport{},
+		Logger: log, Metrics: tel.Metrics, Tracer: tel.Tracer, Prop: tel.Propagator})
 }
 
 func BenchmarkIngestStubSpool(b *testing.B)     { benchIngest(b, &stubSpool{}, nil, "warn") }
