@@ -92,6 +92,10 @@ func (r hostRow) view(now time.Time) hostView {
 	} else if r.ConfiguredRate <= 0 {
 		v.RateText = "unlimited"
 	}
+	if r.Learned != "" {
+		v.RateNote = strings.TrimSpace(v.RateNote + "; " + r.Learned)
+		v.RateNote = strings.TrimPrefix(v.RateNote, "; ")
+	}
 	switch {
 	case r.Paused:
 		v.Hold = "paused"

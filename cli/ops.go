@@ -106,6 +106,9 @@ func status(args []string, out io.Writer) error {
 		if h.Rate < h.ConfiguredRate {
 			rate = fmt.Sprintf("%s/s (of %s)", trimFloat(h.Rate), trimFloat(h.ConfiguredRate))
 		}
+		if h.Learned != "" {
+			rate += ", " + h.Learned
+		}
 		held := "-"
 		switch {
 		case h.Paused:

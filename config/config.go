@@ -87,7 +87,15 @@ type HostConfig struct {
 	UpgradeTLS         bool       // deliver http:// webhooks over https://
 	Connect            string     // CONNECT handling: "mitm", "tunnel" or "deny"
 	InsecureSkipVerify bool       // skip upstream certificate verification for this host
+	PartnerLimits      string     // "obey" or "ignore" the partner's RateLimit / X-RateLimit-* headers
+	PartnerLimitsTTL   Duration   // a learned limit expires after this long without the header
 }
+
+// Partner limits modes.
+const (
+	PartnerLimitsObey   = "obey"   // hold on an exhausted quota, cap the rate at a stated policy
+	PartnerLimitsIgnore = "ignore" // pace by the config and 429s alone
+)
 
 // Connect modes.
 const (
@@ -192,13 +200,15 @@ func defaultHost() HostConfig {
 		HoldSchedule: []Duration{
 			d(2 * time.Second), d(5 * time.Second), d(15 * time.Second), d(30 * time.Second), d(60 * time.Second),
 		},
-		MaxRetryAfter:   d(5 * time.Minute),
-		Adaptive:        true,
-		MinRate:         Rate{Count: 1, Per: time.Second},
-		BreakerFailures: 5,
-		BreakerCooldown: d(30 * time.Second),
-		Retry4xx:        []int{408, 425},
-		Connect:         ConnectDeny,
+		MaxRetryAfter:    d(5 * time.Minute),
+		Adaptive:         true,
+		MinRate:          Rate{Count: 1, Per: time.Second},
+		BreakerFailures:  5,
+		BreakerCooldown:  d(30 * time.Second),
+		Retry4xx:         []int{408, 425},
+		Connect:          ConnectDeny,
+		PartnerLimits:    PartnerLimitsObey,
+		PartnerLimitsTTL: d(10 * time.Minute),
 	}
 }
 

@@ -111,6 +111,8 @@ hosts:
 		{"host min_rate follows host rate", c.Hosts["adaptive.example"].MinRate, Rate{10, time.Minute}},
 		{"host key lower-cased, null entry = defaults", c.Hosts["null.example"], c.Defaults},
 		{"connect without mitm", c.Defaults.Connect, ConnectDeny},
+		{"partner_limits default obey", c.Defaults.PartnerLimits, PartnerLimitsObey},
+		{"partner_limits_ttl default", c.Hosts["inherits.example"].PartnerLimitsTTL, Duration(10 * time.Minute)},
 	}
 	for _, tt := range tests {
 		if !reflect.DeepEqual(tt.got, tt.want) {
@@ -187,6 +189,9 @@ func TestParseErrors(t *testing.T) {
 			[]string{`config.yaml:3: spool.low_water: 0.5 must be below spool.high_water (0.5)`}},
 		{"high below default low", "spool:\n  high_water: 0.3\n", []string{`config.yaml:2: spool.high_water: 0.3 must be above`}},
 		{"high water > 1", "spool:\n  high_water: 1.5\n", []string{`config.yaml:2: spool.high_water: must be in (0, 1], got 1.5`}},
+		{"bad partner_limits", "hosts:\n  a.example:\n    partner_limits: sometimes\n",
+			[]string{`config.yaml:3: hosts["a.example"].partner_limits: must be one of obey, ignore, got "sometimes"`}},
+		{"bad partner_limits_ttl", "defaults:\n  partner_limits_ttl: 0s\n", []string{`config.yaml:2: defaults.partner_limits_ttl:`}},
 		{"bad connect", "hosts:\n  a.example:\n    connect: proxy\n",
 			[]string{`config.yaml:3: hosts["a.example"].connect: must be one of mitm, tunnel, deny, got "proxy"`}},
 		{"connect mitm without ca", "defaults:\n  connect: mitm\n", []string{`config.yaml:2: defaults.connect: mitm requires`}},

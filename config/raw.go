@@ -124,6 +124,8 @@ type rawHost struct {
 	UpgradeTLS         opt[bool]            `yaml:"upgrade_tls"`
 	Connect            opt[string]          `yaml:"connect"`
 	InsecureSkipVerify opt[bool]            `yaml:"insecure_skip_verify"`
+	PartnerLimits      opt[string]          `yaml:"partner_limits"`
+	PartnerLimitsTTL   opt[Duration]        `yaml:"partner_limits_ttl"`
 }
 
 type rawMITM struct {

@@ -195,6 +195,8 @@ func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExpli
 		p.add(r.Connect.Line, f("connect"), "mitm requires mitm.ca_cert and mitm.ca_key")
 	}
 	field(p, f("insecure_skip_verify"), r.InsecureSkipVerify, &h.InsecureSkipVerify, nil)
+	field(p, f("partner_limits"), r.PartnerLimits, &h.PartnerLimits, oneOf(PartnerLimitsObey, PartnerLimitsIgnore))
+	field(p, f("partner_limits_ttl"), r.PartnerLimitsTTL, &h.PartnerLimitsTTL, positive)
 
 	// Cross-field checks are reported only where one of the fields is set:
 	// a violation wholly inherited from defaults is reported there.

@@ -2,6 +2,7 @@ package deliver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/pacer"
+	"github.com/hookpace/hookpace/ratelimit"
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -29,6 +31,9 @@ type result struct {
 	verdict verdict
 	outcome pacer.Outcome
 	reason  string
+
+	partner    *ratelimit.Info // what the answer said of the partner's limits (partner.go)
+	quotaUntil time.Time       // the answer held the host until then (quota used up)
 }
 
 // attempt sends m once and applies the verdict. It runs on its own
@@ -58,6 +63,7 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 
 	d.mu.Lock()
 	v, reason, next := d.finish(ctx, h, m, pol, res, sentAt, now, lease)
+	res.quotaUntil = d.partnerLocked(h, pol, res.partner, v, now)
 	h.active = now
 	d.pump(h)
 	d.mu.Unlock()
@@ -112,7 +118,12 @@ func (d *Dispatcher) send(ctx context.Context, m *spool.Message, pol Policy) res
 	// Drain a little so the connection can be reused, then let it go.
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	return result{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), took: took}
+	r := result{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), took: took}
+	if pol.PartnerLimits && ratelimit.Present(resp.Header) {
+		in := ratelimit.Parse(resp.Header, time.Now(), cmp.Or(pol.Limits.MaxRetryAfter, 5*time.Minute))
+		r.partner = &in
+	}
+	return r
 }
 
 // finish applies an attempt's verdict to m and h. It returns the verdict,
@@ -130,6 +141,9 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol 
 	}
 	v, outcome, reason := res.verdict, res.outcome, res.reason
 	ra, hasRA := ParseRetryAfter(res.retryAfter, now)
+	if !hasRA && pol.PartnerLimits {
+		ra, hasRA = partnerReset(res.partner) // Retry-After wins when given
+	}
 	pr := pacer.Result{Outcome: outcome, SentAt: sentAt}
 	if v == vHold {
 		pr.RetryAfter, pr.HasRetry = ra, hasRA
@@ -228,6 +242,12 @@ func (d *Dispatcher) logAttempt(host string, m *spool.Message, n int, res result
 	}
 	if !next.IsZero() {
 		attrs = append(attrs, "next_at", next.UTC().Format(time.RFC3339Nano))
+	}
+	switch {
+	case !res.quotaUntil.IsZero():
+		attrs = append(attrs, "hold", pacer.HoldQuota, "held_until", res.quotaUntil.UTC().Format(time.RFC3339Nano))
+	case v == vHold:
+		attrs = append(attrs, "hold", "429")
 	}
 	if v == vDone || v == vDead || d.opts.Throttle == nil {
 		d.log.Info("delivery", attrs...)

@@ -62,6 +62,11 @@ type Policy struct {
 	// not sent.
 	IDHeader      string
 	AttemptHeader string
+	// PartnerLimits obeys what the partner's answers say of its limits
+	// (see partner.go); PartnerLimitsTTL is how long a learned limit lasts
+	// without being said again (default 10 minutes).
+	PartnerLimits    bool
+	PartnerLimitsTTL time.Duration
 }
 
 // Observer receives delivery metrics; *telemetry.Metrics is the real one.
@@ -218,7 +223,8 @@ func (d *Dispatcher) forgetIdleLocked(now time.Time) int {
 	n := 0
 	for name, h := range d.hosts {
 		if now.Sub(h.active) < d.opts.IdleTTL || h.count() > 0 || h.onDisk || h.loading ||
-			!h.wakeAt.IsZero() || !h.pace.Idle(now) || h.fl.busy() {
+			!h.wakeAt.IsZero() || !h.pace.Idle(now) || h.fl.busy() ||
+			h.learn != nil && now.Before(h.learn.until) {
 			continue
 		}
 		if h.timer != nil {
@@ -285,6 +291,8 @@ type host struct {
 
 	fl *fleetHost // nil without a fleet
 
+	learn *learned // the partner's stated limit, if below the configured one (partner.go)
+
 	lastErr    string
 	lastErrAt  time.Time
 	lastStatus int
@@ -325,6 +333,9 @@ func (d *Dispatcher) pump(h *host) {
 		return
 	}
 	now := time.Now()
+	if h.learn != nil {
+		d.expireLocked(h, now)
+	}
 	var wake time.Time
 	for {
 		m, fromRetry := h.next(now)

@@ -52,9 +52,9 @@ func (d *Dispatcher) shared(h *host) bool {
 // then are still running).
 func (d *Dispatcher) limitsFor(h *host) pacer.Limits {
 	if d.opts.Fleet != nil && (d.fleetDegraded || h.fl.unleased > 0) {
-		return fleet.Share(h.pol.Limits, d.fleetLive)
+		return fleet.Share(h.limits(), d.fleetLive)
 	}
-	return h.pol.Limits
+	return h.limits()
 }
 
 // acquire takes a send slot for h: from the fleet when shared, else from
@@ -128,7 +128,7 @@ func (d *Dispatcher) askFleet(h *host) {
 	if want == 0 && len(h.fl.done) == 0 {
 		return
 	}
-	req := fleet.Request{Host: h.name, Limits: h.pol.Limits, Want: want, Releases: h.fl.done}
+	req := fleet.Request{Host: h.name, Limits: h.limits(), Want: want, Releases: h.fl.done}
 	h.fl.done, h.fl.asking = nil, true
 	d.wg.Add(1)
 	go func() {
@@ -182,7 +182,7 @@ func (d *Dispatcher) fleetReleased(h *host, lease string, r pacer.Result, now ti
 	if lease == "" {
 		h.fl.unleased--
 		if h.fl.unleased == 0 && !d.fleetDegraded {
-			h.pace.SetLimits(h.pol.Limits, now) // back to shared limits
+			h.pace.SetLimits(h.limits(), now) // back to shared limits
 		}
 		return
 	}

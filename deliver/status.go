@@ -36,6 +36,13 @@ type HostStatus struct {
 	// answer (InFlight is this replica's).
 	Fleet         string `json:"fleet,omitempty"`
 	FleetInFlight *int   `json:"fleet_in_flight,omitempty"`
+	// The partner's stated limit while it caps the rate: "learned 10/s
+	// from RateLimit-Policy", its rate and burst, and when it lapses
+	// unless said again.
+	Learned      string     `json:"learned,omitempty"`
+	LearnedRate  float64    `json:"learned_rate,omitempty"`
+	LearnedBurst int        `json:"learned_burst,omitempty"`
+	LearnedUntil *time.Time `json:"learned_until,omitempty"`
 }
 
 func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
@@ -48,7 +55,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		InFlight:       st.InFlight,
 		Retrying:       h.retry.len(),
 		Rate:           st.Rate,
-		ConfiguredRate: st.ConfiguredRate,
+		ConfiguredRate: h.pol.Limits.Rate,
 		Burst:          h.pol.Limits.Burst,
 		Concurrency:    h.pol.Limits.Concurrency,
 		HoldReason:     st.HoldReason,
@@ -72,6 +79,11 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 	}
 	if q, ok := d.opts.Queue.(dedupeCounts); ok {
 		hs.Deduplicated = q.HostDeduped(h.name)
+	}
+	if l := h.learn; l != nil && now.Before(l.until) {
+		lim := h.limits()
+		u := l.until.UTC()
+		hs.Learned, hs.LearnedRate, hs.LearnedBurst, hs.LearnedUntil = l.String(), lim.Rate, lim.Burst, &u
 	}
 	d.fleetStatus(h, &hs, now)
 	return hs

@@ -16,7 +16,10 @@ type Release struct {
 	Outcome    pacer.Outcome
 	RetryAfter time.Duration // from a Retry-After header, if HasRetry
 	HasRetry   bool
-	Age        time.Duration // since the attempt was sent
+	// A release with Outcome NoSend and HasRetry (its Lease may be empty)
+	// says the partner's quota is used up for RetryAfter: the host is held
+	// that long, with reason "quota".
+	Age time.Duration // since the attempt was sent
 }
 
 // Request is one send decision for one host.

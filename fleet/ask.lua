@@ -12,6 +12,8 @@
 -- 13 max retry-after µs, 14 number of releases, then 4 per release:
 -- lease id, outcome (0 success, 1 throttled, 2 failure, 3 answered,
 -- 4 no send), retry-after µs (-1: none), age µs (since it was sent).
+-- A "no send" with a retry-after is a partner's quota used up: the host is
+-- held that long ("quota"), without a 429's escalation or rate cut.
 --
 -- Returns: granted, wait µs (-1: no time known, poll), reason, fleet in
 -- flight, effective rate (string), held for µs, consecutive 429s,
@@ -81,6 +83,9 @@ for i = 0, nrel - 1 do
       if adaptive then rate = math.max(rate * 0.5, min_rate) end
     end
     if now + d > held_until then held_until, hold_set = now + d, true end
+  elseif outcome == 4 and ra >= 0 then
+    local d = math.min(ra, max_ra)
+    if now + d > held_until then held_until, hold_set, reason = now + d, true, 'quota' end
   elseif outcome == 2 then
     streak = 0
     if not (open_until > now) then

@@ -98,6 +98,9 @@ type Host struct {
 	holdReason string
 	c429       int // consecutive 429 episodes
 
+	quotaUntil time.Time // the partner's window resets then (zero: no budget known)
+	quotaLeft  int64     // sends the partner takes before quotaUntil (see quota.go)
+
 	breaker   string
 	failures  int
 	openUntil time.Time
@@ -178,6 +181,9 @@ func (h *Host) Acquire(now time.Time) (ok bool, wake time.Time) {
 	if h.breaker == BreakerHalfOpen {
 		h.probing = true
 	}
+	if !h.quotaUntil.IsZero() {
+		h.spend(now)
+	}
 	return true, time.Time{}
 }
 
@@ -192,6 +198,9 @@ func (h *Host) Take(now time.Time) (ok bool, wake time.Time) {
 		h.probing = true
 	}
 	h.inFlight++
+	if !h.quotaUntil.IsZero() {
+		h.spend(now)
+	}
 	return true, time.Time{}
 }
 

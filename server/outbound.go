@@ -65,6 +65,8 @@ func Policy(hc config.HostConfig) deliver.Policy {
 		Retry4xx:           hc.Retry4xx,
 		UpgradeTLS:         hc.UpgradeTLS,
 		InsecureSkipVerify: hc.InsecureSkipVerify,
+		PartnerLimits:      hc.PartnerLimits != config.PartnerLimitsIgnore,
+		PartnerLimitsTTL:   hc.PartnerLimitsTTL.D(),
 	}
 }
 

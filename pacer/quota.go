@@ -1,0 +1,55 @@
+package pacer
+
+import "time"
+
+// What a partner says of its quota in its answers (RateLimit,
+// X-RateLimit-Remaining...): how many more requests it takes before its
+// window resets. The host keeps that budget, less the attempts already in
+// flight, and spends one per send; with nothing left it is held until the
+// reset, the hold shown as "quota". Unlike a 429 hold, nothing failed: the
+// rate is not lowered and the 429 schedule does not escalate.
+
+// HoldQuota is the hold reason of a quota hold.
+const HoldQuota = "quota"
+
+// Quota records that, as of an answer at now, the partner takes remaining
+// more requests until reset. Attempts in flight are counted against it.
+// It reports whether the host is now held until reset.
+func (h *Host) Quota(now time.Time, remaining int64, reset time.Time) (held bool) {
+	if !reset.After(now) {
+		h.quotaUntil = time.Time{}
+		return false
+	}
+	h.quotaUntil = reset
+	h.quotaLeft = remaining - int64(h.inFlight)
+	if h.quotaLeft > 0 {
+		return false
+	}
+	return h.quotaHold(now, reset)
+}
+
+// spend takes one send from a known budget, holding the host when it is
+// used up.
+func (h *Host) spend(now time.Time) {
+	if !now.Before(h.quotaUntil) {
+		h.quotaUntil = time.Time{}
+		return
+	}
+	h.quotaLeft--
+	if h.quotaLeft <= 0 {
+		h.quotaHold(now, h.quotaUntil)
+	}
+}
+
+// quotaHold holds the host until the partner's window resets. The bucket
+// does not fill while held: sends resume at the rate, not in a burst on
+// top of what the new window will take.
+func (h *Host) quotaHold(now, until time.Time) bool {
+	if !until.After(h.heldUntil) {
+		return now.Before(h.heldUntil)
+	}
+	h.refill(now)
+	h.heldUntil, h.holdReason = until, HoldQuota
+	h.last = until
+	return true
+}
