@@ -100,6 +100,7 @@ type Host struct {
 
 	quotaUntil time.Time // the partner's window resets then (zero: no budget known)
 	quotaLeft  int64     // sends the partner takes before quotaUntil (see quota.go)
+	quotaRem   int64     // the remaining count of the answer that set quotaUntil
 
 	breaker   string
 	failures  int

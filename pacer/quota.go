@@ -15,12 +15,21 @@ const HoldQuota = "quota"
 // Quota records that, as of an answer at now, the partner takes remaining
 // more requests until reset. Attempts in flight are counted against it.
 // It reports whether the host is now held until reset.
+//
+// Partners round a delta reset up to whole seconds, so each answer's reset
+// is an upper bound, up to a second late. Answers from one window (the
+// remaining count not going up) keep the earliest bound, which is the
+// tightest: a window of 1 s exhausted late would otherwise be held for
+// nearly a second more.
 func (h *Host) Quota(now time.Time, remaining int64, reset time.Time) (held bool) {
 	if !reset.After(now) {
 		h.quotaUntil = time.Time{}
 		return false
 	}
-	h.quotaUntil = reset
+	if h.quotaUntil.After(now) && remaining <= h.quotaRem && reset.After(h.quotaUntil) {
+		reset = h.quotaUntil
+	}
+	h.quotaUntil, h.quotaRem = reset, remaining
 	h.quotaLeft = remaining - int64(h.inFlight)
 	if h.quotaLeft > 0 {
 		return false

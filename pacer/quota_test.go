@@ -56,3 +56,30 @@ func TestQuota(t *testing.T) {
 		t.Fatalf("quota after a 429: %+v", st)
 	}
 }
+
+// Answers from one window keep the earliest reset they state: with resets
+// rounded up to whole seconds, that is the tightest bound. A remaining
+// count that goes up is a new window, whose reset is taken as said.
+func TestQuotaKeepsTheTightestReset(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	h := New(Limits{Rate: 10, Burst: 10, Concurrency: 1}, t0)
+	// The window resets at t0+1s; answers at +50 ms and +950 ms both say 1 s.
+	h.Quota(t0.Add(50*time.Millisecond), 9, t0.Add(1050*time.Millisecond))
+	at := t0.Add(950 * time.Millisecond)
+	if !h.Quota(at, 0, at.Add(time.Second)) {
+		t.Fatal("not held with 0 left")
+	}
+	if st := h.State(at); !st.HeldUntil.Equal(t0.Add(1050 * time.Millisecond)) {
+		t.Fatalf("held until %v, want the earlier bound %v", st.HeldUntil, t0.Add(1050*time.Millisecond))
+	}
+	// The next window: the count goes up, its reset is taken as said.
+	at = t0.Add(1100 * time.Millisecond)
+	h.Quota(at, 9, at.Add(time.Second))
+	at = t0.Add(1200 * time.Millisecond)
+	if !h.Quota(at, 0, at.Add(time.Second)) {
+		t.Fatal("not held")
+	}
+	if st := h.State(at); !st.HeldUntil.Equal(t0.Add(2100 * time.Millisecond)) {
+		t.Fatalf("held until %v, want %v", st.HeldUntil, t0.Add(2100*time.Millisecond))
+	}
+}
