@@ -141,7 +141,7 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol 
 	}
 	v, outcome, reason := res.verdict, res.outcome, res.reason
 	ra, hasRA := ParseRetryAfter(res.retryAfter, now)
-	if !hasRA && pol.PartnerLimits {
+	if !hasRA && v == vHold && pol.PartnerLimits {
 		ra, hasRA = partnerReset(res.partner) // Retry-After wins when given
 	}
 	pr := pacer.Result{Outcome: outcome, SentAt: sentAt}

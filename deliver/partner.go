@@ -49,10 +49,10 @@ func (h *host) limits() pacer.Limits {
 	return l
 }
 
-// partnerReset is a quota's reset, used as the Retry-After of a 429 that
-// gives none.
+// partnerReset is the reset of a quota used up, used as the Retry-After of
+// a 429 that gives none. A quota not used up says nothing of this 429.
 func partnerReset(in *ratelimit.Info) (time.Duration, bool) {
-	if in == nil || !in.HasQuota || !in.HasReset || in.Reset <= 0 {
+	if in == nil || !in.HasQuota || in.Remaining > 0 || !in.HasReset || in.Reset <= 0 {
 		return 0, false
 	}
 	return in.Reset, true

@@ -400,3 +400,28 @@ func TestPartnerQuotaHoldSharedInFleet(t *testing.T) {
 		t.Fatalf("%d sent, want only a's: b must wait for the reset", n)
 	}
 }
+
+// A 429 whose headers say quota is left is not held until their reset
+// (an hourly quota's reset says nothing of this 429): the hold schedule.
+func TestPartner429WithQuotaLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{handle: func(_ *http.Request, n int) (int, http.Header) {
+			h := http.Header{}
+			h.Set("X-RateLimit-Remaining", "4000")
+			h.Set("X-RateLimit-Reset", "3000")
+			if n > 1 {
+				return 200, h
+			}
+			return http.StatusTooManyRequests, h
+		}}
+		q := newMemQueue()
+		d, _ := startRecorded(t, q, partnerPolicy(true), rc)
+		q.add("a.example", 1)
+		synctest.Wait()
+		hs, _ := d.Host("a.example")
+		if got := hs.HeldUntil.Sub(time.Now()); got != 2*time.Second || hs.HoldReason != "429" {
+			t.Errorf("held %v (%s), want the schedule's 2s (429)", got, hs.HoldReason)
+		}
+		waitEmpty(t, q, time.Minute)
+	})
+}

@@ -55,7 +55,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		InFlight:       st.InFlight,
 		Retrying:       h.retry.len(),
 		Rate:           st.Rate,
-		ConfiguredRate: h.pol.Limits.Rate,
+		ConfiguredRate: st.ConfiguredRate,
 		Burst:          h.pol.Limits.Burst,
 		Concurrency:    h.pol.Limits.Concurrency,
 		HoldReason:     st.HoldReason,
@@ -84,6 +84,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		lim := h.limits()
 		u := l.until.UTC()
 		hs.Learned, hs.LearnedRate, hs.LearnedBurst, hs.LearnedUntil = l.String(), lim.Rate, lim.Burst, &u
+		hs.ConfiguredRate = h.pol.Limits.Rate // the pacer's is the learned one
 	}
 	d.fleetStatus(h, &hs, now)
 	return hs
