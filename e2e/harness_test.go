@@ -258,20 +258,28 @@ func (h *Hookpace) Client() *http.Client {
 // Post sends one webhook through hookpace and returns the status and id.
 func (h *Hookpace) Post(c *http.Client, target string, body []byte, hdr http.Header) (int, string) {
 	h.t.Helper()
-	req, err := http.NewRequest("POST", target, bytes.NewReader(body))
+	status, header, _ := PostRaw(h.t, c, target, body, hdr)
+	return status, header.Get("X-Hookpace-Id")
+}
+
+// PostRaw POSTs body to target with c, with the headers hdr, and returns
+// the answer's status, headers and body.
+func PostRaw(t *testing.T, c *http.Client, target string, body []byte, hdr http.Header) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	for k, vs := range hdr {
 		req.Header[k] = vs
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		h.t.Fatalf("POST %s through hookpace: %v", target, err)
+		t.Fatalf("POST %s: %v", target, err)
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, resp.Header.Get("X-Hookpace-Id")
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
 }
 
 // AdminJSON GETs an admin path and decodes the JSON answer into v.

@@ -1,34 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 )
-
-// postKeyed sends one webhook through hookpace with hdr and returns the
-// answer's status and headers.
-func postKeyed(t *testing.T, c *http.Client, target string, body []byte, hdr http.Header) (int, http.Header) {
-	t.Helper()
-	req, err := http.NewRequest("POST", target, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, vs := range hdr {
-		req.Header[k] = vs
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s through hookpace: %v", target, err)
-	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, resp.Header
-}
 
 // Issue 20: the same POST sent 3 times with one Idempotency-Key gets three
 // 202s with one id and reaches the partner once, with the header; a 4th
@@ -43,7 +21,7 @@ hosts:
 	key := http.Header{"Idempotency-Key": {"evt_77"}}
 	post := func(n int) string {
 		t.Helper()
-		status, h := postKeyed(t, hp.Client(), rc.URL+"/orders", []byte(fmt.Sprintf(`{"try":%d}`, n)), key)
+		status, h, _ := PostRaw(t, hp.Client(), rc.URL+"/orders", []byte(fmt.Sprintf(`{"try":%d}`, n)), key)
 		id := h.Get("X-Hookpace-Id")
 		if status != http.StatusAccepted || len(id) != 16 {
 			t.Fatalf("POST %d: %d, id %q", n, status, id)
@@ -109,12 +87,12 @@ hosts:
 		t.Fatalf("evt_77 delivered %d times, want once", orders)
 	}
 	// Another key, or dedupe off by its header, stores again.
-	status, h := postKeyed(t, hp.Client(), rc.URL+"/orders", []byte(`{}`), http.Header{"Idempotency-Key": {"evt_78"}})
+	status, h, _ := PostRaw(t, hp.Client(), rc.URL+"/orders", []byte(`{}`), http.Header{"Idempotency-Key": {"evt_78"}})
 	if status != http.StatusAccepted || h.Get("X-Hookpace-Id") == id || h.Get("X-Hookpace-Duplicate") != "" {
 		t.Fatalf("another key: %d, id %s, duplicate %q", status, h.Get("X-Hookpace-Id"), h.Get("X-Hookpace-Duplicate"))
 	}
 	long := http.Header{"Idempotency-Key": {strings.Repeat("k", 256)}}
-	if status, _ := postKeyed(t, hp.Client(), rc.URL+"/orders", []byte(`{}`), long); status != http.StatusBadRequest {
+	if status, _, _ := PostRaw(t, hp.Client(), rc.URL+"/orders", []byte(`{}`), long); status != http.StatusBadRequest {
 		t.Fatalf("a 256-byte key: %d, want 400", status)
 	}
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -104,7 +103,7 @@ hosts:
 		Proxy:           http.ProxyURL(proxyURL),
 		TLSClientConfig: &tls.Config{RootCAs: pool},
 	}}
-	status, hdr, body := secPost(t, c, rc.URL+"/hook/go", []byte(`{"via":"go"}`), nil)
+	status, hdr, body := PostRaw(t, c, rc.URL+"/hook/go", []byte(`{"via":"go"}`), nil)
 	if status != http.StatusAccepted {
 		t.Fatalf("Go client over MITM: status %d, want 202: %s", status, body)
 	}
@@ -205,7 +204,7 @@ func TestSSRFRefused(t *testing.T) {
 		"http://0.0.0.0:" + port + "/",
 	}
 	for _, target := range targets {
-		status, _, body := secPost(t, c, target, []byte("ssrf"), nil)
+		status, _, body := PostRaw(t, c, target, []byte("ssrf"), nil)
 		if status != http.StatusForbidden || !strings.Contains(string(body), "refused") {
 			t.Errorf("POST %s: %d %q, want 403 with the reason", target, status, body)
 			continue
@@ -268,7 +267,7 @@ auth: {users: [{username: app, password: s3cret}]}
 		{"unknown user", url.UserPassword("eve", "s3cret"), http.StatusProxyAuthRequired},
 		{"right credentials", url.UserPassword("app", "s3cret"), http.StatusAccepted},
 	} {
-		status, hdr, body := secPost(t, withUser(tc.user), rc.URL+"/auth", []byte(tc.name), nil)
+		status, hdr, body := PostRaw(t, withUser(tc.user), rc.URL+"/auth", []byte(tc.name), nil)
 		if status != tc.want {
 			t.Errorf("%s: status %d, want %d: %s", tc.name, status, tc.want, body)
 			continue
@@ -291,7 +290,7 @@ func TestSelfRefused(t *testing.T) {
 	c := hp.Client()
 	accepted := 0
 	for _, target := range []string{"http://" + hp.Admin + "/healthz", "http://" + hp.Proxy + "/"} {
-		status, _, body := secPost(t, c, target, []byte("loop"), nil)
+		status, _, body := PostRaw(t, c, target, []byte("loop"), nil)
 		if status != http.StatusForbidden {
 			t.Errorf("POST %s (hookpace's own listener): %d %q, want 403", target, status, strings.TrimSpace(string(body)))
 		}
@@ -315,25 +314,6 @@ func TestSelfRefused(t *testing.T) {
 	for _, d := range dead.Dead {
 		t.Logf("dead letter %s: %s", d.URL, d.Reason)
 	}
-}
-
-// secPost POSTs body to target with c and returns the answer.
-func secPost(t *testing.T, c *http.Client, target string, body []byte, hdr http.Header) (int, http.Header, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, target, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, vs := range hdr {
-		req.Header[k] = vs
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", target, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, b
 }
 
 // secRootsPEM writes cert to a PEM file (for SSL_CERT_FILE) and returns its path.
