@@ -246,6 +246,8 @@ func (d *Dispatcher) logAttempt(host string, m *spool.Message, n int, res result
 	switch {
 	case !res.quotaUntil.IsZero():
 		attrs = append(attrs, "hold", pacer.HoldQuota, "held_until", res.quotaUntil.UTC().Format(time.RFC3339Nano))
+	case v == vHold && res.outcome == pacer.Unresolved:
+		attrs = append(attrs, "hold", pacer.HoldDNS)
 	case v == vHold:
 		attrs = append(attrs, "hold", "429")
 	}

@@ -42,6 +42,12 @@ func classify(status int, err error, retry4xx []int) (v verdict, o pacer.Outcome
 		if errors.As(err, &ref) {
 			return vDead, pacer.NoSend, "egress refused: " + ref.Refused()
 		}
+		var dns *net.DNSError
+		if errors.As(err, &dns) && dns.IsNotFound {
+			// No such host: hold the host (pacer/dns.go), as DNS can fail
+			// for a while, without spending the message's attempts.
+			return vHold, pacer.Unresolved, errorClass(err)
+		}
 		return vRetry, pacer.Failure, errorClass(err)
 	}
 	switch {

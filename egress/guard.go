@@ -188,6 +188,11 @@ func (g *Guard) check(ctx context.Context, network, host string, port uint16) ([
 			return nil, fmt.Errorf("egress: host %q is neither a name nor an IP (a port is not allowed)", host)
 		}
 		name = normalizeName(host)
+		if name == "invalid" || strings.HasSuffix(name, ".invalid") {
+			// RFC 6761 §6.4: .invalid never resolves; say so at once,
+			// whatever the resolver would do without a network.
+			return nil, fmt.Errorf("egress: resolve %q: %w", host, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true})
+		}
 		addrs, err = g.resolver.LookupNetIP(ctx, network, host)
 		if err != nil {
 			return nil, fmt.Errorf("egress: resolve %q: %w", host, err)

@@ -166,6 +166,15 @@ func TestCheckErrors(t *testing.T) {
 	if err == nil || IsDenied(err) || !errors.Is(err, errNoSuchHost) {
 		t.Errorf("DNS failure: got %v, want wrapped resolver error that is not DeniedError", err)
 	}
+	// .invalid never resolves (RFC 6761), even where the resolver would
+	// answer it: NXDOMAIN at once, not a refusal.
+	inv := mustNew(t, Options{Resolver: static(map[string][]string{"no-such-host.invalid": {"93.184.215.14"}})})
+	for _, host := range []string{"no-such-host.invalid", "NO-SUCH-HOST.INVALID.", "invalid"} {
+		var dns *net.DNSError
+		if _, err := inv.Check(ctx, host); !errors.As(err, &dns) || !dns.IsNotFound || IsDenied(err) {
+			t.Errorf("Check(%q) = %v, want a not-found *net.DNSError", host, err)
+		}
+	}
 	for _, host := range []string{"empty.example", "", "evil.example:80"} {
 		if _, err := g.Check(ctx, host); err == nil || IsDenied(err) {
 			t.Errorf("Check(%q) = %v, want a non-denied error", host, err)

@@ -11,9 +11,12 @@
 -- 11 breaker cooldown µs, 12 hold schedule (µs, comma-separated),
 -- 13 max retry-after µs, 14 number of releases, then 4 per release:
 -- lease id, outcome (0 success, 1 throttled, 2 failure, 3 answered,
--- 4 no send), retry-after µs (-1: none), age µs (since it was sent).
+-- 4 no send, 5 unresolved), retry-after µs (-1: none), age µs (since it
+-- was sent).
 -- A "no send" with a retry-after is a partner's quota used up: the host is
 -- held that long ("quota"), without a 429's escalation or rate cut.
+-- "Unresolved" (NXDOMAIN) holds the host by the schedule, its own
+-- escalation (cdns), reason "dns", without a rate cut.
 --
 -- Returns: granted, wait µs (-1: no time known, poll), reason, fleet in
 -- flight, effective rate (string), held for µs, consecutive 429s,
@@ -42,7 +45,7 @@ local raw = redis.call('HGETALL', KEYS[3])
 for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
 local function num(k) return tonumber(st[k] or '0') end
 local held_until, hold_start = num('held_until'), num('hold_start')
-local c429, streak, failures = num('c429'), num('streak'), num('failures')
+local c429, streak, failures, cdns = num('c429'), num('streak'), num('failures'), num('cdns')
 local open_until, probe_until = num('open_until'), num('probe_until')
 local rate = tonumber(st['rate'] or ARGV[2])
 if not adaptive or rate > conf_rate then rate = conf_rate end
@@ -59,6 +62,7 @@ for i = 0, nrel - 1 do
   if outcome == 0 or outcome == 1 or outcome == 3 then
     failures, open_until, probe_until = 0, 0, 0
   end
+  if outcome <= 3 then cdns = 0 end
   if outcome == 0 then
     c429 = 0
     if adaptive and rate < conf_rate then
@@ -86,6 +90,12 @@ for i = 0, nrel - 1 do
   elseif outcome == 4 and ra >= 0 then
     local d = math.min(ra, max_ra)
     if now + d > held_until then held_until, hold_set, reason = now + d, true, 'quota' end
+  elseif outcome == 5 then
+    if not (hold_start > 0 and sent < hold_start) then
+      local d = schedule[math.min(cdns + 1, #schedule)]
+      cdns, hold_start = cdns + 1, now
+      if now + d > held_until then held_until, hold_set, reason = now + d, true, 'dns' end
+    end
   elseif outcome == 2 then
     streak = 0
     if not (open_until > now) then
@@ -147,7 +157,7 @@ if tat_dirty and ahead > 0 then
 end
 if dirty then
   redis.call('HSET', KEYS[3], 'held_until', string.format('%.0f', held_until),
-    'hold_start', string.format('%.0f', hold_start), 'reason', reason, 'c429', c429,
+    'hold_start', string.format('%.0f', hold_start), 'reason', reason, 'c429', c429, 'cdns', cdns,
     'rate', tostring(rate), 'streak', streak, 'failures', failures,
     'open_until', string.format('%.0f', open_until), 'probe_until', string.format('%.0f', probe_until))
   local keep = math.max(held_until - now, open_until - now, 0) / 1000 + 3600000

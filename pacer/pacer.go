@@ -41,11 +41,12 @@ type Limits struct {
 type Outcome int
 
 const (
-	Success   Outcome = iota // 2xx
-	Throttled                // 429: hold the host
-	Failure                  // 5xx, timeout, connection error: counts towards the breaker
-	Answered                 // any other answer (a permanent 4xx): the host is up
-	NoSend                   // nothing reached the host (refused by egress policy)
+	Success    Outcome = iota // 2xx
+	Throttled                 // 429: hold the host
+	Failure                   // 5xx, timeout, connection error: counts towards the breaker
+	Answered                  // any other answer (a permanent 4xx): the host is up
+	NoSend                    // nothing reached the host (refused by egress policy)
+	Unresolved                // the host's name does not resolve (NXDOMAIN): hold the host (dns.go)
 )
 
 // Result reports a finished attempt.
@@ -97,6 +98,7 @@ type Host struct {
 	holdStart  time.Time
 	holdReason string
 	c429       int // consecutive 429 episodes
+	cDNS       int // consecutive episodes of the name not resolving
 
 	quotaUntil time.Time // the partner's window resets then (zero: no budget known)
 	quotaLeft  int64     // sends the partner takes before quotaUntil (see quota.go)
@@ -281,6 +283,11 @@ func (h *Host) Release(now time.Time, r Result) (hold Hold) {
 		}
 	case NoSend:
 		// The host was never contacted: nothing learned.
+	case Unresolved:
+		return h.unresolved(now, r)
+	}
+	if r.Outcome != NoSend {
+		h.cDNS = 0 // the name resolved
 	}
 	return hold
 }
