@@ -1,0 +1,189 @@
+package sign
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The Standard Webhooks specification's test vector (the spec repository's
+// libraries test against it).
+const (
+	vecSecret    = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	vecID        = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+	vecTimestamp = 1614265330
+	vecPayload   = `{"test": 2432232314}`
+	vecSignature = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+)
+
+func vecKey(t *testing.T) []byte {
+	t.Helper()
+	k, err := ParseSecret(vecSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestStandardWebhooksVector(t *testing.T) {
+	s, err := New(Options{Scheme: StandardWebhooks, Secrets: [][]byte{vecKey(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	s.Sign(h, vecID, []byte(vecPayload), time.Unix(vecTimestamp, 0))
+	if got := h.Get(HeaderSignature); got != vecSignature {
+		t.Errorf("webhook-signature = %q, want %q", got, vecSignature)
+	}
+	if got := h.Get(HeaderID); got != vecID {
+		t.Errorf("webhook-id = %q", got)
+	}
+	if got := h.Get(HeaderTimestamp); got != "1614265330" {
+		t.Errorf("webhook-timestamp = %q", got)
+	}
+	// One byte of the body changed: another signature.
+	h2 := http.Header{}
+	s.Sign(h2, vecID, []byte(`{"test": 2432232315}`), time.Unix(vecTimestamp, 0))
+	if h2.Get(HeaderSignature) == vecSignature {
+		t.Error("a changed body has the same signature")
+	}
+}
+
+func TestParseSecret(t *testing.T) {
+	for _, tc := range []struct {
+		in, err string
+	}{
+		{vecSecret, ""},
+		{"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n", ""}, // prefix optional, space trimmed
+		{"whsec_", "empty"},
+		{"whsec_not*base64", "base64"},
+		{"whsec_c2hvcnQ=", "at least 16"},
+	} {
+		_, err := ParseSecret(tc.in)
+		if (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("ParseSecret(%q) = %v, want error containing %q", tc.in, err, tc.err)
+		}
+	}
+}
+
+func TestRotationSendsBoth(t *testing.T) {
+	other := bytes.Repeat([]byte{7}, 32)
+	s, err := New(Options{Scheme: StandardWebhooks, Secrets: [][]byte{vecKey(t), other}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	s.Sign(h, vecID, []byte(vecPayload), time.Unix(vecTimestamp, 0))
+	sigs := strings.Split(h.Get(HeaderSignature), " ")
+	if len(sigs) != 2 || sigs[0] != vecSignature {
+		t.Fatalf("webhook-signature = %q, want the vector's signature then the second key's", h.Get(HeaderSignature))
+	}
+	if want := Signatures([][]byte{other}, vecID, "1614265330", []byte(vecPayload)); sigs[1] != want {
+		t.Errorf("second signature = %q, want %q", sigs[1], want)
+	}
+	if _, err := New(Options{Scheme: StandardWebhooks, Secrets: [][]byte{other, other, other}}); err == nil {
+		t.Error("three secrets accepted")
+	}
+}
+
+func TestFreshTimestampPerAttempt(t *testing.T) {
+	s, _ := New(Options{Scheme: StandardWebhooks, Secrets: [][]byte{vecKey(t)}})
+	h1, h2 := http.Header{}, http.Header{}
+	s.Sign(h1, "1", []byte("x"), time.Unix(100, 0))
+	s.Sign(h2, "1", []byte("x"), time.Unix(160, 0))
+	if h1.Get(HeaderTimestamp) != "100" || h2.Get(HeaderTimestamp) != "160" || h1.Get(HeaderSignature) == h2.Get(HeaderSignature) {
+		t.Errorf("attempts: %v then %v", h1, h2)
+	}
+}
+
+func TestHMACSHA256(t *testing.T) {
+	key, body := []byte("It's a Secret to Everybody"), []byte("Hello, World!")
+	s, err := New(Options{Scheme: HMACSHA256, Secrets: [][]byte{key}, Header: "X-Hub-Signature-256"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	s.Sign(h, "1", body, time.Unix(1, 0))
+	// GitHub's documented example for X-Hub-Signature-256.
+	const want = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+	if got := h.Get("X-Hub-Signature-256"); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write(body)
+	if want != "sha256="+hex.EncodeToString(mac.Sum(nil)) {
+		t.Error("vector disagrees with crypto/hmac")
+	}
+	if h.Get(HeaderSignature) != "" || h.Get(HeaderID) != "" {
+		t.Errorf("hmac-sha256 sent Standard Webhooks headers: %v", h)
+	}
+}
+
+func TestReplaceAndPassThrough(t *testing.T) {
+	key := vecKey(t)
+	for _, tc := range []struct {
+		name    string
+		opts    Options
+		app     http.Header // what the app sent
+		header  string      // the signature header
+		replace bool
+	}{
+		{"sw", Options{Scheme: StandardWebhooks}, http.Header{"Webhook-Signature": {"v1,app"}, "Webhook-Id": {"app-id"}, "Webhook-Timestamp": {"5"}}, HeaderSignature, false},
+		{"sw replace", Options{Scheme: StandardWebhooks, Replace: true}, http.Header{"Webhook-Signature": {"v1,app"}, "Webhook-Id": {"app-id"}, "Webhook-Timestamp": {"5"}}, HeaderSignature, true},
+		{"hmac", Options{Scheme: HMACSHA256, Header: "X-Sig"}, http.Header{"X-Sig": {"sha256=app"}}, "X-Sig", false},
+		{"hmac replace", Options{Scheme: HMACSHA256, Header: "X-Sig", Replace: true}, http.Header{"X-Sig": {"sha256=app"}}, "X-Sig", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Secrets = [][]byte{key}
+			s, err := New(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := tc.app.Clone()
+			s.Sign(h, vecID, []byte(vecPayload), time.Unix(vecTimestamp, 0))
+			vals := h.Values(tc.header)
+			if !tc.replace {
+				if len(vals) != 1 || !strings.Contains(vals[0], "app") {
+					t.Fatalf("app's signature not passed through: %v", h)
+				}
+				if tc.opts.Scheme == StandardWebhooks && (h.Get(HeaderID) != "app-id" || h.Get(HeaderTimestamp) != "5") {
+					t.Fatalf("app's id/timestamp changed: %v", h)
+				}
+				return
+			}
+			if len(vals) != 1 || strings.Contains(vals[0], "app") {
+				t.Fatalf("app's signature not replaced (exactly once): %v", h)
+			}
+			if tc.opts.Scheme == StandardWebhooks && (vals[0] != vecSignature || h.Get(HeaderID) != vecID) {
+				t.Fatalf("replaced with %v", h)
+			}
+		})
+	}
+	// An unsigned request is signed whatever Replace says.
+	s, _ := New(Options{Scheme: StandardWebhooks, Secrets: [][]byte{key}})
+	h := http.Header{"Webhook-Id": {"stale"}}
+	s.Sign(h, vecID, []byte(vecPayload), time.Unix(vecTimestamp, 0))
+	if h.Get(HeaderSignature) != vecSignature || len(h.Values(HeaderID)) != 1 || h.Get(HeaderID) != vecID {
+		t.Errorf("unsigned request: %v", h)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	k := [][]byte{bytes.Repeat([]byte{1}, 32)}
+	for _, o := range []Options{
+		{Scheme: "rsa", Secrets: k},
+		{Scheme: StandardWebhooks},
+		{Scheme: HMACSHA256, Secrets: k},
+		{Scheme: HMACSHA256, Secrets: append(k, k[0]), Header: "X"},
+		{Scheme: StandardWebhooks, Secrets: [][]byte{{}}},
+	} {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v) accepted", o)
+		}
+	}
+}
