@@ -89,6 +89,7 @@ type HostConfig struct {
 	InsecureSkipVerify bool       // skip upstream certificate verification for this host
 	PartnerLimits      string     // "obey" or "ignore" the partner's RateLimit / X-RateLimit-* headers
 	PartnerLimitsTTL   Duration   // a learned limit expires after this long without the header
+	Sign               *Signing   // how each attempt is signed (see sign.go); nil = not signed
 }
 
 // Partner limits modes.

@@ -126,6 +126,7 @@ type rawHost struct {
 	InsecureSkipVerify opt[bool]            `yaml:"insecure_skip_verify"`
 	PartnerLimits      opt[string]          `yaml:"partner_limits"`
 	PartnerLimitsTTL   opt[Duration]        `yaml:"partner_limits_ttl"`
+	Sign               yaml.Node            `yaml:"sign"` // see resolveSign
 }
 
 type rawMITM struct {

@@ -197,6 +197,7 @@ func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExpli
 	field(p, f("insecure_skip_verify"), r.InsecureSkipVerify, &h.InsecureSkipVerify, nil)
 	field(p, f("partner_limits"), r.PartnerLimits, &h.PartnerLimits, oneOf(PartnerLimitsObey, PartnerLimitsIgnore))
 	field(p, f("partner_limits_ttl"), r.PartnerLimitsTTL, &h.PartnerLimitsTTL, positive)
+	h.Sign = resolveSign(p, f("sign"), &r.Sign, base.Sign)
 
 	// Cross-field checks are reported only where one of the fields is set:
 	// a violation wholly inherited from defaults is reported there.

@@ -105,6 +105,9 @@ func (d *Dispatcher) send(ctx context.Context, m *spool.Message, pol Policy) res
 	if pol.AttemptHeader != "" {
 		req.Header.Set(pol.AttemptHeader, strconv.Itoa(m.Attempts+1))
 	}
+	if pol.Signer != nil { // signed with the id above and a fresh timestamp
+		pol.Signer.Sign(req.Header, spool.IDString(m.OriginID()), m.Body, time.Now())
+	}
 	client := d.opts.Client
 	if pol.InsecureSkipVerify {
 		client = d.opts.Insecure

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookpace/hookpace/fleet"
 	"github.com/hookpace/hookpace/pacer"
+	"github.com/hookpace/hookpace/sign"
 	"github.com/hookpace/hookpace/spool"
 	"github.com/hookpace/hookpace/telemetry"
 	"go.opentelemetry.io/otel/propagation"
@@ -67,6 +68,8 @@ type Policy struct {
 	// without being said again (default 10 minutes).
 	PartnerLimits    bool
 	PartnerLimitsTTL time.Duration
+	// Signer signs each attempt (package sign); nil: not signed.
+	Signer *sign.Signer
 }
 
 // Observer receives delivery metrics; *telemetry.Metrics is the real one.

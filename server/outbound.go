@@ -10,6 +10,7 @@ import (
 	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/proxy"
+	"github.com/hookpace/hookpace/sign"
 	"github.com/hookpace/hookpace/telemetry"
 )
 
@@ -45,7 +46,12 @@ func Policy(hc config.HostConfig) deliver.Policy {
 	for i, d := range hc.HoldSchedule {
 		hold[i] = d.D()
 	}
+	var signer *sign.Signer
+	if hc.Sign != nil {
+		signer = hc.Sign.Signer
+	}
 	return deliver.Policy{
+		Signer: signer,
 		Limits: pacer.Limits{
 			Rate:            hc.Rate.PerSecond(),
 			Burst:           hc.Burst,
