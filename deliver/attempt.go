@@ -40,6 +40,7 @@ type result struct {
 // goroutine, holding one of the host's slots.
 func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.Time, lease string) {
 	defer d.wg.Done()
+	d.begin(m) // see coalesce.go
 	stopRenew := d.renew(h.name, lease)
 	ctx := d.opts.Prop.Extract(d.ctx, propagation.HeaderCarrier(m.Header))
 	ctx, span := d.opts.Tracer.Start(ctx, "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
@@ -67,6 +68,7 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 	h.active = now
 	d.pump(h)
 	d.mu.Unlock()
+	d.end(m)
 
 	if res.status != 0 {
 		span.SetAttributes(attribute.Int("http.response.status_code", res.status))

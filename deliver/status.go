@@ -27,10 +27,13 @@ type HostStatus struct {
 	Paused         bool       `json:"paused"`
 	// Webhooks for the host answered with an earlier one's id
 	// (Idempotency-Key) since hookpace started.
-	Deduplicated int64      `json:"deduplicated"`
-	LastError    string     `json:"last_error"`
-	LastErrorAt  *time.Time `json:"last_error_at"`
-	LastStatus   int        `json:"last_status"`
+	Deduplicated int64 `json:"deduplicated"`
+	// Webhooks for the host that replaced a queued one
+	// (Hookpace-Coalesce-Key) since hookpace started.
+	Coalesced   int64      `json:"coalesced"`
+	LastError   string     `json:"last_error"`
+	LastErrorAt *time.Time `json:"last_error_at"`
+	LastStatus  int        `json:"last_status"`
 	// Fleet mode only: "shared", or "degraded: local share 1/N" while
 	// Redis does not answer; the fleet-wide in-flight count as of the last
 	// answer (InFlight is this replica's).
@@ -86,6 +89,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		hs.Learned, hs.LearnedRate, hs.LearnedBurst, hs.LearnedUntil = l.String(), lim.Rate, lim.Burst, &u
 		hs.ConfiguredRate = h.pol.Limits.Rate // the pacer's is the learned one
 	}
+	hs.Coalesced = d.coalesced(h.name)
 	d.fleetStatus(h, &hs, now)
 	return hs
 }

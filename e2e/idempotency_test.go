@@ -56,6 +56,15 @@ hosts:
 		t.Fatalf("/v1/hosts: %+v, want 2 deduplicated", hosts.Hosts)
 	}
 
+	// Its delete is durable once the spool counts nothing queued: a kill
+	// before that would deliver it again (at-least-once), not a duplicate.
+	Poll(t, 10*time.Second, "the delivered webhook deleted", func() bool {
+		var u struct {
+			Messages int64 `json:"messages"`
+		}
+		hp.AdminJSON("/v1/spool", &u)
+		return u.Messages == 0
+	})
 	hp.Kill()
 	hp.Restart()
 	if got := post(4); got != id {
@@ -94,5 +103,86 @@ hosts:
 	long := http.Header{"Idempotency-Key": {strings.Repeat("k", 256)}}
 	if status, _, _ := PostRaw(t, hp.Client(), rc.URL+"/orders", []byte(`{}`), long); status != http.StatusBadRequest {
 		t.Fatalf("a 256-byte key: %d, want 400", status)
+	}
+}
+
+// Issue 20: with the host paused, 10 updates with one coalesce key become
+// one queued webhook; on resume the partner gets it once, with the last
+// body, and without the coalesce header.
+func TestCoalesceWhilePaused(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
+	if out, err := hp.CLI("pause", rc.Host()); err != nil {
+		t.Fatalf("hookpace pause: %v\n%s", err, out)
+	}
+	var id string
+	for n := 1; n <= 10; n++ {
+		status, h := postKeyed(t, hp.Client(), rc.URL+"/orders/42", []byte(fmt.Sprintf("v%d", n)),
+			http.Header{"Hookpace-Coalesce-Key": {"order-42"}, "X-App": {fmt.Sprint(n)}})
+		if status != http.StatusAccepted {
+			t.Fatalf("update %d: %d", n, status)
+		}
+		if n == 1 {
+			id = h.Get("X-Hookpace-Id")
+		}
+		if h.Get("X-Hookpace-Id") != id || (n > 1) != (h.Get("X-Hookpace-Coalesced") == "true") {
+			t.Fatalf("update %d: id %s (first %s), coalesced %q", n, h.Get("X-Hookpace-Id"), id, h.Get("X-Hookpace-Coalesced"))
+		}
+	}
+	var hosts struct {
+		Hosts []struct {
+			Host      string `json:"host"`
+			Queued    int64  `json:"queued"`
+			Coalesced int64  `json:"coalesced"`
+		} `json:"hosts"`
+	}
+	hp.AdminJSON("/v1/hosts", &hosts)
+	if len(hosts.Hosts) != 1 || hosts.Hosts[0].Queued != 1 || hosts.Hosts[0].Coalesced != 9 {
+		t.Fatalf("/v1/hosts while paused: %+v, want 1 queued, 9 coalesced", hosts.Hosts)
+	}
+	if m := hp.Metrics(); !strings.Contains(m, fmt.Sprintf(`hookpace_ingest_coalesced_total{host=%q} 9`, rc.Host())) {
+		t.Fatalf("metrics lack the coalesced updates:\n%s", m)
+	}
+	Poll(t, 10*time.Second, "an ingest line with decision=coalesced", func() bool {
+		return strings.Contains(hp.Log(), "decision=coalesced")
+	})
+	if out, err := hp.CLI("resume", rc.Host()); err != nil {
+		t.Fatalf("hookpace resume: %v\n%s", err, out)
+	}
+	rc.WaitFor(t, 30*time.Second, "order-42 delivered", func(as []Arrival) bool {
+		for _, a := range as {
+			if a.Path == "/orders/42" {
+				return true
+			}
+		}
+		return false
+	})
+	// A webhook sent now arrives after any second delivery of order-42
+	// would have been made.
+	if status, _ := hp.Post(hp.Client(), rc.URL+"/after", WebhookBody(1), nil); status != http.StatusAccepted {
+		t.Fatalf("POST /after: %d", status)
+	}
+	rc.WaitFor(t, 30*time.Second, "the webhook sent after the updates", func(as []Arrival) bool {
+		for _, a := range as {
+			if a.Path == "/after" {
+				return true
+			}
+		}
+		return false
+	})
+	var got []Arrival
+	for _, a := range rc.Arrivals() {
+		if a.Path == "/orders/42" {
+			got = append(got, a)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("order-42 delivered %d times, want once", len(got))
+	}
+	a := got[0]
+	if string(a.Body) != "v10" || a.Header.Get("X-App") != "10" || a.Header.Get("Hookpace-Coalesce-Key") != "" ||
+		a.Header.Get("X-Hookpace-Id") != id {
+		t.Fatalf("delivered body %q, X-App %q, Hookpace-Coalesce-Key %q, id %q; want v10, 10, none, %s",
+			a.Body, a.Header.Get("X-App"), a.Header.Get("Hookpace-Coalesce-Key"), a.Header.Get("X-Hookpace-Id"), id)
 	}
 }

@@ -16,22 +16,27 @@ import (
 // is stored. The spool decides, atomically with its group commit (see
 // spool.AppendOnce); the header is stored and forwarded unchanged.
 
-// OnceSpooler is a Spooler that remembers idempotency keys;
-// *spool.Spool is the real one. A Spooler without it stores every POST.
-type OnceSpooler interface {
-	AppendOnce(ctx context.Context, m *spool.Message, hostLimit int64, key string, window time.Duration) (dup bool, err error)
+// KeySpooler is a Spooler that remembers idempotency keys and coalesces
+// updates; *spool.Spool is the real one. A Spooler without it stores every
+// POST.
+type KeySpooler interface {
+	AppendKeys(ctx context.Context, m *spool.Message, hostLimit int64, k spool.Keys) (spool.Appended, error)
 }
 
-// DedupeCounter counts deduplicated webhooks by host; *telemetry.Metrics
-// is the real one.
+// DedupeCounter counts deduplicated and coalesced webhooks by host;
+// *telemetry.Metrics is the real one.
 type DedupeCounter interface {
 	Deduplicated(ctx context.Context, host string)
+	Coalesced(ctx context.Context, host string)
 }
 
 const (
 	outcomeDuplicate = telemetry.IngestDuplicate
-	// HeaderDuplicate marks the 202 of a repeated POST.
+	outcomeCoalesced = telemetry.IngestCoalesced
+	// HeaderDuplicate marks the 202 of a repeated POST, HeaderCoalesced
+	// that of an update that replaced a queued webhook.
 	HeaderDuplicate = "X-Hookpace-Duplicate"
+	HeaderCoalesced = "X-Hookpace-Coalesced"
 )
 
 // idempotencyKey returns the request's idempotency key for a host whose
@@ -58,24 +63,53 @@ func idempotencyKey(h http.Header, pol *Policy, window time.Duration) (string, *
 	return vs[0], nil
 }
 
-// appendOnce stores m, or finds that key already stored a webhook for its
-// host: dup is then true and m.ID is that webhook's id.
-func (p *Proxy) appendOnce(ctx context.Context, m *spool.Message, hp HostPolicy, key string) (dup bool, err error) {
-	sp, ok := p.opts.Spool.(OnceSpooler)
-	if key == "" || !ok {
-		return false, p.opts.Spool.Append(ctx, m, hp.MaxQueued)
+// coalesceKey takes the coalesce key out of the stored headers: it is
+// hookpace's, never the partner's. A key longer than the spool keeps is
+// a 400.
+func coalesceKey(stored http.Header, pol *Policy) (string, *decision) {
+	if pol.CoalesceHeader == "" {
+		return "", nil
 	}
-	dup, err = sp.AppendOnce(ctx, m, hp.MaxQueued, key, hp.DedupeWindow)
-	if dup && err == nil {
-		if c, ok := p.opts.Metrics.(DedupeCounter); ok {
-			c.Deduplicated(ctx, m.Host)
-		}
+	name := http.CanonicalHeaderKey(pol.CoalesceHeader)
+	vs := stored[name]
+	delete(stored, name)
+	switch {
+	case len(vs) == 0:
+		return "", nil
+	case len(vs) > 1 || vs[0] == "" || len(vs[0]) > spool.MaxIdempotencyKey:
+		d := badRequest(pol.CoalesceHeader + " must be given once, 1 to " + strconv.Itoa(spool.MaxIdempotencyKey) + " bytes")
+		return "", &d
 	}
-	return dup, err
+	return vs[0], nil
 }
 
-// duplicate is the answer to a repeated POST.
-func duplicate(id uint64) decision {
-	return decision{outcome: outcomeDuplicate, status: http.StatusAccepted, id: spool.IDString(id),
-		header: http.Header{HeaderDuplicate: {"true"}}}
+// appendKeys stores m, or finds that its idempotency key already stored a
+// webhook for its host, or replaces the queued webhook its coalesce key
+// names: the answer says which.
+func (p *Proxy) appendKeys(ctx context.Context, m *spool.Message, hp HostPolicy, k spool.Keys) (decision, error) {
+	sp, ok := p.opts.Spool.(KeySpooler)
+	if k.Idempotency == "" && k.Coalesce == "" || !ok {
+		err := p.opts.Spool.Append(ctx, m, hp.MaxQueued)
+		return decision{outcome: outcomeAccepted, status: http.StatusAccepted, id: spool.IDString(m.ID)}, err
+	}
+	k.Window = hp.DedupeWindow
+	how, err := sp.AppendKeys(ctx, m, hp.MaxQueued, k)
+	if err != nil {
+		return decision{}, err
+	}
+	d := decision{outcome: outcomeAccepted, status: http.StatusAccepted, id: spool.IDString(m.ID)}
+	c, _ := p.opts.Metrics.(DedupeCounter)
+	switch how {
+	case spool.Duplicate:
+		d.outcome, d.header = outcomeDuplicate, http.Header{HeaderDuplicate: {"true"}}
+		if c != nil {
+			c.Deduplicated(ctx, m.Host)
+		}
+	case spool.Coalesced:
+		d.outcome, d.header = outcomeCoalesced, http.Header{HeaderCoalesced: {"true"}}
+		if c != nil {
+			c.Coalesced(ctx, m.Host)
+		}
+	}
+	return d, nil
 }

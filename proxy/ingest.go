@@ -121,6 +121,10 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host s
 		return *bad, 0
 	}
 	header := storedHeader(r.Header)
+	ckey, bad := coalesceKey(header, pol)
+	if bad != nil {
+		return *bad, 0
+	}
 	if p.opts.Tracing {
 		// The stored trace context is the ingest span's, so that the
 		// delivery span continues the app's trace across the spool.
@@ -145,14 +149,12 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host s
 		}
 		return badRequest("reading body: " + err.Error()), 0
 	}
-	dup, err := p.appendOnce(ctx, m, hp, key)
+	ok, err := p.appendKeys(ctx, m, hp, spool.Keys{Idempotency: key, Coalesce: ckey})
 	var full *spool.FullError
 	var werr *spool.WriteError
 	switch {
-	case err == nil && dup:
-		return duplicate(m.ID), len(m.Body)
 	case err == nil:
-		return decision{outcome: outcomeAccepted, status: http.StatusAccepted, id: spool.IDString(m.ID)}, len(m.Body)
+		return ok, len(m.Body)
 	case errors.As(err, &full):
 		return p.full(full), len(m.Body)
 	case errors.Is(err, spool.ErrTooLarge):

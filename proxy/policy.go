@@ -24,6 +24,9 @@ type Policy struct {
 	// IdempotencyHeader names the header of idempotent enqueue
 	// (dedupe.idempotency_header); "": off.
 	IdempotencyHeader string
+	// CoalesceHeader names the header of coalescing
+	// (dedupe.coalesce_header), stripped before delivery; "": off.
+	CoalesceHeader string
 }
 
 // HostPolicy is what the proxy needs to know about one destination host.

@@ -32,6 +32,7 @@ func proxyPolicy(cfg *config.Config) proxy.Policy {
 			return proxy.HostPolicy{MaxQueued: hc.MaxQueued, Connect: hc.Connect, DedupeWindow: hc.DedupeWindow.D()}
 		},
 		IdempotencyHeader: cfg.Dedupe.IdempotencyHeader,
+		CoalesceHeader:    cfg.Dedupe.CoalesceHeader,
 		MaxBody:           int64(cfg.Spool.MaxBody),
 		MaxHeader:         int64(cfg.Spool.MaxHeader),
 		Users:             cfg.Auth.Users,

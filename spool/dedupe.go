@@ -40,6 +40,8 @@ const (
 // MaxIdempotencyKey is the longest key the spool remembers.
 const MaxIdempotencyKey = 255
 
+var errKeyTooLong = errors.New("idempotency key too long")
+
 // onceValueLen is the length of a key record's value.
 const onceValueLen = 16
 
@@ -104,7 +106,7 @@ func (s *Spool) AppendOnce(ctx context.Context, m *Message, hostLimit int64, key
 		return false, s.Append(ctx, m, hostLimit)
 	}
 	if len(key) > MaxIdempotencyKey {
-		return false, errors.New("idempotency key too long")
+		return false, errKeyTooLong
 	}
 	on := &once{key: onceKey(m.Host, key), expires: s.now().Add(window)}
 	if id, ok := s.lookupOnce(on.key); ok {
@@ -113,7 +115,7 @@ func (s *Spool) AppendOnce(ctx context.Context, m *Message, hostLimit int64, key
 		s.countDup(m.Host)
 		return true, nil
 	}
-	err = s.append(m, hostLimit, on)
+	err = s.append(m, hostLimit, on, nil)
 	return err == nil && on.dup(), err
 }
 

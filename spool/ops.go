@@ -95,6 +95,7 @@ type appendOp struct {
 	val  []byte
 	size int64
 	once *once // nil: no idempotency key
+	coal *coal // nil: no coalesce key (coalesce.go)
 }
 
 func (o *appendOp) kind() string { return "append" }
@@ -112,7 +113,13 @@ func (o *appendOp) weight() int {
 	return len(o.val) + 64
 }
 func (o *appendOp) stage(_ phase, txn *badger.Txn, seq *uint64) error {
-	if err := enqueue(txn, o.msg, o.val, seq); err != nil || o.once == nil || !o.once.record {
+	var err error
+	if o.coal != nil && o.coal.target != 0 {
+		err = o.stageReplace(txn, seq)
+	} else {
+		err = enqueue(txn, o.msg, o.val, seq)
+	}
+	if err != nil || o.once == nil || !o.once.record {
 		return err
 	}
 	return txn.Set(o.once.key, o.once.value(o.msg.ID))
@@ -231,15 +238,15 @@ func (o *purgeOp) settle(l *ledger, _ time.Time) { l.buried(o.host, -1) }
 // host's max_queued (0 for none). A *FullError means backpressure; a
 // *WriteError means the write did not happen durably.
 func (s *Spool) Append(ctx context.Context, m *Message, hostLimit int64) error {
-	return s.append(m, hostLimit, nil)
+	return s.append(m, hostLimit, nil, nil)
 }
 
-func (s *Spool) append(m *Message, hostLimit int64, on *once) error {
+func (s *Spool) append(m *Message, hostLimit int64, on *once, co *coal) error {
 	val := m.record()
 	if len(val) > MaxRecordSize {
 		return &WriteError{Err: ErrTooLarge}
 	}
-	o := &appendOp{opBase: opBase{msg: m, done: make(chan error, 1)}, val: val, size: storedSize(m.Host, val), once: on}
+	o := &appendOp{opBase: opBase{msg: m, done: make(chan error, 1)}, val: val, size: storedSize(m.Host, val), once: on, coal: co}
 	if err := s.admit(m.Host, o.size, hostLimit); err != nil {
 		return err
 	}

@@ -175,6 +175,8 @@ type Spool struct {
 	// load that wait was half of a commit round. Readers read the newest
 	// version of every key (see Read).
 	ts uint64 // owned by the writer goroutine
+
+	coal coalState // coalescing (coalesce.go), guarded by mu
 }
 
 // Open opens (or creates) the spool in opts.Dir and counts what is queued.
@@ -214,6 +216,7 @@ func Open(opts Options) (*Spool, error) {
 		gcStop:       make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
+	s.coal.init()
 	// Versions written by an earlier run, managed or not, are all at or
 	// below MaxVersion.
 	s.ts = queue.MaxVersion()

@@ -132,6 +132,7 @@ type round struct {
 func (s *Spool) commit(batch []op) *round {
 	batch = s.refuseUnsafe(batch)
 	s.resolveOnce(batch)
+	s.resolveCoalesce(batch)
 	r := &round{batch: batch}
 	if buried := inPhase(batch, phaseKeptFirst); len(buried) > 0 {
 		if err := s.apply(s.kept, phaseKeptFirst, buried, nil); err != nil {
@@ -198,6 +199,7 @@ func (s *Spool) finish(r *round) {
 			o.release(s.ledger)
 		}
 	}
+	s.settleCoalesces(r.batch)
 	s.ledger.gate()
 	s.mu.Unlock()
 	// Drop an emptied queue before answering, so that whoever learns the
