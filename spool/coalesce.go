@@ -62,6 +62,7 @@ func coalKey(host, key string) string { return host + "\x00" + key }
 type coal struct {
 	key    string
 	target uint64 // set: replace this message
+	marked uint64 // the target as resolved, marked replacing until settled
 	old    int64  // the replaced record's stored size (set at stage)
 	newVal []byte // the replacement record (set at stage)
 }
@@ -122,7 +123,7 @@ func (s *Spool) resolveCoalesce(batch []op) {
 		}
 		s.mu.Lock()
 		if s.coal.inflight[id] == 0 {
-			a.coal.target = id
+			a.coal.target, a.coal.marked = id, id
 			s.coal.replacing[id] = true
 			seen[id] = true
 		}
@@ -186,10 +187,12 @@ func (s *Spool) settleCoalesce(l *ledger, a *appendOp) {
 		}
 		st.index[co.key] = a.msg.ID
 	}
+	if co.marked != 0 {
+		delete(st.replacing, co.marked)
+	}
 	if co.target == 0 {
 		return
 	}
-	delete(st.replacing, co.target)
 	if a.err != nil || co.newVal == nil {
 		co.target = 0
 		return

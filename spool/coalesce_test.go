@@ -153,3 +153,44 @@ func TestCoalesceWithIdempotencyKey(t *testing.T) {
 		t.Fatalf("queue: %d messages", len(ms))
 	}
 }
+
+// A message buried in the round that would replace it: the update is
+// queued anew, and an attempt of the buried id would not wait.
+func TestCoalesceTargetBuriedInTheSameRound(t *testing.T) {
+	block, blocked := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	s := openTest(t, t.TempDir(), Options{whileCommitting: func(*badger.DB) {
+		first.Do(func() { close(blocked); <-block })
+	}})
+	defer s.Close()
+	go s.Append(context.Background(), newMsg("b.example", 0), 0) // the round the writer is busy with
+	<-blocked
+	k := Keys{Coalesce: "c"}
+	done := make(chan *Message)
+	var target *Message
+	close(block)
+	target, _ = appendKeys(t, s, "v1", k)
+	// Hold the writer again while a burial and an update are pending.
+	hold, held := make(chan struct{}), make(chan struct{})
+	var again sync.Once
+	s.opts.whileCommitting = func(*badger.DB) { again.Do(func() { close(held); <-hold }) }
+	go s.Append(context.Background(), newMsg("b.example", 1), 0)
+	<-held
+	s.Bury(target, "gone", target.Enqueued)
+	go func() { m, _ := appendKeys(t, s, "v2", k); done <- m }()
+	s.mu.Lock()
+	for len(s.pending) < 2 {
+		s.cond.Wait()
+	}
+	s.mu.Unlock()
+	close(hold)
+	m := <-done
+	if m.ID == target.ID {
+		t.Fatalf("the update replaced a buried message")
+	}
+	if ms := readAll(t, s); len(ms) != 1 || string(ms[0].Body) != "v2" {
+		t.Fatalf("queue: %d messages", len(ms))
+	}
+	s.Begin(target) // returns: nothing is being replaced
+	s.End(target)
+}
