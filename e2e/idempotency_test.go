@@ -72,8 +72,8 @@ hosts:
 	}
 	// A webhook queued after the 4th arrives after it would have: once it
 	// is here, a second delivery of evt_77 would be too.
-	if status, _ := hp.Post(hp.Client(), rc.URL+"/after", WebhookBody(9), nil); status != http.StatusAccepted {
-		t.Fatalf("POST /after: %d", status)
+	if status, after := hp.Post(hp.Client(), rc.URL+"/after", WebhookBody(9), nil); status != http.StatusAccepted || after == id {
+		t.Fatalf("POST /after: %d, id %s (evt_77's is %s)", status, after, id)
 	}
 	rc.WaitFor(t, 30*time.Second, "the webhook sent after the 4th", func(as []Arrival) bool {
 		for _, a := range as {

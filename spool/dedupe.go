@@ -280,6 +280,18 @@ func (s *Spool) loadOnce() error {
 		for it.Rewind(); it.Valid(); it.Next() {
 			s.ledger.once.keys++
 			s.ledger.once.bytes += int64(len(it.Item().Key())) + it.Item().ValueSize()
+			// A remembered id is never handed out again, even when its
+			// message was delivered and the id sequence was not saved
+			// (kill -9): a repeat would be answered with another
+			// webhook's id.
+			if err := it.Item().Value(func(v []byte) error {
+				if id, _, ok := parseOnce(v); ok {
+					s.seq = max(s.seq, id)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
 		}
 		return nil
 	}

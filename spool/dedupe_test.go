@@ -183,6 +183,9 @@ func TestOnceAcrossReopenDeliveredAndDead(t *testing.T) {
 	if dup, err := s.AppendOnce(ctx, other, 0, "delivered", time.Hour); err != nil || dup {
 		t.Fatalf("same key for another host: dup %v, %v", dup, err)
 	}
+	if other.ID <= max(delivered.ID, buried.ID) {
+		t.Fatalf("new webhook got id %d, at or below a remembered id", other.ID)
+	}
 	waitUsage(t, s, 1)
 }
 
