@@ -117,7 +117,7 @@ func TestCoalesceWhilePaused(t *testing.T) {
 	}
 	var id string
 	for n := 1; n <= 10; n++ {
-		status, h := postKeyed(t, hp.Client(), rc.URL+"/orders/42", []byte(fmt.Sprintf("v%d", n)),
+		status, h, _ := PostRaw(t, hp.Client(), rc.URL+"/orders/42", []byte(fmt.Sprintf("v%d", n)),
 			http.Header{"Hookpace-Coalesce-Key": {"order-42"}, "X-App": {fmt.Sprint(n)}})
 		if status != http.StatusAccepted {
 			t.Fatalf("update %d: %d", n, status)
