@@ -282,7 +282,7 @@ func TestPartnerLimits429(t *testing.T) {
 				if hs.Consecutive429 != 1 || hs.Rate != 25 || !strings.HasPrefix(hs.HoldReason, "429") {
 					t.Fatalf("after a 429: %+v", hs)
 				}
-				if got := hs.HeldUntil.Sub(time.Now()); got != tc.hold {
+				if got := time.Until(*hs.HeldUntil); got != tc.hold {
 					t.Errorf("held for %v, want %v", got, tc.hold)
 				}
 				waitEmpty(t, q, time.Minute)
@@ -419,7 +419,7 @@ func TestPartner429WithQuotaLeft(t *testing.T) {
 		q.add("a.example", 1)
 		synctest.Wait()
 		hs, _ := d.Host("a.example")
-		if got := hs.HeldUntil.Sub(time.Now()); got != 2*time.Second || hs.HoldReason != "429" {
+		if got := time.Until(*hs.HeldUntil); got != 2*time.Second || hs.HoldReason != "429" {
 			t.Errorf("held %v (%s), want the schedule's 2s (429)", got, hs.HoldReason)
 		}
 		waitEmpty(t, q, time.Minute)
