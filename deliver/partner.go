@@ -24,6 +24,10 @@ import (
 //
 // A 429 holds the host and feeds AIMD as before; its Retry-After wins over
 // these headers, whose reset is used only for a 429 that gives none.
+//
+// On the delivery path, an answer without these headers costs a few
+// header-map lookups (ratelimit.Present), and each send one zero-time check in
+// the pacer: the replay bench showed no difference (see the commit).
 
 // learned is a limit a partner stated, in force until until.
 type learned struct {
