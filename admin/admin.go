@@ -9,6 +9,7 @@
 //	POST   /v1/hosts/{host}/pause  stop sending to host
 //	POST   /v1/hosts/{host}/resume
 //	GET    /v1/spool               usage, watermarks, accepting or not
+//	GET    /v1/instance            pid, start time, spool directory, listeners, ingest counts
 //	GET    /v1/dead?host=&id=&limit=&body=1&whole=1  dead letters (URL query values and
 //	                                  credential headers redacted unless whole=1)
 //	POST   /v1/dead/replay?all=1|host=|id=  back into their queues
@@ -76,6 +77,8 @@ type Options struct {
 	// Stopping, if set, reports that hookpace is shutting down: /readyz
 	// fails from then on.
 	Stopping func() bool
+	// Instance, if set, says which hookpace this is (GET /v1/instance).
+	Instance func() Instance
 }
 
 // Handler returns the admin API.
@@ -99,6 +102,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/hosts/{host}", a.host)
 	mux.HandleFunc("POST /v1/hosts/{host}/pause", a.pause)
 	mux.HandleFunc("POST /v1/hosts/{host}/resume", a.resume)
+	mux.HandleFunc("GET /v1/instance", a.instance)
 	mux.HandleFunc("GET /v1/spool", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, o.Spool.Usage()) })
 	mux.HandleFunc("GET /v1/dead", a.listDead)
 	mux.HandleFunc("POST /v1/dead/replay", a.replayDead)

@@ -78,12 +78,19 @@ func status(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	inst, instErr := c.Instance(ctx) // an older hookpace has no /v1/instance
 	if *asJSON {
 		body := map[string]any{"spool": sp, "hosts": hosts}
 		if fl != nil {
 			body["fleet"] = fl
 		}
+		if instErr == nil {
+			body["instance"] = inst
+		}
 		return printJSON(out, body)
+	}
+	if instErr == nil {
+		printInstance(out, c.Base(), inst)
 	}
 	accepting := "accepting"
 	if !sp.Accepting {

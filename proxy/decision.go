@@ -33,6 +33,10 @@ type decision struct {
 	reason  string
 	header  http.Header
 	id      string
+	// label, when set, is the log line's decision in place of the
+	// outcome's name ("tunnel": a CONNECT spliced through, counted as a
+	// passthrough).
+	label string
 }
 
 // badRequest is a 400 with its reason.

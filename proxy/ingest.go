@@ -35,9 +35,13 @@ func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 			p.record(r, start, host, 0, d)
 			return nil, d.response(r, host)
 		}
-		p.opts.Metrics.Ingest(r.Context(), outcomePassthrough)
-		p.log.Info("ingest", "decision", outcomePassthrough, "method", r.Method, "host", HostKey(r.URL), "remote", r.RemoteAddr)
 		p.noticePassthrough(pol, r.Method, HostKey(r.URL))
+		// Its ingest line is written once the answer is known
+		// (onPassthroughResponse), with the status and the time taken.
+		// goproxy makes a ProxyCtx per request, also inside a MITM'd
+		// tunnel (where UserData is a copy of the CONNECT's): this one
+		// is the request's own.
+		ctx.UserData = passStart(start)
 		return r, nil
 	}
 	// Spooled methods reach here from inside a MITM'd tunnel; plain ones
@@ -238,6 +242,9 @@ func boundRetryAfter(d time.Duration) time.Duration {
 func (p *Proxy) record(r *http.Request, start time.Time, host string, size int, d decision) {
 	ctx := r.Context()
 	p.opts.Metrics.Ingest(ctx, d.outcome)
+	if int(d.outcome) < len(p.counts) {
+		p.counts[d.outcome].Add(1)
+	}
 	level := slog.LevelInfo
 	if d.status >= 500 {
 		level = slog.LevelWarn
@@ -249,8 +256,12 @@ func (p *Proxy) record(r *http.Request, start time.Time, host string, size int, 
 	// send it, minus looking up the caller, which nothing prints.
 	now := time.Now()
 	rec := slog.NewRecord(now, level, "ingest", 0)
+	label := d.label
+	if label == "" {
+		label = d.outcome.String()
+	}
 	rec.AddAttrs(
-		slog.String("decision", d.outcome.String()),
+		slog.String("decision", label),
 		slog.Int("status", d.status),
 		slog.String("method", r.Method),
 		slog.String("host", host),

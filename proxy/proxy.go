@@ -81,7 +81,24 @@ type Proxy struct {
 	verdicts *verdictCache
 	policy   atomic.Pointer[Policy]
 	noticed  noticed // hosts whose webhook-like passthrough was logged
+	counts   [telemetry.NumIngestOutcomes]atomic.Int64
 }
+
+// Counts reports how many requests had each ingest outcome since the
+// proxy was built, by the outcome's name (those with none are left out).
+func (p *Proxy) Counts() map[string]int64 {
+	m := map[string]int64{}
+	for i := range p.counts {
+		if n := p.counts[i].Load(); n > 0 {
+			m[telemetry.IngestOutcome(i).String()] = n
+		}
+	}
+	return m
+}
+
+// passStart carries a passthrough request's start to its ingest line, in
+// its ProxyCtx's UserData.
+type passStart time.Time
 
 type nopCounter struct{}
 
@@ -115,7 +132,7 @@ func New(opts Options) *Proxy {
 	gp.NonproxyHandler = http.HandlerFunc(p.nonProxy)
 	gp.OnRequest().DoFunc(p.onRequest)
 	gp.OnRequest().HandleConnectFunc(p.onConnect)
-	gp.OnResponse().DoFunc(p.onPassthroughError)
+	gp.OnResponse().DoFunc(p.onPassthroughResponse)
 	p.gp = gp
 	return p
 }
@@ -139,22 +156,33 @@ func (p *Proxy) SetPolicy(pol Policy) {
 	p.verdicts.reset()
 }
 
-// onPassthroughError answers a passthrough request the transport could not
-// complete, instead of goproxy's bare 500: 403 when egress policy refused
-// the address at dial time, else 503 (the destination can't be reached).
-func (p *Proxy) onPassthroughError(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
+// onPassthroughResponse writes a passthrough request's ingest line, and
+// answers one the transport could not complete instead of goproxy's bare
+// 500: 403 when egress policy refused the address at dial time, else 503
+// (the destination can't be reached).
+func (p *Proxy) onPassthroughResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
+	r := ctx.Req
+	ps, ok := ctx.UserData.(passStart)
+	if !ok {
+		return resp // not a passthrough: its line is written already
+	}
+	start := time.Time(ps)
+	host := HostKey(r.URL)
+	size := int(max(r.ContentLength, 0))
 	if resp != nil || ctx.Error == nil {
+		d := decision{outcome: outcomePassthrough, reason: "method " + r.Method + " is not spooled: passed through"}
+		if resp != nil {
+			d.status = resp.StatusCode
+		}
+		p.record(r, start, host, size, d)
 		return resp
 	}
-	r := ctx.Req
-	host := HostKey(r.URL)
-	d, ok := refused(ctx.Error)
-	if !ok {
+	d, refusedByPolicy := refused(ctx.Error)
+	if !refusedByPolicy {
 		d = decision{outcome: outcomeError, status: http.StatusServiceUnavailable,
-			reason: "cannot reach " + host + ": " + ctx.Error.Error()}
+			reason: "passthrough: cannot reach " + host + ": " + ctx.Error.Error()}
 	}
-	p.log.Warn("passthrough failed", "status", d.status, "method", r.Method, "host", host,
-		"reason", d.reason, "remote", r.RemoteAddr)
+	p.record(r, start, host, size, d)
 	return d.response(r, host)
 }
 
@@ -163,9 +191,7 @@ func (p *Proxy) onPassthroughError(resp *http.Response, ctx *goproxy.ProxyCtx) *
 func (p *Proxy) nonProxy(w http.ResponseWriter, r *http.Request) {
 	d := badRequest("this is an HTTP proxy; send requests with an absolute URL, " +
 		"e.g. set HTTP_PROXY=http://" + p.policy.Load().Listen + " and POST to the webhook's real URL")
-	p.opts.Metrics.Ingest(r.Context(), d.outcome)
-	p.log.Info("ingest", "decision", d.outcome.String(), "status", d.status, "method", r.Method,
-		"url", r.URL.String(), "reason", "origin-form request", "remote", r.RemoteAddr)
+	p.record(r, time.Now(), r.Host, 0, d)
 	body := d.answer(w.Header(), "")
 	w.WriteHeader(d.status)
 	w.Write(body)

@@ -107,13 +107,19 @@ func (p *Proxy) splice(t *tunnel, c *peekedConn) {
 	defer c.Close()
 	up, err := p.opts.Guard.DialContext(context.Background(), "tcp", t.target)
 	if err != nil {
-		p.log.Warn("connect: tunnel failed", "host", t.host, "remote", r.RemoteAddr, "error", err)
+		// The CONNECT was answered 200 already: the client sees the
+		// tunnel close; the line says what a request would have got.
+		d, ok := refused(err)
+		if !ok {
+			d = decision{outcome: outcomeError, status: http.StatusServiceUnavailable,
+				reason: "connect: tunnel closed: cannot reach " + t.target + ": " + err.Error()}
+		}
+		p.record(r, t.start, t.host, 0, d)
 		return
 	}
 	defer up.Close()
-	p.opts.Metrics.Ingest(r.Context(), outcomePassthrough)
-	p.log.Info("ingest", "decision", "tunnel", "method", r.Method, "host", t.host, "remote", r.RemoteAddr,
-		"reason", "connect: tunnel passes bytes through unthrottled")
+	p.record(r, t.start, t.host, 0, decision{outcome: outcomePassthrough, label: "tunnel", status: http.StatusOK,
+		reason: "connect: tunnel passes bytes through unthrottled"})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -69,6 +69,7 @@ type app struct {
 	proxy   *proxy.Proxy
 	fleet   *fleet.Limiter // nil without a fleet section
 
+	started            time.Time // when build began
 	proxyLn, adminLn   net.Listener
 	proxySrv, adminSrv *http.Server
 
@@ -92,7 +93,7 @@ func (a *app) release() {
 // part fails, what was already made is closed again.
 func build(ctx context.Context, o Options) (_ *app, err error) {
 	cfg := o.Config
-	a := &app{}
+	a := &app{started: time.Now()}
 	a.current.Store(cfg)
 	defer func() {
 		if err != nil {
@@ -243,7 +244,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: int(cfg.Spool.MaxHeader),
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Metrics: tel.Handler(), Logger: log, Guard: ag,
-		Stopping: a.stopping.Load}, &a.current),
+		Stopping: a.stopping.Load, Instance: a.instance}, &a.current),
 		ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 }
 
@@ -267,6 +268,7 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 	defer stopWatch()
 	r := &reloader{path: cfg.Path, current: &a.current, log: a.log, level: a.level, guard: a.guard,
 		spool: a.spool, disp: a.disp, proxy: a.proxy}
+	go reportTraffic(watchCtx, a.log, trafficReportAfter, proxyAddr, a.proxy.Counts)
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); r.watch(watchCtx, reload) }()
 	select {

@@ -41,7 +41,9 @@ func (a *app) shutdown() error {
 	if err := closeSpool(a.spool, deadline); err != nil {
 		return err
 	}
-	a.log.Info("hookpace stopped", "queued", left.Messages, "dead_letters", left.Dead, "took_ms", time.Since(begin).Milliseconds())
+	c := a.proxy.Counts()
+	a.log.Info("hookpace stopped", "queued", left.Messages, "dead_letters", left.Dead, "took_ms", time.Since(begin).Milliseconds(),
+		"spooled", c["accepted"], "passthrough", c["passthrough"])
 	if left.Messages > 0 && (sh.Drain > 0 || sh.Handoff != "") {
 		return fmt.Errorf("%d webhooks still queued in %s after the drain and hand-off: they wait there for a restart on the same spool",
 			left.Messages, cfg.Spool.Dir)

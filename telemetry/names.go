@@ -62,6 +62,10 @@ const (
 	numIngestOutcomes
 )
 
+// NumIngestOutcomes is how many ingest outcomes there are, for arrays
+// indexed by them.
+const NumIngestOutcomes = int(numIngestOutcomes)
+
 var ingestOutcomes = [numIngestOutcomes]string{
 	IngestAccepted:             "accepted",
 	IngestRejectedBackpressure: "rejected_backpressure",
