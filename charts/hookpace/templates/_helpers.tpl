@@ -71,7 +71,7 @@ in gateway mode its listener and proxy users. */}}
 {{- /* Prometheus scrapes /metrics on the pod's address; the token keeps the rest closed. */ -}}
 {{- $admin := dict -}}
 {{- if kindIs "map" $cfg.admin -}}{{- $admin = $cfg.admin -}}{{- end -}}
-{{- $_ := set $admin "listen" "0.0.0.0:9090" -}}
+{{- $_ := set $admin "listen" (printf "0.0.0.0:%s" (include "hookpace.adminPortNumber" $)) -}}
 {{- $_ := set $admin "token_file" "/etc/hookpace-admin/token" -}}
 {{- $_ := set $cfg "admin" $admin -}}
 {{- end -}}
@@ -94,7 +94,7 @@ app.kubernetes.io/component: metrics
 {{/* The hookpace container's admin port and token mount, with a ServiceMonitor. */}}
 {{- define "hookpace.adminPort" -}}
 {{- if .Values.monitoring.serviceMonitor.enabled }}
-- {name: admin, containerPort: 9090, protocol: TCP}
+- {name: admin, containerPort: {{ include "hookpace.adminPortNumber" . }}, protocol: TCP}
 {{- end }}
 {{- end }}
 
@@ -114,4 +114,41 @@ env:
     valueFrom: {secretKeyRef: {name: {{ $h.fleet.passwordSecret | quote }}, key: {{ $h.fleet.passwordKey | quote }}}}
 {{- end }}
 {{- end -}}
+{{- end }}
+
+{{/* The admin listener as hookpace.config sets it ("admin: ADDR" or
+"admin: {listen: ADDR}"), or hookpace's default. */}}
+{{- define "hookpace.adminListen" -}}
+{{- $a := .Values.hookpace.config.admin -}}
+{{- if kindIs "map" $a -}}{{- $a = $a.listen -}}{{- end -}}
+{{ $a | default "127.0.0.1:9090" }}
+{{- end }}
+
+{{/* The admin listener's port. */}}
+{{- define "hookpace.adminPortNumber" -}}
+{{ regexFind "[0-9]+$" (include "hookpace.adminListen" .) }}
+{{- end }}
+
+{{/* The address a process in the pod dials for a listener's HOST:PORT:
+a wildcard host (0.0.0.0, ::, none) is reached on 127.0.0.1. */}}
+{{- define "hookpace.dialAddr" -}}
+{{- $port := regexFind "[0-9]+$" . -}}
+{{- $host := trimSuffix (printf ":%s" $port) . -}}
+{{- if has $host (list "" "0.0.0.0" "::" "[::]") -}}{{- $host = "127.0.0.1" -}}{{- end -}}
+{{ $host }}:{{ $port }}
+{{- end }}
+
+{{/* The admin address the probes use: the admin listener in the rendered
+config (all of the pod's addresses on the same port with a ServiceMonitor). */}}
+{{- define "hookpace.probeAdmin" -}}
+{{- if .Values.monitoring.serviceMonitor.enabled -}}
+127.0.0.1:{{ include "hookpace.adminPortNumber" . }}
+{{- else -}}
+{{ include "hookpace.dialAddr" (include "hookpace.adminListen" .) }}
+{{- end -}}
+{{- end }}
+
+{{/* The app's HTTP_PROXY in sidecar mode: hookpace.config.listen. */}}
+{{- define "hookpace.proxyURL" -}}
+http://{{ include "hookpace.dialAddr" (.Values.hookpace.config.listen | default "127.0.0.1:8080") }}
 {{- end }}
