@@ -10,7 +10,7 @@
 //
 //	queue/  q <host> 0x00 <id:8 bytes big-endian>   queued message
 //	dead/   d <id:8 bytes big-endian>              dead letter
-//	dead/   mseq                                    highest id handed out
+//	dead/   mseq                                    id ceiling: no id above it handed out
 //	dead/   p <host>                                host paused by an operator
 //	queue/  k <host> 0x00 <key>                     idempotency key (dedupe.go)
 //	dead/   k <host> 0x00 <key>                     the same, kept when queue/ is dropped
@@ -137,8 +137,8 @@ func (e *WriteError) Unwrap() error { return e.Err }
 type Spool struct {
 	queue *badger.DB // every queued message; dropped whole when empty
 	// kept holds what outlives the queue: dead letters (written by the
-	// writer goroutine), the id sequence (saveSeq) and paused hosts
-	// (SetPaused). See the package comment for its keys.
+	// writer goroutine), the id ceiling (raiseCeiling, saveSeq) and paused
+	// hosts (SetPaused). See the package comment for its keys.
 	kept *badger.DB
 	opts Options
 	log  *slog.Logger
@@ -156,7 +156,7 @@ type Spool struct {
 	lingering bool // the writer's linger timer is running
 	lingerUp  bool // it has fired: commit what is pending
 	closed    bool
-	seq       uint64
+	seq       uint64 // the last id handed out
 	ledger    *ledger
 	diskFull  bool
 	diskNeed  int64 // while diskFull: the fewest bytes refused for space
@@ -175,6 +175,13 @@ type Spool struct {
 	// load that wait was half of a commit round. Readers read the newest
 	// version of every key (see Read).
 	ts uint64 // owned by the writer goroutine
+
+	// ceil is the durable id ceiling (keySeq): no id above it has been
+	// handed out, by this run or an earlier one, so that after a kill -9
+	// the sequence resumes above it. The writer raises it, durably, before
+	// a round may hand out an id above it (raiseCeiling). Owned by the
+	// writer goroutine (and Open, Close).
+	ceil uint64
 
 	coal coalState // coalescing (coalesce.go), guarded by mu
 }
@@ -237,13 +244,16 @@ func Open(opts Options) (*Spool, error) {
 	return s, nil
 }
 
-// load counts what the spool holds and finds the highest id in use.
+// load counts what the spool holds and finds the highest id in use: the
+// id ceiling, or an id in the queue, the dead letters or the remembered
+// idempotency keys above it (written by a version without the ceiling).
 func (s *Spool) load() error {
 	err := s.kept.View(func(txn *badger.Txn) error {
 		if item, err := txn.Get(keySeq); err == nil {
 			if err := item.Value(func(v []byte) error {
 				if len(v) == 8 {
 					s.seq = beUint64(v)
+					s.ceil = s.seq
 				}
 				return nil
 			}); err != nil {
@@ -386,12 +396,14 @@ func (s *Spool) queueIsEmpty() bool {
 // reclaim gives the queue database's disk space back once every message
 // has left it: Badger's own compaction and value-log GC only catch up with
 // deletes slowly, and an empty queue can be dropped whole. It runs when
-// the spool opens and on the writer goroutine, so no write can race it, and
-// it first makes the id sequence durable in the kept database, so ids never
-// go backwards.
+// the spool opens and on the writer goroutine, so no write can race it.
+// Ids never go backwards: the durable id ceiling is at or above every id
+// handed out, or is first raised there.
 func (s *Spool) reclaim() {
-	if err := s.saveSeq(); err != nil {
-		return
+	if s.seqSnapshot() > s.ceil { // at Open: ids in the queue above the ceiling
+		if err := s.raiseCeiling(0); err != nil {
+			return
+		}
 	}
 	if err := s.moveOnce(); err != nil {
 		s.log.Warn("spool: could not keep the idempotency keys of the empty queue; not dropping it", "error", err)
@@ -406,14 +418,4 @@ func (s *Spool) reclaim() {
 	s.ledger.written = 0
 	s.mu.Unlock()
 	s.log.Debug("spool: queue empty, disk space reclaimed", "took", time.Since(start).String())
-}
-
-// saveSeq makes the id sequence durable in the kept database.
-func (s *Spool) saveSeq() error {
-	seq := s.seqSnapshot()
-	err := s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keySeq, be64(seq)) })
-	if err != nil {
-		s.log.Warn("spool: saving the id sequence failed", "error", err)
-	}
-	return err
 }

@@ -142,6 +142,21 @@ func (s *Spool) commit(batch []op) *round {
 	}
 	seq := s.seqSnapshot()
 	r.queued = inPhase(batch, phaseQueue)
+	// Each op takes at most two ids: one more if Badger refuses its
+	// transaction as too big after the op took one, and the op is staged
+	// again in a transaction of its own (apply).
+	if need := seq + 2*uint64(len(r.queued)); need > s.ceil {
+		if err := s.raiseCeiling(need); err != nil {
+			var adding []op
+			for _, o := range r.queued {
+				if o.adds() {
+					adding = append(adding, o)
+				}
+			}
+			fail(adding, &WriteError{Err: ErrStorage})
+			r.queued = inPhase(batch, phaseQueue)
+		}
+	}
 	r.err = s.apply(s.queue, phaseQueue, r.queued, &seq)
 	s.mu.Lock()
 	s.seq = max(s.seq, seq) // ids staged in a committed part are never reused

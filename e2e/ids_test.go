@@ -1,0 +1,57 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Receivers de-duplicate on X-Hookpace-Id: an id is never handed out
+// twice, even across a kill -9 that left only the oldest messages queued
+// (a reused id would have the new webhook dropped as a repeat).
+func TestIDsNotReusedAfterKill9(t *testing.T) {
+	held, live := NewReceiver(t), NewReceiver(t)
+	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
+	if out, err := hp.CLI("pause", held.Host()); err != nil {
+		t.Fatalf("hookpace pause: %v\n%s", err, out)
+	}
+	c := hp.Client()
+	var highest uint64
+	post := func(rc *Receiver, i int) uint64 {
+		t.Helper()
+		status, id := hp.Post(c, fmt.Sprintf("%s/k/%d", rc.URL, i), WebhookBody(i), nil)
+		n, err := strconv.ParseUint(id, 16, 64)
+		if status != http.StatusAccepted || err != nil {
+			t.Fatalf("webhook %d: %d, id %q", i, status, id)
+		}
+		return n
+	}
+	for i := 1; i <= 10; i++ {
+		rc := held
+		if i > 5 {
+			rc = live
+		}
+		highest = max(highest, post(rc, i))
+	}
+	live.WaitFor(t, 10*time.Second, "webhooks 6..10 delivered", func(as []Arrival) bool { return Delivered2xx(as) == 5 })
+	Poll(t, 10*time.Second, "the delivered webhooks deleted", func() bool {
+		var sp struct {
+			Messages int64 `json:"messages"`
+		}
+		hp.AdminJSON("/v1/spool", &sp)
+		return sp.Messages == 5
+	})
+	hp.Kill()
+	hp.Restart()
+	c = hp.Client()
+	id := post(live, 11)
+	if id <= highest {
+		t.Fatalf("id %016x after kill -9, want above %016x: an id handed out before is reused", id, highest)
+	}
+	live.WaitFor(t, 10*time.Second, "webhook 11 delivered", func(as []Arrival) bool { return Delivered2xx(as) == 6 })
+	if got := live.Arrivals()[5].Header.Get("X-Hookpace-Id"); got != fmt.Sprintf("%016x", id) {
+		t.Fatalf("webhook 11 delivered with X-Hookpace-Id %q, want %016x", got, id)
+	}
+}
