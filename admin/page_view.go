@@ -39,7 +39,7 @@ type spoolView struct {
 }
 
 func newSpoolView(u spool.Usage, oldest map[string]time.Time, now time.Time) spoolView {
-	v := spoolView{Usage: u, Bytes: bytesText(u.Bytes), MaxBytes: bytesText(u.MaxBytes), State: "accepting"}
+	v := spoolView{Usage: u, Bytes: BytesText(u.Bytes), MaxBytes: BytesText(u.MaxBytes), State: "accepting"}
 	if u.MaxMessages > 0 {
 		v.MsgFraction = float64(u.Messages) / float64(u.MaxMessages)
 	}
@@ -86,9 +86,9 @@ type hostView struct {
 func (r hostRow) view(now time.Time) hostView {
 	v := hostView{Host: r.Host, ID: "h-" + strings.NewReplacer(".", "-", ":", "-").Replace(r.Host),
 		Queued: r.Queued, Dead: r.Dead, InFlight: r.InFlight, Paused: r.Paused, Breaker: r.Breaker, LastError: r.LastError}
-	v.RateText = rateText(r.Rate) + "/s"
+	v.RateText = RateText(r.Rate) + "/s"
 	if r.ConfiguredRate > 0 && r.Rate < r.ConfiguredRate {
-		v.RateNote = "of " + rateText(r.ConfiguredRate) + "/s configured"
+		v.RateNote = "of " + RateText(r.ConfiguredRate) + "/s configured"
 	} else if r.ConfiguredRate <= 0 {
 		v.RateText = "unlimited"
 	}
@@ -168,12 +168,15 @@ func ageText(d time.Duration) string {
 	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
 }
 
-func rateText(f float64) string {
+// RateText writes a rate with at most two decimals and no trailing zeros
+// (10, 2.5, 0.33): the status page and hookpace status say rates alike.
+func RateText(f float64) string {
 	s := strconv.FormatFloat(f, 'f', 2, 64)
 	return strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
 }
 
-func bytesText(n int64) string {
+// BytesText writes a size in B, KiB, MiB or GiB, one decimal.
+func BytesText(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))

@@ -97,7 +97,7 @@ func status(args []string, out io.Writer) error {
 		accepting = "REFUSING (past high-water mark)"
 	}
 	fmt.Fprintf(out, "spool: %d messages, %s, %.1f%% of limit, %s; %d dead letters; draining %.1f/s\n\n",
-		sp.Messages, bytesString(sp.Bytes), 100*sp.Fraction, accepting, sp.Dead, sp.DrainRate)
+		sp.Messages, admin.BytesText(sp.Bytes), 100*sp.Fraction, accepting, sp.Dead, sp.DrainRate)
 	if fl != nil {
 		fmt.Fprintf(out, "fleet %s: replica %s, %d live replicas\n", fl.State, fl.Replica, fl.Live)
 		if fl.Error != "" {
@@ -109,9 +109,9 @@ func status(args []string, out io.Writer) error {
 	fmt.Fprintln(tw, "HOST\tQUEUED\tIN FLIGHT\tRATE\tHELD UNTIL\tBREAKER\tLAST ERROR")
 	now := time.Now()
 	for _, h := range hosts {
-		rate := fmt.Sprintf("%s/s", trimFloat(h.Rate))
+		rate := fmt.Sprintf("%s/s", admin.RateText(h.Rate))
 		if h.Rate < h.ConfiguredRate {
-			rate = fmt.Sprintf("%s/s (of %s)", trimFloat(h.Rate), trimFloat(h.ConfiguredRate))
+			rate = fmt.Sprintf("%s/s (of %s)", admin.RateText(h.Rate), admin.RateText(h.ConfiguredRate))
 		}
 		if h.Learned != "" {
 			rate += ", " + h.Learned
@@ -260,22 +260,4 @@ func printJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-func trimFloat(f float64) string {
-	s := fmt.Sprintf("%.2f", f)
-	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	return s
-}
-
-func bytesString(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

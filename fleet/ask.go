@@ -53,14 +53,14 @@ type Grant struct {
 // one round trip. An error means Redis did not answer: the Limiter is
 // degraded and the caller paces with its local share.
 func (l *Limiter) Ask(ctx context.Context, req Request) (Grant, error) {
-	lim := sanitize(req.Limits)
+	lim := pacer.Sanitize(req.Limits)
 	base := l.opts.Replica + ":" + strconv.FormatUint(l.leases.Add(1), 36)
 	sched := make([]string, len(lim.HoldSchedule))
 	for i, d := range lim.HoldSchedule {
 		sched[i] = us(d)
 	}
 	args := make([]any, 0, 14+4*len(req.Releases))
-	args = append(args, l.nowArg(), ff(lim.Rate), ff(Capacity(lim)), max(lim.Concurrency, 1), req.Want,
+	args = append(args, l.nowArg(), ff(lim.Rate), ff(pacer.Capacity(lim)), max(lim.Concurrency, 1), req.Want,
 		us(l.opts.LeasePeriod), base, b01(lim.Adaptive), ff(lim.MinRate), max(lim.BreakerFailures, 1),
 		us(lim.BreakerCooldown), strings.Join(sched, ","), us(lim.MaxRetryAfter), len(req.Releases))
 	for _, r := range req.Releases {

@@ -112,20 +112,23 @@ type Host struct {
 
 // New returns a host with a full bucket.
 func New(l Limits, now time.Time) *Host {
-	l = sanitize(l)
-	return &Host{lim: l, tokens: capacity(l), last: now, rate: l.Rate, breaker: BreakerClosed}
+	l = Sanitize(l)
+	return &Host{lim: l, tokens: Capacity(l), last: now, rate: l.Rate, breaker: BreakerClosed}
 }
 
-// capacity is how many tokens the bucket holds: the burst less the jitter
+// Capacity is how many tokens the bucket holds: the burst less the jitter
 // margin, R·25 ms rounded down but never more than half the burst. With
 // the whole margin held back, arrivals bunched by up to 25 ms still stay
 // within B + R·W at the receiver.
-func capacity(l Limits) float64 {
+func Capacity(l Limits) float64 {
 	margin := math.Min(math.Floor(l.Rate*jitterMargin.Seconds()), float64(l.Burst/2))
 	return float64(l.Burst) - margin
 }
 
-func sanitize(l Limits) Limits {
+// Sanitize fills what limits left at zero mean and clamps rate and burst to
+// their bounds: what New and SetLimits apply, and what a fleet's shared
+// bucket must apply alike.
+func Sanitize(l Limits) Limits {
 	if !(l.Rate > 0) { // also NaN
 		l.Rate = 1
 	}
@@ -154,13 +157,13 @@ func sanitize(l Limits) Limits {
 // rate that was lowered stays lowered, under the new ceiling.
 func (h *Host) SetLimits(l Limits, now time.Time) {
 	h.refill(now)
-	l = sanitize(l)
+	l = Sanitize(l)
 	if h.rate >= h.lim.Rate || !l.Adaptive {
 		h.rate = l.Rate
 	}
 	h.rate = math.Max(math.Min(h.rate, l.Rate), l.MinRate)
 	h.lim = l
-	h.tokens = math.Max(0, math.Min(h.tokens, capacity(l)))
+	h.tokens = math.Max(0, math.Min(h.tokens, Capacity(l)))
 }
 
 // Acquire takes a send slot and a token if both are available at now. If
@@ -242,7 +245,7 @@ func (h *Host) Drain(now time.Time) {
 
 func (h *Host) refill(now time.Time) {
 	if now.After(h.last) {
-		h.tokens = math.Min(capacity(h.lim), h.tokens+now.Sub(h.last).Seconds()*h.rate*headroom)
+		h.tokens = math.Min(Capacity(h.lim), h.tokens+now.Sub(h.last).Seconds()*h.rate*headroom)
 		h.last = now
 	}
 }
@@ -383,7 +386,7 @@ func (h *Host) Idle(now time.Time) bool {
 	h.refill(now)
 	tripped := h.breaker != BreakerClosed && (h.probing || now.Before(h.openUntil))
 	return h.inFlight == 0 && !h.paused && !now.Before(h.heldUntil) && !tripped &&
-		h.rate >= h.lim.Rate && h.tokens >= capacity(h.lim)
+		h.rate >= h.lim.Rate && h.tokens >= Capacity(h.lim)
 }
 
 // State is a snapshot for operators.
