@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -19,6 +20,7 @@ type pageData struct {
 	Done     string   // what the last action did, from the redirect
 	Problems []string // what could not be read
 	Spool    spoolView
+	Fleet    *deliver.FleetStatus // nil without a fleet
 	Hosts    []hostView
 	Matched  int // hosts that pass the filter
 	Known    int // hosts the dispatcher knows
@@ -75,6 +77,7 @@ type hostView struct {
 	Host, ID                   string // ID: for the row's id attribute
 	Queued, Dead               int64
 	InFlight                   int
+	FleetInFlight              string // "" without a fleet-wide count
 	Paused                     bool
 	Breaker, LastError         string
 	RateText, RateNote         string
@@ -106,6 +109,9 @@ func (r hostRow) view(now time.Time) hostView {
 	}
 	if !r.Oldest.IsZero() {
 		v.OldestAge = ageText(now.Sub(r.Oldest))
+	}
+	if r.FleetInFlight != nil {
+		v.FleetInFlight = strconv.Itoa(*r.FleetInFlight)
 	}
 	if r.LastStatus != 0 {
 		v.LastStatusText = strconv.Itoa(r.LastStatus)
