@@ -242,7 +242,7 @@ func TestCheckConfig(t *testing.T) {
 func TestCurlClient(t *testing.T) {
 	curl, err := exec.LookPath("curl")
 	if err != nil {
-		t.Skip("no curl on PATH")
+		t.Fatal("curl is not on PATH: this test needs a real non-Go client (.ci/run installs curl)")
 	}
 	rc := NewReceiver(t)
 	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
