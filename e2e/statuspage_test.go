@@ -116,7 +116,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 
 // startFourHosts starts hookpace with four partners and leaves them so:
 // paused (7 queued), ok (3 delivered), gone (its one webhook answered
-// 410: a dead letter) and busy (2 queued, held by a 429).
+// 410: a dead letter) and busy (2 queued, held by a 429; concurrency 1, so
+// the second is never sent alongside the first before the hold).
 func startFourHosts(t *testing.T) (hp *Hookpace, ok, paused, gone, busy *Receiver) {
 	ok, paused, gone, busy = NewReceiver(t), NewReceiver(t), NewReceiver(t), NewReceiver(t)
 	gone.Handle = func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusGone) }
@@ -130,7 +131,7 @@ hosts:
   "%s": {rate: 50/s}
   "%s": {rate: 20/s, burst: 5}
   "%s": {rate: 5/s}
-  "%s": {rate: 10/s}
+  "%s": {rate: 10/s, concurrency: 1}
 `, ok.Host(), paused.Host(), gone.Host(), busy.Host()))
 	if out, err := hp.CLI("pause", paused.Host()); err != nil {
 		t.Fatalf("hookpace pause: %v\n%s", err, out)
