@@ -45,18 +45,7 @@ func (m *Metrics) initDedupe(meter metric.Meter) error {
 		metric.WithUnit("By")); err != nil {
 		return fmt.Errorf("create %s: %w", MetricDedupeBytes, err)
 	}
-	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		if fn := m.spoolFn.Load(); fn != nil {
-			s := (*fn)()
-			o.ObserveInt64(d.keys, s.DedupeKeys)
-			o.ObserveInt64(d.bytes, s.DedupeBytes)
-		}
-		return nil
-	}, d.keys, d.bytes)
-	if err != nil {
-		return fmt.Errorf("register dedupe gauges: %w", err)
-	}
-	return nil
+	return nil // observed by Metrics.observe, from the one spool snapshot
 }
 
 // Deduplicated counts one webhook for host answered with an earlier one's id.

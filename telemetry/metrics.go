@@ -168,7 +168,8 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		return nil, err
 	}
 	if _, err = meter.RegisterCallback(m.observe,
-		m.ingest, m.spoolMessages, m.spoolBytes, m.hostHeld, m.hostRate, m.hostInFlight, m.hostCount); err != nil {
+		m.ingest, m.spoolMessages, m.spoolBytes, m.dedupe.keys, m.dedupe.bytes,
+		m.hostHeld, m.hostRate, m.hostInFlight, m.hostCount); err != nil {
 		return nil, fmt.Errorf("register gauge callback: %w", err)
 	}
 	return m, nil
@@ -293,6 +294,8 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		s := (*fn)()
 		o.ObserveInt64(m.spoolMessages, s.Messages)
 		o.ObserveInt64(m.spoolBytes, s.Bytes)
+		o.ObserveInt64(m.dedupe.keys, s.DedupeKeys)
+		o.ObserveInt64(m.dedupe.bytes, s.DedupeBytes)
 	}
 	fn := m.hostsFn.Load()
 	if fn == nil {
