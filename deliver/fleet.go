@@ -3,6 +3,7 @@ package deliver
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hookpace/hookpace/fleet"
@@ -213,25 +214,33 @@ func (d *Dispatcher) fleetChanged() {
 	}
 }
 
-// renew keeps lease alive while an attempt runs; stop it when done.
+// renew keeps lease alive while an attempt runs; stop it when done. Most
+// attempts end long before a third of the lease period, so nothing runs for
+// them but a timer: no goroutine or ticker per attempt.
 func (d *Dispatcher) renew(host, lease string) (stop func()) {
 	if lease == "" {
 		return func() {}
 	}
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(d.opts.Fleet.LeasePeriod() / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				d.opts.Fleet.Renew(context.Background(), host, []string{lease})
-			}
+	every := d.opts.Fleet.LeasePeriod() / 3
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		d.opts.Fleet.Renew(context.Background(), host, []string{lease})
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(every)
 		}
-	}()
-	return func() { close(done) }
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
 
 // fleetStatus is the fleet part of a host's status.

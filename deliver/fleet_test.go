@@ -34,8 +34,13 @@ func (g *gauge) leave() { g.now.Add(-1) }
 
 func fleetReplica(t *testing.T, srv *redistest.Server, name string, rc *receiver, pol Policy) (*Dispatcher, *memQueue, *fleet.Limiter) {
 	t.Helper()
+	return fleetReplicaLease(t, srv, name, rc, pol, 3*time.Second)
+}
+
+func fleetReplicaLease(t *testing.T, srv *redistest.Server, name string, rc *receiver, pol Policy, lease time.Duration) (*Dispatcher, *memQueue, *fleet.Limiter) {
+	t.Helper()
 	fl, err := fleet.New(fleet.Options{URL: srv.URL(), KeyPrefix: "t", Replica: name, Timeout: time.Second,
-		LeasePeriod: 3 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		LeasePeriod: lease, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,5 +236,32 @@ func TestFleetStopGivesLeasesBack(t *testing.T) {
 	g, err := probe.Ask(context.Background(), fleet.Request{Host: "partner.example", Limits: pol.Limits, Want: 2})
 	if err != nil || len(g.Leases) != 2 {
 		t.Fatalf("after a stopped: %+v %v, want both slots", g, err)
+	}
+}
+
+// TestFleetRenewsLongAttempts: an attempt that outlasts the lease period
+// keeps its lease by renewing it, so another replica never takes the slot
+// while the first attempt still runs.
+func TestFleetRenewsLongAttempts(t *testing.T) {
+	srv := redistest.Start(t)
+	var g gauge
+	rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+		g.enter()
+		defer g.leave()
+		time.Sleep(1200 * time.Millisecond) // the partner's own work: four lease periods
+		return 200, nil
+	}}
+	pol := policy(50, 10, 1)
+	var qs []*memQueue
+	for _, name := range []string{"a", "b"} {
+		_, q, _ := fleetReplicaLease(t, srv, name, rc, pol, 300*time.Millisecond)
+		qs = append(qs, q)
+	}
+	for _, q := range qs {
+		q.add("partner.example", 2)
+	}
+	waitFor(t, 30*time.Second, "4 deliveries", func() bool { return qs[0].left()+qs[1].left() == 0 })
+	if m := g.most.Load(); m > 1 {
+		t.Fatalf("%d at once, cap 1: a lease expired under a running attempt", m)
 	}
 }
