@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -30,6 +31,7 @@ type fleetRow struct {
 	rate     float64
 	cpu      time.Duration
 	trips    float64 // Redis round trips during the replay
+	redisCPU time.Duration
 	others   float64
 	steal    float64
 	received int64
@@ -41,6 +43,18 @@ func (b *bench) fleet() error {
 		return err
 	}
 	defer rds.stop()
+	bin := b.bin
+	var env []string
+	if b.fleetProf != "" {
+		bin = filepath.Join(b.work, "hookpace-pprof")
+		logf("fleet: building ./bench/pprofwrap for -fleet-profile")
+		if err := goBuild(b.root, bin, "./bench/pprofwrap"); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(b.fleetProf, 0o755); err != nil {
+			return err
+		}
+	}
 	cases := []struct {
 		what  string
 		hosts int
@@ -52,7 +66,14 @@ func (b *bench) fleet() error {
 				modes = []string{"fleet", "local"}
 			}
 			for _, mode := range modes {
-				row, err := b.fleetOnce(rep, c.what, c.hosts, mode, rds.url)
+				if b.fleetProf != "" {
+					pp, err := freePort()
+					if err != nil {
+						return err
+					}
+					env = []string{"HOOKPACE_PPROF=" + pp}
+				}
+				row, err := b.fleetOnce(rep, c.what, c.hosts, mode, rds, bin, env)
 				if err != nil {
 					return err
 				}
@@ -63,22 +84,22 @@ func (b *bench) fleet() error {
 	return nil
 }
 
-func (b *bench) fleetOnce(rep int, what string, nHosts int, mode, redisURL string) (*fleetRow, error) {
+func (b *bench) fleetOnce(rep int, what string, nHosts int, mode string, rds *redisProc, bin string, env []string) (*fleetRow, error) {
 	sink, err := startSink(nHosts, http.StatusOK, "last")
 	if err != nil {
 		return nil, err
 	}
 	defer sink.stop()
-	cfg := hpConfig{logLevel: b.logLevel, bigSpool: true}
+	cfg := hpConfig{logLevel: b.logLevel, bigSpool: true, extraEnv: env}
 	if nHosts == 1 {
 		cfg.hosts = []hostCfg{{key: sink.addrs[0], rate: "1000000/s", burst: 1000, concurrency: b.c}}
 	} else {
 		cfg.defaultRate = "1000000/s"
 	}
 	if mode == "fleet" {
-		cfg.extra = fmt.Sprintf("fleet:\n  redis: %q\n  key_prefix: bench%d%s\n", redisURL, rep, strings.ReplaceAll(what, " ", ""))
+		cfg.extra = fmt.Sprintf("fleet:\n  redis: %q\n  key_prefix: bench%d%s\n", rds.url, rep, strings.ReplaceAll(what, " ", ""))
 	}
-	hp, err := startHookpace(b.bin, b.work, "fleet-"+mode, cfg)
+	hp, err := startHookpace(bin, b.work, "fleet-"+mode, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +124,14 @@ func (b *bench) fleetOnce(rep int, what string, nHosts int, mode, redisURL strin
 	if err != nil {
 		return nil, err
 	}
-	c0 := cpuTime(hp.pid())
+	prof := ""
+	if len(env) > 0 {
+		prof = filepath.Join(b.fleetProf, fmt.Sprintf("rep%d-%s-%s.pprof", rep, strings.ReplaceAll(what, " ", ""), mode))
+		if err := pprofCtl(env, "start?file="+url.QueryEscape(prof)); err != nil {
+			return nil, err
+		}
+	}
+	c0, r0 := cpuTime(hp.pid()), cpuTime(rds.cmd.Process.Pid)
 	dist := startDisturbance()
 	t0 := time.Now()
 	if err := hp.hostsDo("resume", sink.addrs); err != nil {
@@ -120,13 +148,33 @@ func (b *bench) fleetOnce(rep int, what string, nHosts int, mode, redisURL strin
 		}
 		last, row.received = max(last, st.LastNS), row.received+st.Count
 	}
-	row.cpu = cpuTime(hp.pid()) - c0
+	row.cpu, row.redisCPU = cpuTime(hp.pid())-c0, cpuTime(rds.cmd.Process.Pid)-r0
+	if prof != "" {
+		if err := pprofCtl(env, "stop"); err != nil {
+			return nil, err
+		}
+		logf("fleet: CPU profile of the replay in %s", prof)
+	}
 	row.elapsed = time.Duration(last - t0.UnixNano())
 	row.others, row.steal = dist.stop()
 	row.rate = float64(n) / row.elapsed.Seconds()
 	trips1, err := hp.fleetTrips()
 	row.trips = trips1 - trips0
 	return row, err
+}
+
+// pprofCtl starts or stops pprofwrap's CPU profile.
+func pprofCtl(env []string, op string) error {
+	addr := strings.TrimPrefix(env[0], "HOOKPACE_PPROF=")
+	resp, err := ctl.Get("http://" + addr + "/debug/cpuprofile/" + op)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("cpuprofile %s: %s", op, resp.Status)
+	}
+	return nil
 }
 
 // waitDrained waits until the spool is empty: every webhook delivered.
@@ -267,10 +315,11 @@ func (r *report) writeFleet(s *strings.Builder) {
 		"   same run, alternating; one host at 1000000/s burst 1000 concurrency C, or 1000 hosts at the defaults' burst and\n" +
 		"   concurrency with rate 1000000/s; from the resume to the last arrival\n")
 	tw := tabwriter.NewWriter(s, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  rep\tcase\tmode\tN\telapsed\treq/s\tCPU µs/msg\tredis trips\ttrips/delivery\treceived\tothers' cores\tsteal")
+	fmt.Fprintln(tw, "  rep\tcase\tmode\tN\telapsed\treq/s\tCPU µs/msg\tredis µs/msg\tredis trips\ttrips/delivery\treceived\tothers' cores\tsteal")
 	for _, x := range r.fleet {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%v\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%.2f\t%.2f\n", x.rep, x.what, x.mode, x.n,
-			x.elapsed.Round(time.Millisecond), x.rate, float64(x.cpu.Microseconds())/float64(x.n), x.trips,
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%v\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%.2f\t%.2f\n", x.rep, x.what, x.mode, x.n,
+			x.elapsed.Round(time.Millisecond), x.rate, float64(x.cpu.Microseconds())/float64(x.n),
+			float64(x.redisCPU.Microseconds())/float64(x.n), x.trips,
 			x.trips/float64(x.n), x.received, x.others, x.steal)
 	}
 	tw.Flush()

@@ -17,23 +17,24 @@ type settings struct {
 	sinkStatus    int
 	sinkRecord    string
 
-	binary   string
-	quick    bool
-	only     string
-	gen      string
-	conns    int
-	dur      time.Duration // ingest: each measured run
-	reps     int
-	logLevel string
-	infoRow  bool
-	n        int // replay: webhooks
-	c        int // replay: concurrency
-	queued   int // RSS: webhooks queued
-	backlog  time.Duration
-	workdir  string
-	keep     bool
-	profile  string
-	out      string
+	binary    string
+	quick     bool
+	only      string
+	gen       string
+	conns     int
+	dur       time.Duration // ingest: each measured run
+	reps      int
+	logLevel  string
+	infoRow   bool
+	n         int // replay: webhooks
+	c         int // replay: concurrency
+	queued    int // RSS: webhooks queued
+	backlog   time.Duration
+	workdir   string
+	keep      bool
+	profile   string
+	fleetProf string
+	out       string
 
 	quiet     float64
 	disturbed float64
@@ -72,6 +73,7 @@ func register(fs *flag.FlagSet) *settings {
 	fs.StringVar(&s.workdir, "workdir", "", "parent dir for spools and scratch files (default $TMPDIR); must be a real disk for fsync to mean anything")
 	fs.BoolVar(&s.keep, "keep", false, "keep spool dirs and logs")
 	fs.StringVar(&s.profile, "profile", "", "after the ingest section, CPU-profile hookpace (built from ./bench/pprofwrap) during a wrk ingest run and write the profile here")
+	fs.StringVar(&s.fleetProf, "fleet-profile", "", "fleet: run hookpace built from ./bench/pprofwrap and write a CPU profile of each replay (resume to drained) into this directory")
 	fs.StringVar(&s.out, "out", "", "also write the report to this file")
 	fs.Float64Var(&s.quiet, "quiet", 0.35, "before each measured run, wait until other processes plus hypervisor steal take fewer than this many cores (0: don't wait)")
 	fs.Float64Var(&s.disturbed, "disturbed", 0.3, "a measured run during which other processes plus hypervisor steal took more than this many cores is repeated (see -retries) and flagged with !")
