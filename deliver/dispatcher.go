@@ -129,6 +129,7 @@ type Dispatcher struct {
 
 	fleetDegraded bool // Redis does not answer: hosts pace on their share
 	fleetLive     int  // live replicas, for the share
+	asks          fleetAsks
 
 	idle     chan func()   // idle delivery goroutines wait here for their next attempt
 	quit     chan struct{} // closed by Stop: idle delivery goroutines exit

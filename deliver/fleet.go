@@ -12,9 +12,10 @@ import (
 
 // Fleet mode (Options.Fleet set): a host sends only with a lease granted
 // by the fleet's shared limits in Redis. Asking is a network call, so it
-// runs on its own goroutine, one per host at a time, and re-enters the
-// lock with the answer; attempts that finished meanwhile are reported with
-// the next ask. While Redis does not answer, hosts pace alone with their
+// runs off the lock on one asker goroutine, which sends the asks of every
+// host that has one queued in one round trip (fleetask.go) and re-enters
+// the lock with the answers; a host has one ask under way at a time, and
+// attempts that finished meanwhile are reported with its next ask. While Redis does not answer, hosts pace alone with their
 // share of the limits (fleet.Share) on their pacer.Host, and attempts
 // started so ("unleased") keep the host on its share until they finish.
 
@@ -115,8 +116,8 @@ func (h *host) wanted(now time.Time) int {
 	return min(n, max(h.pol.Limits.Concurrency-h.pace.InFlight(), 0))
 }
 
-// askFleet asks the fleet for h's next sends (and reports its finished
-// attempts) off the lock, unless an ask is under way.
+// askFleet queues an ask for h's next sends (carrying its finished
+// attempts) for the fleet's asker, unless h has one under way.
 func (d *Dispatcher) askFleet(h *host) {
 	now := time.Now()
 	if h.fl.asking || d.stopping {
@@ -131,22 +132,7 @@ func (d *Dispatcher) askFleet(h *host) {
 	}
 	req := fleet.Request{Host: h.name, Limits: h.limits(), Want: want, Releases: h.fl.done}
 	h.fl.done, h.fl.asking = nil, true
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		g, err := d.opts.Fleet.Ask(context.Background(), req)
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		h.fl.asking = false
-		if err != nil {
-			// Degraded (the limiter's callback switched every host to its
-			// share); the unreported leases expire on their own.
-			d.pump(h)
-			return
-		}
-		d.applyGrant(h, g, want, time.Now())
-		d.pump(h)
-	}()
+	d.fleetAsk(h, req)
 }
 
 func (d *Dispatcher) applyGrant(h *host, g fleet.Grant, want int, now time.Time) {
@@ -316,9 +302,11 @@ func (d *Dispatcher) flushFleet() {
 	d.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	for _, r := range reqs {
-		if _, err := d.opts.Fleet.Ask(ctx, r); err != nil {
+	for len(reqs) > 0 {
+		n := min(len(reqs), maxAskBatch)
+		if _, err := d.opts.Fleet.AskMany(ctx, reqs[:n]); err != nil {
 			return
 		}
+		reqs = reqs[n:]
 	}
 }

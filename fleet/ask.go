@@ -53,6 +53,41 @@ type Grant struct {
 // one round trip. An error means Redis did not answer: the Limiter is
 // degraded and the caller paces with its local share.
 func (l *Limiter) Ask(ctx context.Context, req Request) (Grant, error) {
+	g, err := l.AskMany(ctx, []Request{req})
+	if err != nil {
+		return Grant{}, err
+	}
+	return g[0], nil
+}
+
+// AskMany makes the send decisions of several requests (of different
+// hosts, or of one host in order) in one round trip: a pipeline with one
+// call of the ask script per request. Each call is atomic on its own, as
+// if asked alone. An error means Redis did not answer all of them: the
+// Limiter is degraded, and leases granted by the calls that did run expire
+// unrenewed.
+func (l *Limiter) AskMany(ctx context.Context, reqs []Request) ([]Grant, error) {
+	calls := make([]scriptCall, len(reqs))
+	bases := make([]string, len(reqs))
+	for i, req := range reqs {
+		calls[i], bases[i] = l.askCall(req)
+	}
+	vals, err := l.runMany(ctx, "ask", askScript, calls)
+	if err != nil {
+		return nil, err
+	}
+	grants := make([]Grant, len(reqs))
+	for i, v := range vals {
+		if grants[i], err = parseGrant(v, bases[i]); err != nil {
+			return nil, err
+		}
+	}
+	return grants, nil
+}
+
+// askCall is the ask script's keys and arguments for req, and the base of
+// the lease ids it grants.
+func (l *Limiter) askCall(req Request) (scriptCall, string) {
 	lim := pacer.Sanitize(req.Limits)
 	base := l.opts.Replica + ":" + strconv.FormatUint(l.leases.Add(1), 36)
 	sched := make([]string, len(lim.HoldSchedule))
@@ -71,11 +106,7 @@ func (l *Limiter) Ask(ctx context.Context, req Request) (Grant, error) {
 		args = append(args, r.Lease, int(r.Outcome), ra, us(r.Age))
 	}
 	keys := []string{l.key(req.Host, "tat"), l.key(req.Host, "leases"), l.key(req.Host, "state"), l.key(req.Host, "paused")}
-	v, err := l.run(ctx, "ask", askScript, keys, args...)
-	if err != nil {
-		return Grant{}, err
-	}
-	return parseGrant(v, base)
+	return scriptCall{keys: keys, args: args}, base
 }
 
 func parseGrant(v any, base string) (Grant, error) {

@@ -53,11 +53,19 @@ if rate < min_rate then rate = min_rate end
 local reason = st['reason'] or ''
 local dirty, hold_set = false, false
 
+-- Members go to ZREM and ZADD in chunks: one call each for a whole ask.
+local function chunked(cmd, key, items)
+  for i = 1, #items, 500 do
+    redis.call(cmd, key, unpack(items, i, math.min(i + 499, #items)))
+  end
+end
+
 local nrel = tonumber(ARGV[14])
+local released = {}
 for i = 0, nrel - 1 do
   local j = 15 + i * 4
   local outcome, ra, sent = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), now - tonumber(ARGV[j + 3])
-  redis.call('ZREM', KEYS[2], ARGV[j])
+  if ARGV[j] ~= '' then released[#released + 1] = ARGV[j] end
   dirty = true
   if outcome == 0 or outcome == 1 or outcome == 3 then
     failures, open_until, probe_until = 0, 0, 0
@@ -107,6 +115,8 @@ for i = 0, nrel - 1 do
   end
 end
 
+chunked('ZREM', KEYS[2], released)
+
 -- Times are kept relative to now: µs since the epoch are ~1.8e15, where a
 -- double has no room left for fractions of the emission interval.
 local T = 1000000 / (rate * 0.99)
@@ -140,7 +150,9 @@ else
   if k >= 1 then
     ahead = ahead + k * T
     granted, inflight, dirty = k, inflight + k, true
-    for i = 1, k do redis.call('ZADD', KEYS[2], now + lease_ttl, base .. ':' .. i) end
+    local added = {}
+    for i = 1, k do added[2 * i - 1], added[2 * i] = now + lease_ttl, base .. ':' .. i end
+    chunked('ZADD', KEYS[2], added)
     redis.call('PEXPIRE', KEYS[2], math.ceil(lease_ttl / 500))
     if breaker == 'half-open' then probe_until = now + lease_ttl end
     tat_dirty = true

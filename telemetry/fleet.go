@@ -14,6 +14,21 @@ type fleetInstruments struct {
 	trips     metric.Int64Counter
 	latency   metric.Float64Histogram
 	fallbacks metric.Int64Counter
+	ops       map[string]*fleetOpAttrs // built once: an attribute set per call costs
+}
+
+// fleetOpAttrs are the attribute options of one operation's round trips.
+type fleetOpAttrs struct {
+	ok, failed metric.AddOption
+	latency    metric.RecordOption
+}
+
+func newFleetOpAttrs(op string) *fleetOpAttrs {
+	return &fleetOpAttrs{
+		ok:      metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op), attribute.String("result", "ok"))),
+		failed:  metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op), attribute.String("result", "error"))),
+		latency: metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op))),
+	}
 }
 
 var fleetLatencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
@@ -35,6 +50,10 @@ func (m *Metrics) initFleet(meter metric.Meter) error {
 		metric.WithUnit("{fallback}")); err != nil {
 		return fmt.Errorf("create %s: %w", MetricFleetFallbacks, err)
 	}
+	m.fleet.ops = map[string]*fleetOpAttrs{}
+	for _, op := range []string{"ask", "renew", "heartbeat", "pause", "resume"} {
+		m.fleet.ops[op] = newFleetOpAttrs(op)
+	}
 	return nil
 }
 
@@ -43,13 +62,17 @@ func (m *Metrics) FleetRoundTrip(op string, d time.Duration, err error) {
 	if m == nil {
 		return
 	}
-	result := "ok"
+	a := m.fleet.ops[op] // read-only after initFleet
+	if a == nil {
+		a = newFleetOpAttrs(op)
+	}
+	result := a.ok
 	if err != nil {
-		result = "error"
+		result = a.failed
 	}
 	ctx := context.Background()
-	m.fleet.trips.Add(ctx, 1, metric.WithAttributes(attribute.String("op", op), attribute.String("result", result)))
-	m.fleet.latency.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.String("op", op)))
+	m.fleet.trips.Add(ctx, 1, result)
+	m.fleet.latency.Record(ctx, d.Seconds(), a.latency)
 }
 
 // FleetFallback counts a fall back to the local share.

@@ -1,0 +1,119 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookpace/hookpace/fleet"
+	"github.com/hookpace/hookpace/internal/redistest"
+	"github.com/hookpace/hookpace/spool"
+)
+
+// tripCounter counts the fleet's round trips by operation.
+type tripCounter struct {
+	mu    sync.Mutex
+	trips map[string]int
+	errs  atomic.Int64
+}
+
+func (c *tripCounter) FleetRoundTrip(op string, _ time.Duration, err error) {
+	c.mu.Lock()
+	c.trips[op]++
+	c.mu.Unlock()
+	if err != nil {
+		c.errs.Add(1)
+	}
+}
+func (c *tripCounter) FleetFallback() {}
+
+func (c *tripCounter) count(op string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.trips[op]
+}
+
+// TestFleetAsksShareRoundTrips: the asks of many hosts queued while the
+// asker waits go to Redis in as few round trips as the batch size allows
+// (200 hosts: 128 + 72), every host gets its lease, and when all is
+// delivered every lease is back.
+func TestFleetAsksShareRoundTrips(t *testing.T) {
+	srv := redistest.Start(t)
+	obs := &tripCounter{trips: map[string]int{}}
+	fl, err := fleet.New(fleet.Options{URL: srv.URL(), KeyPrefix: "t", Replica: "a", Timeout: 5 * time.Second,
+		LeasePeriod: 30 * time.Second, Logger: slog.New(slog.DiscardHandler), Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := policy(1000, 10, 2)
+	// Load the script first, so that no NOSCRIPT round trip is counted.
+	if _, err := fl.Ask(context.Background(), fleet.Request{Host: "warm.example", Limits: pol.Limits}); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	rc := &receiver{handle: func(*http.Request, int) (int, http.Header) {
+		<-gate
+		return 200, nil
+	}}
+	q := newMemQueue()
+	d := New(Options{Queue: q, Policy: func(string) Policy { return pol }, Client: &http.Client{Transport: rc},
+		Logger: slog.New(slog.DiscardHandler), Fleet: fl})
+	fl.Start()
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()); fl.Close() })
+
+	// Queue one webhook for each of 200 hosts, holding the dispatcher's
+	// lock throughout: the asker, started by the first host's ask, can take
+	// the queue only once all 200 asks are in it.
+	const hosts = 200
+	q.Notify(nil)
+	var msgs []*spool.Message
+	for i := range hosts {
+		name := fmt.Sprintf("h%d.example", i)
+		q.add(name, 1)
+		m, _ := q.Read(name, 0, 1)
+		msgs = append(msgs, m...)
+	}
+	before := obs.count("ask")
+	d.mu.Lock()
+	d.enqueueLocked(msgs)
+	queued := len(d.asks.queued)
+	d.mu.Unlock()
+	if queued != hosts {
+		t.Fatalf("%d asks queued, want %d", queued, hosts)
+	}
+	waitFor(t, 30*time.Second, "an attempt at every host", func() bool { return len(rc.arrivals("")) == hosts })
+	if n := obs.count("ask") - before; n != 2 {
+		t.Fatalf("%d round trips for the first asks of %d hosts, want 2 (%d + %d)", n, hosts, maxAskBatch, hosts-maxAskBatch)
+	}
+	close(gate)
+	waitFor(t, 30*time.Second, "every webhook delivered", func() bool { return q.left() == 0 })
+	d.Stop(context.Background())
+	if n := obs.count("ask") - before; n > 2*hosts {
+		t.Fatalf("%d round trips, more than one ask per host and message", n)
+	}
+	// Every lease came back (with the releases of the last asks, or at Stop).
+	reqs := make([]fleet.Request, hosts)
+	for i := range reqs {
+		reqs[i] = fleet.Request{Host: fmt.Sprintf("h%d.example", i), Limits: pol.Limits}
+	}
+	gs, err := fl.AskMany(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range gs {
+		if g.InFlight != 0 {
+			t.Fatalf("host %d: %d leases still held after every delivery", i, g.InFlight)
+		}
+	}
+	if obs.errs.Load() != 0 {
+		t.Fatalf("%d round trips failed", obs.errs.Load())
+	}
+}
