@@ -90,6 +90,7 @@ type HostConfig struct {
 	PartnerLimits      string     // "obey" or "ignore" the partner's RateLimit / X-RateLimit-* headers
 	PartnerLimitsTTL   Duration   // a learned limit expires after this long without the header
 	Sign               *Signing   // how each attempt is signed (see sign.go); nil = not signed
+	Batch              *Batching  // how webhooks are batched (see batch.go); nil = one per request
 }
 
 // Partner limits modes.

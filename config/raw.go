@@ -126,7 +126,8 @@ type rawHost struct {
 	InsecureSkipVerify opt[bool]            `yaml:"insecure_skip_verify"`
 	PartnerLimits      opt[string]          `yaml:"partner_limits"`
 	PartnerLimitsTTL   opt[Duration]        `yaml:"partner_limits_ttl"`
-	Sign               yaml.Node            `yaml:"sign"` // see resolveSign
+	Sign               yaml.Node            `yaml:"sign"`  // see resolveSign
+	Batch              yaml.Node            `yaml:"batch"` // see resolveBatch
 }
 
 type rawMITM struct {

@@ -198,6 +198,7 @@ func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExpli
 	field(p, f("partner_limits"), r.PartnerLimits, &h.PartnerLimits, oneOf(PartnerLimitsObey, PartnerLimitsIgnore))
 	field(p, f("partner_limits_ttl"), r.PartnerLimitsTTL, &h.PartnerLimitsTTL, positive)
 	h.Sign = resolveSign(p, f("sign"), &r.Sign, base.Sign)
+	h.Batch = resolveBatch(p, f("batch"), &r.Batch, base.Batch)
 
 	// Cross-field checks are reported only where one of the fields is set:
 	// a violation wholly inherited from defaults is reported there.

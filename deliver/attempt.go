@@ -78,37 +78,44 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 		span.SetStatus(codes.Error, reason)
 	}
 	span.End()
-	d.logAttempt(h.name, m, n, res, v, reason, next, now)
+	d.logAttempt(h.name, spool.IDString(m.OriginID()), m.Enqueued, n, res, v, reason, next, now)
 }
 
 // send makes one HTTP request for m.
 func (d *Dispatcher) send(ctx context.Context, m *spool.Message, pol Policy) result {
+	hdr := m.Header.Clone()
+	if hdr == nil {
+		hdr = http.Header{}
+	}
+	return d.post(ctx, pol, m.Method, m.URL, hdr, m.Body, spool.IDString(m.OriginID()), m.Attempts+1)
+}
+
+// post makes one HTTP request: a webhook, or a batch of them. id is what
+// the receiver de-duplicates on, attempt counts from 1; hdr is the
+// request's own.
+func (d *Dispatcher) post(ctx context.Context, pol Policy, method, url string, hdr http.Header, body []byte, id string, attempt int) result {
 	ctx, cancel := context.WithTimeout(ctx, pol.Timeout)
 	defer cancel()
-	url := m.URL
 	if pol.UpgradeTLS && strings.HasPrefix(url, "http://") {
 		url = "https://" + url[len("http://"):]
 	}
-	req, err := http.NewRequestWithContext(ctx, m.Method, url, bytes.NewReader(m.Body))
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
 		return result{err: fmt.Errorf("build request: %w", err)}
 	}
-	req.Header = m.Header.Clone()
-	if req.Header == nil {
-		req.Header = http.Header{}
-	}
+	req.Header = hdr
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header["User-Agent"] = nil // send none rather than Go's default
 	}
 	// What the receiver de-duplicates on: the id the app got with its 202.
 	if pol.IDHeader != "" {
-		req.Header.Set(pol.IDHeader, spool.IDString(m.OriginID()))
+		req.Header.Set(pol.IDHeader, id)
 	}
 	if pol.AttemptHeader != "" {
-		req.Header.Set(pol.AttemptHeader, strconv.Itoa(m.Attempts+1))
+		req.Header.Set(pol.AttemptHeader, strconv.Itoa(attempt))
 	}
 	if pol.Signer != nil { // signed with the id above and a fresh timestamp
-		pol.Signer.Sign(req.Header, spool.IDString(m.OriginID()), m.Body, time.Now())
+		pol.Signer.Sign(req.Header, id, body, time.Now())
 	}
 	client := d.opts.Client
 	if pol.InsecureSkipVerify {
@@ -135,53 +142,13 @@ func (d *Dispatcher) send(ctx context.Context, m *spool.Message, pol Policy) res
 // a reason for anything but success, and when m is due again (retries and
 // holds).
 func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol Policy, res result, sentAt, now time.Time, lease string) (verdict, string, time.Time) {
-	if res.err != nil && d.ctx.Err() != nil {
-		// Abandoned at shutdown: not the destination's doing. The message
-		// stays queued on disk, untouched, for the next start.
-		pr := pacer.Result{Outcome: pacer.NoSend, SentAt: sentAt}
-		h.pace.Release(now, pr)
-		d.fleetReleased(h, lease, pr, now)
+	if d.abandoned(h, res, sentAt, now, lease) {
+		// The message stays queued on disk, untouched, for the next start.
 		d.buffered -= int64(len(m.Body))
 		return vRetry, "abandoned at shutdown", time.Time{}
 	}
-	v, outcome, reason := res.verdict, res.outcome, res.reason
-	ra, hasRA := ParseRetryAfter(res.retryAfter, now)
-	if !hasRA && v == vHold && pol.PartnerLimits {
-		ra, hasRA = partnerReset(res.partner) // Retry-After wins when given
-	}
-	pr := pacer.Result{Outcome: outcome, SentAt: sentAt}
-	if v == vHold {
-		pr.RetryAfter, pr.HasRetry = ra, hasRA
-	}
-	breaker, _ := h.pace.Breaker()
-	hold := h.pace.Release(now, pr)
-	d.fleetReleased(h, lease, pr, now)
-	d.breakerChanged(h, breaker, reason)
-
-	if v != vDone {
-		h.lastErr, h.lastErrAt, h.lastStatus = reason, now, res.status
-	}
-	if v == vHold || v == vRetry {
-		if age := now.Sub(m.Enqueued); pol.MaxAge > 0 && age > pol.MaxAge {
-			v, reason = vDead, fmt.Sprintf("max_age %v exceeded (last: %s)", pol.MaxAge, reason)
-		}
-	}
-	if v != vHold {
-		m.Attempts++ // a 429 holds the host and never uses up an attempt
-	}
-	if v == vRetry {
-		if m.Attempts >= pol.MaxAttempts {
-			v, reason = vDead, fmt.Sprintf("max_attempts %d reached (last: %s)", pol.MaxAttempts, reason)
-		}
-	}
-	if v == vDead || v == vDone {
-		// These leave memory for good.
-		d.buffered -= int64(len(m.Body))
-	}
-	m.LastStatus, m.LastTry = res.status, now
-	if v != vDone {
-		m.LastError = reason
-	}
+	hold, ra, hasRA := d.settle(h, pol, res, sentAt, now, lease)
+	v, reason := d.judge(m, pol, res, now)
 	var next time.Time
 	switch v {
 	case vDone:
@@ -191,24 +158,99 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol 
 		// The held message goes first when the hold ends, and a 429 does
 		// not use up an attempt.
 		h.ready.pushFront(m)
-		next = hold.Until
-		if hold.Capped {
-			d.log.Warn("Retry-After capped at max_retry_after", "host", h.name,
-				"retry_after", hold.Asked.String(), "max_retry_after", pol.Limits.MaxRetryAfter.String())
-		}
+		next = d.held(h, pol, hold)
 	case vRetry:
-		delay := backoff(m.Attempts, pol.BackoffInitial, pol.BackoffMax)
-		if res.status == http.StatusServiceUnavailable && hasRA {
-			delay = min(ra, pol.Limits.MaxRetryAfter)
-		}
-		next = now.Add(delay)
+		next = now.Add(retryDelay(m.Attempts, pol, res, ra, hasRA))
 		h.retry.add(next, m)
+	}
+	d.opts.Observer.Delivery(ctx, h.name, v)
+	return v, reason, next
+}
+
+// abandoned reports whether the attempt was cut short by shutdown (not
+// the destination's doing), and if so gives its slot back as unused.
+func (d *Dispatcher) abandoned(h *host, res result, sentAt, now time.Time, lease string) bool {
+	if res.err == nil || d.ctx.Err() == nil {
+		return false
+	}
+	pr := pacer.Result{Outcome: pacer.NoSend, SentAt: sentAt}
+	h.pace.Release(now, pr)
+	d.fleetReleased(h, lease, pr, now)
+	return true
+}
+
+// settle gives the attempt's slot back and tells h's pacer (and the
+// fleet) what the answer said: a hold, a failure, a success. It returns
+// the hold and the answer's Retry-After (or the partner's reset).
+func (d *Dispatcher) settle(h *host, pol Policy, res result, sentAt, now time.Time, lease string) (pacer.Hold, time.Duration, bool) {
+	ra, hasRA := ParseRetryAfter(res.retryAfter, now)
+	if !hasRA && res.verdict == vHold && pol.PartnerLimits {
+		ra, hasRA = partnerReset(res.partner) // Retry-After wins when given
+	}
+	pr := pacer.Result{Outcome: res.outcome, SentAt: sentAt}
+	if res.verdict == vHold {
+		pr.RetryAfter, pr.HasRetry = ra, hasRA
+	}
+	breaker, _ := h.pace.Breaker()
+	hold := h.pace.Release(now, pr)
+	d.fleetReleased(h, lease, pr, now)
+	d.breakerChanged(h, breaker, res.reason)
+	if res.verdict != vDone {
+		h.lastErr, h.lastErrAt, h.lastStatus = res.reason, now, res.status
+	}
+	return hold, ra, hasRA
+}
+
+// judge decides what the attempt's answer means for m: max_age and
+// max_attempts turn a retry (or a hold) into a dead letter. It records
+// the attempt in m, persists m's state for a retry and buries a dead
+// letter; placing m in h's queues is the caller's.
+func (d *Dispatcher) judge(m *spool.Message, pol Policy, res result, now time.Time) (verdict, string) {
+	v, reason := res.verdict, res.reason
+	if v == vHold || v == vRetry {
+		if age := now.Sub(m.Enqueued); pol.MaxAge > 0 && age > pol.MaxAge {
+			v, reason = vDead, fmt.Sprintf("max_age %v exceeded (last: %s)", pol.MaxAge, reason)
+		}
+	}
+	if v != vHold {
+		m.Attempts++ // a 429 holds the host and never uses up an attempt
+	}
+	if v == vRetry && m.Attempts >= pol.MaxAttempts {
+		v, reason = vDead, fmt.Sprintf("max_attempts %d reached (last: %s)", pol.MaxAttempts, reason)
+	}
+	if v == vDead || v == vDone {
+		// These leave memory for good.
+		d.buffered -= int64(len(m.Body))
+	}
+	m.LastStatus, m.LastTry = res.status, now
+	if v != vDone {
+		m.LastError = reason
+	}
+	switch v {
+	case vRetry:
 		d.opts.Queue.Update(m)
 	case vDead:
 		d.opts.Queue.Bury(m, reason, now)
 	}
-	d.opts.Observer.Delivery(ctx, h.name, v)
-	return v, reason, next
+	return v, reason
+}
+
+// held returns when a hold of h ends, warning when Retry-After was capped.
+func (d *Dispatcher) held(h *host, pol Policy, hold pacer.Hold) time.Time {
+	if hold.Capped {
+		d.log.Warn("Retry-After capped at max_retry_after", "host", h.name,
+			"retry_after", hold.Asked.String(), "max_retry_after", pol.Limits.MaxRetryAfter.String())
+	}
+	return hold.Until
+}
+
+// retryDelay is how long a message that failed its attempts-th attempt
+// waits: the backoff, or a 503's Retry-After.
+func retryDelay(attempts int, pol Policy, res result, ra time.Duration, hasRA bool) time.Duration {
+	if res.status == http.StatusServiceUnavailable && hasRA {
+		return min(ra, pol.Limits.MaxRetryAfter)
+	}
+	return backoff(attempts, pol.BackoffInitial, pol.BackoffMax)
 }
 
 // breakerChanged logs h's breaker moving on from state was, once per
@@ -232,16 +274,17 @@ func (d *Dispatcher) breakerChanged(h *host, was, why string) {
 
 // logAttempt writes the canonical line for one delivery attempt. Failures
 // that repeat (same host and reason) are throttled.
-func (d *Dispatcher) logAttempt(host string, m *spool.Message, n int, res result, v verdict, reason string, next, now time.Time) {
+func (d *Dispatcher) logAttempt(host, id string, enqueued time.Time, n int, res result, v verdict, reason string, next, now time.Time, more ...any) {
 	attrs := []any{
 		"host", host,
-		"id", spool.IDString(m.OriginID()),
+		"id", id,
 		"attempt", n,
 		"outcome", v.String(),
 		"status", res.status,
 		"duration_ms", float64(res.took.Microseconds()) / 1000,
-		"age_ms", now.Sub(m.Enqueued).Milliseconds(),
+		"age_ms", now.Sub(enqueued).Milliseconds(),
 	}
+	attrs = append(attrs, more...)
 	if reason != "" {
 		attrs = append(attrs, "reason", reason)
 	}

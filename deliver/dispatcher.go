@@ -37,6 +37,8 @@ type Queue interface {
 	Read(host string, after uint64, max int) ([]*spool.Message, error)
 	// Delete removes a delivered message and returns once that is durable.
 	Delete(m *spool.Message) error
+	// DeleteAll is Delete for a batch's members.
+	DeleteAll(ms []*spool.Message) error
 	Update(m *spool.Message)
 	Bury(m *spool.Message, reason string, at time.Time)
 	HostUsage(host string) spool.HostUsage
@@ -70,12 +72,18 @@ type Policy struct {
 	PartnerLimitsTTL time.Duration
 	// Signer signs each attempt (package sign); nil: not signed.
 	Signer *sign.Signer
+	// Batch sends webhooks to the same URL with JSON bodies together
+	// (batch.go); nil: one webhook per request.
+	Batch *Batch
 }
 
 // Observer receives delivery metrics; *telemetry.Metrics is the real one.
 type Observer interface {
 	Delivery(ctx context.Context, host string, outcome telemetry.DeliveryOutcome)
 	DeliveryLatency(ctx context.Context, host string, d time.Duration)
+	// BatchWebhooks counts the n webhooks a batched attempt carried, by
+	// the attempt's outcome.
+	BatchWebhooks(ctx context.Context, host string, outcome telemetry.DeliveryOutcome, n int)
 }
 
 // Options configure a Dispatcher.
@@ -138,8 +146,9 @@ type Dispatcher struct {
 
 type noopObserver struct{}
 
-func (noopObserver) Delivery(context.Context, string, telemetry.DeliveryOutcome) {}
-func (noopObserver) DeliveryLatency(context.Context, string, time.Duration)      {}
+func (noopObserver) Delivery(context.Context, string, telemetry.DeliveryOutcome)           {}
+func (noopObserver) DeliveryLatency(context.Context, string, time.Duration)                {}
+func (noopObserver) BatchWebhooks(context.Context, string, telemetry.DeliveryOutcome, int) {}
 
 // New returns a dispatcher; it sends nothing until Start.
 func New(opts Options) *Dispatcher {
@@ -297,6 +306,13 @@ type host struct {
 
 	learn *learned // the partner's stated limit, if below the configured one (partner.go)
 
+	// Batching (batch.go): extra counts the batch members in flight
+	// beyond one per slot; fit caches what each ready message adds to a
+	// batch (-1: it goes alone); batches counts delivered batches.
+	extra   int
+	fit     map[*spool.Message]int
+	batches batchCount
+
 	lastErr    string
 	lastErrAt  time.Time
 	lastStatus int
@@ -325,10 +341,15 @@ func (d *Dispatcher) hostLocked(name string) *host {
 // thousands of hosts with backlogs stay cheap.
 func (h *host) window() int {
 	l := h.pol.Limits
-	return min(max(32, 2*l.Concurrency+l.Burst), 1024)
+	w := min(max(32, 2*l.Concurrency+l.Burst), 1024)
+	if b := h.pol.Batch; b != nil {
+		// Room for a full batch per slot and one more being gathered.
+		w = max(w, min(b.MaxEvents*(l.Concurrency+1), 4096))
+	}
+	return w
 }
 
-func (h *host) count() int { return h.ready.len() + h.retry.len() + h.pace.InFlight() }
+func (h *host) count() int { return h.ready.len() + h.retry.len() + h.pace.InFlight() + h.extra }
 
 // pump starts every attempt host may make now, arranges to be called again
 // when it could make the next one, and tops up its window from the spool.
@@ -342,8 +363,9 @@ func (d *Dispatcher) pump(h *host) {
 	}
 	var wake time.Time
 	for {
-		m, fromRetry := h.next(now)
-		if m == nil {
+		p, fromRetry, until := h.next(now)
+		if p.empty() {
+			wake = until // a batch waits for company (batch.go)
 			break
 		}
 		breaker, _ := h.pace.Breaker()
@@ -355,14 +377,14 @@ func (d *Dispatcher) pump(h *host) {
 			wake = at
 			break
 		}
-		if fromRetry {
-			h.retry.pop()
-		} else {
-			h.ready.pop()
-		}
 		d.wg.Add(1)
 		pol, sentAt := h.pol, now
-		d.run(func() { d.attempt(h, m, pol, sentAt, lease) })
+		if m := h.take(&p, fromRetry); m != nil {
+			d.run(func() { d.attempt(h, m, pol, sentAt, lease) })
+		} else {
+			ms := p.batch
+			d.run(func() { d.attemptBatch(h, ms, pol, sentAt, lease) })
+		}
 	}
 	d.afterPump(h)
 	if h.onDisk && !h.loading && h.ready.len() < h.window()/2 {
@@ -409,13 +431,41 @@ func (d *Dispatcher) worker(fn func()) {
 	}
 }
 
-// next returns the message to send next: a retry that is due, else the
-// head of the ready queue (where a held message waits first in line).
-func (h *host) next(now time.Time) (*spool.Message, bool) {
+// next returns what to send next: a retry that is due, else the head of
+// the ready queue (where a held message waits first in line), alone or
+// with the company it may take along (batch.go). When a batch waits for
+// company, it returns nothing, and until is when it stops waiting (zero:
+// when a load or an attempt finishes).
+func (h *host) next(now time.Time) (p pick, fromRetry bool, until time.Time) {
 	if at, ok := h.retry.peekAt(); ok && !at.After(now) {
-		return h.retry.peek(), true
+		it := h.retry.peek()
+		return pick{m: it.m, batch: it.batch}, true, time.Time{}
 	}
-	return h.ready.peek(), false
+	m := h.ready.peek()
+	if m == nil || h.pol.Batch == nil {
+		return pick{m: m}, false, time.Time{}
+	}
+	return h.gather(m, now)
+}
+
+// take removes what next picked from h's queues. It returns the message
+// to send alone, or nil for a batch (p.batch, filled in).
+func (h *host) take(p *pick, fromRetry bool) *spool.Message {
+	switch {
+	case fromRetry:
+		h.retry.pop()
+	case p.idx != nil:
+		p.batch = h.ready.takeAt(p.idx)
+		for _, m := range p.batch {
+			delete(h.fit, m)
+		}
+	default:
+		h.ready.pop()
+	}
+	if p.batch != nil {
+		h.extra += len(p.batch) - 1
+	}
+	return p.m
 }
 
 // wake arranges for pump(h) at t, unless it is already due sooner.
@@ -441,7 +491,7 @@ func (d *Dispatcher) wake(h *host, t time.Time) {
 func (d *Dispatcher) load(h *host) {
 	n := h.window() - h.count()
 	if d.buffered > d.opts.MaxBuffered {
-		n = min(n, h.pol.Limits.Concurrency)
+		n = min(n, max(h.pol.Limits.Concurrency, h.pol.Batch.events()))
 	}
 	if n <= 0 {
 		return

@@ -120,6 +120,12 @@ func (q *memQueue) Delete(m *spool.Message) error {
 	q.deleted++
 	return nil
 }
+func (q *memQueue) DeleteAll(ms []*spool.Message) error {
+	for _, m := range ms {
+		q.Delete(m)
+	}
+	return nil
+}
 func (q *memQueue) Update(m *spool.Message) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -106,7 +106,7 @@ func (d *Dispatcher) afterPump(h *host) {
 // wanted is how many sends h could start now: due messages, at most its
 // concurrency.
 func (h *host) wanted(now time.Time) int {
-	n := h.ready.len()
+	n := (h.ready.len() + h.pol.Batch.events() - 1) / h.pol.Batch.events() // a batch is one send
 	for _, it := range h.retry.items {
 		if it.at.After(now) {
 			break

@@ -32,6 +32,28 @@ func (q *deque) pop() {
 	q.buf[q.head] = nil
 	q.head++
 }
+
+// at returns the i-th message from the front.
+func (q *deque) at(i int) *spool.Message { return q.buf[q.head+i] }
+
+// takeAt removes the messages at positions idx (from the front, ascending)
+// and returns them in that order; the others keep theirs.
+func (q *deque) takeAt(idx []int) []*spool.Message {
+	out := make([]*spool.Message, 0, len(idx))
+	w := q.head + idx[0]
+	for r := w; r < len(q.buf); r++ {
+		if len(out) < len(idx) && r == q.head+idx[len(out)] {
+			out = append(out, q.buf[r])
+			continue
+		}
+		q.buf[w] = q.buf[r]
+		w++
+	}
+	clear(q.buf[w:])
+	q.buf = q.buf[:w]
+	return out
+}
+
 func (q *deque) pushFront(m *spool.Message) {
 	if q.head > 0 {
 		q.head--
@@ -42,23 +64,35 @@ func (q *deque) pushFront(m *spool.Message) {
 }
 
 // retryQueue holds messages waiting for their backoff, soonest first. It
-// stays small (bounded by the window), so insertion keeps it sorted.
-type retryQueue struct{ items []retryItem }
-
-type retryItem struct {
-	at time.Time
-	m  *spool.Message
+// stays small (bounded by the window), so insertion keeps it sorted. An
+// item is one message, or a batch that is retried whole (batch.go).
+type retryQueue struct {
+	items []retryItem
+	msgs  int // messages in items, batch members each
 }
 
-func (r *retryQueue) len() int { return len(r.items) }
+type retryItem struct {
+	at    time.Time
+	m     *spool.Message   // a message sent alone; nil for a batch
+	batch []*spool.Message // a batch's members, in the order they are sent
+}
+
+func (r *retryQueue) len() int { return r.msgs }
 func (r *retryQueue) add(at time.Time, m *spool.Message) {
+	r.insert(retryItem{at: at, m: m})
+}
+func (r *retryQueue) addBatch(at time.Time, ms []*spool.Message) {
+	r.insert(retryItem{at: at, batch: ms})
+}
+func (r *retryQueue) insert(it retryItem) {
 	i := len(r.items)
-	for i > 0 && r.items[i-1].at.After(at) {
+	for i > 0 && r.items[i-1].at.After(it.at) {
 		i--
 	}
 	r.items = append(r.items, retryItem{})
 	copy(r.items[i+1:], r.items[i:])
-	r.items[i] = retryItem{at, m}
+	r.items[i] = it
+	r.msgs += max(len(it.batch), 1)
 }
 func (r *retryQueue) peekAt() (time.Time, bool) {
 	if len(r.items) == 0 {
@@ -66,8 +100,9 @@ func (r *retryQueue) peekAt() (time.Time, bool) {
 	}
 	return r.items[0].at, true
 }
-func (r *retryQueue) peek() *spool.Message { return r.items[0].m }
+func (r *retryQueue) peek() retryItem { return r.items[0] }
 func (r *retryQueue) pop() {
+	r.msgs -= max(len(r.items[0].batch), 1)
 	r.items[0] = retryItem{}
 	r.items = r.items[1:]
 }

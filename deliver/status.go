@@ -46,6 +46,17 @@ type HostStatus struct {
 	LearnedRate  float64    `json:"learned_rate,omitempty"`
 	LearnedBurst int        `json:"learned_burst,omitempty"`
 	LearnedUntil *time.Time `json:"learned_until,omitempty"`
+	// Batching hosts only (batch.go).
+	Batch *BatchStatus `json:"batch,omitempty"`
+}
+
+// BatchStatus is a batching host's policy and what it has delivered in
+// batches since hookpace started: requests, and the webhooks they carried.
+type BatchStatus struct {
+	Format    string `json:"format"`
+	MaxEvents int    `json:"max_events"`
+	Requests  int64  `json:"requests"`
+	Webhooks  int64  `json:"webhooks"`
 }
 
 func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
@@ -75,6 +86,12 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 	if state, at := h.pace.Breaker(); state == pacer.BreakerOpen && st.Breaker == pacer.BreakerOpen {
 		t := at.UTC()
 		hs.BreakerProbeAt = &t
+	}
+	if b := h.pol.Batch; b != nil {
+		hs.Batch = &BatchStatus{Format: "json-array", MaxEvents: b.MaxEvents, Requests: h.batches.requests, Webhooks: h.batches.webhooks}
+		if b.Envelope {
+			hs.Batch.Format = "envelope"
+		}
 	}
 	if !h.lastErrAt.IsZero() {
 		t := h.lastErrAt.UTC()

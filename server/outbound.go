@@ -51,8 +51,14 @@ func Policy(hc config.HostConfig) deliver.Policy {
 	if hc.Sign != nil {
 		signer = hc.Sign.Signer
 	}
+	var batch *deliver.Batch
+	if b := hc.Batch; b != nil {
+		batch = &deliver.Batch{MaxEvents: b.MaxEvents, MaxBytes: int(b.MaxBytes), MaxWait: b.MaxWait.D(),
+			Envelope: b.Format == config.BatchEnvelope, Headers: b.Headers}
+	}
 	return deliver.Policy{
 		Signer: signer,
+		Batch:  batch,
 		Limits: pacer.Limits{
 			Rate:            hc.Rate.PerSecond(),
 			Burst:           hc.Burst,

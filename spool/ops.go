@@ -284,6 +284,29 @@ func (s *Spool) Delete(m *Message) error {
 	return s.submitWait(&deleteOp{opBase: opBase{msg: m}, old: m.size})
 }
 
+// DeleteAll is Delete for the members of a batch delivered in one request:
+// their removals are submitted together, so that one commit (one fsync)
+// usually makes them all durable. It returns once every removal is
+// settled, with the first error.
+func (s *Spool) DeleteAll(ms []*Message) error {
+	dones := make([]chan error, 0, len(ms))
+	var first error
+	for _, m := range ms {
+		done := make(chan error, 1)
+		if err := s.submit(&deleteOp{opBase: opBase{msg: m, done: done}, old: m.size}); err != nil {
+			first = err
+			break
+		}
+		dones = append(dones, done)
+	}
+	for _, done := range dones {
+		if err := <-done; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // Update persists m's delivery state (attempts, last status and error)
 // after a failed attempt, without waiting for the write.
 func (s *Spool) Update(m *Message) {

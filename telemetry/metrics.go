@@ -38,6 +38,7 @@ type Metrics struct {
 
 	ingest     metric.Int64ObservableCounter
 	deliveries metric.Int64Counter
+	batched    metric.Int64Counter
 	latency    metric.Float64Histogram
 
 	spoolMessages metric.Int64ObservableGauge
@@ -122,6 +123,11 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		metric.WithUnit("{attempt}")); err != nil {
 		return nil, fmt.Errorf("create %s: %w", MetricDeliveries, err)
 	}
+	if m.batched, err = meter.Int64Counter(MetricBatchWebhooks,
+		metric.WithDescription("Webhooks carried by batched delivery attempts, by destination host and the attempt's outcome (each attempt is also one of hookpace_deliveries_total)."),
+		metric.WithUnit("{webhook}")); err != nil {
+		return nil, fmt.Errorf("create %s: %w", MetricBatchWebhooks, err)
+	}
 	if m.latency, err = meter.Float64Histogram(MetricDeliveryLatency,
 		metric.WithDescription("Time from enqueue to successful delivery."),
 		metric.WithUnit("s"),
@@ -198,6 +204,18 @@ func (m *Metrics) Delivery(ctx context.Context, host string, o DeliveryOutcome) 
 		panic("telemetry: unknown " + o.String())
 	}
 	m.deliveries.Add(ctx, 1, m.entry(host).delivered[o]...)
+}
+
+// BatchWebhooks counts the n webhooks that one batched delivery attempt to
+// host carried, by the attempt's outcome.
+func (m *Metrics) BatchWebhooks(ctx context.Context, host string, o DeliveryOutcome, n int) {
+	if m == nil {
+		return
+	}
+	if o >= numDeliveryOutcomes {
+		panic("telemetry: unknown " + o.String())
+	}
+	m.batched.Add(ctx, int64(n), m.entry(host).delivered[o]...)
 }
 
 // DeliveryLatency records the time from enqueue to successful delivery.

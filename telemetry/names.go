@@ -11,6 +11,7 @@ import "strconv"
 const (
 	MetricIngestRequests  = "hookpace_ingest_requests_total"    // counter {outcome}
 	MetricDeliveries      = "hookpace_deliveries_total"         // counter {host,outcome}
+	MetricBatchWebhooks   = "hookpace_batch_webhooks_total"     // counter {host,outcome}
 	MetricDeliveryLatency = "hookpace_delivery_latency_seconds" // histogram {host}
 	MetricSpoolMessages   = "hookpace_spool_messages"           // gauge {} total, {host} per host
 	MetricSpoolBytes      = "hookpace_spool_bytes"              // gauge {} total, {host} per host

@@ -1,0 +1,243 @@
+package deliver
+
+// Batching (issue 24): for a host with a batch policy, webhooks to the
+// same URL with JSON bodies go together, many to one request, as a JSON
+// array of their bodies or as an envelope that carries each one's id,
+// arrival and chosen headers. The spool keeps one record per webhook; a
+// batch exists only from the moment it is gathered until its attempt's
+// outcome is applied to every member.
+//
+// A batch takes one token and one slot, like one webhook. It is gathered
+// from the host's ready queue when a slot could go: the head and the
+// messages behind it with the same method and URL, in id order, up to
+// max_events and max_bytes. A batch that is not full waits for company
+// while more is on its way (a spool read, or attempts in flight while the
+// spool holds more), and while its first member is younger than max_wait.
+// A 2xx deletes every member; a 429 puts the members back at the head of
+// the queue, to be gathered again after the hold; a failure retries the
+// same members together after the backoff; a permanent failure buries
+// each member as its own dead letter, which can be replayed alone.
+
+import (
+	"encoding/json"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hookpace/hookpace/spool"
+)
+
+// Batch is a host's batching policy.
+type Batch struct {
+	MaxEvents int           // members of one batch, >= 2
+	MaxBytes  int           // of a batch's whole body
+	MaxWait   time.Duration // how long a lone webhook waits for company
+	// Envelope sends {"events": [...]} with each member's id, arrival,
+	// the Headers listed and body; otherwise a JSON array of the bodies.
+	Envelope bool
+	Headers  []string // canonical names
+}
+
+// events is how many webhooks one request may carry: 1 without batching.
+func (b *Batch) events() int {
+	if b == nil {
+		return 1
+	}
+	return b.MaxEvents
+}
+
+// pick is what host.next chose to send: a message alone (m), a batch
+// retried whole (batch), or a batch to gather from the ready queue at the
+// positions idx (host.take fills batch).
+type pick struct {
+	m     *spool.Message
+	batch []*spool.Message
+	idx   []int
+}
+
+func (p pick) empty() bool { return p.m == nil && p.batch == nil && p.idx == nil }
+
+// batchCount is what a batching host has delivered since the start.
+type batchCount struct {
+	requests, webhooks int64
+}
+
+// gather returns the batch that head leads (head alone when it cannot be
+// batched), or nothing while the batch waits for company.
+func (h *host) gather(head *spool.Message, now time.Time) (pick, bool, time.Time) {
+	b := h.pol.Batch
+	size := h.fitOf(head)
+	if size < 0 {
+		return pick{m: head}, false, time.Time{}
+	}
+	idx, total := []int{0}, frame(b)+size
+	full := false
+	for i := 1; i < h.ready.len() && len(idx) < b.MaxEvents; i++ {
+		m := h.ready.at(i)
+		if m.URL != head.URL || m.Method != head.Method {
+			continue
+		}
+		n := h.fitOf(m)
+		if n < 0 {
+			continue
+		}
+		if total+1+n > b.MaxBytes {
+			full = true
+			break
+		}
+		idx = append(idx, i)
+		total += 1 + n
+	}
+	if !full && len(idx) < b.MaxEvents {
+		if h.loading || h.onDisk && h.pace.InFlight() > 0 {
+			return pick{}, false, time.Time{} // company is on its way; its arrival pumps h
+		}
+		if until := head.Enqueued.Add(b.MaxWait); now.Before(until) {
+			return pick{}, false, until
+		}
+	}
+	return pick{idx: idx}, false, time.Time{}
+}
+
+// fitOf is how many bytes m adds to a batch of h (a separating comma not
+// counted), or -1 if m goes alone: it is not JSON, or too big.
+func (h *host) fitOf(m *spool.Message) int {
+	if n, ok := h.fit[m]; ok {
+		return n
+	}
+	if h.fit == nil {
+		h.fit = make(map[*spool.Message]int)
+	}
+	n := -1
+	if b := h.pol.Batch; batchable(m) {
+		n = len(m.Body)
+		if b.Envelope {
+			n += len(appendEventHead(nil, m, b.Headers)) + 1
+		}
+		if frame(b)+n > b.MaxBytes {
+			n = -1
+		}
+	}
+	h.fit[m] = n
+	return n
+}
+
+// batchable reports whether m may join a batch: its body is JSON, by its
+// Content-Type and in fact.
+func batchable(m *spool.Message) bool {
+	mt, _, err := mime.ParseMediaType(m.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+		return false
+	}
+	return json.Valid(m.Body)
+}
+
+// frame is the bytes a batch's body has around its members.
+func frame(b *Batch) int {
+	if b.Envelope {
+		return len(`{"events":[]}`)
+	}
+	return len(`[]`)
+}
+
+// encodeBatch returns the body of a batch of ms.
+func encodeBatch(b *Batch, ms []*spool.Message) []byte {
+	n := frame(b)
+	for _, m := range ms {
+		n += len(m.Body) + 1
+		if b.Envelope {
+			n += 128
+		}
+	}
+	buf := make([]byte, 0, n)
+	if b.Envelope {
+		buf = append(buf, `{"events":[`...)
+	} else {
+		buf = append(buf, '[')
+	}
+	for i, m := range ms {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		if b.Envelope {
+			buf = appendEventHead(buf, m, b.Headers)
+			buf = append(buf, m.Body...)
+			buf = append(buf, '}')
+		} else {
+			buf = append(buf, m.Body...)
+		}
+	}
+	if b.Envelope {
+		return append(buf, "]}"...)
+	}
+	return append(buf, ']')
+}
+
+// appendEventHead appends an envelope event up to its body:
+// {"id":"…","received_at":"…","headers":{…},"body":
+func appendEventHead(buf []byte, m *spool.Message, headers []string) []byte {
+	buf = append(buf, `{"id":"`...)
+	buf = append(buf, spool.IDString(m.OriginID())...)
+	buf = append(buf, `","received_at":"`...)
+	buf = m.Enqueued.UTC().AppendFormat(buf, time.RFC3339Nano)
+	buf = append(buf, `","headers":{`...)
+	first := true
+	for _, k := range headers {
+		vs := m.Header[k]
+		if len(vs) == 0 {
+			continue
+		}
+		if !first {
+			buf = append(buf, ',')
+		}
+		first = false
+		buf = appendJSONString(buf, k)
+		buf = append(buf, ':')
+		buf = appendJSONString(buf, strings.Join(vs, ", "))
+	}
+	return append(buf, `},"body":`...)
+}
+
+func appendJSONString(buf []byte, s string) []byte {
+	b, _ := json.Marshal(s) // a string always encodes
+	return append(buf, b...)
+}
+
+// perMessage lists the headers that belong to one webhook and not to a
+// batch of them: the batch has its own body, length and trace.
+var perMessage = map[string]bool{
+	"Content-Type": true, "Content-Length": true, "Content-Encoding": true,
+	"Traceparent": true, "Tracestate": true, "Baggage": true,
+}
+
+// batchHeader is a batch request's header: the headers every member has
+// with the same values, but for those of perMessage, and a JSON
+// Content-Type.
+func batchHeader(ms []*spool.Message) http.Header {
+	hdr := http.Header{}
+	for k, v := range ms[0].Header {
+		if perMessage[k] {
+			continue
+		}
+		same := true
+		for _, m := range ms[1:] {
+			if !slices.Equal(m.Header[k], v) {
+				same = false
+				break
+			}
+		}
+		if same {
+			hdr[k] = slices.Clone(v)
+		}
+	}
+	hdr.Set("Content-Type", "application/json")
+	return hdr
+}
+
+// batchID is a batch's id for the receiver (the id header, the signature):
+// its first and last members' ids. A batch retried whole keeps it.
+func batchID(ms []*spool.Message) string {
+	return spool.IDString(ms[0].OriginID()) + "-" + spool.IDString(ms[len(ms)-1].OriginID())
+}
