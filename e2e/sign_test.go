@@ -237,28 +237,33 @@ func TestReadmeSigningSnippet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const marker = "<!-- example: examples/node-receiver/receiver.mjs -->\n```js\n"
-	i := strings.Index(string(readme), marker)
-	if i < 0 {
-		t.Fatal("README has no marked snippet of examples/node-receiver/receiver.mjs")
-	}
-	snippet := string(readme[i+len(marker):])
-	snippet = snippet[:strings.Index(snippet, "```")]
-	src, err := os.ReadFile("../examples/node-receiver/receiver.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, at := strings.Split(string(src), "\n"), 0
-	for _, want := range strings.Split(snippet, "\n") {
-		if want = strings.TrimSpace(want); want == "" {
-			continue
+	for _, ex := range []struct{ file, lang string }{
+		{"examples/node-receiver/receiver.mjs", "js"},
+		{"examples/python-receiver/receiver.py", "python"},
+	} {
+		marker := "<!-- example: " + ex.file + " -->\n```" + ex.lang + "\n"
+		i := strings.Index(string(readme), marker)
+		if i < 0 {
+			t.Fatalf("README has no marked snippet of %s", ex.file)
 		}
-		for at < len(lines) && strings.TrimSpace(lines[at]) != want {
+		snippet := string(readme[i+len(marker):])
+		snippet = snippet[:strings.Index(snippet, "```")]
+		src, err := os.ReadFile("../" + ex.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, at := strings.Split(string(src), "\n"), 0
+		for _, want := range strings.Split(snippet, "\n") {
+			if want = strings.TrimSpace(want); want == "" {
+				continue
+			}
+			for at < len(lines) && strings.TrimSpace(lines[at]) != want {
+				at++
+			}
+			if at == len(lines) {
+				t.Fatalf("README snippet line %q is not in %s (in this order)", want, ex.file)
+			}
 			at++
 		}
-		if at == len(lines) {
-			t.Fatalf("README snippet line %q is not in receiver.mjs (in this order)", want)
-		}
-		at++
 	}
 }
