@@ -366,3 +366,33 @@ func TestPausedBacklogGoesInFullBatches(t *testing.T) {
 		exactlyOnce(t, got, 200)
 	})
 }
+
+// A reload that turns batching off while a batch waits for its retry
+// sends its members alone.
+func TestBatchingOffSplitsRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+			if n == 1 {
+				return 503, nil
+			}
+			return 200, nil
+		}}
+		d, q := setup(t, rc, map[string]Policy{"b.example": batchPolicy(10, 1<<20, 0)}, 0)
+		q.put(jsonHooks("b.example", 3, samePath)...)
+		synctest.Wait()
+		d.SetPolicy(func(string) Policy { return policy(100, 10, 2) })
+		waitEmpty(t, q, time.Minute)
+		got := rc.arrivals("b.example")
+		if len(got) != 4 {
+			t.Fatalf("%d requests, want the batch and then its 3 members alone", len(got))
+		}
+		var alone []string
+		for _, a := range got[1:] {
+			alone = append(alone, a.body)
+		}
+		slices.Sort(alone)
+		if !slices.Equal(alone, []string{`{"n": 0}`, `{"n": 1}`, `{"n": 2}`}) {
+			t.Fatalf("after the reload: %q", alone)
+		}
+	})
+}

@@ -106,3 +106,18 @@ func (r *retryQueue) pop() {
 	r.items[0] = retryItem{}
 	r.items = r.items[1:]
 }
+
+// unbatch replaces each batch with its members, each due when it was.
+func (r *retryQueue) unbatch() {
+	items := r.items
+	r.items, r.msgs = nil, 0
+	for _, it := range items {
+		if it.batch == nil {
+			r.insert(it)
+			continue
+		}
+		for _, m := range it.batch {
+			r.insert(retryItem{at: it.at, m: m})
+		}
+	}
+}
