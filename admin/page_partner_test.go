@@ -27,3 +27,12 @@ func TestPageViewPartnerLimits(t *testing.T) {
 		t.Errorf("note %q", v.RateNote)
 	}
 }
+
+// A batching host's policy and counts show under its rate.
+func TestPageViewBatch(t *testing.T) {
+	v := hostRow{HostStatus: deliver.HostStatus{Host: "b.example", Rate: 10, ConfiguredRate: 50, Breaker: "closed",
+		Batch: &deliver.BatchStatus{Format: "json-array", MaxEvents: 50, Requests: 4, Webhooks: 200}}}.view(time.Now())
+	if want := "of 50/s configured; batches of up to 50 (json-array): 200 webhooks in 4 requests"; v.RateNote != want {
+		t.Errorf("note %q, want %q", v.RateNote, want)
+	}
+}

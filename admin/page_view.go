@@ -95,9 +95,10 @@ func (r hostRow) view(now time.Time) hostView {
 	} else if r.ConfiguredRate <= 0 {
 		v.RateText = "unlimited"
 	}
-	if r.Learned != "" {
-		v.RateNote = strings.TrimSpace(v.RateNote + "; " + r.Learned)
-		v.RateNote = strings.TrimPrefix(v.RateNote, "; ")
+	for _, note := range []string{r.Learned, r.batchText()} {
+		if note != "" {
+			v.RateNote = strings.TrimPrefix(v.RateNote+"; "+note, "; ")
+		}
 	}
 	switch {
 	case r.Paused:
@@ -218,4 +219,11 @@ func num(n any) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+func (r hostRow) batchText() string {
+	if r.Batch == nil {
+		return ""
+	}
+	return r.Batch.Text()
 }

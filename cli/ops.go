@@ -116,6 +116,9 @@ func status(args []string, out io.Writer) error {
 		if h.Learned != "" {
 			rate += ", " + h.Learned
 		}
+		if h.Batch != nil {
+			rate += ", " + h.Batch.Text()
+		}
 		held := "-"
 		switch {
 		case h.Paused:

@@ -2,6 +2,7 @@ package deliver
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
@@ -48,6 +49,13 @@ type HostStatus struct {
 	LearnedUntil *time.Time `json:"learned_until,omitempty"`
 	// Batching hosts only (batch.go).
 	Batch *BatchStatus `json:"batch,omitempty"`
+}
+
+// Text is the batch policy and counts in a few words, for the status
+// page and `hookpace status`: "batches of up to 50 (json-array): 200
+// webhooks in 4 requests".
+func (b *BatchStatus) Text() string {
+	return fmt.Sprintf("batches of up to %d (%s): %d webhooks in %d requests", b.MaxEvents, b.Format, b.Webhooks, b.Requests)
 }
 
 // BatchStatus is a batching host's policy and what it has delivered in

@@ -89,6 +89,9 @@ hosts:
 	if b := st.Hosts[0].Batch; b.Requests != len(got) || b.Format != "json-array" || b.MaxEvents != 50 {
 		t.Errorf("/v1/hosts batch %+v, want %d requests of json-array, max_events 50", *b, len(got))
 	}
+	if out, err := hp.CLI("status"); err != nil || !strings.Contains(out, fmt.Sprintf("batches of up to 50 (json-array): 200 webhooks in %d requests", len(got))) {
+		t.Errorf("hookpace status: %v\n%s", err, out)
+	}
 	metrics := hp.Metrics()
 	want := fmt.Sprintf(`hookpace_batch_webhooks_total{host=%q,outcome="delivered"} 200`, rc.Host())
 	if !strings.Contains(metrics, want) {
