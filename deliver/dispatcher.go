@@ -177,6 +177,7 @@ func New(opts Options) *Dispatcher {
 	d := &Dispatcher{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, hosts: make(map[string]*host),
 		idle: make(chan func()), quit: make(chan struct{})}
 	if opts.Fleet != nil {
+		d.asks.tokensFor = tokensAheadFor
 		d.fleetDegraded, d.fleetLive, _ = opts.Fleet.State()
 		opts.Fleet.OnChange(d.fleetChanged)
 	}

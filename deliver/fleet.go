@@ -15,14 +15,22 @@ import (
 // runs off the lock on one asker goroutine, which sends the asks of every
 // host that has one queued in one round trip (fleetask.go) and re-enters
 // the lock with the answers; a host has one ask under way at a time, and
-// attempts that finished meanwhile are reported with its next ask. While Redis does not answer, hosts pace alone with their
-// share of the limits (fleet.Share) on their pacer.Host, and attempts
-// started so ("unleased") keep the host on its share until they finish.
+// attempts that finished meanwhile are reported with its next ask. A
+// host with a backlog keeps the leases of its successful attempts for its
+// next sends, with tokens taken ahead (fleetcarry.go), so that its slots
+// need not wait for a round trip. While Redis does not answer, hosts pace
+// alone with their share of the limits (fleet.Share) on their pacer.Host,
+// and attempts started so ("unleased") keep the host on its share until
+// they finish.
 
 // fleetHost is a host's fleet state, guarded by the dispatcher's mutex.
 type fleetHost struct {
 	asking   bool
 	grants   []string        // leases granted and not used yet
+	carry    []string        // leases kept from successful attempts, for the next sends
+	tokens   int             // taken ahead, for sends on carried leases
+	tokensBy time.Time       // ... until then; given back after
+	askedAt  time.Time       // when the ask under way was queued
 	done     []fleet.Release // finished attempts not reported yet
 	unleased int             // attempts in flight started on the local share
 	retryAt  time.Time       // do not ask for more before (zero: whenever needed)
@@ -31,7 +39,7 @@ type fleetHost struct {
 }
 
 func (f *fleetHost) busy() bool {
-	return f != nil && (f.asking || len(f.grants) > 0 || len(f.done) > 0 || f.unleased > 0)
+	return f != nil && (f.asking || len(f.grants) > 0 || len(f.carry) > 0 || f.tokens > 0 || len(f.done) > 0 || f.unleased > 0)
 }
 
 // fleetPoll is how often a host asks again when no time is known: slots
@@ -73,7 +81,8 @@ func (d *Dispatcher) acquire(h *host, now time.Time) (ok bool, wake time.Time, l
 		}
 		return ok, wake, ""
 	}
-	if len(h.fl.grants) == 0 {
+	carry := len(h.fl.grants) == 0 && h.fl.canCarry(now)
+	if len(h.fl.grants) == 0 && !carry {
 		if now.Before(h.fl.retryAt) {
 			return false, h.fl.retryAt, ""
 		}
@@ -82,6 +91,12 @@ func (d *Dispatcher) acquire(h *host, now time.Time) (ok bool, wake time.Time, l
 	}
 	if ok, wake = h.pace.Take(now); !ok {
 		return false, wake, ""
+	}
+	if carry {
+		h.fl.tokens--
+		lease = h.fl.carry[len(h.fl.carry)-1]
+		h.fl.carry = h.fl.carry[:len(h.fl.carry)-1]
+		return true, time.Time{}, lease
 	}
 	lease = h.fl.grants[0]
 	h.fl.grants = h.fl.grants[1:]
@@ -98,14 +113,14 @@ func (d *Dispatcher) afterPump(h *host) {
 		h.fl.done = append(h.fl.done, fleet.Release{Lease: l, Outcome: pacer.NoSend})
 	}
 	h.fl.grants = nil
-	if len(h.fl.done) > 0 {
+	if d.dropCarry(h, time.Now()) || len(h.fl.done) > 0 {
 		d.askFleet(h)
 	}
 }
 
 // wanted is how many sends h could start now: due messages, at most its
-// concurrency.
-func (h *host) wanted(now time.Time) int {
+// concurrency (counting the leases it keeps); due is all due sends.
+func (h *host) wanted(now time.Time) (want, due int) {
 	n := (h.ready.len() + h.pol.Batch.events() - 1) / h.pol.Batch.events() // a batch is one send
 	for _, it := range h.retry.items {
 		if it.at.After(now) {
@@ -113,7 +128,7 @@ func (h *host) wanted(now time.Time) int {
 		}
 		n++
 	}
-	return min(n, max(h.pol.Limits.Concurrency-h.pace.InFlight(), 0))
+	return min(n, max(h.pol.Limits.Concurrency-h.pace.InFlight()-len(h.fl.carry), 0)), n
 }
 
 // askFleet queues an ask for h's next sends (carrying its finished
@@ -123,15 +138,19 @@ func (d *Dispatcher) askFleet(h *host) {
 	if h.fl.asking || d.stopping {
 		return
 	}
-	want := 0
-	if !now.Before(h.fl.retryAt) && d.shared(h) {
-		want = h.wanted(now)
+	req := fleet.Request{Host: h.name, Limits: h.limits(), Releases: h.fl.done}
+	if d.shared(h) {
+		want, due := h.wanted(now)
+		if now.Before(h.fl.retryAt) {
+			want, due = 0, 0 // the bucket is empty: no token ahead either
+		}
+		req.Want = want
+		req.Ahead, req.GiveBack = d.tokensAhead(h, want, due, now)
 	}
-	if want == 0 && len(h.fl.done) == 0 {
+	if req.Want == 0 && req.Ahead == 0 && req.GiveBack == 0 && len(h.fl.done) == 0 {
 		return
 	}
-	req := fleet.Request{Host: h.name, Limits: h.limits(), Want: want, Releases: h.fl.done}
-	h.fl.done, h.fl.asking = nil, true
+	h.fl.done, h.fl.asking, h.fl.askedAt = nil, true, now
 	d.fleetAsk(h, req)
 }
 
@@ -143,6 +162,7 @@ func (d *Dispatcher) applyGrant(h *host, g fleet.Grant, want int, now time.Time)
 		return
 	}
 	h.fl.grants = append(h.fl.grants, g.Leases...)
+	d.gotTokens(h, g, now)
 	switch {
 	case len(g.Leases) >= want:
 		h.fl.retryAt = time.Time{}
@@ -173,8 +193,12 @@ func (d *Dispatcher) fleetReleased(h *host, lease string, r pacer.Result, now ti
 		}
 		return
 	}
+	keep := d.keepLease(h, r, now)
+	if keep {
+		h.fl.carry = append(h.fl.carry, lease)
+	}
 	h.fl.done = append(h.fl.done, fleet.Release{Lease: lease, Outcome: r.Outcome,
-		RetryAfter: r.RetryAfter, HasRetry: r.HasRetry, Age: now.Sub(r.SentAt)})
+		RetryAfter: r.RetryAfter, HasRetry: r.HasRetry, Age: now.Sub(r.SentAt), Keep: keep})
 }
 
 // fleetChanged applies the limiter's state (degraded or shared, live
@@ -191,6 +215,7 @@ func (d *Dispatcher) fleetChanged() {
 		if degraded && !was {
 			h.pace.Drain(now)
 			h.fl.grants, h.fl.retryAt = nil, time.Time{}
+			h.fl.carry, h.fl.tokens = nil, 0 // the leases expire; the tokens are spent
 		}
 		if h.timer != nil {
 			h.timer.Stop()
@@ -291,12 +316,13 @@ func (d *Dispatcher) flushFleet() {
 	var reqs []fleet.Request
 	for _, h := range d.hosts {
 		rel := h.fl.done
-		for _, l := range h.fl.grants {
+		for _, l := range append(h.fl.grants, h.fl.carry...) {
 			rel = append(rel, fleet.Release{Lease: l, Outcome: pacer.NoSend})
 		}
-		h.fl.done, h.fl.grants = nil, nil
-		if len(rel) > 0 {
-			reqs = append(reqs, fleet.Request{Host: h.name, Limits: h.pol.Limits, Releases: rel})
+		back := h.fl.tokens
+		h.fl.done, h.fl.grants, h.fl.carry, h.fl.tokens = nil, nil, nil, 0
+		if len(rel) > 0 || back > 0 {
+			reqs = append(reqs, fleet.Request{Host: h.name, Limits: h.pol.Limits, Releases: rel, GiveBack: back})
 		}
 	}
 	d.mu.Unlock()

@@ -17,6 +17,9 @@ const maxAskBatch = 128
 type fleetAsks struct {
 	queued  []queuedAsk
 	running bool // the asker goroutine is on its way
+	// tokensFor is how long tokens taken ahead may be used (tokensAheadFor;
+	// tests set more).
+	tokensFor time.Duration
 }
 
 type queuedAsk struct {

@@ -117,3 +117,92 @@ func TestFleetAsksShareRoundTrips(t *testing.T) {
 		t.Fatalf("%d round trips failed", obs.errs.Load())
 	}
 }
+
+// TestFleetKeepsLeaseForNextSend: a host with a backlog sends its next
+// webhook on the lease of the attempt that just succeeded, with a token
+// taken ahead, without waiting for Redis: the second webhook goes while
+// Redis is frozen. Every lease is back at the end.
+func TestFleetKeepsLeaseForNextSend(t *testing.T) {
+	srv := redistest.Start(t)
+	fl, err := fleet.New(fleet.Options{URL: srv.URL(), KeyPrefix: "t", Replica: "a", Timeout: time.Minute,
+		LeasePeriod: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gates := make(chan chan struct{}, 10)
+	rc := &receiver{handle: func(*http.Request, int) (int, http.Header) {
+		g := make(chan struct{})
+		gates <- g
+		<-g
+		return 200, nil
+	}}
+	pol := policy(100000, 100, 1) // holds back 50 tokens: 25 may be taken ahead
+	q := newMemQueue()
+	d := New(Options{Queue: q, Policy: func(string) Policy { return pol }, Client: &http.Client{Transport: rc},
+		Logger: slog.New(slog.DiscardHandler), Fleet: fl})
+	d.asks.tokensFor = time.Hour // used whenever the attempt ends
+	fl.Start()
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()); fl.Close() })
+	q.add("partner.example", 3)
+	first := <-gates // the first attempt, on a granted lease, with a token taken ahead
+	srv.Freeze()
+	close(first)
+	var second chan struct{}
+	select {
+	case second = <-gates: // sent on the kept lease: no round trip
+	case <-time.After(20 * time.Second):
+		srv.Thaw()
+		t.Fatal("the second webhook waited for Redis: the lease was not kept")
+	}
+	srv.Thaw()
+	close(second)
+	close(<-gates)
+	waitFor(t, 30*time.Second, "3 deliveries", func() bool { return q.left() == 0 })
+	if err := d.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if deg, _, _ := fl.State(); deg {
+		t.Fatal("degraded: an ask timed out while Redis was frozen")
+	}
+	g, err := fl.Ask(context.Background(), fleet.Request{Host: "partner.example", Limits: pol.Limits})
+	if err != nil || g.InFlight != 0 {
+		t.Fatalf("after every delivery: %+v %v, want no lease held", g, err)
+	}
+}
+
+// TestFleetKeptLeasesRenewed: two replicas send a long backlog to a fast
+// host on kept leases for several lease periods, with attempts far shorter
+// than the renewal interval: the leases stay counted (renewed with each
+// report), so the two together never exceed the concurrency.
+func TestFleetKeptLeasesRenewed(t *testing.T) {
+	srv := redistest.Start(t)
+	var g gauge
+	rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+		g.enter()
+		defer g.leave()
+		time.Sleep(2 * time.Millisecond) // the partner's own work
+		return 200, nil
+	}}
+	pol := policy(100000, 200, 3)
+	var qs []*memQueue
+	for _, name := range []string{"a", "b"} {
+		d, q, _ := fleetReplicaLease(t, srv, name, rc, pol, 300*time.Millisecond)
+		d.mu.Lock()
+		d.asks.tokensFor = time.Hour
+		d.mu.Unlock()
+		qs = append(qs, q)
+	}
+	for _, q := range qs {
+		q.add("partner.example", 600)
+	}
+	waitFor(t, 60*time.Second, "1200 deliveries", func() bool { return qs[0].left()+qs[1].left() == 0 })
+	if n := len(rc.arrivals("partner.example")); n != 1200 {
+		t.Fatalf("%d arrivals, want 1200", n)
+	}
+	if m := g.most.Load(); m > 3 {
+		t.Fatalf("%d at once, cap 3: a kept lease expired while in use", m)
+	}
+}

@@ -20,6 +20,9 @@ type Release struct {
 	// says the partner's quota is used up for RetryAfter: the host is held
 	// that long, with reason "quota".
 	Age time.Duration // since the attempt was sent
+	// Keep reports the attempt but keeps its lease, renewed, for the
+	// replica's next send (which needs a token taken ahead).
+	Keep bool
 }
 
 // Request is one send decision for one host.
@@ -28,6 +31,13 @@ type Request struct {
 	Limits   pacer.Limits
 	Want     int       // tokens and leases to take, 0 to only release
 	Releases []Release // finished attempts to apply first
+	// Ahead is how many tokens to take without leases, for sends on leases
+	// the replica keeps (Release.Keep). Tokens taken ahead and held unused
+	// widen the fleet's bound by as many sends, so a replica holds at most
+	// Reserve(limits, live) of them. GiveBack returns tokens taken ahead
+	// and not used.
+	Ahead    int
+	GiveBack int
 }
 
 // Grant is the fleet's answer.
@@ -47,6 +57,20 @@ type Grant struct {
 	C429     int
 	Breaker  string
 	Paused   bool
+	Tokens   int // taken ahead (Request.Ahead)
+}
+
+// Reserve is how many tokens taken ahead one of live replicas may hold
+// unused at a time: half of the part of the burst that the bucket holds
+// back for delays between a token and its send (pacer.Capacity), divided
+// among the replicas. A send in a window of W used either a token taken
+// in it (at most the bucket's capacity plus R·W) or one held at its start,
+// so the fleet stays within B + R·W. Zero for slow hosts, where nothing
+// is held back.
+func Reserve(lim pacer.Limits, live int) int {
+	lim = pacer.Sanitize(lim)
+	margin := float64(lim.Burst) - pacer.Capacity(lim)
+	return int(margin / float64(2*max(live, 1)))
 }
 
 // Ask applies req.Releases and takes up to req.Want tokens and leases, in
@@ -94,16 +118,17 @@ func (l *Limiter) askCall(req Request) (scriptCall, string) {
 	for i, d := range lim.HoldSchedule {
 		sched[i] = us(d)
 	}
-	args := make([]any, 0, 14+4*len(req.Releases))
+	args := make([]any, 0, 16+5*len(req.Releases))
 	args = append(args, l.nowArg(), ff(lim.Rate), ff(pacer.Capacity(lim)), max(lim.Concurrency, 1), req.Want,
 		us(l.opts.LeasePeriod), base, b01(lim.Adaptive), ff(lim.MinRate), max(lim.BreakerFailures, 1),
-		us(lim.BreakerCooldown), strings.Join(sched, ","), us(lim.MaxRetryAfter), len(req.Releases))
+		us(lim.BreakerCooldown), strings.Join(sched, ","), us(lim.MaxRetryAfter), len(req.Releases),
+		max(req.Ahead, 0), max(req.GiveBack, 0))
 	for _, r := range req.Releases {
 		ra := "-1"
 		if r.HasRetry {
 			ra = us(r.RetryAfter)
 		}
-		args = append(args, r.Lease, int(r.Outcome), ra, us(r.Age))
+		args = append(args, r.Lease, int(r.Outcome), ra, us(r.Age), b01(r.Keep))
 	}
 	keys := []string{l.key(req.Host, "tat"), l.key(req.Host, "leases"), l.key(req.Host, "state"), l.key(req.Host, "paused")}
 	return scriptCall{keys: keys, args: args}, base
@@ -111,13 +136,13 @@ func (l *Limiter) askCall(req Request) (scriptCall, string) {
 
 func parseGrant(v any, base string) (Grant, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 9 {
+	if !ok || len(a) != 10 {
 		return Grant{}, fmt.Errorf("fleet ask: unexpected reply %v", v)
 	}
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
 	s := func(i int) string { x, _ := a[i].(string); return x }
 	g := Grant{Reason: s(2), InFlight: int(n(3)), HeldFor: time.Duration(n(5)) * time.Microsecond,
-		C429: int(n(6)), Breaker: s(7), Paused: n(8) == 1}
+		C429: int(n(6)), Breaker: s(7), Paused: n(8) == 1, Tokens: int(n(9))}
 	g.Rate, _ = strconv.ParseFloat(s(4), 64)
 	for i := range int(n(0)) {
 		g.Leases = append(g.Leases, base+":"+strconv.Itoa(i+1))

@@ -9,18 +9,26 @@
 -- 3 bucket capacity (tokens), 4 concurrency, 5 want, 6 lease ttl µs,
 -- 7 lease id base, 8 adaptive (0/1), 9 min rate /s, 10 breaker failures,
 -- 11 breaker cooldown µs, 12 hold schedule (µs, comma-separated),
--- 13 max retry-after µs, 14 number of releases, then 4 per release:
+-- 13 max retry-after µs, 14 number of releases, 15 tokens to take ahead
+-- (without leases, for leases the replica keeps), 16 tokens given back
+-- (taken ahead and not used), then 5 per release:
 -- lease id, outcome (0 success, 1 throttled, 2 failure, 3 answered,
 -- 4 no send, 5 unresolved), retry-after µs (-1: none), age µs (since it
--- was sent).
+-- was sent), keep (1: the replica keeps the lease for its next send; it
+-- is renewed instead of removed).
 -- A "no send" with a retry-after is a partner's quota used up: the host is
 -- held that long ("quota"), without a 429's escalation or rate cut.
 -- "Unresolved" (NXDOMAIN) holds the host by the schedule, its own
 -- escalation (cdns), reason "dns", without a rate cut.
 --
+-- Tokens ahead are taken only when the host may send (not paused, held or
+-- breaker open/half-open), whatever the concurrency; tokens given back
+-- are taken off the bucket's debt as if never taken.
+--
 -- Returns: granted, wait µs (-1: no time known, poll), reason, fleet in
 -- flight, effective rate (string), held for µs, consecutive 429s,
--- breaker ("closed", "open", "half-open"), paused (0/1).
+-- breaker ("closed", "open", "half-open"), paused (0/1), tokens taken
+-- ahead.
 local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')
@@ -54,18 +62,26 @@ local reason = st['reason'] or ''
 local dirty, hold_set = false, false
 
 -- Members go to ZREM and ZADD in chunks: one call each for a whole ask.
-local function chunked(cmd, key, items)
+local function chunked(key, items, cmd, opt)
   for i = 1, #items, 500 do
-    redis.call(cmd, key, unpack(items, i, math.min(i + 499, #items)))
+    if opt then
+      redis.call(cmd, key, opt, unpack(items, i, math.min(i + 499, #items)))
+    else
+      redis.call(cmd, key, unpack(items, i, math.min(i + 499, #items)))
+    end
   end
 end
 
 local nrel = tonumber(ARGV[14])
-local released = {}
+local released, kept = {}, {}
 for i = 0, nrel - 1 do
-  local j = 15 + i * 4
+  local j = 17 + i * 5
   local outcome, ra, sent = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), now - tonumber(ARGV[j + 3])
-  if ARGV[j] ~= '' then released[#released + 1] = ARGV[j] end
+  if ARGV[j + 4] == '1' then
+    kept[#kept + 1], kept[#kept + 2] = now + lease_ttl, ARGV[j]
+  elseif ARGV[j] ~= '' then
+    released[#released + 1] = ARGV[j]
+  end
   dirty = true
   if outcome == 0 or outcome == 1 or outcome == 3 then
     failures, open_until, probe_until = 0, 0, 0
@@ -115,13 +131,18 @@ for i = 0, nrel - 1 do
   end
 end
 
-chunked('ZREM', KEYS[2], released)
+chunked(KEYS[2], released, 'ZREM')
+chunked(KEYS[2], kept, 'ZADD', 'XX')
 
 -- Times are kept relative to now: µs since the epoch are ~1.8e15, where a
 -- double has no room left for fractions of the emission interval.
 local T = 1000000 / (rate * 0.99)
 local ahead = math.max(tonumber(redis.call('GET', KEYS[1]) or '0') - now, 0)
 local tat_dirty = false
+local give_back = tonumber(ARGV[16])
+if give_back > 0 then
+  ahead, tat_dirty = math.max(ahead - give_back * T, 0), true
+end
 if hold_set then
   -- Gentle resume: one token at the end of the hold, then the rate.
   ahead, tat_dirty = math.max(ahead, held_until - now + (cap - 1) * T), true
@@ -152,7 +173,7 @@ else
     granted, inflight, dirty = k, inflight + k, true
     local added = {}
     for i = 1, k do added[2 * i - 1], added[2 * i] = now + lease_ttl, base .. ':' .. i end
-    chunked('ZADD', KEYS[2], added)
+    chunked(KEYS[2], added, 'ZADD')
     redis.call('PEXPIRE', KEYS[2], math.ceil(lease_ttl / 500))
     if breaker == 'half-open' then probe_until = now + lease_ttl end
     tat_dirty = true
@@ -162,6 +183,12 @@ else
     if granted == 0 then why = 'rate' end
     if inflight >= conc then wait = -1 end
   end
+end
+local tokens = 0
+local want_tokens = tonumber(ARGV[15])
+if want_tokens > 0 and not paused and held_until <= now and breaker == 'closed' then
+  tokens = math.max(math.min(want_tokens, math.floor((cap * T - ahead + 2) / T)), 0)
+  if tokens > 0 then ahead, tat_dirty = ahead + tokens * T, true end
 end
 
 if tat_dirty and ahead > 0 then
@@ -177,4 +204,4 @@ if dirty then
 end
 local held = 0
 if held_until > now then held = held_until - now end
-return {granted, wait, why, inflight, tostring(rate), held, c429, breaker, paused and 1 or 0}
+return {granted, wait, why, inflight, tostring(rate), held, c429, breaker, paused and 1 or 0, tokens}

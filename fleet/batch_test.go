@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/hookpace/hookpace/internal/redistest"
 	"github.com/hookpace/hookpace/pacer"
@@ -116,4 +117,93 @@ func TestAskManyRedisDown(t *testing.T) {
 	if deg, _, _ := a.State(); !deg || obs.fallbacks.Load() != 1 || obs.errs.Load() != 1 {
 		t.Fatalf("degraded %v, fallbacks %d, errors %d: want degraded, 1, 1", deg, obs.fallbacks.Load(), obs.errs.Load())
 	}
+}
+
+// TestTokensAhead: tokens taken ahead come out of the shared bucket (the
+// other replica gets what is left), are taken even when every slot is
+// held, never while the host is held, and tokens given back are in the
+// bucket again.
+func TestTokensAhead(t *testing.T) {
+	srv, clk := redistest.Start(t), newClock()
+	a, b := newLimiter(t, srv, clk, "a"), newLimiter(t, srv, clk, "b")
+	l := pacer.Limits{Rate: 10, Burst: 10, Concurrency: 2} // capacity 10: nothing held back at 10/s
+	ctx := context.Background()
+	g, err := a.AskMany(ctx, []Request{{Host: "h", Limits: l, Want: 2, Ahead: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g[0].Leases) != 2 || g[0].Tokens != 3 {
+		t.Fatalf("a: %+v, want 2 leases and 3 tokens ahead", g[0])
+	}
+	// Every slot is held, yet tokens ahead are granted (for a's kept leases).
+	if g := askOf(t, b, Request{Host: "h", Limits: l, Want: 1, Ahead: 10}); len(g.Leases) != 0 || g.Tokens != 5 {
+		t.Fatalf("b: %+v, want no lease (concurrency) and the 5 tokens left", g)
+	}
+	if g := askOf(t, b, Request{Host: "h", Limits: l, Ahead: 1}); g.Tokens != 0 {
+		t.Fatalf("empty bucket gave %d tokens", g.Tokens)
+	}
+	if g := askOf(t, a, Request{Host: "h", Limits: l, GiveBack: 3}); g.Tokens != 0 {
+		t.Fatalf("give back: %+v", g)
+	}
+	if g := askOf(t, b, Request{Host: "h", Limits: l, Ahead: 10}); g.Tokens != 3 {
+		t.Fatalf("after a gave 3 back: %d tokens, want 3", g.Tokens)
+	}
+	// A 429 holds the host: no token ahead until the hold ends.
+	clk.Add(2 * time.Second)
+	rel := Release{Lease: g[0].Leases[0], Outcome: pacer.Throttled, RetryAfter: time.Second, HasRetry: true}
+	if g := askOf(t, a, Request{Host: "h", Limits: l, Ahead: 5, Releases: []Release{rel}}); g.Tokens != 0 || g.HeldFor <= 0 {
+		t.Fatalf("held host: %+v, want no token", g)
+	}
+}
+
+// TestKeepRenewsLease: a release with Keep reports the attempt and keeps
+// its lease counted, renewed for a lease period from then.
+func TestKeepRenewsLease(t *testing.T) {
+	srv, clk := redistest.Start(t), newClock()
+	a, b := newLimiter(t, srv, clk, "a"), newLimiter(t, srv, clk, "b")
+	l := pacer.Limits{Rate: 1000, Burst: 100, Concurrency: 1}
+	g := ask(t, a, l, 1)
+	if len(g.Leases) != 1 {
+		t.Fatalf("%+v", g)
+	}
+	clk.Add(9 * time.Second) // the lease period is 10 s
+	keep := Release{Lease: g.Leases[0], Outcome: pacer.Success, Keep: true}
+	if g := askOf(t, a, Request{Host: "partner.example", Limits: l, Releases: []Release{keep}}); g.InFlight != 1 {
+		t.Fatalf("kept lease not counted: %+v", g)
+	}
+	clk.Add(9 * time.Second) // 18 s after the grant, 9 s after the renewal
+	if g := askOf(t, b, Request{Host: "partner.example", Limits: l, Want: 1}); len(g.Leases) != 0 || g.Reason != "concurrency" {
+		t.Fatalf("b got the kept slot: %+v", g)
+	}
+	clk.Add(2 * time.Second) // not renewed again: it expires
+	if g := askOf(t, b, Request{Host: "partner.example", Limits: l, Want: 1}); len(g.Leases) != 1 {
+		t.Fatalf("kept lease did not expire a lease period after its renewal: %+v", g)
+	}
+}
+
+func TestReserve(t *testing.T) {
+	for _, tc := range []struct {
+		lim  pacer.Limits
+		live int
+		want int
+	}{
+		{pacer.Limits{Rate: 1000000, Burst: 1000}, 1, 250}, // holds back burst/2 = 500
+		{pacer.Limits{Rate: 1000000, Burst: 1000}, 2, 125},
+		{pacer.Limits{Rate: 1000000, Burst: 20}, 1, 5},
+		{pacer.Limits{Rate: 1000, Burst: 100}, 1, 12}, // 25 ms at 1000/s
+		{pacer.Limits{Rate: 20, Burst: 10}, 3, 0},     // nothing held back
+	} {
+		if got := Reserve(tc.lim, tc.live); got != tc.want {
+			t.Errorf("Reserve(%+v, %d) = %d, want %d", tc.lim, tc.live, got, tc.want)
+		}
+	}
+}
+
+func askOf(t *testing.T, l *Limiter, req Request) Grant {
+	t.Helper()
+	g, err := l.Ask(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
