@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -270,7 +271,7 @@ func (a *api) listDead(w http.ResponseWriter, r *http.Request) {
 	out := DeadList{Total: total, Dead: make([]DeadLetter, 0, len(dead))}
 	for _, d := range dead {
 		m := d.Message
-		dl := DeadLetter{ID: spool.IDString(m.OriginID()), Host: m.Host, Method: m.Method, URL: m.URL, Reason: d.Reason,
+		dl := DeadLetter{ID: m.Ref().String(), Host: m.Host, Method: m.Method, URL: m.URL, Reason: d.Reason,
 			Status: m.LastStatus, Error: m.LastError, Attempts: m.Attempts, Enqueued: m.Enqueued.UTC(),
 			LastTry: m.LastTry.UTC(), DiedAt: d.DiedAt.UTC(), Bytes: len(m.Body)}
 		if body {
@@ -332,14 +333,10 @@ func (a *api) missingDead(f spool.DeadFilter) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	have := make(map[uint64]bool, len(found))
-	for _, d := range found {
-		have[d.Message.OriginID()] = true
-	}
 	var missing []string
-	for _, id := range f.IDs {
-		if !have[id] {
-			missing = append(missing, spool.IDString(id))
+	for _, r := range f.IDs {
+		if !slices.ContainsFunc(found, func(d *spool.Dead) bool { return r.Matches(d.Message.Ref()) }) {
+			missing = append(missing, r.String())
 		}
 	}
 	return missing, nil
@@ -359,7 +356,7 @@ func filter(r *http.Request, bulk bool) (spool.DeadFilter, error) {
 	q := r.URL.Query()
 	f := spool.DeadFilter{Host: q.Get("host")}
 	for _, s := range q["id"] {
-		id, err := spool.ParseID(s)
+		id, err := spool.ParseRef(s)
 		if err != nil {
 			return f, err
 		}

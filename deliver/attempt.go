@@ -46,7 +46,7 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 	ctx, span := d.opts.Tracer.Start(ctx, "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
 			attribute.String("hookpace.host", m.Host),
-			attribute.String("hookpace.message_id", spool.IDString(m.OriginID())),
+			attribute.String("hookpace.message_id", m.Ref().String()),
 			attribute.Int("hookpace.attempt", m.Attempts+1),
 		))
 	n := m.Attempts + 1 // m is ours until finish puts it back
@@ -78,7 +78,7 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 		span.SetStatus(codes.Error, reason)
 	}
 	span.End()
-	d.logAttempt(h.name, spool.IDString(m.OriginID()), m.Enqueued, n, res, v, reason, next, now)
+	d.logAttempt(h.name, m.Ref().String(), m.Enqueued, n, res, v, reason, next, now)
 }
 
 // send makes one HTTP request for m.
@@ -87,7 +87,7 @@ func (d *Dispatcher) send(ctx context.Context, m *spool.Message, pol Policy) res
 	if hdr == nil {
 		hdr = http.Header{}
 	}
-	return d.post(ctx, pol, m.Method, m.URL, hdr, m.Body, spool.IDString(m.OriginID()), m.Attempts+1)
+	return d.post(ctx, pol, m.Method, m.URL, hdr, m.Body, m.Ref().String(), m.Attempts+1)
 }
 
 // post makes one HTTP request: a webhook, or a batch of them. id is what

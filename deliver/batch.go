@@ -179,7 +179,7 @@ func encodeBatch(b *Batch, ms []*spool.Message) []byte {
 // {"id":"…","received_at":"…","headers":{…},"body":
 func appendEventHead(buf []byte, m *spool.Message, headers []string) []byte {
 	buf = append(buf, `{"id":"`...)
-	buf = append(buf, spool.IDString(m.OriginID())...)
+	buf = append(buf, m.Ref().String()...)
 	buf = append(buf, `","received_at":"`...)
 	buf = m.Enqueued.UTC().AppendFormat(buf, time.RFC3339Nano)
 	buf = append(buf, `","headers":{`...)
@@ -239,5 +239,5 @@ func batchHeader(ms []*spool.Message) http.Header {
 // batchID is a batch's id for the receiver (the id header, the signature):
 // its first and last members' ids. A batch retried whole keeps it.
 func batchID(ms []*spool.Message) string {
-	return spool.IDString(ms[0].OriginID()) + "-" + spool.IDString(ms[len(ms)-1].OriginID())
+	return ms[0].Ref().String() + "-" + ms[len(ms)-1].Ref().String()
 }

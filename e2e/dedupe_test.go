@@ -36,7 +36,7 @@ hosts:
 	ids := map[string]string{}
 	for _, path := range []string{"/flaky", "/gone"} {
 		status, id := hp.Post(c, rc.URL+path, WebhookBody(1), http.Header{"X-Hookpace-Id": {"from-the-app"}})
-		if status != http.StatusAccepted || len(id) != 16 {
+		if status != http.StatusAccepted || len(id) != 32 {
 			t.Fatalf("POST %s: %d, id %q", path, status, id)
 		}
 		ids[path] = id

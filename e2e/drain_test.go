@@ -178,6 +178,27 @@ shutdown: {timeout: 10s, drain: 3s, handoff: "http://a:s3cret@%s"}
 	}
 	got := rc.Arrivals()
 	checkOnce(t, got, n)
+	// A handed-off webhook keeps the id its app got from A (receivers
+	// de-duplicate on it): B's ingest line gives it the id it had, and
+	// every delivery, A's or B's, carries one of A's ids, each once.
+	for _, line := range strings.Split(b.Log(), "\n") {
+		if _, from, ok := strings.Cut(line, "handoff_from="); ok {
+			from, _, _ = strings.Cut(from, " ")
+			if _, id, _ := strings.Cut(from, "/"); !strings.Contains(line, " id="+id) {
+				t.Errorf("B gave a handed-off webhook another id: %s", line)
+			}
+		}
+	}
+	_, first, _ := strings.Cut(a.Log(), "msg=ingest ")
+	_, aid, _ := strings.Cut(first, " id=")
+	ids := map[string]bool{}
+	for _, x := range got {
+		id := x.Header.Get("X-Hookpace-Id")
+		if len(id) != 32 || len(aid) < 16 || id[:16] != aid[:16] || ids[id] {
+			t.Errorf("a delivery with X-Hookpace-Id %q: want one of A's (%.16s...), each once", id, aid)
+		}
+		ids[id] = true
+	}
 	// B's deliveries come after A's (A stops delivering before it hands
 	// off): the last `handed` arrivals, paced by B's 20/s, burst 1.
 	sort.Slice(got, func(i, j int) bool { return got[i].At.Before(got[j].At) })

@@ -23,7 +23,7 @@ hosts:
 		t.Helper()
 		status, h, _ := PostRaw(t, hp.Client(), rc.URL+"/orders", []byte(fmt.Sprintf(`{"try":%d}`, n)), key)
 		id := h.Get("X-Hookpace-Id")
-		if status != http.StatusAccepted || len(id) != 16 {
+		if status != http.StatusAccepted || len(id) != 32 {
 			t.Fatalf("POST %d: %d, id %q", n, status, id)
 		}
 		if dup := h.Get("X-Hookpace-Duplicate"); (n > 1) != (dup == "true") {

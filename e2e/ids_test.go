@@ -19,13 +19,18 @@ func TestIDsNotReusedAfterKill9(t *testing.T) {
 	}
 	c := hp.Client()
 	var highest uint64
+	var spoolPart string // the first 16 of an id's 32 hex digits: the spool's identity, kept across restarts
 	post := func(rc *Receiver, i int) uint64 {
 		t.Helper()
 		status, id := hp.Post(c, fmt.Sprintf("%s/k/%d", rc.URL, i), WebhookBody(i), nil)
-		n, err := strconv.ParseUint(id, 16, 64)
-		if status != http.StatusAccepted || err != nil {
-			t.Fatalf("webhook %d: %d, id %q", i, status, id)
+		if len(id) != 32 {
+			t.Fatalf("webhook %d: %d, id %q, want 32 hex digits", i, status, id)
 		}
+		n, err := strconv.ParseUint(id[16:], 16, 64)
+		if status != http.StatusAccepted || err != nil || spoolPart != "" && id[:16] != spoolPart {
+			t.Fatalf("webhook %d: %d, id %q (spool part before: %q)", i, status, id, spoolPart)
+		}
+		spoolPart = id[:16]
 		return n
 	}
 	for i := 1; i <= 10; i++ {
@@ -51,7 +56,7 @@ func TestIDsNotReusedAfterKill9(t *testing.T) {
 		t.Fatalf("id %016x after kill -9, want above %016x: an id handed out before is reused", id, highest)
 	}
 	live.WaitFor(t, 10*time.Second, "webhook 11 delivered", func(as []Arrival) bool { return Delivered2xx(as) == 6 })
-	if got := live.Arrivals()[5].Header.Get("X-Hookpace-Id"); got != fmt.Sprintf("%016x", id) {
-		t.Fatalf("webhook 11 delivered with X-Hookpace-Id %q, want %016x", got, id)
+	if got := live.Arrivals()[5].Header.Get("X-Hookpace-Id"); got != fmt.Sprintf("%s%016x", spoolPart, id) {
+		t.Fatalf("webhook 11 delivered with X-Hookpace-Id %q, want %s%016x", got, spoolPart, id)
 	}
 }

@@ -27,10 +27,25 @@ import (
 )
 
 // Header carries a handed-off webhook's lineage: the sender's name and
-// the webhook's id there ("pod-a/0000000000000042"). The receiving
-// hookpace logs it next to the id it gives the webhook, and does not
-// store it: the partner gets what the app sent.
+// the webhook's id ("pod-a/<32 hex digits>"). The receiving hookpace logs
+// it and keeps the id (see Origin): the app's 202 named it, and receivers
+// de-duplicate on it. The header itself is not stored: the partner gets
+// what the app sent.
 const Header = "X-Hookpace-Handoff-From"
+
+// Origin returns the webhook id that a Header value carries, if it is a
+// whole one (with its spool part; an older hookpace sent ids without).
+func Origin(from string) (spool.Ref, bool) {
+	i := strings.LastIndexByte(from, '/')
+	if i < 0 {
+		return spool.Ref{}, false
+	}
+	ref, err := spool.ParseRef(from[i+1:])
+	if err != nil || ref.Spool == 0 {
+		return spool.Ref{}, false
+	}
+	return ref, true
+}
 
 // Queue is the spool as the hand-off sees it; *spool.Spool is the real one.
 // Nothing else may read or delete its messages meanwhile (the dispatcher
@@ -112,13 +127,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				} else {
 					res.Kept[reason]++
 					if res.Kept[reason] == 1 {
-						s.log.Warn("handoff: webhook kept here", "id", spool.IDString(m.OriginID()), "host", m.Host,
+						s.log.Warn("handoff: webhook kept here", "id", m.Ref().String(), "host", m.Host,
 							"target", s.target.Redacted(), "reason", reason, "note", "further ones for the same reason are counted at the end")
 					}
 				}
 				mu.Unlock()
 				if reason == "" {
-					s.log.Info("handoff", "id", spool.IDString(m.OriginID()), "host", m.Host, "new_id", newID, "target", s.target.Host)
+					s.log.Info("handoff", "id", m.Ref().String(), "host", m.Host, "new_id", newID, "target", s.target.Host)
 				}
 			}
 		})

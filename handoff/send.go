@@ -40,7 +40,7 @@ func (s *sender) handOff(ctx context.Context, m *spool.Message) (newID, kept str
 			// delete is durable sends it again after the restart.
 			if err := s.queue.Delete(m); err != nil {
 				s.log.Error("handoff: accepted there but not deleted here; it will be delivered twice",
-					"id", spool.IDString(m.OriginID()), "new_id", resp.id, "error", err)
+					"id", m.Ref().String(), "new_id", resp.id, "error", err)
 				return "", "local_delete_failed"
 			}
 			return resp.id, ""
@@ -93,7 +93,7 @@ func (s *sender) send(ctx context.Context, m *spool.Message) (answer, error) {
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header["User-Agent"] = nil // none rather than Go's default, as a delivery would
 	}
-	req.Header.Set(Header, s.from+"/"+spool.IDString(m.OriginID()))
+	req.Header.Set(Header, s.from+"/"+m.Ref().String())
 	if s.auth != "" {
 		req.Header.Set("Proxy-Authorization", s.auth)
 	}

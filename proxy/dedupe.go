@@ -90,14 +90,14 @@ func (p *Proxy) appendKeys(ctx context.Context, m *spool.Message, hp HostPolicy,
 	sp, ok := p.opts.Spool.(KeySpooler)
 	if k.Idempotency == "" && k.Coalesce == "" || !ok {
 		err := p.opts.Spool.Append(ctx, m, hp.MaxQueued)
-		return decision{outcome: outcomeAccepted, status: http.StatusAccepted, id: spool.IDString(m.ID)}, err
+		return decision{outcome: outcomeAccepted, status: http.StatusAccepted, id: m.Ref().String()}, err
 	}
 	k.Window = hp.DedupeWindow
 	how, err := sp.AppendKeys(ctx, m, hp.MaxQueued, k)
 	if err != nil {
 		return decision{}, err
 	}
-	d := decision{outcome: outcomeAccepted, status: http.StatusAccepted, id: spool.IDString(m.ID)}
+	d := decision{outcome: outcomeAccepted, status: http.StatusAccepted, id: m.Ref().String()}
 	c, _ := p.opts.Metrics.(DedupeCounter)
 	switch how {
 	case spool.Duplicate:

@@ -70,6 +70,7 @@ type coal struct {
 // AppendKeys is Append with an idempotency key and a coalesce key, either
 // of which may be empty.
 func (s *Spool) AppendKeys(ctx context.Context, m *Message, hostLimit int64, k Keys) (Appended, error) {
+	m.Spool = s.instance // a duplicate answers with the first one's id, of this spool
 	var on *once
 	if k.Idempotency != "" && k.Window > 0 {
 		if len(k.Idempotency) > MaxIdempotencyKey {

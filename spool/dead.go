@@ -44,7 +44,7 @@ func decodeDead(id uint64, v []byte) (*Dead, error) {
 
 // DeadFilter selects dead letters. The zero value selects all of them.
 type DeadFilter struct {
-	IDs  []uint64 // only these
+	IDs  []Ref  // only these (a Ref without its spool part: of this spool)
 	Host string   // only this host
 }
 
@@ -55,8 +55,9 @@ func (f DeadFilter) match(d *Dead) bool {
 	if len(f.IDs) == 0 {
 		return true
 	}
-	for _, id := range f.IDs {
-		if id == d.Message.OriginID() {
+	ref := d.Message.Ref()
+	for _, r := range f.IDs {
+		if r.Matches(ref) {
 			return true
 		}
 	}
@@ -91,6 +92,9 @@ func (s *Spool) eachDead(f DeadFilter, fn func(*Dead) bool) error {
 			var d *Dead
 			if err := item.Value(func(v []byte) (err error) {
 				d, err = decodeDead(id, v)
+				if d != nil {
+					d.Message.Spool = s.instance
+				}
 				return err
 			}); err != nil {
 				return err

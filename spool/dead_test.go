@@ -61,7 +61,7 @@ func TestDeadLetters(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("replay b: %d, %v", n, err)
 	}
-	n, err = s.ReplayDead(DeadFilter{IDs: []uint64{dead[0].Message.ID}})
+	n, err = s.ReplayDead(DeadFilter{IDs: []Ref{dead[0].Message.Ref()}})
 	if err != nil || n != 1 {
 		t.Fatalf("replay by id: %d, %v", n, err)
 	}

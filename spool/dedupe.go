@@ -108,6 +108,7 @@ func (s *Spool) AppendOnce(ctx context.Context, m *Message, hostLimit int64, key
 	if len(key) > MaxIdempotencyKey {
 		return false, errKeyTooLong
 	}
+	m.Spool = s.instance // a duplicate answers with the first one's id, of this spool
 	on := &once{key: onceKey(m.Host, key), expires: s.now().Add(window)}
 	if id, ok := s.lookupOnce(on.key); ok {
 		// Already durable: no need to take room or a round.

@@ -17,7 +17,13 @@ type Message struct {
 	// Origin is the id the app got with its 202 when the message has been
 	// queued again since under a new ID (a dead-letter replay); 0 when it
 	// is ID. See OriginID.
-	Origin   uint64
+	Origin uint64
+	// OriginSpool is the spool that gave Origin, when it is another
+	// hookpace's (a webhook handed off at its shutdown); 0: this one.
+	OriginSpool uint64
+	// Spool is the identity of the spool that holds the message (see Ref);
+	// the spool sets it, it is not stored.
+	Spool    uint64
 	Host     string // queue key: lower-case host, with the port when it is not the default
 	Method   string
 	URL      string
@@ -74,9 +80,12 @@ func (m *Message) OriginID() uint64 {
 // Record versions: version 2 is version 1 with the Origin id (a uvarint)
 // after the version byte, written only for a message that has one, so
 // that every other record stays as earlier versions of hookpace wrote it.
+// Version 3 is version 2 with the origin's spool (8 bytes) after the
+// Origin id, written only for a webhook handed off by another hookpace.
 const (
 	encodingVersion       = 1
 	encodingVersionOrigin = 2
+	encodingVersionHanded = 3
 )
 
 // encode appends a compact binary form of m to b. The format is a version
@@ -90,7 +99,11 @@ func (m *Message) encode(b []byte) []byte {
 
 // encodeHead appends everything encode writes before the body's length.
 func (m *Message) encodeHead(b []byte) []byte {
-	if m.Origin != 0 {
+	if m.OriginSpool != 0 {
+		b = append(b, encodingVersionHanded)
+		b = binary.AppendUvarint(b, m.Origin)
+		b = binary.BigEndian.AppendUint64(b, m.OriginSpool)
+	} else if m.Origin != 0 {
 		b = append(b, encodingVersionOrigin)
 		b = binary.AppendUvarint(b, m.Origin)
 	} else {
@@ -119,8 +132,11 @@ func (m *Message) headLen() int {
 	n := 1 + strLen(m.Method) + strLen(m.URL) + varintLen(m.Enqueued.UnixNano()) +
 		uvarintLen(uint64(m.Attempts)) + uvarintLen(uint64(m.LastStatus)) + strLen(m.LastError) +
 		varintLen(unixNano(m.LastTry)) + uvarintLen(uint64(len(m.Header)))
-	if m.Origin != 0 {
+	if m.Origin != 0 || m.OriginSpool != 0 {
 		n += uvarintLen(m.Origin)
+	}
+	if m.OriginSpool != 0 {
+		n += 8
 	}
 	for k, vs := range m.Header {
 		n += strLen(k) + uvarintLen(uint64(len(vs)))
@@ -174,7 +190,7 @@ var errCorrupt = errors.New("corrupt message record")
 func decodeMessage(host string, id uint64, b []byte) (*Message, error) {
 	d := decoder{b: b}
 	m := &Message{ID: id, Host: host}
-	if !d.version(&m.Origin) {
+	if !d.version(&m.Origin, &m.OriginSpool) {
 		if len(b) == 0 {
 			return nil, fmt.Errorf("message %s: %w", IDString(id), errCorrupt)
 		}
@@ -250,12 +266,22 @@ func (d *decoder) byte() byte {
 // version reads a message record's version byte, and the origin id of a
 // version 2 record into origin. It reports false for a version it does not
 // know (or no byte at all).
-func (d *decoder) version(origin *uint64) bool {
+func (d *decoder) version(origin, originSpool *uint64) bool {
 	switch d.byte() {
 	case encodingVersion:
 		return d.err == nil
 	case encodingVersionOrigin:
 		*origin = d.uvarint()
+		return d.err == nil
+	case encodingVersionHanded:
+		*origin = d.uvarint()
+		if d.err == nil && len(d.b) < 8 {
+			d.err = errCorrupt
+		}
+		if d.err == nil {
+			*originSpool = binary.BigEndian.Uint64(d.b)
+			d.b = d.b[8:]
+		}
 		return d.err == nil
 	}
 	if d.err == nil {

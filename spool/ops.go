@@ -242,6 +242,7 @@ func (s *Spool) Append(ctx context.Context, m *Message, hostLimit int64) error {
 }
 
 func (s *Spool) append(m *Message, hostLimit int64, on *once, co *coal) error {
+	m.Spool = s.instance
 	val := m.record()
 	if len(val) > MaxRecordSize {
 		return &WriteError{Err: ErrTooLarge}

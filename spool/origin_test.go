@@ -35,7 +35,7 @@ func TestReplayKeepsOriginID(t *testing.T) {
 	}
 	deadHosts("map[a.example:1 b.example:1]")
 
-	if n, err := s.ReplayDead(DeadFilter{IDs: []uint64{origin}}); n != 1 || err != nil {
+	if n, err := s.ReplayDead(DeadFilter{IDs: []Ref{{Seq: origin}}}); n != 1 || err != nil {
 		t.Fatalf("replay by the 202's id: %d, %v", n, err)
 	}
 	deadHosts("map[b.example:1]")
@@ -57,12 +57,12 @@ func TestReplayKeepsOriginID(t *testing.T) {
 	}
 	s.Bury(again, "permanent status 410", now)
 	flush(t, s)
-	dead, _, err := s.ListDead(DeadFilter{IDs: []uint64{origin}}, 0)
+	dead, _, err := s.ListDead(DeadFilter{IDs: []Ref{{Seq: origin}}}, 0)
 	if err != nil || len(dead) != 1 || dead[0].Message.OriginID() != origin {
 		t.Fatalf("listing by the 202's id after a second death: %v, %v", dead, err)
 	}
 	deadHosts("map[a.example:1 b.example:1]")
-	if n, err := s.PurgeDead(DeadFilter{IDs: []uint64{origin}}); n != 1 || err != nil {
+	if n, err := s.PurgeDead(DeadFilter{IDs: []Ref{{Seq: origin}}}); n != 1 || err != nil {
 		t.Fatalf("purge by the 202's id: %d, %v", n, err)
 	}
 	flush(t, s)

@@ -37,8 +37,8 @@ func (s *Spool) Oldest(host string) (time.Time, bool, error) {
 // decodeEnqueued reads the enqueue time from the head of a queue record.
 func decodeEnqueued(id uint64, b []byte) (time.Time, error) {
 	d := decoder{b: b}
-	var origin uint64
-	if !d.version(&origin) {
+	var origin, originSpool uint64
+	if !d.version(&origin, &originSpool) {
 		return time.Time{}, errCorrupt
 	}
 	d.bytes() // method

@@ -140,7 +140,10 @@ type Spool struct {
 	// writer goroutine), the id ceiling (raiseCeiling, saveSeq) and paused
 	// hosts (SetPaused). See the package comment for its keys.
 	kept *badger.DB
-	opts Options
+	// instance is the spool's identity, drawn when it was created: the
+	// spool part of its webhooks' ids (see Ref).
+	instance uint64
+	opts     Options
 	log  *slog.Logger
 
 	badgerErrors *atomic.Uint64 // errors Badger has logged (see apply)
@@ -228,7 +231,11 @@ func Open(opts Options) (*Spool, error) {
 	// below MaxVersion.
 	s.ts = queue.MaxVersion()
 	queue.SetDiscardTs(s.ts)
-	if err := s.load(); err != nil {
+	err = s.load()
+	if err == nil {
+		err = s.loadInstance()
+	}
+	if err != nil {
 		queue.Close()
 		kept.Close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
@@ -359,6 +366,7 @@ func (s *Spool) Read(host string, after uint64, max int) ([]*Message, error) {
 				return err
 			}
 			m.size = storedSize(host, v)
+			m.Spool = s.instance
 			out = append(out, m)
 			return nil
 		})
