@@ -45,7 +45,7 @@ func decodeDead(id uint64, v []byte) (*Dead, error) {
 // DeadFilter selects dead letters. The zero value selects all of them.
 type DeadFilter struct {
 	IDs  []Ref  // only these (a Ref without its spool part: of this spool)
-	Host string   // only this host
+	Host string // only this host
 }
 
 func (f DeadFilter) match(d *Dead) bool {

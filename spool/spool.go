@@ -144,7 +144,7 @@ type Spool struct {
 	// spool part of its webhooks' ids (see Ref).
 	instance uint64
 	opts     Options
-	log  *slog.Logger
+	log      *slog.Logger
 
 	badgerErrors *atomic.Uint64 // errors Badger has logged (see apply)
 
