@@ -30,7 +30,6 @@ type fleetHost struct {
 	carry    []string        // leases kept from successful attempts, for the next sends
 	tokens   int             // taken ahead, for sends on carried leases
 	tokensBy time.Time       // ... until then; given back after
-	askedAt  time.Time       // when the ask under way was queued
 	done     []fleet.Release // finished attempts not reported yet
 	unleased int             // attempts in flight started on the local share
 	retryAt  time.Time       // do not ask for more before (zero: whenever needed)
@@ -138,23 +137,28 @@ func (d *Dispatcher) askFleet(h *host) {
 	if h.fl.asking || d.stopping {
 		return
 	}
-	req := fleet.Request{Host: h.name, Limits: h.limits(), Releases: h.fl.done}
+	req := fleet.Request{Host: h.name, Limits: h.limits()}
+	back, expired := d.expireTokens(h, now) // before Releases: it may give kept leases back
+	req.Releases = h.fl.done
 	if d.shared(h) {
 		want, due := h.wanted(now)
 		if now.Before(h.fl.retryAt) {
 			want, due = 0, 0 // the bucket is empty: no token ahead either
 		}
 		req.Want = want
-		req.Ahead, req.GiveBack = d.tokensAhead(h, want, due, now)
+		if !expired {
+			req.Ahead, back = d.tokensAhead(h, want, due)
+		}
 	}
+	req.GiveBack = back
 	if req.Want == 0 && req.Ahead == 0 && req.GiveBack == 0 && len(h.fl.done) == 0 {
 		return
 	}
-	h.fl.done, h.fl.asking, h.fl.askedAt = nil, true, now
+	h.fl.done, h.fl.asking = nil, true
 	d.fleetAsk(h, req)
 }
 
-func (d *Dispatcher) applyGrant(h *host, g fleet.Grant, want int, now time.Time) {
+func (d *Dispatcher) applyGrant(h *host, g fleet.Grant, req fleet.Request, now time.Time) {
 	h.fl.last, h.fl.lastAt = g, now
 	if d.fleetDegraded {
 		// Redis answered this ask, but the heartbeat has not said the fleet
@@ -164,7 +168,10 @@ func (d *Dispatcher) applyGrant(h *host, g fleet.Grant, want int, now time.Time)
 	h.fl.grants = append(h.fl.grants, g.Leases...)
 	d.gotTokens(h, g, now)
 	switch {
-	case len(g.Leases) >= want:
+	case req.Ahead > 0 && g.Tokens == 0 && len(g.Leases) == 0 && (g.Wait <= 0 || g.Poll):
+		// Not even a token ahead (and no time known): not again at once.
+		h.fl.retryAt = now.Add(fleetPoll(g, g.Rate))
+	case len(g.Leases) >= req.Want && (req.Ahead == 0 || g.Tokens > 0):
 		h.fl.retryAt = time.Time{}
 	case g.Poll:
 		h.fl.retryAt = now.Add(fleetPoll(g, g.Rate))

@@ -68,7 +68,7 @@ func (d *Dispatcher) asker() {
 			if err == nil {
 				// On an error the limiter is degraded (its callback switched
 				// every host to its share); unreported leases expire.
-				d.applyGrant(a.h, grants[i], a.req.Want, now)
+				d.applyGrant(a.h, grants[i], a.req, now)
 			}
 			d.pump(a.h)
 		}

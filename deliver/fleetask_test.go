@@ -206,3 +206,25 @@ func TestFleetKeptLeasesRenewed(t *testing.T) {
 		t.Fatalf("%d at once, cap 3: a kept lease expired while in use", m)
 	}
 }
+
+// TestFleetTokensExpireUnused: a replica that never uses its tokens ahead
+// in time (here: they expire at once) still delivers everything, on plain
+// leases, and every lease and token is back at the end.
+func TestFleetTokensExpireUnused(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := &receiver{}
+	pol := policy(100000, 200, 3)
+	d, q, fl := fleetReplicaLease(t, srv, "a", rc, pol, time.Minute)
+	d.mu.Lock()
+	d.asks.tokensFor = time.Nanosecond
+	d.mu.Unlock()
+	q.add("partner.example", 300)
+	waitFor(t, 60*time.Second, "300 deliveries", func() bool { return q.left() == 0 })
+	if err := d.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g, err := fl.Ask(context.Background(), fleet.Request{Host: "partner.example", Limits: pol.Limits, Want: 3})
+	if err != nil || g.InFlight != 3 || len(g.Leases) != 3 {
+		t.Fatalf("after every delivery: %+v %v, want all 3 slots free", g, err)
+	}
+}

@@ -15,9 +15,10 @@ import (
 // takes up to fleet.Reserve tokens without leases. Tokens held unused are
 // what widens the fleet's bound, so a replica holds at most Reserve of
 // them (zero for slow hosts: nothing is kept there), and only for
-// tokensAheadFor after the ask that took them, so that a hold, pause or
-// breaker set by another replica stops this one within that time plus a
-// round trip; unused ones are given back with the next ask.
+// tokensAheadFor after the answer that brought them, so that a hold,
+// pause or breaker set by another replica stops this one within that time
+// plus a round trip; unused ones are given back with the next ask, which
+// then takes none ahead.
 
 // tokensAheadFor is how long tokens taken ahead may be used.
 const tokensAheadFor = 20 * time.Millisecond
@@ -38,19 +39,30 @@ func (d *Dispatcher) keepLease(h *host, r pacer.Result, now time.Time) bool {
 	return due > len(h.fl.carry)+len(h.fl.grants)
 }
 
-// tokensAhead is how many tokens h's next ask takes ahead, and how many it
-// gives back (expired, or not needed: no more due than the ask's leases).
-func (d *Dispatcher) tokensAhead(h *host, want, due int, now time.Time) (ahead, giveBack int) {
-	if h.fl.tokens > 0 && (!now.Before(h.fl.tokensBy) || due <= want) {
-		giveBack, h.fl.tokens = h.fl.tokens, 0
+// expireTokens gives back h's tokens ahead that were not used in time,
+// with the kept leases that waited for them (the host goes back to plain
+// leases; its next ask takes no tokens ahead, so that a replica too slow
+// to use them does not take them again and again).
+func (d *Dispatcher) expireTokens(h *host, now time.Time) (giveBack int, expired bool) {
+	if h.fl.tokens == 0 || now.Before(h.fl.tokensBy) {
+		return 0, false
 	}
+	giveBack, h.fl.tokens = h.fl.tokens, 0
+	d.releaseCarry(h)
+	return giveBack, true
+}
+
+// tokensAhead is how many tokens h's next ask takes ahead, and how many it
+// gives back (not needed: no more due than the ask's leases).
+func (d *Dispatcher) tokensAhead(h *host, want, due int) (ahead, giveBack int) {
 	if due <= want {
+		giveBack, h.fl.tokens = h.fl.tokens, 0
 		return 0, giveBack
 	}
 	room := fleet.Reserve(h.limits(), d.fleetLive) - h.fl.tokens
 	// Only as many as leases may come free for them: those kept, those of
 	// attempts in flight and those this ask takes.
-	return max(min(room, due-want, len(h.fl.carry)+h.pace.InFlight()+want), 0), giveBack
+	return max(min(room, due-want, len(h.fl.carry)+h.pace.InFlight()+want), 0), 0
 }
 
 // gotTokens applies an answer's tokens ahead. An answer with neither
@@ -59,7 +71,7 @@ func (d *Dispatcher) tokensAhead(h *host, want, due int, now time.Time) (ahead, 
 func (d *Dispatcher) gotTokens(h *host, g fleet.Grant, now time.Time) {
 	if g.Tokens > 0 {
 		h.fl.tokens += g.Tokens
-		h.fl.tokensBy = h.fl.askedAt.Add(d.asks.tokensFor)
+		h.fl.tokensBy = now.Add(d.asks.tokensFor)
 		return
 	}
 	if len(g.Leases) == 0 {
