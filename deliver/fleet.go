@@ -166,7 +166,7 @@ func (d *Dispatcher) applyGrant(h *host, g fleet.Grant, req fleet.Request, now t
 		return
 	}
 	h.fl.grants = append(h.fl.grants, g.Leases...)
-	d.gotTokens(h, g, now)
+	d.gotTokens(h, g, req, now)
 	switch {
 	case req.Ahead > 0 && g.Tokens == 0 && len(g.Leases) == 0 && (g.Wait <= 0 || g.Poll):
 		// Not even a token ahead (and no time known): not again at once.

@@ -65,16 +65,23 @@ func (d *Dispatcher) tokensAhead(h *host, want, due int) (ahead, giveBack int) {
 	return max(min(room, due-want, len(h.fl.carry)+h.pace.InFlight()+want), 0), 0
 }
 
-// gotTokens applies an answer's tokens ahead. An answer with neither
-// leases nor tokens (held, paused, breaker, bucket empty) ends keeping:
-// the kept leases are given back.
-func (d *Dispatcher) gotTokens(h *host, g fleet.Grant, now time.Time) {
+// gotTokens applies an answer's tokens ahead. An answer that says the
+// host may not send (paused, held, breaker not closed) ends keeping: the
+// kept leases are given back and the tokens in hand expire now (the next
+// ask gives them back); so does an answer to an ask for tokens ahead that
+// brought neither leases nor tokens (the bucket is empty).
+func (d *Dispatcher) gotTokens(h *host, g fleet.Grant, req fleet.Request, now time.Time) {
+	if g.Paused || g.HeldFor > 0 || g.Breaker != "" && g.Breaker != pacer.BreakerClosed {
+		h.fl.tokensBy = now
+		d.releaseCarry(h)
+		return
+	}
 	if g.Tokens > 0 {
 		h.fl.tokens += g.Tokens
 		h.fl.tokensBy = now.Add(d.asks.tokensFor)
 		return
 	}
-	if len(g.Leases) == 0 {
+	if req.Ahead > 0 && len(g.Leases) == 0 {
 		d.releaseCarry(h)
 	}
 }
