@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -32,6 +33,7 @@ type fleetRow struct {
 	cpu      time.Duration
 	trips    float64 // Redis round trips during the replay
 	redisCPU time.Duration
+	scripts  float64 // script calls (EVALSHA and EVAL) redis-server ran during the replay
 	others   float64
 	steal    float64
 	received int64
@@ -131,6 +133,10 @@ func (b *bench) fleetOnce(rep int, what string, nHosts int, mode string, rds *re
 			return nil, err
 		}
 	}
+	s0, err := rds.scriptCalls()
+	if err != nil {
+		return nil, err
+	}
 	c0, r0 := cpuTime(hp.pid()), cpuTime(rds.cmd.Process.Pid)
 	dist := startDisturbance()
 	t0 := time.Now()
@@ -149,6 +155,11 @@ func (b *bench) fleetOnce(rep int, what string, nHosts int, mode string, rds *re
 		last, row.received = max(last, st.LastNS), row.received+st.Count
 	}
 	row.cpu, row.redisCPU = cpuTime(hp.pid())-c0, cpuTime(rds.cmd.Process.Pid)-r0
+	s1, err := rds.scriptCalls()
+	if err != nil {
+		return nil, err
+	}
+	row.scripts = float64(s1 - s0)
 	if prof != "" {
 		if err := pprofCtl(env, "stop"); err != nil {
 			return nil, err
@@ -305,6 +316,38 @@ func startRedis(dir string) (*redisProc, error) {
 	}
 }
 
+var reScriptCalls = regexp.MustCompile(`(?m)^cmdstat_eval(?:sha)?:calls=([0-9]+)`)
+
+// scriptCalls is how many EVALSHA and EVAL calls redis-server has run
+// (INFO commandstats), over a connection of its own.
+func (r *redisProc) scriptCalls() (int64, error) {
+	c, err := net.DialTimeout("tcp", strings.TrimSuffix(strings.TrimPrefix(r.url, "redis://"), "/0"), 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("INFO commandstats\r\n")); err != nil {
+		return 0, err
+	}
+	rd := bufio.NewReader(c)
+	head, err := rd.ReadString('\n') // $<length>
+	if err != nil || !strings.HasPrefix(head, "$") {
+		return 0, fmt.Errorf("INFO commandstats: %q %v", head, err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(head[1:]))
+	body := make([]byte, n)
+	if _, err := io.ReadFull(rd, body); err != nil {
+		return 0, err
+	}
+	var sum int64
+	for _, m := range reScriptCalls.FindAllStringSubmatch(string(body), -1) {
+		v, _ := strconv.ParseInt(m[1], 10, 64)
+		sum += v
+	}
+	return sum, nil
+}
+
 func (r *redisProc) stop() {
 	r.cmd.Process.Kill()
 	r.cmd.Wait()
@@ -313,18 +356,19 @@ func (r *redisProc) stop() {
 func (r *report) writeFleet(s *strings.Builder) {
 	s.WriteString("\n5. Fleet: replay of N queued 1 KiB webhooks, fleet mode on a local redis-server against local pacing,\n" +
 		"   same run, alternating; one host at 1000000/s burst 1000 concurrency C, or 1000 hosts at the defaults' burst and\n" +
-		"   concurrency with rate 1000000/s; from the resume to the last arrival\n")
+		"   concurrency with rate 1000000/s; from the resume to the last arrival; redis trips: hookpace_fleet_round_trips_total\n" +
+		"   (a pipelined round trip may carry the asks of many hosts), scripts: EVALSHA/EVAL calls redis-server ran\n")
 	tw := tabwriter.NewWriter(s, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  rep\tcase\tmode\tN\telapsed\treq/s\tCPU µs/msg\tredis µs/msg\tredis trips\ttrips/delivery\treceived\tothers' cores\tsteal")
+	fmt.Fprintln(tw, "  rep\tcase\tmode\tN\telapsed\treq/s\tCPU µs/msg\tredis µs/msg\tredis trips\ttrips/delivery\tscripts/delivery\treceived\tothers' cores\tsteal")
 	for _, x := range r.fleet {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%v\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%.2f\t%.2f\n", x.rep, x.what, x.mode, x.n,
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%v\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\n", x.rep, x.what, x.mode, x.n,
 			x.elapsed.Round(time.Millisecond), x.rate, float64(x.cpu.Microseconds())/float64(x.n),
 			float64(x.redisCPU.Microseconds())/float64(x.n), x.trips,
-			x.trips/float64(x.n), x.received, x.others, x.steal)
+			x.trips/float64(x.n), x.scripts/float64(x.n), x.received, x.others, x.steal)
 	}
 	tw.Flush()
 	for _, what := range []string{"1 host", "1000 hosts"} {
-		var loc, fl, trips float64
+		var loc, fl, trips, scripts float64
 		var n int
 		for _, x := range r.fleet {
 			if x.what != what {
@@ -335,12 +379,13 @@ func (r *report) writeFleet(s *strings.Builder) {
 			} else {
 				fl += x.rate
 				trips += x.trips
+				scripts += x.scripts
 				n += x.n
 			}
 		}
 		if loc > 0 && n > 0 {
-			fmt.Fprintf(s, "  %s: fleet mode at %.1f%% of local pacing's deliveries per second (goal >= 70%%), %.2f Redis round trips per delivery (goal <= 1)\n",
-				what, 100*fl/loc, trips/float64(n))
+			fmt.Fprintf(s, "  %s: fleet mode at %.1f%% of local pacing's deliveries per second (goal >= 70%%), %.2f Redis round trips per delivery (goal <= 1; %.2f script calls)\n",
+				what, 100*fl/loc, trips/float64(n), scripts/float64(n))
 		}
 	}
 }
