@@ -259,3 +259,43 @@ func TestFleetHoldEndsKeeping(t *testing.T) {
 		t.Fatalf("ordinary answer: carry %v, tokens %d", h.fl.carry, h.fl.tokens)
 	}
 }
+
+// TestFleetKeptLeasesKeepBound: two replicas sending a backlog to a fast
+// host on kept leases and tokens taken ahead stay within B + R·W at the
+// receiver, and under the concurrency.
+func TestFleetKeptLeasesKeepBound(t *testing.T) {
+	srv := redistest.Start(t)
+	var g gauge
+	rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+		g.enter()
+		defer g.leave()
+		time.Sleep(time.Millisecond) // the partner's own work
+		return 200, nil
+	}}
+	pol := policy(2000, 100, 8) // holds back 50 tokens: 12 ahead per replica of two
+	var qs []*memQueue
+	for _, name := range []string{"a", "b"} {
+		_, q, fl := fleetReplica(t, srv, name, rc, pol)
+		if err := fl.Heartbeat(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		qs = append(qs, q)
+	}
+	for _, q := range qs {
+		q.add("partner.example", 1500)
+	}
+	waitFor(t, 60*time.Second, "3000 deliveries", func() bool { return qs[0].left()+qs[1].left() == 0 })
+	got := rc.arrivals("partner.example")
+	if len(got) != 3000 {
+		t.Fatalf("%d arrivals, want 3000", len(got))
+	}
+	for _, w := range []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond} {
+		bound := 100 + int(2000*w.Seconds())
+		if n := maxPerWindow(got, w); n > bound {
+			t.Fatalf("%d arrivals in %v, bound %d", n, w, bound)
+		}
+	}
+	if m := g.most.Load(); m > 8 {
+		t.Fatalf("%d at once, cap 8", m)
+	}
+}
