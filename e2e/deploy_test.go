@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // deployQueries returns every PromQL expression of the shipped alert rules
@@ -86,6 +88,14 @@ func TestDeployMetricsExist(t *testing.T) {
 		t.Errorf("promtool check metrics on a real scrape: %v\n%s", err, out)
 	}
 	os.WriteFile(filepath.Join(artifactDir(t), "metrics.txt"), []byte(scrape), 0o644)
+	// hookpace_batch_webhooks_total appears once a batch was delivered: a
+	// second hookpace, with a batching host, delivers one.
+	rc := NewReceiver(t)
+	hb := Start(t, fmt.Sprintf("egress: {allow: [\"127.0.0.0/8\"]}\nhosts:\n  %q: {batch: {max_events: 2, max_wait: 0s}}\n", rc.Host()))
+	PostAll(t, hb, 1, 1, func(int) string { return rc.URL + "/hook" })
+	rc.WaitFor(t, 10*time.Second, "a batch", func(as []Arrival) bool { return Delivered2xx(as) == 1 })
+	Poll(t, 10*time.Second, "the batch counted", func() bool { return strings.Contains(hb.Metrics(), "hookpace_batch_webhooks_total{") })
+	scrape += hb.Metrics()
 
 	families := map[string]bool{}
 	for _, l := range strings.Split(scrape, "\n") {
