@@ -57,19 +57,9 @@ var batchFields = map[string]bool{"max_events": true, "max_bytes": true, "max_wa
 // `format: none`, and base after recording problems when the block is
 // invalid.
 func resolveBatch(p *problems, path string, n *yaml.Node, base *Batching) *Batching {
-	n = deref(n)
-	if n.Kind == 0 {
-		return base
-	}
-	if n.Kind != yaml.MappingNode {
-		p.add(n.Line, path, "want a mapping (max_events, max_bytes, max_wait, format, headers), got %s", quoteNode(n))
-		return base
-	}
 	before := len(p.errs)
-	checkKnownFields(n, path, batchFields, map[*yaml.Node]bool{}, p)
 	var r rawBatch
-	if err := n.Decode(&r); err != nil {
-		p.add(n.Line, path, "%v", err)
+	if n = deref(n); !decodeBlock(p, path, n, batchFields, "max_events, max_bytes, max_wait, format, headers", &r) {
 		return base
 	}
 	f := func(name string) string { return path + "." + name }

@@ -62,19 +62,9 @@ type secretSource struct {
 // It returns base when n is absent, nil for `scheme: none`, and base after
 // recording problems when the block is invalid.
 func resolveSign(p *problems, path string, n *yaml.Node, base *Signing) *Signing {
-	n = deref(n)
-	if n.Kind == 0 {
-		return base
-	}
-	if n.Kind != yaml.MappingNode {
-		p.add(n.Line, path, "want a mapping (scheme, secret_file, secret_env, secrets, header, replace), got %s", quoteNode(n))
-		return base
-	}
 	before := len(p.errs)
-	checkKnownFields(n, path, signFields, map[*yaml.Node]bool{}, p)
 	var r rawSign
-	if err := n.Decode(&r); err != nil {
-		p.add(n.Line, path, "%v", err)
+	if n = deref(n); !decodeBlock(p, path, n, signFields, "scheme, secret_file, secret_env, secrets, header, replace", &r) {
 		return base
 	}
 	f := func(name string) string { return path + "." + name }
@@ -223,4 +213,24 @@ func isStandardHeader(h string) bool {
 		return true
 	}
 	return false
+}
+
+// decodeBlock decodes a host's sub-block (sign, batch) at n into raw,
+// reporting a value that is not a mapping, unknown fields and decoding
+// errors under path. It reports whether there is a block to resolve: false
+// when n is absent or unusable.
+func decodeBlock(p *problems, path string, n *yaml.Node, fields map[string]bool, want string, raw any) bool {
+	if n.Kind == 0 {
+		return false
+	}
+	if n.Kind != yaml.MappingNode {
+		p.add(n.Line, path, "want a mapping (%s), got %s", want, quoteNode(n))
+		return false
+	}
+	checkKnownFields(n, path, fields, map[*yaml.Node]bool{}, p)
+	if err := n.Decode(raw); err != nil {
+		p.add(n.Line, path, "%v", err)
+		return false
+	}
+	return true
 }

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -10,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -52,39 +49,7 @@ func TestPythonReceiverVerifies(t *testing.T) {
 	cmd := exec.Command("python3", "receiver.py")
 	cmd.Dir = filepath.Join("..", "examples", "python-receiver")
 	cmd.Env = append(os.Environ(), "WEBHOOK_SECRET="+e2eWhsec, "PYTHONPATH="+standardWebhooksPython(t))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "listening on ") {
-		t.Fatalf("python receiver did not start: %q %v", sc.Text(), sc.Err())
-	}
-	base := strings.TrimPrefix(sc.Text(), "listening on ")
-	var mu sync.Mutex
-	var verdicts []pyVerdict
-	go func() {
-		for sc.Scan() {
-			var v pyVerdict
-			if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-				t.Errorf("python receiver: %q: %v", sc.Text(), err)
-				continue
-			}
-			mu.Lock()
-			verdicts = append(verdicts, v)
-			mu.Unlock()
-		}
-	}()
-	got := func() []pyVerdict {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(verdicts)
-	}
+	base, got := startExampleReceiver[pyVerdict](t, cmd)
 
 	secret := filepath.Join(t.TempDir(), "whsec")
 	if err := os.WriteFile(secret, []byte(e2eWhsec+"\n"), 0o600); err != nil {

@@ -44,6 +44,14 @@ func startNodeReceiver(t *testing.T, secret string) (string, func() []nodeVerdic
 	cmd := exec.Command("node", "receiver.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "WEBHOOK_SECRET="+secret)
+	return startExampleReceiver[nodeVerdict](t, cmd)
+}
+
+// startExampleReceiver starts an example receiver (examples/*-receiver),
+// which prints "listening on URL" and then a JSON line per request, and
+// returns the URL and the lines so far, decoded as V.
+func startExampleReceiver[V any](t *testing.T, cmd *exec.Cmd) (string, func() []V) {
+	t.Helper()
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -55,27 +63,27 @@ func startNodeReceiver(t *testing.T, secret string) (string, func() []nodeVerdic
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	sc := bufio.NewScanner(out)
 	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "listening on ") {
-		t.Fatalf("node receiver did not start: %q %v", sc.Text(), sc.Err())
+		t.Fatalf("%s did not start: %q %v", cmd, sc.Text(), sc.Err())
 	}
 	base := strings.TrimPrefix(sc.Text(), "listening on ")
 	var mu sync.Mutex
-	var verdicts []nodeVerdict
+	var got []V
 	go func() {
 		for sc.Scan() {
-			var v nodeVerdict
+			var v V
 			if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-				t.Errorf("node receiver: %q: %v", sc.Text(), err)
+				t.Errorf("%s: %q: %v", cmd, sc.Text(), err)
 				continue
 			}
 			mu.Lock()
-			verdicts = append(verdicts, v)
+			got = append(got, v)
 			mu.Unlock()
 		}
 	}()
-	return base, func() []nodeVerdict {
+	return base, func() []V {
 		mu.Lock()
 		defer mu.Unlock()
-		return append([]nodeVerdict(nil), verdicts...)
+		return append([]V(nil), got...)
 	}
 }
 
