@@ -1,7 +1,8 @@
 package deliver
 
 // The two per-host message queues: ready (FIFO, a 429'd message goes back
-// to the front) and retry (ordered by when each message is due).
+// to the front) and retry (ordered by when each message is due), and how
+// a host picks what to send next from them.
 
 import (
 	"time"
@@ -120,4 +121,41 @@ func (r *retryQueue) unbatch() {
 			r.insert(retryItem{at: it.at, m: m})
 		}
 	}
+}
+
+// next returns what to send next: a retry that is due, else the head of
+// the ready queue (where a held message waits first in line), alone or
+// with the company it may take along (batch.go). When a batch waits for
+// company, it returns nothing, and until is when it stops waiting (zero:
+// when a load or an attempt finishes).
+func (h *host) next(now time.Time) (p pick, fromRetry bool, until time.Time) {
+	if at, ok := h.retry.peekAt(); ok && !at.After(now) {
+		it := h.retry.peek()
+		return pick{m: it.m, batch: it.batch}, true, time.Time{}
+	}
+	m := h.ready.peek()
+	if m == nil || h.pol.Batch == nil {
+		return pick{m: m}, false, time.Time{}
+	}
+	return h.gather(m, now)
+}
+
+// take removes what next picked from h's queues. It returns the message
+// to send alone, or nil for a batch (p.batch, filled in).
+func (h *host) take(p *pick, fromRetry bool) *spool.Message {
+	switch {
+	case fromRetry:
+		h.retry.pop()
+	case p.idx != nil:
+		p.batch = h.ready.takeAt(p.idx)
+		for _, m := range p.batch {
+			delete(h.fit, m)
+		}
+	default:
+		h.ready.pop()
+	}
+	if p.batch != nil {
+		h.extra += len(p.batch) - 1
+	}
+	return p.m
 }
