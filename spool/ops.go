@@ -243,6 +243,12 @@ func (s *Spool) Append(ctx context.Context, m *Message, hostLimit int64) error {
 
 func (s *Spool) append(m *Message, hostLimit int64, on *once, co *coal) error {
 	m.Spool = s.instance
+	if m.OriginSpool == s.instance {
+		// An origin on this very spool is no hand-off (one comes from
+		// another spool): the claim is dropped and m gets its own id, so
+		// that no client can give its webhook an id this spool hands out.
+		m.Origin, m.OriginSpool = 0, 0
+	}
 	val := m.record()
 	if len(val) > MaxRecordSize {
 		return &WriteError{Err: ErrTooLarge}

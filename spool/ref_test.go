@@ -106,3 +106,18 @@ func TestHandedOffKeepsItsRef(t *testing.T) {
 		t.Fatalf("replayed: %v (%v), want Ref %v", got, err, origin)
 	}
 }
+
+// A claimed origin on the spool itself is dropped: the webhook gets its
+// own id, never one the spool hands out.
+func TestOriginOnOwnSpoolIsDropped(t *testing.T) {
+	s := openTest(t, t.TempDir(), Options{})
+	defer s.Close()
+	m := newMsg("p.example", 1)
+	m.Origin, m.OriginSpool = 7, s.Instance()
+	if err := s.Append(context.Background(), m, 0); err != nil {
+		t.Fatal(err)
+	}
+	if want := (Ref{Spool: s.Instance(), Seq: m.ID}); m.Ref() != want || m.Origin != 0 {
+		t.Fatalf("Ref %v (origin %d), want its own %v", m.Ref(), m.Origin, want)
+	}
+}
