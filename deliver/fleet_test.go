@@ -32,6 +32,17 @@ func (g *gauge) enter() {
 }
 func (g *gauge) leave() { g.now.Add(-1) }
 
+// receiver is a partner that answers 200 after work, counting in g how
+// many requests it holds at once.
+func (g *gauge) receiver(work time.Duration) *receiver {
+	return &receiver{handle: func(*http.Request, int) (int, http.Header) {
+		g.enter()
+		defer g.leave()
+		time.Sleep(work)
+		return 200, nil
+	}}
+}
+
 func fleetReplica(t *testing.T, srv *redistest.Server, name string, rc *receiver, pol Policy) (*Dispatcher, *memQueue, *fleet.Limiter) {
 	t.Helper()
 	return fleetReplicaLease(t, srv, name, rc, pol, 3*time.Second)
@@ -72,12 +83,7 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 func TestFleetSharesLimits(t *testing.T) {
 	srv := redistest.Start(t)
 	var g gauge
-	rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
-		g.enter()
-		defer g.leave()
-		time.Sleep(20 * time.Millisecond)
-		return 200, nil
-	}}
+	rc := g.receiver(20 * time.Millisecond)
 	pol := policy(50, 10, 3)
 	var qs []*memQueue
 	for _, name := range []string{"a", "b", "c"} {
@@ -156,12 +162,7 @@ func TestFleetHoldAndPause(t *testing.T) {
 func TestFleetRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
 	var g gauge
-	rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
-		g.enter()
-		defer g.leave()
-		time.Sleep(10 * time.Millisecond)
-		return 200, nil
-	}}
+	rc := g.receiver(10 * time.Millisecond)
 	pol := policy(100, 10, 4)
 	a, qa, fa := fleetReplica(t, srv, "a", rc, pol)
 	_, qb, fb := fleetReplica(t, srv, "b", rc, pol)
@@ -245,12 +246,7 @@ func TestFleetStopGivesLeasesBack(t *testing.T) {
 func TestFleetRenewsLongAttempts(t *testing.T) {
 	srv := redistest.Start(t)
 	var g gauge
-	rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
-		g.enter()
-		defer g.leave()
-		time.Sleep(1200 * time.Millisecond) // the partner's own work: four lease periods
-		return 200, nil
-	}}
+	rc := g.receiver(1200 * time.Millisecond) // the partner's own work: four lease periods
 	pol := policy(50, 10, 1)
 	var qs []*memQueue
 	for _, name := range []string{"a", "b"} {

@@ -180,12 +180,7 @@ func TestFleetKeepsLeaseForNextSend(t *testing.T) {
 func TestFleetKeptLeasesRenewed(t *testing.T) {
 	srv := redistest.Start(t)
 	var g gauge
-	rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
-		g.enter()
-		defer g.leave()
-		time.Sleep(2 * time.Millisecond) // the partner's own work
-		return 200, nil
-	}}
+	rc := g.receiver(2 * time.Millisecond) // the partner's own work
 	pol := policy(100000, 200, 3)
 	var qs []*memQueue
 	for _, name := range []string{"a", "b"} {
@@ -266,13 +261,8 @@ func TestFleetHoldEndsKeeping(t *testing.T) {
 func TestFleetKeptLeasesKeepBound(t *testing.T) {
 	srv := redistest.Start(t)
 	var g gauge
-	rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
-		g.enter()
-		defer g.leave()
-		time.Sleep(time.Millisecond) // the partner's own work
-		return 200, nil
-	}}
-	pol := policy(2000, 100, 8) // holds back 50 tokens: 12 ahead per replica of two
+	rc := g.receiver(time.Millisecond) // the partner's own work
+	pol := policy(2000, 100, 8)        // holds back 50 tokens: 12 ahead per replica of two
 	var qs []*memQueue
 	for _, name := range []string{"a", "b"} {
 		_, q, fl := fleetReplica(t, srv, name, rc, pol)
