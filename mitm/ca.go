@@ -36,6 +36,11 @@ type CA struct {
 	key     crypto.Signer
 	now     func() time.Time
 
+	// names are the CA's name constraints; a type with none (an
+	// operator's CA, say) is open: dnsOpen or ipOpen.
+	names           Names
+	dnsOpen, ipOpen bool
+
 	mu       sync.Mutex
 	cache    *lru
 	inflight map[string]*call
@@ -68,25 +73,10 @@ func InitCA(dir string) (certPath, keyPath string, err error) {
 	if err != nil || host == "" {
 		host = "unknown host"
 	}
-	serial, err := randomSerial()
+	subject := pkix.Name{CommonName: fmt.Sprintf("hookpace MITM CA (%s)", host), Organization: []string{"hookpace"}}
+	der, err := newCACert(subject, key, nil, time.Now())
 	if err != nil {
 		return "", "", err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: fmt.Sprintf("hookpace MITM CA (%s)", host), Organization: []string{"hookpace"}},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.AddDate(caValidity, 0, 0),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		MaxPathLen:            0,
-		MaxPathLenZero:        true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return "", "", fmt.Errorf("mitm: create CA certificate: %w", err)
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
@@ -103,6 +93,36 @@ func InitCA(dir string) (certPath, keyPath string, err error) {
 		return "", "", err
 	}
 	return certPath, keyPath, nil
+}
+
+// newCACert signs a ten-year CA certificate for key. With names, it
+// carries them as critical name constraints and may vouch for TLS servers
+// only; without, it is unconstrained (ca init's operator CA).
+func newCACert(subject pkix.Name, key crypto.Signer, names *Names, now time.Time) ([]byte, error) {
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               subject,
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.AddDate(caValidity, 0, 0),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		MaxPathLen:            0,
+		MaxPathLenZero:        true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	if names != nil {
+		names.apply(tmpl)
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, fmt.Errorf("mitm: create CA certificate: %w", err)
+	}
+	return der, nil
 }
 
 // writeNew creates path exclusively with exactly mode perm (whatever the
@@ -155,18 +175,46 @@ func LoadCA(certFile, keyFile string, cacheSize int) (*CA, error) {
 	if err != nil {
 		return nil, &FileError{Path: keyFile, Key: true, Err: err}
 	}
+	return newCA(cert, key, cacheSize), nil
+}
+
+func newCA(cert *x509.Certificate, key crypto.Signer, cacheSize int) *CA {
 	if cacheSize <= 0 {
 		cacheSize = defaultCacheSize
 	}
-	return &CA{
+	ca := &CA{
 		cert:     cert,
 		certPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}),
 		key:      key,
 		now:      time.Now,
 		cache:    newLRU(cacheSize),
 		inflight: make(map[string]*call),
-	}, nil
+	}
+	ca.names, ca.dnsOpen, ca.ipOpen = namesOf(cert)
+	return ca
 }
+
+// Covers reports whether the CA may vouch for host (a DNS name or IP
+// literal, any port ignored) under its name constraints.
+func (ca *CA) Covers(host string) bool {
+	_, ip, err := normalizeHost(host)
+	switch {
+	case err != nil:
+		return false
+	case ip.IsValid() && ca.ipOpen, !ip.IsValid() && ca.dnsOpen:
+		return true
+	}
+	return ca.names.Covers(host)
+}
+
+// Names are the CA's name constraints, and whether it has any: an
+// unconstrained CA (an operator's) vouches for every name.
+func (ca *CA) Names() (n Names, constrained bool) {
+	return ca.names, !ca.dnsOpen || !ca.ipOpen
+}
+
+// Cert is the CA certificate.
+func (ca *CA) Cert() *x509.Certificate { return ca.cert }
 
 func loadCACert(certFile string) (*x509.Certificate, error) {
 	certPEM, err := os.ReadFile(certFile)

@@ -19,7 +19,7 @@ import (
 )
 
 const (
-	leafValidity = 7 * 24 * time.Hour
+	leafValidity = 24 * time.Hour
 	leafBackdate = time.Hour // tolerate clients whose clocks run slow
 	renewBefore  = time.Hour // cached leaves this close to expiry are regenerated
 )
@@ -31,6 +31,9 @@ func (ca *CA) Certificate(host string) (*tls.Certificate, error) {
 	key, ip, err := normalizeHost(host)
 	if err != nil {
 		return nil, err
+	}
+	if !ca.Covers(key) {
+		return nil, fmt.Errorf("mitm: %s is outside the CA's name constraints (%s)", key, ca.names)
 	}
 
 	ca.mu.Lock()
@@ -116,7 +119,9 @@ func (ca *CA) generate(name string, ip netip.Addr) (*tls.Certificate, error) {
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 	}
-	if len(name) <= 64 { // the X.520 upper bound for a common name
+	// A common name only for a DNS name: OpenSSL checks a CN against the
+	// CA's DNS constraints, which exclude every name from an IP-only CA.
+	if len(name) <= 64 && !ip.IsValid() { // the X.520 upper bound for a common name
 		tmpl.Subject = pkix.Name{CommonName: name}
 	}
 	if ip.IsValid() {
