@@ -199,7 +199,9 @@ func (a *app) listen(cfg *config.Config) error {
 	if a.proxyLn, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
-	a.proxyLn = newLimitListener(a.proxyLn, maxConnections(cfg), a.log, "proxy") // see listen.go
+	// Each read re-arms TCP_QUICKACK (quickack_linux.go), and connections
+	// are limited (listen.go).
+	a.proxyLn = newLimitListener(quickAckListener{a.proxyLn}, maxConnections(cfg), a.log, "proxy")
 	a.undo = append(a.undo, func() { a.proxyLn.Close() })
 	if a.adminLn, err = net.Listen("tcp", cfg.Admin); err != nil {
 		return fmt.Errorf("admin listen %s: %w", cfg.Admin, err)
