@@ -19,6 +19,34 @@ type Instance struct {
 	// outcome (accepted, passthrough, refused...); outcomes with none are
 	// left out.
 	Ingest map[string]int64 `json:"ingest"`
+	// HTTPS says how CONNECT (https:// through the proxy) is handled.
+	HTTPS *HTTPS `json:"https,omitempty"`
+}
+
+// HTTPS is the CA that intercepts CONNECT, and which HTTPS destinations
+// went around the pacing.
+type HTTPS struct {
+	CA     string   `json:"ca"`              // "own" (hookpace's), "operator" (mitm.ca_cert) or "none"
+	Names  []string `json:"names,omitempty"` // what the CA may vouch for; none: unconstrained
+	CACert string   `json:"ca_cert,omitempty"`
+	Bundle string   `json:"bundle,omitempty"` // the trust bundle apps point at
+	// Uncovered are hosts to be intercepted that the CA cannot vouch for:
+	// their tunnels pass through.
+	Uncovered []string `json:"uncovered,omitempty"`
+	// Notice says what changed about the CA that apps must act on.
+	Notice string `json:"notice,omitempty"`
+	// Tunnels are what CONNECTs to each host became since the start; those
+	// not intercepted come first.
+	Tunnels []Tunnel `json:"tunnels"`
+}
+
+// Tunnel is what the CONNECTs to one host became.
+type Tunnel struct {
+	Host   string    `json:"host"`
+	Mode   string    `json:"mode"` // intercepted, passthrough (NOT paced) or refused
+	Count  int64     `json:"count"`
+	Last   time.Time `json:"last"`
+	Reason string    `json:"reason,omitempty"`
 }
 
 // GET /v1/instance

@@ -198,6 +198,15 @@ func (p *page) build(pq pageQuery, now time.Time) *pageData {
 	if fl, ok := a.Hosts.(fleetStatus); ok {
 		d.Fleet = fl.Fleet() // in memory, as /v1/hosts: no Redis round trip
 	}
+	if a.Instance != nil {
+		if d.HTTPS = a.Instance().HTTPS; d.HTTPS != nil {
+			for _, t := range d.HTTPS.Tunnels {
+				if t.Mode != "intercepted" {
+					d.Unpaced = append(d.Unpaced, t)
+				}
+			}
+		}
+	}
 	d.Pages = max(1, (len(rows)+pq.Per-1)/pq.Per)
 	d.Query.Page = min(pq.Page, d.Pages)
 	start := (d.Query.Page - 1) * pq.Per

@@ -21,6 +21,8 @@ type pageData struct {
 	Problems []string // what could not be read
 	Spool    spoolView
 	Fleet    *deliver.FleetStatus // nil without a fleet
+	HTTPS    *HTTPS               // nil without Options.Instance
+	Unpaced  []Tunnel             // HTTPS destinations that went around the pacing
 	Hosts    []hostView
 	Matched  int // hosts that pass the filter
 	Known    int // hosts the dispatcher knows

@@ -15,7 +15,6 @@ import (
 	"syscall"
 
 	"github.com/hookpace/hookpace/config"
-	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/server"
 )
 
@@ -27,7 +26,9 @@ const usageText = `hookpace: a sidecar egress proxy that spools webhooks durably
 Usage:
   hookpace [run] [--config FILE]       run the proxy (embedded defaults without --config)
   hookpace check-config FILE           validate a config file (also --config FILE); exit 0 or 1
-  hookpace ca init --dir DIR           create an operator CA for MITM (DIR/ca.crt, DIR/ca.key)
+  hookpace ca bundle [--config FILE]   path of the trust bundle (system roots + hookpace's CA) for apps
+  hookpace ca cert [--config FILE]     path of hookpace's CA certificate
+  hookpace ca init --dir DIR           create your own CA instead (DIR/ca.crt, DIR/ca.key)
   hookpace status [--json]             table of hosts: queued, in flight, rate, held, breaker
   hookpace pause HOST | resume HOST    stop / restart sending to one host
   hookpace health [--ready]            exit 0 if the admin API is healthy (for probes)
@@ -222,26 +223,6 @@ func checkConfig(args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d hosts, listen %s, admin %s)\n", path, len(cfg.Hosts), cfg.Listen, cfg.Admin)
-	return nil
-}
-
-func caCmd(args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "init" {
-		return usageError{"hookpace ca init --dir DIR"}
-	}
-	fs := newFlags("ca init")
-	dir := fs.String("dir", "", "directory for ca.crt and ca.key")
-	if err := parse(fs, args[1:]); err != nil {
-		return err
-	}
-	if *dir == "" {
-		return usageError{"--dir is required"}
-	}
-	cert, key, err := mitm.InitCA(*dir)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "wrote %s and %s (mode 0600)\n", cert, key)
-	fmt.Fprintf(stdout, "configure:\n  mitm:\n    ca_cert: %s\n    ca_key: %s\nand have your apps trust %s\n", cert, key, cert)
+	fmt.Fprintf(stdout, "https: %s\n", describeHTTPS(cfg))
 	return nil
 }

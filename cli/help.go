@@ -24,11 +24,32 @@ SIGHUP reloads the config. Without --config the embedded defaults apply.
 Validates a config file: exit 0 and a one-line summary, or exit 1 and the
 errors, each naming the field and the line.
 `,
-	"ca": `Usage: hookpace ca init --dir DIR
+	"ca": `Usage: hookpace ca bundle [--config FILE]
+       hookpace ca cert [--config FILE]
+       hookpace ca init --dir DIR
 
-Creates an operator CA for MITM of HTTPS webhooks: DIR/ca.crt and
-DIR/ca.key (mode 0600). Point mitm.ca_cert and mitm.ca_key at them and have
-your applications trust DIR/ca.crt.
+hookpace intercepts https:// webhooks to the hosts named in its config
+(connect: mitm) with its own CA. It creates the CA on its first start, in
+the spool directory (spool.dir/mitm, key mode 0600), constrained by X.509
+name constraints to those hosts, and writes what apps need to trust it to
+mitm.public_dir (default spool.dir/trust), never the key.
+
+  ca bundle   prints the path of the trust bundle: the system roots plus
+              the CA (PEM). Point the app at it with one variable:
+                SSL_CERT_FILE       Go, OpenSSL, Ruby
+                REQUESTS_CA_BUNDLE  Python requests (and httpx)
+                CURL_CA_BUNDLE      curl
+                NODE_EXTRA_CA_CERTS Node (the bundle or ca cert's file)
+              Java: truststore.p12 beside it (README "HTTPS without a
+              code change").
+  ca cert     prints the path of the CA certificate alone.
+  ca init     creates a CA of your own instead, unconstrained: DIR/ca.crt
+              and DIR/ca.key (mode 0600); point mitm.ca_cert and
+              mitm.ca_key at them and have your apps trust DIR/ca.crt.
+
+The config is --config FILE, else $HOOKPACE_CONFIG, else the embedded
+defaults. bundle and cert work while hookpace runs, and say what to do
+when the CA does not exist yet.
 `,
 	"status": `Usage: hookpace status [--json] [--admin ADDR | --config FILE]
 

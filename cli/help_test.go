@@ -32,8 +32,10 @@ func TestEverySubcommandHasHelp(t *testing.T) {
 	}{
 		{[]string{"run", "--help"}, []string{"Usage: hookpace [run]", "-config"}},
 		{[]string{"check-config", "-h"}, []string{"Usage: hookpace check-config FILE"}},
-		{[]string{"ca", "--help"}, []string{"Usage: hookpace ca init --dir DIR"}},
-		{[]string{"ca", "init", "--help"}, []string{"Usage: hookpace ca init", "-dir"}},
+		{[]string{"ca", "--help"}, []string{"Usage: hookpace ca bundle", "hookpace ca init --dir DIR", "REQUESTS_CA_BUNDLE"}},
+		{[]string{"ca", "init", "--help"}, []string{"hookpace ca init", "-dir"}},
+		{[]string{"ca", "bundle", "--help"}, []string{"hookpace ca bundle", "-config"}},
+		{[]string{"ca", "cert", "--help"}, []string{"hookpace ca cert", "-config"}},
 		{[]string{"status", "--help"}, []string{"Usage: hookpace status", "-json", "-admin"}},
 		{[]string{"pause", "--help"}, []string{"Usage: hookpace pause HOST", "-admin"}},
 		{[]string{"resume", "-h"}, []string{"Usage: hookpace resume HOST"}},

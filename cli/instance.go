@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/hookpace/hookpace/admin"
@@ -17,6 +18,7 @@ func printInstance(out io.Writer, base string, in admin.Instance) {
 		fmt.Fprintf(out, ", config %s", in.Config)
 	}
 	fmt.Fprintln(out)
+	printHTTPS(out, in.HTTPS)
 	var total int64
 	for _, n := range in.Ingest {
 		total += n
@@ -28,4 +30,34 @@ func printInstance(out io.Writer, base string, in admin.Instance) {
 	spooled, pass := in.Ingest["accepted"], in.Ingest["passthrough"]
 	fmt.Fprintf(out, "through hookpace since the start: %d requests: %d spooled, %d passthrough, %d other (refused, 429, duplicate...)\n",
 		total, spooled, pass, total-spooled-pass)
+}
+
+// printHTTPS says which CA intercepts which hosts, and lists the HTTPS
+// destinations that went around the pacing.
+func printHTTPS(out io.Writer, h *admin.HTTPS) {
+	if h == nil {
+		return
+	}
+	switch h.CA {
+	case "own":
+		fmt.Fprintf(out, "https: hookpace's CA intercepts %s; apps trust %s\n", strings.Join(h.Names, ", "), h.Bundle)
+	case "operator":
+		fmt.Fprintf(out, "https: your CA %s intercepts hosts whose connect is mitm; apps trust %s\n", h.CACert, h.Bundle)
+	default:
+		fmt.Fprintln(out, "https: no host is intercepted (name partners under hosts: to pace their https:// webhooks)")
+	}
+	if h.Notice != "" {
+		fmt.Fprintf(out, "  %s\n", h.Notice)
+	}
+	if len(h.Uncovered) > 0 {
+		fmt.Fprintf(out, "  the CA cannot vouch for %s: passed through unpaced\n", strings.Join(h.Uncovered, ", "))
+	}
+	for _, t := range h.Tunnels {
+		switch t.Mode {
+		case "passthrough":
+			fmt.Fprintf(out, "  passed through unpaced: %s (%d tunnels; %s)\n", t.Host, t.Count, t.Reason)
+		case "refused":
+			fmt.Fprintf(out, "  refused: %s (%d tunnels; %s)\n", t.Host, t.Count, t.Reason)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/hostname"
+	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/pacer"
 )
 
@@ -140,6 +141,12 @@ func checkListen(s string) error {
 // CIDR, an IP address, or a host name, optionally "*." prefixed), so that
 // check-config refuses exactly what a start refuses.
 func checkEgressEntry(s string) error { return egress.CheckRule(s) }
+
+// checkMITMHost is the CA's own parser for a name it may vouch for.
+func checkMITMHost(s string) error {
+	_, err := mitm.ParseNames([]string{s})
+	return err
+}
 
 // checkPort accepts 1..65535, or 0 when zeroOK (listen on any free port).
 func checkPort(p string, zeroOK bool) error {

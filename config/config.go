@@ -101,20 +101,57 @@ const (
 
 // Connect modes.
 const (
-	ConnectMITM   = "mitm"   // terminate TLS with the operator's CA, spool and pace the requests
+	ConnectMITM   = "mitm"   // terminate TLS with hookpace's (or the operator's) CA, spool and pace the requests
 	ConnectTunnel = "tunnel" // splice bytes through unchanged: not spooled, not throttled
 	ConnectDeny   = "deny"   // refuse CONNECT
 )
 
-// MITMConfig names the operator's CA used to intercept CONNECT.
+// MITMConfig is the CA that intercepts CONNECT: the operator's (CACert,
+// CAKey), or else hookpace's own, created in the spool directory when a
+// host is to be intercepted and constrained to Hosts.
 type MITMConfig struct {
 	CACert    string // PEM file
 	CAKey     string // PEM file
 	CacheSize int    // minted leaf certificates kept in memory
+	// Hosts are the names hookpace's own CA may vouch for (names, "*."
+	// suffixes, IPs, CIDRs); nil: the hosts entries whose connect is mitm.
+	Hosts []string
+	// PublicDir is where the public trust files go (CA certificate,
+	// bundle, trust store); "" means TrustDir's default.
+	PublicDir string
 }
 
-// Enabled reports whether a CA is configured.
+// Enabled reports whether the operator's own CA is configured.
 func (m MITMConfig) Enabled() bool { return m.CACert != "" }
+
+// OwnCADir is where hookpace keeps its own CA: beside the spool, so that
+// it lives exactly as long as the spool does.
+func (c *Config) OwnCADir() string { return filepath.Join(c.Spool.Dir, "mitm") }
+
+// TrustDir is where the public trust files are written: mitm.public_dir,
+// else the spool directory's trust/, which a container can mount alone.
+func (c *Config) TrustDir() string {
+	if c.MITM.PublicDir != "" {
+		return c.MITM.PublicDir
+	}
+	return filepath.Join(c.Spool.Dir, "trust")
+}
+
+// MITMNames are the names hookpace's own CA must vouch for: mitm.hosts if
+// set, else every hosts key whose connect is mitm, sorted.
+func (c *Config) MITMNames() []string {
+	if c.MITM.Hosts != nil {
+		return c.MITM.Hosts
+	}
+	var names []string
+	for k, h := range c.Hosts {
+		if h.Connect == ConnectMITM {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
 
 // TLSConfig adjusts upstream TLS verification.
 type TLSConfig struct {
@@ -208,7 +245,7 @@ func defaultHost() HostConfig {
 		BreakerFailures:  5,
 		BreakerCooldown:  d(30 * time.Second),
 		Retry4xx:         []int{408, 425},
-		Connect:          ConnectDeny,
+		Connect:          ConnectTunnel,
 		PartnerLimits:    PartnerLimitsObey,
 		PartnerLimitsTTL: d(10 * time.Minute),
 	}
@@ -295,6 +332,7 @@ func RestartRequired(old, new *Config) []string {
 		{"mitm.ca_cert", old.MITM.CACert != new.MITM.CACert},
 		{"mitm.ca_key", old.MITM.CAKey != new.MITM.CAKey},
 		{"mitm.cache_size", old.MITM.CacheSize != new.MITM.CacheSize},
+		{"mitm.public_dir", old.MITM.PublicDir != new.MITM.PublicDir},
 		{"tls.ca_file", old.TLS.CAFile != new.TLS.CAFile},
 		{"telemetry.max_host_labels", old.Telemetry.MaxHostLabels != new.Telemetry.MaxHostLabels},
 		{"telemetry.metrics_otlp_endpoint", old.Telemetry.MetricsOTLPEndpoint != new.Telemetry.MetricsOTLPEndpoint},

@@ -40,12 +40,15 @@ func TestExampleFile(t *testing.T) {
 		t.Errorf("example must run on a fresh machine without mitm, auth or egress allow: %+v %+v %+v", c.MITM, c.Auth, c.Egress)
 	}
 
-	partner := def.Defaults
+	// Each named host is intercepted (connect: mitm), the rest pass through.
+	named := def.Defaults
+	named.Connect = ConnectMITM
+	partner := named
 	partner.Rate, partner.MinRate = Rate{2, time.Second}, Rate{0.2, time.Second}
 	partner.Concurrency = 2
-	other := def.Defaults
+	other := named
 	other.Rate, other.MinRate = Rate{600, time.Minute}, Rate{60, time.Minute}
-	slack := def.Defaults
+	slack := named
 	slack.Rate, slack.MinRate = Rate{1, time.Second}, Rate{0.1, time.Second}
 	want := map[string]HostConfig{
 		"api.partner.example":      partner,
@@ -109,8 +112,9 @@ hosts:
 		{"host inherits built-in timeout", c.Hosts["inherits.example"].Timeout, Duration(10 * time.Second)},
 		{"host adaptive true overrides false", c.Hosts["adaptive.example"].Adaptive, true},
 		{"host min_rate follows host rate", c.Hosts["adaptive.example"].MinRate, Rate{10, time.Minute}},
-		{"host key lower-cased, null entry = defaults", c.Hosts["null.example"], c.Defaults},
-		{"connect without mitm", c.Defaults.Connect, ConnectDeny},
+		{"host key lower-cased, null entry = defaults but connect", withConnect(c.Hosts["null.example"], ConnectTunnel), c.Defaults},
+		{"connect: any other host passes through", c.Defaults.Connect, ConnectTunnel},
+		{"connect: a named host is intercepted", c.Hosts["null.example"].Connect, ConnectMITM},
 		{"partner_limits default obey", c.Defaults.PartnerLimits, PartnerLimitsObey},
 		{"partner_limits_ttl default", c.Hosts["inherits.example"].PartnerLimitsTTL, Duration(10 * time.Minute)},
 	}
@@ -194,7 +198,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad partner_limits_ttl", "defaults:\n  partner_limits_ttl: 0s\n", []string{`config.yaml:2: defaults.partner_limits_ttl:`}},
 		{"bad connect", "hosts:\n  a.example:\n    connect: proxy\n",
 			[]string{`config.yaml:3: hosts["a.example"].connect: must be one of mitm, tunnel, deny, got "proxy"`}},
-		{"connect mitm without ca", "defaults:\n  connect: mitm\n", []string{`config.yaml:2: defaults.connect: mitm requires`}},
+		{"bad mitm.hosts", "mitm:\n  hosts: [partner.example, \"bad host\"]\n", []string{`config.yaml:2: mitm.hosts[1]: "bad host": malformed host name`}},
+		{"empty mitm.public_dir", "mitm:\n  public_dir: \"\"\n", []string{`config.yaml:2: mitm.public_dir:`}},
 		{"bad spool.methods", "spool:\n  methods: [POST, GET, connect]\n", []string{
 			`config.yaml:2: spool.methods[1]: want POST, PUT, PATCH or DELETE, got "GET"`,
 			`config.yaml:2: spool.methods[2]: want POST, PUT, PATCH or DELETE, got "connect"`}},
@@ -323,5 +328,54 @@ func TestRestartRequired(t *testing.T) {
 func TestMaxBodyFitsTheSpool(t *testing.T) {
 	if MaxBody+1<<20 > spool.MaxRecordSize {
 		t.Fatalf("max_body up to %d plus 1 MiB of headers exceeds what the spool stores (%d)", MaxBody, spool.MaxRecordSize)
+	}
+}
+
+func withConnect(h HostConfig, mode string) HostConfig {
+	h.Connect = mode
+	return h
+}
+
+// TestConnectDefaults: without an operator CA, a hosts entry is intercepted
+// unless it or defaults says otherwise, and every other host passes
+// through; mitm.hosts, when set, is the CA's names, else the entries
+// whose connect is mitm.
+func TestConnectDefaults(t *testing.T) {
+	c, err := Parse("config.yaml", []byte(`
+hosts:
+  "api.partner.example": {}
+  "*.slack.example": {}
+  "10.0.0.5:8443": {}
+  "plain.example": {connect: tunnel}
+  "closed.example": {connect: deny}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.MITMNames(), []string{"*.slack.example", "10.0.0.5:8443", "api.partner.example"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("MITMNames = %q, want %q", got, want)
+	}
+	if c.Defaults.Connect != ConnectTunnel || c.Hosts["plain.example"].Connect != ConnectTunnel || c.Hosts["closed.example"].Connect != ConnectDeny {
+		t.Errorf("connect: defaults %s, plain %s, closed %s", c.Defaults.Connect, c.Hosts["plain.example"].Connect, c.Hosts["closed.example"].Connect)
+	}
+	if c.TrustDir() != filepath.Join("data", "trust") || c.OwnCADir() != filepath.Join("data", "mitm") {
+		t.Errorf("TrustDir %q, OwnCADir %q", c.TrustDir(), c.OwnCADir())
+	}
+
+	c, err = Parse("config.yaml", []byte(`
+defaults: {connect: deny}
+mitm: {hosts: ["*.partner.example"], public_dir: /run/trust}
+hosts:
+  "a.partner.example": {}
+  "b.example": {connect: mitm}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Hosts["a.partner.example"].Connect != ConnectDeny || c.Hosts["b.example"].Connect != ConnectMITM {
+		t.Errorf("explicit defaults.connect: a %s, b %s", c.Hosts["a.partner.example"].Connect, c.Hosts["b.example"].Connect)
+	}
+	if got := c.MITMNames(); !reflect.DeepEqual(got, []string{"*.partner.example"}) || c.TrustDir() != "/run/trust" {
+		t.Errorf("MITMNames %q, TrustDir %q", got, c.TrustDir())
 	}
 }

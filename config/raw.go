@@ -131,9 +131,11 @@ type rawHost struct {
 }
 
 type rawMITM struct {
-	CACert    opt[string] `yaml:"ca_cert"`
-	CAKey     opt[string] `yaml:"ca_key"`
-	CacheSize opt[int]    `yaml:"cache_size"`
+	CACert    opt[string]        `yaml:"ca_cert"`
+	CAKey     opt[string]        `yaml:"ca_key"`
+	CacheSize opt[int]           `yaml:"cache_size"`
+	Hosts     opt[[]opt[string]] `yaml:"hosts"`
+	PublicDir opt[string]        `yaml:"public_dir"`
 }
 
 type rawTLS struct {

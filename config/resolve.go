@@ -35,6 +35,11 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 	field(p, "mitm.ca_cert", m.CACert, &c.MITM.CACert, nil)
 	field(p, "mitm.ca_key", m.CAKey, &c.MITM.CAKey, nil)
 	field(p, "mitm.cache_size", m.CacheSize, &c.MITM.CacheSize, atLeast(1))
+	list(p, "mitm.hosts", m.Hosts, &c.MITM.Hosts, checkMITMHost, false)
+	if m.Hosts.Set && c.MITM.Hosts == nil {
+		c.MITM.Hosts = []string{} // `hosts: []`: intercept nothing
+	}
+	field(p, "mitm.public_dir", m.PublicDir, &c.MITM.PublicDir, nonEmpty)
 	switch {
 	case c.MITM.CACert != "" && c.MITM.CAKey == "":
 		p.add(m.CACert.Line, "mitm.ca_key", "required when mitm.ca_cert is set")
@@ -72,14 +77,18 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 	resolveDedupe(p, &raw.Dedupe, &c.Dedupe)
 	resolveProxy(p, &raw.Proxy, &c.Proxy)
 
+	// CONNECT: an operator's CA intercepts everything, as before; without
+	// one, a host named in hosts is intercepted by hookpace's own CA and
+	// any other host's tunnel passes through (counted), unless defaults
+	// says otherwise.
 	base := defaultHost()
 	if c.MITM.Enabled() {
 		base.Connect = ConnectMITM
 	}
 	var minExplicit bool
-	c.Defaults, minExplicit = resolveHost(p, "defaults", &raw.Defaults, base, false, c.MITM.Enabled())
+	c.Defaults, minExplicit = resolveHost(p, "defaults", &raw.Defaults, base, false, false)
 	entries := decodeHosts(&raw.Hosts, doc, p)
-	c.Hosts = resolveHosts(p, entries, c.Defaults, minExplicit, c.MITM.Enabled())
+	c.Hosts = resolveHosts(p, entries, c.Defaults, minExplicit, !raw.Defaults.Connect.Set)
 	c.hosts = newHostIndex(c.Hosts)
 	c.lines = make(map[string]int)
 	for path, line := range doc.lines {
@@ -140,6 +149,7 @@ func resolveUsers(p *problems, doc *docIndex, raw []rawUser) []User {
 }
 
 // resolveHosts resolves each hosts entry over the defaults.
+// With mitm, an entry that does not set connect is intercepted.
 func resolveHosts(p *problems, entries []hostEntry, defaults HostConfig, minExplicit, mitm bool) map[string]HostConfig {
 	hosts := make(map[string]HostConfig, len(entries))
 	seen := make(map[string]hostEntry, len(entries))
@@ -165,6 +175,7 @@ func resolveHosts(p *problems, entries []hostEntry, defaults HostConfig, minExpl
 
 // resolveHost overlays r on base. minExplicit says whether base.MinRate was
 // set in the file; if not, MinRate follows the resolved Rate (a tenth of it).
+// mitm makes connect default to mitm.
 func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExplicit, mitm bool) (HostConfig, bool) {
 	h := base
 	f := func(name string) string { return path + "." + name }
@@ -190,9 +201,8 @@ func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExpli
 	field(p, f("breaker_cooldown"), r.BreakerCooldown, &h.BreakerCooldown, positive)
 	list(p, f("retry_4xx"), r.Retry4xx, &h.Retry4xx, checkRetry4xx, false)
 	field(p, f("upgrade_tls"), r.UpgradeTLS, &h.UpgradeTLS, nil)
-	if field(p, f("connect"), r.Connect, &h.Connect, oneOf(ConnectMITM, ConnectTunnel, ConnectDeny)) &&
-		h.Connect == ConnectMITM && !mitm {
-		p.add(r.Connect.Line, f("connect"), "mitm requires mitm.ca_cert and mitm.ca_key")
+	if !field(p, f("connect"), r.Connect, &h.Connect, oneOf(ConnectMITM, ConnectTunnel, ConnectDeny)) && mitm {
+		h.Connect = ConnectMITM
 	}
 	field(p, f("insecure_skip_verify"), r.InsecureSkipVerify, &h.InsecureSkipVerify, nil)
 	field(p, f("partner_limits"), r.PartnerLimits, &h.PartnerLimits, oneOf(PartnerLimitsObey, PartnerLimitsIgnore))

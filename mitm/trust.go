@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -51,7 +53,9 @@ func SystemRoots() (pemData []byte, from string) {
 // CA certificate, a PEM bundle of roots plus the CA, and a PKCS#12 trust
 // store of the same certificates. Each file is replaced atomically, so an
 // app reading one mid-write sees the old or the new. A root that appears
-// twice (roots read from an earlier bundle) is written once.
+// twice (roots read from an earlier bundle) is written once. With no CA
+// (nothing is intercepted) the bundle and store hold the roots alone, so
+// that apps pointed at them keep working, and there is no ca.crt.
 func WriteTrust(dir string, ca *CA, roots []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("mitm: create trust directory %q: %w", dir, err)
@@ -70,7 +74,9 @@ func WriteTrust(dir string, ca *CA, roots []byte) error {
 		}
 		pem.Encode(&bundle, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 	}
-	add(ca.cert)
+	if ca != nil {
+		add(ca.cert)
+	}
 	for rest := roots; ; {
 		var b *pem.Block
 		if b, rest = pem.Decode(rest); b == nil {
@@ -84,13 +90,18 @@ func WriteTrust(dir string, ca *CA, roots []byte) error {
 	if err != nil {
 		return fmt.Errorf("mitm: encode trust store: %w", err)
 	}
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{TrustCert, ca.certPEM}, {TrustBundle, bundle.Bytes()}, {TrustStore, store}} {
-		if err := replaceFile(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
-			return err
-		}
+	if err := replaceFile(filepath.Join(dir, TrustBundle), bundle.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if err := replaceFile(filepath.Join(dir, TrustStore), store, 0o644); err != nil {
+		return err
+	}
+	certPath := filepath.Join(dir, TrustCert)
+	if ca != nil {
+		return replaceFile(certPath, ca.certPEM, 0o644)
+	}
+	if err := os.Remove(certPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("mitm: remove the old CA certificate: %w", err)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/handoff"
 	"github.com/hookpace/hookpace/spool"
+	"github.com/hookpace/hookpace/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -310,16 +311,27 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 		return reject(badRequest(err.Error()))
 	}
 	host := HostKey(u)
-	switch pol.Host(host).Connect {
-	case config.ConnectMITM:
-		if p.opts.CA == nil {
-			return reject(decision{outcome: outcomeRefused, status: http.StatusForbidden,
-				reason: "CONNECT to " + host + " wants mitm, but no mitm CA is configured (hookpace ca init, then mitm.ca_cert/ca_key)"})
+	mode := pol.Host(host).Connect
+	ca := p.ca.Load()
+	why := "connect: tunnel (not named in hosts; name it there to spool and pace it)"
+	if mode == config.ConnectMITM {
+		if ca != nil && ca.Covers(u.Hostname()) {
+			p.countTunnel(r.Context(), host, telemetry.TunnelIntercepted, "")
+			p.log.Debug("connect", "decision", "mitm", "host", host, "remote", r.RemoteAddr)
+			return &goproxy.ConnectAction{Action: goproxy.ConnectMitm, TLSConfig: func(h string, _ *goproxy.ProxyCtx) (*tls.Config, error) {
+				return ca.TLSConfig(h)
+			}}, target
 		}
-		p.log.Debug("connect", "decision", "mitm", "host", host, "remote", r.RemoteAddr)
-		return &goproxy.ConnectAction{Action: goproxy.ConnectMitm, TLSConfig: func(h string, _ *goproxy.ProxyCtx) (*tls.Config, error) {
-			return p.opts.CA.TLSConfig(h)
-		}}, target
+		// Never refuse what cannot be intercepted: the app's call goes
+		// through as it would without hookpace, counted and warned of.
+		mode = config.ConnectTunnel
+		why = "connect: mitm, but no CA can vouch for it"
+		if ca != nil {
+			names, _ := ca.Names()
+			why = "connect: mitm, but it is outside the CA's names (" + names.String() + "): add it to mitm.hosts and reload; the CA is re-issued and apps must re-read the trust bundle"
+		}
+	}
+	switch mode {
 	case config.ConnectTunnel:
 		if _, err := p.opts.Guard.CheckPort(r.Context(), u.Hostname(), destPort(u)); err != nil {
 			if d, ok := refused(err); ok {
@@ -327,13 +339,14 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 			}
 		}
 		// A TLS tunnel is spliced through; plain HTTP inside is spooled (tunnel.go).
-		return p.sniffConnect(&tunnel{req: r, target: target, host: host, start: start}), target
+		return p.sniffConnect(&tunnel{req: r, target: target, host: host, start: start, why: why}), target
 	default:
-		deny := "CONNECT to " + host + " denied: hookpace cannot spool or pace an encrypted tunnel. " +
-			"Either POST the http:// URL and set upgrade_tls: true for this host, or create a CA with " +
-			"'hookpace ca init', set mitm.ca_cert and mitm.ca_key, and trust the CA in the app"
+		deny := "CONNECT to " + host + " denied (connect: deny): hookpace cannot spool or pace an encrypted tunnel " +
+			"it does not intercept. Name the host in hosts (connect: mitm, the default there) and trust hookpace's " +
+			"CA in the app (hookpace ca bundle), or POST the http:// URL with upgrade_tls: true"
 		if destPort(u) == 443 {
 			// HTTPS for certain: refuse now, with a reason the client shows.
+			p.countTunnel(r.Context(), host, telemetry.TunnelRefused, "connect: deny")
 			return reject(decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: deny})
 		}
 		if _, err := p.opts.Guard.CheckPort(r.Context(), u.Hostname(), destPort(u)); err != nil && egress.IsDenied(err) {

@@ -59,7 +59,7 @@ type Options struct {
 	Spool  Spooler
 	Pacing Pacing // nil: a host at max_queued gets unknownRetryAfter
 	Guard  Guard
-	CA     *mitm.CA // nil: MITM is not available
+	CA     *mitm.CA // nil: MITM is not available (until SetCA)
 	// Transport carries passthrough requests (non-POST) and tunnels. It
 	// must not read proxy settings from the environment.
 	Transport *http.Transport
@@ -81,6 +81,8 @@ type Proxy struct {
 	verdicts *verdictCache
 	policy   atomic.Pointer[Policy]
 	noticed  noticed // hosts whose webhook-like passthrough was logged
+	ca       atomic.Pointer[mitm.CA]
+	tunnels  tunnelBook
 	counts   [telemetry.NumIngestOutcomes]atomic.Int64
 }
 
@@ -122,6 +124,7 @@ func New(opts Options) *Proxy {
 	}
 	p := &Proxy{opts: opts, log: opts.Logger, verdicts: newVerdictCache(opts.Guard, 5*time.Second, 10000)}
 	p.policy.Store(&opts.Policy)
+	p.ca.Store(opts.CA)
 	gp := goproxy.NewProxyHttpServer()
 	gp.Logger = goproxyLogger{opts.Logger}
 	gp.Tr = opts.Transport

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/elazarl/goproxy"
+
+	"github.com/hookpace/hookpace/telemetry"
 )
 
 // tlsHandshake is the first byte of a TLS record carrying a ClientHello.
@@ -45,6 +47,7 @@ type tunnel struct {
 	// deny, when set, refuses a TLS tunnel with this reason; else a TLS
 	// tunnel is spliced through to target (connect: tunnel).
 	deny  string
+	why   string // why a TLS tunnel passes through (the tunnel's reason)
 	start time.Time
 }
 
@@ -89,6 +92,7 @@ func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
 		p.log.Debug("connect", "decision", "plain http", "host", t.host, "remote", r.RemoteAddr)
 		p.servePlain(t, c)
 	case t.deny != "":
+		p.countTunnel(r.Context(), t.host, telemetry.TunnelRefused, "connect: deny")
 		p.record(r, t.start, t.host, 0, decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: t.deny})
 		// The client is in TLS now: say no in TLS (a fatal access_denied
 		// alert) rather than with an HTTP answer it would not read.
@@ -118,8 +122,9 @@ func (p *Proxy) splice(t *tunnel, c *peekedConn) {
 		return
 	}
 	defer up.Close()
+	p.countTunnel(r.Context(), t.host, telemetry.TunnelPassthrough, t.why)
 	p.record(r, t.start, t.host, 0, decision{outcome: outcomePassthrough, label: "tunnel", status: http.StatusOK,
-		reason: "connect: tunnel passes bytes through unthrottled"})
+		reason: "connect: tunnel passes bytes through unpaced (" + t.why + ")"})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

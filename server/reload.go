@@ -15,6 +15,7 @@ import (
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/egress"
+	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/proxy"
 	"github.com/hookpace/hookpace/spool"
 	"github.com/hookpace/hookpace/telemetry"
@@ -73,8 +74,12 @@ type reloader struct {
 	guard   *swapGuard
 	spool   *spool.Spool
 	disp    *deliver.Dispatcher
-	proxy   interface{ SetPolicy(proxy.Policy) }
-	last    []byte
+	proxy   interface {
+		SetPolicy(proxy.Policy)
+		SetCA(*mitm.CA)
+	}
+	trust *intercept
+	last  []byte
 }
 
 // watch polls the config file's content every 250 ms, which also sees
@@ -123,7 +128,8 @@ func (r *reloader) reload(why string) {
 	}
 	// The files a start would load must load now, or the next restart
 	// would fail on what this reload accepted.
-	if _, err := LoadFiles(cfg); err != nil {
+	files, err := LoadFiles(cfg)
+	if err != nil {
 		r.log.Error("config reload rejected: old config stays in force", "why", why, "error", err.Error())
 		return
 	}
@@ -137,6 +143,13 @@ func (r *reloader) reload(why string) {
 	warnInsecure(r.log, cfg) // the warnings a start gives
 	if err := telemetry.SetLevel(r.level, cfg.Log.Level); err != nil {
 		r.log.Warn("log level unchanged", "error", err)
+	}
+	// A CA for newly named hosts first, so that their first CONNECT under
+	// the new policy is intercepted.
+	if changed, err := r.trust.apply(cfg, files.CA); err != nil {
+		r.log.Error("mitm: the CA could not follow the reload; the one in force stays", "error", err)
+	} else if changed {
+		r.proxy.SetCA(r.trust.CA())
 	}
 	r.current.Store(cfg)
 	r.proxy.SetPolicy(proxyPolicy(cfg))

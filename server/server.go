@@ -63,7 +63,8 @@ type app struct {
 	current atomic.Pointer[config.Config] // in force; a reload swaps it
 	tel     *telemetry.Telemetry
 	guard   *swapGuard
-	ca      *mitm.CA
+	ca      *mitm.CA // the operator's (mitm.ca_cert), from LoadFiles
+	trust   *intercept
 	spool   *spool.Spool
 	disp    *deliver.Dispatcher
 	proxy   *proxy.Proxy
@@ -118,6 +119,12 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 			a.spool.Close()
 		}
 	})
+	// hookpace's own CA lives in the spool directory, which the open spool
+	// holds for this process alone.
+	a.trust = &intercept{log: a.log}
+	if _, err := a.trust.apply(cfg, a.ca); err != nil {
+		return nil, cfg.FieldError("mitm", err)
+	}
 	if err := a.listen(cfg); err != nil {
 		return nil, err
 	}
@@ -233,7 +240,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Spool:     a.spool,
 		Pacing:    a.disp,
 		Guard:     a.guard,
-		CA:        a.ca,
+		CA:        a.trust.CA(),
 		Transport: transport(a.guard, roots, false),
 		Logger:    log,
 		Metrics:   tel.Metrics,
@@ -258,9 +265,10 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 	go func() { errc <- serveHTTP(a.adminSrv, a.adminLn) }()
 	cfg, u := a.current.Load(), a.spool.Usage()
 	proxyAddr, adminAddr := a.proxyLn.Addr().String(), a.adminLn.Addr().String()
+	https := a.trust.status(cfg, nil)
 	a.log.Info("hookpace started", "listen", proxyAddr, "admin", adminAddr,
 		"spool", cfg.Spool.Dir, "queued", u.Messages, "dead_letters", u.Dead, "hosts", u.Hosts, "paused", pausedHosts(a.disp),
-		"mitm", a.ca != nil, "config", cfg.Path)
+		"mitm_ca", https.CA, "trust_bundle", https.Bundle, "config", cfg.Path)
 	logResume(a.log, u, pausedHosts(a.disp))
 	if ready != nil {
 		ready(proxyAddr, adminAddr)
@@ -269,7 +277,7 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	r := &reloader{path: cfg.Path, current: &a.current, log: a.log, level: a.level, guard: a.guard,
-		spool: a.spool, disp: a.disp, proxy: a.proxy}
+		spool: a.spool, disp: a.disp, proxy: a.proxy, trust: a.trust}
 	go reportTraffic(watchCtx, a.log, trafficReportAfter, proxyAddr, a.proxy.Counts)
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); r.watch(watchCtx, reload) }()

@@ -50,6 +50,7 @@ type Metrics struct {
 	state         stateInstruments
 	fleet         fleetInstruments
 	dedupe        dedupeInstruments
+	tunnels       metric.Int64Counter
 
 	// Ingest counts are plain atomics, observed at collection: every
 	// request is counted, and a synchronous OTel counter's attribute
@@ -168,6 +169,9 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		return nil, err
 	}
 	if err = m.initFleet(meter); err != nil {
+		return nil, err
+	}
+	if err = m.initTunnels(meter); err != nil {
 		return nil, err
 	}
 	if err = m.initDedupe(meter); err != nil {

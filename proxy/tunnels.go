@@ -1,0 +1,110 @@
+package proxy
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hookpace/hookpace/mitm"
+	"github.com/hookpace/hookpace/telemetry"
+)
+
+// maxTunnelHosts bounds the hosts the tunnel book remembers; CONNECTs to
+// further hosts are counted under otherTunnels.
+const (
+	maxTunnelHosts = 1000
+	otherTunnels   = "(other hosts)"
+)
+
+// TunnelStat is what the CONNECTs to one host became since the start.
+type TunnelStat struct {
+	Host   string    `json:"host"`
+	Mode   string    `json:"mode"` // the last one: intercepted, passthrough or refused
+	Count  int64     `json:"count"`
+	First  time.Time `json:"first"`
+	Last   time.Time `json:"last"`
+	Reason string    `json:"reason,omitempty"` // why it was not intercepted
+}
+
+// tunnelBook keeps a TunnelStat per host, for the status page, hookpace
+// status and the once-per-host warning.
+type tunnelBook struct {
+	mu    sync.Mutex
+	hosts map[string]*TunnelStat
+}
+
+// add counts one CONNECT and reports whether it is the first to host in
+// this mode.
+func (b *tunnelBook) add(host, mode, reason string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.hosts == nil {
+		b.hosts = map[string]*TunnelStat{}
+	}
+	s, ok := b.hosts[host]
+	if !ok && len(b.hosts) >= maxTunnelHosts {
+		host = otherTunnels
+		s, ok = b.hosts[host]
+	}
+	if !ok {
+		s = &TunnelStat{Host: host, First: now}
+		b.hosts[host] = s
+	}
+	first := !ok || s.Mode != mode
+	s.Mode, s.Reason, s.Last = mode, reason, now
+	s.Count++
+	return first
+}
+
+// Tunnels lists what the CONNECTs to each host became since the start,
+// those not intercepted first, then by host.
+func (p *Proxy) Tunnels() []TunnelStat {
+	b := &p.tunnels
+	b.mu.Lock()
+	out := make([]TunnelStat, 0, len(b.hosts))
+	for _, s := range b.hosts {
+		out = append(out, *s)
+	}
+	b.mu.Unlock()
+	slices.SortFunc(out, func(a, b TunnelStat) int {
+		ai, bi := a.Mode == telemetry.TunnelIntercepted, b.Mode == telemetry.TunnelIntercepted
+		if ai != bi {
+			if ai {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.Host, b.Host)
+	})
+	return out
+}
+
+// TunnelCounter counts CONNECTs by host and mode; *telemetry.Metrics is
+// the real one.
+type TunnelCounter interface {
+	Tunnel(ctx context.Context, host, mode string)
+}
+
+// countTunnel records one CONNECT to host in the book, the metric and,
+// the first time a host is not intercepted, a warning that says why and
+// what to do.
+func (p *Proxy) countTunnel(ctx context.Context, host, mode, reason string) {
+	if c, ok := p.opts.Metrics.(TunnelCounter); ok {
+		c.Tunnel(ctx, host, mode)
+	}
+	if !p.tunnels.add(host, mode, reason, time.Now()) || mode == telemetry.TunnelIntercepted {
+		return
+	}
+	if mode == telemetry.TunnelPassthrough {
+		p.log.Warn("connect: https passed through unpaced: not spooled, not paced, not retried", "host", host, "reason", reason)
+	}
+}
+
+// SetCA replaces the CA that intercepts CONNECT (a reload re-issued it);
+// nil turns interception off.
+func (p *Proxy) SetCA(ca *mitm.CA) { p.ca.Store(ca) }
+
+// CA is the CA that intercepts CONNECT, or nil.
+func (p *Proxy) CA() *mitm.CA { return p.ca.Load() }

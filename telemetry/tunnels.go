@@ -1,0 +1,39 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// MetricTunnels counts CONNECTs by destination host and what became of
+// them (issue 29), so that an operator can see which HTTPS destinations go
+// around the pacing.
+const MetricTunnels = "hookpace_tunnels_total"
+
+// Tunnel modes.
+const (
+	TunnelIntercepted = "intercepted" // decrypted with the CA: spooled and paced
+	TunnelPassthrough = "passthrough" // bytes passed through: NOT spooled, NOT paced
+	TunnelRefused     = "refused"     // connect: deny
+)
+
+func (m *Metrics) initTunnels(meter metric.Meter) error {
+	var err error
+	if m.tunnels, err = meter.Int64Counter(MetricTunnels,
+		metric.WithDescription("CONNECT tunnels by destination host and mode: intercepted (spooled and paced), passthrough (NOT paced) or refused."),
+		metric.WithUnit("{tunnel}")); err != nil {
+		return fmt.Errorf("create %s: %w", MetricTunnels, err)
+	}
+	return nil
+}
+
+// Tunnel counts one CONNECT to host handled as mode.
+func (m *Metrics) Tunnel(ctx context.Context, host, mode string) {
+	if m == nil {
+		return
+	}
+	m.tunnels.Add(ctx, 1, metric.WithAttributes(attribute.String("host", m.HostLabel(host)), attribute.String("mode", mode)))
+}
