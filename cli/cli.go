@@ -32,6 +32,7 @@ Usage:
   hookpace status [--json]             table of hosts: queued, in flight, rate, held, breaker
   hookpace pause HOST | resume HOST    stop / restart sending to one host
   hookpace health [--ready]            exit 0 if the admin API is healthy (for probes)
+  hookpace inject [-f FILE]...         add hookpace as a native sidecar to Kubernetes manifests
   hookpace dead list [--host H] [--limit N] [--json]
   hookpace dead export [--host H] [ID...]   every dead letter as JSON lines (whole URL, headers, body)
   hookpace dead replay (--all | --host H | ID...)
@@ -79,6 +80,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = status(args, stdout)
 	case "health":
 		err = health(args, stdout)
+	case "inject":
+		err = injectCmd(args, stdout, stderr)
 	case "pause", "resume":
 		err = pauseResume(cmd, args, stdout)
 	case "dead":

@@ -71,6 +71,40 @@ Lets HOST send again after a pause.
 Exit 0 if the admin API answers /healthz (with --ready: /readyz); for
 container probes.
 `,
+	"inject": `Usage: hookpace inject [-f FILE]... [flags] > injected.yaml
+
+Adds hookpace to Kubernetes manifests: Deployments, StatefulSets,
+DaemonSets, Jobs, CronJobs and Pods, also in Lists and multi-document
+streams (other objects pass through unchanged). Reads the files named by
+-f (- or none: stdin) and writes one stream to stdout, with everything it
+does not add left as it was; a line per object on stderr says what it did.
+To each pod template it adds:
+  - hookpace as a native sidecar: the first init container, named hookpace,
+    with restartPolicy: Always (Kubernetes 1.29 or later; 1.28 with the
+    SidecarContainers feature gate), its probes, resources and a
+    non-root, read-only securityContext;
+  - the volumes hookpace-spool (emptyDir, or --spool-pvc) and
+    hookpace-config (the ConfigMap --configmap, mounted as a directory,
+    so edits reach hookpace's file watch without a restart);
+  - on every app container: HTTP_PROXY, HTTPS_PROXY (and lower case) =
+    http://127.0.0.1:PORT; NO_PROXY (and no_proxy) = localhost, 127.0.0.1,
+    ::1, .svc, .svc.cluster.local, .cluster.local, 169.254.169.254,
+    metadata.google.internal, --cluster-cidr, --service-cidr and --no-proxy;
+    SSL_CERT_FILE, CURL_CA_BUNDLE, REQUESTS_CA_BUNDLE (bundle.pem) and
+    NODE_EXTRA_CA_CERTS (ca.crt) from hookpace's trust directory, mounted
+    read-only at /var/run/hookpace/trust (--no-trust=CONTAINER: none);
+  - terminationGracePeriodSeconds of at least --app-stop +
+    --shutdown-timeout + 10 s, and the annotation hookpace.dev/injected.
+Its output injected again is unchanged. It refuses, writing nothing, an
+object that has a container, volume, port or proxy variable of these
+names that it did not add. The ports, spool dir and shutdown timeout must
+match config.yaml in the ConfigMap (the chart's sidecar mode prints them).
+
+Example:
+  helm install hooks charts/hookpace          # the ConfigMap "hookpace"
+  hookpace inject -f deploy.yaml --service-cidr 10.96.0.0/12 | kubectl apply -f -
+  kubectl get deploy web -o yaml | hookpace inject | kubectl apply -f -
+`,
 	"dead": `Usage:
   hookpace dead list [--host H] [--limit N] [--json]
   hookpace dead replay (--all | --host H | ID...)

@@ -40,6 +40,7 @@ func TestEverySubcommandHasHelp(t *testing.T) {
 		{[]string{"pause", "--help"}, []string{"Usage: hookpace pause HOST", "-admin"}},
 		{[]string{"resume", "-h"}, []string{"Usage: hookpace resume HOST"}},
 		{[]string{"health", "--help"}, []string{"Usage: hookpace health", "-ready"}},
+		{[]string{"inject", "--help"}, []string{"Usage: hookpace inject", "Example:", "1.29", "-spool-pvc", "-no-trust"}},
 		{[]string{"dead", "--help"}, []string{"hookpace dead list", "hookpace dead purge"}},
 		{[]string{"dead", "replay", "--help"}, []string{"hookpace dead replay", "-all", "-host"}},
 		{[]string{"version", "--help"}, []string{"Usage: hookpace version"}},

@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/hookpace/hookpace/inject"
+)
+
+// stdin is what "hookpace inject" reads without -f, or with -f -.
+var stdin io.Reader = os.Stdin
+
+// listFlag is a flag that may be given many times; each value may also
+// be a comma-separated list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, strings.Split(v, ",")...)
+	return nil
+}
+
+// fileFlag is -f: repeatable, one file each.
+type fileFlag []string
+
+func (l *fileFlag) String() string     { return strings.Join(*l, " ") }
+func (l *fileFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func injectCmd(args []string, stdout, stderr io.Writer) error {
+	o := inject.Defaults()
+	fs := newFlags("inject")
+	var files fileFlag
+	var cidrs, services listFlag
+	fs.Var(&files, "f", "manifest `FILE` to read, - for stdin (repeatable; default stdin)")
+	fs.StringVar(&o.Image, "image", o.Image, "hookpace's image")
+	fs.StringVar(&o.ConfigMap, "configmap", o.ConfigMap, "`NAME` of the ConfigMap holding config.yaml (the chart's sidecar mode renders it)")
+	fs.IntVar(&o.ProxyPort, "proxy-port", o.ProxyPort, "the config's listen port, on 127.0.0.1 or a wildcard address")
+	fs.IntVar(&o.AdminPort, "admin-port", o.AdminPort, "the config's admin port (for the probes)")
+	fs.StringVar(&o.SpoolDir, "spool-dir", o.SpoolDir, "the config's spool.dir; the spool volume is mounted there")
+	fs.StringVar(&o.SpoolPVC, "spool-pvc", "", "an existing PersistentVolumeClaim `NAME` for the spool (one pod only); default an emptyDir")
+	fs.StringVar(&o.SpoolSize, "spool-size", o.SpoolSize, "the spool emptyDir's sizeLimit (empty: none)")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "the config's shutdown.timeout (drain and hand-off)")
+	fs.DurationVar(&o.AppStop, "app-stop", o.AppStop, "how long the app takes to stop after SIGTERM; hookpace stops after it")
+	fs.StringVar(&o.HandoffSecret, "handoff-secret", "", "Secret `NAME` with key handoff-credentials, mounted for shutdown.handoff_auth_file")
+	fs.StringVar(&o.AdminTokenSecret, "admin-token-secret", "", "Secret `NAME` with key token, mounted for admin.token_file (the chart's ServiceMonitor)")
+	fs.StringVar(&o.RedisPasswordSecret, "redis-password-secret", "", "Secret `NAME[:KEY]` (key redis-password) for HOOKPACE_REDIS_PASSWORD (fleet mode)")
+	fs.StringVar(&o.CPURequest, "cpu-request", o.CPURequest, "hookpace's CPU request (empty: none)")
+	fs.StringVar(&o.MemoryRequest, "memory-request", o.MemoryRequest, "hookpace's memory request (empty: none)")
+	fs.StringVar(&o.CPULimit, "cpu-limit", o.CPULimit, "hookpace's CPU limit (empty: none)")
+	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "hookpace's memory limit; GOMEMLIMIT is 3/4 of it (empty: none)")
+	fs.BoolVar(&o.ReadinessProbe, "readiness-probe", false, "probe /readyz too (while the spool refuses, the whole pod leaves its Services)")
+	fs.Var((*listFlag)(&o.NoProxy), "no-proxy", "`HOSTS` the apps reach directly, added to NO_PROXY (repeatable, comma-separated)")
+	fs.Var(&cidrs, "cluster-cidr", "the cluster's pod `CIDR` range(s), added to NO_PROXY")
+	fs.Var(&services, "service-cidr", "the cluster's service `CIDR` range(s), added to NO_PROXY")
+	fs.Var((*listFlag)(&o.NoTrust), "no-trust", "`CONTAINER` that gets no trust variables nor trust mount (repeatable; * for all)")
+	fs.BoolVar(&o.Java, "java", false, "add JAVA_TOOL_OPTIONS with the proxy, nonProxyHosts and the trust store")
+	fs.BoolVar(&o.InitContainers, "init-containers", false, "give the app's init containers the variables too")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"unexpected argument " + fs.Arg(0) + " (files go after -f)"}
+	}
+	o.CIDRs = append(cidrs, services...)
+	in, err := inject.New(o)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		files = fileFlag{"-"}
+	}
+	var inputs []inject.Input
+	for _, f := range files {
+		if f == "-" {
+			inputs = append(inputs, inject.Input{Name: "stdin", R: stdin})
+			continue
+		}
+		fh, err := os.Open(f)
+		if err != nil {
+			return err
+		}
+		defer fh.Close()
+		inputs = append(inputs, inject.Input{Name: f, R: fh})
+	}
+	if err := in.Inject(stdout, stderr, inputs...); err != nil {
+		return fmt.Errorf("nothing written:\n%w", err)
+	}
+	return nil
+}
