@@ -69,6 +69,10 @@ type Hookpace struct {
 	log     bytes.Buffer
 	exited  chan struct{}
 	exitErr error
+	// hosts, if set, is an /etc/hosts that hookpace alone sees (a mount
+	// namespace of its own), so that it resolves partner names to
+	// loopback and clients need no NO_PROXY exemption for them.
+	hosts string
 }
 
 // deadPort returns a loopback address where nothing listens (a port the
@@ -130,9 +134,38 @@ func writeConfig(t *testing.T, path, listen, admin, spoolDir, cfg string) {
 	}
 }
 
+// StartResolving is Start with names resolved to 127.0.0.1 for hookpace
+// alone: it runs in a mount namespace of its own (unshare -m, which needs
+// root) over an /etc/hosts that adds them. A client given such a name
+// sends it through the proxy like any partner's, where Go, Java and
+// others would send a loopback address around it.
+func StartResolving(t *testing.T, cfg string, names ...string) *Hookpace {
+	t.Helper()
+	h := &Hookpace{t: t, Dir: t.TempDir()}
+	h.Config = filepath.Join(h.Dir, "hookpace.yaml")
+	writeConfig(t, h.Config, "127.0.0.1:0", "127.0.0.1:0", filepath.Join(h.Dir, "spool"), cfg)
+	system, err := os.ReadFile("/etc/hosts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.hosts = filepath.Join(h.Dir, "hosts")
+	extra := "\n127.0.0.1 " + strings.Join(names, " ") + "\n"
+	if err := os.WriteFile(h.hosts, append(system, extra...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	t.Cleanup(func() { h.Kill() })
+	return h
+}
+
 func (h *Hookpace) start() {
 	h.t.Helper()
 	h.cmd = exec.Command(binary, "run", "--config", h.Config)
+	if h.hosts != "" {
+		// exec: the process the harness signals is hookpace itself.
+		h.cmd = exec.Command("unshare", "-m", "sh", "-c", `mount --bind "$0" /etc/hosts && exec "$1" run --config "$2"`,
+			h.hosts, binary, h.Config)
+	}
 	// hookpace must ignore proxy variables in its own environment: point
 	// them at a dead port to prove it.
 	h.cmd.Env = append(os.Environ(), "HTTP_PROXY=http://127.0.0.1:1", "HTTPS_PROXY=http://127.0.0.1:1",
@@ -332,6 +365,7 @@ type Arrival struct {
 	Header http.Header
 	Body   []byte
 	Status int
+	TLS    bool // it came over TLS
 }
 
 // NewReceiver starts a receiver on loopback.
@@ -355,7 +389,7 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	rc.mu.Lock()
 	n := len(rc.got) + 1
-	a := Arrival{At: at, Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body, Status: 200}
+	a := Arrival{At: at, Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body, Status: 200, TLS: r.TLS != nil}
 	rc.got = append(rc.got, a)
 	idx := len(rc.got) - 1
 	h := rc.Handle

@@ -187,8 +187,8 @@ func pool(rc *Receiver) *x509.CertPool {
 	return p
 }
 
-// A TLS tunnel keeps the host's connect policy: deny (the default) ends
-// it at the handshake; connect: tunnel splices it through to the receiver.
+// A TLS tunnel keeps the host's connect policy: deny ends it at the
+// handshake; connect: tunnel splices it through to the receiver.
 func TestTLSTunnelKeepsConnectPolicy(t *testing.T) {
 	denied := NewTLSReceiver(t)
 	spliced := NewTLSReceiver(t)
@@ -196,7 +196,8 @@ func TestTLSTunnelKeepsConnectPolicy(t *testing.T) {
 egress: {allow: ["127.0.0.0/8"]}
 hosts:
   "%s": {connect: tunnel}
-`, spliced.Host()))
+  "%s": {connect: deny}
+`, spliced.Host(), denied.Host()))
 	tlsGet := func(rc *Receiver) (*http.Response, error) {
 		conn, err := tunnelDial(hp.Proxy, rc.Host(), "")
 		if err != nil {

@@ -149,12 +149,16 @@ func dnsWithin(d, c string) bool {
 	return dnsMatch(d, c)
 }
 
-// apply writes n into a CA template as critical name constraints.
+// apply writes n into a CA template as critical name constraints. "No
+// name of this type" is an excluded subtree that matches every name: an
+// empty dNSName, or 0.0.0.0/0 and ::/0. Nothing is said of e-mail
+// addresses and URIs: TLS clients match servers by DNS names and IPs
+// only, and Java refuses a certificate whose constraints hold an empty
+// e-mail address or URI.
 func (n Names) apply(tmpl *x509.Certificate) {
 	tmpl.PermittedDNSDomainsCritical = true
 	tmpl.PermittedDNSDomains = slices.Clone(n.DNS)
 	if len(n.DNS) == 0 {
-		// An empty constraint matches every name: exclude them all.
 		tmpl.ExcludedDNSDomains = []string{""}
 	}
 	for _, p := range n.IP {
@@ -163,9 +167,6 @@ func (n Names) apply(tmpl *x509.Certificate) {
 	if len(n.IP) == 0 {
 		tmpl.ExcludedIPRanges = []*net.IPNet{ipNet(netip.MustParsePrefix("0.0.0.0/0")), ipNet(netip.MustParsePrefix("::/0"))}
 	}
-	// No e-mail address or URI either: a TLS server certificate needs none.
-	tmpl.ExcludedEmailAddresses = []string{""}
-	tmpl.ExcludedURIDomains = []string{""}
 }
 
 func ipNet(p netip.Prefix) *net.IPNet {

@@ -169,6 +169,11 @@ func TestDNSOnlyCAExcludesIPs(t *testing.T) {
 		if out, ok := opensslVerify(t, ca, cert.Leaf); ok {
 			t.Errorf("CA for %s: a leaf for %s verified with openssl: %s", tc.names, tc.outside, out)
 		}
+		// Java parses the CA too (it refuses a certificate whose
+		// constraints hold an empty e-mail address or URI).
+		if out, err := exec.Command("keytool", "-printcert", "-file", writeTemp(t, ca.certPEM)).CombinedOutput(); err != nil {
+			t.Errorf("CA for %s: keytool -printcert: %v\n%s", tc.names, err, out)
+		}
 	}
 }
 

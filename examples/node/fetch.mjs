@@ -5,17 +5,22 @@
 // inside such a tunnel like any other.
 //
 //   npm install undici
-//   HTTP_PROXY=http://127.0.0.1:8080 node fetch.mjs http://127.0.0.1:9999/hooks
+//   HTTP_PROXY=http://127.0.0.1:8080 node fetch.mjs http://127.0.0.1:9999/hooks [COUNT]
+// For https:// URLs, also HTTPS_PROXY and NODE_EXTRA_CA_CERTS (the path
+// `hookpace ca cert` prints), so that Node trusts hookpace's CA.
 import { EnvHttpProxyAgent, setGlobalDispatcher } from 'undici';
 
 setGlobalDispatcher(new EnvHttpProxyAgent());
 
 const url = process.argv[2] ?? 'http://127.0.0.1:9999/hooks';
-const res = await fetch(url, {
-  method: 'POST',
-  headers: { 'content-type': 'application/json' },
-  body: JSON.stringify({ type: 'invoice.paid', id: 'evt_1' }),
-});
-// 202 and an id: hookpace has the webhook. The partner's own answer
-// (200, no id) means the request went around hookpace.
-console.log(res.status, res.headers.get('x-hookpace-id'));
+const count = Number(process.argv[3] ?? 1);
+for (let i = 1; i <= count; i++) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ type: 'invoice.paid', id: `evt_${i}`, via: 'undici' }),
+  });
+  // 202 and an id: hookpace has the webhook. The partner's own answer
+  // (200, no id) means the request went around hookpace.
+  console.log(res.status, res.headers.get('x-hookpace-id'));
+}
