@@ -144,10 +144,14 @@ func hookpaceConfig(t *testing.T, data string) *config.Config {
 }
 
 func TestLint(t *testing.T) {
-	for _, mode := range []string{"sidecar", "gateway"} {
-		out, err := helm(t, "lint", "--strict", chart, "--set", "mode="+mode)
-		if err != nil {
-			t.Errorf("mode %s: %v\n%s", mode, err, out)
+	for _, sets := range [][]string{{"mode=sidecar"}, {"mode=gateway"}, {"mode=gateway", "gateway.auth.open=true"},
+		{"monitoring.serviceMonitor.enabled=true", "monitoring.serviceMonitor.podSelector.app=web"}} {
+		args := []string{"lint", "--strict", chart}
+		for _, s := range sets {
+			args = append(args, "--set", s)
+		}
+		if out, err := helm(t, args...); err != nil {
+			t.Errorf("%v: %v\n%s", sets, err, out)
 		}
 	}
 }
@@ -163,6 +167,11 @@ func TestTemplateRejects(t *testing.T) {
 			"drainSeconds: 6 leaves 4 s of timeoutSeconds (10) for the hand-off"},
 		{"shutdown in config", []string{"hookpace.config.shutdown.timeout=5s"}, "hookpace.config.shutdown: set hookpace.shutdown instead"},
 		{"handoff secret without handoff", []string{"hookpace.shutdown.handoffSecret=gw-hookpace"}, "handoffSecret: set without a hand-off target"},
+		{"sidecar listening where the apps cannot reach it", []string{"hookpace.config.listen=10.0.0.5:8080"}, "apps reach hookpace on 127.0.0.1"},
+		{"sidecar ServiceMonitor without the pods' labels", []string{"monitoring.serviceMonitor.enabled=true"}, "monitoring.serviceMonitor.podSelector"},
+		{"sidecar with its own trust directory", []string{"hookpace.config.mitm.public_dir=/trust"}, "mitm.public_dir: in sidecar mode"},
+		{"open gateway with users", []string{"mode=gateway", "gateway.auth.open=true", "gateway.auth.users[0].username=a", "gateway.auth.users[0].password=b"},
+			"gateway.auth.open: true and gateway.auth.users"},
 	}
 	for _, tt := range tests {
 		args := []string{"template", "rel", chart}

@@ -3,6 +3,8 @@ package charts
 import (
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Fleet mode from the chart: the Redis URL in the config, its password
@@ -10,26 +12,24 @@ import (
 func TestFleetValues(t *testing.T) {
 	t.Setenv("HOOKPACE_REDIS_PASSWORD", "from-the-secret") // what the pod's env would hold
 	for _, mode := range []string{"sidecar", "gateway"} {
-		r := render(t, "mode="+mode, "hookpace.fleet.redis=rediss://redis.hooks.svc:6380/0",
-			"hookpace.fleet.passwordSecret=redis-auth", "hookpace.config.fleet.key_prefix=payments")
+		sets := []string{"mode=" + mode, "hookpace.fleet.redis=rediss://redis.hooks.svc:6380/0",
+			"hookpace.fleet.passwordSecret=redis-auth", "hookpace.config.fleet.key_prefix=payments"}
+		r := render(t, sets...)
 		var data string
-		var env []string
+		var containers []corev1.Container
 		if mode == "sidecar" {
-			data = get(t, r.configMaps, "rel-hookpace").Data["config.yaml"]
-			for _, c := range get(t, r.deployments, "rel").Spec.Template.Spec.InitContainers {
-				for _, e := range c.Env {
-					if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-						env = append(env, e.Name+"<-"+e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key)
-					}
-				}
-			}
+			data = get(t, r.configMaps, "hookpace").Data["config.yaml"]
+			// The sidecar that the NOTES.txt command injects.
+			containers = injected(t, sets...).Spec.Template.Spec.InitContainers
 		} else {
 			data = get(t, r.secrets, "rel-hookpace").StringData["config.yaml"]
-			for _, c := range get(t, r.statefulSets, "rel-hookpace").Spec.Template.Spec.Containers {
-				for _, e := range c.Env {
-					if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-						env = append(env, e.Name+"<-"+e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key)
-					}
+			containers = get(t, r.statefulSets, "rel-hookpace").Spec.Template.Spec.Containers
+		}
+		var env []string
+		for _, c := range containers {
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					env = append(env, e.Name+"<-"+e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key)
 				}
 			}
 		}
@@ -50,7 +50,7 @@ func TestFleetValues(t *testing.T) {
 		t.Error("a password Secret without a Redis URL rendered")
 	}
 	r := render(t) // no fleet: nothing of it in the config
-	if c := hookpaceConfig(t, get(t, r.configMaps, "rel-hookpace").Data["config.yaml"]); c.Fleet.Enabled() {
+	if c := hookpaceConfig(t, get(t, r.configMaps, "hookpace").Data["config.yaml"]); c.Fleet.Enabled() {
 		t.Errorf("fleet without values: %+v", c.Fleet)
 	}
 }

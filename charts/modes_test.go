@@ -1,6 +1,8 @@
 package charts
 
 import (
+	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -9,70 +11,76 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/hookpace/hookpace/inject"
 )
 
+// TestSidecar: sidecar mode renders the config and nothing that runs;
+// the command its NOTES.txt prints turns a team's Deployment into one
+// with hookpace as a native sidecar reading that ConfigMap, and inject's
+// defaults agree with the config the chart renders.
 func TestSidecar(t *testing.T) {
 	r := render(t) // the default mode
-	if len(r.statefulSets)+len(r.services)+len(r.pdbs)+len(r.secrets) != 0 {
-		t.Errorf("sidecar mode rendered gateway objects: %v %v %v %v", r.statefulSets, r.services, r.pdbs, r.secrets)
+	if n := len(r.deployments) + len(r.statefulSets) + len(r.services) + len(r.pdbs) + len(r.secrets); n != 0 || len(r.configMaps) != 1 {
+		t.Errorf("sidecar mode rendered more than its ConfigMap: %v %v %v %v %v", r.deployments, r.statefulSets, r.services, r.pdbs, r.secrets)
 	}
-	d := get(t, r.deployments, "rel")
-	pod := d.Spec.Template.Spec
-	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Name != "hookpace" {
-		t.Fatalf("init containers: %+v", pod.InitContainers)
-	}
-	hp := pod.InitContainers[0]
-	// A native sidecar: an init container that keeps running, stopped after the app.
-	if hp.RestartPolicy == nil || *hp.RestartPolicy != corev1.ContainerRestartPolicyAlways {
-		t.Errorf("hookpace restartPolicy = %v, want Always", hp.RestartPolicy)
-	}
-	checkExecProbe(t, "startup", hp.StartupProbe, "health")
-	checkExecProbe(t, "liveness", hp.LivenessProbe, "health")
-	// app.stopSeconds 10 + shutdown.timeoutSeconds 30 + 10 to close the spool.
-	if g := pod.TerminationGracePeriodSeconds; g == nil || *g != 50 {
-		t.Errorf("terminationGracePeriodSeconds = %v, want 50", g)
-	}
-	if v := volume(t, pod.Volumes, "spool"); v.EmptyDir == nil || v.EmptyDir.SizeLimit.Cmp(resource.MustParse("2Gi")) != 0 {
-		t.Errorf("spool volume = %+v, want an emptyDir of 2Gi", v)
-	}
-	if v := volume(t, pod.Volumes, "config"); v.ConfigMap == nil || v.ConfigMap.Name != "rel-hookpace" {
-		t.Errorf("config volume = %+v", v)
-	}
-	checkMount(t, hp, "spool", "/var/lib/hookpace")
-	checkMount(t, hp, "config", "/etc/hookpace")
-	if len(pod.Containers) != 1 || !slices.Contains(pod.Containers[0].Env, corev1.EnvVar{Name: "HTTP_PROXY", Value: "http://127.0.0.1:8080"}) {
-		t.Errorf("app container: %+v", pod.Containers)
-	}
-	c := hookpaceConfig(t, get(t, r.configMaps, "rel-hookpace").Data["config.yaml"])
+	cm := get(t, r.configMaps, "hookpace")
+	c := hookpaceConfig(t, cm.Data["config.yaml"])
 	if c.Shutdown.Timeout.D() != 30*time.Second || c.Shutdown.Drain != 0 || c.Shutdown.Handoff != "" {
 		t.Errorf("shutdown = %+v", c.Shutdown)
 	}
 	if c.Listen != "127.0.0.1:8080" || c.Spool.Dir != "/var/lib/hookpace" {
 		t.Errorf("listen %q, spool.dir %q", c.Listen, c.Spool.Dir)
 	}
+	o := inject.Defaults()
+	if o.ConfigMap != cm.Name || c.Listen != fmt.Sprintf("127.0.0.1:%d", o.ProxyPort) || c.Admin != fmt.Sprintf("127.0.0.1:%d", o.AdminPort) ||
+		c.Spool.Dir != o.SpoolDir || c.Shutdown.Timeout.D() != o.ShutdownTimeout {
+		t.Errorf("hookpace inject's defaults %+v differ from the chart's sidecar config:\n%s", o, cm.Data["config.yaml"])
+	}
+	if f := injectFlags(t); len(f) != 0 {
+		t.Errorf("NOTES.txt gives inject flags %v for the defaults", f)
+	}
+
+	pod := injected(t).Spec.Template.Spec
+	hp := pod.InitContainers[0]
+	if hp.Name != "hookpace" || hp.RestartPolicy == nil || *hp.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Errorf("init containers %+v", pod.InitContainers)
+	}
+	checkExecProbe(t, "startup", hp.StartupProbe, "health")
+	checkExecProbe(t, "liveness", hp.LivenessProbe, "health")
+	// --app-stop 10 s + shutdown.timeoutSeconds 30 + 10 to close the spool.
+	if g := pod.TerminationGracePeriodSeconds; g == nil || *g != 50 {
+		t.Errorf("terminationGracePeriodSeconds = %v, want 50", g)
+	}
+	if v := volume(t, pod.Volumes, "hookpace-config"); v.ConfigMap == nil || v.ConfigMap.Name != cm.Name {
+		t.Errorf("config volume = %+v", v)
+	}
+	checkMount(t, hp, "hookpace-spool", c.Spool.Dir)
+	checkMount(t, hp, "hookpace-config", "/etc/hookpace")
+	if !slices.Contains(pod.Containers[0].Env, corev1.EnvVar{Name: "HTTP_PROXY", Value: "http://127.0.0.1:8080"}) {
+		t.Errorf("app container: %+v", pod.Containers)
+	}
 }
 
 func TestSidecarHandoffToGateway(t *testing.T) {
-	r := render(t, "hookpace.shutdown.drainSeconds=20", "hookpace.shutdown.timeoutSeconds=40", "app.stopSeconds=5",
-		"hookpace.shutdown.handoff=http://gw-hookpace.hooks.svc.cluster.local:8080", "hookpace.shutdown.handoffSecret=gw-hookpace",
-		"hookpace.spool.persistentVolumeClaim=spool-claim")
-	pod := get(t, r.deployments, "rel").Spec.Template.Spec
-	if g := pod.TerminationGracePeriodSeconds; g == nil || *g != 55 {
-		t.Errorf("terminationGracePeriodSeconds = %v, want 55", g)
-	}
-	if v := volume(t, pod.Volumes, "handoff"); v.Secret == nil || v.Secret.SecretName != "gw-hookpace" ||
-		len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "handoff-credentials" {
-		t.Errorf("handoff volume = %+v", v)
-	}
-	if v := volume(t, pod.Volumes, "spool"); v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "spool-claim" {
-		t.Errorf("spool volume = %+v", v)
-	}
-	checkMount(t, pod.InitContainers[0], "handoff", "/etc/hookpace-handoff")
-	c := hookpaceConfig(t, get(t, r.configMaps, "rel-hookpace").Data["config.yaml"])
+	sets := []string{"hookpace.shutdown.drainSeconds=20", "hookpace.shutdown.timeoutSeconds=40",
+		"hookpace.shutdown.handoff=http://gw-hookpace.hooks.svc.cluster.local:8080", "hookpace.shutdown.handoffSecret=gw-hookpace"}
+	r := render(t, sets...)
+	c := hookpaceConfig(t, get(t, r.configMaps, "hookpace").Data["config.yaml"])
 	want := "{Timeout:40s Drain:20s Handoff:http://gw-hookpace.hooks.svc.cluster.local:8080 HandoffAuth:/etc/hookpace-handoff/handoff-credentials}"
 	if got := strings.TrimSpace(sprint(c.Shutdown)); got != want {
 		t.Errorf("shutdown = %s\nwant %s", got, want)
 	}
+	pod := injected(t, sets...).Spec.Template.Spec
+	if g := pod.TerminationGracePeriodSeconds; g == nil || *g != 60 {
+		t.Errorf("terminationGracePeriodSeconds = %v, want 10 + 40 + 10", g)
+	}
+	if v := volume(t, pod.Volumes, "hookpace-handoff"); v.Secret == nil || v.Secret.SecretName != "gw-hookpace" ||
+		len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "handoff-credentials" {
+		t.Errorf("handoff volume = %+v", v)
+	}
+	// The file the config names is where inject mounts the Secret.
+	checkMount(t, pod.InitContainers[0], "hookpace-handoff", path.Dir(c.Shutdown.HandoffAuth))
 }
 
 func TestGateway(t *testing.T) {
@@ -148,10 +156,41 @@ func TestGateway(t *testing.T) {
 	}
 }
 
-func TestGatewayWithoutAuth(t *testing.T) {
-	r := render(t, "mode=gateway", "gateway.handoffToService=false", "gateway.replicas=3",
+// TestGatewayAuthByDefault: a gateway without users gets one, generated,
+// whose password is the same in the config, the hand-off credentials and
+// the proxy URL for apps.
+func TestGatewayAuthByDefault(t *testing.T) {
+	r := render(t, "mode=gateway")
+	sec := get(t, r.secrets, "rel-hookpace")
+	c := hookpaceConfig(t, sec.StringData["config.yaml"])
+	if !c.Auth.Enabled() || len(c.Auth.Users) != 1 || c.Auth.Users[0].Username != "hookpace" || len(c.Auth.Users[0].Password) < 32 {
+		t.Fatalf("auth = %+v, want a generated user", c.Auth)
+	}
+	pw := c.Auth.Users[0].Password
+	if sec.StringData["proxy-username"] != "hookpace" || sec.StringData["proxy-password"] != pw ||
+		sec.StringData["handoff-credentials"] != "hookpace:"+pw ||
+		sec.StringData["proxy-url"] != "http://hookpace:"+pw+"@rel-hookpace.hooks.svc.cluster.local:8080" {
+		t.Errorf("secret %v, config password %q", sec.StringData, pw)
+	}
+	// The replicas hand off to their Service with these credentials.
+	if c.Shutdown.HandoffAuth != "/etc/hookpace/handoff-credentials" {
+		t.Errorf("shutdown = %+v", c.Shutdown)
+	}
+	if other := hookpaceConfig(t, get(t, render(t, "mode=gateway").secrets, "rel-hookpace").StringData["config.yaml"]); other.Auth.Users[0].Password == pw {
+		t.Error("two renders without a cluster generated the same password")
+	}
+	if n := notes(t, "mode=gateway"); !strings.Contains(n, "key proxy-url") || strings.Contains(n, "WARNING") {
+		t.Errorf("NOTES:\n%s", n)
+	}
+}
+
+// TestGatewayOpen: gateway.auth.open turns the proxy auth off, with a
+// warning.
+func TestGatewayOpen(t *testing.T) {
+	r := render(t, "mode=gateway", "gateway.auth.open=true", "gateway.handoffToService=false", "gateway.replicas=3",
 		"hookpace.config.fleet.redis=redis://redis.hooks.svc:6379/0")
-	c := hookpaceConfig(t, get(t, r.secrets, "rel-hookpace").StringData["config.yaml"])
+	sec := get(t, r.secrets, "rel-hookpace")
+	c := hookpaceConfig(t, sec.StringData["config.yaml"])
 	if c.Auth.Enabled() || c.Shutdown.Handoff != "" {
 		t.Errorf("auth %+v, shutdown %+v", c.Auth, c.Shutdown)
 	}
@@ -159,10 +198,15 @@ func TestGatewayWithoutAuth(t *testing.T) {
 	if !strings.Contains(sprint(c.Fleet), "redis.hooks.svc:6379") {
 		t.Errorf("fleet = %+v", c.Fleet)
 	}
-	if _, ok := get(t, r.secrets, "rel-hookpace").StringData["handoff-credentials"]; ok {
-		t.Error("handoff-credentials without users")
+	for _, k := range []string{"handoff-credentials", "proxy-url"} {
+		if _, ok := sec.StringData[k]; ok {
+			t.Errorf("%s without users", k)
+		}
 	}
 	if ss := get(t, r.statefulSets, "rel-hookpace"); *ss.Spec.Replicas != 3 || ss.Spec.VolumeClaimTemplates[0].Spec.StorageClassName != nil {
 		t.Errorf("replicas %d, storageClassName %v", *ss.Spec.Replicas, ss.Spec.VolumeClaimTemplates[0].Spec.StorageClassName)
+	}
+	if n := notes(t, "mode=gateway", "gateway.auth.open=true"); !strings.Contains(n, "WARNING: gateway.auth.open is true") {
+		t.Errorf("NOTES without the warning:\n%s", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -117,7 +118,7 @@ func mustJSON(v any) []byte {
 
 // TestSecurityContext: hookpace runs non-root, read-only, unprivileged,
 // without capabilities and under the runtime's seccomp profile, in both
-// modes.
+// modes (in sidecar mode, as hookpace inject adds it).
 func TestSecurityContext(t *testing.T) {
 	check := func(mode string, c corev1.Container) {
 		sc := c.SecurityContext
@@ -128,11 +129,7 @@ func TestSecurityContext(t *testing.T) {
 			t.Errorf("mode %s: hookpace securityContext = %s", mode, sprint(sc))
 		}
 	}
-	d := get(t, render(t).deployments, "rel")
-	check("sidecar", d.Spec.Template.Spec.InitContainers[0])
-	if d.Spec.Template.Annotations["checksum/config"] == "" {
-		t.Error("sidecar: no checksum/config annotation")
-	}
+	check("sidecar", injected(t).Spec.Template.Spec.InitContainers[0])
 	ss := get(t, render(t, "mode=gateway").statefulSets, "rel-hookpace")
 	check("gateway", ss.Spec.Template.Spec.Containers[0])
 	if ps := ss.Spec.Template.Spec.SecurityContext; ps == nil || ps.SeccompProfile == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot {
@@ -140,35 +137,102 @@ func TestSecurityContext(t *testing.T) {
 	}
 }
 
-// A config change rolls the pods: the checksum annotation follows it.
-func TestConfigChecksumRolls(t *testing.T) {
-	for _, mode := range []string{"sidecar", "gateway"} {
-		sum := func(sets ...string) string {
-			r := render(t, append([]string{"mode=" + mode}, sets...)...)
-			if mode == "sidecar" {
-				return get(t, r.deployments, "rel").Spec.Template.Annotations["checksum/config"]
-			}
-			return get(t, r.statefulSets, "rel-hookpace").Spec.Template.Annotations["checksum/config"]
+// TestRestartChecksum: the gateway's config is a mounted directory that
+// hookpace reloads, so a change of a reloadable setting (a rate, the
+// drain, the proxy users) leaves the pod template alone; a setting that
+// needs a restart changes checksum/restart and rolls the pods. No
+// checksum/config is left.
+func TestRestartChecksum(t *testing.T) {
+	sum := func(sets ...string) string {
+		t.Helper()
+		ss := get(t, render(t, append([]string{"mode=gateway"}, sets...)...).statefulSets, "rel-hookpace")
+		a := ss.Spec.Template.Annotations
+		if _, ok := a["checksum/config"]; ok {
+			t.Errorf("checksum/config on the pod template: a config change would roll the pods")
 		}
-		a, b, c := sum(), sum("hookpace.config.defaults.rate=5/s"), sum("hookpace.shutdown.drainSeconds=3")
-		if a == "" || a == b || a == c {
-			t.Errorf("mode %s: checksum/config %q, after a rate change %q, after a drain change %q", mode, a, b, c)
+		for _, v := range ss.Spec.Template.Spec.Volumes {
+			if v.Name == "config" && (v.Secret == nil || len(v.Secret.Items) != 0) {
+				t.Errorf("config volume %s: want the whole Secret as a directory", sprint(v))
+			}
+		}
+		for _, m := range ss.Spec.Template.Spec.Containers[0].VolumeMounts {
+			if m.Name == "config" && m.SubPath != "" {
+				t.Errorf("config mounted with subPath %q: the kubelet would never update it", m.SubPath)
+			}
+		}
+		return a["checksum/restart"]
+	}
+	base := sum()
+	if base == "" {
+		t.Fatal("no checksum/restart")
+	}
+	for _, set := range []string{"hookpace.config.defaults.rate=5/s", "hookpace.shutdown.drainSeconds=3",
+		"hookpace.config.hosts.api\\.example\\.com.rate=1/s", "gateway.auth.users[0].username=a,gateway.auth.users[0].password=b",
+		"hookpace.config.log.level=debug"} {
+		if got := sum(set); got != base {
+			t.Errorf("--set %s (reloaded) changed checksum/restart", set)
+		}
+	}
+	for _, set := range []string{"gateway.port=3128", "hookpace.config.spool.min_free=1GiB", "hookpace.config.log.format=text",
+		"hookpace.fleet.redis=redis://redis:6379/0", "hookpace.config.admin=127.0.0.1:9091", "hookpace.config.dedupe.max_keys=5"} {
+		if got := sum(set); got == base {
+			t.Errorf("--set %s (needs a restart) left checksum/restart alone", set)
 		}
 	}
 }
 
-func TestSidecarReadinessProbe(t *testing.T) {
-	if p := get(t, render(t).deployments, "rel").Spec.Template.Spec.InitContainers[0].ReadinessProbe; p != nil {
-		t.Errorf("sidecar readiness probe by default: %s", sprint(p))
+// TestRestartFieldsComplete: every setting that hookpace's config package
+// says needs a restart (config.RestartRequired, "restart to apply") is in
+// the chart's list of restart fields, so the gateway rolls for it.
+func TestRestartFieldsComplete(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "config", "config.go"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	p := get(t, render(t, "hookpace.sidecarReadinessProbe=true").deployments, "rel").Spec.Template.Spec.InitContainers[0].ReadinessProbe
-	checkExecProbe(t, "readiness", p, "health", "--ready")
+	body := string(src)
+	i := strings.Index(body, "func RestartRequired(")
+	if i < 0 {
+		t.Fatal("config.RestartRequired not found")
+	}
+	body = body[i:]
+	body = body[:strings.Index(body, "\n}\n")]
+	names := regexp.MustCompile(`\{"([a-z_.]+)", old\.`).FindAllStringSubmatch(body, -1)
+	if len(names) < 10 || !strings.Contains(body, "fleetRestart(") {
+		t.Fatalf("found %d restart fields in RestartRequired: the test no longer reads it", len(names))
+	}
+	tpl, err := os.ReadFile(filepath.Join(chart, "templates", "_helpers.tpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`define "hookpace.restartFields" -}}\n(.*)\n`).FindSubmatch(tpl)
+	if m == nil {
+		t.Fatal("no hookpace.restartFields in _helpers.tpl")
+	}
+	chartFields := strings.Fields(string(m[1]))
+	covered := func(f string) bool {
+		for _, c := range chartFields {
+			if f == c || strings.HasPrefix(f, c+".") {
+				return true
+			}
+		}
+		return false
+	}
+	fields := []string{"fleet.redis"} // and the rest of fleetRestart
+	for _, n := range names {
+		fields = append(fields, n[1])
+	}
+	for _, f := range fields {
+		if !covered(f) {
+			t.Errorf("%s needs a restart (config.RestartRequired) but is not in hookpace.restartFields", f)
+		}
+	}
 }
 
 // values.schema.json: helm rejects a typo'd or mistyped value.
 func TestSchemaRejectsTypos(t *testing.T) {
-	for _, set := range []string{"mdoe=gateway", "hookpace.spool.sizeLimt=3Gi", "gateway.replicas=two", "mode=daemonset",
-		"monitoring.prometheusRule.enabeld=true", "hookpace.shutdown.timeoutSeconds=0", "gateway.auth.users[0].user=a"} {
+	for _, set := range []string{"mdoe=gateway", "sidecar.configmap=x", "gateway.replicas=two", "mode=daemonset",
+		"monitoring.prometheusRule.enabeld=true", "hookpace.shutdown.timeoutSeconds=0", "gateway.auth.users[0].user=a",
+		"gateway.auth.open=yes", "app.image=nginx", "hookpace.spool.persistentVolumeClaim=c"} {
 		_, err := helm(t, "template", "rel", chart, "--set", set)
 		if err == nil || !strings.Contains(err.Error(), "schema") {
 			t.Errorf("--set %s: %v, want a schema error", set, err)
@@ -180,42 +244,27 @@ func TestSchemaRejectsTypos(t *testing.T) {
 	}
 }
 
-// TestNotes renders NOTES.txt (helm template skips it) through a copy of
-// the chart that puts it in a ConfigMap.
+// TestNotes: what NOTES.txt says, by mode and values.
 func TestNotes(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(chart)); err != nil {
-		t.Fatal(err)
-	}
-	notes, err := os.ReadFile(filepath.Join(chart, "templates", "NOTES.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "files", "notes.txt"), notes, 0o644)
-	os.WriteFile(filepath.Join(dir, "templates", "notes-test.yaml"), []byte(
-		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\ndata:\n  notes: |\n{{ tpl (.Files.Get \"files/notes.txt\") . | indent 4 }}\n"), 0o644)
 	for _, c := range []struct {
 		sets []string
 		want []string
 	}{
-		{nil, []string{"native sidecar in the pods of Deployment rel", "port-forward deploy/rel 9090:9090", "http://127.0.0.1:9090/", "emptyDir"}},
+		{nil, []string{"ConfigMap hookpace in namespace hooks", "hookpace inject -f deploy.yaml | kubectl -n hooks apply -f -",
+			"Kubernetes 1.29", "port-forward deploy/YOUR-APP 9090:9090", "http://127.0.0.1:9090/", "emptyDir"}},
 		{[]string{"mode=gateway", "monitoring.prometheusRule.enabled=true"}, []string{
-			"HTTP_PROXY=http://rel-hookpace.hooks.svc.cluster.local:8080", "pod/rel-hookpace-0", "PrometheusRule rel-hookpace",
+			"HTTP_PROXY=http://USER:PASSWORD@rel-hookpace.hooks.svc.cluster.local:8080", "pod/rel-hookpace-0", "PrometheusRule rel-hookpace",
 			"localhost (127.0.0.1:9090)"}},
-		{[]string{"monitoring.serviceMonitor.enabled=true"}, []string{"ServiceMonitor rel-hookpace",
-			"get secret rel-hookpace-admin", "hookpace status --config /etc/hookpace/config.yaml"}},
+		{[]string{"monitoring.serviceMonitor.enabled=true", "monitoring.serviceMonitor.podSelector.app=web"}, []string{"ServiceMonitor rel-hookpace",
+			"get secret rel-hookpace-admin", "hookpace status --config /etc/hookpace/config.yaml", "--admin-token-secret rel-hookpace-admin"}},
+		{[]string{"sidecar.configMap=hp", "hookpace.config.listen=0.0.0.0:3128", "hookpace.config.spool.dir=/spool", "hookpace.shutdown.timeoutSeconds=45",
+			"hookpace.image=registry.example.com/hookpace:1"}, []string{
+			"hookpace inject -f deploy.yaml --configmap hp --image registry.example.com/hookpace:1 --proxy-port 3128 --spool-dir /spool --shutdown-timeout 45s |"}},
 	} {
-		args := []string{"template", "rel", dir, "--namespace", "hooks", "--show-only", "templates/notes-test.yaml"}
-		for _, s := range c.sets {
-			args = append(args, "--set", s)
-		}
-		out, err := helm(t, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := notes(t, c.sets...)
 		for _, w := range c.want {
-			if !strings.Contains(out, w) {
-				t.Errorf("NOTES with %v lack %q:\n%s", c.sets, w, out)
+			if !strings.Contains(n, w) {
+				t.Errorf("NOTES with %v lack %q:\n%s", c.sets, w, n)
 			}
 		}
 	}
@@ -243,8 +292,9 @@ type serviceMonitor struct {
 // mounted Secret.
 func TestServiceMonitor(t *testing.T) {
 	for _, mode := range []string{"sidecar", "gateway"} {
-		r := render(t, "mode="+mode, "monitoring.serviceMonitor.enabled=true", "monitoring.serviceMonitor.labels.release=kps",
-			"monitoring.serviceMonitor.interval=15s")
+		sets := []string{"mode=" + mode, "monitoring.serviceMonitor.enabled=true", "monitoring.serviceMonitor.labels.release=kps",
+			"monitoring.serviceMonitor.interval=15s", "monitoring.serviceMonitor.podSelector.app=web"}
+		r := render(t, sets...)
 		sm := get(t, r.monitors, "rel-hookpace")
 		if sm.APIVersion != "monitoring.coreos.com/v1" || sm.Metadata.Labels["release"] != "kps" || len(sm.Spec.Endpoints) != 1 ||
 			sm.Spec.Endpoints[0] != (struct {
@@ -255,8 +305,7 @@ func TestServiceMonitor(t *testing.T) {
 			t.Errorf("mode %s: ServiceMonitor = %s", mode, sprint(*sm))
 		}
 		svc := get(t, r.services, "rel-hookpace-metrics")
-		if !subset(sm.Spec.Selector.MatchLabels, svc.Labels) || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "admin" ||
-			svc.Spec.Ports[0].TargetPort.StrVal != "admin" {
+		if !subset(sm.Spec.Selector.MatchLabels, svc.Labels) || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "admin" {
 			t.Errorf("mode %s: metrics Service = %s", mode, sprint(svc))
 		}
 		var pod corev1.PodSpec
@@ -264,9 +313,10 @@ func TestServiceMonitor(t *testing.T) {
 		var hp corev1.Container
 		var cfg string
 		if mode == "sidecar" {
-			d := get(t, r.deployments, "rel")
+			// The team's Deployment (labelled app: web), injected as NOTES.txt says.
+			d := injected(t, sets...)
 			pod, labels, hp = d.Spec.Template.Spec, d.Spec.Template.Labels, d.Spec.Template.Spec.InitContainers[0]
-			cfg = get(t, r.configMaps, "rel-hookpace").Data["config.yaml"]
+			cfg = get(t, r.configMaps, "hookpace").Data["config.yaml"]
 		} else {
 			ss := get(t, r.statefulSets, "rel-hookpace")
 			pod, labels, hp = ss.Spec.Template.Spec, ss.Spec.Template.Labels, ss.Spec.Template.Spec.Containers[0]
@@ -277,13 +327,17 @@ func TestServiceMonitor(t *testing.T) {
 		}
 		found := false
 		for _, p := range hp.Ports {
-			found = found || (p.Name == "admin" && p.ContainerPort == 9090)
+			found = found || (p.Name == svc.Spec.Ports[0].TargetPort.StrVal && p.ContainerPort == 9090)
 		}
 		if !found {
-			t.Errorf("mode %s: hookpace ports %v lack admin 9090", mode, hp.Ports)
+			t.Errorf("mode %s: hookpace ports %v lack the Service's target %s on 9090", mode, hp.Ports, svc.Spec.Ports[0].TargetPort.StrVal)
 		}
-		checkMount(t, hp, "admin-token", "/etc/hookpace-admin")
-		if v := volume(t, pod.Volumes, "admin-token"); v.Secret == nil || v.Secret.SecretName != "rel-hookpace-admin" {
+		tokenVolume := "admin-token"
+		if mode == "sidecar" {
+			tokenVolume = "hookpace-admin-token"
+		}
+		checkMount(t, hp, tokenVolume, "/etc/hookpace-admin")
+		if v := volume(t, pod.Volumes, tokenVolume); v.Secret == nil || v.Secret.SecretName != "rel-hookpace-admin" {
 			t.Errorf("mode %s: admin-token volume %s", mode, sprint(v))
 		}
 		if tok := get(t, r.secrets, "rel-hookpace-admin"); len(tok.Data["token"]) < 32 {
@@ -303,7 +357,7 @@ func TestServiceMonitor(t *testing.T) {
 		}
 	}
 	// Without it the admin API stays on the pod's localhost.
-	c := hookpaceConfig(t, get(t, render(t).configMaps, "rel-hookpace").Data["config.yaml"])
+	c := hookpaceConfig(t, get(t, render(t).configMaps, "hookpace").Data["config.yaml"])
 	if c.Admin != "127.0.0.1:9090" {
 		t.Errorf("admin %q without a ServiceMonitor", c.Admin)
 	}

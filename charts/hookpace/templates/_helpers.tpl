@@ -9,12 +9,59 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: gateway
 {{- end }}
 
-{{/* Seconds the pod may take to stop: shutdown.timeout, at least 5 s more
-to close the spool and 5 s of slack; in sidecar mode the app stops first. */}}
+{{/* Seconds a gateway pod may take to stop: shutdown.timeout, at least
+5 s more to close the spool and 5 s of slack (hookpace inject computes the
+same for sidecars, plus the app's --app-stop). */}}
 {{- define "hookpace.gracePeriod" -}}
-{{- $s := int .Values.hookpace.shutdown.timeoutSeconds | add 10 -}}
-{{- if eq .Values.mode "sidecar" -}}{{- $s = add $s (int .Values.app.stopSeconds) -}}{{- end -}}
-{{ $s }}
+{{ int .Values.hookpace.shutdown.timeoutSeconds | add 10 }}
+{{- end }}
+
+{{/* The gateway's proxy users, as JSON: gateway.auth.users; none with
+gateway.auth.open; else one generated user whose password the gateway's
+Secret keeps across upgrades (lookup; helm template makes a new one each
+time). Generated once per render: every include sees the same. */}}
+{{- define "hookpace.gatewayUsers" -}}
+{{- $a := .Values.gateway.auth -}}
+{{- if and $a.open $a.users -}}
+{{- fail "gateway.auth.open: true and gateway.auth.users: give one (open means no proxy auth)" -}}
+{{- end -}}
+{{- if $a.users -}}
+{{ toJson $a.users }}
+{{- else if $a.open -}}
+[]
+{{- else -}}
+{{- if not (hasKey $a "generatedUsers") -}}
+{{- $old := lookup "v1" "Secret" .Release.Namespace (include "hookpace.gatewayName" .) -}}
+{{- $pw := randAlphaNum 32 -}}
+{{- if and $old $old.data (index $old.data "proxy-password") (eq (index $old.data "proxy-username" | default "" | b64dec) "hookpace") -}}
+{{- $pw = index $old.data "proxy-password" | b64dec -}}
+{{- end -}}
+{{- $_ := set $a "generatedUsers" (list (dict "username" "hookpace" "password" $pw)) -}}
+{{- end -}}
+{{ toJson $a.generatedUsers }}
+{{- end -}}
+{{- end }}
+
+{{/* The settings hookpace applies only when it starts (config.RestartRequired
+warns "restart to apply" for each; a test keeps this list complete): a
+checksum of just these rolls the gateway's pods. Every other setting
+reaches the pods through the mounted file and hookpace's reload. */}}
+{{- define "hookpace.restartChecksum" -}}
+{{- $cfg := include "hookpace.config" . | fromYaml -}}
+{{- $r := dict -}}
+{{- range $p := include "hookpace.restartFields" . | splitList " " -}}
+{{- $v := $cfg -}}
+{{- range $k := splitList "." $p -}}
+{{- if kindIs "map" $v -}}{{- $v = get $v $k -}}{{- else -}}{{- $v = "" -}}{{- end -}}
+{{- end -}}
+{{- $_ := set $r $p $v -}}
+{{- end -}}
+{{ toJson $r | sha256sum }}
+{{- end }}
+
+{{/* Config paths that need a restart; a section name covers all of it. */}}
+{{- define "hookpace.restartFields" -}}
+listen admin proxy.max_connections spool.dir spool.max_header_bytes spool.min_free log.format dedupe.max_keys dedupe.max_bytes mitm.ca_cert mitm.ca_key mitm.cache_size mitm.public_dir tls.ca_file telemetry fleet
 {{- end }}
 
 {{/* The handoff URL in force, or "". */}}
@@ -40,6 +87,8 @@ in gateway mode its listener and proxy users. */}}
 {{- $timeout := int $sh.timeoutSeconds -}}
 {{- $drain := int $sh.drainSeconds -}}
 {{- $handoff := include "hookpace.handoff" . -}}
+{{- $users := list -}}
+{{- if eq $v.mode "gateway" -}}{{- $users = include "hookpace.gatewayUsers" . | fromJsonArray -}}{{- end -}}
 {{- if and $handoff (lt (sub $timeout $drain) 5) -}}
 {{- fail (printf "hookpace.shutdown.drainSeconds: %d leaves %d s of timeoutSeconds (%d) for the hand-off; it needs at least 5" $drain (sub $timeout $drain) $timeout) -}}
 {{- end -}}
@@ -49,7 +98,7 @@ in gateway mode its listener and proxy users. */}}
 {{- $_ := set $shutdown "handoff" $handoff -}}
 {{- if $sh.handoffSecret -}}
 {{- $_ := set $shutdown "handoff_auth_file" "/etc/hookpace-handoff/handoff-credentials" -}}
-{{- else if and (eq $v.mode "gateway") $v.gateway.auth.users (not $sh.handoff) -}}
+{{- else if and (eq $v.mode "gateway") $users (not $sh.handoff) -}}
 {{- $_ := set $shutdown "handoff_auth_file" "/etc/hookpace/handoff-credentials" -}}
 {{- end -}}
 {{- else if $sh.handoffSecret -}}
@@ -77,7 +126,7 @@ in gateway mode its listener and proxy users. */}}
 {{- end -}}
 {{- if eq $v.mode "gateway" -}}
 {{- $_ := set $cfg "listen" (printf "0.0.0.0:%d" (int $v.gateway.port)) -}}
-{{- with $v.gateway.auth.users -}}
+{{- with $users -}}
 {{- $_ := set $cfg "auth" (dict "users" .) -}}
 {{- end -}}
 {{- end -}}
@@ -148,7 +197,30 @@ config (all of the pod's addresses on the same port with a ServiceMonitor). */}}
 {{- end -}}
 {{- end }}
 
-{{/* The app's HTTP_PROXY in sidecar mode: hookpace.config.listen. */}}
-{{- define "hookpace.proxyURL" -}}
-http://{{ include "hookpace.dialAddr" (.Values.hookpace.config.listen | default "127.0.0.1:8080") }}
+{{/* The flags of hookpace inject that make its sidecars match this
+release's config (sidecar mode): only those that differ from inject's
+defaults. */}}
+{{- define "hookpace.injectFlags" -}}
+{{- $v := .Values -}}
+{{- $listen := include "hookpace.dialAddr" ($v.hookpace.config.listen | default "127.0.0.1:8080") -}}
+{{- if not (or (hasPrefix "127.0.0.1:" $listen) (hasPrefix "localhost:" $listen)) -}}
+{{- fail (printf "hookpace.config.listen: %s; in sidecar mode the apps reach hookpace on 127.0.0.1, so listen there (or on a wildcard address)" $v.hookpace.config.listen) -}}
+{{- end -}}
+{{- if dig "mitm" "public_dir" "" $v.hookpace.config -}}
+{{- fail "hookpace.config.mitm.public_dir: in sidecar mode hookpace inject mounts the trust files from <spool.dir>/trust, the default: leave it unset" -}}
+{{- end -}}
+{{- $flags := list -}}
+{{- if ne $v.sidecar.configMap "hookpace" -}}{{- $flags = append $flags (printf "--configmap %s" $v.sidecar.configMap) -}}{{- end -}}
+{{- if ne $v.hookpace.image (printf "ghcr.io/hookpace/hookpace:%s" $.Chart.AppVersion) -}}{{- $flags = append $flags (printf "--image %s" $v.hookpace.image) -}}{{- end -}}
+{{- $port := regexFind "[0-9]+$" $listen -}}
+{{- if ne $port "8080" -}}{{- $flags = append $flags (printf "--proxy-port %s" $port) -}}{{- end -}}
+{{- $admin := include "hookpace.adminPortNumber" . -}}
+{{- if ne $admin "9090" -}}{{- $flags = append $flags (printf "--admin-port %s" $admin) -}}{{- end -}}
+{{- $dir := dig "spool" "dir" "./data" $v.hookpace.config -}}
+{{- if ne $dir "/var/lib/hookpace" -}}{{- $flags = append $flags (printf "--spool-dir %s" $dir) -}}{{- end -}}
+{{- if ne (int $v.hookpace.shutdown.timeoutSeconds) 30 -}}{{- $flags = append $flags (printf "--shutdown-timeout %ds" (int $v.hookpace.shutdown.timeoutSeconds)) -}}{{- end -}}
+{{- with $v.hookpace.shutdown.handoffSecret -}}{{- $flags = append $flags (printf "--handoff-secret %s" .) -}}{{- end -}}
+{{- if $v.monitoring.serviceMonitor.enabled -}}{{- $flags = append $flags (printf "--admin-token-secret %s-hookpace-admin" $.Release.Name) -}}{{- end -}}
+{{- with $v.hookpace.fleet.passwordSecret -}}{{- $flags = append $flags (printf "--redis-password-secret %s:%s" . $v.hookpace.fleet.passwordKey) -}}{{- end -}}
+{{ join " " $flags }}
 {{- end }}
