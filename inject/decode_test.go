@@ -71,20 +71,15 @@ func decodeJSON(t *testing.T, js []byte) []object {
 	o := object{kind: head.Kind, name: head.Metadata.Name}
 	switch head.Kind {
 	case "Deployment":
-		v := new(appsv1.Deployment)
-		o.obj, o.meta, o.spec = v, &v.Spec.Template.ObjectMeta, &v.Spec.Template.Spec
+		o.obj, o.meta, o.spec = template(func(v *appsv1.Deployment) *corev1.PodTemplateSpec { return &v.Spec.Template })
 	case "StatefulSet":
-		v := new(appsv1.StatefulSet)
-		o.obj, o.meta, o.spec = v, &v.Spec.Template.ObjectMeta, &v.Spec.Template.Spec
+		o.obj, o.meta, o.spec = template(func(v *appsv1.StatefulSet) *corev1.PodTemplateSpec { return &v.Spec.Template })
 	case "DaemonSet":
-		v := new(appsv1.DaemonSet)
-		o.obj, o.meta, o.spec = v, &v.Spec.Template.ObjectMeta, &v.Spec.Template.Spec
+		o.obj, o.meta, o.spec = template(func(v *appsv1.DaemonSet) *corev1.PodTemplateSpec { return &v.Spec.Template })
 	case "Job":
-		v := new(batchv1.Job)
-		o.obj, o.meta, o.spec = v, &v.Spec.Template.ObjectMeta, &v.Spec.Template.Spec
+		o.obj, o.meta, o.spec = template(func(v *batchv1.Job) *corev1.PodTemplateSpec { return &v.Spec.Template })
 	case "CronJob":
-		v := new(batchv1.CronJob)
-		o.obj, o.meta, o.spec = v, &v.Spec.JobTemplate.Spec.Template.ObjectMeta, &v.Spec.JobTemplate.Spec.Template.Spec
+		o.obj, o.meta, o.spec = template(func(v *batchv1.CronJob) *corev1.PodTemplateSpec { return &v.Spec.JobTemplate.Spec.Template })
 	case "Pod":
 		v := new(corev1.Pod)
 		o.obj, o.meta, o.spec = v, &v.ObjectMeta, &v.Spec
@@ -107,6 +102,13 @@ func decodeJSON(t *testing.T, js []byte) []object {
 	}
 	strictJSON(t, js, o.obj)
 	return []object{o}
+}
+
+// template makes a new T and points at its pod template's metadata and spec.
+func template[T any](of func(*T) *corev1.PodTemplateSpec) (any, *metav1.ObjectMeta, *corev1.PodSpec) {
+	v := new(T)
+	p := of(v)
+	return v, &p.ObjectMeta, &p.Spec
 }
 
 func strictJSON(t *testing.T, js []byte, v any) {

@@ -90,6 +90,7 @@ func (in *Injector) Inject(out, log io.Writer, inputs ...Input) error {
 			if root.Style&yaml.FlowStyle != 0 {
 				blockStyle(&doc) // JSON in, YAML out
 			}
+			expandAliases(&doc)
 			errs = append(errs, in.object(root, fmt.Sprintf("%s: ", input.Name), log))
 			if err := enc.Encode(&doc); err != nil {
 				errs = append(errs, fmt.Errorf("%s: document %d: %w", input.Name, i, err))

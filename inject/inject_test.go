@@ -34,6 +34,7 @@ func TestInjectManifests(t *testing.T) {
 		{file: "list.yaml", injected: []string{"Deployment/web", "CronJob/cleanup"}},
 		{file: "stream.yaml", injected: []string{"Deployment/mailer"}},
 		{file: "deployment.json", injected: []string{"Deployment/exported"}},
+		{file: "anchors.yaml", injected: []string{"Deployment/twins"}},
 		{file: "deployment.yaml", injected: []string{"Deployment/web"}, notTrust: []string{"worker"},
 			opts: func(o *Options) { o.NoTrust = []string{"worker"} }},
 		{file: "job.yaml", injected: []string{"Job/backfill"}, opts: func(o *Options) { o.InitContainers = true }},

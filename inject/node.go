@@ -147,3 +147,31 @@ func blockStyle(n *yaml.Node) {
 		blockStyle(c)
 	}
 }
+
+// expandAliases replaces each alias below n with a copy of what it names,
+// so that an edit of one place (a container's env) does not show up in
+// every place that shares the anchor. Anchors stay as they were.
+func expandAliases(n *yaml.Node) {
+	for i, c := range n.Content {
+		if c.Kind == yaml.AliasNode && c.Alias != nil {
+			n.Content[i] = deepCopy(c.Alias)
+			n.Content[i].Anchor = ""
+		}
+		expandAliases(n.Content[i])
+	}
+}
+
+func deepCopy(n *yaml.Node) *yaml.Node {
+	c := *n
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, k := range n.Content {
+		c.Content[i] = deepCopy(k)
+	}
+	return &c
+}
+
+// hasMerge reports whether mapping m takes keys from elsewhere (<<: *x),
+// keys that get and set would not see.
+func hasMerge(m *yaml.Node) bool {
+	return m != nil && get(m, "<<") != nil
+}

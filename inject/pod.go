@@ -119,6 +119,15 @@ func (in *Injector) check(w workload, targets []target) (int64, error) {
 	if str(w.spec, "hostNetwork") == "true" {
 		refuse("hostNetwork: true: the pod shares the node's 127.0.0.1, where hookpace's port %d would clash with every other injected pod on the node", in.o.ProxyPort)
 	}
+	merged := []*yaml.Node{w.spec, dig(w.holder, "metadata"), dig(w.holder, "metadata", "annotations")}
+	for _, t := range targets {
+		merged = append(merged, t.c)
+	}
+	for _, m := range merged {
+		if hasMerge(m) {
+			refuse("a YAML merge key (<<) at line %d: inject edits these keys one by one; expand it first", m.Line)
+		}
+	}
 	unmarked := "inject did not put it there (no " + Annotation + " annotation)"
 	for _, key := range []string{"initContainers", "containers", "ephemeralContainers"} {
 		for _, c := range items(get(w.spec, key)) {

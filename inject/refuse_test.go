@@ -87,6 +87,10 @@ func TestRefuses(t *testing.T) {
           ports:
             - containerPort: 8080
 `), nil, []string{`container "app" declares port 8080`, "--proxy-port"}},
+		{"merge key", deployment(`      containers:
+        - <<: {image: registry.example.com/web:1}
+          name: app
+`), nil, []string{"Deployment/web", "merge key (<<) at line 30"}},
 		{"hostNetwork", deployment("      hostNetwork: true\n" + appContainer), nil, []string{"hostNetwork", "127.0.0.1"}},
 		{"no containers", deployment("      containers: []\n"), nil, []string{"Deployment/web: no containers"}},
 		{"PVC shared by replicas", strings.Replace(deployment(appContainer), "spec:\n  selector", "spec:\n  replicas: 3\n  selector", 1),
