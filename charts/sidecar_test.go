@@ -60,23 +60,9 @@ func injectFlags(t *testing.T, sets ...string) []string {
 	return strings.Fields(m[1])
 }
 
-// webDeployment is what a team already runs: the workload that a
-// sidecar-mode release's NOTES.txt tells them to inject.
-const webDeployment = `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-spec:
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-        - name: app
-          image: registry.example.com/web:1
-`
+// webDeployment is what a team already runs (two containers, its pods
+// labelled app: web): inject's own test manifest.
+const webDeployment = "../inject/testdata/deployment.yaml"
 
 // injected runs the command the release's NOTES.txt prints (hookpace
 // inject, through the real command line) on webDeployment, and decodes
@@ -84,10 +70,8 @@ spec:
 func injected(t *testing.T, sets ...string) *appsv1.Deployment {
 	t.Helper()
 	flags := injectFlags(t, sets...)
-	file := filepath.Join(t.TempDir(), "deploy.yaml")
-	os.WriteFile(file, []byte(webDeployment), 0o644)
 	var out, errb bytes.Buffer
-	if code := cli.Main(append([]string{"inject", "-f", file}, flags...), &out, &errb); code != 0 {
+	if code := cli.Main(append([]string{"inject", "-f", webDeployment}, flags...), &out, &errb); code != 0 {
 		t.Fatalf("hookpace inject %v: exit %d: %s", flags, code, errb.String())
 	}
 	var d appsv1.Deployment
