@@ -9,13 +9,16 @@
 //     client posting the same N bodies with the same concurrency;
 //  3. RSS: idle after start, and with 200,000 1 KiB webhooks queued;
 //  4. pacing: the most sends the receiver saw in any window W against
-//     B + R·W, and the achieved rate against R.
+//     B + R·W, and the achieved rate against R;
+//  5. sender: 50 sequential POSTs from one Python requests.Session through
+//     hookpace versus straight to the no-op server (python3-requests).
 //
 // Run it from the module root:
 //
 //	go run ./bench            # full run (7-10 minutes on 2 cores)
 //	go run ./bench -quick     # smaller, shorter: a smoke test
 //	go run ./bench -only ingest -profile /tmp/hookpace.cpu.pprof
+//	go run ./bench -only sender
 //
 // It builds ./cmd/hookpace (or tests -binary) and starts every process it
 // measures itself: hookpace on a fresh spool per measurement, and the no-op
@@ -119,6 +122,7 @@ func (b *bench) runSections() error {
 		{"rss", b.rss},
 		{"pacing", b.pacing},
 		{"fleet", b.fleet},
+		{"sender", b.sender},
 	}
 	for _, st := range steps {
 		if st.name != "profile" && !b.settings.sections[st.name] {

@@ -21,6 +21,7 @@ type report struct {
 	rss          *rssResult
 	pacing       []*pacingResult
 	fleet        []*fleetRow
+	sender       []*senderRow
 	profile      string
 	loadEnd      string
 	halfGen      string
@@ -52,6 +53,9 @@ func (r *report) String() string {
 	}
 	if len(r.fleet) > 0 {
 		r.writeFleet(&s)
+	}
+	if len(r.sender) > 0 {
+		r.writeSender(&s)
 	}
 	s.WriteString("\nTargets\n")
 	tw := tabwriter.NewWriter(&s, 0, 0, 2, ' ', 0)

@@ -17,24 +17,26 @@ type settings struct {
 	sinkStatus    int
 	sinkRecord    string
 
-	binary    string
-	quick     bool
-	only      string
-	gen       string
-	conns     int
-	dur       time.Duration // ingest: each measured run
-	reps      int
-	logLevel  string
-	infoRow   bool
-	n         int // replay: webhooks
-	c         int // replay: concurrency
-	queued    int // RSS: webhooks queued
-	backlog   time.Duration
-	workdir   string
-	keep      bool
-	profile   string
-	fleetProf string
-	out       string
+	binary     string
+	quick      bool
+	only       string
+	gen        string
+	conns      int
+	dur        time.Duration // ingest: each measured run
+	reps       int
+	logLevel   string
+	infoRow    bool
+	n          int // replay: webhooks
+	c          int // replay: concurrency
+	queued     int // RSS: webhooks queued
+	backlog    time.Duration
+	senderN    int // sender: sequential POSTs per run
+	senderRuns int // sender: runs per rep
+	workdir    string
+	keep       bool
+	profile    string
+	fleetProf  string
+	out        string
 
 	quiet     float64
 	disturbed float64
@@ -59,7 +61,7 @@ func register(fs *flag.FlagSet) *settings {
 
 	fs.StringVar(&s.binary, "binary", "", "hookpace binary to test (default: build ./cmd/hookpace)")
 	fs.BoolVar(&s.quick, "quick", false, "smaller and shorter runs (a smoke test, not the measurement)")
-	fs.StringVar(&s.only, "only", "ingest,replay,rss,pacing", "comma-separated sections to run")
+	fs.StringVar(&s.only, "only", "ingest,replay,rss,pacing,sender", "comma-separated sections to run (fleet too, on request)")
 	fs.StringVar(&s.gen, "gen", "auto", "ingest load generators, comma-separated: wrk, go (raw keep-alive TCP), gohttp (net/http Transport via proxy); auto = wrk,go (go alone without wrk)")
 	fs.IntVar(&s.conns, "conns", 64, "ingest: connections")
 	fs.DurationVar(&s.dur, "d", 0, "ingest: length of each measured run (default 10s; -quick 4s)")
@@ -69,6 +71,8 @@ func register(fs *flag.FlagSet) *settings {
 	fs.IntVar(&s.n, "n", 0, "replay: webhooks (default 50000; -quick 10000)")
 	fs.IntVar(&s.c, "c", 64, "replay: concurrency of hookpace's host and of the plain client")
 	fs.IntVar(&s.queued, "queued", 0, "RSS: webhooks to queue behind a 1/s host (default 200000; -quick 50000)")
+	fs.IntVar(&s.senderN, "sender-n", 50, "sender: sequential POSTs from one Python requests.Session per run")
+	fs.IntVar(&s.senderRuns, "sender-runs", 5, "sender: runs per rep, each direct then through hookpace")
 	fs.DurationVar(&s.backlog, "pacing-backlog", 0, "pacing: backlog per host, in time at its rate (default 15s; -quick 6s)")
 	fs.StringVar(&s.workdir, "workdir", "", "parent dir for spools and scratch files (default $TMPDIR); must be a real disk for fsync to mean anything")
 	fs.BoolVar(&s.keep, "keep", false, "keep spool dirs and logs")

@@ -36,6 +36,9 @@ func (r *report) targets() []target {
 	if len(r.pacing) > 0 {
 		ts = append(ts, r.pacingTargets()...)
 	}
+	if len(r.sender) > 0 {
+		ts = append(ts, r.senderTarget())
+	}
 	return ts
 }
 
