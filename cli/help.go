@@ -4,9 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime"
-	"runtime/debug"
-	"strings"
 )
 
 // commandHelp is the first lines of "hookpace CMD --help"; the flags that
@@ -147,54 +144,4 @@ func printHelp(out io.Writer, cmd string, fs *flag.FlagSet) {
 	fs.SetOutput(out)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
-}
-
-// Version and Commit may be set by the build with -ldflags "-X
-// github.com/hookpace/hookpace/cli.Version=v1.2.3 -X ...cli.Commit=SHA".
-// Left empty, they come from the build info: the module version, and the
-// vcs.revision that go build stamps when it runs in a git checkout (not in
-// a git worktree, whose .git is a file, nor with -buildvcs=false).
-var Version, Commit string
-
-// versionString is what "hookpace version" prints.
-func versionString() string {
-	version, commit, modified := Version, Commit, false
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if version == "" {
-			version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				if commit == "" {
-					commit = s.Value
-				}
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-	}
-	if version == "" {
-		version = "(devel)"
-	}
-	if commit == "" {
-		commit = "unknown"
-	}
-	if modified {
-		commit += " (modified)"
-	}
-	return fmt.Sprintf("hookpace %s\ncommit %s\n%s %s/%s\n", version, commit,
-		strings.TrimSpace(runtime.Version()), runtime.GOOS, runtime.GOARCH)
-}
-
-func version(args []string, out io.Writer) error {
-	fs := newFlags("version")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{"unexpected argument " + fs.Arg(0)}
-	}
-	fmt.Fprint(out, versionString())
-	return nil
 }
