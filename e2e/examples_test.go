@@ -46,20 +46,9 @@ func senders() []sender {
 		{"python-urllib", py("send_urllib.py")},
 		{"python-httpx", py("send_httpx.py")},
 		{"node-fetch", func(t *testing.T, target string) *exec.Cmd {
-			if _, err := exec.LookPath("node"); err != nil {
-				t.Fatal("node is not installed (apt-get install nodejs npm; .ci/run does)")
-			}
-			// undici 7 (examples/node/package.json) needs Node 20.18.1 or later.
-			out, err := exec.Command("node", "-p", "process.versions.node").Output()
-			var major, minor int
-			if _, serr := fmt.Sscanf(string(out), "%d.%d", &major, &minor); err != nil || serr != nil || major < 20 || major == 20 && minor < 18 {
-				t.Fatalf("node %q: the Node example needs Node 20.18.1 or later (undici 7): %v", strings.TrimSpace(string(out)), err)
-			}
+			node := exampleNode(t, "node") // undici 7 needs Node 20.18.1 or later
 			dir := filepath.Join("..", "examples", "node")
-			if _, err := os.Stat(filepath.Join(dir, "node_modules", "undici", "package.json")); err != nil {
-				t.Fatalf("undici is not installed in examples/node (cd examples/node && npm install; .ci/run does): %v", err)
-			}
-			cmd := exec.Command("node", "fetch.mjs", target)
+			cmd := exec.Command(node, "fetch.mjs", target)
 			cmd.Dir = dir
 			return cmd
 		}},

@@ -198,7 +198,7 @@ with httpx.Client() as c:
 `, proxy, "SSL_CERT_FILE="+bundle), 5)
 
 	node := func(script string, env ...string) *exec.Cmd {
-		c := exec.Command("node", script, target, "5")
+		c := exec.Command(exampleNode(t, "node"), script, target, "5") // Node 20.18+ and the pinned packages, installed when missing
 		c.Dir = "../examples/node"
 		c.Env = appEnv(env...)
 		return c

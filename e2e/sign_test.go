@@ -34,15 +34,9 @@ type nodeVerdict struct {
 // verdicts so far.
 func startNodeReceiver(t *testing.T, secret string) (string, func() []nodeVerdict) {
 	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatal("node is not installed (apt-get install nodejs npm; .ci/run does)")
-	}
-	dir := filepath.Join("..", "examples", "node-receiver")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "standardwebhooks", "package.json")); err != nil {
-		t.Fatalf("standardwebhooks is not installed in examples/node-receiver (cd examples/node-receiver && npm ci; .ci/run does): %v", err)
-	}
-	cmd := exec.Command("node", "receiver.mjs")
-	cmd.Dir = dir
+	node := exampleNode(t, "node-receiver")
+	cmd := exec.Command(node, "receiver.mjs")
+	cmd.Dir = filepath.Join("..", "examples", "node-receiver")
 	cmd.Env = append(os.Environ(), "WEBHOOK_SECRET="+secret)
 	return startExampleReceiver[nodeVerdict](t, cmd)
 }
