@@ -214,7 +214,7 @@ func Default() *Config {
 		Hosts:     map[string]HostConfig{},
 		MITM:      MITMConfig{CacheSize: 1000},
 		Telemetry: TelemetryConfig{MaxHostLabels: 1000, Traces: TracesConfig{Exporter: "none", SampleRatio: 1}},
-		Shutdown:  ShutdownConfig{Timeout: Duration(30 * time.Second)},
+		Shutdown:  ShutdownConfig{Timeout: Duration(30 * time.Second), Drain: Duration(30*time.Second - DrainRoom)},
 		Fleet:     defaultFleet(),
 		Delivery:  defaultDelivery(),
 		Dedupe:    defaultDedupe(),

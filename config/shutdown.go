@@ -13,10 +13,18 @@ import (
 // Timeout bounds all of it.
 type ShutdownConfig struct {
 	Timeout     Duration // bound for the whole stop: in-flight deliveries, drain, hand-off
-	Drain       Duration // keep delivering this long after SIGTERM; 0 = stop at once
+	Drain       Duration // keep delivering this long after SIGTERM; 0 = stop at once; default Timeout - DrainRoom, 0 with a hand-off
 	Handoff     string   // URL of another hookpace's proxy listener; "" = no hand-off
 	HandoffAuth string   // path of a file holding "username:password" for Handoff
 }
+
+// DrainRoom is what a drain left unset leaves of shutdown.timeout: without
+// a hand-off, the drain defaults to the timeout less this (20 s of the
+// default 30 s; none with a timeout of 10 s or less), so that a sidecar
+// delivers what it can before its emptyDir goes, and the attempts in
+// flight and closing the spool keep their time. With a hand-off it
+// defaults to 0: the other hookpace takes what is queued at once.
+const DrainRoom = 10 * time.Second
 
 // HandoffMinRoom is the least of shutdown.timeout that shutdown.drain must
 // leave for the hand-off when one is configured.
@@ -33,6 +41,12 @@ func resolveShutdown(p *problems, r *rawShutdown, s *ShutdownConfig) {
 	field(p, "shutdown.timeout", r.Timeout, &s.Timeout, positive)
 	field(p, "shutdown.drain", r.Drain, &s.Drain, nonNegative)
 	field(p, "shutdown.handoff", r.Handoff, &s.Handoff, checkHandoffURL)
+	if !r.Drain.Set {
+		s.Drain = 0 // a hand-off takes what is queued at once
+		if s.Handoff == "" {
+			s.Drain = max(s.Timeout-Duration(DrainRoom), 0)
+		}
+	}
 	field(p, "shutdown.handoff_auth_file", r.HandoffAuth, &s.HandoffAuth, nonEmpty)
 	if s.HandoffAuth != "" {
 		switch {

@@ -15,7 +15,21 @@ func TestShutdownParse(t *testing.T) {
 	}
 	c = mustParse(t, "shutdown:\n  handoff: http://gw:8080/\n  handoff_auth_file: /etc/hookpace-handoff/credentials\n")
 	if c.Shutdown.HandoffAuth != "/etc/hookpace-handoff/credentials" || c.Shutdown.Drain != 0 {
-		t.Errorf("Shutdown = %+v", c.Shutdown)
+		t.Errorf("Shutdown = %+v, want no drain by default with a hand-off", c.Shutdown)
+	}
+	// Without a hand-off, a drain left unset leaves DrainRoom of the
+	// timeout, or is 0.
+	for timeout, drain := range map[string]time.Duration{"60s": 50 * time.Second, "12s": 2 * time.Second, "10s": 0, "3s": 0} {
+		c := mustParse(t, "shutdown:\n  timeout: "+timeout+"\n")
+		if c.Shutdown.Drain != Duration(drain) {
+			t.Errorf("timeout %s: default drain %s, want %s", timeout, c.Shutdown.Drain, drain)
+		}
+	}
+	if d := Default().Shutdown; d.Drain != d.Timeout-Duration(DrainRoom) {
+		t.Errorf("embedded defaults: %+v, want a drain of the timeout less %s", d, DrainRoom)
+	}
+	if c := mustParse(t, "shutdown:\n  drain: 0s\n"); c.Shutdown.Drain != 0 {
+		t.Errorf("drain: 0s gave %s", c.Shutdown.Drain)
 	}
 	// Without handoff a drain may take the whole timeout.
 	mustParse(t, "shutdown:\n  timeout: 5s\n  drain: 5s\n")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/handoff"
 	"github.com/hookpace/hookpace/spool"
 )
@@ -21,19 +22,51 @@ const stoppingRetryAfter = 5 * time.Second
 const drainPoll = 50 * time.Millisecond
 
 // drain lets the dispatcher go on, paced and held as usual, until the
-// queue is empty or the time is until, then logs what it did. New webhooks get 503
-// meanwhile, so the queue only shrinks.
+// queue is empty, the time is until, or no host with webhooks left can
+// send one before until, then logs what it did and why it ended. New
+// webhooks get 503 meanwhile, so the queue only shrinks.
 func (a *app) drain(until time.Time, before spool.Usage) {
 	start := time.Now()
 	t := time.NewTicker(drainPoll)
 	defer t.Stop()
-	for a.spool.Usage().Messages > 0 && time.Now().Before(until) {
+	why := "time up"
+	for time.Now().Before(until) {
+		queued := a.spool.Usage().Messages
+		if queued == 0 {
+			why = "queue empty"
+			break
+		}
+		if stuck(a.disp.Hosts(), queued, until) {
+			why = "nothing can be sent before the drain ends (paused, held or breaker open)"
+			break
+		}
 		<-t.C
 	}
 	after := a.spool.Usage()
 	dead := after.Dead - before.Dead
-	a.log.Info("drain ended", "delivered", before.Messages-after.Messages-dead, "dead_lettered", dead,
+	a.log.Info("drain ended", "why", why, "delivered", before.Messages-after.Messages-dead, "dead_lettered", dead,
 		"remaining", after.Messages, "took_ms", time.Since(start).Milliseconds())
+}
+
+// stuck says whether every host with webhooks queued or in flight is
+// paused, held past until (a 429, a quota, a name that does not resolve)
+// or has an open breaker whose probe is due after until: waiting for
+// those would only delay the exit. A host waiting for a token or a retry's
+// backoff is not stuck, nor are webhooks (of queued in the spool) that no
+// host accounts for.
+func stuck(hosts []deliver.HostStatus, queued int64, until time.Time) bool {
+	for _, h := range hosts {
+		queued -= h.Queued
+		switch {
+		case h.Queued == 0 && h.InFlight == 0:
+		case h.Paused:
+		case h.HeldUntil != nil && !h.HeldUntil.Before(until):
+		case h.Breaker == "open" && h.BreakerProbeAt != nil && !h.BreakerProbeAt.Before(until):
+		default:
+			return false
+		}
+	}
+	return queued <= 0
 }
 
 // handoff sends what is still queued to sh.Handoff (see package handoff)

@@ -11,11 +11,12 @@ import (
 
 // shutdown stops hookpace within shutdown.timeout: /readyz fails and new
 // webhooks get 503 at once; deliveries go on for shutdown.drain (or until
-// the queue is empty); the dispatcher stops and its in-flight attempts
+// the queue is empty, or nothing left can be sent in it); the dispatcher stops and its in-flight attempts
 // finish; what is still queued goes to shutdown.handoff; the listeners and
-// the spool close. With a drain or a hand-off configured, anything left in
-// the spool is an error (exit 1) that says how many; without, it waits for
-// the next start.
+// the spool close. With a drain (by default shutdown.timeout less
+// config.DrainRoom) or a hand-off, anything left in the spool is an error
+// (exit 1) that says how many; with neither, it waits for the next start.
+// Either way a log line says how many are left, and where.
 func (a *app) shutdown() error {
 	cfg := a.current.Load()
 	sh := cfg.Shutdown
@@ -44,6 +45,10 @@ func (a *app) shutdown() error {
 	c := a.proxy.Counts()
 	a.log.Info("hookpace stopped", "queued", left.Messages, "dead_letters", left.Dead, "took_ms", time.Since(begin).Milliseconds(),
 		"spooled", c["accepted"], "passthrough", c["passthrough"])
+	if left.Messages > 0 {
+		a.log.Warn("webhooks left in the spool", "left", left.Messages, "spool", cfg.Spool.Dir,
+			"note", "a start on this spool directory delivers them; on an emptyDir they are lost with the pod")
+	}
 	if left.Messages > 0 && (sh.Drain > 0 || sh.Handoff != "") {
 		return fmt.Errorf("%d webhooks still queued in %s after the drain and hand-off: they wait there for a restart on the same spool",
 			left.Messages, cfg.Spool.Dir)
