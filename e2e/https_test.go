@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -10,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -244,6 +246,28 @@ with httpx.Client() as c:
 		t.Errorf("busiest 1 s at the partner: %d webhooks, bound %d (burst %d + rate %d/s + concurrency %d)", most, bound, burst, rate, conc)
 	} else {
 		t.Logf("%d webhooks from 7 clients; busiest 1 s at the partner: %d (burst + rate = %d)", total, most, burst+rate)
+	}
+
+	// An intercepted tunnel reaches the one host its CONNECT named: a
+	// request inside it for another host is refused.
+	caPEM, _ := os.ReadFile(caPath)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	conn, err := tunnelDial(hp.Proxy, "partner.test:"+port, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := tls.Client(conn, &tls.Config{RootCAs: roots, ServerName: "partner.test"})
+	tc.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(tc, "POST /smuggled HTTP/1.1\r\nHost: other.test:"+port+"\r\nContent-Length: 2\r\n\r\n{}")
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		t.Fatalf("a request for another host inside an intercepted tunnel: %v", err)
+	}
+	resp.Body.Close()
+	tc.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a request for other.test inside a tunnel to partner.test: %d, want 400", resp.StatusCode)
 	}
 
 	// A tunnel to a host not named in hosts passes through, unpaced, and

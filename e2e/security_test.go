@@ -193,7 +193,7 @@ hosts:
 func TestSSRFRefused(t *testing.T) {
 	rc := NewReceiver(t)
 	_, port, _ := net.SplitHostPort(rc.Host())
-	hp := Start(t, "")
+	hp := Start(t, `hosts: {"closed.example": {connect: deny}}`)
 	c := hp.Client()
 	targets := []string{
 		"http://127.0.0.1:" + port + "/",
@@ -215,12 +215,13 @@ func TestSSRFRefused(t *testing.T) {
 		t.Errorf("%d refused webhooks were spooled", u.Messages)
 	}
 
-	// CONNECT to port 443 without mitm configured is refused with advice;
-	// to another port, the egress policy refuses it as it would a POST.
+	// CONNECT to port 443 of a host whose connect is deny is refused with
+	// advice; a tunnel to a private address, as a POST would be.
 	for _, tc := range []struct{ target, want string }{
-		{"partner.example:443", "upgrade_tls"},
-		{"partner.example:443", "mitm"},
+		{"closed.example:443", "upgrade_tls"},
+		{"closed.example:443", "hookpace ca bundle"},
 		{rc.Host(), "refused: loopback"},
+		{"169.254.169.254:443", "refused: cloud-metadata"},
 	} {
 		resp, msg := secConnect(t, hp, tc.target)
 		if resp.StatusCode != http.StatusForbidden || !strings.Contains(msg, tc.want) {

@@ -65,7 +65,9 @@ func (ca *CA) Certificate(host string) (*tls.Certificate, error) {
 }
 
 // TLSConfig returns a server configuration for intercepting TLS to host.
-// The certificate follows the client's SNI when it sends one, else host.
+// The certificate is host's whatever SNI the client sends: a tunnel
+// reaches the one destination its CONNECT named, and the requests inside
+// must name it too.
 func (ca *CA) TLSConfig(host string) (*tls.Config, error) {
 	if _, _, err := normalizeHost(host); err != nil {
 		return nil, err
@@ -73,12 +75,8 @@ func (ca *CA) TLSConfig(host string) (*tls.Config, error) {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"http/1.1"},
-		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			name := host
-			if hello.ServerName != "" {
-				name = hello.ServerName
-			}
-			return ca.Certificate(name)
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return ca.Certificate(host)
 		},
 	}, nil
 }

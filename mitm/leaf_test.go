@@ -242,7 +242,6 @@ func TestTLSHandshake(t *testing.T) {
 		name, host, serverName string
 	}{
 		{"sni", "hooks.example:443", "hooks.example"},
-		{"sni overrides host", "203.0.113.7:443", "hooks.example"},
 		{"ip without sni", "127.0.0.1:8443", "127.0.0.1"}, // clients send no SNI for IPs
 	}
 	for _, tt := range tests {
@@ -276,5 +275,17 @@ func TestTLSHandshake(t *testing.T) {
 	}
 	if _, err := ca.TLSConfig("bad host"); err == nil {
 		t.Errorf("TLSConfig accepted a bad host")
+	}
+}
+
+// The leaf is the CONNECT target's, whatever SNI the client sends.
+func TestTLSHandshakeIgnoresSNI(t *testing.T) {
+	ca := newTestCA(t, 0)
+	srv, err := ca.TLSConfig("203.0.113.7:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := handshake(t, srv, &tls.Config{RootCAs: pool(t, ca), ServerName: "hooks.example"}); err == nil {
+		t.Fatal("a tunnel to 203.0.113.7 answered SNI hooks.example with a certificate for it")
 	}
 }

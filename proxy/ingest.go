@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -317,10 +316,7 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 	if mode == config.ConnectMITM {
 		if ca != nil && ca.Covers(u.Hostname()) {
 			p.countTunnel(r.Context(), host, telemetry.TunnelIntercepted, "")
-			p.log.Debug("connect", "decision", "mitm", "host", host, "remote", r.RemoteAddr)
-			return &goproxy.ConnectAction{Action: goproxy.ConnectMitm, TLSConfig: func(h string, _ *goproxy.ProxyCtx) (*tls.Config, error) {
-				return ca.TLSConfig(h)
-			}}, target
+			return p.sniffConnect(&tunnel{req: r, target: target, host: host, ca: ca, start: start}), target
 		}
 		// Never refuse what cannot be intercepted: the app's call goes
 		// through as it would without hookpace, counted and warned of.

@@ -12,6 +12,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
+	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/telemetry"
 )
 
@@ -46,7 +48,10 @@ type tunnel struct {
 	host   string        // the host key the connect policy was taken for
 	// deny, when set, refuses a TLS tunnel with this reason; else a TLS
 	// tunnel is spliced through to target (connect: tunnel).
-	deny  string
+	deny string
+	// ca, when set, intercepts a TLS tunnel: hookpace answers the
+	// handshake with a leaf for the target and serves HTTPS inside.
+	ca    *mitm.CA
 	why   string // why a TLS tunnel passes through (the tunnel's reason)
 	start time.Time
 }
@@ -71,14 +76,14 @@ func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
 	br := bufio.NewReader(conn)
 	c := &peekedConn{Conn: conn, r: br}
 	wait := sniffTimeout
-	if t.deny == "" {
+	if t.deny == "" && t.ca == nil {
 		wait = opaqueAfter
 	}
 	conn.SetReadDeadline(time.Now().Add(wait))
 	first, err := br.Peek(1)
 	conn.SetReadDeadline(time.Time{})
 	var ne net.Error
-	if err != nil && t.deny == "" && errors.As(err, &ne) && ne.Timeout() {
+	if err != nil && t.deny == "" && t.ca == nil && errors.As(err, &ne) && ne.Timeout() {
 		p.splice(t, c) // the server speaks first: neither HTTP nor TLS
 		return
 	}
@@ -90,7 +95,16 @@ func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
 	switch {
 	case first[0] != tlsHandshake:
 		p.log.Debug("connect", "decision", "plain http", "host", t.host, "remote", r.RemoteAddr)
-		p.servePlain(t, c)
+		p.serveInside(t, c, "http")
+	case t.ca != nil:
+		p.log.Debug("connect", "decision", "mitm", "host", t.host, "remote", r.RemoteAddr)
+		cfg, err := t.ca.TLSConfig(t.target)
+		if err != nil {
+			p.log.Warn("connect: no certificate for the tunnel", "host", t.host, "error", err)
+			c.Close()
+			return
+		}
+		p.serveInside(t, tls.Server(c, cfg), "https")
 	case t.deny != "":
 		p.countTunnel(r.Context(), t.host, telemetry.TunnelRefused, "connect: deny")
 		p.record(r, t.start, t.host, 0, decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: t.deny})
@@ -149,16 +163,17 @@ func pipe(dst, src net.Conn) {
 	}
 }
 
-// servePlain serves HTTP/1.1 on a tunnel whose first bytes were not TLS.
-// Each request is made absolute-form (http://target/path) and goes to
+// serveInside serves HTTP/1.1 inside a tunnel: plain (its first bytes
+// were not TLS) or intercepted (c is hookpace's side of the TLS). Each
+// request is made absolute-form (scheme://target/path) and goes to
 // ServeHTTP, exactly as if the client had sent it to the proxy without a
 // tunnel. The tunnel was authorized at the CONNECT: its credentials go
 // with each request, for authorize to check again (they are never stored
 // nor forwarded: storedHeader and goproxy drop Proxy-* headers).
-func (p *Proxy) servePlain(t *tunnel, c *peekedConn) {
+func (p *Proxy) serveInside(t *tunnel, c net.Conn, scheme string) {
 	auth := t.req.Header.Get("Proxy-Authorization")
 	h := http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
-		if err := tunnelURL(in, t.target); err != nil {
+		if err := tunnelURL(in, t.target, scheme); err != nil {
 			start := time.Now()
 			d := decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: err.Error()}
 			p.record(in, start, t.host, 0, d)
@@ -195,22 +210,22 @@ func innerServer(connect *http.Request, h http.Handler) *http.Server {
 }
 
 // tunnelURL makes a request read inside a tunnel to target absolute-form
-// (http://target/path). Its Host must name the tunnel's target: a tunnel
+// (scheme://target/path). Its Host must name the tunnel's target: a tunnel
 // reaches one destination, whatever a request inside it says.
-func tunnelURL(in *http.Request, target string) error {
-	want := HostKey(&url.URL{Scheme: "http", Host: target})
+func tunnelURL(in *http.Request, target, scheme string) error {
+	want := HostKey(&url.URL{Scheme: scheme, Host: target})
 	if in.Host != "" {
-		if got := HostKey(&url.URL{Scheme: "http", Host: in.Host}); got != want {
+		if got := HostKey(&url.URL{Scheme: scheme, Host: in.Host}); got != want {
 			return fmt.Errorf("request for %s inside a tunnel to %s", got, want)
 		}
 	}
 	if in.URL.IsAbs() {
-		if got := HostKey(in.URL); got != want || in.URL.Scheme != "http" {
+		if got := HostKey(in.URL); got != want || in.URL.Scheme != scheme {
 			return fmt.Errorf("request for %s inside a tunnel to %s", in.URL.Redacted(), want)
 		}
 		return nil
 	}
-	u, err := url.Parse("http://" + target + in.URL.RequestURI())
+	u, err := url.Parse(scheme + "://" + target + in.URL.RequestURI())
 	if err != nil {
 		return fmt.Errorf("request target: %w", err)
 	}

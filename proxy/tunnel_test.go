@@ -36,7 +36,7 @@ func TestTunnelURL(t *testing.T) {
 		} else {
 			in.URL, _ = url.ParseRequestURI(tc.uri)
 		}
-		err := tunnelURL(in, tc.target)
+		err := tunnelURL(in, tc.target, "http")
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("%s in a tunnel to %s: %v", tc.host, tc.target, err)
