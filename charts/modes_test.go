@@ -26,7 +26,7 @@ func TestSidecar(t *testing.T) {
 	}
 	cm := get(t, r.configMaps, "hookpace")
 	c := hookpaceConfig(t, cm.Data["config.yaml"])
-	if c.Shutdown.Timeout.D() != 30*time.Second || c.Shutdown.Drain != 0 || c.Shutdown.Handoff != "" {
+	if c.Shutdown.Timeout.D() != 30*time.Second || c.Shutdown.Drain.D() != 20*time.Second || c.Shutdown.Handoff != "" { // the default drain: timeout less 10 s
 		t.Errorf("shutdown = %+v", c.Shutdown)
 	}
 	if c.Listen != "127.0.0.1:8080" || c.Spool.Dir != "/var/lib/hookpace" {

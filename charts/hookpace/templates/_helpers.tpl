@@ -85,15 +85,16 @@ in gateway mode its listener and proxy users. */}}
 {{- end -}}
 {{- $sh := $v.hookpace.shutdown -}}
 {{- $timeout := int $sh.timeoutSeconds -}}
-{{- $drain := int $sh.drainSeconds -}}
+{{- $drain := int (default 0 $sh.drainSeconds) -}}
 {{- $handoff := include "hookpace.handoff" . -}}
 {{- $users := list -}}
 {{- if eq $v.mode "gateway" -}}{{- $users = include "hookpace.gatewayUsers" . | fromJsonArray -}}{{- end -}}
-{{- if and $handoff (lt (sub $timeout $drain) 5) -}}
+{{- if and $handoff (hasKey $sh "drainSeconds") (lt (sub $timeout $drain) 5) -}}
 {{- fail (printf "hookpace.shutdown.drainSeconds: %d leaves %d s of timeoutSeconds (%d) for the hand-off; it needs at least 5" $drain (sub $timeout $drain) $timeout) -}}
 {{- end -}}
 {{- $cfg := deepCopy $v.hookpace.config -}}
-{{- $shutdown := dict "timeout" (printf "%ds" $timeout) "drain" (printf "%ds" $drain) -}}
+{{- $shutdown := dict "timeout" (printf "%ds" $timeout) -}}
+{{- if hasKey $sh "drainSeconds" -}}{{- $_ := set $shutdown "drain" (printf "%ds" $drain) -}}{{- end -}}
 {{- if $handoff -}}
 {{- $_ := set $shutdown "handoff" $handoff -}}
 {{- if $sh.handoffSecret -}}
