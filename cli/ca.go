@@ -100,13 +100,7 @@ func describeHTTPS(cfg *config.Config) string {
 		if err != nil {
 			return err.Error() // LoadFiles said so already
 		}
-		var out []string
-		for _, n := range wanted {
-			if !ca.Covers(strings.Replace(n, "*.", "x.", 1)) {
-				out = append(out, n)
-			}
-		}
-		if len(out) > 0 {
+		if out := ca.Uncovered(wanted); len(out) > 0 {
 			return fmt.Sprintf("your CA %s cannot vouch for %s: their CONNECTs will pass through unpaced", cfg.MITM.CACert, strings.Join(out, ", "))
 		}
 		return fmt.Sprintf("your CA %s intercepts every host whose connect is mitm; apps trust %s", cfg.MITM.CACert, bundle)

@@ -1,10 +1,7 @@
 package mitm
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
@@ -73,28 +70,19 @@ func Ensure(dir string, want Names, cacheSize int) (*CA, Outcome, error) {
 
 func create(dir string, want Names, cacheSize int) (*CA, Outcome, error) {
 	certPath, keyPath := OwnPaths(dir)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, Created, fmt.Errorf("mitm: generate CA key: %w", err)
+	// A random tag in the name tells apart the CAs of many spools, which
+	// would share one subject otherwise.
+	tag := make([]byte, 4)
+	if _, err := rand.Read(tag); err != nil {
+		return nil, Created, fmt.Errorf("mitm: CA name: %w", err)
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, Created, fmt.Errorf("mitm: encode CA key: %w", err)
-	}
-	serial, err := randomSerial()
-	if err != nil {
-		return nil, Created, err
-	}
-	// The serial in the name tells apart the CAs of many spools, which
-	// all share one subject otherwise.
-	subject := pkix.Name{CommonName: fmt.Sprintf("hookpace CA %x", serial.Bytes()[:4]), Organization: []string{"hookpace"}}
-	der, err := newCACert(subject, key, &want, time.Now())
+	keyPEM, der, err := newCAPair(pkix.Name{CommonName: fmt.Sprintf("hookpace CA %x", tag), Organization: []string{"hookpace"}}, &want)
 	if err != nil {
 		return nil, Created, err
 	}
 	// A certificate left by a crash before its key was written is of no
 	// use: the key goes first, then the certificate over whatever is there.
-	if err := writeNew(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := writeNew(keyPath, keyPEM, 0o600); err != nil {
 		return nil, Created, err
 	}
 	if err := replaceFile(certPath, pemCert(der), 0o644); err != nil {

@@ -65,34 +65,42 @@ func InitCA(dir string) (certPath, keyPath string, err error) {
 		}
 	}
 
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", "", fmt.Errorf("mitm: generate CA key: %w", err)
-	}
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown host"
 	}
-	subject := pkix.Name{CommonName: fmt.Sprintf("hookpace MITM CA (%s)", host), Organization: []string{"hookpace"}}
-	der, err := newCACert(subject, key, nil, time.Now())
+	keyPEM, der, err := newCAPair(pkix.Name{CommonName: fmt.Sprintf("hookpace MITM CA (%s)", host), Organization: []string{"hookpace"}}, nil)
 	if err != nil {
 		return "", "", err
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return "", "", fmt.Errorf("mitm: encode CA key: %w", err)
 	}
 
 	// The key goes first, so a failure never leaves a certificate whose key
 	// is lost; whatever this call created is removed on failure.
-	if err := writeNew(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := writeNew(keyPath, keyPEM, 0o600); err != nil {
 		return "", "", err
 	}
-	if err := writeNew(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+	if err := writeNew(certPath, pemCert(der), 0o644); err != nil {
 		os.Remove(keyPath)
 		return "", "", err
 	}
 	return certPath, keyPath, nil
+}
+
+// newCAPair makes a P-256 key and a CA certificate for it (see
+// newCACert): the key as PEM PKCS#8, the certificate as DER.
+func newCAPair(subject pkix.Name, names *Names) (keyPEM, certDER []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mitm: generate CA key: %w", err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mitm: encode CA key: %w", err)
+	}
+	if certDER, err = newCACert(subject, key, names, time.Now()); err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), certDER, nil
 }
 
 // newCACert signs a ten-year CA certificate for key. With names, it
@@ -205,6 +213,21 @@ func (ca *CA) Covers(host string) bool {
 		return true
 	}
 	return ca.names.Covers(host)
+}
+
+// Uncovered lists the entries (host keys or mitm.hosts entries, as
+// ParseNames reads them) that the CA cannot vouch for: for a "*." entry,
+// every name below it.
+func (ca *CA) Uncovered(entries []string) []string {
+	var out []string
+	for _, e := range entries {
+		n, err := ParseNames([]string{e})
+		if err != nil || !ca.dnsOpen && !ca.names.Missing(Names{DNS: n.DNS}).Empty() ||
+			!ca.ipOpen && !ca.names.Missing(Names{IP: n.IP}).Empty() {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Names are the CA's name constraints, and whether it has any: an

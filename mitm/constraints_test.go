@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -278,5 +279,16 @@ func TestWriteTrust(t *testing.T) {
 		if strings.Contains(e.Name(), "key") {
 			t.Errorf("trust directory holds %s", e.Name())
 		}
+	}
+}
+
+func TestUncovered(t *testing.T) {
+	ca, _, err := Ensure(filepath.Join(t.TempDir(), "mitm"), mustNames(t, "partner.example", "*.slack.example"), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ca.Uncovered([]string{"partner.example:443", "*.slack.example", "a.slack.example", "*.example", "10.0.0.1", "bad host"})
+	if want := []string{"*.example", "10.0.0.1", "bad host"}; !slices.Equal(got, want) {
+		t.Errorf("Uncovered = %q, want %q", got, want)
 	}
 }

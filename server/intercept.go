@@ -49,7 +49,7 @@ func (t *intercept) apply(cfg *config.Config, operator *mitm.CA) (changed bool, 
 		switch {
 		case names.Empty():
 			ca = nil
-		case t.own && t.ca != nil && covers(t.ca, wanted):
+		case t.own && t.ca != nil && len(t.ca.Uncovered(wanted)) == 0:
 			ca = t.ca // the CA in force covers the names: nothing to do
 		default:
 			var outcome mitm.Outcome
@@ -75,11 +75,7 @@ func (t *intercept) apply(cfg *config.Config, operator *mitm.CA) (changed bool, 
 	t.ca, t.own = ca, own
 	t.uncovered = nil
 	if ca != nil {
-		for _, n := range wanted {
-			if !covers(ca, []string{n}) {
-				t.uncovered = append(t.uncovered, n)
-			}
-		}
+		t.uncovered = ca.Uncovered(wanted)
 	}
 	if len(t.uncovered) > 0 {
 		t.log.Warn("mitm: the CA cannot vouch for these hosts: their CONNECTs pass through unpaced", "hosts", strings.Join(t.uncovered, ", "))
@@ -93,17 +89,6 @@ func (t *intercept) apply(cfg *config.Config, operator *mitm.CA) (changed bool, 
 	}
 	t.written = true
 	return changed, nil
-}
-
-// covers reports whether ca may vouch for every name (a "*." name: for
-// the names below it).
-func covers(ca *mitm.CA, names []string) bool {
-	for _, n := range names {
-		if !ca.Covers(strings.Replace(n, "*.", "x.", 1)) {
-			return false
-		}
-	}
-	return true
 }
 
 // CA is the CA in force, or nil.
