@@ -118,11 +118,11 @@ func (l *Limiter) askCall(req Request) (scriptCall, string) {
 	for i, d := range lim.HoldSchedule {
 		sched[i] = us(d)
 	}
-	args := make([]any, 0, 16+5*len(req.Releases))
+	args := make([]any, 0, 17+5*len(req.Releases))
 	args = append(args, l.nowArg(), ff(lim.Rate), ff(pacer.Capacity(lim)), max(lim.Concurrency, 1), req.Want,
 		us(l.opts.LeasePeriod), base, b01(lim.Adaptive), ff(lim.MinRate), max(lim.BreakerFailures, 1),
 		us(lim.BreakerCooldown), strings.Join(sched, ","), us(lim.MaxRetryAfter), len(req.Releases),
-		max(req.Ahead, 0), max(req.GiveBack, 0))
+		max(req.Ahead, 0), max(req.GiveBack, 0), lim.Burst)
 	for _, r := range req.Releases {
 		ra := "-1"
 		if r.HasRetry {

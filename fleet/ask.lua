@@ -11,13 +11,15 @@
 -- 11 breaker cooldown µs, 12 hold schedule (µs, comma-separated),
 -- 13 max retry-after µs, 14 number of releases, 15 tokens to take ahead
 -- (without leases, for leases the replica keeps), 16 tokens given back
--- (taken ahead and not used), then 5 per release:
+-- (taken ahead and not used), 17 burst (the AIMD step waits for
+-- max(10, burst) successes, as pacer.Host's does), then 5 per release:
 -- lease id, outcome (0 success, 1 throttled, 2 failure, 3 answered,
 -- 4 no send, 5 unresolved), retry-after µs (-1: none), age µs (since it
 -- was sent), keep (1: the replica keeps the lease for its next send; it
 -- is renewed instead of removed).
 -- A "no send" with a retry-after is a partner's quota used up: the host is
--- held that long ("quota"), without a 429's escalation or rate cut.
+-- held that long ("quota"), without a 429's escalation or rate cut, and
+-- the bucket does not fill while so held (as pacer.Host's quota hold).
 -- "Unresolved" (NXDOMAIN) holds the host by the schedule, its own
 -- escalation (cdns), reason "dns", without a rate cut.
 --
@@ -60,6 +62,7 @@ if not adaptive or rate > conf_rate then rate = conf_rate end
 if rate < min_rate then rate = min_rate end
 local reason = st['reason'] or ''
 local dirty, hold_set = false, false
+local frozen = 0 -- µs the bucket does not fill for: quota holds (pacer's quotaHold)
 
 -- Members go to ZREM and ZADD in chunks: one call each for a whole ask.
 local function chunked(key, items, cmd, opt)
@@ -75,7 +78,7 @@ end
 local nrel = tonumber(ARGV[14])
 local released, kept = {}, {}
 for i = 0, nrel - 1 do
-  local j = 17 + i * 5
+  local j = 18 + i * 5
   local outcome, ra, sent = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), now - tonumber(ARGV[j + 3])
   if ARGV[j + 4] == '1' then
     kept[#kept + 1], kept[#kept + 2] = now + lease_ttl, ARGV[j]
@@ -91,7 +94,7 @@ for i = 0, nrel - 1 do
     c429 = 0
     if adaptive and rate < conf_rate then
       streak = streak + 1
-      if streak >= math.max(10, tonumber(ARGV[3])) then
+      if streak >= math.max(10, tonumber(ARGV[17])) then
         streak, rate = 0, math.min(conf_rate, rate + conf_rate * 0.05)
       end
     else
@@ -113,7 +116,10 @@ for i = 0, nrel - 1 do
     if now + d > held_until then held_until, hold_set = now + d, true end
   elseif outcome == 4 and ra >= 0 then
     local d = math.min(ra, max_ra)
-    if now + d > held_until then held_until, hold_set, reason = now + d, true, 'quota' end
+    if now + d > held_until then
+      frozen = frozen + now + d - math.max(held_until, now)
+      held_until, reason = now + d, 'quota'
+    end
   elseif outcome == 5 then
     if not (hold_start > 0 and sent < hold_start) then
       local d = schedule[math.min(cdns + 1, #schedule)]
@@ -142,6 +148,10 @@ local tat_dirty = false
 local give_back = tonumber(ARGV[16])
 if give_back > 0 then
   ahead, tat_dirty = math.max(ahead - give_back * T, 0), true
+end
+if frozen > 0 then
+  -- A quota hold: the bucket keeps what it had and fills again after it.
+  ahead, tat_dirty = ahead + frozen, true
 end
 if hold_set then
   -- Gentle resume: one token at the end of the hold, then the rate.
@@ -181,7 +191,8 @@ else
   if granted < want then
     wait = math.max(math.ceil(ahead + T - cap * T), 1)
     if granted == 0 then why = 'rate' end
-    if inflight >= conc then wait = -1 end
+    -- The probe is out: no time is known until it finishes.
+    if inflight >= conc or (breaker == 'half-open' and granted > 0) then wait = -1 end
   end
 end
 local tokens = 0
