@@ -32,6 +32,7 @@ type result struct {
 	outcome pacer.Outcome
 	reason  string
 
+	answer     []byte          // the start of a 400's body: does it say the batch was too big? (batchsplit.go)
 	partner    *ratelimit.Info // what the answer said of the partner's limits (partner.go)
 	quotaUntil time.Time       // the answer held the host until then (quota used up)
 }
@@ -127,10 +128,13 @@ func (d *Dispatcher) post(ctx context.Context, pol Policy, method, url string, h
 	if err != nil {
 		return result{err: err, took: took}
 	}
+	r := result{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), took: took}
+	if r.status == http.StatusBadRequest {
+		r.answer, _ = io.ReadAll(io.LimitReader(resp.Body, answerMax))
+	}
 	// Drain a little so the connection can be reused, then let it go.
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	r := result{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), took: took}
 	if pol.PartnerLimits && ratelimit.Present(resp.Header) {
 		in := ratelimit.Parse(resp.Header, time.Now(), cmp.Or(pol.Limits.MaxRetryAfter, 5*time.Minute))
 		r.partner = &in

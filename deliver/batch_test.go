@@ -470,3 +470,88 @@ func TestAllReplacedByNonJSONGoAlone(t *testing.T) {
 		}
 	})
 }
+
+// Issue 36: a partner that takes at most 3 webhooks a request and answers
+// 413 above that. The batch of 10 is split in halves, at once, down to
+// what the partner takes: all 10 arrive, none is a dead letter, and no
+// member used up an attempt on the way.
+func TestTooLargeBatchIsSplit(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		answer string
+	}{
+		{"413", http.StatusRequestEntityTooLarge, ""},
+		{"400 naming the size", http.StatusBadRequest, `{"error": "batch exceeds the maximum of 3 events"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rc := &receiver{answer: tc.answer}
+				rc.handle = func(r *http.Request, n int) (int, http.Header) {
+					var els []json.RawMessage
+					if json.Unmarshal([]byte(rc.arrivals("")[n-1].body), &els) != nil || len(els) > 3 {
+						return tc.status, nil
+					}
+					return 200, nil
+				}
+				p := batchPolicy(10, 1<<20, 0)
+				p.MaxAttempts = 1 // a split that counted as an attempt would bury
+				p.AttemptHeader = "X-Hookpace-Attempt"
+				_, q := setup(t, rc, map[string]Policy{"b.example": p}, 0)
+				start := time.Now()
+				q.put(jsonHooks("b.example", 10, samePath)...)
+				waitEmpty(t, q, time.Minute)
+				if len(q.dead) != 0 {
+					t.Fatalf("%d dead letters (%v), want none", len(q.dead), q.why)
+				}
+				var sizes []int
+				var delivered []arrival
+				for _, a := range rc.arrivals("b.example") {
+					ns := members(t, a.body)
+					sizes = append(sizes, len(ns))
+					if len(ns) <= 3 {
+						delivered = append(delivered, a)
+					}
+					if a.hdr.Get("X-Hookpace-Attempt") != "1" {
+						t.Errorf("a split sent as attempt %s, want 1: a split is not an attempt", a.hdr.Get("X-Hookpace-Attempt"))
+					}
+					if a.at != start {
+						t.Errorf("a part sent %v after the batch, want at once", a.at.Sub(start))
+					}
+				}
+				// 10 -> 5 + 5 -> 3 + 2 + 3 + 2 (two slots: in some order)
+				slices.Sort(sizes)
+				if want := []int{2, 2, 3, 3, 5, 5, 10}; !slices.Equal(sizes, want) {
+					t.Errorf("requests of %v webhooks, want %v", sizes, want)
+				}
+				exactlyOnce(t, delivered, 10)
+				if q.updates != 0 {
+					t.Errorf("%d members' state persisted, want none: a split is not an attempt", q.updates)
+				}
+			})
+		})
+	}
+}
+
+// A 400 that does not speak of a size is a permanent failure, as before,
+// and a 413 to a webhook alone buries it.
+func TestTooLarge(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		answer string
+		want   bool
+	}{
+		{413, "", true},
+		{400, "Request Entity Too Large", true},
+		{400, `{"message":"Payload size exceeds limit"}`, true},
+		{400, `{"error":"too many events in one request (max 100)"}`, true},
+		{400, `{"error":"invalid signature"}`, false},
+		{400, "", false},
+		{422, "too large", false},
+		{500, "too large", false},
+	} {
+		if got := tooLarge(tc.status, []byte(tc.answer)); got != tc.want {
+			t.Errorf("tooLarge(%d, %q) = %v, want %v", tc.status, tc.answer, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package deliver
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -45,6 +46,9 @@ func (d *Dispatcher) attemptBatch(h *host, ms []*spool.Message, pol Policy, sent
 	res := d.post(ctx, pol, ms[0].Method, ms[0].URL, batchHeader(ms), encodeBatch(pol.Batch, ms), id, n)
 	now := time.Now()
 	res.verdict, res.outcome, res.reason = classify(res.status, res.err, pol.Retry4xx)
+	if len(ms) > 1 && tooLarge(res.status, res.answer) {
+		res.verdict, res.reason = vSplit, fmt.Sprintf("status %d: too large, split in two", res.status)
+	}
 	if res.verdict == vDone {
 		d.opts.Queue.DeleteAll(ms) // as in attempt: the slot is kept until this is durable
 	}
@@ -126,6 +130,12 @@ func (d *Dispatcher) finishBatch(ctx context.Context, h *host, ms []*spool.Messa
 		return vRetry, "abandoned at shutdown", time.Time{}, 0
 	}
 	hold, ra, hasRA := d.settle(h, pol, res, sentAt, now, lease)
+	if res.verdict == vSplit { // not an attempt: the members are not judged
+		h.split(ms, now)
+		d.opts.Observer.Delivery(ctx, h.name, vSplit)
+		d.opts.Observer.BatchWebhooks(ctx, h.name, vSplit, len(ms))
+		return vSplit, res.reason, time.Time{}, 0
+	}
 	var held, retry []*spool.Message
 	counts := make(map[verdict]int, 2)
 	attempts := 0

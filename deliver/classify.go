@@ -25,6 +25,7 @@ const (
 	vHold  = telemetry.DeliveryHeld      // 429: hold the host, the message goes first afterwards
 	vRetry = telemetry.DeliveryRetried   // transient failure: retry after a backoff
 	vDead  = telemetry.DeliveryDead      // permanent failure: dead letters
+	vSplit = telemetry.DeliverySplit     // a batch too large: its halves go again at once (batchsplit.go)
 )
 
 // Refusal is implemented by errors for destinations that egress policy

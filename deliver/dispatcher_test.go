@@ -170,6 +170,7 @@ type receiver struct {
 	mu     sync.Mutex
 	got    []arrival
 	handle func(r *http.Request, n int) (int, http.Header)
+	answer string // the body of every answer
 }
 
 type arrival struct {
@@ -193,7 +194,7 @@ func (rc *receiver) RoundTrip(r *http.Request) (*http.Response, error) {
 	if status == 0 { // the handler gave up: what a real client reports
 		return nil, r.Context().Err()
 	}
-	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(rc.answer)), Request: r}, nil
 }
 
 func (rc *receiver) arrivals(host string) []arrival {

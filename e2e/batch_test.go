@@ -206,3 +206,84 @@ hosts:
 		}
 	}
 }
+
+// TestTooLargeBatchIsSplit is issue 36's acceptance: a partner that takes
+// at most 3 webhooks a request and answers 413 above that. A batch of 10
+// (queued behind a pause, so that it goes whole) is split in halves down
+// to what the partner takes: all 10 arrive, each once, none is a dead
+// letter, and the log says the batch was split.
+func TestTooLargeBatchIsSplit(t *testing.T) {
+	rc := NewReceiver(t)
+	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
+		var els []json.RawMessage
+		if json.Unmarshal(rc.Arrivals()[n-1].Body, &els) != nil || len(els) > 3 {
+			http.Error(w, "at most 3 events a request", http.StatusRequestEntityTooLarge)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  %q:
+    max_attempts: 1
+    batch: {max_events: 10, max_wait: 1s, format: json-array}
+`, rc.Host()))
+	if out, err := hp.CLI("pause", rc.Host()); err != nil {
+		t.Fatalf("pause: %v\n%s", err, out)
+	}
+	PostAll(t, hp, 10, 4, func(int) string { return rc.URL + "/orders" })
+	if out, err := hp.CLI("resume", rc.Host()); err != nil {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	seen := map[string]int{}
+	rc.WaitFor(t, 30*time.Second, "10 webhooks accepted", func(as []Arrival) bool {
+		clear(seen)
+		for _, a := range as {
+			var els []json.RawMessage
+			if a.Status == http.StatusOK && json.Unmarshal(a.Body, &els) == nil {
+				for _, e := range els {
+					seen[string(e)]++
+				}
+			}
+		}
+		return len(seen) == 10
+	})
+	for i := range 10 {
+		if n := seen[string(WebhookBody(i))]; n != 1 {
+			t.Errorf("webhook %d accepted %d times, want once", i, n)
+		}
+	}
+	if got := rc.Arrivals(); len(got) == 0 || Count413(got) == 0 {
+		t.Fatalf("no 413: the batch was not sent whole first (%d requests)", len(got))
+	}
+	var spool struct {
+		Messages int `json:"messages"`
+		Dead     int `json:"dead"`
+	}
+	Poll(t, 10*time.Second, "an empty spool", func() bool {
+		hp.AdminJSON("/v1/spool", &spool)
+		return spool.Messages == 0
+	})
+	var dead struct {
+		Dead []json.RawMessage `json:"dead"`
+	}
+	hp.AdminJSON("/v1/dead", &dead)
+	if len(dead.Dead) != 0 {
+		t.Fatalf("%d dead letters, want none", len(dead.Dead))
+	}
+	Poll(t, 10*time.Second, "a log line for the split", func() bool {
+		return strings.Contains(hp.Log(), "outcome=split")
+	})
+}
+
+// Count413 counts arrivals answered 413.
+func Count413(as []Arrival) int {
+	n := 0
+	for _, a := range as {
+		if a.Status == http.StatusRequestEntityTooLarge {
+			n++
+		}
+	}
+	return n
+}

@@ -98,6 +98,7 @@ const (
 	DeliveryRetried                          // transient failure: retried after a backoff
 	DeliveryHeld                             // 429: the host is held, the message goes first afterwards
 	DeliveryDead                             // permanent failure: dead letters
+	DeliverySplit                            // a batch too large for the partner: sent again in halves
 	numDeliveryOutcomes
 )
 
@@ -106,6 +107,7 @@ var deliveryOutcomes = [numDeliveryOutcomes]string{
 	DeliveryRetried:   "retried",
 	DeliveryHeld:      "held",
 	DeliveryDead:      "dead",
+	DeliverySplit:     "split",
 }
 
 func (o DeliveryOutcome) String() string {
