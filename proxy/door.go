@@ -12,7 +12,7 @@ import (
 
 // Bounds at the door: a header block over spool.max_header_bytes is 431, a
 // body slower than proxy.body_timeout is 408 (the server sets the read
-// deadline, see server.bodyDeadline), and a refusal given before the body
+// deadline, see withBodyDeadline), and a refusal given before the body
 // was read leaves the client able to read it (drainAfter).
 
 // headerBytes is the size of a header block as sent: "Name: value\r\n" per

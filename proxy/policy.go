@@ -16,8 +16,11 @@ type Policy struct {
 	// MaxHeader is the largest accepted header block,
 	// spool.max_header_bytes; 0 = no limit here.
 	MaxHeader int64
-	Users     []config.User // proxy Basic auth; none = no auth
-	Listen    string        // the proxy's address as configured, for the origin-form hint
+	// BodyTimeout is how long a request's body may take to arrive, from
+	// the end of its headers (proxy.body_timeout); 0 = no limit here.
+	BodyTimeout time.Duration
+	Users       []config.User // proxy Basic auth; none = no auth
+	Listen      string        // the proxy's address as configured, for the origin-form hint
 	// Methods are the request methods spooled (spool.methods, upper
 	// case); the others pass through. None: POST only.
 	Methods []string

@@ -142,9 +142,13 @@ func New(opts Options) *Proxy {
 
 // ServeHTTP takes absolute-form requests of the spooled methods (POST by
 // default) itself and hands everything else (CONNECT, passthrough methods,
-// origin-form requests) to goproxy.
+// origin-form requests) to goproxy. It serves the proxy listener and the
+// requests inside tunnels alike (see framing.go).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.IsAbs() && p.policy.Load().spools(r.Method) {
+	pol := p.policy.Load()
+	w = closeAfterChunked(w, r)
+	withBodyDeadline(w, r, pol.BodyTimeout)
+	if r.URL.IsAbs() && pol.spools(r.Method) {
 		p.serveIngest(w, r)
 		return
 	}

@@ -2,10 +2,8 @@ package server
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,36 +111,4 @@ func (a *acceptErrors) note(err error) {
 		a.since.Store(time.Now().UnixNano())
 		a.log.Error("cannot accept connections; retrying (logged again when it recovers)", "listener", a.name, "error", err)
 	}
-}
-
-// bodyDeadline gives every request with a body timeout to deliver it, from
-// the end of its headers: reads past it fail, and the proxy answers 408.
-// The deadline is lifted when the body has been read, so that a long
-// passthrough response is not cut; CONNECT is left alone (its connection
-// becomes a tunnel).
-func bodyDeadline(next http.Handler, timeout func() time.Duration) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodConnect && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-			rc := http.NewResponseController(w)
-			if rc.SetReadDeadline(time.Now().Add(timeout())) == nil {
-				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-type deadlineBody struct {
-	io.ReadCloser
-	rc     *http.ResponseController
-	lifted bool
-}
-
-func (b *deadlineBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.lifted {
-		b.lifted = true
-		b.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
 }

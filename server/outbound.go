@@ -15,10 +15,10 @@ import (
 )
 
 // policies turns a config into the dispatcher's per-host policy source.
-func policies(cfg *config.Config) func(string) deliver.Policy {
+func policies(cfg *config.Config, files *Files) func(string) deliver.Policy {
 	return func(host string) deliver.Policy {
 		_, hc := cfg.Lookup(host)
-		p := Policy(hc)
+		p := Policy(hc, files.Signer(hc.Sign))
 		p.IDHeader, p.AttemptHeader = cfg.Delivery.IDHeader, cfg.Delivery.AttemptHeader
 		return p
 	}
@@ -35,21 +35,19 @@ func proxyPolicy(cfg *config.Config) proxy.Policy {
 		CoalesceHeader:    cfg.Dedupe.CoalesceHeader,
 		MaxBody:           int64(cfg.Spool.MaxBody),
 		MaxHeader:         int64(cfg.Spool.MaxHeader),
+		BodyTimeout:       cfg.Proxy.BodyTimeout.D(),
 		Users:             cfg.Auth.Users,
 		Listen:            cfg.Listen,
 		Methods:           cfg.Spool.Methods,
 	}
 }
 
-// Policy converts one host's config to its delivery policy.
-func Policy(hc config.HostConfig) deliver.Policy {
+// Policy converts one host's config to its delivery policy, signed by
+// signer (LoadFiles built it for hc.Sign; nil: not signed).
+func Policy(hc config.HostConfig, signer *sign.Signer) deliver.Policy {
 	hold := make([]time.Duration, len(hc.HoldSchedule))
 	for i, d := range hc.HoldSchedule {
 		hold[i] = d.D()
-	}
-	var signer *sign.Signer
-	if hc.Sign != nil {
-		signer = hc.Sign.Signer
 	}
 	var batch *deliver.Batch
 	if b := hc.Batch; b != nil {

@@ -63,7 +63,8 @@ type app struct {
 	current atomic.Pointer[config.Config] // in force; a reload swaps it
 	tel     *telemetry.Telemetry
 	guard   *swapGuard
-	ca      *mitm.CA // the operator's (mitm.ca_cert), from LoadFiles
+	ca      *mitm.CA              // the operator's (mitm.ca_cert), from LoadFiles
+	files   atomic.Pointer[Files] // what the config in force names; a reload swaps it
 	trust   *intercept
 	spool   *spool.Spool
 	disp    *deliver.Dispatcher
@@ -110,6 +111,7 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 	}
 	roots := files.Roots
 	a.ca = files.CA
+	a.files.Store(files)
 	warnInsecure(a.log, cfg)
 	if a.spool, err = spool.Open(spoolOptions(cfg, a.log)); err != nil {
 		return nil, err
@@ -132,14 +134,14 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 	if a.guard, err = newSwapGuard(cfg, a.proxyLn.Addr().String(), a.adminLn.Addr().String()); err != nil {
 		return nil, err
 	}
-	if a.fleet, err = newFleet(cfg, a.log, a.tel.Metrics); err != nil {
+	if a.fleet, err = newFleet(cfg, files.RedisPassword, a.log, a.tel.Metrics); err != nil {
 		return nil, err
 	}
 	if a.fleet != nil {
 		a.fleet.Start()
 		a.undo = append(a.undo, func() { a.fleet.Close() })
 	}
-	ag, err := adminGuard(a.log, cfg, a.adminLn)
+	ag, err := adminGuard(a.log, cfg, files.AdminToken, a.adminLn)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +225,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 	tel, log := a.tel, a.log
 	a.disp = deliver.New(deliver.Options{
 		Queue:    a.spool,
-		Policy:   policies(cfg),
+		Policy:   policies(cfg, a.files.Load()),
 		Client:   deliveryClient(tel, a.guard, roots, false),
 		Insecure: deliveryClient(tel, a.guard, roots, true),
 		Logger:   log,
@@ -248,8 +250,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Prop:      tel.Propagator,
 		Tracing:   tel.Tracing(),
 	})
-	bodyTimeout := func() time.Duration { return a.current.Load().Proxy.BodyTimeout.D() }
-	a.proxySrv = &http.Server{Handler: bodyDeadline(a.proxy, bodyTimeout), ReadHeaderTimeout: 30 * time.Second,
+	a.proxySrv = &http.Server{Handler: a.proxy, ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: int(cfg.Spool.MaxHeader),
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Metrics: tel.Handler(), Logger: log, Guard: ag,
@@ -276,7 +277,7 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	r := &reloader{path: cfg.Path, current: &a.current, log: a.log, level: a.level, guard: a.guard,
+	r := &reloader{path: cfg.Path, current: &a.current, files: &a.files, log: a.log, level: a.level, guard: a.guard,
 		spool: a.spool, disp: a.disp, proxy: a.proxy, trust: a.trust}
 	go reportTraffic(watchCtx, a.log, trafficReportAfter, proxyAddr, a.proxy.Counts)
 	watchDone := make(chan struct{})
