@@ -264,6 +264,10 @@ func Load(path string) (*Config, error) {
 // messages and stored in Config.Path. The error, if any, joins one
 // *FieldError per problem found (see errors.Join).
 func Parse(name string, data []byte) (*Config, error) {
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d (%s) a config file may have: is it the right file?",
+			name, len(data), MaxFileSize, "1 MiB")
+	}
 	p := &problems{file: name}
 	raw, doc := decode(data, p)
 	if raw == nil {
@@ -275,6 +279,18 @@ func Parse(name string, data []byte) (*Config, error) {
 	}
 	c.Path = name
 	return c, nil
+}
+
+// MaxFileSize bounds a config file: checking one takes about 90 times its
+// size in memory, and 1 MiB holds some 10,000 hosts entries of a line each.
+const MaxFileSize = 1 << 20
+
+// InFile reports whether the file named field ("auth", "egress.allow"),
+// even as empty (`auth: {users: []}`), rather than leaving it to its
+// default.
+func (c *Config) InFile(field string) bool {
+	_, ok := c.lines[field]
+	return ok
 }
 
 // FieldError is a problem found with field after loading, such as a file

@@ -91,6 +91,8 @@ func (r *reloader) watch(ctx context.Context, sig <-chan struct{}) {
 	}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
+	var changed []byte // what the last poll read, while it differs from last
+	settling := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -103,8 +105,16 @@ func (r *reloader) watch(ctx context.Context, sig <-chan struct{}) {
 			}
 			b, err := os.ReadFile(r.path)
 			if err != nil || bytes.Equal(b, r.last) {
+				settling = false
 				continue
 			}
+			if !settling || !bytes.Equal(b, changed) {
+				// Still being written, perhaps: reload once two polls
+				// in a row read the same bytes (see reloadcheck.go).
+				changed, settling = b, true
+				continue
+			}
+			settling = false
 			r.reload("file changed")
 		}
 	}
@@ -121,7 +131,14 @@ func (r *reloader) reload(why string) {
 		return
 	}
 	r.last = b
+	if err := vetFile(b); err != nil {
+		r.log.Error("config reload rejected: old config stays in force", "why", why, "error", err.Error())
+		return
+	}
 	cfg, err := config.Parse(r.path, b)
+	if err == nil {
+		err = keepsGuards(r.current.Load(), cfg)
+	}
 	if err != nil {
 		r.log.Error("config reload rejected: old config stays in force", "why", why, "error", err.Error())
 		return

@@ -1,0 +1,19 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// Issue 36: a 50 MB config took 29.5 s and 4.5 GB to check. One over
+// MaxFileSize is refused at once, saying so.
+func TestParseRefusesAnOversizedFile(t *testing.T) {
+	big := "# " + strings.Repeat("x", MaxFileSize) + "\n"
+	_, err := Parse("big.yaml", []byte(big))
+	if err == nil || !strings.Contains(err.Error(), "more than the 1048576 (1 MiB) a config file may have") {
+		t.Fatalf("a %d-byte config: %v", len(big), err)
+	}
+	if _, err := Parse("ok.yaml", []byte("# "+strings.Repeat("x", MaxFileSize-100)+"\n")); err != nil {
+		t.Fatalf("a config just under the bound: %v", err)
+	}
+}
