@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 )
@@ -18,15 +17,10 @@ type FleetConfig struct {
 	Replica      string   // this replica's name; "" = hostname:pid
 	Timeout      Duration // per Redis operation
 	LeasePeriod  Duration // a concurrency slot of a dead replica is free after this
-
-	password string // from the URL, the env var or the file
 }
 
 // Enabled reports whether fleet mode is configured.
 func (f FleetConfig) Enabled() bool { return f.Redis != "" }
-
-// Password is the Redis password from the URL, PasswordEnv or PasswordFile.
-func (f FleetConfig) Password() string { return f.password }
 
 // RedactedURL is Redis with any password hidden, for logs.
 func (f FleetConfig) RedactedURL() string {
@@ -88,22 +82,6 @@ func resolveFleetPassword(p *problems, r *rawFleet, f *FleetConfig) {
 	if sources > 1 {
 		p.add(firstLine(r.RedisPasswordEnv.Line, r.RedisPasswordFile.Line), "fleet.redis_password_env",
 			"give the Redis password in one place: the URL, redis_password_env or redis_password_file")
-		return
-	}
-	f.password = inURL
-	switch {
-	case f.PasswordEnv != "":
-		v, ok := os.LookupEnv(f.PasswordEnv)
-		if !ok || v == "" {
-			p.add(r.RedisPasswordEnv.Line, "fleet.redis_password_env", "environment variable %s is not set", f.PasswordEnv)
-		}
-		f.password = v
-	case f.PasswordFile != "":
-		b, err := os.ReadFile(f.PasswordFile)
-		if err != nil {
-			p.add(r.RedisPasswordFile.Line, "fleet.redis_password_file", "%v", err)
-		}
-		f.password = strings.TrimRight(string(b), "\r\n")
 	}
 }
 
@@ -143,7 +121,8 @@ func fleetRestart(old, new FleetConfig) []string {
 		}
 	}
 	add("redis", old.Redis != new.Redis)
-	add("redis password", old.password != new.password)
+	add("redis_password_env", old.PasswordEnv != new.PasswordEnv)
+	add("redis_password_file", old.PasswordFile != new.PasswordFile)
 	add("key_prefix", old.KeyPrefix != new.KeyPrefix)
 	add("replica", old.Replica != new.Replica)
 	add("timeout", old.Timeout != new.Timeout)

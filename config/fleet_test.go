@@ -1,8 +1,6 @@
 package config
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -28,21 +26,15 @@ fleet:
   lease_period: 5s
 `)
 	f := c.Fleet
-	if !f.Enabled() || f.Redis != "rediss://redis.internal:6380/2" || f.Password() != "s3cret" ||
+	if !f.Enabled() || f.Redis != "rediss://redis.internal:6380/2" ||
 		f.KeyPrefix != "payments" || f.Replica != "gw-1" || f.Timeout.D() != 100*time.Millisecond ||
 		f.LeasePeriod.D() != 5*time.Second {
 		t.Fatalf("fleet = %+v", f)
 	}
 
-	pw := filepath.Join(t.TempDir(), "pw")
-	os.WriteFile(pw, []byte("from-file\n"), 0o600)
-	c = mustParse(t, "fleet:\n  redis: redis://127.0.0.1:6379\n  redis_password_file: "+pw+"\n")
-	if c.Fleet.Password() != "from-file" || c.Fleet.KeyPrefix != "hookpace" || c.Fleet.LeasePeriod.D() != 10*time.Second {
-		t.Fatalf("fleet = %+v", c.Fleet)
-	}
 	c = mustParse(t, "fleet:\n  redis: redis://:inurl@127.0.0.1:6379\n")
-	if c.Fleet.Password() != "inurl" || strings.Contains(c.Fleet.RedactedURL(), "inurl") {
-		t.Fatalf("password %q, redacted %q", c.Fleet.Password(), c.Fleet.RedactedURL())
+	if strings.Contains(c.Fleet.RedactedURL(), "inurl") {
+		t.Fatalf("redacted %q", c.Fleet.RedactedURL())
 	}
 }
 
@@ -55,9 +47,7 @@ func TestFleetErrors(t *testing.T) {
 		{"fleet:\n  redis: redis://h\n  key_prefix: a{b}\n", "config.yaml:3: fleet.key_prefix: \"a{b}\": no braces"},
 		{"fleet:\n  redis: redis://h\n  timeout: 5s\n  lease_period: 6s\n", "config.yaml:3: fleet.timeout: 5s must be under a third of lease_period"},
 		{"fleet:\n  redis: redis://h\n  lease_period: 10ms\n", "config.yaml:3: fleet.lease_period: must be between 1s and 1h0m0s"},
-		{"fleet:\n  redis: redis://h\n  redis_password_env: HOOKPACE_NOT_SET_ANYWHERE\n", "config.yaml:3: fleet.redis_password_env: environment variable HOOKPACE_NOT_SET_ANYWHERE is not set"},
 		{"fleet:\n  redis: redis://:pw@h\n  redis_password_file: /etc/pw\n", "config.yaml:3: fleet.redis_password_env: give the Redis password in one place"},
-		{"fleet:\n  redis: redis://h\n  redis_password_file: /nonexistent/pw\n", "config.yaml:3: fleet.redis_password_file: open /nonexistent/pw"},
 		{"fleet:\n  redis: redis://h\n  lease: 1s\n", "config.yaml:3"},
 	} {
 		_, err := Parse("config.yaml", []byte(tc.yaml))

@@ -1,10 +1,8 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/hookpace/hookpace/sign"
@@ -12,8 +10,10 @@ import (
 )
 
 // Signing is a host's `sign` block (issue 24): how hookpace signs each
-// delivery attempt. The secrets are read when the config is loaded (and
-// again on each reload), so a rotation is a file change and a reload.
+// delivery attempt. The config says where the secrets are; they are read,
+// and the signer built, by the loader of the files the config names
+// (server.LoadFiles) at check-config, at start and on each reload, so a
+// rotation is a file change and a reload.
 //
 //	sign:
 //	  scheme: standard-webhooks   # or hmac-sha256, or none
@@ -21,14 +21,24 @@ import (
 //
 // A host's sign block replaces the one in defaults as a whole.
 type Signing struct {
-	Scheme  string // sign.StandardWebhooks or sign.HMACSHA256
-	Header  string // hmac-sha256: the header that carries sha256=<hex>
-	Replace bool   // overwrite signature headers the app sent
-	// Sources say where each secret came from ("file PATH", "env NAME"),
-	// never the secret itself.
-	Sources []string
-	Signer  *sign.Signer
+	Scheme  string   // sign.StandardWebhooks or sign.HMACSHA256
+	Header  string   // hmac-sha256: the header that carries sha256=<hex>
+	Replace bool     // overwrite signature headers the app sent
+	Secrets []Secret // where each secret is, never the secret itself
+	Field   string   // the block's path ("defaults.sign", `hosts["a.example"].sign`)
+	Line    int      // the block's line
 }
+
+// Secret is where one signing secret is: a file or an environment
+// variable, with the field and line that name it.
+type Secret struct {
+	Kind  string // "file" or "env"
+	Name  string // the file's path or the variable's name
+	Field string
+	Line  int
+}
+
+func (s Secret) String() string { return s.Kind + " " + s.Name }
 
 // SignNone turns signing off for a host when defaults sign.
 const SignNone = "none"
@@ -52,17 +62,10 @@ var (
 	secretFields = map[string]bool{"file": true, "env": true}
 )
 
-// secretSource is one secret_file or secret_env, with its field and line.
-type secretSource struct {
-	path, kind, val string
-	line            int
-}
-
 // resolveSign resolves the sign block at n (path is e.g. "defaults.sign").
 // It returns base when n is absent, nil for `scheme: none`, and base after
 // recording problems when the block is invalid.
 func resolveSign(p *problems, path string, n *yaml.Node, base *Signing) *Signing {
-	before := len(p.errs)
 	var r rawSign
 	if n = deref(n); !decodeBlock(p, path, n, signFields, "scheme, secret_file, secret_env, secrets, header, replace", &r) {
 		return base
@@ -94,40 +97,22 @@ func resolveSign(p *problems, path string, n *yaml.Node, base *Signing) *Signing
 		return base
 	}
 	if sc.Scheme == sign.HMACSHA256 && len(srcs) > 1 {
-		p.add(srcs[1].line, f("secrets"), "hmac-sha256 takes one secret (rotation with two is for standard-webhooks)")
+		p.add(srcs[1].Line, f("secrets"), "hmac-sha256 takes one secret (rotation with two is for standard-webhooks)")
 		return base
 	}
-	keys := make([][]byte, 0, len(srcs))
-	for _, s := range srcs {
-		key, err := readSecret(sc.Scheme, s)
-		if err != nil {
-			p.add(s.line, s.path, "%v", err)
-			continue
-		}
-		keys = append(keys, key)
-		sc.Sources = append(sc.Sources, s.kind+" "+s.val)
-	}
-	if len(p.errs) > before {
-		return base
-	}
-	signer, err := sign.New(sign.Options{Scheme: sc.Scheme, Secrets: keys, Header: sc.Header, Replace: sc.Replace})
-	if err != nil {
-		p.add(n.Line, path, "%v", err)
-		return base
-	}
-	sc.Signer = signer
+	sc.Secrets, sc.Field, sc.Line = srcs, path, n.Line
 	return sc
 }
 
 // secretSources returns the secrets named by secret_file, secret_env or
 // secrets (exactly one of them), recording problems in p.
-func secretSources(p *problems, path string, n *yaml.Node, r *rawSign) []secretSource {
-	var out []secretSource
+func secretSources(p *problems, path string, n *yaml.Node, r *rawSign) []Secret {
+	var out []Secret
 	var set []string
 	one := func(fieldPath, kind string, o opt[string]) {
 		var v string
 		if field(p, fieldPath, o, &v, nonEmpty) {
-			out = append(out, secretSource{path: fieldPath, kind: kind, val: strings.TrimSpace(v), line: o.Line})
+			out = append(out, Secret{Field: fieldPath, Kind: kind, Name: strings.TrimSpace(v), Line: o.Line})
 		}
 	}
 	if r.SecretFile.Set || r.SecretFile.Err != nil {
@@ -175,36 +160,6 @@ func secretSources(p *problems, path string, n *yaml.Node, r *rawSign) []secretS
 		return nil
 	}
 	return out
-}
-
-// readSecret reads one secret: for standard-webhooks "whsec_" and base64,
-// for hmac-sha256 the text itself (less surrounding white space).
-func readSecret(scheme string, s secretSource) ([]byte, error) {
-	var text string
-	switch s.kind {
-	case "file":
-		b, err := os.ReadFile(s.val)
-		if err != nil {
-			return nil, err
-		}
-		text = strings.TrimSpace(string(b))
-	case "env":
-		text = strings.TrimSpace(os.Getenv(s.val))
-		if text == "" {
-			return nil, fmt.Errorf("environment variable %s is not set or empty", s.val)
-		}
-	}
-	if scheme == sign.StandardWebhooks {
-		key, err := sign.ParseSecret(text)
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", s.kind, s.val, err)
-		}
-		return key, nil
-	}
-	if text == "" {
-		return nil, errors.New("secret is empty")
-	}
-	return []byte(text), nil
 }
 
 func isStandardHeader(h string) bool {

@@ -199,6 +199,10 @@ func TestCheckConfigLoadsFiles(t *testing.T) {
 	missing := filepath.Join(dir, "missing.pem")
 	leaf := filepath.Join(dir, "leaf.pem")
 	writeLeafPEM(t, leaf)
+	creds := filepath.Join(dir, "creds")
+	if err := os.WriteFile(creds, []byte("gw:secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, yaml, want string // want "" = accepted
 	}{
@@ -207,6 +211,16 @@ func TestCheckConfigLoadsFiles(t *testing.T) {
 		{"private key as tls.ca_file", "tls: {ca_file: " + caKey + "}", "tls.ca_file: " + caKey + ": no PEM certificates found"},
 		{"missing mitm CA", "mitm: {ca_cert: " + missing + ", ca_key: " + missing + "}", "mitm.ca_cert: read CA certificate"},
 		{"non-CA as mitm CA", "mitm: {ca_cert: " + leaf + ", ca_key: " + caKey + "}", "is not a CA certificate"},
+		// Issue 31: every file the config names, not only the CA files.
+		// yaml.v3 writes the keys sorted: shutdown's second key is line 5.
+		{"missing shutdown.handoff_auth_file", "shutdown: {handoff: \"http://127.0.0.1:1\", handoff_auth_file: " + missing + "}",
+			"f.yaml:5: shutdown.handoff_auth_file: open " + missing},
+		{"hand-off credentials", "shutdown: {handoff: \"http://127.0.0.1:1\", handoff_auth_file: " + creds + "}", ""},
+		{"missing admin.token_file", "admin: {token_file: " + missing + "}", "admin.token_file: open " + missing},
+		{"missing signing secret", "hosts: {a.example: {sign: {scheme: standard-webhooks, secret_file: " + missing + "}}}",
+			`hosts["a.example"].sign.secret_file: open ` + missing},
+		{"missing Redis password file", "fleet: {redis: \"redis://127.0.0.1:1\", redis_password_file: " + missing + "}",
+			"fleet.redis_password_file: open " + missing},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkAgreesWithRun(t, tc.yaml, tc.want) })
 	}

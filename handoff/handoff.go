@@ -12,7 +12,6 @@ package handoff
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -62,9 +61,10 @@ type Options struct {
 	// Target is the other hookpace's proxy listener, http://host:port,
 	// with optional user:password@ for its proxy auth.
 	Target string
-	// AuthFile, if set, holds "username:password" for Target's proxy auth
-	// (e.g. a mounted Secret). It is read when Run starts.
-	AuthFile string
+	// Auth, if set, is "username:password" for Target's proxy auth, as
+	// ReadAuth reads it from shutdown.handoff_auth_file (server.LoadFiles
+	// does, at check-config, start and reload).
+	Auth string
 	// From names this hookpace in the lineage header; default the host name.
 	From  string
 	Queue Queue
@@ -180,6 +180,20 @@ func (s *sender) feed(ctx context.Context, work chan<- *spool.Message) error {
 	return nil
 }
 
+// ReadAuth reads a file of hand-off credentials (a mounted Secret):
+// "username:password", less a trailing line break.
+func ReadAuth(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	user := strings.TrimRight(string(b), "\r\n")
+	if !strings.Contains(user, ":") {
+		return "", fmt.Errorf("%s: want username:password", path)
+	}
+	return user, nil
+}
+
 // sender sends one webhook at a time per worker.
 type sender struct {
 	target      *url.URL // without credentials
@@ -203,15 +217,8 @@ func newSender(o Options) (*sender, error) {
 		user = u.User.Username() + ":" + pw
 		u.User = nil
 	}
-	if o.AuthFile != "" {
-		b, err := os.ReadFile(o.AuthFile)
-		if err != nil {
-			return nil, fmt.Errorf("handoff: shutdown.handoff_auth_file: %w", err)
-		}
-		user = strings.TrimRight(string(b), "\r\n")
-		if !strings.Contains(user, ":") {
-			return nil, errors.New("handoff: shutdown.handoff_auth_file: want username:password")
-		}
+	if o.Auth != "" {
+		user = o.Auth
 	}
 	if user != "" {
 		s.auth = basicAuth(user)

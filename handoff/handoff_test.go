@@ -195,7 +195,11 @@ func TestAuthFile(t *testing.T) {
 	if err := os.WriteFile(f, []byte("gw:pa:ss\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), Options{Target: tg.URL, AuthFile: f, Queue: sp, Logger: quiet()}); err != nil {
+	auth, err := ReadAuth(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), Options{Target: tg.URL, Auth: auth, Queue: sp, Logger: quiet()}); err != nil {
 		t.Fatal(err)
 	}
 	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("gw:pa:ss"))
@@ -204,8 +208,14 @@ func TestAuthFile(t *testing.T) {
 			t.Errorf("Proxy-Authorization %q, want %q", g.auth, want)
 		}
 	}
-	if _, err := Run(context.Background(), Options{Target: tg.URL, AuthFile: filepath.Join(t.TempDir(), "none"), Queue: sp}); err == nil {
+	if _, err := ReadAuth(filepath.Join(t.TempDir(), "none")); err == nil {
 		t.Error("a missing auth file is not an error")
+	}
+	if err := os.WriteFile(f, []byte("no-colon\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadAuth(f); err == nil || !strings.Contains(err.Error(), "want username:password") {
+		t.Errorf("credentials without a colon: %v", err)
 	}
 }
 

@@ -11,19 +11,12 @@ import (
 	"github.com/hookpace/hookpace/config"
 )
 
-// adminGuard builds the admin API's access checks for the bound listeners.
-// A token file that cannot be read stops the start; an admin listener off
-// loopback without a token is refused by config validation, and with
+// adminGuard builds the admin API's access checks for the bound listeners
+// with token, admin.token_file's (LoadFiles read it). An admin listener
+// off loopback without a token is refused by config validation, and with
 // admin.insecure_no_auth it is allowed with a warning at every start.
-func adminGuard(log *slog.Logger, cfg *config.Config, ln net.Listener) (*admin.Guard, error) {
-	acc := admin.Access{Hosts: cfg.AdminAccess.Hosts, Addrs: []string{ln.Addr().String(), cfg.Admin}}
-	if f := cfg.AdminAccess.TokenFile; f != "" {
-		t, err := config.ReadToken(f)
-		if err != nil {
-			return nil, fmt.Errorf("admin.token_file: %w", err)
-		}
-		acc.Token = t
-	}
+func adminGuard(log *slog.Logger, cfg *config.Config, token string, ln net.Listener) (*admin.Guard, error) {
+	acc := admin.Access{Hosts: cfg.AdminAccess.Hosts, Addrs: []string{ln.Addr().String(), cfg.Admin}, Token: token}
 	if acc.Token == "" && !config.AdminLoopback(cfg.Admin) {
 		if !cfg.AdminAccess.InsecureNoAuth {
 			return nil, fmt.Errorf("admin %s is not a loopback address: set admin.token_file, or admin.insecure_no_auth: true", cfg.Admin)

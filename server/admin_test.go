@@ -22,16 +22,16 @@ func TestAdminGuardOffLoopback(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	cfg := config.Default()
 	cfg.Admin = "0.0.0.0:9090"
-	if _, err := adminGuard(log, cfg, ln); err == nil || !strings.Contains(err.Error(), "admin.token_file") {
+	if _, err := adminGuard(log, cfg, "", ln); err == nil || !strings.Contains(err.Error(), "admin.token_file") {
 		t.Errorf("no token, no insecure_no_auth: err = %v", err)
 	}
 	cfg.AdminAccess.InsecureNoAuth = true
-	if _, err := adminGuard(log, cfg, ln); err != nil || !strings.Contains(buf.String(), "INSECURE") {
+	if _, err := adminGuard(log, cfg, "", ln); err != nil || !strings.Contains(buf.String(), "INSECURE") {
 		t.Errorf("insecure_no_auth: err = %v, log %q", err, buf.String())
 	}
 	buf.Reset()
 	cfg.Admin = "127.0.0.1:9090"
-	if _, err := adminGuard(log, cfg, ln); err != nil || buf.Len() != 0 {
+	if _, err := adminGuard(log, cfg, "", ln); err != nil || buf.Len() != 0 {
 		t.Errorf("loopback: err = %v, log %q", err, buf.String())
 	}
 }

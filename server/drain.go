@@ -80,7 +80,7 @@ func (a *app) handoff(ctx context.Context, sh config.ShutdownConfig) {
 	from, _ := os.Hostname()
 	a.log.Info("handoff started", "target", redacted(sh.Handoff), "queued", u.Messages,
 		"dead_letters", u.Dead, "note", "dead letters are not handed off: hookpace dead export keeps them")
-	res, err := handoff.Run(ctx, handoff.Options{Target: sh.Handoff, AuthFile: sh.HandoffAuth, From: from,
+	res, err := handoff.Run(ctx, handoff.Options{Target: sh.Handoff, Auth: a.files.Load().HandoffAuth, From: from,
 		Queue: a.spool, Logger: a.log})
 	if err != nil {
 		a.log.Error("handoff failed", "error", err, "handed_off", res.HandedOff)

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,6 +54,19 @@ func TestLoadFiles(t *testing.T) {
 	}
 	leaf := writeLeaf(t, dir)
 	missing := filepath.Join(dir, "missing.pem")
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	token, short := write("token", "0123456789abcdef0123\n"), write("short", "abc\n")
+	creds, noColon := write("creds", "gw:secret\n"), write("nocolon", "gw\n")
+	whsec, badWhsec := write("whsec", testWhsec+"\n"), write("badwhsec", "whsec_***\n")
+	t.Setenv("HOOKPACE_TEST_EMPTY", "")
+	handoff := "shutdown:\n  handoff: http://peer:8080\n  handoff_auth_file: "
+	signWith := "hosts:\n  a.example:\n    sign:\n      scheme: standard-webhooks\n      "
 	for _, tc := range []struct {
 		name, yaml string
 		want       []string // "line: field: text" pieces, in order; none = ok
@@ -66,6 +80,20 @@ func TestLoadFiles(t *testing.T) {
 		{"key of another CA", "mitm:\n  ca_cert: " + caCert + "\n  ca_key: " + otherKey + "\n", []string{"f.yaml:3: mitm.ca_key: CA key", "does not match"}},
 		{"both wrong", "tls:\n  ca_file: " + missing + "\nmitm:\n  ca_cert: " + leaf + "\n  ca_key: " + caKey + "\n",
 			[]string{"f.yaml:2: tls.ca_file:", "f.yaml:4: mitm.ca_cert:"}},
+		{"good secrets", "admin: {token_file: " + token + "}\n" + handoff + creds + "\n" + signWith + "secret_file: " + whsec + "\n", nil},
+		{"missing admin token", "admin:\n  token_file: " + missing + "\n", []string{"f.yaml:2: admin.token_file: open " + missing}},
+		{"short admin token", "admin:\n  token_file: " + short + "\n", []string{"f.yaml:2: admin.token_file: " + short + ": token must be at least 16 characters"}},
+		{"missing hand-off credentials", handoff + missing + "\n", []string{"f.yaml:3: shutdown.handoff_auth_file: open " + missing}},
+		{"hand-off credentials without a colon", handoff + noColon + "\n", []string{"f.yaml:3: shutdown.handoff_auth_file: " + noColon + ": want username:password"}},
+		{"missing signing secret", signWith + "secret_file: " + missing + "\n", []string{`f.yaml:5: hosts["a.example"].sign.secret_file: open ` + missing}},
+		{"signing secret not base64", signWith + "secret_file: " + badWhsec + "\n",
+			[]string{`f.yaml:5: hosts["a.example"].sign.secret_file: file ` + badWhsec + `: secret is not "whsec_" followed by base64`}},
+		{"empty signing env", signWith + "secret_env: HOOKPACE_TEST_EMPTY\n",
+			[]string{`f.yaml:5: hosts["a.example"].sign.secret_env: environment variable HOOKPACE_TEST_EMPTY is not set or empty`}},
+		{"missing Redis password file", "fleet:\n  redis: redis://h\n  redis_password_file: " + missing + "\n",
+			[]string{"f.yaml:3: fleet.redis_password_file: open " + missing}},
+		{"Redis password env not set", "fleet:\n  redis: redis://h\n  redis_password_env: HOOKPACE_NOT_SET_ANYWHERE\n",
+			[]string{"f.yaml:3: fleet.redis_password_env: environment variable HOOKPACE_NOT_SET_ANYWHERE is not set"}},
 	} {
 		cfg, err := config.Parse("f.yaml", []byte(tc.yaml))
 		if err != nil {
@@ -74,7 +102,7 @@ func TestLoadFiles(t *testing.T) {
 		files, err := LoadFiles(cfg)
 		if len(tc.want) == 0 {
 			if err != nil || files.Roots == nil || cfg.MITM.Enabled() != (files.CA != nil) {
-				t.Errorf("%s: %v (roots %v, ca %v)", tc.name, err, files.Roots != nil, files.CA != nil)
+				t.Errorf("%s: %v (files %+v)", tc.name, err, files)
 			}
 			continue
 		}
@@ -94,6 +122,72 @@ func TestLoadFiles(t *testing.T) {
 				break
 			}
 			rest = rest[i+len(w):]
+		}
+	}
+}
+
+const testWhsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// What LoadFiles reads is what a start uses: the token, the credentials,
+// the Redis password from a file, an environment variable or the URL, and
+// a signer for each sign block (one for a block hosts inherit), built from
+// files and environment variables.
+func TestLoadFilesValues(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Setenv("HOOKPACE_TEST_WHSEC", testWhsec)
+	t.Setenv("HOOKPACE_TEST_HMAC", "It's a Secret to Everybody")
+	t.Setenv("HOOKPACE_TEST_REDIS_PW", "s3cret")
+	whsec := write("whsec", testWhsec+"\n")
+	yaml := "admin: {token_file: " + write("token", " 0123456789abcdef0123\n") + "}\n" +
+		"shutdown: {handoff: \"http://peer:8080\", handoff_auth_file: " + write("creds", "gw:pa:ss\r\n") + "}\n" +
+		"fleet: {redis: \"redis://h:6379\", redis_password_file: " + write("pw", "from-file\n") + "}\n" +
+		"defaults:\n  sign: {scheme: standard-webhooks, secret_file: " + whsec + "}\n" +
+		"hosts:\n  rotating.example:\n    sign:\n      scheme: standard-webhooks\n      replace: true\n" +
+		"      secrets: [{env: HOOKPACE_TEST_WHSEC}, {file: " + whsec + "}]\n" +
+		"  github.example:\n    sign: {scheme: hmac-sha256, header: X-Hub-Signature-256, secret_env: HOOKPACE_TEST_HMAC}\n" +
+		"  inherits.example: {rate: 5/s}\n"
+	cfg, err := config.Parse("f.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := LoadFiles(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.AdminToken != "0123456789abcdef0123" || f.HandoffAuth != "gw:pa:ss" || f.RedisPassword != "from-file" {
+		t.Errorf("token %q, hand-off %q, redis %q", f.AdminToken, f.HandoffAuth, f.RedisPassword)
+	}
+	if f.Signer(cfg.Defaults.Sign) == nil || f.Signer(cfg.Hosts["inherits.example"].Sign) != f.Signer(cfg.Defaults.Sign) {
+		t.Error("defaults' signer missing or not shared by the host that inherits it")
+	}
+	h := http.Header{"Webhook-Signature": {"v1,app"}}
+	f.Signer(cfg.Hosts["rotating.example"].Sign).Sign(h, "msg_p5jXN8AQM9LWM0D4loKWxJek", []byte(`{"test": 2432232314}`), time.Unix(1614265330, 0))
+	const v = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+	if h.Get("Webhook-Signature") != v+" "+v {
+		t.Errorf("rotation from env and file, replace: %v", h)
+	}
+	h = http.Header{}
+	f.Signer(cfg.Hosts["github.example"].Sign).Sign(h, "1", []byte("Hello, World!"), time.Unix(1, 0))
+	if h.Get("X-Hub-Signature-256") != "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17" {
+		t.Errorf("hmac-sha256 from env: %v", h)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"fleet: {redis: \"redis://h:6379\", redis_password_env: HOOKPACE_TEST_REDIS_PW}\n", "s3cret"},
+		{"fleet: {redis: \"redis://:inurl@h:6379\"}\n", "inurl"},
+	} {
+		cfg, err := config.Parse("f.yaml", []byte(tc.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, err := LoadFiles(cfg); err != nil || f.RedisPassword != tc.want {
+			t.Errorf("%s: %v, password %q, want %q", tc.yaml, err, f.RedisPassword, tc.want)
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 // newFleet returns the fleet limiter of cfg, or nil without a fleet
 // section. It does not connect: a Redis that is down at start makes the
 // replica pace on its share until Redis answers.
-func newFleet(cfg *config.Config, log *slog.Logger, m *telemetry.Metrics) (*fleet.Limiter, error) {
+func newFleet(cfg *config.Config, password string, log *slog.Logger, m *telemetry.Metrics) (*fleet.Limiter, error) {
 	f := cfg.Fleet
 	if !f.Enabled() {
 		return nil, nil
@@ -20,7 +20,7 @@ func newFleet(cfg *config.Config, log *slog.Logger, m *telemetry.Metrics) (*flee
 	if m != nil {
 		obs = m
 	}
-	l, err := fleet.New(fleet.Options{URL: f.Redis, Password: f.Password(), KeyPrefix: f.KeyPrefix,
+	l, err := fleet.New(fleet.Options{URL: f.Redis, Password: password, KeyPrefix: f.KeyPrefix,
 		Replica: f.Replica, Timeout: f.Timeout.D(), LeasePeriod: f.LeasePeriod.D(), Logger: log, Observer: obs})
 	if err != nil {
 		return nil, err

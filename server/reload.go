@@ -69,6 +69,7 @@ func (s *swapGuard) DialContext(ctx context.Context, network, addr string) (net.
 type reloader struct {
 	path    string
 	current *atomic.Pointer[config.Config]
+	files   *atomic.Pointer[Files]
 	log     *slog.Logger
 	level   *slog.LevelVar
 	guard   *swapGuard
@@ -157,6 +158,9 @@ func (r *reloader) reload(why string) {
 	for _, f := range config.RestartRequired(r.current.Load(), cfg) {
 		r.log.Warn(f+" changed: restart to apply", "field", f)
 	}
+	if old := r.files.Load(); old != nil && old.RedisPassword != files.RedisPassword {
+		r.log.Warn("fleet.redis password changed: restart to apply", "field", "fleet.redis password")
+	}
 	warnInsecure(r.log, cfg) // the warnings a start gives
 	if err := telemetry.SetLevel(r.level, cfg.Log.Level); err != nil {
 		r.log.Warn("log level unchanged", "error", err)
@@ -169,8 +173,9 @@ func (r *reloader) reload(why string) {
 		r.proxy.SetCA(r.trust.CA())
 	}
 	r.current.Store(cfg)
+	r.files.Store(files)
 	r.proxy.SetPolicy(proxyPolicy(cfg))
 	r.spool.SetLimits(cfg.Spool.MaxMessages, int64(cfg.Spool.MaxBytes), cfg.Spool.HighWater, cfg.Spool.LowWater)
-	r.disp.SetPolicy(policies(cfg))
+	r.disp.SetPolicy(policies(cfg, files))
 	r.log.Info("config reloaded", "why", why, "path", r.path, "hosts", len(cfg.Hosts))
 }

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/sign"
+)
+
+// signers builds a signer for each sign block of cfg (defaults' and the
+// hosts'; a host that inherits defaults' shares its block), reading its
+// secrets.
+func signers(cfg *config.Config) (map[*config.Signing]*sign.Signer, error) {
+	out := map[*config.Signing]*sign.Signer{}
+	var errs []error
+	blocks := []*config.Signing{cfg.Defaults.Sign}
+	for _, k := range slices.Sorted(maps.Keys(cfg.Hosts)) {
+		blocks = append(blocks, cfg.Hosts[k].Sign)
+	}
+	for _, sc := range blocks {
+		if _, done := out[sc]; done || sc == nil {
+			continue
+		}
+		s, err := signer(cfg.Path, sc)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out[sc] = s
+	}
+	return out, errors.Join(errs...)
+}
+
+// signer reads the secrets of sc and builds its signer.
+func signer(path string, sc *config.Signing) (*sign.Signer, error) {
+	keys := make([][]byte, 0, len(sc.Secrets))
+	var errs []error
+	for _, s := range sc.Secrets {
+		key, err := readSecret(sc.Scheme, s)
+		if err != nil {
+			errs = append(errs, &config.FieldError{File: path, Line: s.Line, Field: s.Field, Msg: err.Error()})
+			continue
+		}
+		keys = append(keys, key)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	s, err := sign.New(sign.Options{Scheme: sc.Scheme, Secrets: keys, Header: sc.Header, Replace: sc.Replace})
+	if err != nil {
+		return nil, &config.FieldError{File: path, Line: sc.Line, Field: sc.Field, Msg: err.Error()}
+	}
+	return s, nil
+}
+
+// readSecret reads one secret: for standard-webhooks "whsec_" and base64,
+// for hmac-sha256 the text itself (less surrounding white space).
+func readSecret(scheme string, s config.Secret) ([]byte, error) {
+	var text string
+	switch s.Kind {
+	case "file":
+		b, err := os.ReadFile(s.Name)
+		if err != nil {
+			return nil, err
+		}
+		text = strings.TrimSpace(string(b))
+	case "env":
+		text = strings.TrimSpace(os.Getenv(s.Name))
+		if text == "" {
+			return nil, fmt.Errorf("environment variable %s is not set or empty", s.Name)
+		}
+	}
+	if scheme == sign.StandardWebhooks {
+		key, err := sign.ParseSecret(text)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s, err)
+		}
+		return key, nil
+	}
+	if text == "" {
+		return nil, errors.New("secret is empty")
+	}
+	return []byte(text), nil
+}
