@@ -16,6 +16,11 @@ type ShutdownConfig struct {
 	Drain       Duration // keep delivering this long after SIGTERM; 0 = stop at once; default Timeout - DrainRoom, 0 with a hand-off
 	Handoff     string   // URL of another hookpace's proxy listener; "" = no hand-off
 	HandoffAuth string   // path of a file holding "username:password" for Handoff
+	// HandoffSecret is the path of a file holding the secret that
+	// authenticates hand-offs: the sender signs each with it, and a
+	// receiving hookpace keeps a handed-off webhook's id only when the
+	// signature checks. Both ends configure the same one; "" = none.
+	HandoffSecret string
 }
 
 // DrainRoom is what a drain left unset leaves of shutdown.timeout: without
@@ -35,6 +40,7 @@ type rawShutdown struct {
 	Drain       opt[Duration] `yaml:"drain"`
 	Handoff     opt[string]   `yaml:"handoff"`
 	HandoffAuth opt[string]   `yaml:"handoff_auth_file"`
+	Secret      opt[string]   `yaml:"handoff_secret_file"`
 }
 
 func resolveShutdown(p *problems, r *rawShutdown, s *ShutdownConfig) {
@@ -56,6 +62,9 @@ func resolveShutdown(p *problems, r *rawShutdown, s *ShutdownConfig) {
 			p.add(r.HandoffAuth.Line, "shutdown.handoff_auth_file", "set as well as credentials in shutdown.handoff: give one")
 		}
 	}
+	// Also without shutdown.handoff: a hookpace that receives hand-offs
+	// checks them with it.
+	field(p, "shutdown.handoff_secret_file", r.Secret, &s.HandoffSecret, nonEmpty)
 	line := firstLine(r.Drain.Line, r.Timeout.Line)
 	switch {
 	case s.Handoff != "" && s.Timeout-s.Drain < Duration(HandoffMinRoom):

@@ -139,18 +139,20 @@ shutdown: {timeout: 10s, drain: 3s}
 // byte-identical, those handed off paced by B's own limits.
 func TestHandoffToSecondHookpace(t *testing.T) {
 	rc := NewReceiver(t)
+	secret := handoffSecret(t) // both ends: B keeps A's ids
 	b := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
 auth: {users: [{username: a, password: s3cret}]}
 hosts:
   "%s": {rate: 20/s, burst: 1, concurrency: 2}
-`, rc.Host()))
+shutdown: {handoff_secret_file: %s}
+`, rc.Host(), secret))
 	a := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
 hosts:
   "%s": {rate: 2/s, burst: 1, concurrency: 2}
-shutdown: {timeout: 10s, drain: 3s, handoff: "http://a:s3cret@%s"}
-`, rc.Host(), b.Proxy))
+shutdown: {timeout: 10s, drain: 3s, handoff: "http://a:s3cret@%s", handoff_secret_file: %s}
+`, rc.Host(), b.Proxy, secret))
 	const n = 120
 	PostAll(t, a, n, 16, func(i int) string { return fmt.Sprintf("%s/h/%d", rc.URL, i) })
 	rc.WaitFor(t, 10*time.Second, "first delivery", func(as []Arrival) bool { return Delivered2xx(as) >= 1 })

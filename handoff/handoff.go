@@ -66,8 +66,11 @@ type Options struct {
 	// does, at check-config, start and reload).
 	Auth string
 	// From names this hookpace in the lineage header; default the host name.
-	From  string
-	Queue Queue
+	From string
+	// Secret, if set, signs each hand-off (SignatureHeader), so that the
+	// receiving hookpace, configured with the same one, keeps the ids.
+	Secret []byte
+	Queue  Queue
 	// Concurrency is the number of hand-offs in flight at once (default
 	// 64). A crash mid-hand-off repeats at most this many: each keeps its
 	// slot until its local delete is durable.
@@ -83,7 +86,7 @@ type Result struct {
 	Queued    int            // webhooks queued when it began
 	HandedOff int            // answered 202 there and deleted here
 	Left      int            // still queued here
-	Kept      map[string]int // why webhooks stayed, by reason: status_503, 429_past_budget, connection_error, timeout, local_delete_failed
+	Kept      map[string]int // why webhooks stayed, by reason: status_503, 202_without_id, 429_past_budget, connection_error, timeout, local_delete_failed
 	Took      time.Duration
 }
 
@@ -199,6 +202,7 @@ type sender struct {
 	target      *url.URL // without credentials
 	auth        string   // Proxy-Authorization value, or ""
 	from        string
+	secret      []byte
 	queue       Queue
 	client      *http.Client
 	concurrency int
@@ -210,7 +214,7 @@ func newSender(o Options) (*sender, error) {
 	if err != nil || u.Scheme != "http" || u.Host == "" {
 		return nil, fmt.Errorf("handoff: target %q: want http://host:port", o.Target)
 	}
-	s := &sender{from: o.From, queue: o.Queue, client: o.Client, concurrency: o.Concurrency, log: o.Logger}
+	s := &sender{from: o.From, secret: o.Secret, queue: o.Queue, client: o.Client, concurrency: o.Concurrency, log: o.Logger}
 	user := ""
 	if u.User != nil {
 		pw, _ := u.User.Password()

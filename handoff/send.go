@@ -36,6 +36,12 @@ func (s *sender) handOff(ctx context.Context, m *spool.Message) (newID, kept str
 		}
 		switch resp.status {
 		case http.StatusAccepted:
+			if _, err := spool.ParseRef(resp.id); err != nil || resp.id == "" {
+				// Not a hookpace's acknowledgement (one always names the
+				// id it stored the webhook under): whatever answered
+				// need not have kept it.
+				return "", "202_without_id"
+			}
 			// Durable there: only now may it go here. A crash before the
 			// delete is durable sends it again after the restart.
 			if err := s.queue.Delete(m); err != nil {
@@ -93,7 +99,11 @@ func (s *sender) send(ctx context.Context, m *spool.Message) (answer, error) {
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header["User-Agent"] = nil // none rather than Go's default, as a delivery would
 	}
-	req.Header.Set(Header, s.from+"/"+m.Ref().String())
+	claim := s.from + "/" + m.Ref().String()
+	req.Header.Set(Header, claim)
+	if s.secret != nil {
+		req.Header.Set(SignatureHeader, Sign(s.secret, claim, m.Method, m.Host, m.Body))
+	}
 	if s.auth != "" {
 		req.Header.Set("Proxy-Authorization", s.auth)
 	}

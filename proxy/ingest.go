@@ -141,13 +141,6 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host s
 		Header:   header,
 		Enqueued: time.Now(),
 	}
-	if from := r.Header[handoff.Header]; len(from) > 0 {
-		// Handed off by another hookpace at its shutdown: the webhook keeps
-		// the id its app got, which receivers de-duplicate on.
-		if ref, ok := handoff.Origin(from[0]); ok {
-			m.Origin, m.OriginSpool = ref.Seq, ref.Spool
-		}
-	}
 	if n := r.ContentLength; n > spool.MaxRecordSize-(2<<20) && m.RecordSize(int(n)) > spool.MaxRecordSize {
 		return tooLargeForSpool(), 0 // without reading a body that could never be stored
 	}
@@ -159,6 +152,11 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host s
 			return d, 0
 		}
 		return badRequest("reading body: " + err.Error()), 0
+	}
+	if from := r.Header[handoff.Header]; len(from) > 0 {
+		if d, refused := p.handoffOrigin(r, pol, host, from[0], m); refused {
+			return d, len(m.Body)
+		}
 	}
 	ok, err := p.appendKeys(ctx, m, hp, spool.Keys{Idempotency: key, Coalesce: ckey})
 	var full *spool.FullError

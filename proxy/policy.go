@@ -27,6 +27,9 @@ type Policy struct {
 	// IdempotencyHeader names the header of idempotent enqueue
 	// (dedupe.idempotency_header); "": off.
 	IdempotencyHeader string
+	// HandoffSecret checks hand-offs' signatures
+	// (shutdown.handoff_secret_file); nil: hand-off claims are ignored.
+	HandoffSecret []byte
 	// CoalesceHeader names the header of coalescing
 	// (dedupe.coalesce_header), stripped before delivery; "": off.
 	CoalesceHeader string

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -84,6 +85,9 @@ type Proxy struct {
 	ca       atomic.Pointer[mitm.CA]
 	tunnels  tunnelBook
 	counts   [telemetry.NumIngestOutcomes]atomic.Int64
+	// unchecked logs, once, that hand-off claims are ignored for want
+	// of a secret to check them with (see handoffOrigin).
+	unchecked sync.Once
 }
 
 // Counts reports how many requests had each ingest outcome since the
@@ -288,7 +292,7 @@ func destPort(u *url.URL) uint16 {
 var hopHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
 	"Transfer-Encoding": true, "Upgrade": true, "Content-Length": true, "Expect": true,
-	handoff.Header: true,
+	handoff.Header: true, handoff.SignatureHeader: true,
 }
 
 // storedHeader returns the headers to replay: the request's headers less

@@ -78,9 +78,15 @@ func (a *app) handoff(ctx context.Context, sh config.ShutdownConfig) {
 		return
 	}
 	from, _ := os.Hostname()
+	files := a.files.Load()
 	a.log.Info("handoff started", "target", redacted(sh.Handoff), "queued", u.Messages,
-		"dead_letters", u.Dead, "note", "dead letters are not handed off: hookpace dead export keeps them")
-	res, err := handoff.Run(ctx, handoff.Options{Target: sh.Handoff, Auth: a.files.Load().HandoffAuth, From: from,
+		"dead_letters", u.Dead, "signed", files.HandoffSecret != nil,
+		"note", "dead letters are not handed off: hookpace dead export keeps them")
+	if files.HandoffSecret == nil {
+		a.log.Warn("handoff unsigned: without shutdown.handoff_secret_file the other hookpace gives the webhooks new ids "+
+			"(or, with a secret of its own, refuses them)", "target", redacted(sh.Handoff))
+	}
+	res, err := handoff.Run(ctx, handoff.Options{Target: sh.Handoff, Auth: files.HandoffAuth, Secret: files.HandoffSecret, From: from,
 		Queue: a.spool, Logger: a.log})
 	if err != nil {
 		a.log.Error("handoff failed", "error", err, "handed_off", res.HandedOff)

@@ -22,6 +22,7 @@ type Files struct {
 	CA            *mitm.CA       // nil unless mitm.ca_cert is set
 	AdminToken    string         // admin.token_file's bearer token; "" without one
 	HandoffAuth   string         // shutdown.handoff_auth_file's "username:password"; "" without one
+	HandoffSecret []byte         // shutdown.handoff_secret_file's secret; nil without one
 	RedisPassword string         // fleet.redis's, redis_password_env's or redis_password_file's
 	signers       map[*config.Signing]*sign.Signer
 }
@@ -65,6 +66,11 @@ func LoadFiles(cfg *config.Config) (*Files, error) {
 	if p := cfg.Shutdown.HandoffAuth; p != "" {
 		if f.HandoffAuth, err = handoff.ReadAuth(p); err != nil {
 			errs = append(errs, cfg.FieldError("shutdown.handoff_auth_file", err))
+		}
+	}
+	if p := cfg.Shutdown.HandoffSecret; p != "" {
+		if f.HandoffSecret, err = handoff.ReadSecret(p); err != nil {
+			errs = append(errs, cfg.FieldError("shutdown.handoff_secret_file", err))
 		}
 	}
 	if f.RedisPassword, err = redisPassword(cfg); err != nil {

@@ -24,8 +24,9 @@ func policies(cfg *config.Config, files *Files) func(string) deliver.Policy {
 	}
 }
 
-// proxyPolicy is the part of cfg the proxy reads.
-func proxyPolicy(cfg *config.Config) proxy.Policy {
+// proxyPolicy is the part of cfg (and of the files it names) the proxy
+// reads.
+func proxyPolicy(cfg *config.Config, files *Files) proxy.Policy {
 	return proxy.Policy{
 		Host: func(host string) proxy.HostPolicy {
 			_, hc := cfg.Lookup(host)
@@ -39,6 +40,7 @@ func proxyPolicy(cfg *config.Config) proxy.Policy {
 		Users:             cfg.Auth.Users,
 		Listen:            cfg.Listen,
 		Methods:           cfg.Spool.Methods,
+		HandoffSecret:     files.HandoffSecret,
 	}
 }
 

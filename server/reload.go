@@ -174,7 +174,7 @@ func (r *reloader) reload(why string) {
 	}
 	r.current.Store(cfg)
 	r.files.Store(files)
-	r.proxy.SetPolicy(proxyPolicy(cfg))
+	r.proxy.SetPolicy(proxyPolicy(cfg, files))
 	r.spool.SetLimits(cfg.Spool.MaxMessages, int64(cfg.Spool.MaxBytes), cfg.Spool.HighWater, cfg.Spool.LowWater)
 	r.disp.SetPolicy(policies(cfg, files))
 	r.log.Info("config reloaded", "why", why, "path", r.path, "hosts", len(cfg.Hosts))

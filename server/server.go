@@ -238,7 +238,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 	observe(tel.Metrics, a.disp, a.spool)
 	observeState(tel.Metrics, a.disp, a.spool)
 	a.proxy = proxy.New(proxy.Options{
-		Policy:    proxyPolicy(cfg),
+		Policy:    proxyPolicy(cfg, a.files.Load()),
 		Spool:     a.spool,
 		Pacing:    a.disp,
 		Guard:     a.guard,
