@@ -274,8 +274,14 @@ func (l *Limiter) fail(err error) {
 		return
 	}
 	l.obs.FleetFallback()
-	l.log.Warn("fleet degraded: redis unreachable, pacing with a local share", "error", err.Error(),
-		"share", fmt.Sprintf("1/%d", live))
+	msg := "fleet degraded: redis unreachable, pacing with a local share"
+	var said redis.Error
+	if errors.As(err, &said) && !errors.Is(err, redis.Nil) {
+		// Redis answered, with an error of its own (OOM, READONLY, a
+		// script's error...): say what it said, not that it is away.
+		msg = "fleet degraded: redis answered with an error, pacing with a local share"
+	}
+	l.log.Warn(msg, "error", err.Error(), "share", fmt.Sprintf("1/%d", live))
 	for _, fn := range fns {
 		fn()
 	}
