@@ -207,7 +207,7 @@ func (s *Spool) logKeysFull() {
 	defer s.mu.Unlock()
 	if !s.ledger.once.fullLogged {
 		s.ledger.once.fullLogged = true
-		s.log.Warn("spool: dedupe keys at spool.dedupe_max_keys or dedupe_max_bytes; new keys are not remembered until old ones expire",
+		s.log.Warn("spool: dedupe keys at dedupe.max_keys or dedupe.max_bytes; new keys are not remembered until old ones expire",
 			"keys", s.ledger.once.keys, "bytes", s.ledger.once.bytes)
 	}
 }

@@ -48,7 +48,7 @@ type Usage struct {
 	DrainRate   float64 `json:"drain_per_second"`
 	Hosts       int     `json:"hosts"`
 	// DedupeKeys and DedupeBytes are the idempotency keys remembered
-	// (spool.dedupe_max_keys, dedupe_max_bytes).
+	// (dedupe.max_keys, dedupe.max_bytes).
 	DedupeKeys  int64 `json:"dedupe_keys"`
 	DedupeBytes int64 `json:"dedupe_bytes"`
 	// Refusing says why appends fail whatever the watermarks say: the disk
