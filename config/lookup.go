@@ -92,7 +92,36 @@ func normalizeHostKey(raw string) (string, error) {
 	if err := checkHostKey(key); err != nil {
 		return "", err
 	}
-	return strings.ToLower(key), nil
+	return canonicalHostKey(strings.ToLower(key)), nil
+}
+
+// canonicalHostKey writes a checked, lower-cased key one way, so that two
+// spellings of one key are caught as duplicates: without a default port
+// (":80" and ":443": proxy.HostKey keeps neither for its scheme, and
+// Lookup goes from host:port to host), and with an IPv6 address in its
+// short form ("[0:0::1]:8443" is "[::1]:8443"; "[0:0::1]:80" is "::1").
+func canonicalHostKey(key string) string {
+	if a, err := netip.ParseAddr(key); err == nil {
+		return a.String()
+	}
+	rest, wild := strings.CutPrefix(key, "*.")
+	host, port := splitHostPort(rest)
+	if port == "80" || port == "443" {
+		port = ""
+	}
+	if a, err := netip.ParseAddr(host); err == nil && a.Is6() {
+		host = a.String()
+		if port != "" {
+			host = "[" + host + "]"
+		}
+	}
+	if wild {
+		host = "*." + host
+	}
+	if port != "" {
+		return host + ":" + port
+	}
+	return host
 }
 
 // checkHostKey validates a hosts key: "host", "host:port",

@@ -163,7 +163,7 @@ func resolveHosts(p *problems, entries []hostEntry, defaults HostConfig, minExpl
 			if prev.key == e.key {
 				p.add(e.line, "hosts", "duplicate host key %q (first at line %d)", e.key, prev.line)
 			} else {
-				p.add(e.line, "hosts", "duplicate host key %q: same as %q at line %d after lower-casing and dropping a trailing dot", e.key, prev.key, prev.line)
+				p.add(e.line, "hosts", "duplicate host key %q: same as %q at line %d (case, a trailing dot, a default port :80 or :443 and an IPv6 address's spelling do not matter)", e.key, prev.key, prev.line)
 			}
 			continue
 		}

@@ -258,11 +258,18 @@ func parseBasic(h string) (user, pass string, ok bool) {
 // HostKey is the queue and config key of a destination: the lower-case
 // host, with the port only when it is not the scheme's default. A fully
 // qualified name's trailing dot is dropped: "partner.example." is the same
-// partner, with the same limits, as "partner.example".
+// partner, with the same limits, as "partner.example". An IPv6 address is
+// written in its short form ("0:0::1" is "::1"), as config writes hosts
+// keys.
 func HostKey(u *url.URL) string {
 	host := strings.ToLower(u.Hostname())
 	if len(host) > 1 {
 		host = strings.TrimSuffix(host, ".")
+	}
+	if strings.IndexByte(host, ':') >= 0 {
+		if a, err := netip.ParseAddr(host); err == nil {
+			host = a.String()
+		}
 	}
 	port := u.Port()
 	if port == "" || (port == "80" && u.Scheme == "http") || (port == "443" && u.Scheme == "https") {

@@ -23,6 +23,8 @@ func TestHostKey(t *testing.T) {
 		{"http://127.0.0.1:9999/", "127.0.0.1:9999"},
 		{"http://[::1]:8080/", "[::1]:8080"},
 		{"http://[::1]/", "::1"},
+		{"http://[0:0::1]:8080/", "[::1]:8080"}, // as config writes the key
+		{"http://[2001:DB8:0::1]/", "2001:db8::1"},
 		{"http://API.Partner.example./hook", "api.partner.example"},
 		{"http://hooks.other.example.:8443/x", "hooks.other.example:8443"},
 	} {
