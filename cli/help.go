@@ -36,7 +36,7 @@ mitm.public_dir (default spool.dir/trust), never the key.
                 SSL_CERT_FILE       Go, OpenSSL, Ruby
                 REQUESTS_CA_BUNDLE  Python requests (and httpx)
                 CURL_CA_BUNDLE      curl
-                NODE_EXTRA_CA_CERTS Node (the bundle or ca cert's file)
+                NODE_EXTRA_CA_CERTS Node
               Java: truststore.p12 beside it (README "HTTPS without a
               code change").
   ca cert     prints the path of the CA certificate alone.
@@ -87,8 +87,8 @@ To each pod template it adds:
     http://127.0.0.1:PORT; NO_PROXY (and no_proxy) = localhost, 127.0.0.1,
     ::1, .svc, .svc.cluster.local, .cluster.local, 169.254.169.254,
     metadata.google.internal, --cluster-cidr, --service-cidr and --no-proxy;
-    SSL_CERT_FILE, CURL_CA_BUNDLE, REQUESTS_CA_BUNDLE (bundle.pem) and
-    NODE_EXTRA_CA_CERTS (ca.crt) from hookpace's trust directory, mounted
+    SSL_CERT_FILE, CURL_CA_BUNDLE, REQUESTS_CA_BUNDLE and
+    NODE_EXTRA_CA_CERTS (bundle.pem) from hookpace's trust directory, mounted
     read-only at /var/run/hookpace/trust (--no-trust=CONTAINER: none);
   - terminationGracePeriodSeconds of at least --app-stop +
     --shutdown-timeout + 10 s, and the annotation hookpace.dev/injected.

@@ -205,8 +205,8 @@ with httpx.Client() as c:
 		c.Env = appEnv(env...)
 		return c
 	}
-	run("Node fetch + undici EnvHttpProxyAgent (NODE_EXTRA_CA_CERTS)", node("fetch.mjs", proxy, "NODE_EXTRA_CA_CERTS="+caPath), 5)
-	run("Node axios (NODE_EXTRA_CA_CERTS)", node("axios.mjs", proxy, "NODE_EXTRA_CA_CERTS="+caPath), 5)
+	run("Node fetch + undici EnvHttpProxyAgent (NODE_EXTRA_CA_CERTS)", node("fetch.mjs", proxy, "NODE_EXTRA_CA_CERTS="+bundle), 5)
+	run("Node axios (NODE_EXTRA_CA_CERTS)", node("axios.mjs", proxy, "NODE_EXTRA_CA_CERTS="+bundle), 5)
 
 	goSender := filepath.Join(t.TempDir(), "gosender")
 	if out, err := exec.Command("go", "build", "-o", goSender, "./testdata/gosender").CombinedOutput(); err != nil {

@@ -187,7 +187,7 @@ func checkInjected(t *testing.T, a, b object, o Options, notTrust []string) {
 		if trust != (bundle == TrustDir+"/bundle.pem") {
 			t.Errorf("%s: container %s: SSL_CERT_FILE=%q, trust %v", who, c.Name, bundle, trust)
 		}
-		if ca, _ := envValue(c, "NODE_EXTRA_CA_CERTS"); trust != (ca == TrustDir+"/ca.crt") {
+		if ca, _ := envValue(c, "NODE_EXTRA_CA_CERTS"); trust != (ca == TrustDir+"/bundle.pem") {
 			t.Errorf("%s: container %s: NODE_EXTRA_CA_CERTS=%q, trust %v", who, c.Name, ca, trust)
 		}
 		mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {

@@ -132,14 +132,12 @@ func (in *Injector) appEnv(trust bool) []corev1.EnvVar {
 	}
 	if trust {
 		// SSL_CERT_FILE replaces the runtime's roots (Go, OpenSSL, Ruby):
-		// the bundle holds the system roots as well as hookpace's CA.
-		// Node adds NODE_EXTRA_CA_CERTS to its own roots: the CA alone.
+		// the bundle holds the system roots as well as hookpace's CA. Node
+		// adds NODE_EXTRA_CA_CERTS to its own roots; the bundle, which
+		// exists even while nothing is intercepted (ca.crt does not), keeps
+		// it from warning then.
 		for _, v := range trustVars {
-			file := "bundle.pem"
-			if v == "NODE_EXTRA_CA_CERTS" {
-				file = "ca.crt"
-			}
-			env = append(env, corev1.EnvVar{Name: v, Value: path.Join(TrustDir, file)})
+			env = append(env, corev1.EnvVar{Name: v, Value: path.Join(TrustDir, "bundle.pem")})
 		}
 	}
 	if o.Java {

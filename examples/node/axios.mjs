@@ -1,10 +1,10 @@
 // axios through hookpace: axios reads HTTP_PROXY, HTTPS_PROXY and
 // NO_PROXY by itself; for an https:// URL it tunnels (CONNECT), and Node
 // trusts hookpace's CA through NODE_EXTRA_CA_CERTS (the path `hookpace ca
-// cert` prints).
+// bundle` prints).
 //
 //   npm install axios
-//   HTTPS_PROXY=http://127.0.0.1:8080 NODE_EXTRA_CA_CERTS=/path/to/ca.crt \
+//   HTTPS_PROXY=http://127.0.0.1:8080 NODE_EXTRA_CA_CERTS=/path/to/bundle.pem \
 //     node axios.mjs https://partner.example/hooks [COUNT]
 import axios from 'axios';
 

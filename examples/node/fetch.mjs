@@ -7,7 +7,7 @@
 //   npm install undici
 //   HTTP_PROXY=http://127.0.0.1:8080 node fetch.mjs http://127.0.0.1:9999/hooks [COUNT]
 // For https:// URLs, also HTTPS_PROXY and NODE_EXTRA_CA_CERTS (the path
-// `hookpace ca cert` prints), so that Node trusts hookpace's CA.
+// `hookpace ca bundle` prints), so that Node trusts hookpace's CA.
 import { EnvHttpProxyAgent, setGlobalDispatcher } from 'undici';
 
 setGlobalDispatcher(new EnvHttpProxyAgent());
