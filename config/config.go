@@ -213,7 +213,7 @@ func Default() *Config {
 		Defaults:  defaultHost(),
 		Hosts:     map[string]HostConfig{},
 		MITM:      MITMConfig{CacheSize: 1000},
-		Telemetry: TelemetryConfig{MaxHostLabels: 1000, Traces: TracesConfig{Exporter: "none", SampleRatio: 1}},
+		Telemetry: TelemetryConfig{MaxHostLabels: 10000, Traces: TracesConfig{Exporter: "none", SampleRatio: 1}},
 		Shutdown:  ShutdownConfig{Timeout: Duration(30 * time.Second), Drain: Duration(30*time.Second - DrainRoom)},
 		Fleet:     defaultFleet(),
 		Delivery:  defaultDelivery(),

@@ -17,3 +17,11 @@ func TestParseRefusesAnOversizedFile(t *testing.T) {
 		t.Fatalf("a config just under the bound: %v", err)
 	}
 }
+
+// Issue 36: at the old default of 1,000 host labels, half of 2,000
+// partners read as host="other". The default fits thousands.
+func TestDefaultHostLabelsFitThousandsOfPartners(t *testing.T) {
+	if n := Default().Telemetry.MaxHostLabels; n < 10000 {
+		t.Errorf("telemetry.max_host_labels defaults to %d, want at least 10000", n)
+	}
+}

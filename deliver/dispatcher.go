@@ -138,6 +138,7 @@ type Dispatcher struct {
 	fleetDegraded bool // Redis does not answer: hosts pace on their share
 	fleetLive     int  // live replicas, for the share
 	asks          fleetAsks
+	pauses        pauseSync // the fleet's word on paused hosts (pause.go)
 
 	idle     chan func()   // idle delivery goroutines wait here for their next attempt
 	quit     chan struct{} // closed by Stop: idle delivery goroutines exit
@@ -201,6 +202,7 @@ func (d *Dispatcher) Start() error {
 	for _, name := range paused {
 		d.hostLocked(name).pace.Pause()
 	}
+	d.armPauseSync()
 	d.opts.Queue.Notify(d.enqueued)
 	for name, u := range d.opts.Queue.Hosts() {
 		if u.Messages > 0 {

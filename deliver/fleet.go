@@ -82,6 +82,9 @@ func (d *Dispatcher) acquire(h *host, now time.Time) (ok bool, wake time.Time, l
 	}
 	carry := len(h.fl.grants) == 0 && h.fl.canCarry(now)
 	if len(h.fl.grants) == 0 && !carry {
+		if h.pace.Paused() {
+			return false, time.Time{}, "" // a resume pumps h
+		}
 		if now.Before(h.fl.retryAt) {
 			return false, h.fl.retryAt, ""
 		}
@@ -142,8 +145,8 @@ func (d *Dispatcher) askFleet(h *host) {
 	req.Releases = h.fl.done
 	if d.shared(h) {
 		want, due := h.wanted(now)
-		if now.Before(h.fl.retryAt) {
-			want, due = 0, 0 // the bucket is empty: no token ahead either
+		if now.Before(h.fl.retryAt) || h.pace.Paused() {
+			want, due = 0, 0 // the bucket is empty, or paused: no token ahead either
 		}
 		req.Want = want
 		if !expired {
@@ -178,13 +181,10 @@ func (d *Dispatcher) applyGrant(h *host, g fleet.Grant, req fleet.Request, now t
 	default:
 		h.fl.retryAt = now.Add(g.Wait)
 	}
-	// A pause or resume on another replica is this replica's too.
-	if g.Paused != h.pace.State(now).Paused {
-		if g.Paused {
-			h.pace.Pause()
-		} else {
-			h.pace.Resume()
-		}
+	// A pause on another replica is this replica's too; a resume is
+	// learned by syncPauses, which tells it from a pause Redis lost.
+	if g.Paused && !h.pace.Paused() {
+		d.learnPause(h)
 	}
 }
 

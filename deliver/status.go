@@ -174,58 +174,6 @@ func (d *Dispatcher) DrainTime(host string, n int64, now time.Time) (wait time.D
 	return wait + time.Duration(float64(n)/st.Rate*float64(time.Second)), true
 }
 
-// Pause stops sending to host (attempts in flight finish) until Resume.
-// The pause is recorded in the queue first, so that it holds across a
-// restart (Start applies it again); if that fails, nothing changes.
-// Pausing a host hookpace has not seen yet is allowed.
-func (d *Dispatcher) Pause(name string) error {
-	d.pauseMu.Lock()
-	defer d.pauseMu.Unlock()
-	if err := d.opts.Queue.SetPaused(name, true); err != nil {
-		return err
-	}
-	if d.opts.Fleet != nil {
-		if err := d.opts.Fleet.Pause(context.Background(), name); err != nil {
-			d.log.Warn("host paused on this replica only: the fleet did not answer", "host", name, "error", err.Error())
-		}
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.hostLocked(name).pace.Pause()
-	d.log.Info("host paused", "host", name)
-	return nil
-}
-
-// Resume undoes Pause, in the queue's record first. It reports false, and
-// changes nothing, for a host the dispatcher does not know.
-func (d *Dispatcher) Resume(name string) (bool, error) {
-	d.pauseMu.Lock()
-	defer d.pauseMu.Unlock()
-	fleetOK := false // resumed for the fleet, even if this replica never saw the host
-	if d.opts.Fleet != nil {
-		err := d.opts.Fleet.Resume(context.Background(), name)
-		if fleetOK = err == nil; !fleetOK {
-			d.log.Warn("host resumed on this replica only: the fleet did not answer", "host", name, "error", err.Error())
-		}
-	}
-	d.mu.Lock()
-	known := d.hosts[name] != nil
-	d.mu.Unlock()
-	if !known {
-		return fleetOK, nil
-	}
-	if err := d.opts.Queue.SetPaused(name, false); err != nil {
-		return true, err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	h := d.hostLocked(name) // forgotten meanwhile if it was not paused
-	h.pace.Resume()
-	d.log.Info("host resumed", "host", name)
-	d.pump(h)
-	return true, nil
-}
-
 // SetPolicy applies a new policy source (a config reload) to every host.
 // Queued messages, holds, breakers and in-flight attempts are kept.
 func (d *Dispatcher) SetPolicy(policy func(host string) Policy) {
@@ -257,6 +205,9 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.stopping = true
 	if d.sweeper != nil {
 		d.sweeper.Stop()
+	}
+	if d.pauses.timer != nil {
+		d.pauses.timer.Stop()
 	}
 	d.quitOnce.Do(func() { close(d.quit) })
 	for _, h := range d.hosts {

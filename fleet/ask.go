@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/pacer"
+	"github.com/redis/go-redis/v9"
 )
 
 // Release reports a finished attempt (or an unused lease) to the fleet.
@@ -168,15 +169,66 @@ func (l *Limiter) Renew(ctx context.Context, host string, leases []string) error
 // Pause pauses host for the whole fleet.
 func (l *Limiter) Pause(ctx context.Context, host string) error {
 	return l.cmd(ctx, "pause", func(ctx context.Context) error {
-		return l.rdb.Set(ctx, l.key(host, "paused"), l.opts.Replica, pauseTTL).Err()
+		_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, l.key(host, "paused"), l.opts.Replica, pauseTTL)
+			p.Del(ctx, l.key(host, "resumed"))
+			return nil
+		})
+		return err
 	})
 }
 
-// Resume undoes Pause for the whole fleet.
+// Resume undoes Pause for the whole fleet, and leaves word of it (kept as
+// long as a pause), so that a replica that recorded the pause clears its
+// record too (PauseStates), while a pause that Redis lost (a restart
+// without persistence) is not taken for a resume.
 func (l *Limiter) Resume(ctx context.Context, host string) error {
 	return l.cmd(ctx, "resume", func(ctx context.Context) error {
-		return l.rdb.Del(ctx, l.key(host, "paused")).Err()
+		_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, l.key(host, "paused"))
+			p.Set(ctx, l.key(host, "resumed"), l.opts.Replica, pauseTTL)
+			return nil
+		})
+		return err
 	})
+}
+
+// PauseState is what the fleet says of a host's pause.
+type PauseState int
+
+const (
+	PauseUnknown PauseState = iota // neither paused nor resumed: never said, expired, or lost by Redis
+	Paused                         // paused by a replica
+	Resumed                        // resumed by a replica since its last pause
+)
+
+// PauseStates reports, in one round trip, what the fleet says of the
+// pause of each of hosts.
+func (l *Limiter) PauseStates(ctx context.Context, hosts []string) ([]PauseState, error) {
+	out := make([]PauseState, len(hosts))
+	err := l.cmd(ctx, "pause_state", func(ctx context.Context) error {
+		cmds := make([]*redis.IntCmd, 2*len(hosts))
+		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, h := range hosts {
+				cmds[2*i] = p.Exists(ctx, l.key(h, "paused"))
+				cmds[2*i+1] = p.Exists(ctx, l.key(h, "resumed"))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for i := range hosts {
+			switch {
+			case cmds[2*i].Val() > 0:
+				out[i] = Paused
+			case cmds[2*i+1].Val() > 0:
+				out[i] = Resumed
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 func (l *Limiter) cmd(ctx context.Context, op string, fn func(context.Context) error) error {

@@ -376,6 +376,9 @@ func (h *Host) Pause() { h.paused = true }
 // Resume undoes Pause.
 func (h *Host) Resume() { h.paused = false }
 
+// Paused reports whether the host is paused.
+func (h *Host) Paused() bool { return h.paused }
+
 // Idle reports whether the host may be forgotten now and started afresh
 // with New later: nothing in flight, not paused or held, the breaker not
 // holding sends back, the rate back at its configured value and the bucket

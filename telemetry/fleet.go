@@ -51,7 +51,7 @@ func (m *Metrics) initFleet(meter metric.Meter) error {
 		return fmt.Errorf("create %s: %w", MetricFleetFallbacks, err)
 	}
 	m.fleet.ops = map[string]*fleetOpAttrs{}
-	for _, op := range []string{"ask", "renew", "heartbeat", "pause", "resume"} {
+	for _, op := range []string{"ask", "renew", "heartbeat", "pause", "resume", "pause_state"} {
 		m.fleet.ops[op] = newFleetOpAttrs(op)
 	}
 	return nil

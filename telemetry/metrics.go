@@ -12,7 +12,7 @@ import (
 )
 
 // defaultMaxHostLabels applies when Options.MaxHostLabels <= 0.
-const defaultMaxHostLabels = 1000
+const defaultMaxHostLabels = 10000
 
 // HostSnapshot is the state of one destination host at scrape time.
 type HostSnapshot struct {

@@ -43,7 +43,7 @@ const instrumentationName = "github.com/hookpace/hookpace"
 // Options configures Setup. The zero value gives Prometheus metrics only.
 type Options struct {
 	// MaxHostLabels caps the distinct host label values; later hosts are
-	// reported as host="other". <= 0 means 1000.
+	// reported as host="other". <= 0 means 10000.
 	MaxHostLabels int
 	// MetricsOTLPEndpoint, if set, pushes metrics over OTLP/HTTP as well,
 	// e.g. "http://127.0.0.1:4318" (a URL without a path gets /v1/metrics).
