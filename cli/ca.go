@@ -31,13 +31,24 @@ func caCmd(args []string, stdout io.Writer) error {
 func caInit(args []string, stdout io.Writer) error {
 	fs := newFlags("ca init")
 	dir := fs.String("dir", "", "directory for ca.crt and ca.key")
+	hosts := fs.String("hosts", "", "comma-separated names the CA may vouch for (names, *.suffix, IPs, CIDRs); empty: unconstrained")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" {
 		return usageError{"--dir is required"}
 	}
-	cert, key, err := mitm.InitCA(*dir)
+	var cert, key string
+	var err error
+	if *hosts == "" {
+		cert, key, err = mitm.InitCA(*dir)
+	} else {
+		var names mitm.Names
+		if names, err = mitm.ParseNames(strings.Split(*hosts, ",")); err != nil {
+			return usageError{"--hosts: " + err.Error()}
+		}
+		cert, key, err = mitm.InitConstrainedCA(*dir, names)
+	}
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ errors, each naming the field and the line.
 `,
 	"ca": `Usage: hookpace ca bundle [--config FILE]
        hookpace ca cert [--config FILE]
-       hookpace ca init --dir DIR
+       hookpace ca init --dir DIR [--hosts NAME,...]
 
 hookpace intercepts https:// webhooks to the hosts named in its config
 (connect: mitm) with its own CA. It creates the CA on its first start, in
@@ -40,9 +40,11 @@ mitm.public_dir (default spool.dir/trust), never the key.
               Java: truststore.p12 beside it (README "HTTPS without a
               code change").
   ca cert     prints the path of the CA certificate alone.
-  ca init     creates a CA of your own instead, unconstrained: DIR/ca.crt
-              and DIR/ca.key (mode 0600); point mitm.ca_cert and
-              mitm.ca_key at them and have your apps trust DIR/ca.crt.
+  ca init     creates a CA of your own instead: DIR/ca.crt and DIR/ca.key
+              (mode 0600); point mitm.ca_cert and mitm.ca_key at them and
+              have your apps trust DIR/ca.crt. With --hosts, it carries
+              name constraints as hookpace's own does. Replicas behind one
+              Service (a gateway) need one CA: this one, shared.
 
 The config is --config FILE, else $HOOKPACE_CONFIG, else the embedded
 defaults. bundle and cert work while hookpace runs, and say what to do

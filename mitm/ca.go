@@ -53,6 +53,20 @@ type CA struct {
 // 0644) and dir/ca.key (PEM PKCS#8 ECDSA P-256, 0600). It refuses to
 // overwrite either file.
 func InitCA(dir string) (certPath, keyPath string, err error) {
+	return initCA(dir, nil)
+}
+
+// InitConstrainedCA is InitCA for a CA that may vouch only for names,
+// under critical name constraints, as hookpace's own CA: one that many
+// replicas share (an operator's CA) and that apps trust.
+func InitConstrainedCA(dir string, names Names) (certPath, keyPath string, err error) {
+	if names.Empty() {
+		return "", "", errors.New("mitm: no names for the CA to vouch for")
+	}
+	return initCA(dir, &names)
+}
+
+func initCA(dir string, names *Names) (certPath, keyPath string, err error) {
 	certPath, keyPath = filepath.Join(dir, caCertName), filepath.Join(dir, caKeyName)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", "", fmt.Errorf("mitm: create CA directory %q: %w", dir, err)
@@ -69,7 +83,7 @@ func InitCA(dir string) (certPath, keyPath string, err error) {
 	if err != nil || host == "" {
 		host = "unknown host"
 	}
-	keyPEM, der, err := newCAPair(pkix.Name{CommonName: fmt.Sprintf("hookpace MITM CA (%s)", host), Organization: []string{"hookpace"}}, nil)
+	keyPEM, der, err := newCAPair(pkix.Name{CommonName: fmt.Sprintf("hookpace MITM CA (%s)", host), Organization: []string{"hookpace"}}, names)
 	if err != nil {
 		return "", "", err
 	}

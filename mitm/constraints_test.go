@@ -292,3 +292,22 @@ func TestUncovered(t *testing.T) {
 		t.Errorf("Uncovered = %q, want %q", got, want)
 	}
 }
+
+// TestInitConstrainedCA: an operator's CA made with names (ca init
+// --hosts) is name-constrained as hookpace's own is.
+func TestInitConstrainedCA(t *testing.T) {
+	certPath, keyPath, err := InitConstrainedCA(filepath.Join(t.TempDir(), "ca"), mustNames(t, "partner.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := LoadCA(certPath, keyPath, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ca.Covers("partner.example") || ca.Covers("bank.example") || ca.Covers("10.0.0.1") {
+		t.Error("the CA does not vouch for exactly partner.example")
+	}
+	if _, err := InitConstrainedCA(filepath.Join(t.TempDir(), "ca"), Names{}); err == nil {
+		t.Error("a CA with no names was made")
+	}
+}
