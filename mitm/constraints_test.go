@@ -307,7 +307,7 @@ func TestInitConstrainedCA(t *testing.T) {
 	if !ca.Covers("partner.example") || ca.Covers("bank.example") || ca.Covers("10.0.0.1") {
 		t.Error("the CA does not vouch for exactly partner.example")
 	}
-	if _, err := InitConstrainedCA(filepath.Join(t.TempDir(), "ca"), Names{}); err == nil {
+	if _, _, err := InitConstrainedCA(filepath.Join(t.TempDir(), "ca"), Names{}); err == nil {
 		t.Error("a CA with no names was made")
 	}
 }
