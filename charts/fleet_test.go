@@ -35,8 +35,9 @@ func TestFleetValues(t *testing.T) {
 		}
 		c := hookpaceConfig(t, data)
 		f := c.Fleet
-		if f.Redis != "rediss://redis.hooks.svc:6380/0" || f.PasswordEnv != "HOOKPACE_REDIS_PASSWORD" ||
-			f.Password() != "from-the-secret" || f.KeyPrefix != "payments" {
+		// The password itself is read by a start from the env var named
+		// here, which the pod fills from the Secret (checked below).
+		if f.Redis != "rediss://redis.hooks.svc:6380/0" || f.PasswordEnv != "HOOKPACE_REDIS_PASSWORD" || f.KeyPrefix != "payments" {
 			t.Errorf("%s: fleet = %+v", mode, f)
 		}
 		if strings.Contains(data, "from-the-secret") {

@@ -67,9 +67,9 @@ func TestSidecarHandoffToGateway(t *testing.T) {
 		"hookpace.shutdown.handoff=http://gw-hookpace.hooks.svc.cluster.local:8080", "hookpace.shutdown.handoffSecret=gw-hookpace"}
 	r := render(t, sets...)
 	c := hookpaceConfig(t, get(t, r.configMaps, "hookpace").Data["config.yaml"])
-	want := "{Timeout:40s Drain:20s Handoff:http://gw-hookpace.hooks.svc.cluster.local:8080 HandoffAuth:/etc/hookpace-handoff/handoff-credentials}"
-	if got := strings.TrimSpace(sprint(c.Shutdown)); got != want {
-		t.Errorf("shutdown = %s\nwant %s", got, want)
+	if sh := c.Shutdown; sh.Timeout.D() != 40*time.Second || sh.Drain.D() != 20*time.Second ||
+		sh.Handoff != "http://gw-hookpace.hooks.svc.cluster.local:8080" || sh.HandoffAuth != "/etc/hookpace-handoff/handoff-credentials" {
+		t.Errorf("shutdown = %+v", sh)
 	}
 	pod := injected(t, sets...).Spec.Template.Spec
 	if g := pod.TerminationGracePeriodSeconds; g == nil || *g != 60 {
@@ -150,9 +150,9 @@ func TestGateway(t *testing.T) {
 		t.Errorf("auth = %+v", c.Auth)
 	}
 	// A stopping replica hands off to the others through its own Service.
-	want := "{Timeout:30s Drain:0s Handoff:http://rel-hookpace.hooks.svc.cluster.local:8080 HandoffAuth:/etc/hookpace/handoff-credentials}"
-	if got := sprint(c.Shutdown); got != want {
-		t.Errorf("shutdown = %s\nwant %s", got, want)
+	if sh := c.Shutdown; sh.Timeout.D() != 30*time.Second || sh.Drain != 0 ||
+		sh.Handoff != "http://rel-hookpace.hooks.svc.cluster.local:8080" || sh.HandoffAuth != "/etc/hookpace/handoff-credentials" {
+		t.Errorf("shutdown = %+v", sh)
 	}
 }
 
@@ -208,5 +208,37 @@ func TestGatewayOpen(t *testing.T) {
 	}
 	if n := notes(t, "mode=gateway", "gateway.auth.open=true"); !strings.Contains(n, "WARNING: gateway.auth.open is true") {
 		t.Errorf("NOTES without the warning:\n%s", n)
+	}
+}
+
+// TestGatewaySharedCA: gateway replicas intercept HTTPS with one CA, from
+// gateway.mitm.caSecret, that apps trust; without it, NOTES.txt warns while
+// hosts are named (each replica would make a CA of its own).
+func TestGatewaySharedCA(t *testing.T) {
+	host := `hookpace.config.hosts.api\.partner\.example.rate=5/s`
+	r := render(t, "mode=gateway", "gateway.mitm.caSecret=hookpace-ca", host)
+	c := hookpaceConfig(t, get(t, r.secrets, "rel-hookpace").StringData["config.yaml"])
+	if c.MITM.CACert != "/etc/hookpace-ca/ca.crt" || c.MITM.CAKey != "/etc/hookpace-ca/ca.key" {
+		t.Errorf("mitm = %+v", c.MITM)
+	}
+	pod := get(t, r.statefulSets, "rel-hookpace").Spec.Template.Spec
+	var mounted, volume bool
+	for _, m := range pod.Containers[0].VolumeMounts {
+		mounted = mounted || m.Name == "mitm-ca" && m.MountPath == "/etc/hookpace-ca" && m.ReadOnly
+	}
+	for _, v := range pod.Volumes {
+		volume = volume || v.Name == "mitm-ca" && v.Secret != nil && v.Secret.SecretName == "hookpace-ca"
+	}
+	if !mounted || !volume {
+		t.Errorf("the CA Secret is not mounted: mount %v, volume %v", mounted, volume)
+	}
+	if n := notes(t, "mode=gateway", "gateway.mitm.caSecret=hookpace-ca", host); !strings.Contains(n, "Secret hookpace-ca: apps trust its ca.crt") || strings.Contains(n, "WARNING") {
+		t.Errorf("NOTES with a CA Secret:\n%s", n)
+	}
+	if n := notes(t, "mode=gateway", host); !strings.Contains(n, "WARNING: hosts are named in the config") {
+		t.Errorf("NOTES without a CA Secret but with hosts, no warning:\n%s", n)
+	}
+	if n := notes(t, "mode=gateway"); strings.Contains(n, "WARNING") {
+		t.Errorf("NOTES without hosts warns:\n%s", n)
 	}
 }

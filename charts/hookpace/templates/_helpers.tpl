@@ -127,6 +127,13 @@ in gateway mode its listener and proxy users. */}}
 {{- end -}}
 {{- if eq $v.mode "gateway" -}}
 {{- $_ := set $cfg "listen" (printf "0.0.0.0:%d" (int $v.gateway.port)) -}}
+{{- if $v.gateway.mitm.caSecret -}}
+{{- $mitm := dict -}}
+{{- if kindIs "map" $cfg.mitm -}}{{- $mitm = $cfg.mitm -}}{{- end -}}
+{{- $_ := set $mitm "ca_cert" "/etc/hookpace-ca/ca.crt" -}}
+{{- $_ := set $mitm "ca_key" "/etc/hookpace-ca/ca.key" -}}
+{{- $_ := set $cfg "mitm" $mitm -}}
+{{- end -}}
 {{- with $users -}}
 {{- $_ := set $cfg "auth" (dict "users" .) -}}
 {{- end -}}
