@@ -4,7 +4,8 @@
 //	GET    /healthz                alive
 //	GET    /readyz                 spool open, below its high-water mark, and writable
 //	GET    /metrics                Prometheus text (OpenTelemetry exporter)
-//	GET    /v1/hosts               every known host's pacing state
+//	GET    /v1/hosts?host=&limit=&cursor=  known hosts' pacing state, by name,
+//	                                  a page at a time (hostpage.go)
 //	GET    /v1/hosts/{host}        one host
 //	POST   /v1/hosts/{host}/pause  stop sending to host
 //	POST   /v1/hosts/{host}/resume
@@ -91,15 +92,7 @@ func Handler(o Options) http.Handler {
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
 	}
-	mux.HandleFunc("GET /v1/hosts", func(w http.ResponseWriter, r *http.Request) {
-		body := map[string]any{"hosts": o.Hosts.Hosts()}
-		if fl, ok := o.Hosts.(fleetStatus); ok {
-			if f := fl.Fleet(); f != nil {
-				body["fleet"] = f
-			}
-		}
-		writeJSON(w, http.StatusOK, body)
-	})
+	mux.HandleFunc("GET /v1/hosts", a.listHosts)
 	mux.HandleFunc("GET /v1/hosts/{host}", a.host)
 	mux.HandleFunc("POST /v1/hosts/{host}/pause", a.pause)
 	mux.HandleFunc("POST /v1/hosts/{host}/resume", a.resume)

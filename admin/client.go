@@ -88,12 +88,39 @@ func (c *Client) Hosts(ctx context.Context) ([]deliver.HostStatus, error) {
 // HostsFleet lists every host hookpace knows, and the fleet's state (nil
 // without a fleet).
 func (c *Client) HostsFleet(ctx context.Context) ([]deliver.HostStatus, *deliver.FleetStatus, error) {
-	var out struct {
-		Hosts []deliver.HostStatus
-		Fleet *deliver.FleetStatus
+	return c.HostsMatching(ctx, "")
+}
+
+// HostsMatching lists the hosts whose name contains filter (any case; ""
+// for all), a page at a time, and the fleet's state (nil without one).
+func (c *Client) HostsMatching(ctx context.Context, filter string) ([]deliver.HostStatus, *deliver.FleetStatus, error) {
+	var all []deliver.HostStatus
+	q := HostQuery{Host: filter, Limit: DefaultHostsLimit}
+	for {
+		page, err := c.HostPage(ctx, q)
+		if err != nil {
+			return nil, nil, err
+		}
+		all = append(all, page.Hosts...)
+		if page.NextCursor == "" || page.NextCursor == q.Cursor {
+			return all, page.Fleet, nil
+		}
+		q.Cursor = page.NextCursor
 	}
-	err := c.do(ctx, http.MethodGet, "/v1/hosts", nil, &out)
-	return out.Hosts, out.Fleet, err
+}
+
+// HostPage asks for one page of GET /v1/hosts.
+func (c *Client) HostPage(ctx context.Context, q HostQuery) (HostPage, error) {
+	v := url.Values{"limit": {strconv.Itoa(q.Limit)}}
+	if q.Host != "" {
+		v.Set("host", q.Host)
+	}
+	if q.Cursor != "" {
+		v.Set("cursor", q.Cursor)
+	}
+	var page HostPage
+	err := c.do(ctx, http.MethodGet, "/v1/hosts?"+v.Encode(), nil, &page)
+	return page, err
 }
 
 // Pause stops sending to host; Resume undoes it.

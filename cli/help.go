@@ -50,11 +50,12 @@ The config is --config FILE, else $HOOKPACE_CONFIG, else the embedded
 defaults. bundle and cert work while hookpace runs, and say what to do
 when the CA does not exist yet.
 `,
-	"status": `Usage: hookpace status [--json] [--admin ADDR | --config FILE]
+	"status": `Usage: hookpace status [--json] [--host TEXT] [--admin ADDR | --config FILE]
 
 Prints the spool's usage and one row per host: queued, in flight, rate,
-hold, breaker and last error. The same data, live, is on the status page
-at http://ADMIN/.
+hold, breaker and last error. --host keeps the hosts whose name contains
+TEXT (any case). The same data, live, is on the status page at
+http://ADMIN/.
 `,
 	"pause": `Usage: hookpace pause HOST [--admin ADDR | --config FILE]
 

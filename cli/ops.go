@@ -62,6 +62,7 @@ func status(args []string, out io.Writer) error {
 	fs := newFlags("status")
 	client := adminFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
+	filter := fs.String("host", "", "only the hosts whose name contains this")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func status(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hosts, fl, err := c.HostsFleet(ctx)
+	hosts, fl, err := c.HostsMatching(ctx, *filter)
 	if err != nil {
 		return err
 	}

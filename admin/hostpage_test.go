@@ -1,0 +1,72 @@
+package admin
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/hookpace/hookpace/deliver"
+)
+
+type manyHosts []deliver.HostStatus
+
+func (m manyHosts) Hosts() []deliver.HostStatus { return m }
+func (m manyHosts) Host(string) (deliver.HostStatus, bool) {
+	return deliver.HostStatus{}, false
+}
+func (m manyHosts) Pause(string) error          { return nil }
+func (m manyHosts) Resume(string) (bool, error) { return false, nil }
+
+// Issue 36: at 50,000 hosts /v1/hosts was 28 MB in one answer. It pages
+// (limit, cursor) in host order, filters by name (host=), and says the
+// total; following next_cursor gives every host once.
+func TestHostsPaged(t *testing.T) {
+	var hosts manyHosts
+	for i := 2499; i >= 0; i-- { // out of order
+		hosts = append(hosts, deliver.HostStatus{Host: fmt.Sprintf("p%04d.example", i)})
+	}
+	h := Handler(Options{Hosts: hosts})
+	get := func(query string) (int, HostPage) {
+		r := httptest.NewRequest(http.MethodGet, "/v1/hosts"+query, nil)
+		r.Host = "127.0.0.1"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		var page HostPage
+		json.Unmarshal(w.Body.Bytes(), &page)
+		return w.Code, page
+	}
+	_, first := get("")
+	if len(first.Hosts) != DefaultHostsLimit || first.Total != 2500 || first.NextCursor == "" {
+		t.Fatalf("without limit: %d hosts, total %d, next %q; want %d of 2500 and a cursor",
+			len(first.Hosts), first.Total, first.NextCursor, DefaultHostsLimit)
+	}
+	seen, cursor, pages := 0, "", 0
+	for {
+		code, page := get("?limit=300&cursor=" + cursor)
+		if code != http.StatusOK || len(page.Hosts) > 300 {
+			t.Fatalf("page %d: %d, %d hosts", pages, code, len(page.Hosts))
+		}
+		for _, x := range page.Hosts {
+			if want := fmt.Sprintf("p%04d.example", seen); x.Host != want {
+				t.Fatalf("host %d is %s, want %s", seen, x.Host, want)
+			}
+			seen++
+		}
+		pages++
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if seen != 2500 || pages != 9 {
+		t.Fatalf("%d hosts over %d pages, want 2500 over 9", seen, pages)
+	}
+	if _, page := get("?host=P012&limit=0"); page.Total != 10 || len(page.Hosts) != 10 || page.NextCursor != "" {
+		t.Errorf("host=P012: %d hosts, total %d, next %q; want p0120..p0129", len(page.Hosts), page.Total, page.NextCursor)
+	}
+	if code, _ := get("?limit=-1"); code != http.StatusBadRequest {
+		t.Errorf("limit=-1: %d, want 400", code)
+	}
+}
