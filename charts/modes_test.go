@@ -68,7 +68,8 @@ func TestSidecarHandoffToGateway(t *testing.T) {
 	r := render(t, sets...)
 	c := hookpaceConfig(t, get(t, r.configMaps, "hookpace").Data["config.yaml"])
 	if sh := c.Shutdown; sh.Timeout.D() != 40*time.Second || sh.Drain.D() != 20*time.Second ||
-		sh.Handoff != "http://gw-hookpace.hooks.svc.cluster.local:8080" || sh.HandoffAuth != "/etc/hookpace-handoff/handoff-credentials" {
+		sh.Handoff != "http://gw-hookpace.hooks.svc.cluster.local:8080" || sh.HandoffAuth != "/etc/hookpace-handoff/handoff-credentials" ||
+		sh.HandoffSecret != "/etc/hookpace-handoff/handoff-secret" {
 		t.Errorf("shutdown = %+v", sh)
 	}
 	pod := injected(t, sets...).Spec.Template.Spec
@@ -76,7 +77,7 @@ func TestSidecarHandoffToGateway(t *testing.T) {
 		t.Errorf("terminationGracePeriodSeconds = %v, want 10 + 40 + 10", g)
 	}
 	if v := volume(t, pod.Volumes, "hookpace-handoff"); v.Secret == nil || v.Secret.SecretName != "gw-hookpace" ||
-		len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "handoff-credentials" {
+		len(v.Secret.Items) != 2 || v.Secret.Items[0].Key != "handoff-credentials" || v.Secret.Items[1].Key != "handoff-secret" {
 		t.Errorf("handoff volume = %+v", v)
 	}
 	// The file the config names is where inject mounts the Secret.
@@ -173,8 +174,11 @@ func TestGatewayAuthByDefault(t *testing.T) {
 		t.Errorf("secret %v, config password %q", sec.StringData, pw)
 	}
 	// The replicas hand off to their Service with these credentials.
-	if c.Shutdown.HandoffAuth != "/etc/hookpace/handoff-credentials" {
-		t.Errorf("shutdown = %+v", c.Shutdown)
+	// Hand-offs keep their ids: the secret both ends sign with, random
+	// and long enough.
+	if c.Shutdown.HandoffAuth != "/etc/hookpace/handoff-credentials" || c.Shutdown.HandoffSecret != "/etc/hookpace/handoff-secret" ||
+		len(sec.StringData["handoff-secret"]) < 32 {
+		t.Errorf("shutdown = %+v, handoff-secret %d bytes", c.Shutdown, len(sec.StringData["handoff-secret"]))
 	}
 	if other := hookpaceConfig(t, get(t, render(t, "mode=gateway").secrets, "rel-hookpace").StringData["config.yaml"]); other.Auth.Users[0].Password == pw {
 		t.Error("two renders without a cluster generated the same password")

@@ -66,7 +66,7 @@ type Options struct {
 	ShutdownTimeout time.Duration // config's shutdown.timeout
 	AppStop         time.Duration // how long the app takes to stop; hookpace stops after it
 
-	HandoffSecret       string // Secret with key handoff-credentials, for shutdown.handoff_auth_file
+	HandoffSecret       string // Secret with keys handoff-credentials and handoff-secret (shutdown.handoff_auth_file, handoff_secret_file)
 	AdminTokenSecret    string // Secret with key token, for admin.token_file (the chart's ServiceMonitor)
 	RedisPasswordSecret string // NAME or NAME:KEY (default key redis-password) for HOOKPACE_REDIS_PASSWORD
 

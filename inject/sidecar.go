@@ -105,7 +105,8 @@ func (in *Injector) volumes() []*yaml.Node {
 		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: o.ConfigMap}}}}}
 	if o.HandoffSecret != "" {
 		vols = append(vols, corev1.Volume{Name: HandoffVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: o.HandoffSecret, Items: []corev1.KeyToPath{{Key: "handoff-credentials", Path: "handoff-credentials"}}}}})
+			SecretName: o.HandoffSecret, Items: []corev1.KeyToPath{{Key: "handoff-credentials", Path: "handoff-credentials"},
+				{Key: "handoff-secret", Path: "handoff-secret"}}}}})
 	}
 	if o.AdminTokenSecret != "" {
 		vols = append(vols, corev1.Volume{Name: TokenVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{

@@ -42,6 +42,22 @@ time). Generated once per render: every include sees the same. */}}
 {{- end -}}
 {{- end }}
 
+{{/* The gateway's hand-off secret (shutdown.handoff_secret_file): random,
+kept in the gateway's Secret across upgrades, so that a hand-off between
+replicas, or from sidecars, keeps the webhook's id. */}}
+{{- define "hookpace.gatewayHandoffSecret" -}}
+{{- $g := .Values.gateway -}}
+{{- if not (hasKey $g "generatedHandoffSecret") -}}
+{{- $old := lookup "v1" "Secret" .Release.Namespace (include "hookpace.gatewayName" .) -}}
+{{- $s := randAlphaNum 48 -}}
+{{- if and $old $old.data (index $old.data "handoff-secret") -}}
+{{- $s = index $old.data "handoff-secret" | b64dec -}}
+{{- end -}}
+{{- $_ := set $g "generatedHandoffSecret" $s -}}
+{{- end -}}
+{{ $g.generatedHandoffSecret }}
+{{- end }}
+
 {{/* The settings hookpace applies only when it starts (config.RestartRequired
 warns "restart to apply" for each; a test keeps this list complete): a
 checksum of just these rolls the gateway's pods. Every other setting
@@ -99,11 +115,16 @@ in gateway mode its listener and proxy users. */}}
 {{- $_ := set $shutdown "handoff" $handoff -}}
 {{- if $sh.handoffSecret -}}
 {{- $_ := set $shutdown "handoff_auth_file" "/etc/hookpace-handoff/handoff-credentials" -}}
+{{- $_ := set $shutdown "handoff_secret_file" "/etc/hookpace-handoff/handoff-secret" -}}
 {{- else if and (eq $v.mode "gateway") $users (not $sh.handoff) -}}
 {{- $_ := set $shutdown "handoff_auth_file" "/etc/hookpace/handoff-credentials" -}}
 {{- end -}}
 {{- else if $sh.handoffSecret -}}
 {{- fail "hookpace.shutdown.handoffSecret: set without a hand-off target (hookpace.shutdown.handoff)" -}}
+{{- end -}}
+{{- if eq $v.mode "gateway" -}}
+{{- /* A replica receives hand-offs (from the others, from sidecars) and keeps their ids. */ -}}
+{{- $_ := set $shutdown "handoff_secret_file" "/etc/hookpace/handoff-secret" -}}
 {{- end -}}
 {{- $_ := set $cfg "shutdown" $shutdown -}}
 {{- with $v.hookpace.fleet -}}
