@@ -23,44 +23,25 @@ import (
 // and attempts started so ("unleased") keep the host on its share until
 // they finish.
 
-// fleetHost is a host's fleet state, guarded by the dispatcher's mutex.
-type fleetHost struct {
-	asking   bool
-	grants   []string        // leases granted and not used yet
-	carry    []string        // leases kept from successful attempts, for the next sends
-	tokens   int             // taken ahead, for sends on carried leases
-	tokensBy time.Time       // ... until then; given back after
-	done     []fleet.Release // finished attempts not reported yet
-	unleased int             // attempts in flight started on the local share
-	retryAt  time.Time       // do not ask for more before (zero: whenever needed)
-	last     fleet.Grant     // the last answer, for operators
-	lastAt   time.Time
-}
+// tokensAheadFor is how long tokens taken ahead may be used.
+const tokensAheadFor = fleet.TokensFor
 
-func (f *fleetHost) busy() bool {
-	return f != nil && (f.asking || len(f.grants) > 0 || len(f.carry) > 0 || f.tokens > 0 || len(f.done) > 0 || f.unleased > 0)
-}
+// fleetHost is a host's side of the fleet's protocol (fleet.Host),
+// guarded by the dispatcher's mutex.
+type fleetHost struct{ fleet.Host }
 
-// fleetPoll is how often a host asks again when no time is known: slots
-// taken by other replicas are looked for at about the host's rate, a
-// pause elsewhere every second.
-func fleetPoll(g fleet.Grant, rate float64) time.Duration {
-	if g.Paused {
-		return time.Second
-	}
-	return min(max(time.Duration(float64(time.Second)/max(rate, 1)), 10*time.Millisecond), 250*time.Millisecond)
-}
+func (f *fleetHost) busy() bool { return f != nil && f.Busy() }
 
 // shared reports whether h paces on the fleet's shared limits now.
 func (d *Dispatcher) shared(h *host) bool {
-	return d.opts.Fleet != nil && !d.fleetDegraded && h.fl.unleased == 0
+	return d.opts.Fleet != nil && !d.fleetDegraded && h.fl.Unleased() == 0
 }
 
 // limitsFor is what h's own pacer enforces: all of pol's limits, or the
 // replica's share of them while the fleet is degraded (or attempts started
 // then are still running).
 func (d *Dispatcher) limitsFor(h *host) pacer.Limits {
-	if d.opts.Fleet != nil && (d.fleetDegraded || h.fl.unleased > 0) {
+	if d.opts.Fleet != nil && (d.fleetDegraded || h.fl.Unleased() > 0) {
 		return fleet.Share(h.limits(), d.fleetLive)
 	}
 	return h.limits()
@@ -76,17 +57,17 @@ func (d *Dispatcher) acquire(h *host, now time.Time) (ok bool, wake time.Time, l
 	if !d.shared(h) {
 		ok, wake = h.pace.Acquire(now)
 		if ok {
-			h.fl.unleased++
+			h.fl.StartUnleased()
 		}
 		return ok, wake, ""
 	}
-	carry := len(h.fl.grants) == 0 && h.fl.canCarry(now)
-	if len(h.fl.grants) == 0 && !carry {
+	ready, carry, retry := h.fl.Ready(now)
+	if !ready {
 		if h.pace.Paused() {
 			return false, time.Time{}, "" // a resume pumps h
 		}
-		if now.Before(h.fl.retryAt) {
-			return false, h.fl.retryAt, ""
+		if now.Before(retry) {
+			return false, retry, ""
 		}
 		d.askFleet(h)
 		return false, time.Time{}, "" // the answer pumps h
@@ -94,15 +75,7 @@ func (d *Dispatcher) acquire(h *host, now time.Time) (ok bool, wake time.Time, l
 	if ok, wake = h.pace.Take(now); !ok {
 		return false, wake, ""
 	}
-	if carry {
-		h.fl.tokens--
-		lease = h.fl.carry[len(h.fl.carry)-1]
-		h.fl.carry = h.fl.carry[:len(h.fl.carry)-1]
-		return true, time.Time{}, lease
-	}
-	lease = h.fl.grants[0]
-	h.fl.grants = h.fl.grants[1:]
-	return true, time.Time{}, lease
+	return true, time.Time{}, h.fl.Use(carry)
 }
 
 // afterPump gives back leases h could not use and reports finished
@@ -111,79 +84,48 @@ func (d *Dispatcher) afterPump(h *host) {
 	if d.opts.Fleet == nil || d.stopping {
 		return
 	}
-	for _, l := range h.fl.grants {
-		h.fl.done = append(h.fl.done, fleet.Release{Lease: l, Outcome: pacer.NoSend})
-	}
-	h.fl.grants = nil
-	if d.dropCarry(h, time.Now()) || len(h.fl.done) > 0 {
+	now := time.Now()
+	if h.fl.Pumped(now, func() bool { p, _, _ := h.next(now); return p.empty() }) {
 		d.askFleet(h)
 	}
 }
 
-// wanted is how many sends h could start now: due messages, at most its
-// concurrency (counting the leases it keeps); due is all due sends.
-func (h *host) wanted(now time.Time) (want, due int) {
-	n := (h.ready.len() + h.pol.Batch.events() - 1) / h.pol.Batch.events() // a batch is one send
+// due is how many sends h could start now: its ready messages (a batch is
+// one send) and its retries that are due.
+func (h *host) due(now time.Time) int {
+	n := (h.ready.len() + h.pol.Batch.events() - 1) / h.pol.Batch.events()
 	for _, it := range h.retry.items {
 		if it.at.After(now) {
 			break
 		}
 		n++
 	}
-	return min(n, max(h.pol.Limits.Concurrency-h.pace.InFlight()-len(h.fl.carry), 0)), n
+	return n
 }
 
 // askFleet queues an ask for h's next sends (carrying its finished
 // attempts) for the fleet's asker, unless h has one under way.
 func (d *Dispatcher) askFleet(h *host) {
+	if h.fl.Asking() || d.stopping {
+		return
+	}
 	now := time.Now()
-	if h.fl.asking || d.stopping {
-		return
+	n := fleet.Need{Host: h.name, Limits: h.limits(), Live: d.fleetLive, Shared: d.shared(h), InFlight: h.pace.InFlight()}
+	if n.Shared {
+		n.Due, n.Paused = h.due(now), h.pace.Paused()
 	}
-	req := fleet.Request{Host: h.name, Limits: h.limits()}
-	back, expired := d.expireTokens(h, now) // before Releases: it may give kept leases back
-	req.Releases = h.fl.done
-	if d.shared(h) {
-		want, due := h.wanted(now)
-		if now.Before(h.fl.retryAt) || h.pace.Paused() {
-			want, due = 0, 0 // the bucket is empty, or paused: no token ahead either
-		}
-		req.Want = want
-		if !expired {
-			req.Ahead, back = d.tokensAhead(h, want, due)
-		}
+	if req, ok := h.fl.Ask(now, n); ok {
+		d.fleetAsk(h, req)
 	}
-	req.GiveBack = back
-	if req.Want == 0 && req.Ahead == 0 && req.GiveBack == 0 && len(h.fl.done) == 0 {
-		return
-	}
-	h.fl.done, h.fl.asking = nil, true
-	d.fleetAsk(h, req)
 }
 
-func (d *Dispatcher) applyGrant(h *host, g fleet.Grant, req fleet.Request, now time.Time) {
-	h.fl.last, h.fl.lastAt = g, now
-	if d.fleetDegraded {
-		// Redis answered this ask, but the heartbeat has not said the fleet
-		// is shared again: use nothing, the leases expire.
-		return
-	}
-	h.fl.grants = append(h.fl.grants, g.Leases...)
-	d.gotTokens(h, g, req, now)
-	switch {
-	case req.Ahead > 0 && g.Tokens == 0 && len(g.Leases) == 0 && (g.Wait <= 0 || g.Poll):
-		// Not even a token ahead (and no time known): not again at once.
-		h.fl.retryAt = now.Add(fleetPoll(g, g.Rate))
-	case len(g.Leases) >= req.Want && (req.Ahead == 0 || g.Tokens > 0):
-		h.fl.retryAt = time.Time{}
-	case g.Poll:
-		h.fl.retryAt = now.Add(fleetPoll(g, g.Rate))
-	default:
-		h.fl.retryAt = now.Add(g.Wait)
-	}
+// applyGrant applies the answer g to h's ask req (nil: Redis did not
+// answer).
+func (d *Dispatcher) applyGrant(h *host, g *fleet.Grant, req fleet.Request, now time.Time) {
+	h.fl.Answered(now, req, g, d.fleetDegraded, d.asks.tokensFor)
 	// A pause on another replica is this replica's too; a resume is
 	// learned by syncPauses, which tells it from a pause Redis lost.
-	if g.Paused && !h.pace.Paused() {
+	if g != nil && !d.fleetDegraded && g.Paused && !h.pace.Paused() {
 		d.learnPause(h)
 	}
 }
@@ -194,18 +136,14 @@ func (d *Dispatcher) fleetReleased(h *host, lease string, r pacer.Result, now ti
 		return
 	}
 	if lease == "" {
-		h.fl.unleased--
-		if h.fl.unleased == 0 && !d.fleetDegraded {
+		h.fl.Released(now, "", r, false)
+		if h.fl.Unleased() == 0 && !d.fleetDegraded {
 			h.pace.SetLimits(h.limits(), now) // back to shared limits
 		}
 		return
 	}
-	keep := d.keepLease(h, r, now)
-	if keep {
-		h.fl.carry = append(h.fl.carry, lease)
-	}
-	h.fl.done = append(h.fl.done, fleet.Release{Lease: lease, Outcome: r.Outcome,
-		RetryAfter: r.RetryAfter, HasRetry: r.HasRetry, Age: now.Sub(r.SentAt), Keep: keep})
+	keep := h.fl.Keep(r, d.shared(h), h.limits(), d.fleetLive, func() int { return h.due(now) })
+	h.fl.Released(now, lease, r, keep)
 }
 
 // fleetChanged applies the limiter's state (degraded or shared, live
@@ -221,8 +159,7 @@ func (d *Dispatcher) fleetChanged() {
 		h.pace.SetLimits(d.limitsFor(h), now)
 		if degraded && !was {
 			h.pace.Drain(now)
-			h.fl.grants, h.fl.retryAt = nil, time.Time{}
-			h.fl.carry, h.fl.tokens = nil, 0 // the leases expire; the tokens are spent
+			h.fl.Degraded() // the leases expire; the tokens are spent
 		}
 		if h.timer != nil {
 			h.timer.Stop()
@@ -271,13 +208,13 @@ func (d *Dispatcher) fleetStatus(h *host, hs *HostStatus, now time.Time) {
 		return
 	}
 	hs.Fleet = "shared"
-	g := h.fl.last
-	if h.fl.lastAt.IsZero() {
+	g, lastAt := h.fl.Last()
+	if lastAt.IsZero() {
 		return
 	}
 	hs.FleetInFlight = &g.InFlight
 	if g.HeldFor > 0 {
-		if until := h.fl.lastAt.Add(g.HeldFor); until.After(now) && hs.HeldUntil == nil {
+		if until := lastAt.Add(g.HeldFor); until.After(now) && hs.HeldUntil == nil {
 			u := until.UTC()
 			hs.HeldUntil, hs.HoldReason = &u, g.Reason
 		}
@@ -322,12 +259,7 @@ func (d *Dispatcher) flushFleet() {
 	d.mu.Lock()
 	var reqs []fleet.Request
 	for _, h := range d.hosts {
-		rel := h.fl.done
-		for _, l := range append(h.fl.grants, h.fl.carry...) {
-			rel = append(rel, fleet.Release{Lease: l, Outcome: pacer.NoSend})
-		}
-		back := h.fl.tokens
-		h.fl.done, h.fl.grants, h.fl.carry, h.fl.tokens = nil, nil, nil, 0
+		rel, back := h.fl.Flush()
 		if len(rel) > 0 || back > 0 {
 			reqs = append(reqs, fleet.Request{Host: h.name, Limits: h.pol.Limits, Releases: rel, GiveBack: back})
 		}

@@ -17,8 +17,8 @@ const maxAskBatch = 128
 type fleetAsks struct {
 	queued  []queuedAsk
 	running bool // the asker goroutine is on its way
-	// tokensFor is how long tokens taken ahead may be used (tokensAheadFor;
-	// tests set more).
+	// tokensFor is how long tokens taken ahead may be used
+	// (fleet.TokensFor; tests set more or less).
 	tokensFor time.Duration
 }
 
@@ -64,12 +64,13 @@ func (d *Dispatcher) asker() {
 		d.mu.Lock()
 		now := time.Now()
 		for i, a := range batch {
-			a.h.fl.asking = false
+			// On an error the limiter is degraded (its callback switched
+			// every host to its share); unreported leases expire.
+			var g *fleet.Grant
 			if err == nil {
-				// On an error the limiter is degraded (its callback switched
-				// every host to its share); unreported leases expire.
-				d.applyGrant(a.h, grants[i], a.req, now)
+				g = &grants[i]
 			}
+			d.applyGrant(a.h, g, a.req, now)
 			d.pump(a.h)
 		}
 		clear(batch)

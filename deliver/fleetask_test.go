@@ -224,37 +224,6 @@ func TestFleetTokensExpireUnused(t *testing.T) {
 	}
 }
 
-// TestFleetHoldEndsKeeping: an answer that says the host is held (or
-// paused, or its breaker open) gives the kept leases back and ends the
-// tokens in hand, even those still within their time.
-func TestFleetHoldEndsKeeping(t *testing.T) {
-	srv := redistest.Start(t)
-	d, _, _ := fleetReplica(t, srv, "a", &receiver{}, policy(100000, 200, 3))
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.asks.tokensFor = time.Hour
-	now := time.Now()
-	for _, g := range []fleet.Grant{{HeldFor: time.Second, Breaker: "closed"}, {Paused: true}, {Breaker: "open"}, {Breaker: "half-open"}} {
-		h := d.hostLocked("partner.example")
-		h.fl.carry, h.fl.tokens, h.fl.tokensBy, h.fl.done = []string{"a:1:1", "a:1:2"}, 5, now.Add(time.Hour), nil
-		d.gotTokens(h, g, fleet.Request{Ahead: 5}, now)
-		if len(h.fl.carry) != 0 || len(h.fl.done) != 2 || h.fl.done[0].Keep || h.fl.canCarry(now) {
-			t.Fatalf("answer %+v: carry %v, done %+v, can carry %v: want both leases given back, no tokens",
-				g, h.fl.carry, h.fl.done, h.fl.canCarry(now))
-		}
-		if back, expired := d.expireTokens(h, now); back != 5 || !expired {
-			t.Fatalf("answer %+v: next ask gives back %d (expired %v), want 5", g, back, expired)
-		}
-	}
-	// An ordinary answer with tokens keeps keeping.
-	h := d.hostLocked("partner.example")
-	h.fl.carry, h.fl.done = []string{"a:1:1"}, nil
-	d.gotTokens(h, fleet.Grant{Tokens: 2, Breaker: "closed"}, fleet.Request{Ahead: 2}, now)
-	if len(h.fl.carry) != 1 || !h.fl.canCarry(now) {
-		t.Fatalf("ordinary answer: carry %v, tokens %d", h.fl.carry, h.fl.tokens)
-	}
-}
-
 // TestFleetKeptLeasesKeepBound: two replicas sending a backlog to a fast
 // host on kept leases and tokens taken ahead stay within B + R·W at the
 // receiver, and under the concurrency.

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookpace/hookpace/fleet"
 	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/ratelimit"
 )
@@ -84,7 +83,7 @@ func (d *Dispatcher) partnerLocked(h *host, pol Policy, in *ratelimit.Info, v ve
 	if h.fl != nil {
 		// Shared with the fleet like a 429's hold: a release without a
 		// lease that sent nothing, carrying the hold (see ask.lua).
-		h.fl.done = append(h.fl.done, fleet.Release{Outcome: pacer.NoSend, RetryAfter: until.Sub(now), HasRetry: true})
+		h.fl.QuotaHeld(until.Sub(now))
 	}
 	return until
 }
