@@ -91,6 +91,7 @@ type HostConfig struct {
 	PartnerLimitsTTL   Duration   // a learned limit expires after this long without the header
 	Sign               *Signing   // how each attempt is signed (see sign.go); nil = not signed
 	Batch              *Batching  // how webhooks are batched (see batch.go); nil = one per request
+	Auth               *Auth      // credentials attached to each attempt (see auth.go); nil = none
 }
 
 // Partner limits modes.

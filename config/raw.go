@@ -128,6 +128,7 @@ type rawHost struct {
 	PartnerLimitsTTL   opt[Duration]        `yaml:"partner_limits_ttl"`
 	Sign               yaml.Node            `yaml:"sign"`  // see resolveSign
 	Batch              yaml.Node            `yaml:"batch"` // see resolveBatch
+	Auth               yaml.Node            `yaml:"auth"`  // see resolveAuth (the host's credentials)
 }
 
 type rawMITM struct {

@@ -209,6 +209,7 @@ func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExpli
 	field(p, f("partner_limits_ttl"), r.PartnerLimitsTTL, &h.PartnerLimitsTTL, positive)
 	h.Sign = resolveSign(p, f("sign"), &r.Sign, base.Sign)
 	h.Batch = resolveBatch(p, f("batch"), &r.Batch, base.Batch)
+	h.Auth = resolveAuth(p, f("auth"), &r.Auth, base.Auth)
 
 	// Cross-field checks are reported only where one of the fields is set:
 	// a violation wholly inherited from defaults is reported there.

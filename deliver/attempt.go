@@ -100,34 +100,55 @@ func (d *Dispatcher) post(ctx context.Context, pol Policy, method, url string, h
 	if pol.UpgradeTLS && strings.HasPrefix(url, "http://") {
 		url = "https://" + url[len("http://"):]
 	}
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
-	if err != nil {
-		return result{err: fmt.Errorf("build request: %w", err)}
-	}
-	req.Header = hdr
-	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header["User-Agent"] = nil // send none rather than Go's default
+	if _, ok := hdr["User-Agent"]; !ok {
+		hdr["User-Agent"] = nil // send none rather than Go's default
 	}
 	// What the receiver de-duplicates on: the id the app got with its 202.
 	if pol.IDHeader != "" {
-		req.Header.Set(pol.IDHeader, id)
+		hdr.Set(pol.IDHeader, id)
 	}
 	if pol.AttemptHeader != "" {
-		req.Header.Set(pol.AttemptHeader, strconv.Itoa(attempt))
+		hdr.Set(pol.AttemptHeader, strconv.Itoa(attempt))
 	}
 	if pol.Signer != nil { // signed with the id above and a fresh timestamp
-		pol.Signer.Sign(req.Header, id, body, time.Now())
+		pol.Signer.Sign(hdr, id, body, time.Now())
 	}
 	client := d.opts.Client
 	if pol.InsecureSkipVerify {
 		client = d.opts.Insecure
 	}
-	start := time.Now()
-	resp, err := client.Do(req)
-	took := time.Since(start)
-	if err != nil {
-		return result{err: err, took: took}
+	if c := pol.Auth.Client(); c != nil {
+		client = c // presents the host's client certificate
 	}
+	start := time.Now()
+	var resp *http.Response
+	for try := 0; ; try++ {
+		h := hdr
+		if pol.Auth != nil {
+			// The credentials go on a copy, made at the moment of the
+			// attempt: never in what is stored or retried.
+			h = hdr.Clone()
+			if err := pol.Auth.Apply(ctx, h); err != nil {
+				return result{err: authError{err}, took: time.Since(start)}
+			}
+		}
+		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+		if err != nil {
+			return result{err: fmt.Errorf("build request: %w", err)}
+		}
+		req.Header = h
+		if resp, err = client.Do(req); err != nil {
+			return result{err: err, took: time.Since(start)}
+		}
+		// A 401 to a token: the partner refused it (revoked, rotated
+		// early). One more try with a new token, within this attempt.
+		if resp.StatusCode != http.StatusUnauthorized || try > 0 || !pol.Auth.Rejected() {
+			break
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+	}
+	took := time.Since(start)
 	r := result{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), took: took}
 	if r.status == http.StatusBadRequest {
 		r.answer, _ = io.ReadAll(io.LimitReader(resp.Body, answerMax))
@@ -300,6 +321,8 @@ func (d *Dispatcher) logAttempt(host, id string, enqueued time.Time, n int, res 
 		attrs = append(attrs, "hold", pacer.HoldQuota, "held_until", res.quotaUntil.UTC().Format(time.RFC3339Nano))
 	case v == vHold && res.outcome == pacer.Unresolved:
 		attrs = append(attrs, "hold", pacer.HoldDNS)
+	case v == vHold && res.outcome == pacer.AuthFailed:
+		attrs = append(attrs, "hold", pacer.HoldAuth)
 	case v == vHold:
 		attrs = append(attrs, "hold", "429")
 	}

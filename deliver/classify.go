@@ -43,6 +43,12 @@ func classify(status int, err error, retry4xx []int) (v verdict, o pacer.Outcome
 		if errors.As(err, &ref) {
 			return vDead, pacer.NoSend, "egress refused: " + ref.Refused()
 		}
+		var ae authError
+		if errors.As(err, &ae) {
+			// No credentials (the token endpoint failed): hold the host,
+			// without spending the message's attempts, as for DNS.
+			return vHold, pacer.AuthFailed, ae.Error()
+		}
 		var dns *net.DNSError
 		if errors.As(err, &dns) && dns.IsNotFound {
 			// No such host: hold the host (pacer/dns.go), as DNS can fail
@@ -143,3 +149,10 @@ func backoffCeil(attempt int, initial, maxDelay time.Duration) time.Duration {
 	}
 	return initial << shift
 }
+
+// authError is an attempt that did not go: its credentials could not be
+// had.
+type authError struct{ err error }
+
+func (e authError) Error() string { return e.err.Error() }
+func (e authError) Unwrap() error { return e.err }

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookpace/hookpace/credential"
 	"github.com/hookpace/hookpace/fleet"
 	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/sign"
@@ -75,6 +76,9 @@ type Policy struct {
 	// Batch sends webhooks to the same URL with JSON bodies together
 	// (batch.go); nil: one webhook per request.
 	Batch *Batch
+	// Auth attaches the host's credentials to each attempt (package
+	// credential); nil: none.
+	Auth *credential.Credentials
 }
 
 // Observer receives delivery metrics; *telemetry.Metrics is the real one.

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/hookpace/hookpace/credential"
 	"github.com/hookpace/hookpace/pacer"
 )
 
@@ -34,6 +35,9 @@ type HostStatus struct {
 	Coalesced   int64      `json:"coalesced"`
 	LastError   string     `json:"last_error"`
 	LastErrorAt *time.Time `json:"last_error_at"`
+	// Auth: which credentials hookpace attaches, when the host's token
+	// expires and what the token endpoint last said; never a secret.
+	Auth *credential.Status `json:"auth,omitempty"`
 	LastStatus  int        `json:"last_status"`
 	// Fleet mode only: "shared", or "degraded: local share 1/N" while
 	// Redis does not answer; the fleet-wide in-flight count as of the last
@@ -94,6 +98,10 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 	if state, at := h.pace.Breaker(); state == pacer.BreakerOpen && st.Breaker == pacer.BreakerOpen {
 		t := at.UTC()
 		hs.BreakerProbeAt = &t
+	}
+	if a := h.pol.Auth; a != nil {
+		as := a.Status()
+		hs.Auth = &as
 	}
 	if b := h.pol.Batch; b != nil {
 		hs.Batch = &BatchStatus{Format: "json-array", MaxEvents: b.MaxEvents, Requests: h.batches.requests, Webhooks: h.batches.webhooks}

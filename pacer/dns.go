@@ -2,22 +2,27 @@ package pacer
 
 import "time"
 
-// HoldDNS is the hold reason of a host whose name does not resolve.
-const HoldDNS = "dns"
+// Hold reasons of a host that cannot be sent to for a while, though
+// nothing failed at the host.
+const (
+	HoldDNS  = "dns"  // its name does not resolve
+	HoldAuth = "auth" // its credentials could not be had: the token endpoint failed
+)
 
-// unresolved holds a host whose name did not resolve (NXDOMAIN), as a 429
+// unresolved holds a host whose name did not resolve (NXDOMAIN), or whose
+// credentials could not be had (reason says which), as a 429
 // without a Retry-After would, by hold_schedule and escalating with each
 // episode, so that its queue waits for the name instead of spending
 // attempts on it. Nothing failed at the host: the rate is not lowered and
 // the breaker does not count it. Attempts sent before the current hold
 // began are stragglers of the same episode and do not escalate it.
-func (h *Host) unresolved(now time.Time, r Result) Hold {
+func (h *Host) unresolved(now time.Time, r Result, reason string) Hold {
 	if straggler := !h.holdStart.IsZero() && r.SentAt.Before(h.holdStart); !straggler {
 		until := now.Add(h.lim.HoldSchedule[min(h.cDNS, len(h.lim.HoldSchedule)-1)])
 		h.cDNS++
 		h.holdStart = now
 		if until.After(h.heldUntil) {
-			h.heldUntil, h.holdReason = until, HoldDNS
+			h.heldUntil, h.holdReason = until, reason
 			h.tokens, h.last = 1, until // one token for the held message at the end
 		}
 	}

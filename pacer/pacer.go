@@ -47,6 +47,7 @@ const (
 	Answered                  // any other answer (a permanent 4xx): the host is up
 	NoSend                    // nothing reached the host (refused by egress policy)
 	Unresolved                // the host's name does not resolve (NXDOMAIN): hold the host (dns.go)
+	AuthFailed                // no credentials could be had (the token endpoint failed): hold the host (dns.go)
 )
 
 // Result reports a finished attempt.
@@ -287,7 +288,9 @@ func (h *Host) Release(now time.Time, r Result) (hold Hold) {
 	case NoSend:
 		// The host was never contacted: nothing learned.
 	case Unresolved:
-		return h.unresolved(now, r)
+		return h.unresolved(now, r, HoldDNS)
+	case AuthFailed:
+		return h.unresolved(now, r, HoldAuth)
 	}
 	if r.Outcome != NoSend {
 		h.cDNS = 0 // the name resolved

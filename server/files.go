@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/credential"
 	"github.com/hookpace/hookpace/handoff"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/sign"
@@ -25,6 +26,7 @@ type Files struct {
 	HandoffSecret []byte         // shutdown.handoff_secret_file's secret; nil without one
 	RedisPassword string         // fleet.redis's, redis_password_env's or redis_password_file's
 	signers       map[*config.Signing]*sign.Signer
+	creds         map[*config.Auth]*credential.Credentials
 }
 
 // Signer is the signer built for a sign block of the config (nil for nil:
@@ -77,6 +79,9 @@ func LoadFiles(cfg *config.Config) (*Files, error) {
 		errs = append(errs, err)
 	}
 	if f.signers, err = signers(cfg); err != nil {
+		errs = append(errs, err)
+	}
+	if f.creds, err = credentials(cfg); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {

@@ -19,6 +19,7 @@ func policies(cfg *config.Config, files *Files) func(string) deliver.Policy {
 	return func(host string) deliver.Policy {
 		_, hc := cfg.Lookup(host)
 		p := Policy(hc, files.Signer(hc.Sign))
+		p.Auth = files.Credentials(hc.Auth)
 		p.IDHeader, p.AttemptHeader = cfg.Delivery.IDHeader, cfg.Delivery.AttemptHeader
 		return p
 	}

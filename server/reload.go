@@ -80,6 +80,7 @@ type reloader struct {
 		SetCA(*mitm.CA)
 	}
 	trust *intercept
+	tel   *telemetry.Telemetry // for the clients of credentials
 	last  []byte
 }
 
@@ -173,6 +174,7 @@ func (r *reloader) reload(why string) {
 		r.proxy.SetCA(r.trust.CA())
 	}
 	r.current.Store(cfg)
+	files.bindCredentials(r.tel, r.guard, files.Roots)
 	r.files.Store(files)
 	r.proxy.SetPolicy(proxyPolicy(cfg, files))
 	r.spool.SetLimits(cfg.Spool.MaxMessages, int64(cfg.Spool.MaxBytes), cfg.Spool.HighWater, cfg.Spool.LowWater)

@@ -134,6 +134,7 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 	if a.guard, err = newSwapGuard(cfg, a.proxyLn.Addr().String(), a.adminLn.Addr().String()); err != nil {
 		return nil, err
 	}
+	files.bindCredentials(a.tel, a.guard, roots)
 	if a.fleet, err = newFleet(cfg, files.RedisPassword, a.log, a.tel.Metrics); err != nil {
 		return nil, err
 	}
@@ -277,7 +278,7 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	r := &reloader{path: cfg.Path, current: &a.current, files: &a.files, log: a.log, level: a.level, guard: a.guard,
+	r := &reloader{path: cfg.Path, current: &a.current, files: &a.files, log: a.log, level: a.level, guard: a.guard, tel: a.tel,
 		spool: a.spool, disp: a.disp, proxy: a.proxy, trust: a.trust}
 	go reportTraffic(watchCtx, a.log, trafficReportAfter, proxyAddr, a.proxy.Counts)
 	watchDone := make(chan struct{})

@@ -1,0 +1,76 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"maps"
+	"net/http"
+	"slices"
+
+	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/credential"
+	"github.com/hookpace/hookpace/telemetry"
+)
+
+// credentials builds each auth block's credentials (package credential),
+// reading the files and variables they name, once per block.
+func credentials(cfg *config.Config) (map[*config.Auth]*credential.Credentials, error) {
+	out := map[*config.Auth]*credential.Credentials{}
+	var errs []error
+	blocks := []*config.Auth{cfg.Defaults.Auth}
+	for _, k := range slices.Sorted(maps.Keys(cfg.Hosts)) {
+		blocks = append(blocks, cfg.Hosts[k].Auth)
+	}
+	for _, a := range blocks {
+		if _, done := out[a]; done || a == nil {
+			continue
+		}
+		c, err := credential.New(a)
+		for _, e := range flatten(err) {
+			var ce *credential.Error
+			if errors.As(e, &ce) {
+				e = &config.FieldError{File: cfg.Path, Line: ce.Line, Field: ce.Field, Msg: ce.Err.Error()}
+			}
+			errs = append(errs, e)
+		}
+		out[a] = c
+	}
+	return out, errors.Join(errs...)
+}
+
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// Credentials are the credentials built for an auth block (nil for nil).
+func (f *Files) Credentials(a *config.Auth) *credential.Credentials { return f.creds[a] }
+
+// bindCredentials gives every host's credentials their clients: the
+// delivery client's egress checks, TLS roots and telemetry, with the
+// host's client certificate; and for the token endpoint, the same checks
+// and roots, without proxies from the environment.
+func (f *Files) bindCredentials(tel *telemetry.Telemetry, guard *swapGuard, roots *x509.CertPool) {
+	if len(f.creds) == 0 {
+		return
+	}
+	cl := credential.Clients{
+		Delivery: func(getCert func(*tls.CertificateRequestInfo) (*tls.Certificate, error)) *http.Client {
+			t := transport(guard, roots, false)
+			t.TLSClientConfig.GetClientCertificate = getCert
+			return &http.Client{Transport: tel.WrapTransport(checkedTransport{guard, t}),
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		},
+		Token: &http.Client{Transport: checkedTransport{guard, transport(guard, roots, false)},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+	}
+	for _, c := range f.creds {
+		c.Bind(cl)
+	}
+}
