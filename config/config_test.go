@@ -198,6 +198,11 @@ func TestParseErrors(t *testing.T) {
 		{"bad partner_limits_ttl", "defaults:\n  partner_limits_ttl: 0s\n", []string{`config.yaml:2: defaults.partner_limits_ttl:`}},
 		{"bad connect", "hosts:\n  a.example:\n    connect: proxy\n",
 			[]string{`config.yaml:3: hosts["a.example"].connect: must be one of mitm, tunnel, deny, got "proxy"`}},
+		{"auth: mtls without key_file", "hosts:\n  a.example:\n    auth:\n      mtls: {cert_file: c.pem}\n", []string{`config.yaml:4: hosts["a.example"].auth.mtls.key_file: required`}},
+		{"auth: oauth2 without secret", "defaults:\n  auth:\n    oauth2: {token_url: \"https://auth.example/token\", client_id: x}\n", []string{`config.yaml:3: defaults.auth.oauth2: needs the client secret`}},
+		{"auth: oauth2 bad token_url", "defaults:\n  auth:\n    oauth2: {token_url: \"/token\", client_id: x, client_secret_env: S}\n", []string{`config.yaml:3: defaults.auth.oauth2.token_url: want an http:// or https:// URL`}},
+		{"auth: header both file and env", "defaults:\n  auth:\n    headers:\n      X-Api-Key: {file: k, env: K}\n", []string{`config.yaml:4: defaults.auth.headers.X-Api-Key: want exactly one of file or env`}},
+		{"auth: unknown field", "defaults:\n  auth:\n    basic: {user: x}\n", []string{`config.yaml:3: unknown field "basic" in defaults.auth`}},
 		{"bad mitm.hosts", "mitm:\n  hosts: [partner.example, \"bad host\"]\n", []string{`config.yaml:2: mitm.hosts[1]: "bad host": malformed host name`}},
 		{"empty mitm.public_dir", "mitm:\n  public_dir: \"\"\n", []string{`config.yaml:2: mitm.public_dir:`}},
 		{"bad spool.methods", "spool:\n  methods: [POST, GET, connect]\n", []string{
