@@ -85,7 +85,8 @@ type hostView struct {
 	RateText, RateNote         string
 	Hold, HoldUntil, HoldTitle string
 	OldestAge, LastStatusText  string
-	Attention                  bool // highlighted
+	AuthText                   string // the credentials hookpace attaches, never a secret
+	Attention                  bool   // highlighted
 }
 
 func (r hostRow) view(now time.Time) hostView {
@@ -112,6 +113,15 @@ func (r hostRow) view(now time.Time) hostView {
 	}
 	if !r.Oldest.IsZero() {
 		v.OldestAge = ageText(now.Sub(r.Oldest))
+	}
+	if a := r.Auth; a != nil {
+		v.AuthText = "auth: " + strings.ReplaceAll(a.Kinds, ",", ", ")
+		if a.TokenExpiry != nil {
+			v.AuthText += ", token until " + a.TokenExpiry.UTC().Format("15:04:05") + " UTC"
+		}
+		if a.LastError != "" {
+			v.AuthText += "; last token error: " + a.LastError
+		}
 	}
 	if r.FleetInFlight != nil {
 		v.FleetInFlight = strconv.Itoa(*r.FleetInFlight)

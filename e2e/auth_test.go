@@ -388,6 +388,9 @@ hosts:
 		resp.Body.Close()
 		page.Write(b)
 	}
+	if !strings.Contains(page.String(), `data-col="auth">auth: oauth2, headers`) {
+		t.Error("the status page does not show the host's credentials")
+	}
 	for name, text := range map[string]string{"log": hp.Log(), "metrics": hp.Metrics(), "export": string(export), "admin": page.String()} {
 		for _, s := range secrets {
 			if strings.Contains(text, s) {
