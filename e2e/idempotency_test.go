@@ -11,6 +11,8 @@ import (
 // Issue 20: the same POST sent 3 times with one Idempotency-Key gets three
 // 202s with one id and reaches the partner once, with the header; a 4th
 // after a kill -9 and a restart gets the same id and is not delivered.
+// Issue 36: the key with another body gets 422 (the IETF Idempotency-Key
+// draft's answer) naming the first one's id, and nothing is stored.
 func TestIdempotencyKeySurvivesKill(t *testing.T) {
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
@@ -21,7 +23,7 @@ hosts:
 	key := http.Header{"Idempotency-Key": {"evt_77"}}
 	post := func(n int) string {
 		t.Helper()
-		status, h, _ := PostRaw(t, hp.Client(), rc.URL+"/orders", []byte(fmt.Sprintf(`{"try":%d}`, n)), key)
+		status, h, _ := PostRaw(t, hp.Client(), rc.URL+"/orders", []byte(`{"order":42}`), key)
 		id := h.Get("X-Hookpace-Id")
 		if status != http.StatusAccepted || len(id) != 32 {
 			t.Fatalf("POST %d: %d, id %q", n, status, id)
@@ -36,6 +38,10 @@ hosts:
 		if got := post(n); got != id {
 			t.Fatalf("POST %d: id %s, want %s", n, got, id)
 		}
+	}
+	if status, _, body := PostRaw(t, hp.Client(), rc.URL+"/orders", []byte(`{"order":43}`), key); status != http.StatusUnprocessableEntity ||
+		!strings.Contains(string(body), id) {
+		t.Fatalf("the key with another body: %d %s, want 422 naming %s", status, body, id)
 	}
 	rc.WaitFor(t, 30*time.Second, "the webhook delivered", func(as []Arrival) bool { return len(as) >= 1 })
 	Poll(t, 10*time.Second, "an ingest line with decision=duplicate", func() bool {
@@ -87,7 +93,7 @@ hosts:
 	for _, a := range rc.Arrivals() {
 		if a.Path == "/orders" {
 			orders++
-			if a.Header.Get("Idempotency-Key") != "evt_77" || string(a.Body) != `{"try":1}` {
+			if a.Header.Get("Idempotency-Key") != "evt_77" || string(a.Body) != `{"order":42}` {
 				t.Fatalf("delivered with Idempotency-Key %q, body %s", a.Header.Get("Idempotency-Key"), a.Body)
 			}
 		}

@@ -105,6 +105,12 @@ func (p *Proxy) appendKeys(ctx context.Context, m *spool.Message, hp HostPolicy,
 		if c != nil {
 			c.Deduplicated(ctx, m.Host)
 		}
+	case spool.Conflict:
+		// The IETF Idempotency-Key draft's answer to a key reused for
+		// another request: nothing is stored.
+		return decision{outcome: outcomeBadRequest, label: "idempotency_conflict", status: http.StatusUnprocessableEntity,
+			reason: "this idempotency key was used for another request (method, URL or body) to " + m.Host +
+				" within its dedupe window: that webhook is " + m.Ref().String() + "; a new webhook needs a new key"}, nil
 	case spool.Coalesced:
 		d.outcome, d.header = outcomeCoalesced, http.Header{HeaderCoalesced: {"true"}}
 		if c != nil {

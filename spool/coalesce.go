@@ -40,6 +40,10 @@ const (
 	Stored    Appended = iota // queued as a new webhook
 	Duplicate                 // repeated an earlier idempotency key: m.ID is the earlier id
 	Coalesced                 // replaced a queued webhook: m.ID is its id
+	// Conflict: the idempotency key was first used, within its window,
+	// for another request (method, URL or body): nothing is stored, and
+	// m.ID is the first one's id.
+	Conflict
 )
 
 // maxCoalesceIndex bounds the keys held in memory; beyond it the index is
@@ -76,9 +80,12 @@ func (s *Spool) AppendKeys(ctx context.Context, m *Message, hostLimit int64, k K
 		if len(k.Idempotency) > MaxIdempotencyKey {
 			return Stored, errKeyTooLong
 		}
-		on = &once{key: onceKey(m.Host, k.Idempotency), expires: s.now().Add(k.Window)}
-		if id, ok := s.lookupOnce(on.key); ok {
+		on = &once{key: onceKey(m.Host, k.Idempotency), expires: s.now().Add(k.Window), fp: fingerprint(m)}
+		if id, fp, ok := s.lookupOnce(on.key); ok {
 			m.ID = id
+			if fp != 0 && fp != on.fp {
+				return Conflict, nil
+			}
 			s.countDup(m.Host)
 			return Duplicate, nil
 		}
@@ -91,6 +98,8 @@ func (s *Spool) AppendKeys(ctx context.Context, m *Message, hostLimit int64, k K
 	switch {
 	case err != nil:
 		return Stored, err
+	case on != nil && on.dup() && on.conflict():
+		return Conflict, nil
 	case on != nil && on.dup():
 		return Duplicate, nil
 	case co != nil && co.target != 0:

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -14,11 +15,15 @@ import (
 // remembered for its host's dedupe window:
 //
 //	queue/  k <host> 0x00 <key>   → <id:8 bytes big-endian> <expires: unix ns, 8 bytes>
+//	                                 [<fingerprint of method, URL and body: 8 bytes>]
 //	dead/   the same, once the queue database was dropped (moveOnce)
 //
 // A later append with the same host and key, before the record expires,
 // stores nothing and is answered with the first one's id, whether that one
-// is still queued, delivered or dead-lettered.
+// is still queued, delivered or dead-lettered; if its method, URL or body
+// differ from the first one's (the fingerprint; records written before it
+// have none), it is a Conflict instead (422 at the proxy, as the IETF
+// Idempotency-Key draft answers a key reused for another request).
 //
 // The check and the insert happen on the writer goroutine, once per round
 // (resolveOnce), so concurrent appends of one key store one message: within
@@ -42,8 +47,24 @@ const MaxIdempotencyKey = 255
 
 var errKeyTooLong = errors.New("idempotency key too long")
 
-// onceValueLen is the length of a key record's value.
-const onceValueLen = 16
+// onceValueLen is the length of a key record's value; onceValueLenV1 of
+// one written before records kept a fingerprint.
+const (
+	onceValueLen   = 24
+	onceValueLenV1 = 16
+)
+
+// fingerprint identifies a webhook's request, for telling a repeat from a
+// key reused for another request.
+func fingerprint(m *Message) uint64 {
+	h := sha256.New()
+	for _, s := range []string{m.Method, m.URL} {
+		h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(s))))
+		h.Write([]byte(s))
+	}
+	h.Write(m.Body)
+	return beUint64(h.Sum(nil))
+}
 
 func onceKey(host, key string) []byte {
 	k := make([]byte, 0, len(host)+len(key)+2)
@@ -62,6 +83,22 @@ type once struct {
 	id      uint64    // its id
 	record  bool      // write the record once the message is durable
 	renew   bool      // the record replaces an expired one: counted already
+	fp      uint64    // this append's fingerprint (0: none taken)
+	foundFP uint64    // the found record's fingerprint (0: it has none)
+}
+
+// conflict reports whether a repeat's key was first used for another
+// request.
+func (o *once) conflict() bool {
+	switch {
+	case o.fp == 0:
+		return false
+	case o.primary != nil:
+		return o.primary.once.fp != 0 && o.primary.once.fp != o.fp
+	case o.found:
+		return o.foundFP != 0 && o.foundFP != o.fp
+	}
+	return false
 }
 
 // dup reports whether the append repeats an earlier one: it stores nothing.
@@ -78,16 +115,25 @@ func (o *once) phases() phase {
 func (o *once) value(id uint64) []byte {
 	v := make([]byte, 0, onceValueLen)
 	v = binary.BigEndian.AppendUint64(v, id)
-	return binary.BigEndian.AppendUint64(v, uint64(o.expires.UnixNano()))
+	v = binary.BigEndian.AppendUint64(v, uint64(o.expires.UnixNano()))
+	return binary.BigEndian.AppendUint64(v, o.fp)
 }
 
 func (o *once) size() int64 { return int64(len(o.key)) + onceValueLen }
 
 func parseOnce(v []byte) (id uint64, expires time.Time, ok bool) {
-	if len(v) != onceValueLen {
+	if len(v) != onceValueLen && len(v) != onceValueLenV1 {
 		return 0, time.Time{}, false
 	}
 	return beUint64(v), time.Unix(0, int64(beUint64(v[8:]))), true
+}
+
+// onceFP is a record's fingerprint, 0 for a record without one.
+func onceFP(v []byte) uint64 {
+	if len(v) != onceValueLen {
+		return 0
+	}
+	return beUint64(v[16:])
 }
 
 // onceStats is the dedupe accounting, guarded by the spool's mutex.
@@ -110,7 +156,7 @@ func (s *Spool) AppendOnce(ctx context.Context, m *Message, hostLimit int64, key
 	}
 	m.Spool = s.instance // a duplicate answers with the first one's id, of this spool
 	on := &once{key: onceKey(m.Host, key), expires: s.now().Add(window)}
-	if id, ok := s.lookupOnce(on.key); ok {
+	if id, _, ok := s.lookupOnce(on.key); ok {
 		// Already durable: no need to take room or a round.
 		m.ID = id
 		s.countDup(m.Host)
@@ -120,34 +166,41 @@ func (s *Spool) AppendOnce(ctx context.Context, m *Message, hostLimit int64, key
 	return err == nil && on.dup(), err
 }
 
-// lookupOnce reads key's record; ok if it has not expired.
-func (s *Spool) lookupOnce(key []byte) (id uint64, ok bool) {
+// lookupOnce reads key's record and its fingerprint; ok if it has not
+// expired.
+func (s *Spool) lookupOnce(key []byte) (id, fp uint64, ok bool) {
 	q := s.queue.NewTransactionAt(math.MaxUint64, false)
 	defer q.Discard()
 	k := s.kept.NewTransaction(false)
 	defer k.Discard()
-	id, exp, ok := getOnceIn(q, k, key)
-	return id, ok && s.now().Before(exp)
+	id, exp, fp, ok := getOnceIn(q, k, key)
+	return id, fp, ok && s.now().Before(exp)
 }
 
 // getOnceIn reads key's record from the queue database, else the kept one.
-func getOnceIn(queue, kept *badger.Txn, key []byte) (id uint64, expires time.Time, ok bool) {
-	if id, expires, ok = getOnce(queue, key); ok {
-		return id, expires, ok
+func getOnceIn(queue, kept *badger.Txn, key []byte) (id uint64, expires time.Time, fp uint64, ok bool) {
+	if id, expires, fp, ok = getOnceFP(queue, key); ok {
+		return id, expires, fp, ok
 	}
-	return getOnce(kept, key)
+	return getOnceFP(kept, key)
 }
 
 func getOnce(txn *badger.Txn, key []byte) (id uint64, expires time.Time, ok bool) {
+	id, expires, _, ok = getOnceFP(txn, key)
+	return id, expires, ok
+}
+
+func getOnceFP(txn *badger.Txn, key []byte) (id uint64, expires time.Time, fp uint64, ok bool) {
 	item, err := txn.Get(key)
 	if err != nil {
-		return 0, time.Time{}, false
+		return 0, time.Time{}, 0, false
 	}
 	_ = item.Value(func(v []byte) error {
 		id, expires, ok = parseOnce(v)
+		fp = onceFP(v)
 		return nil
 	})
-	return id, expires, ok
+	return id, expires, fp, ok
 }
 
 // resolveOnce decides, on the writer goroutine before a round is staged,
@@ -174,9 +227,9 @@ func (s *Spool) resolveOnce(batch []op) {
 			defer q.Discard()
 			defer k.Discard()
 		}
-		id, exp, found := getOnceIn(q, k, on.key)
+		id, exp, fp, found := getOnceIn(q, k, on.key)
 		if found && now.Before(exp) {
-			on.found, on.id = true, id
+			on.found, on.id, on.foundFP = true, id, fp
 			continue
 		}
 		if first == nil {
@@ -220,7 +273,9 @@ func (l *ledger) settleOnce(o *appendOp) {
 	switch {
 	case on.dup():
 		l.release(o.msg.Host, o.size)
-		l.countDup(o.msg.Host)
+		if !on.conflict() {
+			l.countDup(o.msg.Host)
+		}
 	case on.record:
 		l.written += on.size()
 		if !on.renew {
