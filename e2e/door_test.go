@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"net/http"
@@ -23,27 +22,8 @@ func trickle(t *testing.T, proxyAddr, target string, n int, interval time.Durati
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n",
-		target, strings.SplitN(target, "/", 4)[2], n)
-	answered := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(c).ReadString('\n')
-		answered <- strings.TrimSpace(line)
-	}()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for sent < n {
-		select {
-		case s := <-answered:
-			return s, sent
-		case <-tick.C:
-			if _, err := c.Write([]byte("x")); err != nil {
-				return <-answered, sent
-			}
-			sent++
-		}
-	}
-	return <-answered, sent
+	return trickleOn(c, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n",
+		target, strings.SplitN(target, "/", 4)[2], n), n, interval)
 }
 
 // Issue 22: a client trickling its body is cut off at proxy.body_timeout
