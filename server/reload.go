@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -93,8 +92,7 @@ func (r *reloader) watch(ctx context.Context, sig <-chan struct{}) {
 	}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
-	var changed []byte // what the last poll read, while it differs from last
-	settling := false
+	var st settle
 	for {
 		select {
 		case <-ctx.Done():
@@ -106,18 +104,9 @@ func (r *reloader) watch(ctx context.Context, sig <-chan struct{}) {
 				continue
 			}
 			b, err := os.ReadFile(r.path)
-			if err != nil || bytes.Equal(b, r.last) {
-				settling = false
-				continue
+			if err == nil && st.settled(b, r.last) {
+				r.reload("file changed")
 			}
-			if !settling || !bytes.Equal(b, changed) {
-				// Still being written, perhaps: reload once two polls
-				// in a row read the same bytes (see reloadcheck.go).
-				changed, settling = b, true
-				continue
-			}
-			settling = false
-			r.reload("file changed")
 		}
 	}
 }

@@ -19,6 +19,27 @@ import (
 // without naming the setting (`auth: {users: []}` turns auth off; `egress:
 // {allow: []}` empties the list).
 
+// settle tells, poll by poll, when a changed file has settled.
+type settle struct {
+	changed  []byte // what the last poll read, while it differed from the file in force
+	settling bool
+}
+
+// settled reports whether b, read now, differs from last (the file in
+// force) and is what the poll before read too.
+func (s *settle) settled(b, last []byte) bool {
+	switch {
+	case bytes.Equal(b, last):
+		s.settling = false
+		return false
+	case !s.settling || !bytes.Equal(b, s.changed):
+		s.changed, s.settling = b, true // still being written, perhaps
+		return false
+	}
+	s.settling = false
+	return true
+}
+
 // errEmptyConfig refuses a reload of an empty file.
 var errEmptyConfig = errors.New("the file is empty (being written?); write the whole config, or `{}` for the defaults")
 
