@@ -18,8 +18,12 @@ import (
 //     unlinked files, which vanish when the process exits, so a 202 would
 //     be a lie.
 //
-// Deletes always go through: they are what frees space.
+// Deletes are never refused: they are what frees space. When something
+// else has filled the disk, they wait for space (hold.go).
 func (s *Spool) refuseUnsafe(batch []op) []op {
+	if s.tooFullToRemove(batch) {
+		batch = s.holdShrinking(batch)
+	}
 	adds, grows := false, false
 	for _, o := range batch {
 		adds = adds || o.adds()

@@ -155,6 +155,7 @@ type Spool struct {
 	mu        sync.Mutex
 	cond      *sync.Cond // writer waits here for pending ops
 	pending   []op
+	held      []op // ops that only remove, waiting for free space (hold.go)
 	waiting   int  // ops in pending that someone waits for
 	lingering bool // the writer's linger timer is running
 	lingerUp  bool // it has fired: commit what is pending
@@ -327,6 +328,7 @@ func (s *Spool) Close() error {
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	<-s.writerDone
+	s.failHeld()
 	close(s.gcStop)
 	<-s.gcDone
 	s.saveSeq()
