@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -116,6 +117,31 @@ func (b *Browser) close() {
 // events that arrive meanwhile.
 func (b *Browser) call(method string, params any, result any) {
 	b.t.Helper()
+	if err := b.try(method, params, result); err != nil {
+		b.t.Fatalf("DevTools %s: %v", method, err)
+	}
+}
+
+// errNavigated is what DevTools answers a command that the page's
+// navigation overtook: the document it was for is gone.
+var errNavigated = errors.New("the page navigated meanwhile")
+
+// navigated reports whether DevTools' message says the command was for a
+// document that is gone (Chromium's words for it).
+func navigated(msg string) bool {
+	for _, s := range []string{"Inspected target navigated or closed", "Execution context was destroyed",
+		"Cannot find context with specified id", "Cannot find default execution context"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// try is call that returns errNavigated instead of failing the test when
+// a navigation overtook the command.
+func (b *Browser) try(method string, params any, result any) error {
+	b.t.Helper()
 	id := b.next.Add(1)
 	msg := map[string]any{"id": id, "method": method, "params": params}
 	if err := websocket.JSON.Send(b.ws, msg); err != nil {
@@ -135,6 +161,9 @@ func (b *Browser) call(method string, params any, result any) {
 			continue
 		}
 		if in.Error != nil {
+			if navigated(in.Error.Message) {
+				return errNavigated
+			}
 			b.t.Fatalf("DevTools %s: %s", method, in.Error.Message)
 		}
 		if result != nil {
@@ -142,13 +171,23 @@ func (b *Browser) call(method string, params any, result any) {
 				b.t.Fatalf("DevTools %s: %v", method, err)
 			}
 		}
-		return
+		return nil
 	}
 }
 
 // Eval evaluates a JavaScript expression in the page (awaiting a promise)
-// and decodes its value, which must be JSON-serializable, into v.
+// and decodes its value, which must be JSON-serializable, into v. Use it
+// only while nothing navigates; Until waits through navigations.
 func (b *Browser) Eval(expr string, v any) {
+	b.t.Helper()
+	if err := b.TryEval(expr, v); err != nil {
+		b.t.Fatalf("evaluating %s: %v", expr, err)
+	}
+}
+
+// TryEval is Eval that returns errNavigated when a navigation (a form
+// posted, a redirect) overtook the evaluation instead of failing.
+func (b *Browser) TryEval(expr string, v any) error {
 	b.t.Helper()
 	var out struct {
 		Result struct {
@@ -159,8 +198,13 @@ func (b *Browser) Eval(expr string, v any) {
 			Exception struct{ Description string }
 		}
 	}
-	b.call("Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true, "awaitPromise": true}, &out)
+	if err := b.try("Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true, "awaitPromise": true}, &out); err != nil {
+		return err
+	}
 	if e := out.ExceptionDetails; e != nil {
+		if navigated(e.Text + " " + e.Exception.Description) {
+			return errNavigated
+		}
 		b.t.Fatalf("evaluating %s: %s %s", expr, e.Text, e.Exception.Description)
 	}
 	if v != nil {
@@ -168,26 +212,45 @@ func (b *Browser) Eval(expr string, v any) {
 			b.t.Fatalf("evaluating %s: %v (value %s)", expr, err, out.Result.Value)
 		}
 	}
+	return nil
+}
+
+// Until evaluates expr into v until ok holds, through navigations (an
+// evaluation a navigation overtook counts as not yet), or fails the test
+// after 20 s. It is how a test waits for what the page will show, rather
+// than racing the page.
+func (b *Browser) Until(what, expr string, v any, ok func() bool) {
+	b.t.Helper()
+	Poll(b.t, 20*time.Second, what, func() bool {
+		return b.TryEval(expr, v) == nil && ok()
+	})
 }
 
 // Navigate loads url and waits until the document has loaded.
 func (b *Browser) Navigate(url string) {
+	b.t.Helper()
+	b.Go(url)
+	b.WaitLoaded(func(href string) bool { return strings.HasPrefix(href, url) })
+}
+
+// Go starts loading url and returns at once: for a page that navigates
+// on by itself (it posts a form), whose next location the caller waits for
+// with WaitLoaded.
+func (b *Browser) Go(url string) {
 	b.t.Helper()
 	var out struct{ ErrorText string }
 	b.call("Page.navigate", map[string]any{"url": url}, &out)
 	if out.ErrorText != "" {
 		b.t.Fatalf("navigate to %s: %s", url, out.ErrorText)
 	}
-	b.WaitLoaded(func(href string) bool { return strings.HasPrefix(href, url) })
 }
 
 // WaitLoaded waits until the page's location satisfies at and its
-// document has loaded.
+// document has loaded, through any navigation on the way.
 func (b *Browser) WaitLoaded(at func(href string) bool) {
 	b.t.Helper()
-	Poll(b.t, 20*time.Second, "the page loaded", func() bool {
-		var st struct{ Href, State string }
-		b.Eval(`({href: location.href, state: document.readyState})`, &st)
+	var st struct{ Href, State string }
+	b.Until("the page loaded", `({href: location.href, state: document.readyState})`, &st, func() bool {
 		return at(st.Href) && st.State == "complete"
 	})
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
 	"net/http"
@@ -71,12 +72,14 @@ func TestStatusPageInBrowser(t *testing.T) {
 	// Pause the delivering host with its button.
 	var token string
 	b.Eval(`document.querySelector('input[name=csrf_token]').value`, &token)
-	b.Eval(fmt.Sprintf(`document.querySelector('tr[data-host=%q] form[action="/ui/pause"] button').click(), true`, ok.Host()), nil)
-	Poll(t, 20*time.Second, "the page back after the pause", func() bool {
-		var done string
-		b.Eval(`document.readyState === 'complete' && document.querySelector('.done') ? document.querySelector('.done').innerText : ''`, &done)
-		return done == ok.Host()+": paused."
-	})
+	// The click posts a form: the page navigates, maybe before the
+	// evaluation answers.
+	if err := b.TryEval(fmt.Sprintf(`document.querySelector('tr[data-host=%q] form[action="/ui/pause"] button').click(), true`, ok.Host()), nil); err != nil && !errors.Is(err, errNavigated) {
+		t.Fatal(err)
+	}
+	var done string
+	b.Until("the page back after the pause", `document.readyState === 'complete' && document.querySelector('.done') ? document.querySelector('.done').innerText : ''`,
+		&done, func() bool { return done == ok.Host()+": paused." })
 	var st struct{ Paused bool }
 	hp.AdminJSON("/v1/hosts/"+ok.Host(), &st)
 	if !st.Paused || pageRows(b)[ok.Host()].Paused != "true" {
@@ -88,8 +91,14 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if out, err := hp.CLI("resume", ok.Host()); err != nil {
 		t.Fatalf("hookpace resume: %v\n%s", err, out)
 	}
-	Poll(t, 20*time.Second, "the live update showing the resume", func() bool {
-		return pageRows(b)[ok.Host()].Paused == "false"
+	var live []pageRow
+	b.Until("the live update showing the resume", rowsJS, &live, func() bool {
+		for _, r := range live {
+			if r.Host == ok.Host() {
+				return r.Paused == "false"
+			}
+		}
+		return false
 	})
 	var same bool
 	b.Eval(`window.notReloaded === true`, &same)
@@ -104,7 +113,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 			html.EscapeString(admin+"ui/pause"), html.EscapeString(ok.Host()), html.EscapeString(token))
 	}))
 	defer evil.Close()
-	b.Navigate(evil.URL + "/")
+	b.Go(evil.URL + "/") // it posts its form at once: wait for where that leads
 	b.WaitLoaded(func(href string) bool { return href == admin+"ui/pause" })
 	var text string
 	b.Eval(`document.body.innerText`, &text)
