@@ -41,7 +41,7 @@ type result struct {
 // goroutine, holding one of the host's slots.
 func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.Time, lease string) {
 	defer d.wg.Done()
-	d.begin(m) // see coalesce.go
+	d.begin(h, m) // see coalesce.go
 	stopRenew := d.renew(h.name, lease)
 	ctx := d.opts.Prop.Extract(d.ctx, propagation.HeaderCarrier(m.Header))
 	ctx, span := d.opts.Tracer.Start(ctx, "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
@@ -169,11 +169,11 @@ func (d *Dispatcher) post(ctx context.Context, pol Policy, method, url string, h
 func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol Policy, res result, sentAt, now time.Time, lease string) (verdict, string, time.Time) {
 	if d.abandoned(h, res, sentAt, now, lease) {
 		// The message stays queued on disk, untouched, for the next start.
-		d.buffered -= int64(len(m.Body))
+		d.release(h, m)
 		return vRetry, "abandoned at shutdown", time.Time{}
 	}
 	hold, ra, hasRA := d.settle(h, pol, res, sentAt, now, lease)
-	v, reason := d.judge(m, pol, res, now)
+	v, reason := d.judge(h, m, pol, res, now)
 	var next time.Time
 	switch v {
 	case vDone:
@@ -230,7 +230,7 @@ func (d *Dispatcher) settle(h *host, pol Policy, res result, sentAt, now time.Ti
 // max_attempts turn a retry (or a hold) into a dead letter. It records
 // the attempt in m, persists m's state for a retry and buries a dead
 // letter; placing m in h's queues is the caller's.
-func (d *Dispatcher) judge(m *spool.Message, pol Policy, res result, now time.Time) (verdict, string) {
+func (d *Dispatcher) judge(h *host, m *spool.Message, pol Policy, res result, now time.Time) (verdict, string) {
 	v, reason := res.verdict, res.reason
 	if v == vHold || v == vRetry {
 		if age := now.Sub(m.Enqueued); pol.MaxAge > 0 && age > pol.MaxAge {
@@ -245,7 +245,7 @@ func (d *Dispatcher) judge(m *spool.Message, pol Policy, res result, now time.Ti
 	}
 	if v == vDead || v == vDone {
 		// These leave memory for good.
-		d.buffered -= int64(len(m.Body))
+		d.release(h, m)
 	}
 	m.LastStatus, m.LastTry = res.status, now
 	if v != vDone {

@@ -20,7 +20,7 @@ import (
 func (d *Dispatcher) attemptBatch(h *host, ms []*spool.Message, pol Policy, sentAt time.Time, lease string) {
 	defer d.wg.Done()
 	for _, m := range ms {
-		d.begin(m) // see coalesce.go: a member's content may be replaced
+		d.begin(h, m) // see coalesce.go: a member's content may be replaced
 	}
 	ms = d.keepBatchable(h, ms, sentAt, lease)
 	if len(ms) == 0 {
@@ -125,7 +125,7 @@ func (d *Dispatcher) finishBatch(ctx context.Context, h *host, ms []*spool.Messa
 	h.extra -= len(ms) - 1
 	if d.abandoned(h, res, sentAt, now, lease) {
 		for _, m := range ms {
-			d.buffered -= int64(len(m.Body)) // they stay queued on disk for the next start
+			d.release(h, m) // they stay queued on disk for the next start
 		}
 		return vRetry, "abandoned at shutdown", time.Time{}, 0
 	}
@@ -140,7 +140,7 @@ func (d *Dispatcher) finishBatch(ctx context.Context, h *host, ms []*spool.Messa
 	counts := make(map[verdict]int, 2)
 	attempts := 0
 	for _, m := range ms {
-		v, _ := d.judge(m, pol, res, now)
+		v, _ := d.judge(h, m, pol, res, now)
 		counts[v]++
 		switch v {
 		case vDone:

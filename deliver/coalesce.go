@@ -14,14 +14,14 @@ type inFlight interface {
 
 // begin announces an attempt of m to the queue, off the dispatcher's
 // lock: it may wait for a replacement of m being written.
-func (d *Dispatcher) begin(m *spool.Message) {
+func (d *Dispatcher) begin(h *host, m *spool.Message) {
 	q, ok := d.opts.Queue.(inFlight)
 	if !ok {
 		return
 	}
 	if grew := q.Begin(m); grew != 0 {
 		d.mu.Lock()
-		d.buffered += grew
+		d.grew(h, grew)
 		d.mu.Unlock()
 	}
 }

@@ -106,8 +106,11 @@ type Options struct {
 	Throttle interface {
 		Allow(key string, now time.Time) (bool, int)
 	}
-	// MaxBuffered bounds the message bytes held in memory over all hosts
-	// (default 32 MiB). Beyond it, hosts read from the spool as they go.
+	// MaxBuffered bounds the memory that the messages held over all
+	// hosts take, bodies and what a decoded message costs besides
+	// (default 8 MiB: full windows for a few busy hosts). It holds for
+	// the total: each host reads from the spool within its share (see
+	// buffer.go).
 	MaxBuffered int64
 	// IdleTTL is how long a host with nothing queued and nothing to
 	// remember (see pacer.Host.Idle) is kept before it is forgotten, so
@@ -129,11 +132,13 @@ type Dispatcher struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	hosts    map[string]*host
-	buffered int64
-	stopping bool
-	sweeper  *time.Timer // forgets idle hosts; armed while there are hosts
+	mu        sync.Mutex
+	hosts     map[string]*host
+	buffered  int64 // what the messages held in memory cost (buffer.go)
+	bufferedN int64 // how many they are
+	loads     chan struct{}
+	stopping  bool
+	sweeper   *time.Timer // forgets idle hosts; armed while there are hosts
 
 	// pauseMu makes each Pause or Resume record and apply its change as
 	// one step, so that the queue's record and the pacers agree.
@@ -170,7 +175,7 @@ func New(opts Options) *Dispatcher {
 		opts.Prop = propagation.TraceContext{}
 	}
 	if opts.MaxBuffered <= 0 {
-		opts.MaxBuffered = 32 << 20
+		opts.MaxBuffered = 8 << 20
 	}
 	if opts.IdleTTL <= 0 {
 		opts.IdleTTL = 10 * time.Minute
@@ -180,7 +185,7 @@ func New(opts Options) *Dispatcher {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Dispatcher{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, hosts: make(map[string]*host),
-		idle: make(chan func()), quit: make(chan struct{})}
+		idle: make(chan func()), quit: make(chan struct{}), loads: make(chan struct{}, maxLoads)}
 	if opts.Fleet != nil {
 		d.asks.tokensFor = tokensAheadFor
 		d.fleetDegraded, d.fleetLive, _ = opts.Fleet.State()
@@ -277,10 +282,10 @@ func (d *Dispatcher) enqueueLocked(msgs []*spool.Message) {
 		}
 		h.lastSeen = max(h.lastSeen, m.ID)
 		h.active = now
-		if !h.onDisk && h.count() < h.window() && d.buffered+int64(len(m.Body)) <= d.opts.MaxBuffered {
+		if !h.onDisk && h.count() < h.window() && d.fits(h, m) {
 			h.ready.push(m)
 			h.cursor = m.ID
-			d.buffered += int64(len(m.Body))
+			d.keep(h, m)
 		} else {
 			h.onDisk = true
 		}
@@ -302,6 +307,7 @@ type host struct {
 	retry retryQueue // failed, waiting for their backoff
 
 	cursor   uint64 // highest id read into memory
+	buffered int64  // what h's messages in memory cost (buffer.go)
 	lastSeen uint64 // highest id announced by the spool
 	onDisk   bool   // the spool holds messages above cursor
 	loading  bool
@@ -426,10 +432,7 @@ func (d *Dispatcher) wake(h *host, t time.Time) {
 
 // load reads the next part of host's queue from the spool, off the lock.
 func (d *Dispatcher) load(h *host) {
-	n := h.window() - h.count()
-	if d.buffered > d.opts.MaxBuffered {
-		n = min(n, max(h.pol.Limits.Concurrency, h.pol.Batch.events()))
-	}
+	n := d.loadSize(h)
 	if n <= 0 {
 		return
 	}
@@ -438,7 +441,9 @@ func (d *Dispatcher) load(h *host) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
+		d.loads <- struct{}{}
 		msgs, err := d.opts.Queue.Read(h.name, after, n)
+		<-d.loads
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		h.loading = false
@@ -451,7 +456,7 @@ func (d *Dispatcher) load(h *host) {
 			if m.ID > h.cursor {
 				h.ready.push(m)
 				h.cursor = m.ID
-				d.buffered += int64(len(m.Body))
+				d.keep(h, m)
 			}
 		}
 		h.onDisk = len(msgs) == n || h.lastSeen > h.cursor
