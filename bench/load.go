@@ -149,6 +149,12 @@ func closedLoopWith(c *http.Client, target string, body []byte, conns int, dur t
 // postN sends exactly n requests with conns workers and returns how many
 // did not get a 2xx.
 func postN(proxy, target string, body []byte, n, conns int) (non2xx int64, err error) {
+	return postSpread(proxy, []string{target}, body, n, conns)
+}
+
+// postSpread is postN over many targets: webhook i goes to
+// targets[i % len(targets)].
+func postSpread(proxy string, targets []string, body []byte, n, conns int) (non2xx int64, err error) {
 	c := newClient(proxy, conns)
 	defer c.CloseIdleConnections()
 	var (
@@ -162,8 +168,8 @@ func postN(proxy, target string, body []byte, n, conns int) (non2xx int64, err e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				code, err := post(c, target, body)
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				code, err := post(c, targets[int(i-1)%len(targets)], body)
 				if err != nil {
 					errOnce.Do(func() { first = err })
 					bad.Add(1)

@@ -48,7 +48,9 @@ type hpConfig struct {
 	hosts       []hostCfg
 	extraEnv    []string
 	defaultRate string
-	extra       string // more YAML, appended (fleet: ...)
+	// defaultBurst, with defaultRate, is the defaults' burst (0: the product's).
+	defaultBurst int
+	extra        string // more YAML, appended (fleet: ...)
 }
 
 // hookpace is one running hookpace process.
@@ -84,6 +86,9 @@ func startHookpace(bin, parent, name string, c hpConfig) (*hookpace, error) {
 	}
 	if c.defaultRate != "" {
 		fmt.Fprintf(&b, "defaults:\n  rate: %s\n", c.defaultRate)
+		if c.defaultBurst > 0 {
+			fmt.Fprintf(&b, "  burst: %d\n", c.defaultBurst)
+		}
 	}
 	b.WriteString("egress:\n  allow: [\"127.0.0.0/8\"]\n")
 	b.WriteString("shutdown:\n  timeout: 2s\n")

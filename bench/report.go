@@ -154,6 +154,17 @@ func (r *report) writeRSS(s io.Writer) {
 	tw.Flush()
 	fmt.Fprintf(s, "   queueing took %v (%.0f/s, 64 conns); %d not accepted; highest VmRSS sampled every 100ms: %s\n",
 		x.fillTime.Round(time.Millisecond), float64(x.queued)/x.fillTime.Seconds(), x.fillRejected, mib(x.sampMax))
+	if x.hosts <= 0 {
+		return
+	}
+	tw = table(s)
+	fmt.Fprintln(tw, "state\tVmRSS\tVmHWM (peak so far)\tspool\t")
+	fmt.Fprintf(tw, "%d queued over %d hosts (1/h each), 5s after the last 202\t%s\t%s\t%d msgs\t\n", x.queued, x.hosts,
+		mib(x.manySettled), mib(x.manyPeak), x.manyMsgs)
+	fmt.Fprintf(tw, "same spool after a restart, 5s\t%s\t%s\t%d msgs\t\n", mib(x.manyRestartRSS), mib(x.manyRestartHWM), x.manyLeft)
+	tw.Flush()
+	fmt.Fprintf(s, "   queueing took %v (%.0f/s, 64 conns); %d not accepted; highest VmRSS sampled every 100ms: %s\n",
+		x.manyFillTime.Round(time.Millisecond), float64(x.queued)/x.manyFillTime.Seconds(), x.manyRejected, mib(x.manySampMax))
 }
 
 func (r *report) writePacing(s io.Writer) {

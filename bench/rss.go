@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"net/http"
 	"path/filepath"
 	"sync/atomic"
@@ -19,6 +21,14 @@ type rssResult struct {
 	settledRSS, peakHWM, sampMax int64
 	restartRSS, restartHWM       int64
 	restartMsgs                  int64
+
+	// The same number of webhooks spread over many hosts (issue 36).
+	hosts                                    int
+	manyFillTime                             time.Duration
+	manyRejected                             int64
+	manyMsgs                                 int64
+	manySettled, manyPeak, manySampMax       int64
+	manyRestartRSS, manyRestartHWM, manyLeft int64
 }
 
 func (b *bench) rss() error {
@@ -43,28 +53,13 @@ func (b *bench) rss() error {
 		return err
 	}
 	var sampMax atomic.Int64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			if rss, _, err := memKiB(hp.pid()); err == nil && rss > sampMax.Load() {
-				sampMax.Store(rss)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
+	stop := sample(hp.pid(), &sampMax)
 	logf("rss: queueing %d webhooks behind a 1/s host", b.queued)
 	t0 := time.Now()
 	r.fillRejected, _ = postN(hp.proxy, "http://"+host+"/hook", b.body, b.queued, 64)
 	r.fillTime = time.Since(t0)
 	time.Sleep(5 * time.Second)
-	close(stop)
-	<-done
+	stop()
 	r.sampMax = sampMax.Load()
 	if r.settledRSS, r.peakHWM, err = memKiB(hp.pid()); err != nil {
 		return err
@@ -90,7 +85,85 @@ func (b *bench) rss() error {
 	if u, err := hp2.spool(); err == nil {
 		r.restartMsgs = u.Messages
 	}
+	hp2.kill()
+	if b.rssHosts > 0 {
+		return b.rssManyHosts(r, recv)
+	}
 	return nil
+}
+
+// rssManyHosts queues the same webhooks spread evenly over b.rssHosts
+// hosts, each at 1/h with a burst of 1, so that nearly all stay queued:
+// what a dispatcher that holds a window per host costs when there are
+// thousands (issue 36). The hosts are loopback addresses 127.0.x.y on the
+// sink's port; only 127.0.0.1 answers, the others refuse, and their one
+// retry waits an hour for its token.
+func (b *bench) rssManyHosts(r *rssResult, recv *sinkProc) error {
+	_, port, err := net.SplitHostPort(recv.addrs[0])
+	if err != nil {
+		return err
+	}
+	r.hosts = b.rssHosts
+	targets := make([]string, b.rssHosts)
+	for i := range targets {
+		targets[i] = fmt.Sprintf("http://127.0.%d.%d:%s/hook", i/250, i%250+1, port)
+	}
+	cfg := hpConfig{logLevel: b.logLevel, defaultRate: "1/h", defaultBurst: 1}
+	hp, err := startHookpace(b.bin, b.work, "rss-hosts", cfg)
+	if err != nil {
+		return err
+	}
+	defer hp.cleanup(b.keep)
+	var sampMax atomic.Int64
+	stop := sample(hp.pid(), &sampMax)
+	logf("rss: queueing %d webhooks over %d hosts at 1/h", b.queued, b.rssHosts)
+	t0 := time.Now()
+	r.manyRejected, _ = postSpread(hp.proxy, targets, b.body, b.queued, 64)
+	r.manyFillTime = time.Since(t0)
+	time.Sleep(5 * time.Second)
+	stop()
+	r.manySampMax = sampMax.Load()
+	if r.manySettled, r.manyPeak, err = memKiB(hp.pid()); err != nil {
+		return err
+	}
+	if u, err := hp.spool(); err == nil {
+		r.manyMsgs = u.Messages
+	}
+	logf("rss: restarting hookpace on the many-hosts spool")
+	hp.kill()
+	hp2, err := restartHookpace(hp, b.bin, cfg)
+	if err != nil {
+		return err
+	}
+	defer hp2.kill()
+	time.Sleep(5 * time.Second)
+	if r.manyRestartRSS, r.manyRestartHWM, err = memKiB(hp2.pid()); err != nil {
+		return err
+	}
+	if u, err := hp2.spool(); err == nil {
+		r.manyLeft = u.Messages
+	}
+	return nil
+}
+
+// sample records pid's highest VmRSS in max every 100 ms until the
+// function it returns is called.
+func sample(pid int, max *atomic.Int64) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if rss, _, err := memKiB(pid); err == nil && rss > max.Load() {
+				max.Store(rss)
+			}
+			select {
+			case <-quit:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }
 
 // restartHookpace starts a new process on old's config and spool.

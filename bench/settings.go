@@ -29,6 +29,7 @@ type settings struct {
 	n          int // replay: webhooks
 	c          int // replay: concurrency
 	queued     int // RSS: webhooks queued
+	rssHosts   int // RSS: hosts they are spread over in the second case
 	backlog    time.Duration
 	senderN    int // sender: sequential POSTs per run
 	senderRuns int // sender: runs per rep
@@ -71,6 +72,7 @@ func register(fs *flag.FlagSet) *settings {
 	fs.IntVar(&s.n, "n", 0, "replay: webhooks (default 50000; -quick 10000)")
 	fs.IntVar(&s.c, "c", 64, "replay: concurrency of hookpace's host and of the plain client")
 	fs.IntVar(&s.queued, "queued", 0, "RSS: webhooks to queue behind a 1/s host (default 200000; -quick 50000)")
+	fs.IntVar(&s.rssHosts, "rss-hosts", 0, "RSS: then queue the same webhooks spread over this many hosts at 1/h (default 5000; -quick 1000; -1: skip)")
 	fs.IntVar(&s.senderN, "sender-n", 50, "sender: sequential POSTs from one Python requests.Session per run")
 	fs.IntVar(&s.senderRuns, "sender-runs", 5, "sender: runs per rep, each direct then through hookpace")
 	fs.DurationVar(&s.backlog, "pacing-backlog", 0, "pacing: backlog per host, in time at its rate (default 15s; -quick 6s)")
@@ -92,15 +94,19 @@ func (s *settings) resolve() error {
 	def := struct {
 		dur, backlog    time.Duration
 		reps, n, queued int
-	}{10 * time.Second, 15 * time.Second, 2, 50000, 200000}
+		hosts           int
+	}{10 * time.Second, 15 * time.Second, 2, 50000, 200000, 5000}
 	if s.quick {
-		def.dur, def.backlog, def.reps, def.n, def.queued = 4*time.Second, 6*time.Second, 1, 10000, 50000
+		def.dur, def.backlog, def.reps, def.n, def.queued, def.hosts = 4*time.Second, 6*time.Second, 1, 10000, 50000, 1000
 	}
 	s.dur = orDefault(s.dur, def.dur)
 	s.backlog = orDefault(s.backlog, def.backlog)
 	s.reps = orDefault(s.reps, def.reps)
 	s.n = orDefault(s.n, def.n)
 	s.queued = orDefault(s.queued, def.queued)
+	if s.rssHosts == 0 {
+		s.rssHosts = def.hosts
+	}
 	s.sections = map[string]bool{}
 	for _, x := range strings.Split(s.only, ",") {
 		s.sections[strings.TrimSpace(x)] = true

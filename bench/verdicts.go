@@ -132,10 +132,19 @@ func (r *report) rssTargets() []target {
 	if x.queued < 200000 {
 		queued.verdict = "n/a (fewer than 200,000 queued)"
 	}
-	return []target{
+	ts := []target{
 		{"RSS idle <= 40 MiB", mib(x.idleRSS) + " (VmHWM " + mib(x.idleHWM) + ")", verdict(x.idleRSS <= 40*1024)},
 		queued,
 	}
+	if x.hosts > 0 {
+		many := target{fmt.Sprintf("RSS <= 150 MiB with %d queued over %d hosts (peak VmHWM)", x.queued, x.hosts),
+			fmt.Sprintf("%s peak, %s settled", mib(x.manyPeak), mib(x.manySettled)), verdict(x.manyPeak <= 150*1024)}
+		if x.queued < 200000 || x.hosts < 5000 {
+			many.verdict = "n/a (fewer than 200,000 over 5,000 hosts)"
+		}
+		ts = append(ts, many)
+	}
+	return ts
 }
 
 func (w windowCheck) ok() bool { return float64(w.max) <= w.bound }
