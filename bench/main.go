@@ -7,7 +7,8 @@
 //     p99 latency at half of hookpace's measured maximum (open loop);
 //  2. replay: N queued webhooks to a fast local receiver versus a plain Go
 //     client posting the same N bodies with the same concurrency;
-//  3. RSS: idle after start, and with 200,000 1 KiB webhooks queued;
+//  3. RSS: idle after start, and with 200,000 1 KiB webhooks queued,
+//     behind one host and then over 5,000 hosts (-rss-hosts);
 //  4. pacing: the most sends the receiver saw in any window W against
 //     B + R·W, and the achieved rate against R;
 //  5. sender: 50 sequential POSTs from one Python requests.Session through
