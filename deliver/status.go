@@ -37,8 +37,8 @@ type HostStatus struct {
 	LastErrorAt *time.Time `json:"last_error_at"`
 	// Auth: which credentials hookpace attaches, when the host's token
 	// expires and what the token endpoint last said; never a secret.
-	Auth *credential.Status `json:"auth,omitempty"`
-	LastStatus  int        `json:"last_status"`
+	Auth       *credential.Status `json:"auth,omitempty"`
+	LastStatus int                `json:"last_status"`
 	// Fleet mode only: "shared", or "degraded: local share 1/N" while
 	// Redis does not answer; the fleet-wide in-flight count as of the last
 	// answer (InFlight is this replica's).
