@@ -57,6 +57,43 @@ func TestFleetErrors(t *testing.T) {
 	}
 }
 
+func TestFleetClusterAndSentinel(t *testing.T) {
+	c := mustParse(t, "fleet:\n  cluster: [10.0.0.1:7000, 'redis-b:7001']\n  tls: true\n  redis_password_file: /run/pw\n")
+	f := c.Fleet
+	if !f.Enabled() || !slices.Equal(f.Cluster, []string{"10.0.0.1:7000", "redis-b:7001"}) || !f.TLS ||
+		f.PasswordFile != "/run/pw" || f.RedactedURL() != "cluster 10.0.0.1:7000,redis-b:7001" {
+		t.Fatalf("fleet = %+v", f)
+	}
+	c = mustParse(t, "fleet:\n  sentinel:\n    master: mymaster\n    addrs: [s1:26379, s2:26379]\n")
+	f = c.Fleet
+	if !f.Enabled() || f.SentinelMaster != "mymaster" || !slices.Equal(f.SentinelAddrs, []string{"s1:26379", "s2:26379"}) || f.TLS {
+		t.Fatalf("fleet = %+v", f)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"fleet:\n  redis: redis://h\n  cluster: [a:1]\n", "config.yaml:3: fleet.cluster: give one of fleet.redis, fleet.cluster or fleet.sentinel, not fleet.redis as well"},
+		{"fleet:\n  cluster: [a:1]\n  sentinel:\n    master: m\n    addrs: [b:2]\n", "config.yaml:4: fleet.sentinel: give one of"},
+		{"fleet:\n  cluster: []\n", "config.yaml:2: fleet.cluster: must not be empty"},
+		{"fleet:\n  cluster:\n    - a:1\n    - nocolon\n", `config.yaml:4: fleet.cluster[1]: want host:port, got "nocolon"`},
+		{"fleet:\n  cluster: [a:x]\n", `config.yaml:2: fleet.cluster[0]: port "x" is not a number`},
+		{"fleet:\n  sentinel:\n    addrs: [b:2]\n", "config.yaml:3: fleet.sentinel.master: required with fleet.sentinel.addrs"},
+		{"fleet:\n  sentinel:\n    master: m\n", "config.yaml:3: fleet.sentinel.addrs: required with fleet.sentinel.master"},
+		{"fleet:\n  sentinel:\n    master: m\n    addr: [b:2]\n", "config.yaml:4"},
+		{"fleet:\n  redis: redis://h\n  tls: true\n", "config.yaml:3: fleet.tls: with fleet.redis, say rediss://"},
+		{"fleet:\n  tls: true\n", "config.yaml:2: fleet.redis: required in a fleet section (or fleet.cluster, or fleet.sentinel)"},
+		{"fleet:\n  cluster: [a:1]\n  tls: yes please\n", "config.yaml:3: fleet.tls:"},
+	} {
+		_, err := Parse("config.yaml", []byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+	old := mustParse(t, "fleet:\n  cluster: [a:1]\n")
+	nw := mustParse(t, "fleet:\n  cluster: [a:1, b:2]\n  tls: true\n")
+	if got := RestartRequired(old, nw); !slices.Equal(got, []string{"fleet.cluster", "fleet.tls"}) {
+		t.Fatalf("RestartRequired = %v", got)
+	}
+}
+
 func TestFleetRestartRequired(t *testing.T) {
 	old := mustParse(t, "fleet:\n  redis: redis://a:6379\n")
 	nw := mustParse(t, "fleet:\n  redis: redis://b:6379\n  key_prefix: x\n")
