@@ -20,7 +20,8 @@ func newFleet(cfg *config.Config, password string, log *slog.Logger, m *telemetr
 	if m != nil {
 		obs = m
 	}
-	l, err := fleet.New(fleet.Options{URL: f.Redis, Password: password, KeyPrefix: f.KeyPrefix,
+	l, err := fleet.New(fleet.Options{URL: f.Redis, Cluster: f.Cluster,
+		SentinelMaster: f.SentinelMaster, SentinelAddrs: f.SentinelAddrs, TLS: f.TLS, Password: password, KeyPrefix: f.KeyPrefix,
 		Replica: f.Replica, Timeout: f.Timeout.D(), LeasePeriod: f.LeasePeriod.D(), Logger: log, Observer: obs})
 	if err != nil {
 		return nil, err

@@ -22,6 +22,11 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	// pre goes before and extra after the port and persistence options
+	// (a config file; cluster or replica options); extra may name
+	// {port} and {port2}, a second free port for the cluster bus.
+	pre, extra []string
+	port2      int
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -42,11 +47,19 @@ func Binary(t testing.TB) string {
 // end of the test.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: Binary(t), dir: t.TempDir()}
+	return startWith(t, &Server{t: t, bin: Binary(t), dir: t.TempDir()})
+}
+
+// startWith starts s on free ports (fresh ones after a failure).
+func startWith(t testing.TB, s *Server) *Server {
+	t.Helper()
 	var err error
 	for range 10 {
 		s.port, err = freePort()
 		if err != nil {
+			continue
+		}
+		if s.port2, err = freePort(); err != nil {
 			continue
 		}
 		if err = s.start(); err == nil {
@@ -54,11 +67,14 @@ func Start(t testing.TB) *Server {
 		}
 	}
 	if err != nil {
-		t.Fatalf("start redis-server: %v", err)
+		t.Fatalf("start %s: %v", s.bin, err)
 	}
 	t.Cleanup(s.Kill)
 	return s
 }
+
+// Port is the server's port.
+func (s *Server) Port() int { return s.port }
 
 // Addr is host:port of the server.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
@@ -78,9 +94,14 @@ func freePort() (int, error) {
 // start runs redis-server on s.port and waits until it answers PING. It
 // fails (and the caller may pick another port) if the port is taken.
 func (s *Server) start() error {
-	cmd := exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+	args := append(append([]string(nil), s.pre...), "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no",
 		"--loglevel", "warning")
+	for _, a := range s.extra {
+		a = strings.ReplaceAll(a, "{port2}", strconv.Itoa(s.port2))
+		args = append(args, strings.ReplaceAll(a, "{port}", strconv.Itoa(s.port)))
+	}
+	cmd := exec.Command(s.bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -113,7 +134,7 @@ func (s *Server) start() error {
 		case err := <-exited:
 			logMu.Lock()
 			defer logMu.Unlock()
-			return fmt.Errorf("redis-server on port %d exited (%v): %s", s.port, err, strings.Join(logTail, "\n"))
+			return fmt.Errorf("%s on port %d exited (%v): %s", s.bin, s.port, err, strings.Join(logTail, "\n"))
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {

@@ -16,3 +16,15 @@ func TestStartKillRestart(t *testing.T) {
 		t.Fatalf("ping after restart: %v", err)
 	}
 }
+
+func TestCluster(t *testing.T) {
+	c := StartCluster(t, 3)
+	if len(c.Addrs()) != 3 {
+		t.Fatalf("addrs %v", c.Addrs())
+	}
+}
+
+func TestSentinel(t *testing.T) {
+	st := StartSentinel(t)
+	st.KillMaster()
+}
