@@ -181,6 +181,8 @@ func TestLoadFilesValues(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"fleet: {redis: \"redis://h:6379\", redis_password_env: HOOKPACE_TEST_REDIS_PW}\n", "s3cret"},
 		{"fleet: {redis: \"redis://:inurl@h:6379\"}\n", "inurl"},
+		{"fleet: {cluster: [\"h:7000\"], redis_password_env: HOOKPACE_TEST_REDIS_PW}\n", "s3cret"},
+		{"fleet: {sentinel: {master: m, addrs: [\"h:26379\"]}, redis_password_env: HOOKPACE_TEST_REDIS_PW}\n", "s3cret"},
 	} {
 		cfg, err := config.Parse("f.yaml", []byte(tc.yaml))
 		if err != nil {
