@@ -105,16 +105,7 @@ func replaceFile(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("mitm: write %q: %w", path, err)
 	}
 	tmp := f.Name()
-	err = f.Chmod(perm)
-	if err == nil {
-		_, err = f.Write(data)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err = writeSynced(f, data, perm)
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}

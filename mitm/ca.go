@@ -147,6 +147,22 @@ func newCACert(subject pkix.Name, key crypto.Signer, names *Names, now time.Time
 	return der, nil
 }
 
+// writeSynced gives f exactly mode perm (whatever the umask), writes data,
+// syncs and closes it.
+func writeSynced(f *os.File, data []byte, perm os.FileMode) error {
+	err := f.Chmod(perm)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // writeNew creates path exclusively with exactly mode perm (whatever the
 // umask) and writes data to it.
 func writeNew(path string, data []byte, perm os.FileMode) error {
@@ -157,17 +173,7 @@ func writeNew(path string, data []byte, perm os.FileMode) error {
 	if err != nil {
 		return fmt.Errorf("mitm: create %q: %w", path, err)
 	}
-	err = f.Chmod(perm)
-	if err == nil {
-		_, err = f.Write(data)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := writeSynced(f, data, perm); err != nil {
 		os.Remove(path)
 		return fmt.Errorf("mitm: write %q: %w", path, err)
 	}
