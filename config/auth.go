@@ -198,7 +198,7 @@ func resolveAuthHeaders(p *problems, path string, n *yaml.Node) []AuthHeader {
 	}
 	var out []AuthHeader
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], deref(n.Content[i+1])
+		k, v := n.Content[i], n.Content[i+1]
 		hpath := path + "." + k.Value
 		if err := checkHeaderName(k.Value); err != nil {
 			p.add(k.Line, hpath, "%v", err)
@@ -210,27 +210,7 @@ func resolveAuthHeaders(p *problems, path string, n *yaml.Node) []AuthHeader {
 			p.add(k.Line, hpath, "%s is not a credential header", name)
 			continue
 		}
-		var rs rawSecret
-		if v.Kind != yaml.MappingNode {
-			p.add(v.Line, hpath, "want {file: PATH} or {env: NAME}, got %s", quoteNode(v))
-			continue
-		}
-		checkKnownFields(v, hpath, secretFields, map[*yaml.Node]bool{}, p)
-		if err := v.Decode(&rs); err != nil {
-			p.add(v.Line, hpath, "%v", err)
-			continue
-		}
-		if rs.File.Set == rs.Env.Set {
-			p.add(v.Line, hpath, "want exactly one of file or env")
-			continue
-		}
-		s := Secret{Kind: "file", Field: hpath + ".file", Line: rs.File.Line}
-		o := rs.File
-		if rs.Env.Set {
-			s, o = Secret{Kind: "env", Field: hpath + ".env", Line: rs.Env.Line}, rs.Env
-		}
-		if field(p, s.Field, o, &s.Name, nonEmpty) {
-			s.Name = strings.TrimSpace(s.Name)
+		if s, ok := secretEntry(p, hpath, v); ok {
 			out = append(out, AuthHeader{Name: name, Value: s})
 		}
 	}

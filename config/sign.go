@@ -131,24 +131,9 @@ func secretSources(p *problems, path string, n *yaml.Node, r *rawSign) []Secret 
 			return nil
 		}
 		for i, e := range l.Content {
-			epath := fmt.Sprintf("%s[%d]", spath, i)
-			e = deref(e)
-			var rs rawSecret
-			if e.Kind != yaml.MappingNode {
-				p.add(e.Line, epath, "want {file: PATH} or {env: NAME}, got %s", quoteNode(e))
-				continue
+			if s, ok := secretEntry(p, fmt.Sprintf("%s[%d]", spath, i), e); ok {
+				out = append(out, s)
 			}
-			checkKnownFields(e, epath, secretFields, map[*yaml.Node]bool{}, p)
-			if err := e.Decode(&rs); err != nil {
-				p.add(e.Line, epath, "%v", err)
-				continue
-			}
-			if rs.File.Set == rs.Env.Set {
-				p.add(e.Line, epath, "want exactly one of file or env")
-				continue
-			}
-			one(epath+".file", "file", rs.File)
-			one(epath+".env", "env", rs.Env)
 		}
 	}
 	switch {
@@ -160,6 +145,36 @@ func secretSources(p *problems, path string, n *yaml.Node, r *rawSign) []Secret 
 		return nil
 	}
 	return out
+}
+
+// secretEntry reads one {file: PATH} or {env: NAME} at n (path names it),
+// recording problems in p; ok is false when there is none to use.
+func secretEntry(p *problems, path string, n *yaml.Node) (s Secret, ok bool) {
+	n = deref(n)
+	var rs rawSecret
+	if n.Kind != yaml.MappingNode {
+		p.add(n.Line, path, "want {file: PATH} or {env: NAME}, got %s", quoteNode(n))
+		return Secret{}, false
+	}
+	checkKnownFields(n, path, secretFields, map[*yaml.Node]bool{}, p)
+	if err := n.Decode(&rs); err != nil {
+		p.add(n.Line, path, "%v", err)
+		return Secret{}, false
+	}
+	if rs.File.Set == rs.Env.Set {
+		p.add(n.Line, path, "want exactly one of file or env")
+		return Secret{}, false
+	}
+	s = Secret{Kind: "file", Field: path + ".file", Line: rs.File.Line}
+	o := rs.File
+	if rs.Env.Set {
+		s, o = Secret{Kind: "env", Field: path + ".env", Line: rs.Env.Line}, rs.Env
+	}
+	if !field(p, s.Field, o, &s.Name, nonEmpty) {
+		return Secret{}, false
+	}
+	s.Name = strings.TrimSpace(s.Name)
+	return s, true
 }
 
 func isStandardHeader(h string) bool {
