@@ -72,20 +72,9 @@ func (b *bench) rss() error {
 
 	// The same spool after a restart: what a backlog costs at rest.
 	logf("rss: restarting hookpace on the same spool")
-	hp.kill()
-	hp2, err := restartHookpace(hp, b.bin, cfg)
-	if err != nil {
+	if r.restartRSS, r.restartHWM, r.restartMsgs, err = b.restartMemory(hp, cfg); err != nil {
 		return err
 	}
-	defer hp2.kill()
-	time.Sleep(5 * time.Second)
-	if r.restartRSS, r.restartHWM, err = memKiB(hp2.pid()); err != nil {
-		return err
-	}
-	if u, err := hp2.spool(); err == nil {
-		r.restartMsgs = u.Messages
-	}
-	hp2.kill()
 	if b.rssHosts > 0 {
 		return b.rssManyHosts(r, recv)
 	}
@@ -130,20 +119,28 @@ func (b *bench) rssManyHosts(r *rssResult, recv *sinkProc) error {
 		r.manyMsgs = u.Messages
 	}
 	logf("rss: restarting hookpace on the many-hosts spool")
+	r.manyRestartRSS, r.manyRestartHWM, r.manyLeft, err = b.restartMemory(hp, cfg)
+	return err
+}
+
+// restartMemory kills hp, starts hookpace again on its spool and config,
+// and reads its memory (KiB) once it has settled, and how many webhooks
+// its spool holds.
+func (b *bench) restartMemory(hp *hookpace, cfg hpConfig) (rss, hwm, queued int64, err error) {
 	hp.kill()
 	hp2, err := restartHookpace(hp, b.bin, cfg)
 	if err != nil {
-		return err
+		return 0, 0, 0, err
 	}
 	defer hp2.kill()
 	time.Sleep(5 * time.Second)
-	if r.manyRestartRSS, r.manyRestartHWM, err = memKiB(hp2.pid()); err != nil {
-		return err
+	if rss, hwm, err = memKiB(hp2.pid()); err != nil {
+		return 0, 0, 0, err
 	}
 	if u, err := hp2.spool(); err == nil {
-		r.manyLeft = u.Messages
+		queued = u.Messages
 	}
-	return nil
+	return rss, hwm, queued, nil
 }
 
 // sample records pid's highest VmRSS in max every 100 ms until the
