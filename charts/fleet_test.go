@@ -55,3 +55,23 @@ func TestFleetValues(t *testing.T) {
 		t.Errorf("fleet without values: %+v", c.Fleet)
 	}
 }
+
+// TestFleetClusterAndSentinel: the chart names a Redis Cluster or a
+// Sentinel-managed master as it names one Redis, and refuses two at once.
+func TestFleetClusterAndSentinel(t *testing.T) {
+	t.Setenv("HOOKPACE_REDIS_PASSWORD", "from-the-secret")
+	r := render(t, "mode=gateway", "hookpace.fleet.cluster={r0:6379,r1:6379,r2:6379}", "hookpace.fleet.passwordSecret=redis-auth")
+	c := hookpaceConfig(t, get(t, r.secrets, "rel-hookpace").StringData["config.yaml"])
+	if strings.Join(c.Fleet.Cluster, ",") != "r0:6379,r1:6379,r2:6379" || c.Fleet.Redis != "" || c.Fleet.PasswordEnv != "HOOKPACE_REDIS_PASSWORD" {
+		t.Errorf("cluster: fleet = %+v", c.Fleet)
+	}
+	r = render(t, "mode=gateway", "hookpace.fleet.sentinel.master=mymaster", "hookpace.fleet.sentinel.addrs={s0:26379,s1:26379}")
+	c = hookpaceConfig(t, get(t, r.secrets, "rel-hookpace").StringData["config.yaml"])
+	if c.Fleet.SentinelMaster != "mymaster" || len(c.Fleet.SentinelAddrs) != 2 {
+		t.Errorf("sentinel: fleet = %+v", c.Fleet)
+	}
+	if _, err := helm(t, "template", "rel", chart, "--set", "hookpace.fleet.redis=redis://r:6379", "--set", "hookpace.fleet.cluster={r0:6379}"); err == nil ||
+		!strings.Contains(err.Error(), "set one of redis, cluster and sentinel") {
+		t.Errorf("redis and cluster together: %v", err)
+	}
+}

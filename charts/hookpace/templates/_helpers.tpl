@@ -128,14 +128,21 @@ in gateway mode its listener and proxy users. */}}
 {{- end -}}
 {{- $_ := set $cfg "shutdown" $shutdown -}}
 {{- with $v.hookpace.fleet -}}
-{{- if .redis -}}
+{{- $named := 0 -}}
+{{- range $k := list "redis" "cluster" "sentinel" -}}{{- if index $v.hookpace.fleet $k -}}{{- $named = add1 $named -}}{{- end -}}{{- end -}}
+{{- if gt $named 1 -}}
+{{- fail "hookpace.fleet: set one of redis, cluster and sentinel" -}}
+{{- end -}}
+{{- if eq $named 1 -}}
 {{- $fleet := dict -}}
 {{- if kindIs "map" $cfg.fleet -}}{{- $fleet = $cfg.fleet -}}{{- end -}}
-{{- $_ := set $fleet "redis" .redis -}}
+{{- with .redis -}}{{- $_ := set $fleet "redis" . -}}{{- end -}}
+{{- with .cluster -}}{{- $_ := set $fleet "cluster" . -}}{{- end -}}
+{{- with .sentinel -}}{{- $_ := set $fleet "sentinel" . -}}{{- end -}}
 {{- if .passwordSecret -}}{{- $_ := set $fleet "redis_password_env" "HOOKPACE_REDIS_PASSWORD" -}}{{- end -}}
 {{- $_ := set $cfg "fleet" $fleet -}}
 {{- else if .passwordSecret -}}
-{{- fail "hookpace.fleet.passwordSecret: set without hookpace.fleet.redis" -}}
+{{- fail "hookpace.fleet.passwordSecret: set without hookpace.fleet.redis, cluster or sentinel" -}}
 {{- end -}}
 {{- end -}}
 {{- if $v.monitoring.serviceMonitor.enabled -}}
