@@ -44,7 +44,7 @@ func (s *sender) handOff(ctx context.Context, m *spool.Message) (newID, kept str
 			}
 			// Durable there: only now may it go here. A crash before the
 			// delete is durable sends it again after the restart.
-			if err := s.queue.Delete(m); err != nil {
+			if err := s.delete(m, resp.id); err != nil {
 				s.log.Error("handoff: accepted there but not deleted here; it will be delivered twice",
 					"id", m.Ref().String(), "new_id", resp.id, "error", err)
 				return "", "local_delete_failed"
@@ -65,6 +65,17 @@ func (s *sender) handOff(ctx context.Context, m *spool.Message) (newID, kept str
 			return "", "status_" + strconv.Itoa(resp.status)
 		}
 	}
+}
+
+// delete removes m, handed off under id there: the journal says so when
+// the queue keeps one.
+func (s *sender) delete(m *spool.Message, id string) error {
+	if q, ok := s.queue.(interface {
+		HandedOff(m *spool.Message, to string) error
+	}); ok {
+		return q.HandedOff(m, "hookpace at "+s.target.Host+" as "+id)
+	}
+	return s.queue.Delete(m)
 }
 
 type answer struct {

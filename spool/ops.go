@@ -138,7 +138,8 @@ func (o *appendOp) release(l *ledger) { l.release(o.msg.Host, o.size) }
 // deleteOp removes a delivered message.
 type deleteOp struct {
 	opBase
-	old int64 // the record's stored size
+	old int64  // the record's stored size
+	to  string // handed off to this hookpace (its id there), for the journal
 }
 
 func (o *deleteOp) kind() string  { return "delete" }
@@ -173,8 +174,9 @@ func (o *updateOp) settle(l *ledger, _ time.Time) {
 // cannot be written, the message stays queued.
 type buryOp struct {
 	opBase
-	val []byte // the dead letter
-	old int64  // the queue record's stored size
+	val    []byte // the dead letter
+	old    int64  // the queue record's stored size
+	reason string // for the journal
 }
 
 func (o *buryOp) kind() string  { return "bury" }
@@ -329,7 +331,7 @@ func (s *Spool) Update(m *Message) {
 func (s *Spool) Bury(m *Message, reason string, at time.Time) {
 	m.LastError = clip(m.LastError)
 	d := &Dead{Message: m, Reason: clip(reason), DiedAt: at}
-	s.submit(&buryOp{opBase: opBase{msg: m}, val: d.encode(), old: m.size})
+	s.submit(&buryOp{opBase: opBase{msg: m}, val: d.encode(), old: m.size, reason: d.Reason})
 }
 
 // maxReason bounds the error texts stored with a message (its last error,

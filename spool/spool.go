@@ -54,8 +54,11 @@ type Options struct {
 	// are not remembered until old ones expire.
 	DedupeMaxKeys  int64
 	DedupeMaxBytes int64
-	// Now is the clock idempotency keys expire by (default time.Now).
+	// Now is the clock idempotency keys expire by, and the journal's
+	// retention (default time.Now).
 	Now func() time.Time
+	// Journal keeps the history of every webhook (journal.go).
+	Journal JournalOptions
 
 	// For tests: adjust the queue database's Badger options (smaller files,
 	// to make them rotate), and the resident size above which the spool's
@@ -98,6 +101,7 @@ func (o *Options) setDefaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	o.Journal.setDefaults(o.MaxBytes)
 	if o.tuneQueue == nil {
 		o.tuneQueue = func(b badger.Options) badger.Options { return b }
 	}
@@ -188,6 +192,8 @@ type Spool struct {
 	ceil uint64
 
 	coal coalState // coalescing (coalesce.go), guarded by mu
+
+	jr journalState // the journal (journal.go)
 }
 
 // Open opens (or creates) the spool in opts.Dir and counts what is queued.
@@ -235,6 +241,9 @@ func Open(opts Options) (*Spool, error) {
 	err = s.load()
 	if err == nil {
 		err = s.loadInstance()
+	}
+	if err == nil {
+		err = s.openJournal()
 	}
 	if err != nil {
 		queue.Close()

@@ -1,0 +1,244 @@
+package spool
+
+// The journal (issue 32): what became of every webhook, kept in the kept
+// database after it has left the queue.
+//
+//	dead/   j <id:8>              entry: what was accepted, and its outcome once known
+//	dead/   a <id:8> <at:8>       one attempt: when, how long, status, error, answer
+//
+// Writes ride on the writer's group commits: each round stages the journal
+// records it has in one kept transaction, committed while the queue's
+// transaction commits (two fsyncs in parallel, none more per webhook). An
+// accepted record goes with the round after its append (the id is known
+// only once the append is staged); Open writes those a crash left out,
+// from the queue (recoverJournal). An attempt is recorded after its
+// message was announced, so its entry is staged before it, in the same
+// transaction or an earlier one: an attempt never appears without its
+// webhook. An outcome rewrites the entry whole, accepted part included.
+//
+// The journal has its own budget (JournalOptions) and does not count
+// toward the spool's limits: history never causes a 429.
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+const (
+	prefixJournal = 'j'
+	prefixAttempt = 'a'
+)
+
+// JournalOptions configure the journal. The zero value keeps it on, with
+// the defaults noted.
+type JournalOptions struct {
+	Off          bool
+	Retain       time.Duration // default 14 days
+	MaxBytes     int64         // default a quarter of the spool's MaxBytes
+	ResponseBody int           // bytes of a partner's answer kept per attempt; default 1 KiB
+}
+
+func (o *JournalOptions) setDefaults(spoolBytes int64) {
+	if o.Retain <= 0 {
+		o.Retain = 14 * 24 * time.Hour
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = spoolBytes / 4
+	}
+	if o.ResponseBody <= 0 {
+		o.ResponseBody = 1 << 10
+	}
+}
+
+// Outcomes of a journal entry.
+const (
+	OutcomeDelivered = "delivered"
+	OutcomeDead      = "dead"
+	OutcomePurged    = "purged"
+	OutcomeHandedOff = "handed_off"
+	OutcomeCoalesced = "coalesced"
+)
+
+// Entry is one webhook in the journal. URLs are kept with their query
+// values and any password redacted.
+type Entry struct {
+	ID          uint64 // the spool's id
+	Origin      uint64 // OriginID when it differs (a replayed dead letter)
+	OriginSpool uint64
+	Host        string
+	Method      string
+	URL         string
+	Idempotency string
+	Size        int
+	Accepted    time.Time
+	Outcome     string // "" while it is queued
+	OutcomeAt   time.Time
+	Reason      string // why it died, who purged it, where it went
+}
+
+// Attempt is one delivery attempt as the journal keeps it.
+type Attempt struct {
+	At       time.Time
+	Duration time.Duration
+	Status   int    // 0: no answer
+	Error    string // hookpace's reason for anything but a success
+	Header   http.Header
+	Body     []byte // the first bytes of the answer
+	Batch    int    // webhooks sent in the same request (1 alone)
+}
+
+const journalVersion = 1
+
+func entryFor(m *Message) *Entry {
+	return &Entry{ID: m.ID, Origin: m.Origin, OriginSpool: m.OriginSpool, Host: m.Host, Method: m.Method,
+		URL: redactURL(m.URL), Idempotency: m.Header.Get("Idempotency-Key"), Size: len(m.Body), Accepted: m.Enqueued}
+}
+
+func (e *Entry) encode() []byte {
+	b := make([]byte, 0, 64+len(e.Host)+len(e.URL)+len(e.Reason)+len(e.Idempotency))
+	b = append(b, journalVersion)
+	b = binary.AppendUvarint(b, e.Origin)
+	b = binary.AppendUvarint(b, e.OriginSpool)
+	b = appendString(b, e.Host)
+	b = appendString(b, e.Method)
+	b = appendString(b, e.URL)
+	b = appendString(b, e.Idempotency)
+	b = binary.AppendUvarint(b, uint64(e.Size))
+	b = binary.AppendVarint(b, unixNano(e.Accepted))
+	b = appendString(b, e.Outcome)
+	b = binary.AppendVarint(b, unixNano(e.OutcomeAt))
+	return appendString(b, e.Reason)
+}
+
+func decodeEntry(id uint64, v []byte) (*Entry, error) {
+	d := decoder{b: v}
+	if ver := d.byte(); ver != journalVersion {
+		return nil, fmt.Errorf("journal entry %s: unknown version %d", IDString(id), ver)
+	}
+	e := &Entry{ID: id, Origin: d.uvarint(), OriginSpool: d.uvarint(), Host: d.string(), Method: d.string(),
+		URL: d.string(), Idempotency: d.string(), Size: int(d.uvarint())}
+	e.Accepted = timeOf(d.varint())
+	e.Outcome = d.string()
+	e.OutcomeAt = timeOf(d.varint())
+	e.Reason = d.string()
+	if d.err != nil {
+		return nil, fmt.Errorf("journal entry %s: %w", IDString(id), d.err)
+	}
+	return e, nil
+}
+
+func (a *Attempt) encode() []byte {
+	b := make([]byte, 0, 32+len(a.Error)+len(a.Body)+64*len(a.Header))
+	b = append(b, journalVersion)
+	b = binary.AppendVarint(b, int64(a.Duration))
+	b = binary.AppendUvarint(b, uint64(a.Status))
+	b = appendString(b, a.Error)
+	b = binary.AppendUvarint(b, uint64(a.Batch))
+	b = binary.AppendUvarint(b, uint64(len(a.Header)))
+	for k, vs := range a.Header {
+		b = appendString(b, k)
+		b = appendString(b, strings.Join(vs, ", "))
+	}
+	return appendString(b, string(a.Body))
+}
+
+func decodeAttempt(at int64, v []byte) (*Attempt, error) {
+	d := decoder{b: v}
+	if ver := d.byte(); ver != journalVersion {
+		return nil, fmt.Errorf("journal attempt: unknown version %d", ver)
+	}
+	a := &Attempt{At: time.Unix(0, at), Duration: time.Duration(d.varint()), Status: int(d.uvarint()),
+		Error: d.string(), Batch: int(d.uvarint())}
+	if n := d.uvarint(); n > 0 && n < 1024 {
+		a.Header = make(http.Header, n)
+		for range n {
+			k := d.string()
+			a.Header[k] = []string{d.string()}
+		}
+	}
+	a.Body = d.bytes()
+	if d.err != nil {
+		return nil, fmt.Errorf("journal attempt: %w", d.err)
+	}
+	return a, nil
+}
+
+func timeOf(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+func journalKey(id uint64) []byte { return binary.BigEndian.AppendUint64([]byte{prefixJournal}, id) }
+
+func attemptPrefix(id uint64) []byte { return binary.BigEndian.AppendUint64([]byte{prefixAttempt}, id) }
+
+func attemptKey(id uint64, at time.Time) []byte {
+	return binary.BigEndian.AppendUint64(attemptPrefix(id), uint64(at.UnixNano()))
+}
+
+// Redacted stands in for a hidden value in the journal.
+const Redacted = "REDACTED"
+
+// redactURL hides what a URL may carry as a secret: every query value, a
+// password and a fragment. One that does not parse loses its query.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		if i := strings.IndexByte(s, '?'); i >= 0 {
+			return s[:i+1] + Redacted
+		}
+		return s
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), Redacted)
+	}
+	if u.RawQuery != "" {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			name, _, _ := strings.Cut(p, "=")
+			parts[i] = name + "=" + Redacted
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	if u.Fragment != "" {
+		u.Fragment, u.RawFragment = Redacted, ""
+	}
+	return u.String()
+}
+
+// secretHeader reports whether a response header's value may be a
+// credential: cookies, anything about authorization, tokens, keys.
+func secretHeader(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "set-cookie", "set-cookie2", "cookie", "authorization", "proxy-authorization", "www-authenticate", "proxy-authenticate":
+		return true
+	}
+	for _, s := range []string{"auth", "token", "secret", "signature", "key", "password", "session", "credential"} {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactHeader copies h with the values of secret headers replaced.
+func redactHeader(h http.Header) http.Header {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		if secretHeader(k) {
+			vs = []string{Redacted}
+		}
+		out[k] = vs
+	}
+	return out
+}

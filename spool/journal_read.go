@@ -1,0 +1,206 @@
+package spool
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// States of a webhook, as lookups answer. Held (a paused or held host) is
+// the dispatcher's to say: the spool says queued.
+const (
+	StateQueued   = "queued"
+	StateInFlight = "in_flight"
+	StateUnknown  = "unknown" // left the queue, and its outcome was not recorded
+)
+
+// ErrNotFound: the journal has no such webhook.
+var ErrNotFound = errors.New("no such webhook in the journal")
+
+// View is what the journal knows of one webhook, and where it is now.
+type View struct {
+	Entry    Entry
+	State    string // an Outcome, or one of the states above
+	Position int    // while queued: 1 for the head of its host's queue
+	Attempts []*Attempt
+}
+
+// Lookup finds a webhook by its id (see Ref; a short id is of this spool).
+func (s *Spool) Lookup(r Ref) (*View, error) {
+	if r.Spool != 0 && r.Spool != s.instance {
+		return nil, fmt.Errorf("%w: %s was accepted by another hookpace (spool %s)", ErrNotFound, r, IDString(r.Spool))
+	}
+	var v *View
+	err := s.kept.View(func(txn *badger.Txn) error {
+		e, err := s.entry(txn, r.Seq)
+		if err != nil {
+			return err
+		}
+		v = &View{Entry: *e, State: e.Outcome}
+		v.Attempts, err = attempts(txn, r.Seq)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if v.State == "" {
+		s.whereNow(v)
+	}
+	return v, nil
+}
+
+// entry reads id's journal entry, or makes one from its dead letter.
+func (s *Spool) entry(txn *badger.Txn, id uint64) (*Entry, error) {
+	var e *Entry
+	item, err := txn.Get(journalKey(id))
+	if err == nil {
+		err = item.Value(func(v []byte) (err error) { e, err = decodeEntry(id, v); return err })
+		return e, err
+	}
+	if !errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, err
+	}
+	// A dead letter from before the journal.
+	if item, err = txn.Get(deadKey(id)); err != nil {
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, IDString(id))
+		}
+		return nil, err
+	}
+	err = item.Value(func(v []byte) error {
+		d, err := decodeDead(id, v)
+		if err == nil {
+			e = entryFor(d.Message)
+			e.Outcome, e.OutcomeAt, e.Reason = OutcomeDead, d.DiedAt, d.Reason
+		}
+		return err
+	})
+	return e, err
+}
+
+// attempts reads id's attempts, oldest first.
+func attempts(txn *badger.Txn, id uint64) ([]*Attempt, error) {
+	var out []*Attempt
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: attemptPrefix(id), PrefetchValues: true, PrefetchSize: 16})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		k := it.Item().Key()
+		if len(k) != 17 {
+			continue
+		}
+		at := int64(beUint64(k[9:]))
+		err := it.Item().Value(func(v []byte) error {
+			a, err := decodeAttempt(at, v)
+			if err == nil {
+				out = append(out, a)
+			}
+			return err
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// whereNow fills in where a webhook without an outcome is: queued (at
+// which position), in flight, buried without its outcome recorded, or
+// gone.
+func (s *Spool) whereNow(v *View) {
+	e := &v.Entry
+	s.mu.Lock()
+	inFlight := s.coal.inflight[e.ID] > 0
+	s.mu.Unlock()
+	txn := s.queue.NewTransactionAt(^uint64(0), false)
+	defer txn.Discard()
+	if _, err := txn.Get(queueKey(e.Host, e.ID)); err != nil {
+		v.State = StateUnknown
+		s.kept.View(func(txn *badger.Txn) error {
+			if _, err := txn.Get(deadKey(e.ID)); err == nil {
+				v.State = OutcomeDead
+			}
+			return nil
+		})
+		return
+	}
+	v.State = StateQueued
+	if inFlight {
+		v.State = StateInFlight
+	}
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(e.Host)})
+	defer it.Close()
+	end := queueKey(e.Host, e.ID)
+	for it.Rewind(); it.Valid() && string(it.Item().Key()) <= string(end); it.Next() {
+		v.Position++
+	}
+}
+
+// Query selects journal entries. Zero fields select everything.
+type Query struct {
+	Host         string
+	State        string // an Outcome, or "queued" for those without one
+	Since, Until time.Time
+	Before       uint64 // the cursor: entries with lower ids only
+	Limit        int    // default 50
+}
+
+// queryScanMax bounds the entries one query reads.
+const queryScanMax = 200_000
+
+// List returns the entries q selects, newest first, and the cursor of the
+// next page (0: none).
+func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
+	if q.Limit <= 0 {
+		q.Limit = 50
+	}
+	var out []*Entry
+	var next uint64
+	err := s.kept.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, Reverse: true, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		seek := journalKey(^uint64(0))
+		if q.Before != 0 {
+			seek = journalKey(q.Before - 1)
+		}
+		scanned := 0
+		for it.Seek(seek); it.Valid(); it.Next() {
+			k := it.Item().Key()
+			if len(k) != 9 {
+				continue
+			}
+			id := beUint64(k[1:])
+			if len(out) == q.Limit || scanned == queryScanMax {
+				next = id + 1
+				return nil
+			}
+			scanned++
+			var e *Entry
+			if err := it.Item().Value(func(v []byte) (err error) { e, err = decodeEntry(id, v); return err }); err != nil {
+				continue
+			}
+			if q.match(e) {
+				out = append(out, e)
+			}
+		}
+		return nil
+	})
+	return out, next, err
+}
+
+func (q *Query) match(e *Entry) bool {
+	switch {
+	case q.Host != "" && e.Host != q.Host:
+		return false
+	case q.State == StateQueued && e.Outcome != "":
+		return false
+	case q.State != "" && q.State != StateQueued && e.Outcome != q.State:
+		return false
+	case !q.Since.IsZero() && e.Accepted.Before(q.Since):
+		return false
+	case !q.Until.IsZero() && !e.Accepted.Before(q.Until):
+		return false
+	}
+	return true
+}

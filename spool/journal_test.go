@@ -1,0 +1,284 @@
+package spool
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// An attempt with a partner's answer, then the delivery: the lookup gives
+// both attempts, the answer's excerpt with its secrets redacted, and the
+// outcome, after a restart too.
+func TestJournalAttemptsAndOutcome(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, Options{Journal: JournalOptions{ResponseBody: 16}})
+	m := newMsg("a.example", 1)
+	m.URL = "http://a.example/hook?token=s3cret"
+	if err := s.Append(context.Background(), m, 0); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1700000000, 0)
+	s.RecordAttempt(m, Attempt{At: t0, Duration: 3 * time.Millisecond, Status: 500, Error: "http 500",
+		Header: http.Header{"Set-Cookie": {"sid=abc"}, "Content-Type": {"application/json"}},
+		Body:   []byte(`{"error":"db pool exhausted"}`), Batch: 1})
+	s.RecordAttempt(m, Attempt{At: t0.Add(time.Second), Status: 200, Batch: 1})
+	if err := s.Delete(m); err != nil {
+		t.Fatal(err)
+	}
+	check := func(s *Spool) {
+		t.Helper()
+		v, err := s.Lookup(Ref{Seq: m.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.State != OutcomeDelivered || len(v.Attempts) != 2 {
+			t.Fatalf("state %q, %d attempts; want delivered, 2", v.State, len(v.Attempts))
+		}
+		a := v.Attempts[0]
+		if a.Status != 500 || string(a.Body) != `{"error":"db poo` || a.Header.Get("Set-Cookie") != Redacted ||
+			a.Header.Get("Content-Type") != "application/json" || a.Duration != 3*time.Millisecond {
+			t.Fatalf("first attempt %+v", a)
+		}
+		if v.Attempts[1].Status != 200 {
+			t.Fatalf("second attempt %+v", v.Attempts[1])
+		}
+		if strings.Contains(v.Entry.URL, "s3cret") {
+			t.Fatalf("URL kept its secret: %s", v.Entry.URL)
+		}
+	}
+	check(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir, Options{})
+	defer s.Close()
+	check(s)
+}
+
+// A queued webhook is found with its position; a buried one is dead with
+// its reason; the list is newest first and pages.
+func TestJournalStatesAndList(t *testing.T) {
+	s := openTest(t, t.TempDir(), Options{})
+	defer s.Close()
+	var ms []*Message
+	for i := range 5 {
+		m := newMsg("b.example", i)
+		if err := s.Append(context.Background(), m, 0); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	if _, err := s.BuryAll(ms[:1], "max_age 2s exceeded", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Drop(ms[1:2], "test"); n != 1 || err != nil {
+		t.Fatal(n, err)
+	}
+	settleJournal(t, s)
+	v, err := s.Lookup(Ref{Seq: ms[3].ID})
+	if err != nil || v.State != StateQueued || v.Position != 2 {
+		t.Fatalf("%+v %v; want queued at 2", v, err)
+	}
+	if v, _ := s.Lookup(Ref{Seq: ms[0].ID}); v.State != OutcomeDead || !strings.HasPrefix(v.Entry.Reason, "max_age") {
+		t.Fatalf("%+v", v)
+	}
+	if v, _ := s.Lookup(Ref{Seq: ms[1].ID}); v.State != OutcomePurged || v.Entry.Reason != "test" {
+		t.Fatalf("%+v", v)
+	}
+	if _, err := s.Lookup(Ref{Seq: 999}); !errors.Is(err, ErrNotFound) {
+		t.Fatal(err)
+	}
+	page, next, err := s.List(Query{Limit: 2})
+	if err != nil || len(page) != 2 || page[0].ID != ms[4].ID || next != ms[3].ID {
+		t.Fatalf("%v %d %v", page, next, err)
+	}
+	page, next, _ = s.List(Query{Limit: 2, Before: next})
+	if len(page) != 2 || page[0].ID != ms[2].ID {
+		t.Fatalf("second page %v %d", page, next)
+	}
+	if page, _, _ := s.List(Query{State: StateQueued}); len(page) != 3 {
+		t.Fatalf("queued: %d", len(page))
+	}
+	if u := s.JournalUsage(); u.Entries != 5 || u.Bytes <= 0 {
+		t.Fatalf("%+v", u)
+	}
+}
+
+// settleJournal waits for the journal records pending for the next round: a
+// round with an op that waits takes them.
+func settleJournal(t *testing.T, s *Spool) {
+	t.Helper()
+	for range 2 { // the accepted records of a round's appends go with the next
+		if err := s.submitWait(&nopOp{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// nopOp writes nothing: it makes the writer take a round.
+type nopOp struct{ opBase }
+
+func (o *nopOp) kind() string                            { return "nop" }
+func (o *nopOp) phases() phase                           { return 0 }
+func (o *nopOp) weight() int                             { return 0 }
+func (o *nopOp) stage(phase, *badger.Txn, *uint64) error { return nil }
+func (o *nopOp) settle(*ledger, time.Time)               {}
+
+// Retention by age and by bytes, oldest first, on an injected clock; a
+// webhook still queued stays whatever its age.
+func TestJournalRetention(t *testing.T) {
+	now := time.Unix(1800000000, 0)
+	s := openTest(t, t.TempDir(), Options{Now: func() time.Time { return now }, Journal: JournalOptions{Retain: time.Hour, MaxBytes: 1 << 20}})
+	defer s.Close()
+	var ms []*Message
+	for i := range 10 {
+		m := newMsg("c.example", i)
+		m.Enqueued = now.Add(time.Duration(i) * time.Minute)
+		if err := s.Append(context.Background(), m, 0); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+		s.RecordAttempt(m, Attempt{At: m.Enqueued, Status: 200})
+	}
+	for _, m := range ms[1:] {
+		if err := s.Delete(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settleJournal(t, s)
+	if n, _ := s.SweepJournal(now.Add(time.Hour)); n != 0 {
+		t.Fatalf("swept %d within retention", n)
+	}
+	now = now.Add(time.Hour + 4*time.Minute + time.Second) // ms[0..4] are older than an hour
+	if n, _ := s.SweepJournal(now); n != 4 {               // ms[0] is still queued
+		t.Fatalf("swept %d by age, want 4", n)
+	}
+	if _, err := s.Lookup(Ref{Seq: ms[2].ID}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("swept entry found: %v", err)
+	}
+	if v, err := s.Lookup(Ref{Seq: ms[0].ID}); err != nil || v.State != StateQueued || len(v.Attempts) != 1 {
+		t.Fatalf("queued entry: %+v %v", v, err)
+	}
+	// Bytes: a budget of about two entries keeps the queued one and the
+	// newest.
+	before := s.JournalUsage()
+	s.opts.Journal.MaxBytes = 5 * before.Bytes / (2 * before.Entries)
+	if n, _ := s.SweepJournal(now); n != 4 {
+		t.Fatalf("swept %d by bytes", n)
+	}
+	if _, err := s.Lookup(Ref{Seq: ms[9].ID}); err != nil {
+		t.Fatalf("newest entry swept: %v", err)
+	}
+	if after := s.JournalUsage(); after.Bytes >= before.Bytes || after.Entries >= before.Entries {
+		t.Fatalf("usage %+v -> %+v", before, after)
+	}
+}
+
+// A webhook whose accepted record a crash left out (it goes with the round
+// after its append) gets it when the spool opens again.
+func TestJournalRecoversAcceptedRecords(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, Options{})
+	m := newMsg("d.example", 1)
+	if err := s.Append(context.Background(), m, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := badger.Open(BadgerOptions(filepath.Join(dir, "dead"), nil).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(txn *badger.Txn) error { return txn.Delete(journalKey(m.ID)) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s = openTest(t, dir, Options{})
+	defer s.Close()
+	if v, err := s.Lookup(Ref{Seq: m.ID}); err != nil || v.State != StateQueued || v.Entry.Host != "d.example" {
+		t.Fatalf("%+v %v", v, err)
+	}
+}
+
+// A spool written by the release before the journal (testdata: four
+// queued webhooks, one dead letter, a paused host) opens, keeps working,
+// and journals what comes next.
+func TestJournalOpensSpoolFromBefore(t *testing.T) {
+	dir := t.TempDir()
+	untar(t, "testdata/spool-before-journal.tgz", dir)
+	s := openTest(t, dir, Options{})
+	defer s.Close()
+	if u := s.Usage(); u.Messages != 4 || u.Dead != 1 {
+		t.Fatalf("usage %+v", u)
+	}
+	if p, _ := s.Paused(); len(p) != 1 {
+		t.Fatalf("paused %v", p)
+	}
+	old, err := s.Read("prev.example", 0, 10)
+	if err != nil || len(old) != 4 {
+		t.Fatal(len(old), err)
+	}
+	if v, err := s.Lookup(Ref{Seq: 5}); err != nil || v.State != OutcomeDead {
+		t.Fatalf("dead letter from before: %+v %v", v, err)
+	}
+	if err := s.Delete(old[0]); err != nil {
+		t.Fatal(err)
+	}
+	m := newMsg("prev.example", 9)
+	if err := s.Append(context.Background(), m, 0); err != nil || m.ID <= 5 {
+		t.Fatal(m.ID, err)
+	}
+	settleJournal(t, s)
+	if v, err := s.Lookup(Ref{Seq: m.ID}); err != nil || v.State != StateQueued || v.Position != 4 {
+		t.Fatalf("%+v %v", v, err)
+	}
+	if v, err := s.Lookup(Ref{Seq: old[0].ID}); err != nil || v.State != OutcomeDelivered {
+		t.Fatalf("%+v %v", v, err)
+	}
+}
+
+func untar(t *testing.T, file, dir string) {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, filepath.Clean(h.Name))
+		if h.Typeflag == tar.TypeDir {
+			os.MkdirAll(p, 0o700)
+			continue
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
