@@ -35,6 +35,10 @@ type result struct {
 	answer     []byte          // the start of a 400's body: does it say the batch was too big? (batchsplit.go)
 	partner    *ratelimit.Info // what the answer said of the partner's limits (partner.go)
 	quotaUntil time.Time       // the answer held the host until then (quota used up)
+
+	// For the journal (journal.go): the answer's header and first bytes.
+	header  http.Header
+	excerpt []byte
 }
 
 // attempt sends m once and applies the verdict. It runs on its own
@@ -55,6 +59,7 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 	stopRenew()
 	now := time.Now()
 	res.verdict, res.outcome, res.reason = classify(res.status, res.err, pol.Retry4xx)
+	d.journalAttempt(m, res, now, 1)
 	if res.verdict == vDone {
 		// Keep the slot until the delete is durable: a crash can then repeat
 		// only deliveries that hold a slot, at most the host's concurrency.
@@ -150,9 +155,7 @@ func (d *Dispatcher) post(ctx context.Context, pol Policy, method, url string, h
 	}
 	took := time.Since(start)
 	r := result{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), took: took}
-	if r.status == http.StatusBadRequest {
-		r.answer, _ = io.ReadAll(io.LimitReader(resp.Body, answerMax))
-	}
+	r.readAnswer(resp, d.excerptMax())
 	// Drain a little so the connection can be reused, then let it go.
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
@@ -231,6 +234,9 @@ func (d *Dispatcher) settle(h *host, pol Policy, res result, sentAt, now time.Ti
 // the attempt in m, persists m's state for a retry and buries a dead
 // letter; placing m in h's queues is the caller's.
 func (d *Dispatcher) judge(h *host, m *spool.Message, pol Policy, res result, now time.Time) (verdict, string) {
+	if d.purgedInFlight(h, m, res.verdict, now) {
+		return vDead, "purged by an operator while in flight"
+	}
 	v, reason := res.verdict, res.reason
 	if v == vHold || v == vRetry {
 		if age := now.Sub(m.Enqueued); pol.MaxAge > 0 && age > pol.MaxAge {

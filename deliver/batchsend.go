@@ -49,6 +49,9 @@ func (d *Dispatcher) attemptBatch(h *host, ms []*spool.Message, pol Policy, sent
 	if len(ms) > 1 && tooLarge(res.status, res.answer) {
 		res.verdict, res.reason = vSplit, fmt.Sprintf("status %d: too large, split in two", res.status)
 	}
+	for _, m := range ms {
+		d.journalAttempt(m, res, now, len(ms))
+	}
 	if res.verdict == vDone {
 		d.opts.Queue.DeleteAll(ms) // as in attempt: the slot is kept until this is durable
 	}

@@ -132,6 +132,8 @@ type Dispatcher struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	purges purges // backlog control (journal_queue.go), guarded by mu
+
 	mu        sync.Mutex
 	hosts     map[string]*host
 	buffered  int64 // what the messages held in memory cost (buffer.go)
@@ -376,6 +378,9 @@ func (d *Dispatcher) pump(h *host) {
 	}
 	var wake time.Time
 	for {
+		if d.expireHead(h, now) { // max_age (journal.go)
+			continue
+		}
 		p, fromRetry, until := h.next(now)
 		if p.empty() {
 			wake = until // a batch waits for company (batch.go)
@@ -406,6 +411,7 @@ func (d *Dispatcher) pump(h *host) {
 	if at, ok := h.retry.peekAt(); ok && at.After(now) && (wake.IsZero() || at.Before(wake)) {
 		wake = at
 	}
+	wake = d.headExpiry(h, wake)
 	if !wake.IsZero() {
 		d.wake(h, wake)
 	}
@@ -453,12 +459,13 @@ func (d *Dispatcher) load(h *host) {
 			return
 		}
 		for _, m := range msgs {
-			if m.ID > h.cursor {
+			if m.ID > h.cursor && !d.skipPurged(h.name, m) {
 				h.ready.push(m)
 				h.cursor = m.ID
 				d.keep(h, m)
 			}
 		}
+		d.loadedPurged(h.name)
 		h.onDisk = len(msgs) == n || h.lastSeen > h.cursor
 		d.pump(h)
 	}()

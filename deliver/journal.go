@@ -1,0 +1,127 @@
+package deliver
+
+// The dispatcher's side of the journal and of backlog control (issue 32):
+// it records each attempt with the partner's answer, purges or buries a
+// host's queue including what it holds in memory, and sends a webhook
+// that waited past max_age at the head of its queue to the dead letters.
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/hookpace/hookpace/spool"
+)
+
+// journal is a Queue that keeps the history of every webhook;
+// *spool.Spool is one.
+type journal interface {
+	RecordAttempt(m *spool.Message, a spool.Attempt)
+	JournalResponseBody() int
+}
+
+// excerptMax is how much of each answer's body an attempt reads for the
+// journal (0: none).
+func (d *Dispatcher) excerptMax() int {
+	if j, ok := d.opts.Queue.(journal); ok {
+		return j.JournalResponseBody()
+	}
+	return 0
+}
+
+// journalAttempt records one attempt of m, sent alone or as one of batch
+// webhooks in one request.
+func (d *Dispatcher) journalAttempt(m *spool.Message, res result, at time.Time, batch int) {
+	j, ok := d.opts.Queue.(journal)
+	if !ok {
+		return
+	}
+	a := spool.Attempt{At: at.Add(-res.took), Duration: res.took, Status: res.status, Header: res.header, Body: res.excerpt, Batch: batch}
+	if res.verdict != vDone {
+		a.Error = res.reason
+	}
+	j.RecordAttempt(m, a)
+}
+
+// answerHeader is what of an answer's header the journal may keep: the
+// spool redacts secrets, this leaves out what says nothing.
+func answerHeader(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		switch k {
+		case "Date", "Content-Length", "Connection", "Keep-Alive":
+			continue
+		}
+		out[k] = vs
+	}
+	return out
+}
+
+// expireHead sends the head of h's ready queue (or its retry due now) to
+// the dead letters when it is older than max_age: a webhook that waited
+// behind a pause, a hold or a backlog is not sent late. It reports
+// whether it took one.
+func (d *Dispatcher) expireHead(h *host, now time.Time) bool {
+	maxAge := h.pol.MaxAge
+	if maxAge <= 0 {
+		return false
+	}
+	if at, ok := h.retry.peekAt(); ok && !at.After(now) {
+		if it := h.retry.peek(); it.m != nil && now.Sub(it.m.Enqueued) > maxAge {
+			h.retry.pop()
+			d.expire(h, it.m, now)
+			return true
+		}
+	}
+	m := h.ready.peek()
+	if m == nil || now.Sub(m.Enqueued) <= maxAge {
+		return false
+	}
+	h.ready.pop()
+	delete(h.fit, m)
+	d.expire(h, m, now)
+	return true
+}
+
+func (d *Dispatcher) expire(h *host, m *spool.Message, now time.Time) {
+	d.release(h, m)
+	reason := fmt.Sprintf("max_age %v exceeded at the head of the queue (queued %v ago, %d attempts)",
+		h.pol.MaxAge, now.Sub(m.Enqueued).Round(time.Millisecond), m.Attempts)
+	d.opts.Queue.Bury(m, reason, now)
+	d.log.Info("delivery", "host", h.name, "id", m.Ref().String(), "attempt", m.Attempts, "outcome", "dead",
+		"age_ms", now.Sub(m.Enqueued).Milliseconds(), "reason", reason)
+}
+
+// headExpiry is wake, or sooner when the head of h's ready queue reaches
+// max_age first: it dies then even if nothing can be sent (a pause).
+func (d *Dispatcher) headExpiry(h *host, wake time.Time) time.Time {
+	m := h.ready.peek()
+	if m == nil || h.pol.MaxAge <= 0 {
+		return wake
+	}
+	at := m.Enqueued.Add(h.pol.MaxAge + time.Millisecond)
+	if wake.IsZero() || at.Before(wake) {
+		return at
+	}
+	return wake
+}
+
+// readAnswer reads the start of an answer's body: what a 400 says of a
+// batch's size (batchsplit.go), and the journal's excerpt with the header.
+func (r *result) readAnswer(resp *http.Response, excerpt int) {
+	n := excerpt
+	if r.status == http.StatusBadRequest {
+		n = max(n, answerMax)
+	}
+	if n == 0 {
+		return
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, int64(n)))
+	if r.status == http.StatusBadRequest {
+		r.answer = b[:min(len(b), answerMax)]
+	}
+	if excerpt > 0 {
+		r.excerpt, r.header = b[:min(len(b), excerpt)], answerHeader(resp.Header)
+	}
+}
