@@ -94,36 +94,70 @@ func (l *Limiter) Ask(ctx context.Context, req Request) (Grant, error) {
 func (l *Limiter) AskMany(ctx context.Context, reqs []Request) ([]Grant, error) {
 	calls := make([]scriptCall, len(reqs))
 	bases := make([]string, len(reqs))
+	sent := l.now()
 	for i, req := range reqs {
-		calls[i], bases[i] = l.askCall(req)
+		calls[i], bases[i] = l.askCall(req, l.recall.before(req, sent))
 	}
 	vals, err := l.runMany(ctx, "ask", askScript, calls)
 	if err != nil {
+		l.recall.touch(reqs, sent)
 		return nil, err
 	}
 	grants := make([]Grant, len(reqs))
+	now := l.now()
+	var lost []string
+	var restores []scriptCall
 	for i, v := range vals {
-		if grants[i], err = parseGrant(v, bases[i]); err != nil {
+		var a answer
+		if grants[i], a, err = parseGrant(v, bases[i]); err != nil {
 			return nil, err
 		}
+		ids := l.recall.after(reqs[i], grants[i], a, sent, now, l.opts.LeasePeriod)
+		if !a.lost {
+			continue
+		}
+		lost = append(lost, reqs[i].Host)
+		if len(ids) > 0 {
+			restores = append(restores, l.restoreCall(reqs[i].Host, bases[i], ids))
+		}
+	}
+	if len(lost) > 0 {
+		l.logLost(lost)
+	}
+	if len(restores) > 0 {
+		// The stand-ins already count the leases; their real ids are for
+		// their renewals and releases. Should this fail, the stand-ins
+		// expire with the lease period.
+		l.runMany(ctx, "restore", restoreScript, restores)
 	}
 	return grants, nil
 }
 
+// restoreCall gives the leases ids, counted by an ask (with lease base
+// base) under stand-in ids, their real ids.
+func (l *Limiter) restoreCall(host, base string, ids []string) scriptCall {
+	args := []any{l.nowArg(), us(l.opts.LeasePeriod), base, len(ids)}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return scriptCall{keys: []string{l.key(host, "leases")}, args: args}
+}
+
 // askCall is the ask script's keys and arguments for req, and the base of
 // the lease ids it grants.
-func (l *Limiter) askCall(req Request) (scriptCall, string) {
+func (l *Limiter) askCall(req Request, m memory) (scriptCall, string) {
 	lim := pacer.Sanitize(req.Limits)
 	base := l.opts.Replica + ":" + strconv.FormatUint(l.leases.Add(1), 36)
 	sched := make([]string, len(lim.HoldSchedule))
 	for i, d := range lim.HoldSchedule {
 		sched[i] = us(d)
 	}
-	args := make([]any, 0, 17+5*len(req.Releases))
+	args := make([]any, 0, 23+5*len(req.Releases))
 	args = append(args, l.nowArg(), ff(lim.Rate), ff(pacer.Capacity(lim)), max(lim.Concurrency, 1), req.Want,
 		us(l.opts.LeasePeriod), base, b01(lim.Adaptive), ff(lim.MinRate), max(lim.BreakerFailures, 1),
 		us(lim.BreakerCooldown), strings.Join(sched, ","), us(lim.MaxRetryAfter), len(req.Releases),
-		max(req.Ahead, 0), max(req.GiveBack, 0), lim.Burst)
+		max(req.Ahead, 0), max(req.GiveBack, 0), lim.Burst,
+		i64(m.v), i64(m.floor), i64(m.down), i64(m.since), i64(m.leases), l.opts.Replica)
 	for _, r := range req.Releases {
 		ra := "-1"
 		if r.HasRetry {
@@ -135,10 +169,16 @@ func (l *Limiter) askCall(req Request) (scriptCall, string) {
 	return scriptCall{keys: keys, args: args}, base
 }
 
-func parseGrant(v any, base string) (Grant, error) {
+// answer is what an ask's reply says besides the Grant, for recall.
+type answer struct {
+	v, ahead    int64 // the version of this replica's last write, the bucket's debt µs
+	lost, wrote bool
+}
+
+func parseGrant(v any, base string) (Grant, answer, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 10 {
-		return Grant{}, fmt.Errorf("fleet ask: unexpected reply %v", v)
+	if !ok || len(a) != 14 {
+		return Grant{}, answer{}, fmt.Errorf("fleet ask: unexpected reply %v", v)
 	}
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
 	s := func(i int) string { x, _ := a[i].(string); return x }
@@ -153,16 +193,21 @@ func parseGrant(v any, base string) (Grant, error) {
 	} else {
 		g.Wait = time.Duration(w) * time.Microsecond
 	}
-	return g, nil
+	return g, answer{v: n(10), ahead: n(11), lost: n(12) == 1, wrote: n(13) == 1}, nil
 }
 
-// Renew extends the leases of attempts still running.
+// Renew extends the leases of attempts still running (and makes them
+// again if Redis lost the host's state).
 func (l *Limiter) Renew(ctx context.Context, host string, leases []string) error {
-	args := []any{l.nowArg(), us(l.opts.LeasePeriod)}
+	now := l.now()
+	args := []any{l.nowArg(), us(l.opts.LeasePeriod), i64(l.recall.version(host, now))}
 	for _, id := range leases {
 		args = append(args, id)
 	}
-	_, err := l.run(ctx, "renew", renewScript, []string{l.key(host, "leases")}, args...)
+	_, err := l.run(ctx, "renew", renewScript, []string{l.key(host, "leases"), l.key(host, "state")}, args...)
+	if err == nil {
+		l.recall.renewed(host, leases, now, l.opts.LeasePeriod)
+	}
 	return err
 }
 

@@ -12,7 +12,12 @@
 -- 13 max retry-after µs, 14 number of releases, 15 tokens to take ahead
 -- (without leases, for leases the replica keeps), 16 tokens given back
 -- (taken ahead and not used), 17 burst (the AIMD step waits for
--- max(10, burst) successes, as pacer.Host's does), then 5 per release:
+-- max(10, burst) successes, as pacer.Host's does), 18 the state version
+-- of this replica's last write of the host (0: none recalled), 19 the
+-- bucket's debt (µs) it recalls, 20 how long it paced alone before Redis
+-- answered again (µs, 0: not lately), 21 the time since (µs), 22 its live
+-- leases not released by this ask, 23 its name (recall.go), then 5 per
+-- release:
 -- lease id, outcome (0 success, 1 throttled, 2 failure, 3 answered,
 -- 4 no send, 5 unresolved), retry-after µs (-1: none), age µs (since it
 -- was sent), keep (1: the replica keeps the lease for its next send; it
@@ -27,10 +32,19 @@
 -- breaker open/half-open), whatever the concurrency; tokens given back
 -- are taken off the bucket's debt as if never taken.
 --
+-- Every write raises the state's version (v) and records it as the
+-- writer's (m:<replica>). A replica's mark below its last write's
+-- version means the state was lost (or went back in time), whatever
+-- others wrote since: the bucket takes the debt the replica recalls, and
+-- its live leases are counted as taken (under stand-in ids, made real by
+-- restore.lua). A replica that paced alone charges the bucket its
+-- share's possible sends.
+--
 -- Returns: granted, wait µs (-1: no time known, poll), reason, fleet in
 -- flight, effective rate (string), held for µs, consecutive 429s,
 -- breaker ("closed", "open", "half-open"), paused (0/1), tokens taken
--- ahead.
+-- ahead, the version of this replica's last write, the bucket's debt µs,
+-- lost (0/1), wrote (0/1: this call wrote the state).
 local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')
@@ -62,6 +76,10 @@ if not adaptive or rate > conf_rate then rate = conf_rate end
 if rate < min_rate then rate = min_rate end
 local reason = st['reason'] or ''
 local dirty, hold_set = false, false
+local me = 'm:' .. ARGV[23]
+local v, expect = num('v'), tonumber(ARGV[18])
+local lost = expect > num(me)
+if lost then v, dirty = math.max(v, expect), true end
 local frozen = 0 -- µs the bucket does not fill for: quota holds (pacer's quotaHold)
 
 -- Members go to ZREM and ZADD in chunks: one call each for a whole ask.
@@ -78,7 +96,7 @@ end
 local nrel = tonumber(ARGV[14])
 local released, kept = {}, {}
 for i = 0, nrel - 1 do
-  local j = 18 + i * 5
+  local j = 24 + i * 5
   local outcome, ra, sent = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), now - tonumber(ARGV[j + 3])
   if ARGV[j + 4] == '1' then
     kept[#kept + 1], kept[#kept + 2] = now + lease_ttl, ARGV[j]
@@ -138,7 +156,15 @@ for i = 0, nrel - 1 do
 end
 
 chunked(KEYS[2], released, 'ZREM')
-chunked(KEYS[2], kept, 'ZADD', 'XX')
+-- Kept leases are renewed, or made again if Redis lost them; but not one
+-- this ask also releases (kept, then given back unused).
+local gone = {}
+for _, id in ipairs(released) do gone[id] = true end
+for i = #kept - 1, 1, -2 do
+  if gone[kept[i + 1]] then table.remove(kept, i + 1); table.remove(kept, i) end
+end
+chunked(KEYS[2], kept, 'ZADD')
+if #kept > 0 then redis.call('PEXPIRE', KEYS[2], math.ceil(lease_ttl / 500)) end
 
 -- Times are kept relative to now: µs since the epoch are ~1.8e15, where a
 -- double has no room left for fractions of the emission interval.
@@ -152,6 +178,20 @@ end
 if frozen > 0 then
   -- A quota hold: the bucket keeps what it had and fills again after it.
   ahead, tat_dirty = ahead + frozen, true
+end
+if lost then
+  -- The debt the replica recalls, and its leases, until their period ends.
+  ahead, tat_dirty = math.max(ahead, tonumber(ARGV[19])), true
+  local held = {}
+  for i = 1, tonumber(ARGV[22]) do held[2 * i - 1], held[2 * i] = now + lease_ttl, base .. ':r' .. i end
+  chunked(KEYS[2], held, 'ZADD')
+  if #held > 0 then redis.call('PEXPIRE', KEYS[2], math.ceil(lease_ttl / 500)) end
+end
+local down = tonumber(ARGV[20])
+if down > 0 then
+  -- What the replica's share may have sent while it paced alone.
+  local owed = math.min(down, cap * T) - tonumber(ARGV[21])
+  if owed > ahead then ahead, tat_dirty = owed, true end
 end
 if hold_set then
   -- Gentle resume: one token at the end of the hold, then the rate.
@@ -205,8 +245,10 @@ end
 if tat_dirty and ahead > 0 then
   redis.call('SET', KEYS[1], string.format('%.0f', now + math.ceil(ahead)), 'PX', math.ceil(ahead / 1000) + 1)
 end
-if dirty then
-  redis.call('HSET', KEYS[3], 'held_until', string.format('%.0f', held_until),
+if dirty or tat_dirty then
+  v = v + 1
+  st[me] = v
+  redis.call('HSET', KEYS[3], 'v', v, me, v, 'held_until', string.format('%.0f', held_until),
     'hold_start', string.format('%.0f', hold_start), 'reason', reason, 'c429', c429, 'cdns', cdns,
     'rate', tostring(rate), 'streak', streak, 'failures', failures,
     'open_until', string.format('%.0f', open_until), 'probe_until', string.format('%.0f', probe_until))
@@ -215,4 +257,5 @@ if dirty then
 end
 local held = 0
 if held_until > now then held = held_until - now end
-return {granted, wait, why, inflight, tostring(rate), held, c429, breaker, paused and 1 or 0, tokens}
+return {granted, wait, why, inflight, tostring(rate), held, c429, breaker, paused and 1 or 0, tokens,
+  num(me), math.floor(ahead), lost and 1 or 0, (dirty or tat_dirty) and 1 or 0}

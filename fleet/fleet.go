@@ -50,10 +50,13 @@ var (
 	renewLua string
 	//go:embed heartbeat.lua
 	heartbeatLua string
+	//go:embed restore.lua
+	restoreLua string
 
 	askScript       = redis.NewScript(askLua)
 	renewScript     = redis.NewScript(renewLua)
 	heartbeatScript = redis.NewScript(heartbeatLua)
+	restoreScript   = redis.NewScript(restoreLua)
 )
 
 // pauseTTL is how long a fleet-wide pause lasts if nobody resumes.
@@ -107,6 +110,9 @@ type Limiter struct {
 	lastErr  string
 	live     int // replicas seen by the last heartbeat, at least 1
 	onChange []func()
+	lostLog  time.Time // the last "state lost" log line
+
+	recall recall // what this replica remembers of its hosts (recall.go)
 
 	stop chan struct{}
 	done chan struct{}
@@ -207,6 +213,14 @@ func (l *Limiter) key(host, name string) string {
 	return "{" + l.opts.KeyPrefix + ":" + host + "}:" + name
 }
 
+// now is the replica's clock (Options.Now in tests).
+func (l *Limiter) now() time.Time {
+	if l.opts.Now != nil {
+		return l.opts.Now()
+	}
+	return time.Now()
+}
+
 // nowArg is the time passed to a script: "0" asks it to read Redis's.
 func (l *Limiter) nowArg() string {
 	if l.opts.Now == nil {
@@ -301,6 +315,7 @@ func (l *Limiter) pipeline(ctx context.Context, op string, fill func(redis.Pipel
 
 // fail switches to local shares, logging and counting it once per outage.
 func (l *Limiter) fail(err error) {
+	l.recall.failed(l.now())
 	l.mu.Lock()
 	was := l.degraded
 	l.degraded, l.lastErr = true, err.Error()

@@ -46,6 +46,7 @@ func (l *Limiter) Heartbeat(ctx context.Context) error {
 		return err
 	}
 	live, _ := v.(int64)
+	l.recall.answered(l.now())
 	l.mu.Lock()
 	was, before := l.degraded, l.live
 	l.degraded, l.lastErr, l.live = false, "", max(int(live), 1)

@@ -8,19 +8,24 @@ import (
 
 	"github.com/hookpace/hookpace/internal/redistest"
 	"github.com/hookpace/hookpace/pacer"
+	"github.com/redis/go-redis/v9"
 )
 
 // The rules of pacing live twice: pacer.Host for a replica alone and
 // ask.lua for a fleet. TestPacerParity drives both through the same
 // scripts of outcomes and asserts that they grant, hold and rate alike, so
 // that neither can drift on its own (the AIMD step once waited for
-// max(10, burst) successes in Go and max(10, capacity) in Lua).
+// max(10, burst) successes in Go and max(10, capacity) in Lua). A move may
+// also flush Redis (a restart without persistence): ask.lua then restores
+// what the replica remembers, and must go on as pacer.Host, which lost
+// nothing.
 
-// move is one step of a script: time passes, the host is paused or
-// resumed, the oldest attempts in flight finish, a partner's quota is
-// used up, then up to ask sends are asked for.
+// move is one step of a script: time passes, Redis loses its state, the
+// host is paused or resumed, the oldest attempts in flight finish, a
+// partner's quota is used up, then up to ask sends are asked for.
 type move struct {
 	after  time.Duration
+	flush  bool
 	pause  bool
 	resume bool
 	finish []finish
@@ -74,6 +79,7 @@ type twin struct {
 	t    *testing.T
 	lim  pacer.Limits
 	clk  *clock
+	rdb  *redis.Client
 	l    *Limiter
 	host *pacer.Host
 	name string
@@ -86,6 +92,11 @@ func (w *twin) step(i int, m move) {
 	w.clk.Add(m.after)
 	now := w.clk.Now()
 	ctx := context.Background()
+	if m.flush {
+		if err := w.rdb.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if m.pause {
 		w.host.Pause()
 		if err := w.l.Pause(ctx, w.name); err != nil {
@@ -243,6 +254,21 @@ func TestPacerParity(t *testing.T) {
 			move{after: time.Second, ask: 5},
 			move{after: time.Second, finish: []finish{ok200}, ask: 5},
 		)},
+		{"state lost mid-burst", base, script(
+			move{ask: 3},
+			move{after: 50 * time.Millisecond, ask: 1},
+			move{flush: true, ask: 2},
+			move{after: 120 * time.Millisecond, finish: []finish{ok200, ok200}, ask: 3},
+			move{after: 30 * time.Millisecond, flush: true, finish: []finish{ok200}, ask: 3},
+			move{after: time.Second, ask: 10},
+		)},
+		{"state lost with attempts in flight", conc2, script(
+			move{ask: 2},
+			move{after: time.Second, flush: true, ask: 2},
+			move{finish: []finish{ok200}, ask: 2},
+			move{after: time.Second, ask: 2},
+			move{flush: true, finish: []finish{ok200, ok200}, ask: 2},
+		)},
 		{"pause and resume", base, script(
 			move{ask: 1},
 			move{pause: true, ask: 1},
@@ -255,7 +281,7 @@ func TestPacerParity(t *testing.T) {
 	for i, sc := range scripts {
 		t.Run(sc.name, func(t *testing.T) {
 			clk := newClock()
-			w := &twin{t: t, lim: sc.lim, clk: clk, l: newLimiter(t, srv, clk, "parity"),
+			w := &twin{t: t, lim: sc.lim, clk: clk, rdb: rawClient(t, srv), l: newLimiter(t, srv, clk, "parity"),
 				host: pacer.New(sc.lim, clk.Now()), name: fmt.Sprintf("parity-%d.example", i)}
 			for j, m := range sc.moves {
 				w.step(j, m)
