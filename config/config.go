@@ -38,6 +38,7 @@ type Config struct {
 	Fleet       FleetConfig    // see fleet.go
 	Delivery    DeliveryConfig // see delivery.go
 	Dedupe      DedupeConfig   // see dedupe.go
+	Journal     JournalConfig  // see journal.go
 	Proxy       ProxyConfig    // see proxy.go
 	Path        string         // file it was loaded from (the name given to Parse); "" for Default()
 
@@ -219,6 +220,7 @@ func Default() *Config {
 		Fleet:     defaultFleet(),
 		Delivery:  defaultDelivery(),
 		Dedupe:    defaultDedupe(),
+		Journal:   defaultJournal(),
 		Proxy:     defaultProxy(),
 	}
 	c.hosts = newHostIndex(c.Hosts)
@@ -346,6 +348,7 @@ func RestartRequired(old, new *Config) []string {
 		{"spool.min_free", old.Spool.MinFree != new.Spool.MinFree},
 		{"dedupe.max_keys", old.Dedupe.MaxKeys != new.Dedupe.MaxKeys},
 		{"dedupe.max_bytes", old.Dedupe.MaxBytes != new.Dedupe.MaxBytes},
+		{"journal", old.Journal != new.Journal},
 		{"mitm.ca_cert", old.MITM.CACert != new.MITM.CACert},
 		{"mitm.ca_key", old.MITM.CAKey != new.MITM.CAKey},
 		{"mitm.cache_size", old.MITM.CacheSize != new.MITM.CacheSize},

@@ -83,6 +83,7 @@ type rawConfig struct {
 	Fleet     rawFleet     `yaml:"fleet"`
 	Delivery  rawDelivery  `yaml:"delivery"`
 	Dedupe    rawDedupe    `yaml:"dedupe"`
+	Journal   rawJournal   `yaml:"journal"`
 	Proxy     rawProxy     `yaml:"proxy"`
 }
 

@@ -75,6 +75,7 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 	resolveFleet(p, &raw.Fleet, &c.Fleet)
 	resolveDelivery(p, &raw.Delivery, &c.Delivery)
 	resolveDedupe(p, &raw.Dedupe, &c.Dedupe)
+	resolveJournal(p, &raw.Journal, &c.Journal)
 	resolveProxy(p, &raw.Proxy, &c.Proxy)
 
 	// CONNECT: an operator's CA intercepts everything, as before; without

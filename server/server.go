@@ -200,6 +200,9 @@ func spoolOptions(cfg *config.Config, log *slog.Logger) spool.Options {
 
 		DedupeMaxKeys:  cfg.Dedupe.MaxKeys,
 		DedupeMaxBytes: int64(cfg.Dedupe.MaxBytes),
+
+		Journal: spool.JournalOptions{Off: cfg.Journal.Off, Retain: cfg.Journal.Retain.D(),
+			MaxBytes: int64(cfg.Journal.MaxBytes), ResponseBody: int(cfg.Journal.ResponseBody)},
 	}
 }
 

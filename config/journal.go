@@ -1,0 +1,31 @@
+package config
+
+import "time"
+
+// JournalConfig bounds the journal: the history of every webhook and its
+// attempts, kept in the spool's kept database (issue 32). It has its own
+// budget and never counts toward the spool's limits.
+type JournalConfig struct {
+	Off          bool     // keep no history
+	Retain       Duration // entries older than this go, oldest first
+	MaxBytes     ByteSize // 0: a quarter of spool.max_bytes
+	ResponseBody ByteSize // bytes of each partner answer kept per attempt
+}
+
+type rawJournal struct {
+	Off          opt[bool]     `yaml:"off"`
+	Retain       opt[Duration] `yaml:"retain"`
+	MaxBytes     opt[ByteSize] `yaml:"max_bytes"`
+	ResponseBody opt[ByteSize] `yaml:"response_body"`
+}
+
+func defaultJournal() JournalConfig {
+	return JournalConfig{Retain: Duration(14 * 24 * time.Hour), ResponseBody: 1 << 10}
+}
+
+func resolveJournal(p *problems, r *rawJournal, j *JournalConfig) {
+	field(p, "journal.off", r.Off, &j.Off, nil)
+	field(p, "journal.retain", r.Retain, &j.Retain, durationWithin(time.Minute, 10*365*24*time.Hour))
+	field(p, "journal.max_bytes", r.MaxBytes, &j.MaxBytes, sizeWithin(0, 1<<40))
+	field(p, "journal.response_body", r.ResponseBody, &j.ResponseBody, sizeWithin(1, 64<<10))
+}
