@@ -15,6 +15,11 @@
 //	                                  credential headers redacted unless whole=1)
 //	POST   /v1/dead/replay?all=1|host=|id=  back into their queues
 //	POST   /v1/dead/purge?all=1|host=|id=   delete for good
+//	GET    /v1/messages/{id}       one webhook from the journal: state, attempts (messages.go)
+//	GET    /v1/messages?host=&state=&since=&until=&limit=&cursor=  newest first
+//	GET    /v1/queue?host=&limit=  a host's queue, oldest first (queue.go)
+//	POST   /v1/queue/purge?host=[&older_than=][&id=]  drop queued webhooks, in memory too
+//	POST   /v1/queue/bury?host=[&older_than=][&id=]   move them to the dead letters
 //	GET    /                       the status page (page.go); its forms POST to /ui/...
 //
 // Every request passes the Guard first (guard.go): Host checked on every
@@ -101,6 +106,11 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/dead", a.listDead)
 	mux.HandleFunc("POST /v1/dead/replay", a.replayDead)
 	mux.HandleFunc("POST /v1/dead/purge", a.purgeDead)
+	mux.HandleFunc("GET /v1/messages", a.listMessages) // messages.go
+	mux.HandleFunc("GET /v1/messages/{id}", a.message)
+	mux.HandleFunc("GET /v1/queue", a.listQueue) // queue.go
+	mux.HandleFunc("POST /v1/queue/purge", a.purgeQueue)
+	mux.HandleFunc("POST /v1/queue/bury", a.buryQueue)
 	a.routePage(mux)
 	return a.Guard.Wrap(mux)
 }

@@ -37,6 +37,8 @@ Usage:
   hookpace dead export [--host H] [ID...]   every dead letter as JSON lines (whole URL, headers, body)
   hookpace dead replay (--all | --host H | ID...)
   hookpace dead purge  (--all | --host H | ID...)
+  hookpace msg show ID | msg list [--host H] [--state S] [--since T]   a webhook's history (the journal)
+  hookpace queue list|purge|bury --host H [--older-than D] [ID...]     a host's backlog
   hookpace version                     version, commit and Go version
   hookpace help [COMMAND]              this text, or one command's (also COMMAND --help)
 
@@ -64,7 +66,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	// "hookpace ca --help", "hookpace dead -h": commands with
 	// subcommands answer before looking for one.
-	if (cmd == "ca" || cmd == "dead") && len(args) > 0 && isHelp(args[0]) {
+	if (cmd == "ca" || cmd == "dead" || cmd == "msg" || cmd == "queue") && len(args) > 0 && isHelp(args[0]) {
 		printHelp(stdout, cmd, nil)
 		return 0
 	}
@@ -86,6 +88,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = pauseResume(cmd, args, stdout)
 	case "dead":
 		err = dead(args, stdout)
+	case "msg":
+		err = msgCmd(args, stdout)
+	case "queue":
+		err = queueCmd(args, stdout)
 	case "version":
 		err = version(args, stdout)
 	case "help":

@@ -1,0 +1,216 @@
+package admin
+
+// The journal's API (issue 32):
+//
+//	GET /v1/messages/{id}    one webhook: state, where it is, its attempts
+//	GET /v1/messages?host=&state=&since=&until=&limit=&cursor=   newest first
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hookpace/hookpace/spool"
+)
+
+// Journal is the spool's journal; *spool.Spool is one.
+type Journal interface {
+	Lookup(r spool.Ref) (*spool.View, error)
+	List(q spool.Query) ([]*spool.Entry, uint64, error)
+	Instance() uint64
+}
+
+// States a webhook's lookup answers (besides the outcomes).
+const (
+	StateHeld = "held" // queued for a paused or held host
+)
+
+// MessageAttempt is one attempt as the API shows it.
+type MessageAttempt struct {
+	At             time.Time           `json:"at"`
+	DurationMS     float64             `json:"duration_ms"`
+	Status         int                 `json:"status,omitempty"`
+	Error          string              `json:"error,omitempty"`
+	Response       string              `json:"response,omitempty"`
+	ResponseBase64 []byte              `json:"response_base64,omitempty"` // instead of response when not UTF-8
+	Header         map[string][]string `json:"response_headers,omitempty"`
+	Batch          int                 `json:"batch,omitempty"` // webhooks in the same request, when more than one
+}
+
+// Message is a webhook as GET /v1/messages shows it.
+type Message struct {
+	ID          string           `json:"id"`
+	Host        string           `json:"host"`
+	Method      string           `json:"method"`
+	URL         string           `json:"url"`
+	Idempotency string           `json:"idempotency_key,omitempty"`
+	Bytes       int              `json:"bytes"`
+	AcceptedAt  time.Time        `json:"accepted_at"`
+	State       string           `json:"state"`
+	Position    int              `json:"position,omitempty"` // queued: 1 is the head of its host's queue
+	OutcomeAt   *time.Time       `json:"outcome_at,omitempty"`
+	Reason      string           `json:"reason,omitempty"`
+	Attempts    []MessageAttempt `json:"attempts,omitempty"`
+}
+
+// MessageList is the answer to GET /v1/messages.
+type MessageList struct {
+	Messages []Message `json:"messages"`
+	Cursor   string    `json:"cursor,omitempty"` // the next page's
+}
+
+func (a *api) journal(w http.ResponseWriter) (Journal, bool) {
+	j, ok := a.Spool.(Journal)
+	if !ok {
+		writeError(w, http.StatusNotFound, "this hookpace keeps no journal")
+	}
+	return j, ok
+}
+
+func (a *api) message(w http.ResponseWriter, r *http.Request) {
+	j, ok := a.journal(w)
+	if !ok {
+		return
+	}
+	ref, err := spool.ParseRef(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	v, err := j.Lookup(ref)
+	if errors.Is(err, spool.ErrNotFound) {
+		writeError(w, http.StatusNotFound, err.Error())
+		return
+	} else if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	m := a.messageOf(j, &v.Entry, v.State)
+	m.Position = v.Position
+	for _, at := range v.Attempts {
+		m.Attempts = append(m.Attempts, attemptOf(at))
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+func (a *api) messageOf(j Journal, e *spool.Entry, state string) Message {
+	ref := spool.Ref{Spool: j.Instance(), Seq: e.ID}
+	if e.OriginSpool != 0 {
+		ref = spool.Ref{Spool: e.OriginSpool, Seq: e.Origin}
+	} else if e.Origin != 0 {
+		ref.Seq = e.Origin
+	}
+	if state == "" {
+		state = spool.StateQueued
+	}
+	if state == spool.StateQueued && a.held(e.Host) {
+		state = StateHeld
+	}
+	m := Message{ID: ref.String(), Host: e.Host, Method: e.Method, URL: RedactURL(e.URL), Idempotency: e.Idempotency,
+		Bytes: e.Size, AcceptedAt: e.Accepted.UTC(), State: state, Reason: e.Reason}
+	if !e.OutcomeAt.IsZero() {
+		t := e.OutcomeAt.UTC()
+		m.OutcomeAt = &t
+	}
+	return m
+}
+
+// held reports whether host is paused or held: its queued webhooks wait.
+func (a *api) held(host string) bool {
+	st, ok := a.Hosts.Host(host)
+	return ok && (st.Paused || st.HeldUntil != nil)
+}
+
+func attemptOf(at *spool.Attempt) MessageAttempt {
+	ma := MessageAttempt{At: at.At.UTC(), DurationMS: float64(at.Duration.Microseconds()) / 1000, Status: at.Status,
+		Error: at.Error, Header: RedactHeader(at.Header)}
+	if at.Batch > 1 {
+		ma.Batch = at.Batch
+	}
+	if utf8.Valid(at.Body) {
+		ma.Response = string(at.Body)
+	} else {
+		ma.ResponseBase64 = at.Body
+	}
+	return ma
+}
+
+func (a *api) listMessages(w http.ResponseWriter, r *http.Request) {
+	j, ok := a.journal(w)
+	if !ok {
+		return
+	}
+	q, err := messageQuery(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	want := r.URL.Query().Get("state")
+	entries, next, err := j.List(q)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	out := MessageList{Messages: make([]Message, 0, len(entries))}
+	for _, e := range entries {
+		m := a.messageOf(j, e, e.Outcome)
+		if want == StateHeld && m.State != StateHeld || want == spool.StateQueued && m.State != spool.StateQueued {
+			continue
+		}
+		out.Messages = append(out.Messages, m)
+	}
+	if next != 0 {
+		out.Cursor = strconv.FormatUint(next, 16)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func messageQuery(r *http.Request) (spool.Query, error) {
+	v := r.URL.Query()
+	q := spool.Query{Host: v.Get("host"), State: v.Get("state")}
+	if q.Host != "" {
+		if k, err := HostKey(q.Host); err == nil {
+			q.Host = k
+		}
+	}
+	switch q.State {
+	case "", spool.OutcomeDelivered, spool.OutcomeDead, spool.OutcomePurged, spool.OutcomeHandedOff, spool.OutcomeCoalesced:
+	case spool.StateQueued, StateHeld, spool.StateInFlight:
+		q.State = spool.StateQueued // told apart once found
+	default:
+		return q, fmt.Errorf("bad state %q", q.State)
+	}
+	var err error
+	for _, t := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if s := v.Get(t.name); s != "" {
+			if *t.dst, err = parseWhen(s, time.Now()); err != nil {
+				return q, fmt.Errorf("bad %s %q (an RFC 3339 time or a duration ago, like 1h)", t.name, s)
+			}
+		}
+	}
+	if s := v.Get("limit"); s != "" {
+		if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit < 1 || q.Limit > 1000 {
+			return q, fmt.Errorf("bad limit %q (1 to 1000)", s)
+		}
+	}
+	if s := v.Get("cursor"); s != "" {
+		if q.Before, err = strconv.ParseUint(s, 16, 64); err != nil {
+			return q, fmt.Errorf("bad cursor %q", s)
+		}
+	}
+	return q, nil
+}
+
+// parseWhen reads a time: RFC 3339, or a duration before now.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	return time.Parse(time.RFC3339, s)
+}

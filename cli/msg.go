@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hookpace/hookpace/admin"
+)
+
+func init() {
+	commandHelp["msg"] = `Usage: hookpace msg show ID [--json]
+       hookpace msg list [--host H] [--state S] [--since T] [--until T] [--limit N] [--cursor C] [--json]
+
+Where is a webhook, and what did the partner answer? From the journal,
+which keeps every webhook with its attempts for journal.retain (default
+14 days).
+
+  msg show   one webhook by its id (the X-Hookpace-Id of the app's 202, or
+             its last 16 digits): state (queued at position N, held,
+             in_flight, delivered, dead, purged, handed_off), and each
+             attempt with its status, error and the start of the answer.
+  msg list   webhooks newest first; --state one of the states above;
+             --since and --until an RFC 3339 time or a duration ago (1h).
+             A page ends with the --cursor of the next.
+`
+}
+
+func msgCmd(args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return usageError{"hookpace msg show ID | msg list"}
+	}
+	sub, args := args[0], args[1:]
+	fs := newFlags("msg " + sub)
+	client := adminFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	var f admin.MessageFilter
+	if sub == "list" {
+		fs.StringVar(&f.Host, "host", "", "only this host's webhooks")
+		fs.StringVar(&f.State, "state", "", "only in this state")
+		fs.StringVar(&f.Since, "since", "", "accepted at or after (RFC 3339, or a duration ago)")
+		fs.StringVar(&f.Until, "until", "", "accepted before (RFC 3339, or a duration ago)")
+		fs.StringVar(&f.Cursor, "cursor", "", "the next page, as the last one said")
+		fs.IntVar(&f.Limit, "limit", 50, "at most this many (1 to 1000)")
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	switch sub {
+	case "show":
+		if fs.NArg() != 1 {
+			return usageError{"hookpace msg show ID"}
+		}
+		m, err := c.Message(ctx, fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, m)
+		}
+		printMessage(out, m)
+		return nil
+	case "list":
+		f.Host = strings.ToLower(f.Host)
+		list, err := c.Messages(ctx, f)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, list)
+		}
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tHOST\tSTATE\tACCEPTED\tREASON\tURL")
+		for _, m := range list.Messages {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Host, m.State, m.AcceptedAt.Local().Format(time.DateTime), m.Reason, m.URL)
+		}
+		tw.Flush()
+		if list.Cursor != "" {
+			fmt.Fprintf(out, "more: --cursor %s\n", list.Cursor)
+		}
+		return nil
+	default:
+		return usageError{"unknown msg subcommand " + sub}
+	}
+}
+
+func printMessage(out io.Writer, m admin.Message) {
+	fmt.Fprintf(out, "id        %s\nhost      %s\nrequest   %s %s (%d bytes)\naccepted  %s\n", m.ID, m.Host, m.Method, m.URL, m.Bytes,
+		m.AcceptedAt.Local().Format(time.RFC3339Nano))
+	state := m.State
+	if m.Position > 0 {
+		state += fmt.Sprintf(" (position %d in its host's queue)", m.Position)
+	}
+	if m.OutcomeAt != nil {
+		state += " at " + m.OutcomeAt.Local().Format(time.RFC3339Nano)
+	}
+	fmt.Fprintf(out, "state     %s\n", state)
+	if m.Reason != "" {
+		fmt.Fprintf(out, "reason    %s\n", m.Reason)
+	}
+	if m.Idempotency != "" {
+		fmt.Fprintf(out, "key       %s\n", m.Idempotency)
+	}
+	fmt.Fprintf(out, "attempts  %d\n", len(m.Attempts))
+	for i, a := range m.Attempts {
+		status := "no answer"
+		if a.Status != 0 {
+			status = fmt.Sprint(a.Status)
+		}
+		fmt.Fprintf(out, "  %d. %s  %s  %.1f ms", i+1, a.At.Local().Format(time.RFC3339Nano), status, a.DurationMS)
+		if a.Batch > 1 {
+			fmt.Fprintf(out, "  (batch of %d)", a.Batch)
+		}
+		if a.Error != "" {
+			fmt.Fprintf(out, "  %s", a.Error)
+		}
+		fmt.Fprintln(out)
+		if a.Response != "" {
+			fmt.Fprintf(out, "     response: %s\n", strings.ReplaceAll(a.Response, "\n", "\n               "))
+		}
+	}
+}
