@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// journalMessage is the part of GET /v1/messages/{id} these tests read.
+type journalMessage struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	URL      string `json:"url"`
+	Position int    `json:"position"`
+	Reason   string `json:"reason"`
+	Attempts []struct {
+		At       time.Time           `json:"at"`
+		Duration float64             `json:"duration_ms"`
+		Status   int                 `json:"status"`
+		Error    string              `json:"error"`
+		Response string              `json:"response"`
+		Header   map[string][]string `json:"response_headers"`
+	} `json:"attempts"`
+	Error string `json:"error"`
+}
+
+func lookup(t *testing.T, hp *Hookpace, id string) journalMessage {
+	t.Helper()
+	var m journalMessage
+	hp.AdminJSON("/v1/messages/"+url.PathEscape(id), &m)
+	return m
+}
+
+// Issue 32's first acceptance item, and the e2e test it asks for: a partner
+// answers 500 with a JSON body, then 200; another webhook gets 422. The
+// journal gives the attempts with their statuses and the body's excerpt,
+// the states delivered and dead, through the API and the CLI, and again
+// after a restart. Query values and Set-Cookie never show.
+func TestJournalAttemptsAcrossRestart(t *testing.T) {
+	rc := NewReceiver(t)
+	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/refuse"):
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			w.Write([]byte(`{"error":"unknown customer"}`))
+		case n == 1:
+			w.Header().Set("Set-Cookie", "session=topsecret")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			w.Write([]byte(`{"error":"db pool exhausted"}`))
+		}
+	}
+	hp := Start(t, "egress: {allow: [\"127.0.0.0/8\"]}\ndefaults:\n  backoff_initial: 50ms\n")
+	c := hp.Client()
+	status, id := hp.Post(c, rc.URL+"/hook?token=s3cret", WebhookBody(1), nil)
+	if status != http.StatusAccepted || len(id) != 32 {
+		t.Fatalf("POST: %d, id %q", status, id)
+	}
+	rc.WaitFor(t, 20*time.Second, "the retry's 200", func(as []Arrival) bool { return Delivered2xx(as) == 1 })
+	Poll(t, 10*time.Second, "state delivered", func() bool { return lookup(t, hp, id).State == "delivered" })
+	_, dead := hp.Post(c, rc.URL+"/refuse", WebhookBody(2), nil)
+	Poll(t, 10*time.Second, "state dead", func() bool { return lookup(t, hp, dead).State == "dead" })
+
+	check := func() {
+		t.Helper()
+		m := lookup(t, hp, id[16:]) // the last 16 digits name it too
+		if m.ID != id || m.State != "delivered" || len(m.Attempts) != 2 {
+			t.Fatalf("lookup: %+v", m)
+		}
+		first, second := m.Attempts[0], m.Attempts[1]
+		if first.Status != 500 || !strings.Contains(first.Response, "db pool exhausted") || second.Status != 200 || first.Error == "" {
+			t.Fatalf("attempts: %+v", m.Attempts)
+		}
+		if got := first.Header["Set-Cookie"]; len(got) != 1 || got[0] != "REDACTED" {
+			t.Fatalf("Set-Cookie shown as %v", got)
+		}
+		if strings.Contains(m.URL, "s3cret") {
+			t.Fatalf("URL shows its query value: %s", m.URL)
+		}
+		if d := lookup(t, hp, dead); d.State != "dead" || len(d.Attempts) != 1 || d.Attempts[0].Status != 422 ||
+			!strings.Contains(d.Attempts[0].Response, "unknown customer") {
+			t.Fatalf("422: %+v", d)
+		}
+		out, err := hp.CLI("msg", "show", id)
+		if err != nil || !strings.Contains(out, "delivered") || !strings.Contains(out, "db pool exhausted") || !strings.Contains(out, " 500 ") {
+			t.Fatalf("msg show: %v\n%s", err, out)
+		}
+		if out, err := hp.CLI("msg", "list", "--host", rc.Host()); err != nil || !strings.Contains(out, id) || !strings.Contains(out, dead) {
+			t.Fatalf("msg list: %v\n%s", err, out)
+		}
+		if strings.Contains(hp.Log(), "s3cret") || strings.Contains(hp.Log(), "topsecret") {
+			t.Fatal("a secret reached the log")
+		}
+	}
+	check()
+	hp.Signal(syscall.SIGTERM)
+	if code := hp.Wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	hp.Restart()
+	check()
+}
