@@ -28,7 +28,8 @@ const (
 type Limits struct {
 	Rate            float64 // sends per second
 	Burst           int
-	Concurrency     int
+	Concurrency     int     // the cap; with AutoConcurrency, the ceiling (max_concurrency)
+	AutoConcurrency bool    // find the concurrency from latency and errors (adaptive.go)
 	Adaptive        bool    // lower the rate on 429, raise it again on success
 	MinRate         float64 // floor for the adaptive rate
 	HoldSchedule    []time.Duration
@@ -56,6 +57,9 @@ type Result struct {
 	RetryAfter time.Duration // from a Retry-After header
 	HasRetry   bool          // RetryAfter is set
 	SentAt     time.Time     // when the attempt was acquired
+	// Status is the answer's HTTP status, 0 for none (a timeout, a
+	// connection error) or not told: it names the cause of a cut.
+	Status int
 }
 
 // Breaker states.
@@ -91,6 +95,10 @@ type Host struct {
 	last   time.Time // when tokens was last brought up to date
 	rate   float64   // effective rate
 	streak int       // successes since the last increase
+	clean  int       // successes since the last 429 episode (capped)
+	cut    Cut       // the last 429 episode that cut the rate
+
+	auto *gradient // adaptive concurrency; nil: the configured cap
 
 	inFlight int
 	paused   bool
@@ -114,7 +122,11 @@ type Host struct {
 // New returns a host with a full bucket.
 func New(l Limits, now time.Time) *Host {
 	l = Sanitize(l)
-	return &Host{lim: l, tokens: Capacity(l), last: now, rate: l.Rate, breaker: BreakerClosed}
+	h := &Host{lim: l, tokens: Capacity(l), last: now, rate: l.Rate, breaker: BreakerClosed}
+	if l.AutoConcurrency {
+		h.auto = newGradient(l.Concurrency, now)
+	}
+	return h
 }
 
 // Capacity is how many tokens the bucket holds: the burst less the jitter
@@ -165,6 +177,14 @@ func (h *Host) SetLimits(l Limits, now time.Time) {
 	h.rate = math.Max(math.Min(h.rate, l.Rate), l.MinRate)
 	h.lim = l
 	h.tokens = math.Max(0, math.Min(h.tokens, Capacity(l)))
+	switch {
+	case !l.AutoConcurrency:
+		h.auto = nil
+	case h.auto == nil:
+		h.auto = newGradient(l.Concurrency, now)
+	default:
+		h.auto.setCeiling(l.Concurrency)
+	}
 }
 
 // Acquire takes a send slot and a token if both are available at now. If
@@ -174,7 +194,7 @@ func (h *Host) Acquire(now time.Time) (ok bool, wake time.Time) {
 	if ok, wake := h.gate(now); !ok {
 		return false, wake
 	}
-	if h.inFlight >= h.lim.Concurrency {
+	if h.inFlight >= h.lim.Concurrency || h.auto != nil && h.inFlight >= h.auto.slots() {
 		return false, time.Time{}
 	}
 	h.refill(now)
@@ -185,6 +205,9 @@ func (h *Host) Acquire(now time.Time) (ok bool, wake time.Time) {
 	}
 	h.tokens = max(h.tokens-1, 0)
 	h.inFlight++
+	if h.auto != nil {
+		h.auto.sent(now, h.inFlight)
+	}
 	if h.breaker == BreakerHalfOpen {
 		h.probing = true
 	}
@@ -195,16 +218,23 @@ func (h *Host) Acquire(now time.Time) (ok bool, wake time.Time) {
 }
 
 // Take takes a send slot that a fleet of replicas granted (its token and
-// its concurrency counted fleet-wide): only pause, hold and breaker are
-// checked here, as in Acquire.
+// its concurrency counted fleet-wide): only pause, hold, breaker and the
+// adaptive concurrency (this replica's attempts in flight against its own
+// limit; an attempt's end then pumps the host) are checked here.
 func (h *Host) Take(now time.Time) (ok bool, wake time.Time) {
 	if ok, wake := h.gate(now); !ok {
 		return false, wake
+	}
+	if h.auto != nil && h.inFlight >= h.auto.slots() {
+		return false, time.Time{}
 	}
 	if h.breaker == BreakerHalfOpen {
 		h.probing = true
 	}
 	h.inFlight++
+	if h.auto != nil {
+		h.auto.sent(now, h.inFlight)
+	}
 	if !h.quotaUntil.IsZero() {
 		h.spend(now)
 	}
@@ -267,16 +297,26 @@ func (h *Host) Release(now time.Time, r Result) (hold Hold) {
 	switch r.Outcome {
 	case Success:
 		h.c429 = 0
+		h.clean = min(h.clean+1, cleanMax)
 		h.closeBreaker()
 		h.increase(now)
+		if h.auto != nil {
+			h.auto.sample(now, r.SentAt)
+		}
 	case Answered:
 		h.closeBreaker()
+		if h.auto != nil {
+			h.auto.sample(now, r.SentAt)
+		}
 	case Throttled:
 		h.streak = 0
 		h.closeBreaker() // a 429 proves the host is up; it never trips the breaker
 		hold = h.throttle(now, r)
 	case Failure:
 		h.streak = 0
+		if h.auto != nil {
+			h.auto.failed(now, r.SentAt, failureCause(r.Status))
+		}
 		if h.breaker == BreakerOpen {
 			break // a straggler sent before the breaker opened
 		}
@@ -339,10 +379,7 @@ func (h *Host) throttle(now time.Time, r Result) Hold {
 	if !straggler {
 		h.c429++
 		h.holdStart = now
-		if h.lim.Adaptive {
-			h.refill(now)
-			h.rate = math.Max(h.rate*decreaseFactor, h.lim.MinRate)
-		}
+		h.cutRate(now)
 	}
 	if until.After(h.heldUntil) {
 		h.heldUntil = until
@@ -362,7 +399,7 @@ func (h *Host) increase(now time.Time) {
 		return
 	}
 	h.streak++
-	if h.streak < max(minStreak, h.lim.Burst) {
+	if h.streak < h.streakLen() {
 		return
 	}
 	h.streak = 0
@@ -393,38 +430,4 @@ func (h *Host) Idle(now time.Time) bool {
 	tripped := h.breaker != BreakerClosed && (h.probing || now.Before(h.openUntil))
 	return h.inFlight == 0 && !h.paused && !now.Before(h.heldUntil) && !tripped &&
 		h.rate >= h.lim.Rate && h.tokens >= Capacity(h.lim)
-}
-
-// State is a snapshot for operators.
-type State struct {
-	Rate           float64   `json:"rate"`
-	ConfiguredRate float64   `json:"configured_rate"`
-	InFlight       int       `json:"in_flight"`
-	Paused         bool      `json:"paused"`
-	HeldUntil      time.Time `json:"held_until,omitzero"`
-	HoldReason     string    `json:"hold_reason,omitempty"`
-	Consecutive429 int       `json:"consecutive_429"`
-	Breaker        string    `json:"breaker"`
-}
-
-// State reports the host's pacing state at now.
-func (h *Host) State(now time.Time) State {
-	s := State{
-		Rate:           h.rate,
-		ConfiguredRate: h.lim.Rate,
-		InFlight:       h.inFlight,
-		Paused:         h.paused,
-		Consecutive429: h.c429,
-		Breaker:        h.breaker,
-	}
-	if h.breaker == BreakerOpen && !now.Before(h.openUntil) {
-		s.Breaker = BreakerHalfOpen
-	}
-	if now.Before(h.heldUntil) {
-		s.HeldUntil, s.HoldReason = h.heldUntil, h.holdReason
-	}
-	if h.paused {
-		s.HoldReason = "paused"
-	}
-	return s
 }
