@@ -71,6 +71,8 @@ type HostConfig struct {
 	Rate               Rate       // steady request rate per destination host
 	Burst              int        // token bucket size, >= 1
 	Concurrency        int        // in-flight deliveries per destination host, >= 1
+	AutoConcurrency    bool       // concurrency: auto, found from latency and errors (concurrency.go)
+	MaxConcurrency     int        // the ceiling of concurrency: auto, >= 1
 	Timeout            Duration   // per attempt
 	MaxQueued          int64      // 0 = no per-host cap
 	DedupeWindow       Duration   // how long an Idempotency-Key is remembered; 0 = dedupe off
@@ -233,6 +235,7 @@ func defaultHost() HostConfig {
 		Rate:           Rate{Count: 10, Per: time.Second},
 		Burst:          20,
 		Concurrency:    4,
+		MaxConcurrency: DefaultMaxConcurrency,
 		Timeout:        d(10 * time.Second),
 		MaxAttempts:    12,
 		DedupeWindow:   d(24 * time.Hour),

@@ -107,7 +107,8 @@ type rawSpool struct {
 type rawHost struct {
 	Rate               opt[Rate]            `yaml:"rate"`
 	Burst              opt[int]             `yaml:"burst"`
-	Concurrency        opt[int]             `yaml:"concurrency"`
+	Concurrency        opt[autoOrInt]       `yaml:"concurrency"` // concurrency.go
+	MaxConcurrency     opt[int]             `yaml:"max_concurrency"`
 	Timeout            opt[Duration]        `yaml:"timeout"`
 	MaxQueued          opt[int64]           `yaml:"max_queued"`
 	DedupeWindow       opt[Duration]        `yaml:"dedupe_window"`

@@ -182,7 +182,7 @@ func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExpli
 	f := func(name string) string { return path + "." + name }
 	field(p, f("rate"), r.Rate, &h.Rate, rateBounds)
 	field(p, f("burst"), r.Burst, &h.Burst, intWithin(1, pacer.BurstMax))
-	field(p, f("concurrency"), r.Concurrency, &h.Concurrency, atLeast(1))
+	resolveConcurrency(p, f, r, &h)
 	field(p, f("timeout"), r.Timeout, &h.Timeout, positive)
 	field(p, f("max_queued"), r.MaxQueued, &h.MaxQueued, atLeast[int64](0))
 	field(p, f("dedupe_window"), r.DedupeWindow, &h.DedupeWindow, notNegative)

@@ -63,7 +63,8 @@ func Policy(hc config.HostConfig, signer *sign.Signer) deliver.Policy {
 		Limits: pacer.Limits{
 			Rate:            hc.Rate.PerSecond(),
 			Burst:           hc.Burst,
-			Concurrency:     hc.Concurrency,
+			Concurrency:     hc.ConcurrencyCap(),
+			AutoConcurrency: hc.AutoConcurrency,
 			Adaptive:        hc.Adaptive,
 			MinRate:         hc.MinRate.PerSecond(),
 			HoldSchedule:    hold,
