@@ -87,8 +87,7 @@ func (d *Dispatcher) takeQueue(host string, sel Selection, bury bool) (BacklogRe
 	for {
 		disk, err := d.opts.Queue.Read(host, after, purgeChunk)
 		if err != nil || len(disk) == 0 {
-			d.log.Info("queue "+verb(bury), "host", host, "by", sel.By, "count", res.Done, "in_flight", res.InFlight)
-			return res, err
+			return res, err // the caller logs what was done, and who asked
 		}
 		after = disk[len(disk)-1].ID
 		var picked []*spool.Message
@@ -114,13 +113,6 @@ func (d *Dispatcher) takeQueue(host string, sel Selection, bury bool) (BacklogRe
 			return res, err
 		}
 	}
-}
-
-func verb(bury bool) string {
-	if bury {
-		return "buried"
-	}
-	return "purged"
 }
 
 // withhold takes picked webhooks of host from the dispatcher: those held

@@ -93,9 +93,17 @@ type Attempt struct {
 
 const journalVersion = 1
 
-func entryFor(m *Message) *Entry {
+// entryOf is m's entry, its URL as it is.
+func entryOf(m *Message) *Entry {
 	return &Entry{ID: m.ID, Origin: m.Origin, OriginSpool: m.OriginSpool, Host: m.Host, Method: m.Method,
-		URL: redactURL(m.URL), Idempotency: m.Header.Get("Idempotency-Key"), Size: len(m.Body), Accepted: m.Enqueued}
+		URL: m.URL, Idempotency: m.Header.Get("Idempotency-Key"), Size: len(m.Body), Accepted: m.Enqueued}
+}
+
+// entryFor is m's entry, its URL redacted.
+func entryFor(m *Message) *Entry {
+	e := entryOf(m)
+	e.URL = redactURL(e.URL)
+	return e
 }
 
 func (e *Entry) encode() []byte {

@@ -18,25 +18,44 @@ type journalState struct {
 }
 
 // journalRec is one journal write: a Set of key to val. grow is what it
-// adds to the journal's bytes; entry says it is a new entry.
+// adds to the journal's bytes; entry says it is a new entry. An entry's
+// record is made from e by encode, off the writer's path: e is a copy of
+// what the message said when the record was taken (the dispatcher may
+// change the message since).
 type journalRec struct {
 	key, val []byte
 	grow     int64
 	entry    bool
+	e        *Entry // to encode
 }
 
 func acceptedRec(m *Message) journalRec {
-	k, v := journalKey(m.ID), entryFor(m).encode()
-	return journalRec{key: k, val: v, grow: int64(len(k) + len(v)), entry: true}
+	return journalRec{e: entryOf(m), entry: true}
 }
 
 // outcomeRec rewrites m's entry with its outcome.
 func outcomeRec(m *Message, outcome, reason string, at time.Time) journalRec {
-	e := entryFor(m)
-	acc := len(e.encode())
+	e := entryOf(m)
 	e.Outcome, e.OutcomeAt, e.Reason = outcome, at, clip(reason)
-	k, v := journalKey(m.ID), e.encode()
-	return journalRec{key: k, val: v, grow: int64(len(v) - acc)}
+	return journalRec{e: e}
+}
+
+// encode makes the record of an entry: its URL redacted, and what it adds
+// to the journal (an outcome replaces the accepted record).
+func (r *journalRec) encode() {
+	if r.e == nil {
+		return
+	}
+	r.e.URL = redactURL(r.e.URL)
+	r.key, r.val = journalKey(r.e.ID), r.e.encode()
+	if r.entry {
+		r.grow = int64(len(r.key) + len(r.val))
+	} else {
+		out := *r.e
+		out.Outcome, out.OutcomeAt, out.Reason = "", time.Time{}, ""
+		r.grow = int64(len(r.val) - len(out.encode()))
+	}
+	r.e = nil
 }
 
 // RecordAttempt adds an attempt of m to the journal, with the next round.
@@ -156,6 +175,7 @@ func (s *Spool) writeJournal(recs []journalRec) error {
 		return nil
 	}
 	for _, r := range recs {
+		r.encode()
 		err := txn.Set(r.key, r.val)
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			if err = flush(); err == nil {
