@@ -6,6 +6,7 @@
 //	GET    /metrics                Prometheus text (OpenTelemetry exporter)
 //	GET    /v1/hosts?host=&limit=&cursor=  known hosts' pacing state, by name,
 //	                                  a page at a time (hostpage.go)
+//	GET    /v1/hosts?scope=fleet&limit=&cursor=  the fleet's view (fleetview.go)
 //	GET    /v1/hosts/{host}        one host
 //	POST   /v1/hosts/{host}/pause  stop sending to host
 //	POST   /v1/hosts/{host}/resume
@@ -86,6 +87,9 @@ type Options struct {
 	Stopping func() bool
 	// Instance, if set, says which hookpace this is (GET /v1/instance).
 	Instance func() Instance
+	// Fleet, in fleet mode, is the fleet's view (GET /v1/hosts?scope=fleet,
+	// fleetview.go); nil: none.
+	Fleet FleetView
 }
 
 // Handler returns the admin API.
@@ -97,7 +101,7 @@ func Handler(o Options) http.Handler {
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
 	}
-	mux.HandleFunc("GET /v1/hosts", a.listHosts)
+	mux.HandleFunc("GET /v1/hosts", a.hosts)
 	mux.HandleFunc("GET /v1/hosts/{host}", a.host)
 	mux.HandleFunc("POST /v1/hosts/{host}/pause", a.pause)
 	mux.HandleFunc("POST /v1/hosts/{host}/resume", a.resume)

@@ -29,7 +29,7 @@ Usage:
   hookpace ca bundle [--config FILE]   path of the trust bundle (system roots + hookpace's CA) for apps
   hookpace ca cert [--config FILE]     path of hookpace's CA certificate
   hookpace ca init --dir DIR           create your own CA instead (DIR/ca.crt, DIR/ca.key)
-  hookpace status [--json]             table of hosts: queued, in flight, rate, held, breaker
+  hookpace status [--json] [--fleet]   table of hosts: queued, in flight, rate, held, breaker
   hookpace pause HOST | resume HOST    stop / restart sending to one host
   hookpace health [--ready]            exit 0 if the admin API is healthy (for probes)
   hookpace inject [-f FILE]...         add hookpace as a native sidecar to Kubernetes manifests

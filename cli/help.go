@@ -50,12 +50,18 @@ The config is --config FILE, else $HOOKPACE_CONFIG, else the embedded
 defaults. bundle and cert work while hookpace runs, and say what to do
 when the CA does not exist yet.
 `,
-	"status": `Usage: hookpace status [--json] [--host TEXT] [--admin ADDR | --config FILE]
+	"status": `Usage: hookpace status [--json] [--host TEXT] [--fleet] [--admin ADDR | --config FILE]
 
 Prints the spool's usage and one row per host: queued, in flight, rate,
 hold, breaker and last error. --host keeps the hosts whose name contains
 TEXT (any case). The same data, live, is on the status page at
 http://ADMIN/.
+
+In fleet mode, --fleet prints the whole fleet's hosts instead: per host,
+the totals over the live replicas (queued, in flight, delivered, dead
+letters, paused/held/breaker) and each replica's queued/in flight, from
+the summaries the replicas publish to Redis with their heartbeat (a few
+seconds old at most).
 `,
 	"pause": `Usage: hookpace pause HOST [--admin ADDR | --config FILE]
 

@@ -63,6 +63,7 @@ func status(args []string, out io.Writer) error {
 	client := adminFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	filter := fs.String("host", "", "only the hosts whose name contains this")
+	fleetView := fs.Bool("fleet", false, "the whole fleet's hosts, merged over its live replicas")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -71,6 +72,9 @@ func status(args []string, out io.Writer) error {
 		return err
 	}
 	ctx := context.Background()
+	if *fleetView {
+		return statusFleet(ctx, c, *asJSON, out)
+	}
 	sp, err := c.Spool(ctx)
 	if err != nil {
 		return err

@@ -112,7 +112,8 @@ type Limiter struct {
 	onChange []func()
 	lostLog  time.Time // the last "state lost" log line
 
-	recall recall // what this replica remembers of its hosts (recall.go)
+	recall recall        // what this replica remembers of its hosts (recall.go)
+	view   viewPublisher // what it published for the fleet's view (view.go)
 
 	stop chan struct{}
 	done chan struct{}

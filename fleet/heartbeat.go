@@ -12,7 +12,7 @@ func (l *Limiter) Start() {
 	if !l.started.CompareAndSwap(false, true) {
 		return
 	}
-	l.Heartbeat(context.Background())
+	l.beat()
 	go func() {
 		defer close(l.done)
 		t := time.NewTimer(l.interval())
@@ -23,10 +23,19 @@ func (l *Limiter) Start() {
 				return
 			case <-t.C:
 			}
-			l.Heartbeat(context.Background())
+			l.beat()
 			t.Reset(l.interval())
 		}
 	}()
+}
+
+// beat is one heartbeat, then this replica's summary for the fleet's
+// view (view.go) if Redis answered.
+func (l *Limiter) beat() {
+	ctx := context.Background()
+	if l.Heartbeat(ctx) == nil {
+		l.publishView(ctx)
+	}
 }
 
 func (l *Limiter) interval() time.Duration {
@@ -82,5 +91,6 @@ func (l *Limiter) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
 	defer cancel()
 	heartbeatScript.Run(ctx, l.rdb, []string{l.replicasKey()}, l.nowArg(), us(l.opts.LeasePeriod), l.opts.Replica, "1")
+	l.rdb.Del(ctx, l.viewKey(l.opts.Replica))
 	return l.rdb.Close()
 }

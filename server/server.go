@@ -70,6 +70,7 @@ type app struct {
 	disp    *deliver.Dispatcher
 	proxy   *proxy.Proxy
 	fleet   *fleet.Limiter // nil without a fleet section
+	view    *fleetView     // the fleet's view: deliveries counted (fleet.go); nil without a fleet
 
 	started            time.Time // when build began
 	proxyLn, adminLn   net.Listener
@@ -233,7 +234,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Client:   deliveryClient(tel, a.guard, roots, false),
 		Insecure: deliveryClient(tel, a.guard, roots, true),
 		Logger:   log,
-		Observer: tel.Metrics,
+		Observer: a.observer(tel.Metrics),
 		Tracer:   tel.Tracer,
 		Prop:     tel.Propagator,
 		Throttle: telemetry.NewThrottle(10 * time.Second),
@@ -241,6 +242,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 	})
 	observe(tel.Metrics, a.disp, a.spool)
 	observeState(tel.Metrics, a.disp, a.spool)
+	a.publishView()
 	a.proxy = proxy.New(proxy.Options{
 		Policy:    proxyPolicy(cfg, a.files.Load()),
 		Spool:     a.spool,
@@ -258,7 +260,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: int(cfg.Spool.MaxHeader),
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Metrics: tel.Handler(), Logger: log, Guard: ag,
-		Stopping: a.stopping.Load, Instance: a.instance}, &a.current),
+		Stopping: a.stopping.Load, Instance: a.instance, Fleet: a.fleetViewer()}, &a.current),
 		ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 }
 
