@@ -214,3 +214,19 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	}
 	return time.Parse(time.RFC3339, s)
 }
+
+// journalText is the journal's line on the status page: "1,204 webhooks ·
+// 1.2 MiB of 256 MiB · kept 14 days".
+func journalText(j spool.JournalUsage) string {
+	if j.Off {
+		return "off (journal.off)"
+	}
+	return fmt.Sprintf("%s webhooks · %s of %s · kept %s", num(j.Entries), BytesText(j.Bytes), BytesText(j.MaxBytes), retainText(j.Retain))
+}
+
+func retainText(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	}
+	return d.String()
+}

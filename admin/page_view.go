@@ -40,10 +40,12 @@ type spoolView struct {
 	State                      string // "accepting" or "refusing"
 	Why                        string
 	OldestAge, OldestHost      string
+	JournalText                string // the journal's entries and bytes against its budget
 }
 
 func newSpoolView(u spool.Usage, oldest map[string]time.Time, now time.Time) spoolView {
 	v := spoolView{Usage: u, Bytes: BytesText(u.Bytes), MaxBytes: BytesText(u.MaxBytes), State: "accepting"}
+	v.JournalText = journalText(u.Journal)
 	if u.MaxMessages > 0 {
 		v.MsgFraction = float64(u.Messages) / float64(u.MaxMessages)
 	}

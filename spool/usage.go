@@ -54,6 +54,8 @@ type Usage struct {
 	// Refusing says why appends fail whatever the watermarks say: the disk
 	// is nearly full, or the spool directory is gone. Empty otherwise.
 	Refusing string `json:"refusing,omitempty"`
+	// Journal is what the journal holds against its budget (journal.go).
+	Journal JournalUsage `json:"journal"`
 }
 
 // Usage reports the spool's size and admission state.
@@ -64,6 +66,7 @@ func (s *Spool) Usage() Usage {
 	u := s.ledger.usage(time.Now())
 	u.Refusing = s.refusingLocked()
 	u.Accepting = u.Accepting && u.Refusing == "" && !s.closed
+	u.Journal = s.JournalUsage()
 	return u
 }
 
