@@ -14,7 +14,7 @@ import (
 // partner at 20/s, burst 10, concurrency 4, and the master is killed
 // when a third has arrived: the replicas pace on their shares until the
 // sentinel promotes the replica, then share its limits again; each
-// webhook arrives once.
+// webhook arrives once, at most 30 in any second and 4 at once.
 func TestFleetOnSentinel(t *testing.T) {
 	st := redistest.StartSentinel(t)
 	rc := newSlowPartner(t, 50*time.Millisecond)
@@ -37,10 +37,17 @@ hosts:
 	rc.WaitFor(t, 60*time.Second, "100 webhooks", func([]Arrival) bool { return rc.Count(mine) >= 100 })
 	st.KillMaster()
 	fleetCheckOnce(t, rc.Receiver, "sentinel", 300, 90*time.Second)
-	as := rc.Arrivals()
-	// Logged, not asserted: the promoted replica may lack the master's
-	// last writes (the README's table says so).
-	t.Logf("sentinel failover: busiest second %d, most at once %d", busiestSecond(as), rc.mostAtOnce())
+	// The promoted replica may lack the master's last writes, and its
+	// bucket filled while the replicas paced on their shares: each replica
+	// restores what it remembers (fleet/recall.go), so the bound holds.
+	busiest, most := busiestSecond(rc.Arrivals()), rc.mostAtOnce()
+	t.Logf("sentinel failover: busiest second %d, most at once %d", busiest, most)
+	if busiest > 30 {
+		t.Fatalf("%d arrivals in one second through the failover, bound 30 (%s)", busiest, degradedLogs(hps))
+	}
+	if most > 4 {
+		t.Fatalf("%d at once through the failover, cap 4", most)
+	}
 	for _, hp := range hps {
 		Poll(t, 30*time.Second, "shared again on the new master", func() bool {
 			f := fleetOf(t, hp)

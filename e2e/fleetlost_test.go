@@ -1,0 +1,55 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookpace/hookpace/internal/redistest"
+)
+
+// TestFleetRedisRestartedEmpty is issue 37's acceptance: three replicas
+// drain 300 webhooks to a fast partner at 20/s, burst 10, concurrency 10,
+// and Redis is killed and restarted empty when a third have arrived. The
+// replicas pace on their shares until it answers, then find every host's
+// state lost and restore what they remember (the bucket's debt, their
+// leases): the busiest second stays within B + R·W = 30, and at most 10
+// are in flight at once; each webhook arrives once.
+func TestFleetRedisRestartedEmpty(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := newSlowPartner(t, 5*time.Millisecond)
+	hps := startFleet(t, srv, 3, fmt.Sprintf(`"%s": {rate: 20/s, burst: 10, concurrency: 10}`, rc.Host()))
+	postSpread(t, hps, rc.Receiver, "lost", 300)
+	mine := func(a Arrival) bool { return strings.HasPrefix(a.Path, "/lost/") }
+	rc.WaitFor(t, 60*time.Second, "100 webhooks", func([]Arrival) bool { return rc.Count(mine) >= 100 })
+	killed := time.Now()
+	srv.Kill()
+	srv.Restart()
+	fleetCheckOnce(t, rc.Receiver, "lost", 300, 90*time.Second)
+	n, m := busiestSecond(rc.Arrivals()), rc.mostAtOnce()
+	t.Logf("redis restarted empty: busiest second %d, most at once %d", n, m)
+	if n > 30 {
+		t.Fatalf("%d arrivals in one second, bound 30 (%s)\n%s", n, degradedLogs(hps), tenths(rc.Arrivals(), killed))
+	}
+	if m > 10 {
+		t.Fatalf("%d at once, cap 10", m)
+	}
+}
+
+// tenths is how many arrived in each tenth of a second, from 2 s before
+// k to 3 s after, for a failure's message.
+func tenths(as []Arrival, k time.Time) string {
+	var b strings.Builder
+	for i := -20; i < 30; i++ {
+		from := k.Add(time.Duration(i) * 100 * time.Millisecond)
+		n := 0
+		for _, a := range as {
+			if !a.At.Before(from) && a.At.Before(from.Add(100*time.Millisecond)) {
+				n++
+			}
+		}
+		fmt.Fprintf(&b, "%+.1fs %d\n", float64(i)/10, n)
+	}
+	return b.String()
+}
