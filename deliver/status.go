@@ -51,6 +51,14 @@ type HostStatus struct {
 	LearnedRate  float64    `json:"learned_rate,omitempty"`
 	LearnedBurst int        `json:"learned_burst,omitempty"`
 	LearnedUntil *time.Time `json:"learned_until,omitempty"`
+	// The bound on attempts in flight now: the adaptive limit with
+	// concurrency: auto (Concurrency is then max_concurrency), else
+	// concurrency; with auto, why ("auto 5 (min RTT 21 ms, now 24 ms; cut
+	// by 503s 2 min ago from 10, ...)"). RateWhy: why the rate is below
+	// configured_rate ("cut by 429s 2 min ago from 10/s to 5/s; ...").
+	ConcurrencyLimit int    `json:"concurrency_limit"`
+	ConcurrencyWhy   string `json:"concurrency_why,omitempty"`
+	RateWhy          string `json:"rate_why,omitempty"`
 	// Batching hosts only (batch.go).
 	Batch *BatchStatus `json:"batch,omitempty"`
 }
@@ -122,6 +130,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		hs.Learned, hs.LearnedRate, hs.LearnedBurst, hs.LearnedUntil = l.String(), lim.Rate, lim.Burst, &u
 		hs.ConfiguredRate = h.pol.Limits.Rate // the pacer's is the learned one
 	}
+	hs.ConcurrencyLimit, hs.ConcurrencyWhy, hs.RateWhy = st.Concurrency, st.ConcurrencyWhy, st.RateWhy
 	hs.Coalesced = d.coalesced(h.name)
 	d.fleetStatus(h, &hs, now)
 	return hs

@@ -337,7 +337,7 @@ func observe(m *telemetry.Metrics, disp *deliver.Dispatcher, sp *spool.Spool) {
 		out := make([]telemetry.HostSnapshot, len(hosts))
 		for i, h := range hosts {
 			out[i] = telemetry.HostSnapshot{Host: h.Host, Queued: h.Queued, QueuedBytes: h.QueuedBytes,
-				InFlight: h.InFlight, Rate: h.Rate, Held: h.HeldUntil != nil || h.Paused}
+				InFlight: h.InFlight, Rate: h.Rate, Held: h.HeldUntil != nil || h.Paused, ConcurrencyLimit: h.ConcurrencyLimit}
 		}
 		return out
 	})

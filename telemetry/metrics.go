@@ -22,6 +22,9 @@ type HostSnapshot struct {
 	InFlight    int     // deliveries in flight
 	Rate        float64 // effective rate, requests per second
 	Held        bool    // 429 holding pattern or paused
+	// ConcurrencyLimit bounds the deliveries in flight: the adaptive limit
+	// (concurrency: auto) or the configured concurrency.
+	ConcurrencyLimit int
 }
 
 // SpoolSnapshot is the whole spool at scrape time.
@@ -46,6 +49,7 @@ type Metrics struct {
 	hostHeld      metric.Int64ObservableGauge
 	hostRate      metric.Float64ObservableGauge
 	hostInFlight  metric.Int64ObservableGauge
+	hostLimit     metric.Int64ObservableGauge
 	hostCount     metric.Int64ObservableGauge
 	state         stateInstruments
 	fleet         fleetInstruments
@@ -160,6 +164,11 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		metric.WithUnit("{request}")); err != nil {
 		return nil, fmt.Errorf("create %s: %w", MetricHostInFlight, err)
 	}
+	if m.hostLimit, err = meter.Int64ObservableGauge(MetricHostConcurrency,
+		metric.WithDescription("The most deliveries to the host in flight at once now: the adaptive limit with concurrency: auto, else the configured concurrency."),
+		metric.WithUnit("{request}")); err != nil {
+		return nil, fmt.Errorf("create %s: %w", MetricHostConcurrency, err)
+	}
 	if m.hostCount, err = meter.Int64ObservableGauge(MetricHosts,
 		metric.WithDescription("Destination hosts hookpace holds state for; idle ones are forgotten after 10 minutes."),
 		metric.WithUnit("{host}")); err != nil {
@@ -179,7 +188,7 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 	}
 	if _, err = meter.RegisterCallback(m.observe,
 		m.ingest, m.spoolMessages, m.spoolBytes, m.dedupe.keys, m.dedupe.bytes,
-		m.hostHeld, m.hostRate, m.hostInFlight, m.hostCount); err != nil {
+		m.hostHeld, m.hostRate, m.hostInFlight, m.hostLimit, m.hostCount); err != nil {
 		return nil, fmt.Errorf("register gauge callback: %w", err)
 	}
 	return m, nil
@@ -302,6 +311,7 @@ func (m *Metrics) entry(host string) *hostEntry {
 type hostAgg struct {
 	entry                   *hostEntry
 	queued, bytes, inFlight int64
+	limit                   int64
 	rate                    float64
 	held                    int64
 }
@@ -341,6 +351,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		a.queued += s.Queued
 		a.bytes += s.QueuedBytes
 		a.inFlight += int64(s.InFlight)
+		a.limit += int64(s.ConcurrencyLimit)
 		a.rate += s.Rate
 		if s.Held {
 			a.held = 1
@@ -351,6 +362,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(m.spoolMessages, a.queued, a.entry.observe...)
 		o.ObserveInt64(m.spoolBytes, a.bytes, a.entry.observe...)
 		o.ObserveInt64(m.hostInFlight, a.inFlight, a.entry.observe...)
+		o.ObserveInt64(m.hostLimit, a.limit, a.entry.observe...)
 		o.ObserveFloat64(m.hostRate, a.rate, a.entry.observe...)
 		o.ObserveInt64(m.hostHeld, a.held, a.entry.observe...)
 	}

@@ -101,7 +101,7 @@ func TestPrometheusSeriesNames(t *testing.T) {
 	m.ObserveSpool(func() SpoolSnapshot { return SpoolSnapshot{Messages: 7, Bytes: 2048, DedupeKeys: 3, DedupeBytes: 96} })
 	m.ObserveHosts(func() []HostSnapshot {
 		return []HostSnapshot{
-			{Host: "a.example", Queued: 5, QueuedBytes: 1500, InFlight: 2, Rate: 12.5, Held: true},
+			{Host: "a.example", Queued: 5, QueuedBytes: 1500, InFlight: 2, Rate: 12.5, Held: true, ConcurrencyLimit: 5},
 			{Host: "b.example", Queued: 2, QueuedBytes: 548, Rate: 3},
 		}
 	})
@@ -116,6 +116,7 @@ func TestPrometheusSeriesNames(t *testing.T) {
 		"hookpace_host_held":                "gauge",
 		"hookpace_host_rate":                "gauge",
 		"hookpace_host_in_flight":           "gauge",
+		MetricHostConcurrency:               "gauge",
 		"hookpace_hosts":                    "gauge",
 		MetricDeduplicated:                  "counter",
 		MetricCoalesced:                     "counter",
@@ -166,6 +167,7 @@ func TestPrometheusSeriesNames(t *testing.T) {
 		`hookpace_host_rate{host="a.example"}`:                                 "12.5",
 		`hookpace_host_in_flight{host="a.example"}`:                            "2",
 		`hookpace_host_in_flight{host="b.example"}`:                            "0",
+		`hookpace_host_concurrency_limit{host="a.example"}`:                    "5",
 		`hookpace_hosts`:             "2",
 		`hookpace_spool_bytes_bytes`: "",
 		`hookpace_deliveries_total{host="a.example",outcome="held"}`: "",

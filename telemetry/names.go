@@ -18,6 +18,7 @@ const (
 	MetricHostHeld        = "hookpace_host_held"                // gauge {host} 1 while held, else 0
 	MetricHostRate        = "hookpace_host_rate"                // gauge {host} requests per second
 	MetricHostInFlight    = "hookpace_host_in_flight"           // gauge {host}
+	MetricHostConcurrency = "hookpace_host_concurrency_limit"   // gauge {host}: the bound on in flight (concurrency: auto: the adaptive limit)
 	MetricHosts           = "hookpace_hosts"                    // gauge {}: hosts held in memory
 
 	// Fleet mode (fleet.redis set).
