@@ -88,6 +88,7 @@ type hostView struct {
 	Hold, HoldUntil, HoldTitle string
 	OldestAge, LastStatusText  string
 	AuthText                   string // the credentials hookpace attaches, never a secret
+	ConcurrencyNote            string // concurrency: auto: the limit and why
 	Attention                  bool   // highlighted
 }
 
@@ -100,7 +101,8 @@ func (r hostRow) view(now time.Time) hostView {
 	} else if r.ConfiguredRate <= 0 {
 		v.RateText = "unlimited"
 	}
-	for _, note := range []string{r.Learned, r.batchText()} {
+	v.ConcurrencyNote = r.ConcurrencyWhy
+	for _, note := range []string{r.Learned, r.RateWhy, r.batchText()} {
 		if note != "" {
 			v.RateNote = strings.TrimPrefix(v.RateNote+"; "+note, "; ")
 		}

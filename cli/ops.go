@@ -121,6 +121,9 @@ func status(args []string, out io.Writer) error {
 		if h.Learned != "" {
 			rate += ", " + h.Learned
 		}
+		if h.RateWhy != "" {
+			rate += ", " + h.RateWhy
+		}
 		if h.Batch != nil {
 			rate += ", " + h.Batch.Text()
 		}
@@ -139,6 +142,9 @@ func status(args []string, out io.Writer) error {
 		inFlight := strconv.Itoa(h.InFlight)
 		if h.FleetInFlight != nil {
 			inFlight += fmt.Sprintf(" (fleet %d)", *h.FleetInFlight)
+		}
+		if h.ConcurrencyWhy != "" {
+			inFlight += " of " + h.ConcurrencyWhy
 		}
 		breaker := h.Breaker
 		if h.BreakerProbeAt != nil {
