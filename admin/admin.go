@@ -116,6 +116,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("POST /v1/queue/purge", a.purgeQueue)
 	mux.HandleFunc("POST /v1/queue/bury", a.buryQueue)
 	a.routePage(mux)
+	a.routeMessagePage(mux) // messagepage.go
 	return a.Guard.Wrap(mux)
 }
 

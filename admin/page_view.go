@@ -170,6 +170,9 @@ func doneMessage(q url.Values) string {
 	if n, ok := strings.CutPrefix(done, "replayed "); ok {
 		return fmt.Sprintf("%s: %s dead letters put back in the queue.", host, n)
 	}
+	if n, ok := strings.CutPrefix(done, "purged "); ok {
+		return fmt.Sprintf("%s: %s queued webhooks purged.", host, n)
+	}
 	switch done {
 	case "paused", "resumed":
 		return host + ": " + done + "."

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -102,4 +104,67 @@ func TestJournalAttemptsAcrossRestart(t *testing.T) {
 	}
 	hp.Restart()
 	check()
+}
+
+// The status page in headless Chromium: a host links to its webhooks, a
+// webhook to its attempts with the partner's answer; a purge from the
+// page asks for confirmation first.
+func TestJournalPagesInBrowser(t *testing.T) {
+	rc := NewReceiver(t)
+	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			w.WriteHeader(http.StatusInternalServerError)
+			w.Write([]byte(`{"error":"db pool exhausted"}`))
+		}
+	}
+	paused := NewReceiver(t)
+	hp := Start(t, "egress: {allow: [\"127.0.0.0/8\"]}\ndefaults:\n  backoff_initial: 50ms\n")
+	if out, err := hp.CLI("pause", paused.Host()); err != nil {
+		t.Fatalf("pause: %v\n%s", err, out)
+	}
+	c := hp.Client()
+	_, id := hp.Post(c, rc.URL+"/hook", WebhookBody(1), nil)
+	for i := range 3 {
+		hp.Post(c, paused.URL+"/later", WebhookBody(i), nil)
+	}
+	Poll(t, 20*time.Second, "delivered", func() bool { return lookup(t, hp, id).State == "delivered" })
+
+	b := StartBrowser(t)
+	admin := "http://" + hp.Admin
+	b.Navigate(admin + "/")
+	click := func(selector string) {
+		t.Helper()
+		if err := b.TryEval(`document.querySelector(`+jsString(selector)+`).click(), true`, nil); err != nil && !errors.Is(err, errNavigated) {
+			t.Fatal(err)
+		}
+	}
+	click(`tr[data-host="` + rc.Host() + `"] a[href^="/messages"]`)
+	b.WaitLoaded(func(href string) bool { return strings.Contains(href, "/messages?host=") })
+	click(`#messages a[href="/messages/` + id + `"]`)
+	b.WaitLoaded(func(href string) bool { return strings.HasSuffix(href, "/messages/"+id) })
+	var text string
+	b.Eval(`document.querySelector('#msg-state').innerText + ' | ' + document.querySelector('#attempts').innerText`, &text)
+	if !strings.HasPrefix(text, "delivered") || !strings.Contains(text, "500") || !strings.Contains(text, "db pool exhausted") || !strings.Contains(text, "200") {
+		t.Fatalf("attempts page: %q", text)
+	}
+
+	b.Navigate(admin + "/messages?host=" + url.QueryEscape(paused.Host()))
+	click(`form[action="/ui/queue/purge"] button`)
+	b.Until("the confirmation", `document.getElementById('confirm-purge') ? document.body.innerText : ''`, &text,
+		func() bool { return strings.Contains(text, "(3 now)") })
+	if n := hostQueued(t, hp, paused.Host()); n != 3 {
+		t.Fatalf("%d queued before the confirmation", n)
+	}
+	click(`#confirm-purge`)
+	var done string
+	b.Until("the page back after the purge", `document.readyState === 'complete' && document.querySelector('.done') ? document.querySelector('.done').innerText : ''`,
+		&done, func() bool { return done == paused.Host()+": 3 queued webhooks purged." })
+	if n := hostQueued(t, hp, paused.Host()); n != 0 {
+		t.Fatalf("%d queued after the purge", n)
+	}
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
