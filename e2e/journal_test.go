@@ -164,6 +164,38 @@ func TestJournalPagesInBrowser(t *testing.T) {
 	}
 }
 
+// kill -9 right after the 202s: every webhook has its history after the
+// restart (an accepted record the crash lost is written again from the
+// queue when the spool opens), and goes on to be delivered.
+func TestJournalAfterKill(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
+	if out, err := hp.CLI("pause", rc.Host()); err != nil {
+		t.Fatalf("pause: %v\n%s", err, out)
+	}
+	c := hp.Client()
+	var ids []string
+	for i := range 20 {
+		_, id := hp.Post(c, rc.URL+"/k", WebhookBody(i), nil)
+		ids = append(ids, id)
+	}
+	hp.Kill()
+	hp.Restart()
+	for i, id := range ids {
+		if m := lookup(t, hp, id); m.State != "held" || m.Position != i+1 {
+			t.Fatalf("after kill -9, %s: %+v; want held at %d", id, m, i+1)
+		}
+	}
+	if out, err := hp.CLI("resume", rc.Host()); err != nil {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	rc.WaitFor(t, 20*time.Second, "20 deliveries", func(as []Arrival) bool { return Delivered2xx(as) >= 20 })
+	Poll(t, 10*time.Second, "the last delivered", func() bool { return lookup(t, hp, ids[19]).State == "delivered" })
+	if m := lookup(t, hp, ids[0]); m.State != "delivered" || len(m.Attempts) != 1 || m.Attempts[0].Status != 200 {
+		t.Fatalf("%+v", m)
+	}
+}
+
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)

@@ -6,15 +6,27 @@ package spool
 //	dead/   j <id:8>              entry: what was accepted, and its outcome once known
 //	dead/   a <id:8> <at:8>       one attempt: when, how long, status, error, answer
 //
-// Writes ride on the writer's group commits: each round stages the journal
-// records it has in one kept transaction, committed while the queue's
-// transaction commits (two fsyncs in parallel, none more per webhook). An
-// accepted record goes with the round after its append (the id is known
-// only once the append is staged); Open writes those a crash left out,
-// from the queue (recoverJournal). An attempt is recorded after its
-// message was announced, so its entry is staged before it, in the same
-// transaction or an earlier one: an attempt never appears without its
-// webhook. An outcome rewrites the entry whole, accepted part included.
+// Writes are group commits of their own, never one per webhook: the
+// journal's writer (journalLoop) commits whatever records have come in
+// one kept transaction, after lingering up to journalLinger for company
+// unless someone waits, so that its fsyncs stay few and off the queue's
+// path. The order makes a crash leave at worst a duplicate delivery or a
+// missing outcome, never a webhook without its history:
+//   - an accepted record is handed over before its message is announced,
+//     and a message leaves the queue only once its accepted record is
+//     durable (journalRound; it has been long before, unless the message
+//     is delivered within a journal commit of its append); Open writes
+//     those of still-queued messages a crash lost (recoverJournal);
+//   - an attempt is handed over after its message's accepted record, and
+//     commits keep their order: an attempt never appears without its
+//     webhook;
+//   - an outcome is handed over before the queue write that removes the
+//     message, and rewrites the whole entry, accepted part included. A
+//     crash may lose the outcomes of the last commit (the webhook then
+//     shows as unknown: it left the queue, its outcome not recorded).
+//
+// The attempt that delivered a webhook is kept in its entry (Entry.Final),
+// so a webhook delivered at once costs one journal write.
 //
 // The journal has its own budget (JournalOptions) and does not count
 // toward the spool's limits: history never causes a 429.
@@ -78,6 +90,9 @@ type Entry struct {
 	Outcome     string // "" while it is queued
 	OutcomeAt   time.Time
 	Reason      string // why it died, who purged it, where it went
+	// Final is the attempt that delivered it, kept in the entry rather
+	// than a record of its own: one write fewer per webhook.
+	Final *Attempt
 }
 
 // Attempt is one delivery attempt as the journal keeps it.
@@ -119,7 +134,12 @@ func (e *Entry) encode() []byte {
 	b = binary.AppendVarint(b, unixNano(e.Accepted))
 	b = appendString(b, e.Outcome)
 	b = binary.AppendVarint(b, unixNano(e.OutcomeAt))
-	return appendString(b, e.Reason)
+	b = appendString(b, e.Reason)
+	if e.Final != nil { // absent from an entry without one
+		b = binary.AppendVarint(b, e.Final.At.UnixNano())
+		b = append(b, e.Final.encode()...)
+	}
+	return b
 }
 
 func decodeEntry(id uint64, v []byte) (*Entry, error) {
@@ -135,6 +155,17 @@ func decodeEntry(id uint64, v []byte) (*Entry, error) {
 	e.Reason = d.string()
 	if d.err != nil {
 		return nil, fmt.Errorf("journal entry %s: %w", IDString(id), d.err)
+	}
+	if len(d.b) > 0 {
+		at := d.varint()
+		if d.err != nil {
+			return nil, fmt.Errorf("journal entry %s: %w", IDString(id), d.err)
+		}
+		a, err := decodeAttempt(at, d.b)
+		if err != nil {
+			return nil, fmt.Errorf("journal entry %s: %w", IDString(id), err)
+		}
+		e.Final = a
 	}
 	return e, nil
 }
@@ -196,6 +227,9 @@ const Redacted = "REDACTED"
 // redactURL hides what a URL may carry as a secret: every query value, a
 // password and a fragment. One that does not parse loses its query.
 func redactURL(s string) string {
+	if !strings.ContainsAny(s, "?#@") {
+		return s // nothing to hide: no need to parse it
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		if i := strings.IndexByte(s, '?'); i >= 0 {

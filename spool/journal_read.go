@@ -32,6 +32,7 @@ func (s *Spool) Lookup(r Ref) (*View, error) {
 	if r.Spool != 0 && r.Spool != s.instance {
 		return nil, fmt.Errorf("%w: %s was accepted by another hookpace (spool %s)", ErrNotFound, r, IDString(r.Spool))
 	}
+	s.journalSync()
 	var v *View
 	err := s.kept.View(func(txn *badger.Txn) error {
 		e, err := s.entry(txn, r.Seq)
@@ -40,6 +41,9 @@ func (s *Spool) Lookup(r Ref) (*View, error) {
 		}
 		v = &View{Entry: *e, State: e.Outcome}
 		v.Attempts, err = attempts(txn, r.Seq)
+		if e.Final != nil {
+			v.Attempts = append(v.Attempts, e.Final)
+		}
 		return err
 	})
 	if err != nil {
@@ -155,6 +159,7 @@ func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
+	s.journalSync()
 	var out []*Entry
 	var next uint64
 	err := s.kept.View(func(txn *badger.Txn) error {

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,7 +12,17 @@ import (
 // journalState is the journal's share of the spool: records waiting for
 // the next round, and what the journal holds.
 type journalState struct {
-	pending []journalRec // guarded by Spool.mu
+	// Guarded by Spool.mu: records for the journal's writer (journalLoop),
+	// numbered in order; seq is the last handed over, durable the last
+	// committed.
+	pending          []journalRec
+	seq, durable     uint64
+	cond             *sync.Cond // on Spool.mu: the writer waits for records, waiters for commits
+	waiting          int        // goroutines waiting for a commit: it goes at once
+	lingerUp         bool       // the writer's linger is over
+	closing, stopped bool
+	done             chan struct{}
+
 	bytes   atomic.Int64 // keys and values kept, about
 	entries atomic.Int64
 	failed  atomic.Bool // a journal commit failed: logged once
@@ -50,17 +61,17 @@ func (r *journalRec) encode() {
 	r.key, r.val = journalKey(r.e.ID), r.e.encode()
 	if r.entry {
 		r.grow = int64(len(r.key) + len(r.val))
-	} else {
-		out := *r.e
-		out.Outcome, out.OutcomeAt, out.Reason = "", time.Time{}, ""
-		r.grow = int64(len(r.val) - len(out.encode()))
+	} else { // it replaces the accepted record: what the outcome added
+		r.grow = int64(strLen(r.e.Outcome) + varintLen(unixNano(r.e.OutcomeAt)) + strLen(r.e.Reason) - 3)
+		if r.e.Final != nil {
+			r.grow += int64(len(r.val)) // about: the attempt is most of it
+		}
 	}
 	r.e = nil
 }
 
-// RecordAttempt adds an attempt of m to the journal, with the next round.
-// The answer's secret headers are redacted and its body cut to
-// JournalOptions.ResponseBody.
+// RecordAttempt adds an attempt of m to the journal. The answer's secret
+// headers are redacted and its body cut to JournalOptions.ResponseBody.
 func (s *Spool) RecordAttempt(m *Message, a Attempt) {
 	if s.opts.Journal.Off {
 		return
@@ -70,16 +81,16 @@ func (s *Spool) RecordAttempt(m *Message, a Attempt) {
 		a.Body = a.Body[:s.opts.Journal.ResponseBody]
 	}
 	a.Error = clip(a.Error)
+	if a.Error == "" && a.Status >= 200 && a.Status < 300 {
+		// It delivered m: it goes with the outcome, in m's entry (the
+		// delete follows, and reads it after the delete's submit).
+		m.final = &a
+		return
+	}
 	k, v := attemptKey(m.ID, a.At), a.encode()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return
-	}
-	s.jr.pending = append(s.jr.pending, journalRec{key: k, val: v, grow: int64(len(k) + len(v))})
-	if len(s.pending) == 0 && len(s.jr.pending) == 1 {
-		s.cond.Signal() // the writer starts its linger
-	}
+	s.journalLocked(journalRec{key: k, val: v, grow: int64(len(k) + len(v))})
 }
 
 // JournalResponseBody is how many bytes of a partner's answer an attempt
@@ -91,15 +102,31 @@ func (s *Spool) JournalResponseBody() int {
 	return s.opts.Journal.ResponseBody
 }
 
-// journalAcceptedLocked queues the accepted records of a round's new
-// messages for the next round, before they are announced.
+// journalLocked hands records to the journal's goroutine, in order, and
+// returns the sequence number of the last.
+func (s *Spool) journalLocked(recs ...journalRec) uint64 {
+	if s.jr.stopped || s.diskFull {
+		return s.jr.seq // a nearly full disk keeps no history: space is for webhooks
+	}
+	s.jr.pending = append(s.jr.pending, recs...)
+	s.jr.seq += uint64(len(recs))
+	s.jr.cond.Signal()
+	return s.jr.seq
+}
+
+// journalAcceptedLocked hands the journal the accepted records of a
+// round's new messages, before they are announced: whatever the
+// dispatcher records of them comes after. Each message remembers its
+// record's number, so that it leaves the queue only once the record is
+// durable (waitAccepted).
 func (s *Spool) journalAcceptedLocked(batch []op) {
 	if s.opts.Journal.Off {
 		return
 	}
 	for _, o := range batch {
 		if o.adds() && o.base().err == nil {
-			s.jr.pending = append(s.jr.pending, acceptedRec(o.base().msg))
+			m := o.base().msg
+			m.jseq = s.journalLocked(acceptedRec(m))
 		}
 	}
 }
@@ -118,7 +145,9 @@ func (s *Spool) outcomes(batch []op) []journalRec {
 			if o.to != "" {
 				out = append(out, outcomeRec(o.msg, OutcomeHandedOff, o.to, now))
 			} else {
-				out = append(out, outcomeRec(o.msg, OutcomeDelivered, "", now))
+				r := outcomeRec(o.msg, OutcomeDelivered, "", now)
+				r.e.Final = o.msg.final
+				out = append(out, r)
 			}
 		case *buryOp:
 			out = append(out, outcomeRec(o.msg, OutcomeDead, o.reason, now))
@@ -129,33 +158,114 @@ func (s *Spool) outcomes(batch []op) []journalRec {
 	return out
 }
 
-// journalCommit starts writing the journal's records for a round: those
-// pending from earlier, then the round's outcomes, in one kept
-// transaction committed alongside the queue's. The channel is closed once
-// they are durable (or have failed, which is logged).
-func (s *Spool) journalCommit(batch []op) <-chan struct{} {
+// journalRound hands the journal the outcomes of a round, before its
+// queue write, and waits until the accepted record of every message the
+// round removes is durable: a message never leaves the queue before its
+// history is kept. (It has been, unless the message is delivered within
+// a journal commit of its append.) The outcomes themselves are not waited
+// for: a crash may lose those of the last commit, never a webhook.
+func (s *Spool) journalRound(batch []op) {
 	if s.opts.Journal.Off {
-		return nil
+		return
+	}
+	recs := s.outcomes(batch)
+	var need uint64
+	for _, o := range batch {
+		if m := o.base().msg; m != nil && o.shrinks() && m.jseq > need {
+			need = m.jseq
+		}
 	}
 	s.mu.Lock()
-	recs := s.jr.pending
-	s.jr.pending = nil
-	full := s.diskFull
-	s.mu.Unlock()
-	recs = append(recs, s.outcomes(batch)...)
-	if len(recs) == 0 || full {
-		return nil // a nearly full disk keeps no history: space is for webhooks
+	defer s.mu.Unlock()
+	s.journalLocked(recs...)
+	s.waitJournalLocked(need)
+}
+
+// waitJournalLocked waits until the journal's records up to seq are
+// durable.
+func (s *Spool) waitJournalLocked(seq uint64) {
+	if s.jr.durable >= seq || s.jr.stopped {
+		return
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := s.writeJournal(recs); err != nil {
-			if !s.jr.failed.Swap(true) {
-				s.log.Error("spool: journal write failed; history is missing for some webhooks (logged once)", "error", errText(err))
-			}
+	s.jr.waiting++
+	s.jr.cond.Broadcast() // the writer stops lingering
+	for s.jr.durable < seq && !s.jr.stopped {
+		s.jr.cond.Wait()
+	}
+	s.jr.waiting--
+}
+
+// journalLinger is how long the journal's records wait for company
+// before they are committed, when nobody waits for them: each commit
+// costs an fsync of the kept database, which the queue's commits would
+// otherwise queue behind. journalBatch ends the wait early.
+const (
+	journalLinger = 20 * time.Millisecond
+	journalBatch  = 8192
+)
+
+// journalLoop is the journal's writer: it commits whatever records have
+// accumulated in one kept transaction (group commit), in the order they
+// came, until the spool closes and everything is written.
+func (s *Spool) journalLoop() {
+	defer close(s.jr.done)
+	linger := time.AfterFunc(time.Hour, func() {
+		s.mu.Lock()
+		s.jr.lingerUp = true
+		s.jr.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	linger.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		for len(s.jr.pending) == 0 && !s.jr.closing {
+			s.jr.cond.Wait()
 		}
-	}()
-	return done
+		if s.jr.waiting == 0 && !s.jr.closing && len(s.jr.pending) < journalBatch {
+			s.jr.lingerUp = false
+			linger.Reset(journalLinger)
+			for !s.jr.lingerUp && s.jr.waiting == 0 && !s.jr.closing && len(s.jr.pending) < journalBatch {
+				s.jr.cond.Wait()
+			}
+			linger.Stop()
+		}
+		if len(s.jr.pending) == 0 {
+			s.jr.stopped = true
+			s.jr.cond.Broadcast()
+			return
+		}
+		recs, upTo := s.jr.pending, s.jr.seq
+		s.jr.pending = nil
+		s.mu.Unlock()
+		err := s.writeJournal(recs)
+		s.mu.Lock()
+		if err != nil && !s.jr.failed.Swap(true) {
+			s.log.Error("spool: journal write failed; history is missing for some webhooks (logged once)", "error", errText(err))
+		}
+		s.jr.durable = upTo // or failed: nothing waits for it any longer
+		s.jr.cond.Broadcast()
+	}
+}
+
+// journalSync waits until every record handed to the journal so far is
+// durable: a lookup sees what happened before it.
+func (s *Spool) journalSync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waitJournalLocked(s.jr.seq)
+}
+
+// closeJournal writes what the journal still has, and stops its writer.
+func (s *Spool) closeJournal() {
+	if s.opts.Journal.Off {
+		return
+	}
+	s.mu.Lock()
+	s.jr.closing = true
+	s.jr.cond.Broadcast()
+	s.mu.Unlock()
+	<-s.jr.done
 }
 
 // writeJournal commits recs to the kept database, in as few transactions

@@ -39,6 +39,11 @@ type Message struct {
 	LastTry    time.Time
 
 	size int64 // of the stored record, for usage accounting
+	// jseq numbers the journal's accepted record of a message appended
+	// by this run: it leaves the queue only once that is durable.
+	jseq uint64
+	// final is the attempt that delivered it, for its journal entry.
+	final *Attempt
 
 	// rec is the record that ReadBody read Body into the tail of: Append
 	// writes the rest of the record in front of it instead of copying the

@@ -233,6 +233,7 @@ func Open(opts Options) (*Spool, error) {
 		gcStop:       make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
+	s.jr.cond, s.jr.done = sync.NewCond(&s.mu), make(chan struct{})
 	s.coal.init()
 	// Versions written by an earlier run, managed or not, are all at or
 	// below MaxVersion.
@@ -257,6 +258,9 @@ func Open(opts Options) (*Spool, error) {
 		s.reclaim() // an empty queue left by the last run
 	}
 	go s.writeLoop()
+	if !opts.Journal.Off {
+		go s.journalLoop()
+	}
 	go s.gcLoop()
 	return s, nil
 }
@@ -337,6 +341,7 @@ func (s *Spool) Close() error {
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	<-s.writerDone
+	s.closeJournal()
 	s.failHeld()
 	close(s.gcStop)
 	<-s.gcDone

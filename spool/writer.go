@@ -65,13 +65,13 @@ func (s *Spool) writeLoop() {
 	for {
 		s.mu.Lock()
 		for !s.roundDueLocked() {
-			if (len(s.pending) > 0 || len(s.jr.pending) > 0) && !s.lingering {
+			if len(s.pending) > 0 && !s.lingering {
 				s.lingering = true
 				linger.Reset(lingerFor)
 			}
 			s.cond.Wait()
 		}
-		if len(s.pending) == 0 && len(s.jr.pending) == 0 {
+		if len(s.pending) == 0 {
 			s.mu.Unlock()
 			return // closed, and everything pending is written
 		}
@@ -111,7 +111,7 @@ func (s *Spool) takeLocked() []op {
 // someone waits for an op, a round's worth is pending, the linger is over,
 // or the spool is closing.
 func (s *Spool) roundDueLocked() bool {
-	return s.closed || s.waiting > 0 || len(s.pending) >= maxBatch || s.lingerUp && (len(s.pending) > 0 || len(s.jr.pending) > 0)
+	return s.closed || s.waiting > 0 || len(s.pending) >= maxBatch || s.lingerUp && len(s.pending) > 0
 }
 
 // txnBudget bounds the bytes staged in one Badger transaction, far below
@@ -157,11 +157,8 @@ func (s *Spool) commit(batch []op) *round {
 			r.queued = inPhase(batch, phaseQueue)
 		}
 	}
-	journaled := s.journalCommit(batch) // alongside the queue's commit
+	s.journalRound(batch) // outcomes to the journal; accepted records durable first
 	r.err = s.apply(s.queue, phaseQueue, r.queued, &seq)
-	if journaled != nil {
-		<-journaled
-	}
 	s.mu.Lock()
 	s.seq = max(s.seq, seq) // ids staged in a committed part are never reused
 	s.mu.Unlock()
