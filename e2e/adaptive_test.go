@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookpace/hookpace/internal/redistest"
 )
 
 // queuePartner is a real overloadable receiver: workers serve one request
@@ -135,5 +137,29 @@ defaults: {rate: 1000/s, burst: 100, concurrency: auto, max_concurrency: 64, bac
 	out, err := hp.CLI("status")
 	if err != nil || !strings.Contains(out, " of auto ") {
 		t.Errorf("hookpace status: %v\n%s", err, out)
+	}
+}
+
+// Issue 33, fleet: three replicas sharing limits through a real Redis,
+// each with concurrency: auto, against the same 4-worker partner. Each
+// replica's controller reacts to the latency they cause together, so
+// they do not add up to an overload: every webhook arrives once, the
+// partner sees far fewer than 64 at once and few 503s.
+func TestAdaptiveConcurrencyFleet(t *testing.T) {
+	srv := redistest.Start(t)
+	p := newQueuePartner(4)
+	rc := NewReceiver(t)
+	rc.Handle = p.serve
+	hps := startFleet(t, srv, 3, fmt.Sprintf(`"%s": {rate: 1000/s, burst: 100, concurrency: auto, max_concurrency: 64, backoff_initial: 100ms}`, rc.Host()))
+	const n = 600
+	postSpread(t, hps, rc, "fleet", n)
+	fleetCheckOnce(t, rc, "fleet", n, 3*time.Minute)
+	peak, rejected, p99 := p.stats()
+	t.Logf("3 replicas, %d webhooks: the partner saw at most %d at once, answered %d 503s, p99 service %v", n, peak, rejected, p99)
+	if peak > 24 {
+		t.Errorf("the partner had %d requests at once, want far fewer than max_concurrency 64", peak)
+	}
+	if rejected > n/20 {
+		t.Errorf("%d 503s for %d webhooks, want at most %d", rejected, n, n/20)
 	}
 }
