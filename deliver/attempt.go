@@ -46,7 +46,6 @@ type result struct {
 func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.Time, lease string) {
 	defer d.wg.Done()
 	d.begin(h, m) // see coalesce.go
-	stopRenew := d.renew(h.name, lease)
 	ctx := d.opts.Prop.Extract(d.ctx, propagation.HeaderCarrier(m.Header))
 	ctx, span := d.opts.Tracer.Start(ctx, "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
@@ -56,7 +55,6 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 		))
 	n := m.Attempts + 1 // m is ours until finish puts it back
 	res := d.send(ctx, m, pol)
-	stopRenew()
 	now := time.Now()
 	res.verdict, res.outcome, res.reason = classify(res.status, res.err, pol.Retry4xx)
 	d.journalAttempt(m, res, now, 1)
@@ -202,13 +200,12 @@ func (d *Dispatcher) abandoned(h *host, res result, sentAt, now time.Time, lease
 		return false
 	}
 	pr := pacer.Result{Outcome: pacer.NoSend, SentAt: sentAt}
-	h.pace.Release(now, pr)
-	d.fleetReleased(h, lease, pr, now)
+	h.gate.Release(now, lease, pr)
 	return true
 }
 
-// settle gives the attempt's slot back and tells h's pacer (and the
-// fleet) what the answer said: a hold, a failure, a success. It returns
+// settle gives the attempt's slot back and tells h's gate what the
+// answer said: a hold, a failure, a success. It returns
 // the hold and the answer's Retry-After (or the partner's reset).
 func (d *Dispatcher) settle(h *host, pol Policy, res result, sentAt, now time.Time, lease string) (pacer.Hold, time.Duration, bool) {
 	ra, hasRA := ParseRetryAfter(res.retryAfter, now)
@@ -219,9 +216,8 @@ func (d *Dispatcher) settle(h *host, pol Policy, res result, sentAt, now time.Ti
 	if res.verdict == vHold {
 		pr.RetryAfter, pr.HasRetry = ra, hasRA
 	}
-	breaker, _ := h.pace.Breaker()
-	hold := h.pace.Release(now, pr)
-	d.fleetReleased(h, lease, pr, now)
+	breaker, _ := h.gate.Breaker()
+	hold := h.gate.Release(now, lease, pr)
 	d.breakerChanged(h, breaker, res.reason)
 	if res.verdict != vDone {
 		h.lastErr, h.lastErrAt, h.lastStatus = res.reason, now, res.status
@@ -288,7 +284,7 @@ func retryDelay(attempts int, pol Policy, res result, ra time.Duration, hasRA bo
 // transition: open (no sends until the probe), half-open (the probe goes),
 // closed (the host answers again). why is what the last attempt learned.
 func (d *Dispatcher) breakerChanged(h *host, was, why string) {
-	state, probeAt := h.pace.Breaker()
+	state, probeAt := h.gate.Breaker()
 	if state == was {
 		return
 	}

@@ -91,7 +91,7 @@ func (h *host) gather(head *spool.Message, now time.Time) (pick, bool, time.Time
 		total += 1 + n
 	}
 	if !full && len(idx) < b.MaxEvents {
-		if h.loading || h.onDisk && h.pace.InFlight() > 0 {
+		if h.loading || h.onDisk && h.gate.InFlight() > 0 {
 			return pick{}, false, time.Time{} // company is on its way; its arrival pumps h
 		}
 		if until := head.Enqueued.Add(b.MaxWait); now.Before(until) {

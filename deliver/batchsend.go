@@ -109,8 +109,7 @@ func (d *Dispatcher) keepBatchable(h *host, ms []*spool.Message, sentAt time.Tim
 	if len(keep) == 0 {
 		h.extra++ // the slot's own message was among them
 		pr := pacer.Result{Outcome: pacer.NoSend, SentAt: sentAt}
-		h.pace.Release(time.Now(), pr)
-		d.fleetReleased(h, lease, pr, time.Now())
+		h.gate.Release(time.Now(), lease, pr)
 		d.pump(h)
 	}
 	d.mu.Unlock()

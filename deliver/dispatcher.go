@@ -1,8 +1,8 @@
 // Package deliver replays spooled webhooks to their real URLs. The
 // Dispatcher keeps, for each destination host with work, a small window of
-// messages in memory, asks the host's pacer when the next may go, sends it
-// on its own goroutine, and applies the verdict: delete, hold, retry later
-// or bury in the dead letters.
+// messages in memory, asks the host's gate (gate.go) when the next may
+// go, sends it on its own goroutine, and applies the verdict: delete,
+// hold, retry later or bury in the dead letters.
 //
 // One mutex guards all dispatcher state. Nothing polls: a host is looked at
 // when a message arrives for it, when one of its attempts finishes, or when
@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/credential"
-	"github.com/hookpace/hookpace/fleet"
 	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/sign"
 	"github.com/hookpace/hookpace/spool"
@@ -117,9 +116,9 @@ type Options struct {
 	// that a stream of new destinations doesn't grow memory without bound
 	// (default 10 minutes).
 	IdleTTL time.Duration
-	// Fleet shares each host's limits with other replicas (see fleet.go);
-	// nil paces alone.
-	Fleet *fleet.Limiter
+	// Gates share each host's limits with other replicas (gate.go); nil:
+	// every host paces alone on its pacer.Host.
+	Gates Gates
 }
 
 // Dispatcher replays queued webhooks. Create it with New and start it with
@@ -145,11 +144,7 @@ type Dispatcher struct {
 	// pauseMu makes each Pause or Resume record and apply its change as
 	// one step, so that the queue's record and the pacers agree.
 	pauseMu sync.Mutex
-
-	fleetDegraded bool // Redis does not answer: hosts pace on their share
-	fleetLive     int  // live replicas, for the share
-	asks          fleetAsks
-	pauses        pauseSync // the fleet's word on paused hosts (pause.go)
+	pausing sync.WaitGroup // records of what the gates learned (pause.go)
 
 	idle     chan func()   // idle delivery goroutines wait here for their next attempt
 	quit     chan struct{} // closed by Stop: idle delivery goroutines exit
@@ -188,10 +183,8 @@ func New(opts Options) *Dispatcher {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Dispatcher{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, hosts: make(map[string]*host),
 		idle: make(chan func()), quit: make(chan struct{}), loads: make(chan struct{}, maxLoads)}
-	if opts.Fleet != nil {
-		d.asks.tokensFor = tokensAheadFor
-		d.fleetDegraded, d.fleetLive, _ = opts.Fleet.State()
-		opts.Fleet.OnChange(d.fleetChanged)
+	if opts.Gates != nil {
+		opts.Gates.Bind(d.gatesWoke, d.pausedElsewhere)
 	}
 	return d
 }
@@ -211,9 +204,8 @@ func (d *Dispatcher) Start() error {
 		return fmt.Errorf("read paused hosts: %w", err)
 	}
 	for _, name := range paused {
-		d.hostLocked(name).pace.Pause()
+		d.hostLocked(name).gate.Pause()
 	}
-	d.armPauseSync()
 	d.opts.Queue.Notify(d.enqueued)
 	for name, u := range d.opts.Queue.Hosts() {
 		if u.Messages > 0 {
@@ -250,13 +242,14 @@ func (d *Dispatcher) forgetIdleLocked(now time.Time) int {
 	n := 0
 	for name, h := range d.hosts {
 		if now.Sub(h.active) < d.opts.IdleTTL || h.count() > 0 || h.onDisk || h.loading ||
-			!h.wakeAt.IsZero() || !h.pace.Idle(now) || h.fl.busy() ||
+			!h.wakeAt.IsZero() || !h.gate.Idle(now) ||
 			h.learn != nil && now.Before(h.learn.until) {
 			continue
 		}
 		if h.timer != nil {
 			h.timer.Stop()
 		}
+		h.gate.Close()
 		delete(d.hosts, name)
 		n++
 	}
@@ -304,7 +297,7 @@ func (d *Dispatcher) enqueueLocked(msgs []*spool.Message) {
 type host struct {
 	name  string
 	pol   Policy
-	pace  *pacer.Host
+	gate  Gate
 	ready deque      // loaded, waiting for a token, in FIFO order
 	retry retryQueue // failed, waiting for their backoff
 
@@ -316,8 +309,6 @@ type host struct {
 
 	timer  *time.Timer
 	wakeAt time.Time
-
-	fl *fleetHost // nil without a fleet
 
 	learn *learned // the partner's stated limit, if below the configured one (partner.go)
 
@@ -341,10 +332,11 @@ func (d *Dispatcher) hostLocked(name string) *host {
 		pol := d.opts.Policy(name)
 		now := time.Now()
 		h = &host{name: name, pol: pol, active: now}
-		if d.opts.Fleet != nil {
-			h.fl = &fleetHost{}
+		if d.opts.Gates != nil {
+			h.gate = d.opts.Gates.Gate(name, h.limits(), now, h)
+		} else {
+			h.gate = localGate{pacer.New(h.limits(), now)}
 		}
-		h.pace = pacer.New(d.limitsFor(h), now)
 		d.hosts[name] = h
 		d.armSweeper()
 	}
@@ -364,7 +356,7 @@ func (h *host) window() int {
 	return w
 }
 
-func (h *host) count() int { return h.ready.len() + h.retry.len() + h.pace.InFlight() + h.extra }
+func (h *host) count() int { return h.ready.len() + h.retry.len() + h.gate.InFlight() + h.extra }
 
 // pump starts every attempt host may make now, arranges to be called again
 // when it could make the next one, and tops up its window from the spool.
@@ -386,8 +378,8 @@ func (d *Dispatcher) pump(h *host) {
 			wake = until // a batch waits for company (batch.go)
 			break
 		}
-		breaker, _ := h.pace.Breaker()
-		ok, at, lease := d.acquire(h, now)
+		breaker, _ := h.gate.Breaker()
+		ok, at, lease := h.gate.Acquire(now)
 		if breaker == pacer.BreakerOpen {
 			d.breakerChanged(h, breaker, "")
 		}
@@ -404,7 +396,7 @@ func (d *Dispatcher) pump(h *host) {
 			d.run(func() { d.attemptBatch(h, ms, pol, sentAt, lease) })
 		}
 	}
-	d.afterPump(h)
+	h.gate.Pumped(now)
 	if h.onDisk && !h.loading && h.ready.len() < h.window()/2 {
 		d.load(h)
 	}

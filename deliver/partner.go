@@ -76,16 +76,10 @@ func (d *Dispatcher) partnerLocked(h *host, pol Policy, in *ratelimit.Info, v ve
 	if !in.HasQuota || !in.HasReset || v == vHold {
 		return time.Time{} // a 429 is held by its own rules
 	}
-	if !h.pace.Quota(now, in.Remaining, now.Add(in.Reset)) {
+	if !h.gate.Quota(now, in.Remaining, now.Add(in.Reset)) {
 		return time.Time{}
 	}
-	until := h.pace.State(now).HeldUntil
-	if h.fl != nil {
-		// Shared with the fleet like a 429's hold: a release without a
-		// lease that sent nothing, carrying the hold (see ask.lua).
-		h.fl.QuotaHeld(until.Sub(now))
-	}
-	return until
+	return h.gate.State(now).HeldUntil
 }
 
 // learnLocked applies a stated policy: a cap below the configured rate,
@@ -133,7 +127,7 @@ func (d *Dispatcher) expireLocked(h *host, now time.Time) {
 // relimitLocked gives h's pacer its limits anew; a pending wake was
 // computed at the old rate.
 func (d *Dispatcher) relimitLocked(h *host, now time.Time) {
-	h.pace.SetLimits(d.limitsFor(h), now)
+	h.gate.SetLimits(h.limits(), now)
 	if h.timer != nil {
 		h.timer.Stop()
 		h.wakeAt = time.Time{}

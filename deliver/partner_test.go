@@ -12,8 +12,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/hookpace/hookpace/internal/redistest"
 )
 
 // logRecorder keeps the messages and attributes logged, for assertions.
@@ -369,36 +367,6 @@ func TestPartnerLimitsMalformed(t *testing.T) {
 			t.Errorf("malformed headers acted on: %+v", hs)
 		}
 	})
-}
-
-// Fleet mode: a quota hold one replica learns holds the other too, shown
-// as "quota" there, and the learned limit is in force where it was said.
-func TestPartnerQuotaHoldSharedInFleet(t *testing.T) {
-	srv := redistest.Start(t)
-	rc := &receiver{handle: func(*http.Request, int) (int, http.Header) {
-		h := http.Header{}
-		h.Set("RateLimit-Policy", `"w";q=10;w=1`)
-		h.Set("RateLimit", `"w";r=0;t=30`)
-		return 200, h
-	}}
-	pol := partnerPolicy(true)
-	pol.Limits.Concurrency = 1
-	a, qa, _ := fleetReplica(t, srv, "a", rc, pol)
-	b, qb, _ := fleetReplica(t, srv, "b", rc, pol)
-	qa.add("a.example", 1)
-	waitFor(t, 10*time.Second, "a's webhook delivered", func() bool { return qa.left() == 0 })
-	waitFor(t, 10*time.Second, "a held for the quota", func() bool {
-		hs, _ := a.Host("a.example")
-		return hs.HoldReason == "quota" && hs.Learned == "learned 10/s from RateLimit-Policy"
-	})
-	qb.add("a.example", 1)
-	waitFor(t, 10*time.Second, "b held for the quota too", func() bool {
-		hs, ok := b.Host("a.example")
-		return ok && hs.HoldReason == "quota" && hs.HeldUntil != nil
-	})
-	if n := len(rc.arrivals("")); n != 1 {
-		t.Fatalf("%d sent, want only a's: b must wait for the reset", n)
-	}
 }
 
 // A 429 whose headers say quota is left is not held until their reset

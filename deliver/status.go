@@ -39,9 +39,9 @@ type HostStatus struct {
 	// expires and what the token endpoint last said; never a secret.
 	Auth       *credential.Status `json:"auth,omitempty"`
 	LastStatus int                `json:"last_status"`
-	// Fleet mode only: "shared", or "degraded: local share 1/N" while
-	// Redis does not answer; the fleet-wide in-flight count as of the last
-	// answer (InFlight is this replica's).
+	// Shared gates only: "shared", or "degraded: local share 1/N" while
+	// the other replicas' shared state can't be reached; the fleet-wide
+	// in-flight count as of the last answer (InFlight is this replica's).
 	Fleet         string `json:"fleet,omitempty"`
 	FleetInFlight *int   `json:"fleet_in_flight,omitempty"`
 	// The partner's stated limit while it caps the rate: "learned 10/s
@@ -80,7 +80,7 @@ type BatchStatus struct {
 }
 
 func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
-	st := h.pace.State(now)
+	st := h.gate.State(now)
 	u := d.opts.Queue.HostUsage(h.name)
 	hs := HostStatus{
 		Host:           h.name,
@@ -103,7 +103,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		t := st.HeldUntil.UTC()
 		hs.HeldUntil = &t
 	}
-	if state, at := h.pace.Breaker(); state == pacer.BreakerOpen && st.Breaker == pacer.BreakerOpen {
+	if state, at := h.gate.Breaker(); state == pacer.BreakerOpen && st.Breaker == pacer.BreakerOpen {
 		t := at.UTC()
 		hs.BreakerProbeAt = &t
 	}
@@ -132,7 +132,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 	}
 	hs.ConcurrencyLimit, hs.ConcurrencyWhy, hs.RateWhy = st.Concurrency, st.ConcurrencyWhy, st.RateWhy
 	hs.Coalesced = d.coalesced(h.name)
-	d.fleetStatus(h, &hs, now)
+	h.gate.Status(now, &hs)
 	return hs
 }
 
@@ -181,7 +181,7 @@ func (d *Dispatcher) DrainTime(host string, n int64, now time.Time) (wait time.D
 	if h == nil {
 		return 0, false
 	}
-	st := h.pace.State(now)
+	st := h.gate.State(now)
 	if st.Paused || st.Rate <= 0 {
 		return 0, false
 	}
@@ -204,7 +204,7 @@ func (d *Dispatcher) SetPolicy(policy func(host string) Policy) {
 		if h.pol.Batch == nil {
 			h.retry.unbatch() // batching turned off: each member retries alone
 		}
-		h.pace.SetLimits(d.limitsFor(h), now)
+		h.gate.SetLimits(h.limits(), now)
 		if h.timer != nil {
 			// The wake time was computed at the old rate.
 			h.timer.Stop()
@@ -223,9 +223,6 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	if d.sweeper != nil {
 		d.sweeper.Stop()
 	}
-	if d.pauses.timer != nil {
-		d.pauses.timer.Stop()
-	}
 	d.quitOnce.Do(func() { close(d.quit) })
 	for _, h := range d.hosts {
 		if h.timer != nil {
@@ -234,7 +231,14 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	}
 	d.mu.Unlock()
 	done := make(chan struct{})
-	go func() { d.wg.Wait(); d.flushFleet(); close(done) }()
+	go func() {
+		d.wg.Wait()
+		if d.opts.Gates != nil {
+			d.opts.Gates.Stop()
+		}
+		d.pausing.Wait()
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil

@@ -228,6 +228,10 @@ func (a *app) listen(cfg *config.Config) error {
 // buildParts makes the dispatcher, the proxy and the two HTTP servers.
 func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Guard) {
 	tel, log := a.tel, a.log
+	var gates deliver.Gates // nil: every host paces alone
+	if a.fleet != nil {
+		gates = fleet.NewGates(a.fleet, log)
+	}
 	a.disp = deliver.New(deliver.Options{
 		Queue:    a.spool,
 		Policy:   policies(cfg, a.files.Load()),
@@ -238,7 +242,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Tracer:   tel.Tracer,
 		Prop:     tel.Propagator,
 		Throttle: telemetry.NewThrottle(10 * time.Second),
-		Fleet:    a.fleet,
+		Gates:    gates,
 	})
 	observe(tel.Metrics, a.disp, a.spool)
 	observeState(tel.Metrics, a.disp, a.spool)
