@@ -12,7 +12,10 @@
 //  4. pacing: the most sends the receiver saw in any window W against
 //     B + R·W, and the achieved rate against R;
 //  5. sender: 50 sequential POSTs from one Python requests.Session through
-//     hookpace versus straight to the no-op server (python3-requests).
+//     hookpace versus straight to the no-op server (python3-requests);
+//  6. adaptive (on request: -only adaptive): fixed concurrency 4,
+//     concurrency: auto and a fixed 64 against an overloadable partner and
+//     a fast healthy one, side by side (adaptive.go).
 //
 // Run it from the module root:
 //
@@ -124,6 +127,7 @@ func (b *bench) runSections() error {
 		{"pacing", b.pacing},
 		{"fleet", b.fleet},
 		{"sender", b.sender},
+		{"adaptive", b.adaptive},
 	}
 	for _, st := range steps {
 		if st.name != "profile" && !b.settings.sections[st.name] {

@@ -22,6 +22,7 @@ type report struct {
 	pacing       []*pacingResult
 	fleet        []*fleetRow
 	sender       []*senderRow
+	adaptive     []*adaptiveRow
 	profile      string
 	loadEnd      string
 	halfGen      string
@@ -56,6 +57,9 @@ func (r *report) String() string {
 	}
 	if len(r.sender) > 0 {
 		r.writeSender(&s)
+	}
+	if len(r.adaptive) > 0 {
+		r.writeAdaptive(&s)
 	}
 	s.WriteString("\nTargets\n")
 	tw := tabwriter.NewWriter(&s, 0, 0, 2, ' ', 0)
