@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/credential"
+	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/telemetry"
 )
 
@@ -56,7 +57,7 @@ func (f *Files) Credentials(a *config.Auth) *credential.Credentials { return f.c
 // delivery client's egress checks, TLS roots and telemetry, with the
 // host's client certificate; and for the token endpoint, the same checks
 // and roots, without proxies from the environment.
-func (f *Files) bindCredentials(tel *telemetry.Telemetry, guard *swapGuard, roots *x509.CertPool) {
+func (f *Files) bindCredentials(tel *telemetry.Telemetry, guard *egress.Swap, roots *x509.CertPool) {
 	if len(f.creds) == 0 {
 		return
 	}
@@ -64,10 +65,10 @@ func (f *Files) bindCredentials(tel *telemetry.Telemetry, guard *swapGuard, root
 		Delivery: func(getCert func(*tls.CertificateRequestInfo) (*tls.Certificate, error)) *http.Client {
 			t := transport(guard, roots, false)
 			t.TLSClientConfig.GetClientCertificate = getCert
-			return &http.Client{Transport: tel.WrapTransport(checkedTransport{guard, t}),
+			return &http.Client{Transport: tel.WrapTransport(egress.Checked{Policy: guard, Next: t}),
 				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		},
-		Token: &http.Client{Transport: checkedTransport{guard, transport(guard, roots, false)},
+		Token: &http.Client{Transport: egress.Checked{Policy: guard, Next: transport(guard, roots, false)},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}
 	for _, c := range f.creds {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/proxy"
 	"github.com/hookpace/hookpace/sign"
@@ -88,7 +89,7 @@ func Policy(hc config.HostConfig, signer *sign.Signer) deliver.Policy {
 // transport is an outbound transport that never reads proxy settings from
 // the environment (hookpace's own HTTP_PROXY may point at itself), dials
 // only what the egress guard allows, and verifies TLS.
-func transport(guard *swapGuard, roots *x509.CertPool, insecure bool) *http.Transport {
+func transport(guard *egress.Swap, roots *x509.CertPool, insecure bool) *http.Transport {
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           guard.DialContext,
@@ -101,16 +102,16 @@ func transport(guard *swapGuard, roots *x509.CertPool, insecure bool) *http.Tran
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
 	}
-	guard.track(tr)
+	guard.Track(tr)
 	return tr
 }
 
 // deliveryClient sends webhooks: no redirects are followed (a redirect is a
 // permanent failure), the egress policy is asked before every attempt, and
 // requests are traced and measured.
-func deliveryClient(tel *telemetry.Telemetry, guard *swapGuard, roots *x509.CertPool, insecure bool) *http.Client {
+func deliveryClient(tel *telemetry.Telemetry, guard *egress.Swap, roots *x509.CertPool, insecure bool) *http.Client {
 	return &http.Client{
-		Transport:     tel.WrapTransport(checkedTransport{guard, transport(guard, roots, insecure)}),
+		Transport:     tel.WrapTransport(egress.Checked{Policy: guard, Next: transport(guard, roots, insecure)}),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

@@ -3,11 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/netip"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,50 +16,6 @@ import (
 	"github.com/hookpace/hookpace/telemetry"
 )
 
-// swapGuard is the egress guard in force; a reload swaps in a new one.
-type swapGuard struct {
-	g    atomic.Pointer[egress.Guard]
-	self []string
-
-	verdicts attemptVerdicts // see egresscheck.go
-
-	mu          sync.Mutex
-	transports  []*http.Transport // their idle connections close on a policy change
-	allow, deny []string          // the lists in force
-}
-
-// newSwapGuard builds the guard for cfg; self are hookpace's own listener
-// addresses, never a delivery target.
-func newSwapGuard(cfg *config.Config, self ...string) (*swapGuard, error) {
-	s := &swapGuard{self: self}
-	if err := s.set(cfg); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (s *swapGuard) set(cfg *config.Config) error {
-	g, err := egress.New(egress.Options{Allow: cfg.Egress.Allow, Deny: cfg.Egress.Deny, Self: s.self})
-	if err != nil {
-		return err
-	}
-	s.g.Store(g)
-	s.mu.Lock()
-	oldAllow, oldDeny := s.allow, s.deny
-	s.allow, s.deny = cfg.Egress.Allow, cfg.Egress.Deny
-	s.mu.Unlock()
-	s.policyChanged(oldAllow, oldDeny, cfg.Egress.Allow, cfg.Egress.Deny)
-	return nil
-}
-
-func (s *swapGuard) CheckPort(ctx context.Context, host string, port uint16) ([]netip.Addr, error) {
-	return s.g.Load().CheckPort(ctx, host, port)
-}
-
-func (s *swapGuard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	return s.g.Load().DialContext(ctx, network, addr)
-}
-
 // reloader applies config changes on SIGHUP or when the file changes.
 type reloader struct {
 	path    string
@@ -71,7 +23,7 @@ type reloader struct {
 	files   *atomic.Pointer[Files]
 	log     *slog.Logger
 	level   *slog.LevelVar
-	guard   *swapGuard
+	guard   *egress.Swap
 	spool   *spool.Spool
 	disp    *deliver.Dispatcher
 	proxy   interface {
@@ -141,7 +93,7 @@ func (r *reloader) reload(why string) {
 		r.log.Error("config reload rejected: old config stays in force", "why", why, "error", err.Error())
 		return
 	}
-	if err := r.guard.set(cfg); err != nil {
+	if err := r.guard.Set(cfg.Egress.Allow, cfg.Egress.Deny); err != nil {
 		r.log.Error("config reload rejected: old config stays in force", "why", why, "error", err.Error())
 		return
 	}

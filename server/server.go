@@ -21,6 +21,7 @@ import (
 	"github.com/hookpace/hookpace/admin"
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/fleet"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/proxy"
@@ -62,7 +63,7 @@ type app struct {
 	level   *slog.LevelVar
 	current atomic.Pointer[config.Config] // in force; a reload swaps it
 	tel     *telemetry.Telemetry
-	guard   *swapGuard
+	guard   *egress.Swap
 	ca      *mitm.CA              // the operator's (mitm.ca_cert), from LoadFiles
 	files   atomic.Pointer[Files] // what the config in force names; a reload swaps it
 	trust   *intercept
@@ -132,7 +133,7 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 		return nil, err
 	}
 	// Our own listeners are never a delivery target, whatever was allowed.
-	if a.guard, err = newSwapGuard(cfg, a.proxyLn.Addr().String(), a.adminLn.Addr().String()); err != nil {
+	if a.guard, err = egress.NewSwap(cfg.Egress.Allow, cfg.Egress.Deny, a.proxyLn.Addr().String(), a.adminLn.Addr().String()); err != nil {
 		return nil, err
 	}
 	files.bindCredentials(a.tel, a.guard, roots)

@@ -1,4 +1,4 @@
-package server
+package egress
 
 import (
 	"errors"
@@ -9,18 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/hookpace/hookpace/config"
-	"github.com/hookpace/hookpace/deliver"
 )
-
-func egressConfig(t *testing.T, yaml string) *config.Config {
-	t.Helper()
-	cfg, err := config.Parse("t.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
 
 // A pooled keep-alive connection does not outlive the policy: the next
 // attempt over it is refused once the destination is denied.
@@ -35,7 +24,7 @@ func TestPolicyCheckedOnEveryAttempt(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	g, err := newSwapGuard(egressConfig(t, `egress: {allow: ["127.0.0.0/8"]}`))
+	g, err := NewSwap([]string{"127.0.0.0/8"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +32,7 @@ func TestPolicyCheckedOnEveryAttempt(t *testing.T) {
 	// checks the per-attempt verdict alone.
 	tr := &http.Transport{DialContext: g.DialContext}
 	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: checkedTransport{g, tr}}
+	c := &http.Client{Transport: Checked{Policy: g, Next: tr}}
 	send := func() error {
 		resp, err := c.Post(srv.URL+"/h", "text/plain", strings.NewReader("x"))
 		if err == nil {
@@ -56,12 +45,12 @@ func TestPolicyCheckedOnEveryAttempt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := g.set(egressConfig(t, `egress: {allow: ["127.0.0.0/8"], deny: ["127.0.0.1"]}`)); err != nil {
+	if err := g.Set([]string{"127.0.0.0/8"}, []string{"127.0.0.1"}); err != nil {
 		t.Fatal(err)
 	}
 	err = send()
-	var ref deliver.Refusal
-	if !errors.As(err, &ref) {
+	var denied *DeniedError
+	if !errors.As(err, &denied) {
 		t.Fatalf("after the deny: err = %v, want a refusal", err)
 	}
 	if n := got.Load(); n != 2 {
@@ -84,14 +73,15 @@ func TestPolicyChangeClosesIdleConnections(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	allow := `egress: {allow: ["127.0.0.0/8"]}`
-	g, err := newSwapGuard(egressConfig(t, allow))
+	allow := []string{"127.0.0.0/8"}
+	g, err := NewSwap(allow, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := transport(g, nil, false)
+	tr := &http.Transport{DialContext: g.DialContext}
+	g.Track(tr)
 	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: checkedTransport{g, tr}}
+	c := &http.Client{Transport: Checked{Policy: g, Next: tr}}
 	send := func() {
 		t.Helper()
 		resp, err := c.Get(srv.URL)
@@ -101,12 +91,12 @@ func TestPolicyChangeClosesIdleConnections(t *testing.T) {
 		resp.Body.Close()
 	}
 	send()
-	g.set(egressConfig(t, allow+"\nlog: {level: debug}\n"))
+	g.Set(allow, nil) // a reload that leaves egress alone
 	send()
 	if n := conns.Load(); n != 1 {
 		t.Errorf("after a reload without egress changes: %d connections, want 1", n)
 	}
-	g.set(egressConfig(t, `egress: {allow: ["127.0.0.0/8", "10.0.0.0/8"]}`))
+	g.Set([]string{"127.0.0.0/8", "10.0.0.0/8"}, nil)
 	send()
 	if n := conns.Load(); n != 2 {
 		t.Errorf("after an egress change: %d connections, want 2 (the idle one closed)", n)

@@ -1,0 +1,159 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Swap is the egress policy in force: a reload swaps in a new Guard (Set).
+// A keep-alive connection, once dialled, carries request after request
+// without the dialer's check, so Swap also answers, per attempt, whether
+// the policy in force admits the destination (Refusal, Checked), and a
+// change of the lists closes the idle connections of the transports it
+// tracks.
+type Swap struct {
+	g    atomic.Pointer[Guard]
+	self []string
+
+	verdicts verdicts
+
+	mu          sync.Mutex
+	transports  []*http.Transport // their idle connections close on a policy change
+	allow, deny []string          // the lists in force
+}
+
+// NewSwap builds the policy of allow and deny; self are hookpace's own
+// listener addresses, never a destination (Options.Self).
+func NewSwap(allow, deny []string, self ...string) (*Swap, error) {
+	s := &Swap{self: self}
+	if err := s.Set(allow, deny); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Set puts the policy of allow and deny in force. If either list changed,
+// the tracked transports' idle connections are closed.
+func (s *Swap) Set(allow, deny []string) error {
+	g, err := New(Options{Allow: allow, Deny: deny, Self: s.self})
+	if err != nil {
+		return err
+	}
+	s.g.Store(g)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := !slices.Equal(s.allow, allow) || !slices.Equal(s.deny, deny)
+	s.allow, s.deny = allow, deny
+	if changed {
+		for _, tr := range s.transports {
+			tr.CloseIdleConnections()
+		}
+	}
+	return nil
+}
+
+// Track makes a policy change close tr's idle connections.
+func (s *Swap) Track(tr *http.Transport) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.transports = append(s.transports, tr)
+}
+
+// CheckPort is Guard.CheckPort under the policy in force.
+func (s *Swap) CheckPort(ctx context.Context, host string, port uint16) ([]netip.Addr, error) {
+	return s.g.Load().CheckPort(ctx, host, port)
+}
+
+// DialContext is Guard.DialContext under the policy in force.
+func (s *Swap) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return s.g.Load().DialContext(ctx, network, addr)
+}
+
+// verdictTTL is how long one answer of the policy serves the attempts to
+// a destination: a name is resolved at most once per TTL. A policy change
+// starts afresh.
+const verdictTTL = 5 * time.Second
+
+// verdicts caches the refusals and admissions of one Guard.
+type verdicts struct {
+	mu sync.Mutex
+	g  *Guard // the guard the entries came from
+	m  map[verdictKey]verdict
+}
+
+type verdictKey struct {
+	host string
+	port uint16
+}
+
+type verdict struct {
+	err     error // nil: admitted; else the refusal
+	expires time.Time
+}
+
+// Refusal is the verdict of the policy in force on host:port for one
+// attempt: a *DeniedError, or nil. An error that is not a verdict (a name
+// that does not resolve) is left to the dial.
+func (s *Swap) Refusal(ctx context.Context, host string, port uint16) error {
+	g := s.g.Load()
+	k, now := verdictKey{host, port}, time.Now()
+	av := &s.verdicts
+	av.mu.Lock()
+	if av.g != g {
+		av.g, av.m = g, make(map[verdictKey]verdict)
+	}
+	v, ok := av.m[k]
+	av.mu.Unlock()
+	if ok && now.Before(v.expires) {
+		return v.err
+	}
+	_, err := g.CheckPort(ctx, host, port)
+	var denied *DeniedError
+	if err != nil && !errors.As(err, &denied) {
+		return nil
+	}
+	av.mu.Lock()
+	if av.g == g {
+		if len(av.m) >= 10000 {
+			clear(av.m) // refills at the rate of distinct destinations
+		}
+		av.m[k] = verdict{err: err, expires: now.Add(verdictTTL)}
+	}
+	av.mu.Unlock()
+	return err
+}
+
+// Checked is a RoundTripper that asks the policy in force before each
+// request, so that a pooled connection never outlives the policy.
+type Checked struct {
+	Policy *Swap
+	Next   http.RoundTripper
+}
+
+func (t Checked) RoundTrip(r *http.Request) (*http.Response, error) {
+	if err := t.Policy.Refusal(r.Context(), r.URL.Hostname(), urlPort(r)); err != nil {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, err
+	}
+	return t.Next.RoundTrip(r)
+}
+
+func urlPort(r *http.Request) uint16 {
+	if p, err := strconv.ParseUint(r.URL.Port(), 10, 16); err == nil {
+		return uint16(p)
+	}
+	if r.URL.Scheme == "https" {
+		return 443
+	}
+	return 80
+}
