@@ -38,9 +38,9 @@ import (
 // Errors (5xx, timeouts, connection errors) cut the limit by
 // autoErrorCut at once, not at a window's end: once per episode, as 429s
 // are counted (attempts sent before the last cut are stragglers of it).
-// At a limit of 1 the window's RTT is the partner's unloaded RTT (no
-// request of ours waits behind another), so it becomes the minimum at
-// once, without waiting for the next probe.
+// At a limit of 1 the RTT is the partner's unloaded RTT (no request of
+// ours waits behind another), so after autoOneWindows windows there it
+// becomes the minimum, without waiting for the next probe.
 // A new host, or one idle for autoIdle, measures its minimum at
 // autoStart slots and then doubles its limit each window while the RTT
 // stays within the tolerance (slow start), the way Cloud Tasks ramps up
@@ -58,6 +58,7 @@ const (
 	autoProbeSamples = 10                     // samples that measure the min RTT
 	autoProbeEvery   = time.Minute
 	autoIdle         = time.Minute
+	autoOneWindows   = 5 // windows at a limit of 1 that re-measure the min RTT
 	autoRing         = 32 // newest samples kept for a window's median
 )
 
@@ -97,6 +98,7 @@ type gradient struct {
 
 	cut   Cut       // the last cut, by errors or latency
 	errAt time.Time // the last cut by errors: attempts sent before are its stragglers
+	atOne int       // windows in a row at a limit of 1
 }
 
 func newGradient(ceiling int, now time.Time) *gradient {
@@ -174,9 +176,16 @@ func (g *gradient) sample(now, sentAt time.Time) {
 	case phaseSteady:
 		g.minRTT = min(g.minRTT, rtt)
 		if g.slots() == 1 && g.peak <= 1 {
+			g.atOne++
+		} else {
+			g.atOne = 0
+		}
+		if g.atOne >= autoOneWindows {
 			// One at a time queues nothing of ours: this is the
-			// partner's unloaded RTT now (it got slower).
-			g.minRTT, g.minAt = rtt, now
+			// partner's unloaded RTT now (it got slower). Not after one
+			// window: replicas that share the partner each come down to
+			// 1 for a moment and would take each other's load for it.
+			g.minRTT, g.minAt, g.atOne = rtt, now, 0
 		}
 		g.update(rtt)
 		if now.Sub(g.minAt) >= autoProbeEvery {

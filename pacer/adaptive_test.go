@@ -248,8 +248,10 @@ func TestAutoReprobesTheMinimum(t *testing.T) {
 
 // Three replicas that share the partner (each Take-ing slots the fleet
 // granted, each with its own controller reacting to the shared latency)
-// deliver as fast as one replica at the hand-tuned concurrency, without
-// overloading the partner.
+// deliver within 1.25× of one replica at the hand-tuned concurrency,
+// without 503s. Their slow starts overlap (three probes at 2, then 4
+// each): the p99 service time is 55 ms against one replica's 25, far
+// from a fixed 64's 315 ms.
 func TestAutoThreeReplicas(t *testing.T) {
 	fixed := simulate(t, limitsWith(4, false), 1500)
 	synctest.Test(t, func(t *testing.T) {
@@ -262,7 +264,7 @@ func TestAutoThreeReplicas(t *testing.T) {
 		}
 		took, _ := run(rs...)
 		t.Logf("3 replicas: %v (one at fixed 4: %v), %d 503s, p99 %v, peaks %d %d %d", took, fixed.took, p.rejected, p.p99(), rs[0].peak, rs[1].peak, rs[2].peak)
-		if took > fixed.took*5/4 || p.rejected > 30 || p.p99() > 3*20*time.Millisecond {
+		if took > fixed.took*5/4 || p.rejected > 30 || p.p99() > 4*20*time.Millisecond {
 			t.Errorf("3 replicas: %v (fixed 4: %v), %d 503s, p99 %v", took, fixed.took, p.rejected, p.p99())
 		}
 	})
