@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookpace/hookpace/admin"
 	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/connlimit"
 	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/fleet"
@@ -216,12 +217,12 @@ func (a *app) listen(cfg *config.Config) error {
 	}
 	// Each read re-arms TCP_QUICKACK (quickack_linux.go), and connections
 	// are limited (listen.go).
-	a.proxyLn = newLimitListener(quickAckListener{a.proxyLn}, maxConnections(cfg), a.log, "proxy")
+	a.proxyLn = connlimit.New(quickAckListener{a.proxyLn}, maxConnections(cfg), a.log, "proxy")
 	a.undo = append(a.undo, func() { a.proxyLn.Close() })
 	if a.adminLn, err = net.Listen("tcp", cfg.Admin); err != nil {
 		return fmt.Errorf("admin listen %s: %w", cfg.Admin, err)
 	}
-	a.adminLn = &quietListener{Listener: a.adminLn, errs: acceptErrors{log: a.log, name: "admin"}}
+	a.adminLn = connlimit.Quiet(a.adminLn, a.log, "admin")
 	a.undo = append(a.undo, func() { a.adminLn.Close() })
 	return nil
 }

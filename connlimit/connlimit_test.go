@@ -1,4 +1,4 @@
-package server
+package connlimit
 
 import (
 	"io"
@@ -10,12 +10,12 @@ import (
 
 // The proxy listener holds at most its cap of connections: one more client
 // is accepted only when a held connection closes.
-func TestLimitListener(t *testing.T) {
+func TestLimit(t *testing.T) {
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := newLimitListener(raw, 2, slog.New(slog.NewTextHandler(io.Discard, nil)), "proxy")
+	ln := New(raw, 2, slog.New(slog.NewTextHandler(io.Discard, nil)), "proxy")
 	defer ln.Close()
 	accepted := make(chan net.Conn, 3)
 	var firstClosed atomic.Bool
