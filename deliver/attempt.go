@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/pacer"
-	"github.com/hookpace/hookpace/ratelimit"
+	"github.com/hookpace/hookpace/partnerlimit"
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -32,9 +32,9 @@ type result struct {
 	outcome pacer.Outcome
 	reason  string
 
-	answer     []byte          // the start of a 400's body: does it say the batch was too big? (batchsplit.go)
-	partner    *ratelimit.Info // what the answer said of the partner's limits (partner.go)
-	quotaUntil time.Time       // the answer held the host until then (quota used up)
+	answer     []byte             // the start of a 400's body: does it say the batch was too big? (batchsplit.go)
+	partner    *partnerlimit.Info // what the answer said of the partner's limits (partner.go)
+	quotaUntil time.Time          // the answer held the host until then (quota used up)
 
 	// For the journal (journal.go): the answer's header and first bytes.
 	header  http.Header
@@ -157,8 +157,8 @@ func (d *Dispatcher) post(ctx context.Context, pol Policy, method, url string, h
 	// Drain a little so the connection can be reused, then let it go.
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	if pol.PartnerLimits && ratelimit.Present(resp.Header) {
-		in := ratelimit.Parse(resp.Header, time.Now(), cmp.Or(pol.Limits.MaxRetryAfter, 5*time.Minute))
+	if pol.PartnerLimits && partnerlimit.Present(resp.Header) {
+		in := partnerlimit.Parse(resp.Header, time.Now(), cmp.Or(pol.Limits.MaxRetryAfter, 5*time.Minute))
 		r.partner = &in
 	}
 	return r

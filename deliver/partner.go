@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/pacer"
-	"github.com/hookpace/hookpace/ratelimit"
+	"github.com/hookpace/hookpace/partnerlimit"
 )
 
 // Partner limits (Policy.PartnerLimits, issue 19): what a partner says of
@@ -25,7 +25,7 @@ import (
 // these headers, whose reset is used only for a 429 that gives none.
 //
 // On the delivery path, an answer without these headers costs a few
-// header-map lookups (ratelimit.Present), and each send one zero-time check in
+// header-map lookups (partnerlimit.Present), and each send one zero-time check in
 // the pacer: the replay bench showed no difference (see the commit).
 
 // learned is a limit a partner stated, in force until until.
@@ -54,7 +54,7 @@ func (h *host) limits() pacer.Limits {
 
 // partnerReset is the reset of a quota used up, used as the Retry-After of
 // a 429 that gives none. A quota not used up says nothing of this 429.
-func partnerReset(in *ratelimit.Info) (time.Duration, bool) {
+func partnerReset(in *partnerlimit.Info) (time.Duration, bool) {
 	if in == nil || !in.HasQuota || in.Remaining > 0 || !in.HasReset || in.Reset <= 0 {
 		return 0, false
 	}
@@ -63,7 +63,7 @@ func partnerReset(in *ratelimit.Info) (time.Duration, bool) {
 
 // partnerLocked applies what an answer said of the partner's limits. It
 // returns when a quota hold ends, zero if the answer held nothing.
-func (d *Dispatcher) partnerLocked(h *host, pol Policy, in *ratelimit.Info, v verdict, now time.Time) time.Time {
+func (d *Dispatcher) partnerLocked(h *host, pol Policy, in *partnerlimit.Info, v verdict, now time.Time) time.Time {
 	if in == nil || !pol.PartnerLimits {
 		return time.Time{}
 	}
@@ -84,7 +84,7 @@ func (d *Dispatcher) partnerLocked(h *host, pol Policy, in *ratelimit.Info, v ve
 
 // learnLocked applies a stated policy: a cap below the configured rate,
 // logged when it starts or changes, or the end of one the partner raised.
-func (d *Dispatcher) learnLocked(h *host, pol Policy, in *ratelimit.Info, now time.Time) {
+func (d *Dispatcher) learnLocked(h *host, pol Policy, in *partnerlimit.Info, now time.Time) {
 	rate := in.Rate()
 	ttl := pol.PartnerLimitsTTL
 	if ttl <= 0 {

@@ -1,4 +1,4 @@
-// Package ratelimit reads what a partner says of its own rate limits in the
+// Package partnerlimit reads what a partner says of its own rate limits in the
 // headers of an answer, so that hookpace can slow down before a 429:
 //
 //   - the IETF fields of draft-ietf-httpapi-ratelimit-headers, structured
@@ -13,7 +13,7 @@
 //
 // Parse never fails: a malformed value is left out and named in
 // Info.Problems, for the caller's log line.
-package ratelimit
+package partnerlimit
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package ratelimit
+package partnerlimit
 
 import (
 	"net/http"
