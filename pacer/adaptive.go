@@ -58,7 +58,7 @@ const (
 	autoProbeSamples = 10                     // samples that measure the min RTT
 	autoProbeEvery   = time.Minute
 	autoIdle         = time.Minute
-	autoOneWindows   = 5 // windows at a limit of 1 that re-measure the min RTT
+	autoOneWindows   = 5  // windows at a limit of 1 that re-measure the min RTT
 	autoRing         = 32 // newest samples kept for a window's median
 )
 
