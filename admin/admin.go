@@ -139,17 +139,8 @@ func withDefaults(o Options) Options {
 }
 
 func (a *api) ready(w http.ResponseWriter, r *http.Request) {
-	if a.Stopping != nil && a.Stopping() {
-		writeError(w, http.StatusServiceUnavailable, "not ready: shutting down")
-		return
-	}
-	u := a.Spool.Usage()
-	if u.Refusing != "" {
-		writeError(w, http.StatusServiceUnavailable, "not ready: "+u.Refusing)
-		return
-	}
-	if !a.Spool.Accepting() {
-		writeError(w, http.StatusServiceUnavailable, "not ready: spool closed or past its high-water mark")
+	if ok, why := a.Spool.Usage().Ready(a.Stopping != nil && a.Stopping()); !ok {
+		writeError(w, http.StatusServiceUnavailable, "not ready: "+why)
 		return
 	}
 	w.Write([]byte("ready\n"))

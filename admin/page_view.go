@@ -52,15 +52,9 @@ func newSpoolView(u spool.Usage, oldest map[string]time.Time, now time.Time) spo
 	if u.MaxBytes > 0 {
 		v.BytesFraction = float64(u.Bytes) / float64(u.MaxBytes)
 	}
-	switch {
-	case u.Refusing != "":
-		v.State, v.Why = "refusing", u.Refusing
-	case !u.Accepting:
+	v.Why = u.Why()
+	if u.Refusal != spool.RefusalNone {
 		v.State = "refusing"
-		v.Why = fmt.Sprintf("past the high-water mark (%.0f%%); accepting again below the low-water mark (%.0f%%)",
-			100*u.HighWater, 100*u.LowWater)
-	default:
-		v.Why = fmt.Sprintf("below the high-water mark (%.0f%%)", 100*u.HighWater)
 	}
 	var first time.Time
 	for host, at := range oldest {

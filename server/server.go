@@ -247,7 +247,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Gates:    gates,
 	})
 	observe(tel.Metrics, a.disp, a.spool)
-	observeState(tel.Metrics, a.disp, a.spool)
+	observeState(tel.Metrics, a.disp, a.spool, a.stopping.Load)
 	a.publishView()
 	a.proxy = proxy.New(proxy.Options{
 		Policy:    proxyPolicy(cfg, a.files.Load()),

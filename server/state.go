@@ -10,10 +10,10 @@ import (
 )
 
 // observeState feeds the gauges behind the shipped alert rules and
-// dashboard (deploy/) at scrape time: admission state, readiness as
-// /readyz decides it, and the age of the oldest queued message, which
+// dashboard (deploy/) at scrape time: admission state, readiness by the
+// rule /readyz applies (spool.Usage.Ready), and the age of the oldest queued message, which
 // costs one read of a record's head per host with a backlog.
-func observeState(m *telemetry.Metrics, disp *deliver.Dispatcher, sp *spool.Spool) {
+func observeState(m *telemetry.Metrics, disp *deliver.Dispatcher, sp *spool.Spool, stopping func() bool) {
 	m.ObserveState(func() telemetry.StateSnapshot {
 		u := sp.Usage()
 		now := time.Now()
@@ -21,15 +21,10 @@ func observeState(m *telemetry.Metrics, disp *deliver.Dispatcher, sp *spool.Spoo
 			HighWater: u.HighWater, LowWater: u.LowWater, Usage: u.Fraction, Accepting: u.Accepting,
 			DeadLetters: u.Dead}
 		st.DeadByHost, _ = sp.DeadByHost() // kept in memory: cheap
-		switch {
-		case u.Refusing == spool.ErrDirGone.Error():
-			st.Refusing = telemetry.RefusingDirGone
-		case u.Refusing == spool.ErrDiskFull.Error():
-			st.Refusing = telemetry.RefusingDiskFull
-		case !u.Accepting:
-			st.Refusing = telemetry.RefusingHighWater
+		if u.Refusal != spool.RefusalClosed {
+			st.Refusing = u.Refusal.String() // a telemetry.Refusing* reason, or ""
 		}
-		st.Ready = u.Refusing == "" && sp.Accepting()
+		st.Ready, _ = u.Ready(stopping())
 		hosts := disp.Hosts()
 		st.Hosts = make([]telemetry.HostState, len(hosts))
 		for i, h := range hosts {

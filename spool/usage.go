@@ -54,6 +54,9 @@ type Usage struct {
 	// Refusing says why appends fail whatever the watermarks say: the disk
 	// is nearly full, or the spool directory is gone. Empty otherwise.
 	Refusing string `json:"refusing,omitempty"`
+	// Refusal is why new webhooks are refused, watermarks included
+	// (RefusalNone: they are admitted). Ready and Why read it.
+	Refusal Refusal `json:"-"`
 	// Journal is what the journal holds against its budget (journal.go).
 	Journal JournalUsage `json:"journal"`
 }
@@ -65,7 +68,17 @@ func (s *Spool) Usage() Usage {
 	defer s.mu.Unlock()
 	u := s.ledger.usage(time.Now())
 	u.Refusing = s.refusingLocked()
-	u.Accepting = u.Accepting && u.Refusing == "" && !s.closed
+	switch {
+	case s.closed:
+		u.Refusal = RefusalClosed
+	case s.dirGone:
+		u.Refusal = RefusalDirGone
+	case s.diskFull:
+		u.Refusal = RefusalDiskFull
+	case !u.Accepting:
+		u.Refusal = RefusalHighWater
+	}
+	u.Accepting = u.Refusal == RefusalNone
 	u.Journal = s.JournalUsage()
 	return u
 }
@@ -121,4 +134,57 @@ func (s *Spool) SetLimits(maxMessages, maxBytes int64, high, low float64) {
 	o.setDefaults()
 	s.opts.MaxMessages, s.opts.MaxBytes, s.opts.HighWater, s.opts.LowWater = o.MaxMessages, o.MaxBytes, o.HighWater, o.LowWater
 	s.ledger.setLimits(s.opts.limits())
+}
+
+// Refusal is why the spool refuses new webhooks.
+type Refusal uint8
+
+// Refusals. Their String is the reason label of the refusing metric.
+const (
+	RefusalNone      Refusal = iota
+	RefusalHighWater         // past the high-water mark, until below the low-water mark
+	RefusalDiskFull          // ErrDiskFull
+	RefusalDirGone           // ErrDirGone
+	RefusalClosed            // the spool is closed (hookpace is stopping)
+)
+
+func (r Refusal) String() string {
+	switch r {
+	case RefusalHighWater:
+		return "high_water"
+	case RefusalDiskFull:
+		return "disk_full"
+	case RefusalDirGone:
+		return "dir_gone"
+	case RefusalClosed:
+		return "closed"
+	}
+	return ""
+}
+
+// Ready is the readiness rule, the one /readyz, the status page and the
+// readiness metric apply: ready while webhooks are admitted and hookpace
+// is not stopping. why says what keeps it from being ready.
+func (u Usage) Ready(stopping bool) (ok bool, why string) {
+	if stopping {
+		return false, "shutting down"
+	}
+	if u.Refusal == RefusalNone {
+		return true, ""
+	}
+	return false, u.Why()
+}
+
+// Why says why new webhooks are refused, or why they are admitted.
+func (u Usage) Why() string {
+	switch u.Refusal {
+	case RefusalNone:
+		return fmt.Sprintf("below the high-water mark (%.0f%%)", 100*u.HighWater)
+	case RefusalHighWater:
+		return fmt.Sprintf("past the high-water mark (%.0f%%); accepting again below the low-water mark (%.0f%%)",
+			100*u.HighWater, 100*u.LowWater)
+	case RefusalClosed:
+		return "spool closed"
+	}
+	return u.Refusing
 }
