@@ -399,34 +399,15 @@ func TestBatchingOffSplitsRetries(t *testing.T) {
 	})
 }
 
-// coalescingQueue is a memQueue whose Begin replaces a message's content,
-// as the spool's does when a webhook with the same coalesce key arrived
-// while it was queued.
-type coalescingQueue struct {
-	*memQueue
-	replace map[uint64]*spool.Message // by id: the content Begin gives
-}
-
-func (q *coalescingQueue) Begin(m *spool.Message) int64 {
-	r := q.replace[m.ID]
-	if r == nil {
-		return 0
-	}
-	grew := int64(len(r.Body) - len(m.Body))
-	m.Header, m.Body = r.Header, r.Body
-	return grew
-}
-func (q *coalescingQueue) End(*spool.Message)         {}
-func (q *coalescingQueue) HostCoalesced(string) int64 { return 0 }
-
 // A member whose content was replaced by one that is not JSON between
 // gathering and sending leaves the batch and goes alone.
 func TestReplacedByNonJSONGoesAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rc := &receiver{}
-		q := &coalescingQueue{memQueue: newMemQueue(), replace: map[uint64]*spool.Message{
+		q := newMemQueue()
+		q.replace = map[uint64]*spool.Message{
 			2: {Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("now plain text")},
-		}}
+		}
 		d := New(Options{Queue: q, Policy: func(string) Policy { return batchPolicy(10, 1<<20, 0) },
 			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
 		if err := d.Start(); err != nil {
@@ -434,7 +415,7 @@ func TestReplacedByNonJSONGoesAlone(t *testing.T) {
 		}
 		defer d.Stop(context.Background())
 		q.put(jsonHooks("b.example", 3, samePath)...)
-		waitEmpty(t, q.memQueue, time.Minute)
+		waitEmpty(t, q, time.Minute)
 		got := rc.arrivals("b.example")
 		if len(got) != 2 {
 			t.Fatalf("%d requests, want the batch of two and the replaced one alone", len(got))
@@ -453,7 +434,8 @@ func TestAllReplacedByNonJSONGoAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rc := &receiver{}
 		plain := &spool.Message{Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("plain")}
-		q := &coalescingQueue{memQueue: newMemQueue(), replace: map[uint64]*spool.Message{1: plain, 2: plain}}
+		q := newMemQueue()
+		q.replace = map[uint64]*spool.Message{1: plain, 2: plain}
 		p := batchPolicy(10, 1<<20, 0)
 		p.Limits.Concurrency = 1
 		d := New(Options{Queue: q, Policy: func(string) Policy { return p },
@@ -463,7 +445,7 @@ func TestAllReplacedByNonJSONGoAlone(t *testing.T) {
 		}
 		defer d.Stop(context.Background())
 		q.put(jsonHooks("b.example", 2, samePath)...)
-		waitEmpty(t, q.memQueue, time.Minute)
+		waitEmpty(t, q, time.Minute)
 		got := rc.arrivals("b.example")
 		if len(got) != 2 || got[0].body != "plain" || got[1].body != "plain" {
 			t.Fatalf("%d requests (%v), want the two alone", len(got), got)

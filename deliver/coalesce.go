@@ -6,20 +6,11 @@ import "github.com/hookpace/hookpace/spool"
 // 20); *spool.Spool is one. Begin, before an attempt, keeps the message
 // from being replaced until End and gives it the last content accepted;
 // End comes once the attempt's outcome has been submitted.
-type inFlight interface {
-	Begin(m *spool.Message) (grew int64)
-	End(m *spool.Message)
-	HostCoalesced(host string) int64
-}
 
 // begin announces an attempt of m to the queue, off the dispatcher's
 // lock: it may wait for a replacement of m being written.
 func (d *Dispatcher) begin(h *host, m *spool.Message) {
-	q, ok := d.opts.Queue.(inFlight)
-	if !ok {
-		return
-	}
-	if grew := q.Begin(m); grew != 0 {
+	if grew := d.opts.Queue.Begin(m); grew != 0 {
 		d.mu.Lock()
 		d.grew(h, grew)
 		d.mu.Unlock()
@@ -28,15 +19,10 @@ func (d *Dispatcher) begin(h *host, m *spool.Message) {
 
 // end tells the queue that the attempt begin announced is over.
 func (d *Dispatcher) end(m *spool.Message) {
-	if q, ok := d.opts.Queue.(inFlight); ok {
-		q.End(m)
-	}
+	d.opts.Queue.End(m)
 }
 
 // coalesced is how many webhooks for host replaced a queued one.
 func (d *Dispatcher) coalesced(host string) int64 {
-	if q, ok := d.opts.Queue.(inFlight); ok {
-		return q.HostCoalesced(host)
-	}
-	return 0
+	return d.opts.Queue.HostCoalesced(host)
 }

@@ -47,7 +47,31 @@ type Queue interface {
 	// Paused lists the hosts so recorded.
 	SetPaused(host string, paused bool) error
 	Paused() ([]string, error)
+
+	// Begin announces an attempt of m, off the dispatcher's lock: it may
+	// wait for a replacement of m being written (a coalesced webhook) and
+	// returns by how much m grew; End says the attempt is over.
+	Begin(m *spool.Message) (grew int64)
+	End(m *spool.Message)
+	// HostCoalesced and HostDeduped count, for host, the webhooks that
+	// replaced a queued one and those answered as duplicates.
+	HostCoalesced(host string) int64
+	HostDeduped(host string) int64
+
+	// RecordAttempt journals one attempt of m (journal.go);
+	// JournalResponseBody is how much of an answer's body it keeps (0:
+	// none).
+	RecordAttempt(m *spool.Message, a spool.Attempt)
+	JournalResponseBody() int
+	// Drop removes ms from the queue (a purge by by); DropLater removes m
+	// once its attempt in flight has ended; BuryAll moves ms to the dead
+	// letters (journal_queue.go).
+	Drop(ms []*spool.Message, by string) (int, error)
+	DropLater(m *spool.Message, by string)
+	BuryAll(ms []*spool.Message, reason string, at time.Time) (int, error)
 }
+
+var _ Queue = (*spool.Spool)(nil)
 
 // Policy is everything the dispatcher needs to know about one host.
 type Policy struct {

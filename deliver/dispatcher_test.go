@@ -23,6 +23,15 @@ import (
 // one, Badger, is exercised in spool's tests and in e2e.
 type memQueue struct {
 	mu     sync.Mutex
+	// The coalescing handshake: replace holds, by id, the content Begin
+	// gives a message (a newer webhook with its coalesce key arrived while
+	// it was queued); begun are the attempts begun and not ended, and
+	// dropLater those to drop when they end.
+	replace   map[uint64]*spool.Message
+	begun     map[uint64]int
+	dropLater map[uint64]bool
+	attempts  map[uint64][]spool.Attempt // the journal
+
 	seq    uint64
 	queued map[string]map[uint64]*spool.Message
 	dead   []*spool.Message
@@ -39,7 +48,85 @@ type memQueue struct {
 }
 
 func newMemQueue() *memQueue {
-	return &memQueue{queued: map[string]map[uint64]*spool.Message{}, paused: map[string]bool{}}
+	return &memQueue{queued: map[string]map[uint64]*spool.Message{}, paused: map[string]bool{},
+		begun: map[uint64]int{}, dropLater: map[uint64]bool{}, attempts: map[uint64][]spool.Attempt{}}
+}
+
+func (q *memQueue) Begin(m *spool.Message) int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.begun[m.ID]++
+	r := q.replace[m.ID]
+	if r == nil {
+		return 0
+	}
+	grew := int64(len(r.Body) - len(m.Body))
+	m.Header, m.Body = r.Header, r.Body
+	return grew
+}
+
+func (q *memQueue) End(m *spool.Message) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.begun[m.ID]--; q.begun[m.ID] <= 0 {
+		delete(q.begun, m.ID)
+	}
+	if q.dropLater[m.ID] {
+		delete(q.dropLater, m.ID)
+		delete(q.queued[m.Host], m.ID)
+	}
+}
+
+// inFlight is how many attempts were begun and not ended.
+func (q *memQueue) inFlight() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, c := range q.begun {
+		n += c
+	}
+	return n
+}
+
+func (q *memQueue) HostCoalesced(string) int64 { return 0 }
+func (q *memQueue) HostDeduped(string) int64   { return 0 }
+
+func (q *memQueue) RecordAttempt(m *spool.Message, a spool.Attempt) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.attempts[m.ID] = append(q.attempts[m.ID], a)
+}
+
+func (q *memQueue) JournalResponseBody() int { return 1024 }
+
+func (q *memQueue) Drop(ms []*spool.Message, by string) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, m := range ms {
+		if q.queued[m.Host][m.ID] != nil {
+			delete(q.queued[m.Host], m.ID)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (q *memQueue) DropLater(m *spool.Message, by string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.begun[m.ID] > 0 {
+		q.dropLater[m.ID] = true
+		return
+	}
+	delete(q.queued[m.Host], m.ID)
+}
+
+func (q *memQueue) BuryAll(ms []*spool.Message, reason string, at time.Time) (int, error) {
+	for _, m := range ms {
+		q.Bury(m, reason, at)
+	}
+	return len(ms), nil
 }
 
 func (q *memQueue) add(host string, n int) {
@@ -304,6 +391,20 @@ func TestPacedDeliveryExactlyOnce(t *testing.T) {
 		// 2000 at 200/s after a burst of 20: 9.9 s.
 		if took < 9*time.Second || took > 11*time.Second {
 			t.Fatalf("took %v, want about 10s", took)
+		}
+		synctest.Wait()
+		if n := q.inFlight(); n != 0 {
+			t.Fatalf("%d attempts begun and never ended", n)
+		}
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if len(q.attempts) != 2000 {
+			t.Fatalf("%d webhooks with a journaled attempt, want 2000", len(q.attempts))
+		}
+		for id, as := range q.attempts {
+			if len(as) != 1 || as[0].Status != 200 {
+				t.Fatalf("webhook %d: attempts %+v, want one with 200", id, as)
+			}
 		}
 	})
 }

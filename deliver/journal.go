@@ -14,34 +14,20 @@ import (
 	"github.com/hookpace/hookpace/spool"
 )
 
-// journal is a Queue that keeps the history of every webhook;
-// *spool.Spool is one.
-type journal interface {
-	RecordAttempt(m *spool.Message, a spool.Attempt)
-	JournalResponseBody() int
-}
-
 // excerptMax is how much of each answer's body an attempt reads for the
 // journal (0: none).
 func (d *Dispatcher) excerptMax() int {
-	if j, ok := d.opts.Queue.(journal); ok {
-		return j.JournalResponseBody()
-	}
-	return 0
+	return d.opts.Queue.JournalResponseBody()
 }
 
 // journalAttempt records one attempt of m, sent alone or as one of batch
 // webhooks in one request.
 func (d *Dispatcher) journalAttempt(m *spool.Message, res result, at time.Time, batch int) {
-	j, ok := d.opts.Queue.(journal)
-	if !ok {
-		return
-	}
 	a := spool.Attempt{At: at.Add(-res.took), Duration: res.took, Status: res.status, Header: res.header, Body: res.excerpt, Batch: batch}
 	if res.verdict != vDone {
 		a.Error = res.reason
 	}
-	j.RecordAttempt(m, a)
+	d.opts.Queue.RecordAttempt(m, a)
 }
 
 // answerHeader is what of an answer's header the journal may keep: the

@@ -1,22 +1,10 @@
 package deliver
 
 import (
-	"errors"
 	"time"
 
 	"github.com/hookpace/hookpace/spool"
 )
-
-// backlog is a Queue whose queued webhooks an operator may purge or bury;
-// *spool.Spool is one.
-type backlog interface {
-	Drop(ms []*spool.Message, by string) (int, error)
-	DropLater(m *spool.Message, by string)
-	BuryAll(ms []*spool.Message, reason string, at time.Time) (int, error)
-}
-
-// ErrNoBacklog: the queue cannot purge or bury.
-var ErrNoBacklog = errors.New("this queue cannot purge or bury")
 
 // Selection picks webhooks of one host's queue. The zero value picks all.
 type Selection struct {
@@ -78,10 +66,7 @@ const purgeChunk = 1000
 
 func (d *Dispatcher) takeQueue(host string, sel Selection, bury bool) (BacklogResult, error) {
 	res := BacklogResult{Host: host}
-	q, ok := d.opts.Queue.(backlog)
-	if !ok {
-		return res, ErrNoBacklog
-	}
+	q := d.opts.Queue
 	now := time.Now()
 	var after uint64
 	for {
@@ -208,8 +193,8 @@ func (d *Dispatcher) purgedInFlight(h *host, m *spool.Message, v verdict, now ti
 		return false // delivered before the purge could stop it
 	}
 	d.release(h, m)
-	if q, ok := d.opts.Queue.(backlog); ok && !p.bury {
-		q.DropLater(m, "purged by "+p.by)
+	if !p.bury {
+		d.opts.Queue.DropLater(m, "purged by "+p.by)
 	} else {
 		d.opts.Queue.Bury(m, "buried by "+p.by, now)
 	}

@@ -121,9 +121,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		t := h.lastErrAt.UTC()
 		hs.LastErrorAt = &t
 	}
-	if q, ok := d.opts.Queue.(dedupeCounts); ok {
-		hs.Deduplicated = q.HostDeduped(h.name)
-	}
+	hs.Deduplicated = d.opts.Queue.HostDeduped(h.name)
 	if l := h.learn; l != nil && now.Before(l.until) {
 		lim := h.limits()
 		u := l.until.UTC()
@@ -135,10 +133,6 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 	h.gate.Status(now, &hs)
 	return hs
 }
-
-// dedupeCounts is a Queue that counts deduplicated webhooks by host;
-// *spool.Spool is one.
-type dedupeCounts interface{ HostDeduped(host string) int64 }
 
 // Hosts reports every host the dispatcher knows, busiest first.
 func (d *Dispatcher) Hosts() []HostStatus {
