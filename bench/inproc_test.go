@@ -115,6 +115,9 @@ func (s *stubSpool) Append(_ context.Context, m *spool.Message, _ int64) error {
 	m.ID = s.id.Add(1)
 	return nil
 }
+func (s *stubSpool) AppendKeys(ctx context.Context, m *spool.Message, limit int64, _ spool.Keys) (spool.Appended, error) {
+	return spool.Stored, s.Append(ctx, m, limit)
+}
 func (s *stubSpool) Full() *spool.FullError { return nil }
 
 // openGuard allows every destination without resolving it.

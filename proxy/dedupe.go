@@ -16,20 +16,6 @@ import (
 // is stored. The spool decides, atomically with its group commit (see
 // spool.AppendOnce); the header is stored and forwarded unchanged.
 
-// KeySpooler is a Spooler that remembers idempotency keys and coalesces
-// updates; *spool.Spool is the real one. A Spooler without it stores every
-// POST.
-type KeySpooler interface {
-	AppendKeys(ctx context.Context, m *spool.Message, hostLimit int64, k spool.Keys) (spool.Appended, error)
-}
-
-// DedupeCounter counts deduplicated and coalesced webhooks by host;
-// *telemetry.Metrics is the real one.
-type DedupeCounter interface {
-	Deduplicated(ctx context.Context, host string)
-	Coalesced(ctx context.Context, host string)
-}
-
 const (
 	outcomeDuplicate = telemetry.IngestDuplicate
 	outcomeCoalesced = telemetry.IngestCoalesced
@@ -87,24 +73,20 @@ func coalesceKey(stored http.Header, pol *Policy) (string, *decision) {
 // webhook for its host, or replaces the queued webhook its coalesce key
 // names: the answer says which.
 func (p *Proxy) appendKeys(ctx context.Context, m *spool.Message, hp HostPolicy, k spool.Keys) (decision, error) {
-	sp, ok := p.opts.Spool.(KeySpooler)
-	if k.Idempotency == "" && k.Coalesce == "" || !ok {
+	if k.Idempotency == "" && k.Coalesce == "" {
 		err := p.opts.Spool.Append(ctx, m, hp.MaxQueued)
 		return decision{outcome: outcomeAccepted, status: http.StatusAccepted, id: m.Ref().String()}, err
 	}
 	k.Window = hp.DedupeWindow
-	how, err := sp.AppendKeys(ctx, m, hp.MaxQueued, k)
+	how, err := p.opts.Spool.AppendKeys(ctx, m, hp.MaxQueued, k)
 	if err != nil {
 		return decision{}, err
 	}
 	d := decision{outcome: outcomeAccepted, status: http.StatusAccepted, id: m.Ref().String()}
-	c, _ := p.opts.Metrics.(DedupeCounter)
 	switch how {
 	case spool.Duplicate:
 		d.outcome, d.header = outcomeDuplicate, http.Header{HeaderDuplicate: {"true"}}
-		if c != nil {
-			c.Deduplicated(ctx, m.Host)
-		}
+		p.opts.Metrics.Deduplicated(ctx, m.Host)
 	case spool.Conflict:
 		// The IETF Idempotency-Key draft's answer to a key reused for
 		// another request: nothing is stored.
@@ -113,9 +95,7 @@ func (p *Proxy) appendKeys(ctx context.Context, m *spool.Message, hp HostPolicy,
 				" within its dedupe window: that webhook is " + m.Ref().String() + "; a new webhook needs a new key"}, nil
 	case spool.Coalesced:
 		d.outcome, d.header = outcomeCoalesced, http.Header{HeaderCoalesced: {"true"}}
-		if c != nil {
-			c.Coalesced(ctx, m.Host)
-		}
+		p.opts.Metrics.Coalesced(ctx, m.Host)
 	}
 	return d, nil
 }

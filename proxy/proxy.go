@@ -33,8 +33,13 @@ import (
 // Spooler is where accepted webhooks go; *spool.Spool is the real one.
 type Spooler interface {
 	Append(ctx context.Context, m *spool.Message, hostLimit int64) error
+	// AppendKeys is Append for a webhook with an idempotency or coalesce
+	// key (see dedupe.go).
+	AppendKeys(ctx context.Context, m *spool.Message, hostLimit int64, k spool.Keys) (spool.Appended, error)
 	Full() *spool.FullError // nil while new webhooks are admitted
 }
+
+var _ Spooler = (*spool.Spool)(nil)
 
 // Guard decides which destinations may be reached; *egress.Guard is the
 // real one.
@@ -49,10 +54,16 @@ type Pacing interface {
 	DrainTime(host string, n int64, now time.Time) (time.Duration, bool)
 }
 
-// Counter records ingest outcomes; *telemetry.Metrics is the real one.
+// Counter records ingest outcomes, deduplicated and coalesced webhooks by
+// host, and CONNECTs by host and mode; *telemetry.Metrics is the real one.
 type Counter interface {
 	Ingest(ctx context.Context, outcome telemetry.IngestOutcome)
+	Deduplicated(ctx context.Context, host string)
+	Coalesced(ctx context.Context, host string)
+	Tunnel(ctx context.Context, host, mode string)
 }
+
+var _ Counter = (*telemetry.Metrics)(nil)
 
 // Options configure a Proxy.
 type Options struct {
@@ -109,6 +120,9 @@ type passStart time.Time
 type nopCounter struct{}
 
 func (nopCounter) Ingest(context.Context, telemetry.IngestOutcome) {}
+func (nopCounter) Deduplicated(context.Context, string)            {}
+func (nopCounter) Coalesced(context.Context, string)               {}
+func (nopCounter) Tunnel(context.Context, string, string)          {}
 
 // New builds the proxy. goproxy's defaults are all replaced: its transport
 // skips TLS verification and reads HTTP_PROXY, its CONNECT dialer reads

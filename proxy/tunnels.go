@@ -81,19 +81,11 @@ func (p *Proxy) Tunnels() []TunnelStat {
 	return out
 }
 
-// TunnelCounter counts CONNECTs by host and mode; *telemetry.Metrics is
-// the real one.
-type TunnelCounter interface {
-	Tunnel(ctx context.Context, host, mode string)
-}
-
 // countTunnel records one CONNECT to host in the book, the metric and,
 // the first time a host is not intercepted, a warning that says why and
 // what to do.
 func (p *Proxy) countTunnel(ctx context.Context, host, mode, reason string) {
-	if c, ok := p.opts.Metrics.(TunnelCounter); ok {
-		c.Tunnel(ctx, host, mode)
-	}
+	p.opts.Metrics.Tunnel(ctx, host, mode)
 	if !p.tunnels.add(host, mode, reason, time.Now()) || mode == telemetry.TunnelIntercepted {
 		return
 	}
