@@ -155,18 +155,18 @@ func (g *gradient) sample(now, sentAt time.Time) {
 	if g.n < need || now.Sub(g.winStart) < max(autoWindow, autoWindowRTTs*g.minRTT) {
 		return
 	}
-	rtt := g.median()
+	low, rtt := g.quantiles()
 	g.lastRTT = rtt
 	switch g.phase {
 	case phaseProbe:
-		g.minRTT, g.minAt = rtt, now
+		g.minRTT, g.minAt = low, now
 		if g.saved > 0 {
 			g.limit, g.phase = g.saved, phaseSteady
 		} else {
 			g.limit, g.phase = math.Min(2*g.limit, float64(g.ceiling)), phaseSlowStart
 		}
 	case phaseSlowStart:
-		g.minRTT = min(g.minRTT, rtt)
+		g.minRTT = min(g.minRTT, low)
 		if rtt > g.target() {
 			g.phase = phaseSteady
 			g.update(rtt)
@@ -174,7 +174,7 @@ func (g *gradient) sample(now, sentAt time.Time) {
 			g.limit = math.Min(2*g.limit, float64(g.ceiling))
 		}
 	case phaseSteady:
-		g.minRTT = min(g.minRTT, rtt)
+		g.minRTT = min(g.minRTT, low)
 		if g.slots() == 1 && g.peak <= 1 {
 			g.atOne++
 		} else {
@@ -185,7 +185,7 @@ func (g *gradient) sample(now, sentAt time.Time) {
 			// partner's unloaded RTT now (it got slower). Not after one
 			// window: replicas that share the partner each come down to
 			// 1 for a moment and would take each other's load for it.
-			g.minRTT, g.minAt, g.atOne = rtt, now, 0
+			g.minRTT, g.minAt, g.atOne = low, now, 0
 		}
 		g.update(rtt)
 		if now.Sub(g.minAt) >= autoProbeEvery {
@@ -226,12 +226,16 @@ func (g *gradient) update(rtt time.Duration) {
 	g.limit = next
 }
 
-func (g *gradient) median() time.Duration {
+// quantiles are the window's 10th percentile, which measures the
+// minimum (noise only ever adds latency, and among replicas that share
+// a partner it is the requests that found a worker free), and its
+// median, which the gradient compares with it.
+func (g *gradient) quantiles() (low, median time.Duration) {
 	k := min(g.n, autoRing)
 	s := make([]time.Duration, k)
 	copy(s, g.ring[:k])
 	slices.Sort(s)
-	return s[k/2]
+	return s[k/10], s[k/2]
 }
 
 // failed cuts the limit for an error of an attempt sent at sentAt, once
