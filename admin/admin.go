@@ -51,12 +51,11 @@ type Hosts interface {
 	Host(name string) (deliver.HostStatus, bool)
 	Pause(name string) error
 	Resume(name string) (known bool, err error)
+	Fleet() *deliver.FleetStatus // nil without a fleet
+	Backlog
 }
 
-// fleetStatus is implemented by a dispatcher that may run in fleet mode.
-type fleetStatus interface {
-	Fleet() *deliver.FleetStatus // nil without a fleet
-}
+var _ Hosts = (*deliver.Dispatcher)(nil)
 
 // Spool is the spool's side of the API.
 type Spool interface {
@@ -65,7 +64,16 @@ type Spool interface {
 	ListDead(f spool.DeadFilter, limit int) ([]*spool.Dead, int, error)
 	ReplayDead(f spool.DeadFilter) (int, error)
 	PurgeDead(f spool.DeadFilter) (int, error)
+	// Oldest is when host's oldest queued webhook was accepted;
+	// DeadByHost counts dead letters by host (the page).
+	Oldest(host string) (time.Time, bool, error)
+	DeadByHost() (map[string]int64, error)
+	// Queued lists host's queue, oldest first (GET /v1/queue).
+	Queued(host string, max int) ([]*spool.Message, error)
+	Journal
 }
+
+var _ Spool = (*spool.Spool)(nil)
 
 // Options configure the admin handler.
 type Options struct {

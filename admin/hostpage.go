@@ -46,9 +46,7 @@ func (a *api) listHosts(w http.ResponseWriter, r *http.Request) {
 		hq.Limit = n
 	}
 	page := pageHosts(a.Hosts.Hosts(), hq)
-	if fl, ok := a.Hosts.(fleetStatus); ok {
-		page.Fleet = fl.Fleet()
-	}
+	page.Fleet = a.Hosts.Fleet()
 	writeJSON(w, http.StatusOK, page)
 }
 

@@ -18,6 +18,13 @@ func (m manyHosts) Host(string) (deliver.HostStatus, bool) {
 }
 func (m manyHosts) Pause(string) error          { return nil }
 func (m manyHosts) Resume(string) (bool, error) { return false, nil }
+func (m manyHosts) Fleet() *deliver.FleetStatus { return nil }
+func (m manyHosts) Purge(host string, _ deliver.Selection) (deliver.BacklogResult, error) {
+	return deliver.BacklogResult{Host: host}, nil
+}
+func (m manyHosts) BuryQueue(host string, _ deliver.Selection) (deliver.BacklogResult, error) {
+	return deliver.BacklogResult{Host: host}, nil
+}
 
 // Issue 36: at 50,000 hosts /v1/hosts was 28 MB in one answer. It pages
 // (limit, cursor) in host order, filters by name (host=), and says the

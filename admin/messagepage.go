@@ -10,7 +10,6 @@ package admin
 
 import (
 	"crypto/subtle"
-	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -89,11 +88,7 @@ func (a *api) renderMessages(w http.ResponseWriter, status int, d messagePageDat
 }
 
 func (a *api) messagesPage(w http.ResponseWriter, r *http.Request) {
-	j, ok := a.Spool.(Journal)
-	if !ok {
-		a.renderMessages(w, http.StatusNotFound, messagePageData{Title: "Webhooks", Error: "this hookpace keeps no journal"})
-		return
-	}
+	j := a.Spool
 	q, err := messageQuery(r)
 	d := messagePageData{Title: "Webhooks", Host: q.Host, List: []Message{}}
 	if d.Host != "" {
@@ -122,12 +117,10 @@ func (a *api) messagesPage(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) messagePage(w http.ResponseWriter, r *http.Request) {
 	d := messagePageData{Title: "Webhook " + r.PathValue("id")}
-	j, ok := a.Spool.(Journal)
+	j := a.Spool
 	ref, err := spool.ParseRef(r.PathValue("id"))
 	var v *spool.View
 	switch {
-	case !ok:
-		err = errors.New("this hookpace keeps no journal")
 	case err == nil:
 		v, err = j.Lookup(ref)
 	}
@@ -165,11 +158,7 @@ func (a *api) purgePage(w http.ResponseWriter, r *http.Request) {
 		a.renderMessages(w, http.StatusOK, d)
 		return
 	}
-	b, ok := a.Hosts.(Backlog)
-	if !ok {
-		http.Error(w, "this dispatcher cannot purge", http.StatusNotFound)
-		return
-	}
+	b := a.Hosts
 	sel := deliver.Selection{By: "the status page from " + r.RemoteAddr}
 	res, err := b.Purge(host, sel)
 	a.Logger.Info("queue purged", "host", host, "by", sel.By, "count", res.Done, "in_flight", res.InFlight)

@@ -62,19 +62,8 @@ type MessageList struct {
 	Cursor   string    `json:"cursor,omitempty"` // the next page's
 }
 
-func (a *api) journal(w http.ResponseWriter) (Journal, bool) {
-	j, ok := a.Spool.(Journal)
-	if !ok {
-		writeError(w, http.StatusNotFound, "this hookpace keeps no journal")
-	}
-	return j, ok
-}
-
 func (a *api) message(w http.ResponseWriter, r *http.Request) {
-	j, ok := a.journal(w)
-	if !ok {
-		return
-	}
+	j := a.Spool
 	ref, err := spool.ParseRef(r.PathValue("id"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -139,10 +128,7 @@ func attemptOf(at *spool.Attempt) MessageAttempt {
 }
 
 func (a *api) listMessages(w http.ResponseWriter, r *http.Request) {
-	j, ok := a.journal(w)
-	if !ok {
-		return
-	}
+	j := a.Spool
 	q, err := messageQuery(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())

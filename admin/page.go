@@ -46,16 +46,6 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	},
 }).Parse(pageHTML))
 
-// pageSpool is what the page reads from the spool besides Spool; the real
-// spool has it (see the assertion below). Without it the page shows no
-// oldest ages and no dead letters per host.
-type pageSpool interface {
-	Oldest(host string) (time.Time, bool, error)
-	DeadByHost() (map[string]int64, error)
-}
-
-var _ pageSpool = (*spool.Spool)(nil)
-
 // page serves the status page and its actions.
 type page struct {
 	api   *api
@@ -156,10 +146,10 @@ func (p *page) build(pq pageQuery, now time.Time) *pageData {
 	a := p.api
 	u := a.Spool.Usage()
 	hosts := a.Hosts.Hosts()
-	ps, _ := a.Spool.(pageSpool)
+	ps := a.Spool
 	var dead map[string]int64
 	var problems []string
-	if ps != nil && u.Dead > 0 {
+	if u.Dead > 0 {
 		var err error
 		if dead, err = ps.DeadByHost(); err != nil {
 			problems = append(problems, "dead letters per host: "+err.Error())
@@ -169,19 +159,17 @@ func (p *page) build(pq pageQuery, now time.Time) *pageData {
 	// spool's oldest is the oldest of them, and "sort by oldest" orders
 	// them all.
 	oldest := make(map[string]time.Time, len(hosts))
-	if ps != nil {
-		for _, h := range hosts {
-			if h.Queued <= 0 {
-				continue
-			}
-			at, ok, err := ps.Oldest(h.Host)
-			if err != nil {
-				problems = append(problems, "oldest message of "+h.Host+": "+err.Error())
-				continue
-			}
-			if ok {
-				oldest[h.Host] = at
-			}
+	for _, h := range hosts {
+		if h.Queued <= 0 {
+			continue
+		}
+		at, ok, err := ps.Oldest(h.Host)
+		if err != nil {
+			problems = append(problems, "oldest message of "+h.Host+": "+err.Error())
+			continue
+		}
+		if ok {
+			oldest[h.Host] = at
 		}
 	}
 	rows := make([]hostRow, 0, len(hosts))
@@ -195,9 +183,7 @@ func (p *page) build(pq pageQuery, now time.Time) *pageData {
 	sortRows(rows, pq.Sort)
 	d := &pageData{Now: now, Query: pq, Token: p.token, Problems: problems, Matched: len(rows), Known: len(hosts)}
 	d.Spool = newSpoolView(u, oldest, now)
-	if fl, ok := a.Hosts.(fleetStatus); ok {
-		d.Fleet = fl.Fleet() // in memory, as /v1/hosts: no Redis round trip
-	}
+	d.Fleet = a.Hosts.Fleet() // in memory, as /v1/hosts: no Redis round trip
 	if a.Instance != nil {
 		if d.HTTPS = a.Instance().HTTPS; d.HTTPS != nil {
 			for _, t := range d.HTTPS.Tunnels {

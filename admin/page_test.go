@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"fmt"
-	"golang.org/x/net/html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/html"
 
 	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/spool"
@@ -65,6 +66,16 @@ func (h *hostsTable) Pause(name string) error {
 }
 func (h *hostsTable) Resume(name string) (bool, error) {
 	return h.set(name, func(s *deliver.HostStatus) { s.Paused = false }), nil
+}
+func (h *hostsTable) Fleet() *deliver.FleetStatus { return nil }
+
+// Purge and BuryQueue take all that is queued for host (what sel picks
+// is the dispatcher's business, tested in deliver).
+func (h *hostsTable) Purge(host string, _ deliver.Selection) (deliver.BacklogResult, error) {
+	return deliver.BacklogResult{Host: host, Done: int(h.queued(host))}, nil
+}
+func (h *hostsTable) BuryQueue(host string, sel deliver.Selection) (deliver.BacklogResult, error) {
+	return h.Purge(host, sel)
 }
 
 // fixture: a real spool holding 7 messages for paused.example (enqueued

@@ -23,11 +23,6 @@ type Backlog interface {
 	BuryQueue(host string, sel deliver.Selection) (deliver.BacklogResult, error)
 }
 
-// queueReader lists a host's queue; *spool.Spool is one.
-type queueReader interface {
-	Queued(host string, max int) ([]*spool.Message, error)
-}
-
 // QueuedMessage is one queued webhook as GET /v1/queue shows it.
 type QueuedMessage struct {
 	ID         string    `json:"id"`
@@ -62,12 +57,7 @@ func (a *api) listQueue(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	q, ok := a.Spool.(queueReader)
-	if !ok {
-		writeError(w, http.StatusNotFound, "this spool cannot list a queue")
-		return
-	}
-	ms, err := q.Queued(host, limit)
+	ms, err := a.Spool.Queued(host, limit)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
@@ -89,11 +79,7 @@ func (a *api) purgeQueue(w http.ResponseWriter, r *http.Request) { a.takeQueue(w
 func (a *api) buryQueue(w http.ResponseWriter, r *http.Request)  { a.takeQueue(w, r, true) }
 
 func (a *api) takeQueue(w http.ResponseWriter, r *http.Request, bury bool) {
-	b, ok := a.Hosts.(Backlog)
-	if !ok {
-		writeError(w, http.StatusNotFound, "this dispatcher cannot purge or bury")
-		return
-	}
+	b := a.Hosts
 	q := r.URL.Query()
 	host, err := HostKey(q.Get("host"))
 	if err != nil {
