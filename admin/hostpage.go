@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hookpace/hookpace/deliver"
 )
@@ -45,8 +46,9 @@ func (a *api) listHosts(w http.ResponseWriter, r *http.Request) {
 		}
 		hq.Limit = n
 	}
-	page := pageHosts(a.Hosts.Hosts(), hq)
-	page.Fleet = a.Hosts.Fleet()
+	snap := TakeSnapshot(a.Hosts, a.Spool, time.Now(), false)
+	page := pageHosts(snap.Hosts, hq)
+	page.Fleet = snap.Fleet
 	writeJSON(w, http.StatusOK, page)
 }
 

@@ -3,14 +3,27 @@ package admin
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/spool"
 )
 
 type manyHosts []deliver.HostStatus
+
+// emptySpool is a real spool with nothing in it, closed after the test.
+func emptySpool(t *testing.T) *spool.Spool {
+	t.Helper()
+	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	return sp
+}
 
 func (m manyHosts) Hosts() []deliver.HostStatus { return m }
 func (m manyHosts) Host(string) (deliver.HostStatus, bool) {
@@ -34,7 +47,7 @@ func TestHostsPaged(t *testing.T) {
 	for i := 2499; i >= 0; i-- { // out of order
 		hosts = append(hosts, deliver.HostStatus{Host: fmt.Sprintf("p%04d.example", i)})
 	}
-	h := Handler(Options{Hosts: hosts})
+	h := Handler(Options{Hosts: hosts, Spool: emptySpool(t)})
 	get := func(query string) (int, HostPage) {
 		r := httptest.NewRequest(http.MethodGet, "/v1/hosts"+query, nil)
 		r.Host = "127.0.0.1"

@@ -144,46 +144,22 @@ func setPageHeaders(h http.Header) {
 // build gathers what the page shows at now.
 func (p *page) build(pq pageQuery, now time.Time) *pageData {
 	a := p.api
-	u := a.Spool.Usage()
-	hosts := a.Hosts.Hosts()
-	ps := a.Spool
-	var dead map[string]int64
-	var problems []string
-	if u.Dead > 0 {
-		var err error
-		if dead, err = ps.DeadByHost(); err != nil {
-			problems = append(problems, "dead letters per host: "+err.Error())
-		}
-	}
 	// Every host with a backlog needs its oldest message's age: the
 	// spool's oldest is the oldest of them, and "sort by oldest" orders
 	// them all.
-	oldest := make(map[string]time.Time, len(hosts))
-	for _, h := range hosts {
-		if h.Queued <= 0 {
-			continue
-		}
-		at, ok, err := ps.Oldest(h.Host)
-		if err != nil {
-			problems = append(problems, "oldest message of "+h.Host+": "+err.Error())
-			continue
-		}
-		if ok {
-			oldest[h.Host] = at
-		}
-	}
-	rows := make([]hostRow, 0, len(hosts))
-	for _, h := range hosts {
-		row := hostRow{HostStatus: h, Dead: dead[h.Host]}
-		row.Oldest = oldest[h.Host]
+	snap := TakeSnapshot(a.Hosts, a.Spool, now, true)
+	rows := make([]hostRow, 0, len(snap.Hosts))
+	for _, h := range snap.Hosts {
+		row := hostRow{HostStatus: h, Dead: snap.Dead[h.Host]}
+		row.Oldest = snap.Oldest[h.Host]
 		if pq.keep(&row) {
 			rows = append(rows, row)
 		}
 	}
 	sortRows(rows, pq.Sort)
-	d := &pageData{Now: now, Query: pq, Token: p.token, Problems: problems, Matched: len(rows), Known: len(hosts)}
-	d.Spool = newSpoolView(u, oldest, now)
-	d.Fleet = a.Hosts.Fleet() // in memory, as /v1/hosts: no Redis round trip
+	d := &pageData{Now: now, Query: pq, Token: p.token, Problems: snap.Problems, Matched: len(rows), Known: len(snap.Hosts)}
+	d.Spool = newSpoolView(snap.Usage, snap.Oldest, now)
+	d.Fleet = snap.Fleet // in memory, as /v1/hosts: no Redis round trip
 	if a.Instance != nil {
 		if d.HTTPS = a.Instance().HTTPS; d.HTTPS != nil {
 			for _, t := range d.HTTPS.Tunnels {

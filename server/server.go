@@ -246,8 +246,11 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Throttle: telemetry.NewThrottle(10 * time.Second),
 		Gates:    gates,
 	})
-	observe(tel.Metrics, a.disp, a.spool)
-	observeState(tel.Metrics, a.disp, a.spool, a.stopping.Load)
+	// The metrics of one scrape read one snapshot, as the page and the
+	// API do (admin.TakeSnapshot).
+	snaps := admin.NewSnapshots(a.disp, a.spool, time.Second)
+	observe(tel.Metrics, snaps)
+	observeState(tel.Metrics, snaps, a.stopping.Load)
 	a.publishView()
 	a.proxy = proxy.New(proxy.Options{
 		Policy:    proxyPolicy(cfg, a.files.Load()),
@@ -333,13 +336,13 @@ func pausedHosts(disp *deliver.Dispatcher) int {
 }
 
 // observe feeds the gauges from the dispatcher and spool at scrape time.
-func observe(m *telemetry.Metrics, disp *deliver.Dispatcher, sp *spool.Spool) {
+func observe(m *telemetry.Metrics, snaps *admin.Snapshots) {
 	m.ObserveSpool(func() telemetry.SpoolSnapshot {
-		u := sp.Usage()
+		u := snaps.Get(time.Now()).Usage
 		return telemetry.SpoolSnapshot{Messages: u.Messages, Bytes: u.Bytes, DedupeKeys: u.DedupeKeys, DedupeBytes: u.DedupeBytes}
 	})
 	m.ObserveHosts(func() []telemetry.HostSnapshot {
-		hosts := disp.Hosts()
+		hosts := snaps.Get(time.Now()).Hosts
 		out := make([]telemetry.HostSnapshot, len(hosts))
 		for i, h := range hosts {
 			out[i] = telemetry.HostSnapshot{Host: h.Host, Queued: h.Queued, QueuedBytes: h.QueuedBytes,
