@@ -11,21 +11,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/pacer"
-	"github.com/hookpace/hookpace/telemetry"
 )
 
 // verdict is what happens to a message after an attempt. It is the
 // attempt's telemetry outcome, so that the metric, the log line and the
 // span all name it alike.
-type verdict = telemetry.DeliveryOutcome
+type verdict = Outcome
 
 const (
-	vDone  = telemetry.DeliveryDelivered // delivered: delete it
-	vHold  = telemetry.DeliveryHeld      // 429: hold the host, the message goes first afterwards
-	vRetry = telemetry.DeliveryRetried   // transient failure: retry after a backoff
-	vDead  = telemetry.DeliveryDead      // permanent failure: dead letters
-	vSplit = telemetry.DeliverySplit     // a batch too large: its halves go again at once (batchsplit.go)
+	vDone  = OutcomeDelivered // delivered: delete it
+	vHold  = OutcomeHeld      // 429: hold the host, the message goes first afterwards
+	vRetry = OutcomeRetried   // transient failure: retry after a backoff
+	vDead  = OutcomeDead      // permanent failure: dead letters
+	vSplit = OutcomeSplit     // a batch too large: its halves go again at once (batchsplit.go)
 )
 
 // Refusal is implemented by errors for destinations that egress policy
@@ -75,13 +75,13 @@ func classify(status int, err error, retry4xx []int) (v verdict, o pacer.Outcome
 }
 
 // errorClass names a transport error briefly and stably, so that repeated
-// failures share one log throttle key: its class (telemetry.ErrorClass, the
+// failures share one log throttle key: its class (egress.ErrorClass, the
 // attempt's error_type), then the innermost error's words.
 func errorClass(err error) string {
-	class := telemetry.ErrorClass(err)
+	class := egress.ErrorClass(err)
 	var dns *net.DNSError
 	switch {
-	case class == telemetry.ErrTimeout:
+	case class == egress.ErrTimeout:
 		return class
 	case errors.As(err, &dns):
 		return class + ": " + dns.Err

@@ -22,7 +22,6 @@ import (
 	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/sign"
 	"github.com/hookpace/hookpace/spool"
-	"github.com/hookpace/hookpace/telemetry"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -106,11 +105,11 @@ type Policy struct {
 
 // Observer receives delivery metrics; *telemetry.Metrics is the real one.
 type Observer interface {
-	Delivery(ctx context.Context, host string, outcome telemetry.DeliveryOutcome)
+	Delivery(ctx context.Context, host string, outcome Outcome)
 	DeliveryLatency(ctx context.Context, host string, d time.Duration)
 	// BatchWebhooks counts the n webhooks a batched attempt carried, by
 	// the attempt's outcome.
-	BatchWebhooks(ctx context.Context, host string, outcome telemetry.DeliveryOutcome, n int)
+	BatchWebhooks(ctx context.Context, host string, outcome Outcome, n int)
 }
 
 // Options configure a Dispatcher.
@@ -177,9 +176,9 @@ type Dispatcher struct {
 
 type noopObserver struct{}
 
-func (noopObserver) Delivery(context.Context, string, telemetry.DeliveryOutcome)           {}
-func (noopObserver) DeliveryLatency(context.Context, string, time.Duration)                {}
-func (noopObserver) BatchWebhooks(context.Context, string, telemetry.DeliveryOutcome, int) {}
+func (noopObserver) Delivery(context.Context, string, Outcome)              {}
+func (noopObserver) DeliveryLatency(context.Context, string, time.Duration) {}
+func (noopObserver) BatchWebhooks(context.Context, string, Outcome, int)    {}
 
 // New returns a dispatcher; it sends nothing until Start.
 func New(opts Options) *Dispatcher {

@@ -22,7 +22,7 @@ import (
 // memQueue is an in-memory Queue for unit tests of the dispatcher. The real
 // one, Badger, is exercised in spool's tests and in e2e.
 type memQueue struct {
-	mu     sync.Mutex
+	mu sync.Mutex
 	// The coalescing handshake: replace holds, by id, the content Begin
 	// gives a message (a newer webhook with its coalesce key arrived while
 	// it was queued); begun are the attempts begun and not ended, and

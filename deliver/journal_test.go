@@ -115,9 +115,8 @@ func TestMaxAgeAtHeadBehindPause(t *testing.T) {
 	if err := d.Pause(host); err != nil {
 		t.Fatal(err)
 	}
-	var ms []*spool.Message
 	for range 3 {
-		ms = append(ms, appendTo(t, q, srv.URL+"/old"))
+		appendTo(t, q, srv.URL+"/old")
 	}
 	for range 3 {
 		if r := <-q.buried; !strings.HasPrefix(r, "max_age") {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-
 )
 
 // A pooled keep-alive connection does not outlive the policy: the next

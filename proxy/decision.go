@@ -10,25 +10,24 @@ import (
 
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/spool"
-	"github.com/hookpace/hookpace/telemetry"
 )
 
 // Ingest outcomes, as counted in hookpace_ingest_requests_total.
 const (
-	outcomeAccepted     = telemetry.IngestAccepted
-	outcomeBackpressure = telemetry.IngestRejectedBackpressure
-	outcomeTooLarge     = telemetry.IngestTooLarge
-	outcomeRefused      = telemetry.IngestRefused
-	outcomePassthrough  = telemetry.IngestPassthrough
-	outcomeBadRequest   = telemetry.IngestBadRequest
-	outcomeUnauthorized = telemetry.IngestUnauthorized
-	outcomeError        = telemetry.IngestError
-	outcomeStopping     = telemetry.IngestRejectedStopping
+	outcomeAccepted     = OutcomeAccepted
+	outcomeBackpressure = OutcomeRejectedBackpressure
+	outcomeTooLarge     = OutcomeTooLarge
+	outcomeRefused      = OutcomeRefused
+	outcomePassthrough  = OutcomePassthrough
+	outcomeBadRequest   = OutcomeBadRequest
+	outcomeUnauthorized = OutcomeUnauthorized
+	outcomeError        = OutcomeError
+	outcomeStopping     = OutcomeRejectedStopping
 )
 
 // decision is one ingest decision: the answer and the canonical log line.
 type decision struct {
-	outcome telemetry.IngestOutcome
+	outcome Outcome
 	status  int
 	reason  string
 	header  http.Header

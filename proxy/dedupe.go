@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/spool"
-	"github.com/hookpace/hookpace/telemetry"
 )
 
 // Idempotent enqueue (issue 20): a POST whose idempotency header repeats
@@ -17,8 +16,8 @@ import (
 // spool.AppendOnce); the header is stored and forwarded unchanged.
 
 const (
-	outcomeDuplicate = telemetry.IngestDuplicate
-	outcomeCoalesced = telemetry.IngestCoalesced
+	outcomeDuplicate = OutcomeDuplicate
+	outcomeCoalesced = OutcomeCoalesced
 	// HeaderDuplicate marks the 202 of a repeated POST, HeaderCoalesced
 	// that of an update that replaced a queued webhook.
 	HeaderDuplicate = "X-Hookpace-Duplicate"

@@ -15,7 +15,6 @@ import (
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/handoff"
 	"github.com/hookpace/hookpace/spool"
-	"github.com/hookpace/hookpace/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -313,7 +312,7 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 	why := "connect: tunnel (not named in hosts; name it there to spool and pace it)"
 	if mode == config.ConnectMITM {
 		if ca != nil && ca.Covers(u.Hostname()) {
-			p.countTunnel(r.Context(), host, telemetry.TunnelIntercepted, "")
+			p.countTunnel(r.Context(), host, TunnelIntercepted, "")
 			return p.sniffConnect(&tunnel{req: r, target: target, host: host, ca: ca, start: start}), target
 		}
 		// Never refuse what cannot be intercepted: the app's call goes
@@ -340,7 +339,7 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 			"CA in the app (hookpace ca bundle), or POST the http:// URL with upgrade_tls: true"
 		if destPort(u) == 443 {
 			// HTTPS for certain: refuse now, with a reason the client shows.
-			p.countTunnel(r.Context(), host, telemetry.TunnelRefused, "connect: deny")
+			p.countTunnel(r.Context(), host, TunnelRefused, "connect: deny")
 			return reject(decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: deny})
 		}
 		if _, err := p.opts.Guard.CheckPort(r.Context(), u.Hostname(), destPort(u)); err != nil && egress.IsDenied(err) {

@@ -24,7 +24,6 @@ import (
 	"github.com/hookpace/hookpace/handoff"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/spool"
-	"github.com/hookpace/hookpace/telemetry"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -57,13 +56,11 @@ type Pacing interface {
 // Counter records ingest outcomes, deduplicated and coalesced webhooks by
 // host, and CONNECTs by host and mode; *telemetry.Metrics is the real one.
 type Counter interface {
-	Ingest(ctx context.Context, outcome telemetry.IngestOutcome)
+	Ingest(ctx context.Context, outcome Outcome)
 	Deduplicated(ctx context.Context, host string)
 	Coalesced(ctx context.Context, host string)
 	Tunnel(ctx context.Context, host, mode string)
 }
-
-var _ Counter = (*telemetry.Metrics)(nil)
 
 // Options configure a Proxy.
 type Options struct {
@@ -95,7 +92,7 @@ type Proxy struct {
 	noticed  noticed // hosts whose webhook-like passthrough was logged
 	ca       atomic.Pointer[mitm.CA]
 	tunnels  tunnelBook
-	counts   [telemetry.NumIngestOutcomes]atomic.Int64
+	counts   [NumOutcomes]atomic.Int64
 	// unchecked logs, once, that hand-off claims are ignored for want
 	// of a secret to check them with (see handoffOrigin).
 	unchecked sync.Once
@@ -107,7 +104,7 @@ func (p *Proxy) Counts() map[string]int64 {
 	m := map[string]int64{}
 	for i := range p.counts {
 		if n := p.counts[i].Load(); n > 0 {
-			m[telemetry.IngestOutcome(i).String()] = n
+			m[Outcome(i).String()] = n
 		}
 	}
 	return m
@@ -119,10 +116,10 @@ type passStart time.Time
 
 type nopCounter struct{}
 
-func (nopCounter) Ingest(context.Context, telemetry.IngestOutcome) {}
-func (nopCounter) Deduplicated(context.Context, string)            {}
-func (nopCounter) Coalesced(context.Context, string)               {}
-func (nopCounter) Tunnel(context.Context, string, string)          {}
+func (nopCounter) Ingest(context.Context, Outcome)        {}
+func (nopCounter) Deduplicated(context.Context, string)   {}
+func (nopCounter) Coalesced(context.Context, string)      {}
+func (nopCounter) Tunnel(context.Context, string, string) {}
 
 // New builds the proxy. goproxy's defaults are all replaced: its transport
 // skips TLS verification and reads HTTP_PROXY, its CONNECT dialer reads

@@ -26,7 +26,6 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/hookpace/hookpace/mitm"
-	"github.com/hookpace/hookpace/telemetry"
 )
 
 // tlsHandshake is the first byte of a TLS record carrying a ClientHello.
@@ -106,7 +105,7 @@ func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
 		}
 		p.serveInside(t, tls.Server(c, cfg), "https")
 	case t.deny != "":
-		p.countTunnel(r.Context(), t.host, telemetry.TunnelRefused, "connect: deny")
+		p.countTunnel(r.Context(), t.host, TunnelRefused, "connect: deny")
 		p.record(r, t.start, t.host, 0, decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: t.deny})
 		// The client is in TLS now: say no in TLS (a fatal access_denied
 		// alert) rather than with an HTTP answer it would not read.
@@ -136,7 +135,7 @@ func (p *Proxy) splice(t *tunnel, c *peekedConn) {
 		return
 	}
 	defer up.Close()
-	p.countTunnel(r.Context(), t.host, telemetry.TunnelPassthrough, t.why)
+	p.countTunnel(r.Context(), t.host, TunnelPassthrough, t.why)
 	p.record(r, t.start, t.host, 0, decision{outcome: outcomePassthrough, label: "tunnel", status: http.StatusOK,
 		reason: "connect: tunnel passes bytes through unpaced (" + t.why + ")"})
 	done := make(chan struct{})

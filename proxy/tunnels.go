@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/mitm"
-	"github.com/hookpace/hookpace/telemetry"
 )
 
 // maxTunnelHosts bounds the hosts the tunnel book remembers; CONNECTs to
@@ -69,7 +68,7 @@ func (p *Proxy) Tunnels() []TunnelStat {
 	}
 	b.mu.Unlock()
 	slices.SortFunc(out, func(a, b TunnelStat) int {
-		ai, bi := a.Mode == telemetry.TunnelIntercepted, b.Mode == telemetry.TunnelIntercepted
+		ai, bi := a.Mode == TunnelIntercepted, b.Mode == TunnelIntercepted
 		if ai != bi {
 			if ai {
 				return 1
@@ -86,10 +85,10 @@ func (p *Proxy) Tunnels() []TunnelStat {
 // what to do.
 func (p *Proxy) countTunnel(ctx context.Context, host, mode, reason string) {
 	p.opts.Metrics.Tunnel(ctx, host, mode)
-	if !p.tunnels.add(host, mode, reason, time.Now()) || mode == telemetry.TunnelIntercepted {
+	if !p.tunnels.add(host, mode, reason, time.Now()) || mode == TunnelIntercepted {
 		return
 	}
-	if mode == telemetry.TunnelPassthrough {
+	if mode == TunnelPassthrough {
 		p.log.Warn("connect: https passed through unpaced: not spooled, not paced, not retried", "host", host, "reason", reason)
 	}
 }

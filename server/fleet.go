@@ -67,9 +67,9 @@ func (a *app) observer(obs deliver.Observer) deliver.Observer {
 }
 
 // Delivery counts a delivered attempt and passes it on.
-func (v *fleetView) Delivery(ctx context.Context, host string, o telemetry.DeliveryOutcome) {
+func (v *fleetView) Delivery(ctx context.Context, host string, o deliver.Outcome) {
 	v.Observer.Delivery(ctx, host, o)
-	if o != telemetry.DeliveryDelivered {
+	if o != deliver.OutcomeDelivered {
 		return
 	}
 	v.mu.Lock()

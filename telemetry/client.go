@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookpace/hookpace/egress"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -99,7 +100,7 @@ func (c *clientTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if resp != nil {
 		k.status = resp.StatusCode
 	} else if err != nil {
-		k.errType = ErrorClass(err)
+		k.errType = egress.ErrorClass(err)
 	}
 	set := c.attributeSet(k)
 	c.duration.Record(ctx, time.Since(start).Seconds(), set)

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/proxy"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -34,6 +36,11 @@ type SpoolSnapshot struct {
 	DedupeKeys, DedupeBytes int64
 }
 
+var (
+	_ deliver.Observer = (*Metrics)(nil)
+	_ proxy.Counter    = (*Metrics)(nil)
+)
+
 // Metrics records hookpace's own instruments. A nil *Metrics records
 // nothing, so code under test may pass nil instead of setting up telemetry.
 type Metrics struct {
@@ -59,8 +66,8 @@ type Metrics struct {
 	// Ingest counts are plain atomics, observed at collection: every
 	// request is counted, and a synchronous OTel counter's attribute
 	// lookup and lock cost ~0.7 µs a request on the ingest hot path.
-	ingestN     [numIngestOutcomes]atomic.Int64
-	ingestAttrs [numIngestOutcomes][]metric.ObserveOption
+	ingestN     [proxy.NumOutcomes]atomic.Int64
+	ingestAttrs [proxy.NumOutcomes][]metric.ObserveOption
 
 	mu    sync.RWMutex
 	hosts map[string]*hostEntry // at most maxHosts entries
@@ -78,7 +85,7 @@ type hostEntry struct {
 	observe   []metric.ObserveOption
 	record    []metric.RecordOption
 	add       []metric.AddOption
-	delivered [numDeliveryOutcomes][]metric.AddOption
+	delivered [deliver.NumOutcomes][]metric.AddOption
 }
 
 func newHostEntry(label string) *hostEntry {
@@ -90,8 +97,8 @@ func newHostEntry(label string) *hostEntry {
 		record:  []metric.RecordOption{opt},
 		add:     []metric.AddOption{opt},
 	}
-	for i, outcome := range deliveryOutcomes {
-		e.delivered[i] = []metric.AddOption{deliveryAttrs(label, outcome)}
+	for o := range deliver.NumOutcomes {
+		e.delivered[o] = []metric.AddOption{deliveryAttrs(label, o.String())}
 	}
 	return e
 }
@@ -112,9 +119,9 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		hosts:    make(map[string]*hostEntry),
 		other:    newHostEntry(OtherHost),
 	}
-	for i, outcome := range ingestOutcomes {
-		m.ingestAttrs[i] = []metric.ObserveOption{
-			metric.WithAttributeSet(attribute.NewSet(attribute.String(LabelOutcome, outcome)))}
+	for o := range proxy.NumOutcomes {
+		m.ingestAttrs[o] = []metric.ObserveOption{
+			metric.WithAttributeSet(attribute.NewSet(attribute.String(LabelOutcome, o.String())))}
 	}
 
 	var err error
@@ -195,25 +202,25 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 }
 
 // Ingest counts one request received by the proxy. An outcome that is not
-// one of the Ingest* constants is a bug in the caller: it panics rather
+// one of proxy's Outcome constants is a bug in the caller: it panics rather
 // than be counted under another outcome's name.
-func (m *Metrics) Ingest(_ context.Context, o IngestOutcome) {
+func (m *Metrics) Ingest(_ context.Context, o proxy.Outcome) {
 	if m == nil {
 		return
 	}
-	if o >= numIngestOutcomes {
+	if o >= proxy.NumOutcomes {
 		panic("telemetry: unknown " + o.String())
 	}
 	m.ingestN[o].Add(1)
 }
 
 // Delivery counts one delivery attempt to host. An outcome that is not one
-// of the Delivery* constants panics, as for Ingest.
-func (m *Metrics) Delivery(ctx context.Context, host string, o DeliveryOutcome) {
+// of deliver's Outcome constants panics, as for Ingest.
+func (m *Metrics) Delivery(ctx context.Context, host string, o deliver.Outcome) {
 	if m == nil {
 		return
 	}
-	if o >= numDeliveryOutcomes {
+	if o >= deliver.NumOutcomes {
 		panic("telemetry: unknown " + o.String())
 	}
 	m.deliveries.Add(ctx, 1, m.entry(host).delivered[o]...)
@@ -221,11 +228,11 @@ func (m *Metrics) Delivery(ctx context.Context, host string, o DeliveryOutcome) 
 
 // BatchWebhooks counts the n webhooks that one batched delivery attempt to
 // host carried, by the attempt's outcome.
-func (m *Metrics) BatchWebhooks(ctx context.Context, host string, o DeliveryOutcome, n int) {
+func (m *Metrics) BatchWebhooks(ctx context.Context, host string, o deliver.Outcome, n int) {
 	if m == nil {
 		return
 	}
-	if o >= numDeliveryOutcomes {
+	if o >= deliver.NumOutcomes {
 		panic("telemetry: unknown " + o.String())
 	}
 	m.batched.Add(ctx, int64(n), m.entry(host).delivered[o]...)

@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/proxy"
 )
 
 func newTelemetry(t *testing.T, opts Options) *Telemetry {
@@ -87,13 +90,13 @@ func TestPrometheusSeriesNames(t *testing.T) {
 	tel := newTelemetry(t, Options{})
 	m, ctx := tel.Metrics, context.Background()
 
-	m.Ingest(ctx, IngestAccepted)
-	m.Ingest(ctx, IngestAccepted)
-	m.Ingest(ctx, IngestTooLarge)
+	m.Ingest(ctx, proxy.OutcomeAccepted)
+	m.Ingest(ctx, proxy.OutcomeAccepted)
+	m.Ingest(ctx, proxy.OutcomeTooLarge)
 	for range 3 {
-		m.Delivery(ctx, "a.example", DeliveryDelivered)
+		m.Delivery(ctx, "a.example", deliver.OutcomeDelivered)
 	}
-	m.Delivery(ctx, "a.example", DeliveryRetried)
+	m.Delivery(ctx, "a.example", deliver.OutcomeRetried)
 	m.DeliveryLatency(ctx, "a.example", 250*time.Millisecond)
 	m.Deduplicated(ctx, "a.example")
 	m.Deduplicated(ctx, "a.example")
@@ -178,13 +181,13 @@ func TestHostLabelCap(t *testing.T) {
 	tel := newTelemetry(t, Options{MaxHostLabels: 2})
 	m, ctx := tel.Metrics, context.Background()
 
-	m.Delivery(ctx, "a.example", DeliveryDelivered)
+	m.Delivery(ctx, "a.example", deliver.OutcomeDelivered)
 	m.DeliveryLatency(ctx, "b.example", time.Second) // any instrument takes a place
-	m.Delivery(ctx, "c.example", DeliveryDelivered)
-	m.Delivery(ctx, "c.example", DeliveryDelivered)
-	m.Delivery(ctx, "d.example", DeliveryDelivered)
-	m.Delivery(ctx, "d.example", DeliveryDead)
-	m.Delivery(ctx, "a.example", DeliveryDelivered)
+	m.Delivery(ctx, "c.example", deliver.OutcomeDelivered)
+	m.Delivery(ctx, "c.example", deliver.OutcomeDelivered)
+	m.Delivery(ctx, "d.example", deliver.OutcomeDelivered)
+	m.Delivery(ctx, "d.example", deliver.OutcomeDead)
+	m.Delivery(ctx, "a.example", deliver.OutcomeDelivered)
 
 	for host, want := range map[string]string{
 		"a.example": "a.example", "b.example": "b.example",
@@ -248,8 +251,8 @@ func TestObserveReplacesCallback(t *testing.T) {
 func TestNilMetricsIsNoop(t *testing.T) {
 	var m *Metrics
 	ctx := context.Background()
-	m.Ingest(ctx, IngestAccepted)
-	m.Delivery(ctx, "a.example", DeliveryDelivered)
+	m.Ingest(ctx, proxy.OutcomeAccepted)
+	m.Delivery(ctx, "a.example", deliver.OutcomeDelivered)
 	m.DeliveryLatency(ctx, "a.example", time.Second)
 	m.ObserveHosts(func() []HostSnapshot { return nil })
 	m.ObserveSpool(func() SpoolSnapshot { return SpoolSnapshot{} })
@@ -261,13 +264,13 @@ func TestNilMetricsIsNoop(t *testing.T) {
 func TestDeliveryDoesNotAllocate(t *testing.T) {
 	tel := newTelemetry(t, Options{})
 	m, ctx := tel.Metrics, context.Background()
-	m.Delivery(ctx, "a.example", DeliveryDelivered)
+	m.Delivery(ctx, "a.example", deliver.OutcomeDelivered)
 	m.DeliveryLatency(ctx, "a.example", time.Millisecond)
-	m.Ingest(ctx, IngestAccepted)
+	m.Ingest(ctx, proxy.OutcomeAccepted)
 	if n := testing.AllocsPerRun(100, func() {
-		m.Delivery(ctx, "a.example", DeliveryDelivered)
+		m.Delivery(ctx, "a.example", deliver.OutcomeDelivered)
 		m.DeliveryLatency(ctx, "a.example", time.Millisecond)
-		m.Ingest(ctx, IngestAccepted)
+		m.Ingest(ctx, proxy.OutcomeAccepted)
 	}); n != 0 {
 		t.Errorf("allocations per Delivery+DeliveryLatency+Ingest: %v, want 0", n)
 	}
@@ -370,7 +373,7 @@ func TestHostLabelConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 200 {
 				host := fmt.Sprintf("h%d.example", (i*7+g*13)%200)
-				m.Delivery(context.Background(), host, DeliveryRetried)
+				m.Delivery(context.Background(), host, deliver.OutcomeRetried)
 				labels[g][host] = m.HostLabel(host)
 			}
 		})

@@ -1,7 +1,5 @@
 package telemetry
 
-import "strconv"
-
 // Metric names, exactly as they appear on /metrics. They are also the OTel
 // instrument names: the Prometheus exporter keeps a name unchanged when it
 // already ends in the suffix it would add ("_total" for counters, "_seconds"
@@ -41,82 +39,6 @@ const (
 // OtherHost is the host label value shared by every host beyond the
 // MaxHostLabels cap (and by an empty host name).
 const OtherHost = "other"
-
-// IngestOutcome is what became of one request to the proxy: the label
-// outcome of MetricIngestRequests, and the decision key of the ingest log
-// line. The proxy passes these values, never strings, so that a new
-// outcome can't be counted under another's name.
-type IngestOutcome uint8
-
-// Ingest outcomes.
-const (
-	IngestAccepted IngestOutcome = iota
-	IngestRejectedBackpressure
-	IngestTooLarge
-	IngestRefused
-	IngestPassthrough
-	IngestBadRequest
-	IngestUnauthorized
-	IngestError
-	IngestRejectedStopping // hookpace is shutting down
-	IngestDuplicate        // answered with an earlier webhook's id (Idempotency-Key)
-	IngestCoalesced        // replaced a queued webhook (Hookpace-Coalesce-Key)
-	numIngestOutcomes
-)
-
-// NumIngestOutcomes is how many ingest outcomes there are, for arrays
-// indexed by them.
-const NumIngestOutcomes = int(numIngestOutcomes)
-
-var ingestOutcomes = [numIngestOutcomes]string{
-	IngestAccepted:             "accepted",
-	IngestRejectedBackpressure: "rejected_backpressure",
-	IngestTooLarge:             "too_large",
-	IngestRefused:              "refused",
-	IngestPassthrough:          "passthrough",
-	IngestBadRequest:           "bad_request",
-	IngestUnauthorized:         "unauthorized",
-	IngestError:                "error",
-	IngestRejectedStopping:     "rejected_stopping",
-	IngestDuplicate:            "duplicate",
-	IngestCoalesced:            "coalesced",
-}
-
-func (o IngestOutcome) String() string {
-	if o >= numIngestOutcomes {
-		return "IngestOutcome(" + strconv.Itoa(int(o)) + ")"
-	}
-	return ingestOutcomes[o]
-}
-
-// DeliveryOutcome is what became of one delivery attempt: the label
-// outcome of MetricDeliveries, and the outcome key of the delivery log line.
-type DeliveryOutcome uint8
-
-// Delivery outcomes.
-const (
-	DeliveryDelivered DeliveryOutcome = iota // 2xx: the message is deleted
-	DeliveryRetried                          // transient failure: retried after a backoff
-	DeliveryHeld                             // 429: the host is held, the message goes first afterwards
-	DeliveryDead                             // permanent failure: dead letters
-	DeliverySplit                            // a batch too large for the partner: sent again in halves
-	numDeliveryOutcomes
-)
-
-var deliveryOutcomes = [numDeliveryOutcomes]string{
-	DeliveryDelivered: "delivered",
-	DeliveryRetried:   "retried",
-	DeliveryHeld:      "held",
-	DeliveryDead:      "dead",
-	DeliverySplit:     "split",
-}
-
-func (o DeliveryOutcome) String() string {
-	if o >= numDeliveryOutcomes {
-		return "DeliveryOutcome(" + strconv.Itoa(int(o)) + ")"
-	}
-	return deliveryOutcomes[o]
-}
 
 // latencyBuckets (seconds) cover 1ms..1h: a webhook is usually delivered in
 // milliseconds, but one that waited out a 429 holding pattern or an outage

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hookpace/hookpace/proxy"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -155,7 +156,7 @@ func TestOTLPExportOnShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tel.Metrics.Ingest(context.Background(), IngestAccepted)
+	tel.Metrics.Ingest(context.Background(), proxy.OutcomeAccepted)
 	_, span := tel.Tracer.Start(context.Background(), "ingest")
 	span.End()
 	if err := tel.Shutdown(context.Background()); err != nil {

@@ -13,13 +13,6 @@ import (
 // around the pacing.
 const MetricTunnels = "hookpace_tunnels_total"
 
-// Tunnel modes.
-const (
-	TunnelIntercepted = "intercepted" // decrypted with the CA: spooled and paced
-	TunnelPassthrough = "passthrough" // bytes passed through: NOT spooled, NOT paced
-	TunnelRefused     = "refused"     // connect: deny
-)
-
 func (m *Metrics) initTunnels(meter metric.Meter) error {
 	var err error
 	if m.tunnels, err = meter.Int64Counter(MetricTunnels,
@@ -30,7 +23,8 @@ func (m *Metrics) initTunnels(meter metric.Meter) error {
 	return nil
 }
 
-// Tunnel counts one CONNECT to host handled as mode.
+// Tunnel counts one CONNECT to host handled as mode (one of proxy's
+// Tunnel* modes).
 func (m *Metrics) Tunnel(ctx context.Context, host, mode string) {
 	if m == nil {
 		return
