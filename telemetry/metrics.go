@@ -146,40 +146,8 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		metric.WithExplicitBucketBoundaries(latencyBuckets...)); err != nil {
 		return nil, fmt.Errorf("create %s: %w", MetricDeliveryLatency, err)
 	}
-	if m.spoolMessages, err = meter.Int64ObservableGauge(MetricSpoolMessages,
-		metric.WithDescription("Messages in the spool; without a host label the total."),
-		metric.WithUnit("{message}")); err != nil {
-		return nil, fmt.Errorf("create %s: %w", MetricSpoolMessages, err)
-	}
-	if m.spoolBytes, err = meter.Int64ObservableGauge(MetricSpoolBytes,
-		metric.WithDescription("Bytes in the spool; without a host label the total."),
-		metric.WithUnit("By")); err != nil {
-		return nil, fmt.Errorf("create %s: %w", MetricSpoolBytes, err)
-	}
-	// No unit on held: unit "1" would make the exporter append "_ratio".
-	if m.hostHeld, err = meter.Int64ObservableGauge(MetricHostHeld,
-		metric.WithDescription("1 while deliveries to the host are held (429 holding pattern or paused), else 0.")); err != nil {
-		return nil, fmt.Errorf("create %s: %w", MetricHostHeld, err)
-	}
-	// No unit on rate: "{request}/s" would make the exporter append "_per_second".
-	if m.hostRate, err = meter.Float64ObservableGauge(MetricHostRate,
-		metric.WithDescription("Effective delivery rate to the host in requests per second (AIMD-adjusted).")); err != nil {
-		return nil, fmt.Errorf("create %s: %w", MetricHostRate, err)
-	}
-	if m.hostInFlight, err = meter.Int64ObservableGauge(MetricHostInFlight,
-		metric.WithDescription("Deliveries to the host in flight."),
-		metric.WithUnit("{request}")); err != nil {
-		return nil, fmt.Errorf("create %s: %w", MetricHostInFlight, err)
-	}
-	if m.hostLimit, err = meter.Int64ObservableGauge(MetricHostConcurrency,
-		metric.WithDescription("The most deliveries to the host in flight at once now: the adaptive limit with concurrency: auto, else the configured concurrency."),
-		metric.WithUnit("{request}")); err != nil {
-		return nil, fmt.Errorf("create %s: %w", MetricHostConcurrency, err)
-	}
-	if m.hostCount, err = meter.Int64ObservableGauge(MetricHosts,
-		metric.WithDescription("Destination hosts hookpace holds state for; idle ones are forgotten after 10 minutes."),
-		metric.WithUnit("{host}")); err != nil {
-		return nil, fmt.Errorf("create %s: %w", MetricHosts, err)
+	if err = m.initGauges(meter); err != nil {
+		return nil, err
 	}
 	if err = m.initState(meter); err != nil {
 		return nil, err
@@ -199,6 +167,48 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		return nil, fmt.Errorf("register gauge callback: %w", err)
 	}
 	return m, nil
+}
+
+// initGauges creates the spool's and the hosts' gauges, observed at
+// scrape time.
+func (m *Metrics) initGauges(meter metric.Meter) error {
+	var err error
+	if m.spoolMessages, err = meter.Int64ObservableGauge(MetricSpoolMessages,
+		metric.WithDescription("Messages in the spool; without a host label the total."),
+		metric.WithUnit("{message}")); err != nil {
+		return fmt.Errorf("create %s: %w", MetricSpoolMessages, err)
+	}
+	if m.spoolBytes, err = meter.Int64ObservableGauge(MetricSpoolBytes,
+		metric.WithDescription("Bytes in the spool; without a host label the total."),
+		metric.WithUnit("By")); err != nil {
+		return fmt.Errorf("create %s: %w", MetricSpoolBytes, err)
+	}
+	// No unit on held: unit "1" would make the exporter append "_ratio".
+	if m.hostHeld, err = meter.Int64ObservableGauge(MetricHostHeld,
+		metric.WithDescription("1 while deliveries to the host are held (429 holding pattern or paused), else 0.")); err != nil {
+		return fmt.Errorf("create %s: %w", MetricHostHeld, err)
+	}
+	// No unit on rate: "{request}/s" would make the exporter append "_per_second".
+	if m.hostRate, err = meter.Float64ObservableGauge(MetricHostRate,
+		metric.WithDescription("Effective delivery rate to the host in requests per second (AIMD-adjusted).")); err != nil {
+		return fmt.Errorf("create %s: %w", MetricHostRate, err)
+	}
+	if m.hostInFlight, err = meter.Int64ObservableGauge(MetricHostInFlight,
+		metric.WithDescription("Deliveries to the host in flight."),
+		metric.WithUnit("{request}")); err != nil {
+		return fmt.Errorf("create %s: %w", MetricHostInFlight, err)
+	}
+	if m.hostLimit, err = meter.Int64ObservableGauge(MetricHostConcurrency,
+		metric.WithDescription("The most deliveries to the host in flight at once now: the adaptive limit with concurrency: auto, else the configured concurrency."),
+		metric.WithUnit("{request}")); err != nil {
+		return fmt.Errorf("create %s: %w", MetricHostConcurrency, err)
+	}
+	if m.hostCount, err = meter.Int64ObservableGauge(MetricHosts,
+		metric.WithDescription("Destination hosts hookpace holds state for; idle ones are forgotten after 10 minutes."),
+		metric.WithUnit("{host}")); err != nil {
+		return fmt.Errorf("create %s: %w", MetricHosts, err)
+	}
+	return nil
 }
 
 // Ingest counts one request received by the proxy. An outcome that is not
