@@ -114,45 +114,50 @@ func status(args []string, out io.Writer) error {
 	fmt.Fprintln(tw, "HOST\tQUEUED\tIN FLIGHT\tRATE\tHELD UNTIL\tBREAKER\tLAST ERROR")
 	now := time.Now()
 	for _, h := range hosts {
-		rate := fmt.Sprintf("%s/s", admin.RateText(h.Rate))
-		if h.Rate < h.ConfiguredRate {
-			rate = fmt.Sprintf("%s/s (of %s)", admin.RateText(h.Rate), admin.RateText(h.ConfiguredRate))
-		}
-		if h.Learned != "" {
-			rate += ", " + h.Learned
-		}
-		if h.RateWhy != "" {
-			rate += ", " + h.RateWhy
-		}
-		if h.Batch != nil {
-			rate += ", " + h.Batch.Text()
-		}
-		held := "-"
-		switch {
-		case h.Paused:
-			held = "paused"
-		case h.HeldUntil != nil:
-			held = fmt.Sprintf("%s (%s, %s)", h.HeldUntil.Local().Format("15:04:05"),
-				h.HeldUntil.Sub(now).Round(100*time.Millisecond), h.HoldReason)
-		}
-		lastErr := h.LastError
-		if lastErr == "" {
-			lastErr = "-"
-		}
-		inFlight := strconv.Itoa(h.InFlight)
-		if h.FleetInFlight != nil {
-			inFlight += fmt.Sprintf(" (fleet %d)", *h.FleetInFlight)
-		}
-		if h.ConcurrencyWhy != "" {
-			inFlight += " of " + h.ConcurrencyWhy
-		}
-		breaker := h.Breaker
-		if h.BreakerProbeAt != nil {
-			breaker = fmt.Sprintf("%s (probe %s)", h.Breaker, h.BreakerProbeAt.Local().Format("15:04:05"))
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", h.Host, h.Queued, inFlight, rate, held, breaker, lastErr)
+		printHostRow(tw, h, now)
 	}
 	return tw.Flush()
+}
+
+// printHostRow prints one row of hookpace status's table of hosts.
+func printHostRow(tw io.Writer, h deliver.HostStatus, now time.Time) {
+	rate := fmt.Sprintf("%s/s", admin.RateText(h.Rate))
+	if h.Rate < h.ConfiguredRate {
+		rate = fmt.Sprintf("%s/s (of %s)", admin.RateText(h.Rate), admin.RateText(h.ConfiguredRate))
+	}
+	if h.Learned != "" {
+		rate += ", " + h.Learned
+	}
+	if h.RateWhy != "" {
+		rate += ", " + h.RateWhy
+	}
+	if h.Batch != nil {
+		rate += ", " + h.Batch.Text()
+	}
+	held := "-"
+	switch {
+	case h.Paused:
+		held = "paused"
+	case h.HeldUntil != nil:
+		held = fmt.Sprintf("%s (%s, %s)", h.HeldUntil.Local().Format("15:04:05"),
+			h.HeldUntil.Sub(now).Round(100*time.Millisecond), h.HoldReason)
+	}
+	lastErr := h.LastError
+	if lastErr == "" {
+		lastErr = "-"
+	}
+	inFlight := strconv.Itoa(h.InFlight)
+	if h.FleetInFlight != nil {
+		inFlight += fmt.Sprintf(" (fleet %d)", *h.FleetInFlight)
+	}
+	if h.ConcurrencyWhy != "" {
+		inFlight += " of " + h.ConcurrencyWhy
+	}
+	breaker := h.Breaker
+	if h.BreakerProbeAt != nil {
+		breaker = fmt.Sprintf("%s (probe %s)", h.Breaker, h.BreakerProbeAt.Local().Format("15:04:05"))
+	}
+	fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", h.Host, h.Queued, inFlight, rate, held, breaker, lastErr)
 }
 
 // health exits 0 if the admin API answers /healthz (--ready: /readyz); for
