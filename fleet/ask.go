@@ -157,7 +157,7 @@ func (l *Limiter) askCall(req Request, m memory) (scriptCall, string) {
 		us(l.opts.LeasePeriod), base, b01(lim.Adaptive), ff(lim.MinRate), max(lim.BreakerFailures, 1),
 		us(lim.BreakerCooldown), strings.Join(sched, ","), us(lim.MaxRetryAfter), len(req.Releases),
 		max(req.Ahead, 0), max(req.GiveBack, 0), lim.Burst,
-		i64(m.v), i64(m.floor), i64(m.down), i64(m.since), i64(m.leases), l.opts.Replica)
+		i64(m.v), i64(m.floor), i64(m.down), i64(m.since), i64(m.leases), l.mark)
 	for _, r := range req.Releases {
 		ra := "-1"
 		if r.HasRetry {
@@ -200,7 +200,7 @@ func parseGrant(v any, base string) (Grant, answer, error) {
 // again if Redis lost the host's state).
 func (l *Limiter) Renew(ctx context.Context, host string, leases []string) error {
 	now := l.now()
-	args := []any{l.nowArg(), us(l.opts.LeasePeriod), i64(l.recall.version(host, now))}
+	args := []any{l.nowArg(), us(l.opts.LeasePeriod), i64(l.recall.version(host, now)), l.mark}
 	for _, id := range leases {
 		args = append(args, id)
 	}

@@ -16,7 +16,7 @@
 -- of this replica's last write of the host (0: none recalled), 19 the
 -- bucket's debt (µs) it recalls, 20 how long it paced alone before Redis
 -- answered again (µs, 0: not lately), 21 the time since (µs), 22 its live
--- leases not released by this ask, 23 its name (recall.go), then 5 per
+-- leases not released by this ask, 23 its mark's name (recall.go), then 5 per
 -- release:
 -- lease id, outcome (0 success, 1 throttled, 2 failure, 3 answered,
 -- 4 no send, 5 unresolved), retry-after µs (-1: none), age µs (since it
@@ -33,7 +33,7 @@
 -- are taken off the bucket's debt as if never taken.
 --
 -- Every write raises the state's version (v) and records it as the
--- writer's (m:<replica>). A replica's mark below its last write's
+-- writer's mark (m:<replica>, with the time, for 11 minutes). A replica's mark below its last write's
 -- version means the state was lost (or went back in time), whatever
 -- others wrote since: the bucket takes the debt the replica recalls, and
 -- its live leases are counted as taken (under stand-in ids, made real by
@@ -76,9 +76,12 @@ if not adaptive or rate > conf_rate then rate = conf_rate end
 if rate < min_rate then rate = min_rate end
 local reason = st['reason'] or ''
 local dirty, hold_set = false, false
+-- A mark is "version:seconds written"; marks older than 11 minutes go (a
+-- replica expects its mark for 10 minutes after its write: recall.go).
 local me = 'm:' .. ARGV[23]
+local function mark(k) return tonumber(string.match(st[k] or '0', '^%d+')) end
 local v, expect = num('v'), tonumber(ARGV[18])
-local lost = expect > num(me)
+local lost = expect > mark(me)
 if lost then v, dirty = math.max(v, expect), true end
 local frozen = 0 -- µs the bucket does not fill for: quota holds (pacer's quotaHold)
 
@@ -247,8 +250,16 @@ if tat_dirty and ahead > 0 then
 end
 if dirty or tat_dirty then
   v = v + 1
-  st[me] = v
-  redis.call('HSET', KEYS[3], 'v', v, me, v, 'held_until', string.format('%.0f', held_until),
+  local secs = math.floor(now / 1000000)
+  st[me] = v .. ':' .. secs
+  local stale = {}
+  for k, m in pairs(st) do
+    if string.sub(k, 1, 2) == 'm:' and tonumber(string.match(m, ':(%d+)$') or '0') < secs - 660 then
+      stale[#stale + 1] = k
+    end
+  end
+  if #stale > 0 then redis.call('HDEL', KEYS[3], unpack(stale)) end
+  redis.call('HSET', KEYS[3], 'v', v, me, st[me], 'held_until', string.format('%.0f', held_until),
     'hold_start', string.format('%.0f', hold_start), 'reason', reason, 'c429', c429, 'cdns', cdns,
     'rate', tostring(rate), 'streak', streak, 'failures', failures,
     'open_until', string.format('%.0f', open_until), 'probe_until', string.format('%.0f', probe_until))
@@ -258,4 +269,4 @@ end
 local held = 0
 if held_until > now then held = held_until - now end
 return {granted, wait, why, inflight, tostring(rate), held, c429, breaker, paused and 1 or 0, tokens,
-  num(me), math.floor(ahead), lost and 1 or 0, (dirty or tat_dirty) and 1 or 0}
+  mark(me), math.floor(ahead), lost and 1 or 0, (dirty or tat_dirty) and 1 or 0}

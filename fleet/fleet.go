@@ -112,6 +112,7 @@ type Limiter struct {
 	onChange []func()
 	lostLog  time.Time // the last "state lost" log line
 
+	mark   string        // its name in each host's state: a hash of Replica (recall.go)
 	recall recall        // what this replica remembers of its hosts (recall.go)
 	view   viewPublisher // what it published for the fleet's view (view.go)
 
@@ -141,7 +142,7 @@ func New(opts Options) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Limiter{opts: opts, rdb: rdb, log: opts.Logger, obs: opts.Observer, live: 1,
+	return &Limiter{opts: opts, rdb: rdb, log: opts.Logger, obs: opts.Observer, live: 1, mark: markOf(opts.Replica),
 		stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 

@@ -209,3 +209,30 @@ func TestKeptAfterLoss(t *testing.T) {
 		t.Fatalf("leases in redis %v, want %v (real ids, the stand-in replaced)", ids, want)
 	}
 }
+
+// TestMarksPruned: a replica's mark goes 11 minutes after its last write
+// (a fleet whose replicas come and go does not grow each host's state),
+// and the replica, which expects it for 10 minutes only, finds nothing
+// lost.
+func TestMarksPruned(t *testing.T) {
+	srv, clk := redistest.Start(t), newClock()
+	a, b := newLimiter(t, srv, clk, "a"), newLimiter(t, srv, clk, "b")
+	lim := pacer.Limits{Rate: 10, Burst: 5, Concurrency: 100}
+	ctx := context.Background()
+	askHost(t, a, "p.example", lim, 1)
+	clk.Add(5 * time.Minute)
+	askHost(t, b, "p.example", lim, 1)
+	state := a.key("p.example", "state")
+	if !rawClient(t, srv).HExists(ctx, state, "m:"+a.mark).Val() {
+		t.Fatal("a's mark is gone after 5 minutes")
+	}
+	clk.Add(7 * time.Minute)
+	askHost(t, b, "p.example", lim, 1)
+	if rawClient(t, srv).HExists(ctx, state, "m:"+a.mark).Val() || !rawClient(t, srv).HExists(ctx, state, "m:"+b.mark).Val() {
+		t.Fatalf("marks after 12 minutes: %v, want b's only", rawClient(t, srv).HKeys(ctx, state).Val())
+	}
+	askHost(t, a, "p.example", lim, 1)
+	if n, _ := a.Lost(); n != 0 {
+		t.Fatalf("a found %d losses, want none", n)
+	}
+}
