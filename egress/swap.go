@@ -2,7 +2,6 @@ package egress
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -23,7 +22,7 @@ type Swap struct {
 	g    atomic.Pointer[Guard]
 	self []string
 
-	verdicts verdicts
+	verdicts *Verdicts // of the policy in force
 
 	mu          sync.Mutex
 	transports  []*http.Transport // their idle connections close on a policy change
@@ -33,7 +32,7 @@ type Swap struct {
 // NewSwap builds the policy of allow and deny; self are hookpace's own
 // listener addresses, never a destination (Options.Self).
 func NewSwap(allow, deny []string, self ...string) (*Swap, error) {
-	s := &Swap{self: self}
+	s := &Swap{self: self, verdicts: NewVerdicts(verdictTTL, 10000)}
 	if err := s.Set(allow, deny); err != nil {
 		return nil, err
 	}
@@ -48,6 +47,7 @@ func (s *Swap) Set(allow, deny []string) error {
 		return err
 	}
 	s.g.Store(g)
+	s.verdicts.Reset()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	changed := !slices.Equal(s.allow, allow) || !slices.Equal(s.deny, deny)
@@ -82,53 +82,14 @@ func (s *Swap) DialContext(ctx context.Context, network, addr string) (net.Conn,
 // starts afresh.
 const verdictTTL = 5 * time.Second
 
-// verdicts caches the refusals and admissions of one Guard.
-type verdicts struct {
-	mu sync.Mutex
-	g  *Guard // the guard the entries came from
-	m  map[verdictKey]verdict
-}
-
-type verdictKey struct {
-	host string
-	port uint16
-}
-
-type verdict struct {
-	err     error // nil: admitted; else the refusal
-	expires time.Time
-}
-
 // Refusal is the verdict of the policy in force on host:port for one
 // attempt: a *DeniedError, or nil. An error that is not a verdict (a name
 // that does not resolve) is left to the dial.
 func (s *Swap) Refusal(ctx context.Context, host string, port uint16) error {
-	g := s.g.Load()
-	k, now := verdictKey{host, port}, time.Now()
-	av := &s.verdicts
-	av.mu.Lock()
-	if av.g != g {
-		av.g, av.m = g, make(map[verdictKey]verdict)
+	if err := s.verdicts.Check(ctx, host, port, s.CheckPort); IsDenied(err) {
+		return err
 	}
-	v, ok := av.m[k]
-	av.mu.Unlock()
-	if ok && now.Before(v.expires) {
-		return v.err
-	}
-	_, err := g.CheckPort(ctx, host, port)
-	var denied *DeniedError
-	if err != nil && !errors.As(err, &denied) {
-		return nil
-	}
-	av.mu.Lock()
-	if av.g == g {
-		if len(av.m) >= 10000 {
-			clear(av.m) // refills at the rate of distinct destinations
-		}
-		av.m[k] = verdict{err: err, expires: now.Add(verdictTTL)}
-	}
-	av.mu.Unlock()
-	return err
+	return nil
 }
 
 // Checked is a RoundTripper that asks the policy in force before each

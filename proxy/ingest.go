@@ -102,7 +102,7 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host s
 	hp := pol.Host(host)
 	// Refuse forbidden destinations before storing anything: a webhook
 	// that could never be delivered must not get a 202.
-	if err := p.verdicts.check(ctx, r.URL.Hostname(), destPort(r.URL), egress.IsDenied); err != nil {
+	if err := p.verdicts.Check(ctx, r.URL.Hostname(), destPort(r.URL), p.opts.Guard.CheckPort); err != nil {
 		if d, ok := refused(err); ok {
 			return d, 0
 		}

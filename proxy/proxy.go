@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/elazarl/goproxy"
+	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/handoff"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/spool"
@@ -87,7 +88,7 @@ type Proxy struct {
 	opts     Options
 	gp       *goproxy.ProxyHttpServer
 	log      *slog.Logger
-	verdicts *verdictCache
+	verdicts *egress.Verdicts // at ingest: delivery asks again when it dials
 	policy   atomic.Pointer[Policy]
 	noticed  noticed // hosts whose webhook-like passthrough was logged
 	ca       atomic.Pointer[mitm.CA]
@@ -137,7 +138,7 @@ func New(opts Options) *Proxy {
 	if opts.Prop == nil {
 		opts.Prop = propagation.TraceContext{}
 	}
-	p := &Proxy{opts: opts, log: opts.Logger, verdicts: newVerdictCache(opts.Guard, 5*time.Second, 10000)}
+	p := &Proxy{opts: opts, log: opts.Logger, verdicts: egress.NewVerdicts(5*time.Second, 10000)}
 	p.policy.Store(&opts.Policy)
 	p.ca.Store(opts.CA)
 	gp := goproxy.NewProxyHttpServer()
@@ -175,7 +176,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // egress rules may have changed with it.
 func (p *Proxy) SetPolicy(pol Policy) {
 	p.policy.Store(&pol)
-	p.verdicts.reset()
+	p.verdicts.Reset()
 }
 
 // onPassthroughResponse writes a passthrough request's ingest line, and

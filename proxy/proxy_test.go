@@ -1,11 +1,7 @@
 package proxy
 
 import (
-	"context"
-	"errors"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"testing"
 	"time"
@@ -88,54 +84,6 @@ func TestParseBasic(t *testing.T) {
 		if u != tc.user || p != tc.pass || ok != tc.ok {
 			t.Errorf("parseBasic(%q) = %q, %q, %v; want %q, %q, %v", tc.h, u, p, ok, tc.user, tc.pass, tc.ok)
 		}
-	}
-}
-
-type countingGuard struct {
-	calls int
-	err   error
-}
-
-func (g *countingGuard) CheckPort(context.Context, string, uint16) ([]netip.Addr, error) {
-	g.calls++
-	return nil, g.err
-}
-func (g *countingGuard) DialContext(context.Context, string, string) (net.Conn, error) {
-	return nil, errors.New("unused")
-}
-
-var errRefused = errors.New("refused")
-
-func TestVerdictCache(t *testing.T) {
-	refused := func(err error) bool { return errors.Is(err, errRefused) }
-	g := &countingGuard{}
-	c := newVerdictCache(g, time.Hour, 2)
-	ctx := context.Background()
-	for range 3 {
-		if err := c.check(ctx, "a.example", 443, refused); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if g.calls != 1 {
-		t.Fatalf("%d guard calls for one host, want 1 (cached)", g.calls)
-	}
-	g.err = errors.New("dns: no such host")
-	c.check(ctx, "b.example", 443, refused)
-	c.check(ctx, "b.example", 443, refused)
-	if g.calls != 3 {
-		t.Fatalf("resolution failures were cached (%d calls, want 3)", g.calls)
-	}
-	g.err = errRefused
-	if err := c.check(ctx, "c.example", 80, refused); !refused(err) {
-		t.Fatalf("refusal not returned: %v", err)
-	}
-	g.err = nil
-	if err := c.check(ctx, "c.example", 80, refused); !refused(err) {
-		t.Fatalf("cached refusal not returned: %v", err)
-	}
-	c.reset()
-	if err := c.check(ctx, "c.example", 80, refused); err != nil {
-		t.Fatalf("after reset the new verdict should apply: %v", err)
 	}
 }
 
