@@ -369,8 +369,11 @@ func filter(r *http.Request, bulk bool) (spool.DeadFilter, error) {
 		}
 		f.IDs = append(f.IDs, id)
 	}
-	if bulk && f.Host == "" && len(f.IDs) == 0 && q.Get("all") != "1" {
-		return f, fmt.Errorf("say which dead letters: all=1, host=HOST or id=ID")
+	if err := window(q, &f.Since, &f.Until); err != nil {
+		return f, err
+	}
+	if bulk && f.Host == "" && len(f.IDs) == 0 && f.Since.IsZero() && f.Until.IsZero() && q.Get("all") != "1" {
+		return f, fmt.Errorf("say which dead letters: all=1, host=HOST, id=ID or since=/until=")
 	}
 	return f, nil
 }

@@ -149,6 +149,9 @@ type Selector struct {
 	All  bool
 	Host string
 	IDs  []string
+	// Since and Until bound when dead letters died: an RFC 3339 time or a
+	// duration ago ("1h").
+	Since, Until string
 }
 
 func (s Selector) query() url.Values {
@@ -161,6 +164,12 @@ func (s Selector) query() url.Values {
 	}
 	for _, id := range s.IDs {
 		q.Add("id", id)
+	}
+	if s.Since != "" {
+		q.Set("since", s.Since)
+	}
+	if s.Until != "" {
+		q.Set("until", s.Until)
 	}
 	return q
 }

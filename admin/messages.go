@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -169,17 +170,10 @@ func messageQuery(r *http.Request) (spool.Query, error) {
 	default:
 		return q, fmt.Errorf("bad state %q", q.State)
 	}
-	var err error
-	for _, t := range []struct {
-		name string
-		dst  *time.Time
-	}{{"since", &q.Since}, {"until", &q.Until}} {
-		if s := v.Get(t.name); s != "" {
-			if *t.dst, err = parseWhen(s, time.Now()); err != nil {
-				return q, fmt.Errorf("bad %s %q (an RFC 3339 time or a duration ago, like 1h)", t.name, s)
-			}
-		}
+	if err := window(v, &q.Since, &q.Until); err != nil {
+		return q, err
 	}
+	var err error
 	if s := v.Get("limit"); s != "" {
 		if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit < 1 || q.Limit > 1000 {
 			return q, fmt.Errorf("bad limit %q (1 to 1000)", s)
@@ -215,4 +209,22 @@ func retainText(d time.Duration) string {
 		return fmt.Sprintf("%d days", d/(24*time.Hour))
 	}
 	return d.String()
+}
+
+// window reads since= and until= (RFC 3339, or a duration ago) from q.
+func window(q url.Values, since, until *time.Time) error {
+	now := time.Now()
+	for _, t := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", since}, {"until", until}} {
+		if s := q.Get(t.name); s != "" {
+			v, err := parseWhen(s, now)
+			if err != nil {
+				return fmt.Errorf("bad %s %q (an RFC 3339 time or a duration ago, like 1h)", t.name, s)
+			}
+			*t.dst = v
+		}
+	}
+	return nil
 }

@@ -113,11 +113,13 @@ Example:
 `,
 	"dead": `Usage:
   hookpace dead list [--host H] [--limit N] [--json]
-  hookpace dead replay (--all | --host H | ID...)
-  hookpace dead purge  (--all | --host H | ID...)
+  hookpace dead replay (--all | --host H | ID... | --since T [--until T])
+  hookpace dead purge  (--all | --host H | ID... | --since T [--until T])
 
 Lists, replays (puts back into their host's queue) or deletes dead letters.
-replay and purge act on nothing unless told which.
+replay and purge act on nothing unless told which. --since and --until
+bound when they died: an RFC 3339 time or a duration ago (1h), and
+combine with --host.
 `,
 	"version": `Usage: hookpace version
 

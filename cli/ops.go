@@ -221,6 +221,8 @@ func dead(args []string, out io.Writer) error {
 	all := fs.Bool("all", false, "every dead letter")
 	limit := fs.Int("limit", 100, "list at most this many (0: all)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	since := fs.String("since", "", "only those that died at or after this (RFC 3339, or a duration ago: 1h)")
+	until := fs.String("until", "", "only those that died before this (RFC 3339, or a duration ago)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -228,7 +230,7 @@ func dead(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sel := admin.Selector{All: *all, Host: strings.ToLower(*host), IDs: fs.Args()}
+	sel := admin.Selector{All: *all, Host: strings.ToLower(*host), IDs: fs.Args(), Since: *since, Until: *until}
 	ctx := context.Background()
 	switch sub {
 	case "export":
@@ -255,8 +257,8 @@ func dead(args []string, out io.Writer) error {
 		fmt.Fprintln(out)
 		return nil
 	case "replay", "purge":
-		if !sel.All && sel.Host == "" && len(sel.IDs) == 0 {
-			return usageError{"say which: --all, --host HOST or IDs"}
+		if !sel.All && sel.Host == "" && len(sel.IDs) == 0 && sel.Since == "" && sel.Until == "" {
+			return usageError{"say which: --all, --host HOST, --since/--until or IDs"}
 		}
 		var n int
 		if sub == "replay" {

@@ -126,4 +126,11 @@ func TestMaxAgeBehindPause(t *testing.T) {
 	if m := lookup(t, hp, ids[0]); m.State != "dead" || !strings.HasPrefix(m.Reason, "max_age") {
 		t.Fatalf("journal: %+v", m)
 	}
+	// Dead letters by when they died: none before an hour ago, all five since.
+	if out, err := hp.CLI("dead", "purge", "--until", "1h"); err != nil || !strings.Contains(out, "purged 0 dead letters") {
+		t.Fatalf("dead purge --until 1h: %v\n%s", err, out)
+	}
+	if out, err := hp.CLI("dead", "purge", "--since", "1h", "--host", rc.Host()); err != nil || !strings.Contains(out, "purged 5 dead letters") {
+		t.Fatalf("dead purge --since 1h: %v\n%s", err, out)
+	}
 }

@@ -46,10 +46,16 @@ func decodeDead(id uint64, v []byte) (*Dead, error) {
 type DeadFilter struct {
 	IDs  []Ref  // only these (a Ref without its spool part: of this spool)
 	Host string // only this host
+	// Since and Until: only those that died at or after Since and before
+	// Until (zero: no bound).
+	Since, Until time.Time
 }
 
 func (f DeadFilter) match(d *Dead) bool {
 	if f.Host != "" && d.Message.Host != f.Host {
+		return false
+	}
+	if !f.Since.IsZero() && d.DiedAt.Before(f.Since) || !f.Until.IsZero() && !d.DiedAt.Before(f.Until) {
 		return false
 	}
 	if len(f.IDs) == 0 {

@@ -268,3 +268,26 @@ func untar(t *testing.T, file, dir string) {
 		}
 	}
 }
+
+// Dead letters are picked by when they died.
+func TestDeadFilterWindow(t *testing.T) {
+	s := openTest(t, t.TempDir(), Options{})
+	defer s.Close()
+	t0 := time.Unix(1800000000, 0)
+	for i := range 4 {
+		m := newMsg("w.example", i)
+		if err := s.Append(context.Background(), m, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.BuryAll([]*Message{m}, "test", t0.Add(time.Duration(i)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, n, _ := s.ListDead(DeadFilter{Since: t0.Add(time.Hour), Until: t0.Add(3 * time.Hour)}, 0)
+	if n != 2 {
+		t.Fatalf("%d dead letters in [1h, 3h), want 2", n)
+	}
+	if n, err := s.ReplayDead(DeadFilter{Until: t0.Add(time.Hour)}); n != 1 || err != nil {
+		t.Fatalf("replayed %d, %v; want 1", n, err)
+	}
+}
