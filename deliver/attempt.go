@@ -212,7 +212,7 @@ func (d *Dispatcher) settle(h *host, pol Policy, res result, sentAt, now time.Ti
 	if !hasRA && res.verdict == vHold && pol.PartnerLimits {
 		ra, hasRA = partnerReset(res.partner) // Retry-After wins when given
 	}
-	pr := pacer.Result{Outcome: res.outcome, SentAt: sentAt}
+	pr := pacer.Result{Outcome: res.outcome, SentAt: sentAt, Status: res.status}
 	if res.verdict == vHold {
 		pr.RetryAfter, pr.HasRetry = ra, hasRA
 	}

@@ -109,6 +109,11 @@ type Need struct {
 	Paused   bool // paused here: ask for nothing
 	Due      int  // sends due now
 	InFlight int  // attempts in flight
+	// Slots is the most attempts this replica may have in flight now (its
+	// adaptive limit with concurrency: auto), 0 for Limits.Concurrency.
+	// Leases are asked for within it; the limit Redis counts stays the
+	// host's whole concurrency.
+	Slots int
 }
 
 // Ask is the request h's next ask sends (carrying its finished attempts),
@@ -122,7 +127,11 @@ func (h *Host) Ask(now time.Time, n Need) (Request, bool) {
 	back, expired := h.expireTokens(now) // before Releases: it may give kept leases back
 	req.Releases = h.done
 	if n.Shared {
-		want, due := h.Want(n.Due, n.Limits.Concurrency, n.InFlight), n.Due
+		conc := n.Limits.Concurrency
+		if n.Slots > 0 {
+			conc = min(conc, n.Slots)
+		}
+		want, due := h.Want(n.Due, conc, n.InFlight), n.Due
 		if now.Before(h.retryAt) || n.Paused {
 			want, due = 0, 0 // the bucket is empty, or paused: no token ahead either
 		}

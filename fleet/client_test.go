@@ -111,3 +111,16 @@ func TestHostGivesBack(t *testing.T) {
 		t.Fatal("a lease used while degraded")
 	}
 }
+
+// With concurrency: auto, a replica asks for leases within its adaptive
+// limit (Need.Slots), not the host's whole concurrency, which Redis still
+// counts.
+func TestAskWithinSlots(t *testing.T) {
+	var h Host
+	n := need(10)
+	n.Slots = 2
+	req, ok := h.Ask(time.Unix(0, 0), n)
+	if !ok || req.Want != 2 || req.Limits.Concurrency != n.Limits.Concurrency {
+		t.Fatalf("ask %+v (%v), want 2 leases under concurrency %d", req, ok, n.Limits.Concurrency)
+	}
+}

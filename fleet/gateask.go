@@ -31,7 +31,8 @@ func (g *gate) ask(now time.Time) {
 	if g.fl.Asking() || gs.stopping {
 		return
 	}
-	n := Need{Host: g.name, Limits: g.lim, Live: gs.live, Shared: g.shared(), InFlight: g.pace.InFlight()}
+	n := Need{Host: g.name, Limits: g.lim, Live: gs.live, Shared: g.shared(), InFlight: g.pace.InFlight(),
+		Slots: g.pace.Limit()}
 	if n.Shared {
 		n.Due, n.Paused = g.backlog.Due(now), g.pace.Paused()
 	}
