@@ -37,6 +37,7 @@ type fleetRow struct {
 	others   float64
 	steal    float64
 	received int64
+	scale    *scaleResult // the scale case (fleetscale.go) instead of the above
 }
 
 func (b *bench) fleet() error {
@@ -354,13 +355,30 @@ func (r *redisProc) stop() {
 }
 
 func (r *report) writeFleet(s *strings.Builder) {
+	var rows []*fleetRow
+	var scale []*scaleResult
+	for _, x := range r.fleet {
+		if x.scale != nil {
+			scale = append(scale, x.scale)
+		} else {
+			rows = append(rows, x)
+		}
+	}
+	defer func() {
+		for _, x := range scale {
+			r.writeFleetScale(s, x)
+		}
+	}()
+	if len(rows) == 0 {
+		return
+	}
 	s.WriteString("\n5. Fleet: replay of N queued 1 KiB webhooks, fleet mode on a local redis-server against local pacing,\n" +
 		"   same run, alternating; one host at 1000000/s burst 1000 concurrency C, or 1000 hosts at the defaults' burst and\n" +
 		"   concurrency with rate 1000000/s; from the resume to the last arrival; redis trips: hookpace_fleet_round_trips_total\n" +
 		"   (a pipelined round trip may carry the asks of many hosts), scripts: EVALSHA/EVAL calls redis-server ran\n")
 	tw := tabwriter.NewWriter(s, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  rep\tcase\tmode\tN\telapsed\treq/s\tCPU µs/msg\tredis µs/msg\tredis trips\ttrips/delivery\tscripts/delivery\treceived\tothers' cores\tsteal")
-	for _, x := range r.fleet {
+	for _, x := range rows {
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%v\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\n", x.rep, x.what, x.mode, x.n,
 			x.elapsed.Round(time.Millisecond), x.rate, float64(x.cpu.Microseconds())/float64(x.n),
 			float64(x.redisCPU.Microseconds())/float64(x.n), x.trips,
@@ -370,7 +388,7 @@ func (r *report) writeFleet(s *strings.Builder) {
 	for _, what := range []string{"1 host", "1000 hosts"} {
 		var loc, fl, trips, scripts float64
 		var n int
-		for _, x := range r.fleet {
+		for _, x := range rows {
 			if x.what != what {
 				continue
 			}

@@ -126,6 +126,7 @@ func (b *bench) runSections() error {
 		{"rss", b.rss},
 		{"pacing", b.pacing},
 		{"fleet", b.fleet},
+		{"fleetscale", b.fleetScaleSection},
 		{"sender", b.sender},
 		{"adaptive", b.adaptive},
 	}
