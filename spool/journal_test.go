@@ -291,3 +291,27 @@ func TestDeadFilterWindow(t *testing.T) {
 		t.Fatalf("replayed %d, %v; want 1", n, err)
 	}
 }
+
+// Near spool.min_free the journal keeps nothing, and webhooks still come.
+func TestJournalYieldsToMinFree(t *testing.T) {
+	free := MinFreeFloor() + 256<<10
+	s := openTest(t, t.TempDir(), Options{MinFree: MinFreeFloor(), diskFree: func(string) (int64, error) { return free, nil }})
+	defer s.Close()
+	m := newMsg("full.example", 1)
+	if err := s.Append(context.Background(), m, 0); err != nil {
+		t.Fatal(err)
+	}
+	settleJournal(t, s)
+	if u := s.JournalUsage(); u.Entries != 0 {
+		t.Fatalf("%d entries kept with %d bytes above min_free", u.Entries, free-MinFreeFloor())
+	}
+	free += 64 << 20
+	m = newMsg("full.example", 2)
+	if err := s.Append(context.Background(), m, 0); err != nil {
+		t.Fatal(err)
+	}
+	settleJournal(t, s)
+	if u := s.JournalUsage(); u.Entries != 1 {
+		t.Fatalf("%d entries once there is room", u.Entries)
+	}
+}

@@ -26,6 +26,7 @@ type journalState struct {
 	bytes   atomic.Int64 // keys and values kept, about
 	entries atomic.Int64
 	failed  atomic.Bool // a journal commit failed: logged once
+	short   atomic.Bool // too little room above min_free: records dropped (logged once a spell)
 }
 
 // journalRec is one journal write: a Set of key to val. grow is what it
@@ -238,7 +239,10 @@ func (s *Spool) journalLoop() {
 		recs, upTo := s.jr.pending, s.jr.seq
 		s.jr.pending = nil
 		s.mu.Unlock()
-		err := s.writeJournal(recs)
+		var err error
+		if s.journalRoom(len(recs)) {
+			err = s.writeJournal(recs)
+		}
 		s.mu.Lock()
 		if err != nil && !s.jr.failed.Swap(true) {
 			s.log.Error("spool: journal write failed; history is missing for some webhooks (logged once)", "error", errText(err))
@@ -246,6 +250,22 @@ func (s *Spool) journalLoop() {
 		s.jr.durable = upTo // or failed: nothing waits for it any longer
 		s.jr.cond.Broadcast()
 	}
+}
+
+// journalRoom reports whether n records fit above spool.min_free, with a
+// transaction's worth to spare: history never takes the room that keeps
+// webhooks coming (the writer's checks do not count the journal's
+// writes). A batch that does not fit is dropped, and logged once a spell.
+func (s *Spool) journalRoom(n int) bool {
+	room, limited := s.headroom()
+	if !limited || room >= int64(n)*512+txnBudget {
+		s.jr.short.Store(false)
+		return true
+	}
+	if !s.jr.short.Swap(true) {
+		s.log.Warn("spool: too little disk space above spool.min_free for the journal; history is not kept until there is", "records", n, "room", room)
+	}
+	return false
 }
 
 // journalSync waits until every record handed to the journal so far is

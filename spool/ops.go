@@ -260,6 +260,9 @@ func (s *Spool) append(m *Message, hostLimit int64, on *once, co *coal) error {
 		return err
 	}
 	done := o.done // the writer owns o once it is submitted
+	// Set before: the dispatcher may hold m (announced) before this
+	// goroutine hears the verdict.
+	m.size = o.size
 	if err := s.submit(o); err != nil {
 		s.mu.Lock()
 		s.ledger.release(m.Host, o.size)
@@ -268,11 +271,7 @@ func (s *Spool) append(m *Message, hostLimit int64, on *once, co *coal) error {
 	}
 	// The wait ignores ctx: once submitted, the write happens regardless, and
 	// its outcome must be known before answering.
-	if err := <-done; err != nil {
-		return err
-	}
-	m.size = o.size
-	return nil
+	return <-done
 }
 
 // admit asks the ledger to admit a message (see ledger.admit).
