@@ -78,6 +78,7 @@ type HostConfig struct {
 	DedupeWindow       Duration   // how long an Idempotency-Key is remembered; 0 = dedupe off
 	MaxAttempts        int        // attempts before dead-lettering, >= 1
 	MaxAge             Duration   // age at which an undelivered message is dead-lettered
+	AutoPauseAfter     Duration   // pause a host failing without a success this long; 0 = off
 	BackoffInitial     Duration   // first retry delay after a failure
 	BackoffMax         Duration   // cap on the retry delay, >= BackoffInitial
 	HoldSchedule       []Duration // holds after consecutive 429s without Retry-After; the last repeats

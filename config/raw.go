@@ -114,6 +114,7 @@ type rawHost struct {
 	DedupeWindow       opt[Duration]        `yaml:"dedupe_window"`
 	MaxAttempts        opt[int]             `yaml:"max_attempts"`
 	MaxAge             opt[Duration]        `yaml:"max_age"`
+	AutoPauseAfter     opt[Duration]        `yaml:"auto_pause_after"`
 	BackoffInitial     opt[Duration]        `yaml:"backoff_initial"`
 	BackoffMax         opt[Duration]        `yaml:"backoff_max"`
 	HoldSchedule       opt[[]opt[Duration]] `yaml:"hold_schedule"`

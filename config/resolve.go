@@ -188,6 +188,7 @@ func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExpli
 	field(p, f("dedupe_window"), r.DedupeWindow, &h.DedupeWindow, notNegative)
 	field(p, f("max_attempts"), r.MaxAttempts, &h.MaxAttempts, atLeast(1))
 	field(p, f("max_age"), r.MaxAge, &h.MaxAge, positive)
+	field(p, f("auto_pause_after"), r.AutoPauseAfter, &h.AutoPauseAfter, notNegative)
 	field(p, f("backoff_initial"), r.BackoffInitial, &h.BackoffInitial, positive)
 	field(p, f("backoff_max"), r.BackoffMax, &h.BackoffMax, positive)
 	list(p, f("hold_schedule"), r.HoldSchedule, &h.HoldSchedule, positive, true)

@@ -58,6 +58,7 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 	now := time.Now()
 	res.verdict, res.outcome, res.reason = classify(res.status, res.err, pol.Retry4xx)
 	d.journalAttempt(m, res, now, 1)
+	d.autoPause(h.name, pol, res, now)
 	if res.verdict == vDone {
 		// Keep the slot until the delete is durable: a crash can then repeat
 		// only deliveries that hold a slot, at most the host's concurrency.

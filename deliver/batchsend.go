@@ -52,6 +52,7 @@ func (d *Dispatcher) attemptBatch(h *host, ms []*spool.Message, pol Policy, sent
 	for _, m := range ms {
 		d.journalAttempt(m, res, now, len(ms))
 	}
+	d.autoPause(h.name, pol, res, now)
 	if res.verdict == vDone {
 		d.opts.Queue.DeleteAll(ms) // as in attempt: the slot is kept until this is durable
 	}

@@ -78,6 +78,7 @@ type Policy struct {
 	Timeout            time.Duration
 	MaxAttempts        int
 	MaxAge             time.Duration
+	AutoPauseAfter     time.Duration // pause the host after failing this long without a success (journal.go); 0: never
 	BackoffInitial     time.Duration
 	BackoffMax         time.Duration
 	Retry4xx           []int

@@ -111,3 +111,38 @@ func (r *result) readAnswer(resp *http.Response, excerpt int) {
 		r.excerpt, r.header = b[:min(len(b), excerpt)], answerHeader(resp.Header)
 	}
 }
+
+// autoPause pauses host once it has failed without a single success for
+// pol.AutoPauseAfter (auto_pause_after): its queue is kept, unlike the
+// endpoints that other webhook servers disable. A 429 is no failure: the
+// partner answers. It runs off the dispatcher's lock, after an attempt.
+func (d *Dispatcher) autoPause(host string, pol Policy, res result, now time.Time) {
+	if pol.AutoPauseAfter <= 0 || res.verdict == vHold || res.verdict == vSplit {
+		return
+	}
+	d.mu.Lock()
+	since, failing := d.purges.failing[host]
+	switch {
+	case res.verdict == vDone:
+		delete(d.purges.failing, host)
+	case !failing:
+		if d.purges.failing == nil {
+			d.purges.failing = map[string]time.Time{}
+		}
+		d.purges.failing[host] = now
+	case now.Sub(since) >= pol.AutoPauseAfter:
+		delete(d.purges.failing, host)
+	default:
+		failing = false
+	}
+	d.mu.Unlock()
+	if !failing || res.verdict == vDone {
+		return
+	}
+	if err := d.Pause(host); err != nil {
+		d.log.Error("auto_pause_after: could not pause the host", "host", host, "error", err)
+		return
+	}
+	d.log.Warn("host paused by auto_pause_after: it has failed without a single success since failing_since; its queue is kept (hookpace resume HOST)",
+		"host", host, "failing_since", since.UTC().Format(time.RFC3339Nano), "auto_pause_after", pol.AutoPauseAfter.String(), "last_error", res.reason)
+}

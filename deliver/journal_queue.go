@@ -42,6 +42,9 @@ type BacklogResult struct {
 type purges struct {
 	loading  map[string]map[uint64]bool
 	inFlight map[uint64]purgeLater
+	// failing is, for auto_pause_after, when each host began failing
+	// without a success since (journal.go).
+	failing map[string]time.Time
 }
 
 type purgeLater struct {

@@ -21,6 +21,7 @@ type signalQueue struct {
 	*spool.Spool
 	deleted chan *spool.Message
 	buried  chan string
+	paused  chan string // nil: not told
 }
 
 func (q *signalQueue) Delete(m *spool.Message) error {
@@ -32,6 +33,14 @@ func (q *signalQueue) Delete(m *spool.Message) error {
 func (q *signalQueue) Bury(m *spool.Message, reason string, at time.Time) {
 	q.Spool.Bury(m, reason, at)
 	q.buried <- reason
+}
+
+func (q *signalQueue) SetPaused(host string, paused bool) error {
+	err := q.Spool.SetPaused(host, paused)
+	if q.paused != nil {
+		q.paused <- host
+	}
+	return err
 }
 
 func journalSetup(t *testing.T, pol Policy) (*Dispatcher, *signalQueue) {
@@ -181,5 +190,29 @@ func TestPurgeIncludesMemory(t *testing.T) {
 	}
 	if v, err := q.Lookup(ms[7].Ref()); err != nil || v.State != spool.OutcomePurged || v.Entry.Reason != "purged by test" {
 		t.Fatalf("%+v %v", v, err)
+	}
+}
+
+// auto_pause_after pauses a host that has failed without a success that
+// long, and keeps its queue.
+func TestAutoPauseAfter(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(502) }))
+	defer srv.Close()
+	pol := policy(100, 10, 1)
+	pol.BackoffInitial, pol.BackoffMax, pol.MaxAttempts = 10*time.Millisecond, 20*time.Millisecond, 1000
+	pol.Limits.BreakerFailures = 1000
+	pol.AutoPauseAfter = 200 * time.Millisecond
+	d, q := journalSetup(t, pol)
+	q.paused = make(chan string, 1)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	appendTo(t, q, srv.URL+"/failing")
+	if got := <-q.paused; got != host {
+		t.Fatalf("paused %s", got)
+	}
+	if st, _ := d.Host(host); !st.Paused {
+		t.Fatalf("status %+v", st)
+	}
+	if u := q.HostUsage(host); u.Messages != 1 {
+		t.Fatalf("%d queued after the pause, want 1: the queue is kept", u.Messages)
 	}
 }

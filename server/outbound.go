@@ -76,6 +76,7 @@ func Policy(hc config.HostConfig, signer *sign.Signer) deliver.Policy {
 		Timeout:            hc.Timeout.D(),
 		MaxAttempts:        hc.MaxAttempts,
 		MaxAge:             hc.MaxAge.D(),
+		AutoPauseAfter:     hc.AutoPauseAfter.D(),
 		BackoffInitial:     hc.BackoffInitial.D(),
 		BackoffMax:         hc.BackoffMax.D(),
 		Retry4xx:           hc.Retry4xx,
