@@ -53,3 +53,38 @@ func tenths(as []Arrival, k time.Time) string {
 	}
 	return b.String()
 }
+
+// TestFleetRedisFrozen: 500 webhooks the same way, with Redis frozen
+// (SIGSTOP) once 100 have arrived, until every replica has paced on its
+// share and 200 more have arrived (about 10 s at 20/s), then thawed
+// (SIGCONT): the bucket that filled meanwhile is charged with what the
+// shares may have sent, so the busiest second stays within 30 and at
+// most 10 are in flight at once, through the freeze and after it; each
+// webhook arrives once.
+func TestFleetRedisFrozen(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := newSlowPartner(t, 5*time.Millisecond)
+	hps := startFleet(t, srv, 3, fmt.Sprintf(`"%s": {rate: 20/s, burst: 10, concurrency: 10}`, rc.Host()))
+	postSpread(t, hps, rc.Receiver, "frozen", 500)
+	mine := func(a Arrival) bool { return strings.HasPrefix(a.Path, "/frozen/") }
+	rc.WaitFor(t, 60*time.Second, "100 webhooks", func([]Arrival) bool { return rc.Count(mine) >= 100 })
+	frozen := time.Now()
+	srv.Freeze()
+	for _, hp := range hps {
+		Poll(t, 30*time.Second, "every replica on its share", func() bool { return fleetOf(t, hp).Degraded })
+	}
+	rc.WaitFor(t, 60*time.Second, "300 webhooks", func([]Arrival) bool { return rc.Count(mine) >= 300 })
+	srv.Thaw()
+	fleetCheckOnce(t, rc.Receiver, "frozen", 500, 90*time.Second)
+	n, m := busiestSecond(rc.Arrivals()), rc.mostAtOnce()
+	t.Logf("redis frozen: busiest second %d, most at once %d", n, m)
+	if n > 30 {
+		t.Fatalf("%d arrivals in one second, bound 30\n%s", n, tenths(rc.Arrivals(), frozen))
+	}
+	if m > 10 {
+		t.Fatalf("%d at once, cap 10", m)
+	}
+	for _, hp := range hps {
+		Poll(t, 30*time.Second, "shared again", func() bool { return !fleetOf(t, hp).Degraded })
+	}
+}
