@@ -111,10 +111,10 @@ func (gs *Gates) changed() {
 	})
 }
 
-// Stop implements deliver.Gates: it waits for the ask under way, then
-// gives back the leases of finished attempts and unused grants, so that
-// the other replicas need not wait for them to expire; it gives up after
-// 2 s (they expire anyway).
+// Stop implements deliver.Gates: it waits for the ask and the pause sync
+// under way, then gives back the leases of finished attempts and unused
+// grants, so that the other replicas need not wait for them to expire; it
+// gives up after 2 s (they expire anyway).
 func (gs *Gates) Stop() {
 	gs.mu.Lock()
 	gs.stopping = true

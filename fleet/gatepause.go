@@ -66,6 +66,14 @@ func (gs *Gates) armPauseSync() {
 		return
 	}
 	gs.pauses.timer = time.AfterFunc(pauseSyncEvery, func() {
+		gs.mu.Lock()
+		if gs.stopping {
+			gs.mu.Unlock()
+			return
+		}
+		gs.wg.Add(1) // Stop waits for a sync under way
+		gs.mu.Unlock()
+		defer gs.wg.Done()
 		more := gs.syncPauses()
 		gs.mu.Lock()
 		defer gs.mu.Unlock()
