@@ -5,6 +5,7 @@ package spool
 //
 //	dead/   j <id:8>              entry: what was accepted, and its outcome once known
 //	dead/   a <id:8> <at:8>       one attempt: when, how long, status, error, answer
+//	dead/   h <host> 0x00 <id:8>  the entries of a host, for listing them
 //
 // Writes are group commits of their own, never one per webhook: the
 // journal's writer (journalLoop) commits whatever records have come in
@@ -41,8 +42,9 @@ import (
 )
 
 const (
-	prefixJournal = 'j'
-	prefixAttempt = 'a'
+	prefixJournal   = 'j'
+	prefixAttempt   = 'a'
+	prefixHostIndex = 'h' // h <host> 0x00 <id:8> -> nothing: a host's entries, for List
 )
 
 // JournalOptions configure the journal. The zero value keeps it on, with
@@ -214,6 +216,17 @@ func timeOf(ns int64) time.Time {
 }
 
 func journalKey(id uint64) []byte { return binary.BigEndian.AppendUint64([]byte{prefixJournal}, id) }
+
+func hostIndexPrefix(host string) []byte {
+	k := make([]byte, 0, len(host)+10)
+	k = append(k, prefixHostIndex)
+	k = append(k, host...)
+	return append(k, 0)
+}
+
+func hostIndexKey(host string, id uint64) []byte {
+	return binary.BigEndian.AppendUint64(hostIndexPrefix(host), id)
+}
 
 func attemptPrefix(id uint64) []byte { return binary.BigEndian.AppendUint64([]byte{prefixAttempt}, id) }
 

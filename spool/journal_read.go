@@ -163,6 +163,11 @@ func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
 	var out []*Entry
 	var next uint64
 	err := s.kept.View(func(txn *badger.Txn) error {
+		if q.Host != "" {
+			var err error
+			next, err = listHost(txn, &q, &out)
+			return err
+		}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, Reverse: true, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
 		seek := journalKey(^uint64(0))
@@ -192,6 +197,42 @@ func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
 		return nil
 	})
 	return out, next, err
+}
+
+// listHost is List for one host, from its index: newest first, and the
+// cursor of the next page.
+func listHost(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
+	prefix := hostIndexPrefix(q.Host)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
+	defer it.Close()
+	seek := hostIndexKey(q.Host, ^uint64(0))
+	if q.Before != 0 {
+		seek = hostIndexKey(q.Host, q.Before-1)
+	}
+	scanned := 0
+	for it.Seek(seek); it.Valid(); it.Next() {
+		k := it.Item().Key()
+		if len(k) != len(prefix)+8 {
+			continue
+		}
+		id := beUint64(k[len(prefix):])
+		if len(*out) == q.Limit || scanned == queryScanMax {
+			return id + 1, nil
+		}
+		scanned++
+		item, err := txn.Get(journalKey(id))
+		if err != nil {
+			continue // swept meanwhile
+		}
+		var e *Entry
+		if err := item.Value(func(v []byte) (err error) { e, err = decodeEntry(id, v); return err }); err != nil {
+			continue
+		}
+		if q.match(e) {
+			*out = append(*out, e)
+		}
+	}
+	return 0, nil
 }
 
 func (q *Query) match(e *Entry) bool {

@@ -57,7 +57,7 @@ func (s *Spool) openJournal() error {
 func (s *Spool) countJournal() (last uint64, err error) {
 	var bytes, entries int64
 	err = s.kept.View(func(txn *badger.Txn) error {
-		for _, p := range []byte{prefixJournal, prefixAttempt} {
+		for _, p := range []byte{prefixJournal, prefixAttempt, prefixHostIndex} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
 			for it.Rewind(); it.Valid(); it.Next() {
 				item := it.Item()
@@ -159,8 +159,8 @@ func (s *Spool) SweepJournal(now time.Time) (int, error) {
 			if e.Outcome == "" {
 				continue
 			}
-			dels = append(dels, item.KeyCopy(nil))
-			freed += int64(len(item.Key())) + item.ValueSize()
+			dels = append(dels, item.KeyCopy(nil), hostIndexKey(e.Host, id))
+			freed += int64(len(item.Key())) + item.ValueSize() + int64(len(e.Host)+10)
 			entries++
 			freed += s.attemptKeys(txn, id, &dels)
 		}

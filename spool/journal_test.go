@@ -109,7 +109,22 @@ func TestJournalStatesAndList(t *testing.T) {
 	if page, _, _ := s.List(Query{State: StateQueued}); len(page) != 3 {
 		t.Fatalf("queued: %d", len(page))
 	}
-	if u := s.JournalUsage(); u.Entries != 5 || u.Bytes <= 0 {
+	// A host's entries come from its index, newest first, a page at a time.
+	other := newMsg("b.example:8443", 9)
+	if err := s.Append(context.Background(), other, 0); err != nil {
+		t.Fatal(err)
+	}
+	page, next, _ = s.List(Query{Host: "b.example", Limit: 3})
+	if len(page) != 3 || page[0].ID != ms[4].ID || page[2].ID != ms[2].ID || next != ms[1].ID+1 {
+		t.Fatalf("host page: %v, next %d", page, next)
+	}
+	if page, next, _ = s.List(Query{Host: "b.example", Limit: 3, Before: next}); len(page) != 2 || next != 0 {
+		t.Fatalf("host's second page: %v, next %d", page, next)
+	}
+	if page, _, _ = s.List(Query{Host: "b.example:8443"}); len(page) != 1 || page[0].ID != other.ID {
+		t.Fatalf("the other port: %v", page)
+	}
+	if u := s.JournalUsage(); u.Entries != 6 || u.Bytes <= 0 {
 		t.Fatalf("%+v", u)
 	}
 }

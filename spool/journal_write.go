@@ -36,6 +36,7 @@ type journalState struct {
 // change the message since).
 type journalRec struct {
 	key, val []byte
+	index    []byte // an entry's key in its host's index (encode)
 	grow     int64
 	entry    bool
 	e        *Entry // to encode
@@ -61,7 +62,10 @@ func (r *journalRec) encode() {
 	r.e.URL = redactURL(r.e.URL)
 	r.key, r.val = journalKey(r.e.ID), r.e.encode()
 	if r.entry {
-		r.grow = int64(len(r.key) + len(r.val))
+		// An accepted record is durable before its webhook leaves the
+		// queue, or written again at Open: the index goes with it alone.
+		r.index = hostIndexKey(r.e.Host, r.e.ID)
+		r.grow = int64(len(r.key) + len(r.val) + len(r.index))
 	} else { // it replaces the accepted record: what the outcome added
 		r.grow = int64(strLen(r.e.Outcome) + varintLen(unixNano(r.e.OutcomeAt)) + strLen(r.e.Reason) - 3)
 		if r.e.Final != nil {
@@ -304,12 +308,18 @@ func (s *Spool) writeJournal(recs []journalRec) error {
 		txn = s.kept.NewTransaction(true)
 		return nil
 	}
+	set := func(r *journalRec) error {
+		if err := txn.Set(r.key, r.val); err != nil || r.index == nil {
+			return err
+		}
+		return txn.Set(r.index, nil)
+	}
 	for _, r := range recs {
 		r.encode()
-		err := txn.Set(r.key, r.val)
+		err := set(&r)
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			if err = flush(); err == nil {
-				err = txn.Set(r.key, r.val)
+				err = set(&r)
 			}
 		}
 		if err != nil {
