@@ -165,7 +165,8 @@ func (l *Limiter) askCall(req Request, m memory) (scriptCall, string) {
 		}
 		args = append(args, r.Lease, int(r.Outcome), ra, us(r.Age), b01(r.Keep))
 	}
-	keys := []string{l.key(req.Host, "tat"), l.key(req.Host, "leases"), l.key(req.Host, "state"), l.key(req.Host, "paused")}
+	keys := []string{l.key(req.Host, "tat"), l.key(req.Host, "leases"), l.key(req.Host, "state"), l.key(req.Host, "paused"),
+		l.key(req.Host, "waiters")}
 	return scriptCall{keys: keys, args: args}, base
 }
 

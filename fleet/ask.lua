@@ -4,7 +4,8 @@
 --
 -- KEYS: 1 tat (GCRA theoretical arrival time, µs), 2 leases (ZSET lease id
 -- -> expiry µs), 3 state (HASH: held_until, hold_start, reason, c429, rate,
--- streak, failures, open_until, probe_until), 4 paused.
+-- streak, failures, open_until, probe_until, v, m:<replica>...), 4 paused,
+-- 5 waiters (ZSET replica mark -> until µs: fair shares).
 -- ARGV: 1 now µs ("0": the server's TIME), 2 configured rate /s,
 -- 3 bucket capacity (tokens), 4 concurrency, 5 want, 6 lease ttl µs,
 -- 7 lease id base, 8 adaptive (0/1), 9 min rate /s, 10 breaker failures,
@@ -203,6 +204,26 @@ end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local inflight = redis.call('ZCARD', KEYS[2])
 
+-- Fair shares. A replica refused a slot waits in KEYS[5] (ZSET mark ->
+-- until µs) for a second. While others wait, a replica that holds its
+-- share of the concurrency (rounded up over the replicas that want
+-- slots) gets no more leases and no tokens ahead, so that its kept leases
+-- go back (a client gives them back when an ask for tokens ahead brings
+-- none) to the replicas waiting.
+local room, others = conc, 0
+if want > 0 or tonumber(ARGV[15]) > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+  others = redis.call('ZCARD', KEYS[5])
+  if redis.call('ZSCORE', KEYS[5], ARGV[23]) then others = others - 1 end
+  if others > 0 then
+    local prefix, mine = string.match(base, '^(.*:)[^:]*$'), 0
+    for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+      if string.sub(id, 1, #prefix) == prefix then mine = mine + 1 end
+    end
+    room = math.max(math.ceil(conc / (others + 1)) - mine, 0)
+  end
+end
+
 local granted, wait, why = 0, 0, ''
 local paused = redis.call('EXISTS', KEYS[4]) == 1
 local breaker = 'closed'
@@ -219,7 +240,7 @@ elseif inflight >= conc then
   wait, why = -1, 'concurrency'
 else
   local avail = math.floor((cap * T - ahead + 2) / T) -- 2 µs: ahead is stored rounded up
-  local k = math.min(want, conc - inflight, avail)
+  local k = math.min(want, conc - inflight, avail, room)
   if breaker == 'half-open' then k = math.min(k, 1) end
   if k >= 1 then
     ahead = ahead + k * T
@@ -236,11 +257,22 @@ else
     if granted == 0 then why = 'rate' end
     -- The probe is out: no time is known until it finishes.
     if inflight >= conc or (breaker == 'half-open' and granted > 0) then wait = -1 end
+    if granted == room and room < math.min(want, conc - inflight + granted, avail) then
+      wait, why = -1, 'fair share'
+    end
+  end
+end
+if want > 0 and why ~= 'paused' then
+  if granted < want and (inflight >= conc or why == 'fair share') then
+    redis.call('ZADD', KEYS[5], now + 1000000, ARGV[23])
+    redis.call('PEXPIRE', KEYS[5], 2000)
+  elseif granted >= want then
+    redis.call('ZREM', KEYS[5], ARGV[23])
   end
 end
 local tokens = 0
 local want_tokens = tonumber(ARGV[15])
-if want_tokens > 0 and not paused and held_until <= now and breaker == 'closed' then
+if want_tokens > 0 and not paused and held_until <= now and breaker == 'closed' and (others == 0 or granted < room) then
   tokens = math.max(math.min(want_tokens, math.floor((cap * T - ahead + 2) / T)), 0)
   if tokens > 0 then ahead, tat_dirty = ahead + tokens * T, true end
 end
