@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"sync"
 	"time"
 
 	"github.com/hookpace/hookpace/deliver"
@@ -55,31 +54,4 @@ func TakeSnapshot(h Hosts, sp Spool, now time.Time, ages bool) *Snapshot {
 		}
 	}
 	return s
-}
-
-// Snapshots hands out a snapshot with ages taken at most every ttl, so
-// that the metrics of one scrape, read by several callbacks, come from
-// one snapshot (and a scrape costs one).
-type Snapshots struct {
-	hosts Hosts
-	spool Spool
-	ttl   time.Duration
-
-	mu   sync.Mutex
-	last *Snapshot
-}
-
-// NewSnapshots returns snapshots of h and sp, each served for ttl.
-func NewSnapshots(h Hosts, sp Spool, ttl time.Duration) *Snapshots {
-	return &Snapshots{hosts: h, spool: sp, ttl: ttl}
-}
-
-// Get returns the snapshot of the last ttl, or takes one.
-func (s *Snapshots) Get(now time.Time) *Snapshot {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.last == nil || now.Sub(s.last.At) >= s.ttl || now.Before(s.last.At) {
-		s.last = TakeSnapshot(s.hosts, s.spool, now, true)
-	}
-	return s.last
 }

@@ -5,20 +5,17 @@ import (
 	"time"
 )
 
-// The metrics of one scrape, read by several callbacks, come from one
-// snapshot: within its ttl Get serves the same one, then takes another.
-func TestSnapshotsServeOnePerTTL(t *testing.T) {
-	hosts := manyHosts{{Host: "a.example", Queued: 0}}
-	s := NewSnapshots(hosts, emptySpool(t), time.Second)
-	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	first := s.Get(t0)
-	if again := s.Get(t0.Add(999 * time.Millisecond)); again != first {
-		t.Fatal("a second snapshot within the ttl")
+// A snapshot without ages reads no spool record; with ages, each host with
+// a backlog gets its oldest webhook's time.
+func TestTakeSnapshot(t *testing.T) {
+	hosts := manyHosts{{Host: "a.example"}}
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	s := TakeSnapshot(hosts, emptySpool(t), now, false)
+	if !s.At.Equal(now) || len(s.Hosts) != 1 || s.Oldest != nil || s.Dead != nil {
+		t.Fatalf("without ages: %+v", s)
 	}
-	if next := s.Get(t0.Add(time.Second)); next == first || !next.At.Equal(t0.Add(time.Second)) {
-		t.Fatal("the same snapshot after the ttl")
-	}
-	if len(first.Hosts) != 1 || first.Hosts[0].Host != "a.example" || first.Oldest == nil {
-		t.Fatalf("snapshot %+v", first)
+	s = TakeSnapshot(hosts, emptySpool(t), now, true)
+	if s.Oldest == nil || len(s.Oldest) != 0 || len(s.Problems) != 0 {
+		t.Fatalf("with ages, nothing queued: %+v", s)
 	}
 }

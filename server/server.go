@@ -246,11 +246,10 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Throttle: telemetry.NewThrottle(10 * time.Second),
 		Gates:    gates,
 	})
-	// The metrics of one scrape read one snapshot, as the page and the
-	// API do (admin.TakeSnapshot).
-	snaps := admin.NewSnapshots(a.disp, a.spool, time.Second)
-	observe(tel.Metrics, snaps)
-	observeState(tel.Metrics, snaps, a.stopping.Load)
+	// The metrics read snapshots, as the page and the API do
+	// (admin.TakeSnapshot), taken at scrape time.
+	observe(tel.Metrics, a.disp, a.spool)
+	observeState(tel.Metrics, a.disp, a.spool, a.stopping.Load)
 	a.publishView()
 	a.proxy = proxy.New(proxy.Options{
 		Policy:    proxyPolicy(cfg, a.files.Load()),
@@ -336,13 +335,13 @@ func pausedHosts(disp *deliver.Dispatcher) int {
 }
 
 // observe feeds the gauges from the dispatcher and spool at scrape time.
-func observe(m *telemetry.Metrics, snaps *admin.Snapshots) {
+func observe(m *telemetry.Metrics, disp *deliver.Dispatcher, sp *spool.Spool) {
 	m.ObserveSpool(func() telemetry.SpoolSnapshot {
-		u := snaps.Get(time.Now()).Usage
+		u := sp.Usage()
 		return telemetry.SpoolSnapshot{Messages: u.Messages, Bytes: u.Bytes, DedupeKeys: u.DedupeKeys, DedupeBytes: u.DedupeBytes}
 	})
 	m.ObserveHosts(func() []telemetry.HostSnapshot {
-		hosts := snaps.Get(time.Now()).Hosts
+		hosts := admin.TakeSnapshot(disp, sp, time.Now(), false).Hosts
 		out := make([]telemetry.HostSnapshot, len(hosts))
 		for i, h := range hosts {
 			out[i] = telemetry.HostSnapshot{Host: h.Host, Queued: h.Queued, QueuedBytes: h.QueuedBytes,

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/admin"
+	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/spool"
 	"github.com/hookpace/hookpace/telemetry"
@@ -13,9 +14,9 @@ import (
 // dashboard (deploy/) at scrape time: admission state, readiness by the
 // rule /readyz applies (spool.Usage.Ready), and the age of the oldest queued message, which
 // costs one read of a record's head per host with a backlog.
-func observeState(m *telemetry.Metrics, snaps *admin.Snapshots, stopping func() bool) {
+func observeState(m *telemetry.Metrics, disp *deliver.Dispatcher, sp *spool.Spool, stopping func() bool) {
 	m.ObserveState(func() telemetry.StateSnapshot {
-		snap := snaps.Get(time.Now())
+		snap := admin.TakeSnapshot(disp, sp, time.Now(), true)
 		u, now := snap.Usage, snap.At
 		st := telemetry.StateSnapshot{MaxMessages: u.MaxMessages, MaxBytes: u.MaxBytes,
 			HighWater: u.HighWater, LowWater: u.LowWater, Usage: u.Fraction, Accepting: u.Accepting,
