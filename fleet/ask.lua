@@ -210,11 +210,11 @@ local inflight = redis.call('ZCARD', KEYS[2])
 -- slots) gets no more leases and no tokens ahead, so that its kept leases
 -- go back (a client gives them back when an ask for tokens ahead brings
 -- none) to the replicas waiting.
-local room, others = conc, 0
+local room, others, waiting = conc, 0, false
 if want > 0 or tonumber(ARGV[15]) > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
   others = redis.call('ZCARD', KEYS[5])
-  if redis.call('ZSCORE', KEYS[5], ARGV[23]) then others = others - 1 end
+  if others > 0 and redis.call('ZSCORE', KEYS[5], ARGV[23]) then others, waiting = others - 1, true end
   if others > 0 then
     local prefix, mine = string.match(base, '^(.*:)[^:]*$'), 0
     for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
@@ -266,7 +266,7 @@ if want > 0 and why ~= 'paused' then
   if granted < want and (inflight >= conc or why == 'fair share') then
     redis.call('ZADD', KEYS[5], now + 1000000, ARGV[23])
     redis.call('PEXPIRE', KEYS[5], 2000)
-  elseif granted >= want then
+  elseif granted >= want and waiting then
     redis.call('ZREM', KEYS[5], ARGV[23])
   end
 end
