@@ -75,19 +75,23 @@ func (c *Client) FleetPage(ctx context.Context, cursor string, limit int) (fleet
 	return page, err
 }
 
-// FleetHosts reads the whole fleet view, a page at a time, and the live
-// replicas of its last page.
-func (c *Client) FleetHosts(ctx context.Context) ([]fleet.FleetHost, []string, error) {
+// FleetHosts reads the whole fleet view, a page at a time, and its first
+// page (the live replicas, and those that found a host's state lost).
+func (c *Client) FleetHosts(ctx context.Context) ([]fleet.FleetHost, fleet.ViewPage, error) {
 	var all []fleet.FleetHost
+	var first fleet.ViewPage
 	cursor := ""
-	for {
+	for i := 0; ; i++ {
 		page, err := c.FleetPage(ctx, cursor, DefaultHostsLimit)
 		if err != nil {
-			return nil, nil, err
+			return nil, first, err
+		}
+		if i == 0 {
+			first = page
 		}
 		all = append(all, page.Hosts...)
 		if page.NextCursor == "" || page.NextCursor == cursor {
-			return all, page.Replicas, nil
+			return all, first, nil
 		}
 		cursor = page.NextCursor
 	}

@@ -14,14 +14,19 @@ import (
 // per host with the totals over the live replicas, and which replica
 // holds what.
 func statusFleet(ctx context.Context, c *admin.Client, asJSON bool, out io.Writer) error {
-	hosts, replicas, err := c.FleetHosts(ctx)
+	hosts, first, err := c.FleetHosts(ctx)
 	if err != nil {
 		return err
 	}
 	if asJSON {
-		return printJSON(out, map[string]any{"replicas": replicas, "hosts": hosts})
+		return printJSON(out, map[string]any{"replicas": first.Replicas, "state_lost": first.Lost, "hosts": hosts})
 	}
-	fmt.Fprintf(out, "fleet: %d live replicas (%s)\n\n", len(replicas), strings.Join(replicas, ", "))
+	fmt.Fprintf(out, "fleet: %d live replicas (%s)\n", len(first.Replicas), strings.Join(first.Replicas, ", "))
+	for _, l := range first.Lost {
+		fmt.Fprintf(out, "  redis lost hosts' state: %s found it %d times, last at %s, and restored what it remembered\n",
+			l.Replica, l.Times, l.Last.Local().Format("2006-01-02 15:04:05"))
+	}
+	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tQUEUED\tIN FLIGHT\tDELIVERED\tDEAD\tSTATE\tBY REPLICA (queued/in flight)")
 	for _, h := range hosts {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -42,6 +43,7 @@ type viewPublisher struct {
 	summarize func() []HostSummary
 	published map[string]string // host -> member
 	full      bool              // send the whole summary next time
+	lost      int               // the Lost count published last
 }
 
 // Summarize registers fn, called at each heartbeat for this replica's
@@ -95,6 +97,9 @@ func (l *Limiter) publishView(ctx context.Context) error {
 	if l.view.summarize == nil {
 		return nil
 	}
+	if err := l.publishLost(ctx); err != nil {
+		return err
+	}
 	cur := make(map[string]string)
 	for _, s := range l.view.summarize() {
 		cur[s.Host] = s.member()
@@ -113,6 +118,32 @@ func (l *Limiter) publishView(ctx context.Context) error {
 		l.view.full = true // the set was gone: send it whole
 	}
 	return nil
+}
+
+// lostKey is the hash of replica -> "times:unix seconds of the last" that
+// each replica found a host's state lost (recall.go), kept a day.
+func (l *Limiter) lostKey() string { return "{" + l.opts.KeyPrefix + "}:lost" }
+
+// publishLost says, when it changed, how many times this replica found a
+// host's state lost in Redis, for the fleet's view. Called with view.mu
+// held.
+func (l *Limiter) publishLost(ctx context.Context) error {
+	n, last := l.Lost()
+	if n == l.view.lost {
+		return nil
+	}
+	err := l.cmd(ctx, "view", func(ctx context.Context) error {
+		_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, l.lostKey(), l.opts.Replica, strconv.Itoa(n)+":"+strconv.FormatInt(last.Unix(), 10))
+			p.Expire(ctx, l.lostKey(), 24*time.Hour)
+			return nil
+		})
+		return err
+	})
+	if err == nil {
+		l.view.lost = n
+	}
+	return err
 }
 
 // sendView writes the difference between what was published and cur (or

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/internal/redistest"
+	"github.com/hookpace/hookpace/pacer"
 )
 
 // summaries is a replica's summary that a test changes.
@@ -66,7 +67,8 @@ func allPages(t *testing.T, l *Limiter, limit int) []FleetHost {
 // TestFleetView: three replicas publish different queues; any replica's
 // view merges them, a page at a time, with each one's part; a change is
 // seen at the next heartbeat; a replica that stops is left out, and one
-// whose set Redis lost sends it whole again.
+// whose set Redis lost sends it whole again, and says that it found a
+// host's state lost.
 func TestFleetView(t *testing.T) {
 	srv, clk := redistest.Start(t), newClock()
 	names := []string{"a", "b", "c"}
@@ -123,11 +125,18 @@ func TestFleetView(t *testing.T) {
 		t.Fatalf("after c left: %+v", p)
 	}
 
+	lim := pacer.Limits{Rate: 10, Burst: 5, Concurrency: 3}
+	askHost(t, ls[0], "p.example", lim, 1)
 	if err := rawClient(t, srv).FlushAll(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
+	askHost(t, ls[0], "p.example", lim, 1) // finds p.example's state lost
 	beat(t, ls[0], ls[1])
 	if got := allPages(t, ls[1], 2); len(got) != 5 {
 		t.Fatalf("after redis lost the view: %d hosts, want 5 (sent whole again)", len(got))
+	}
+	p, err := ls[1].View(context.Background(), "", 1)
+	if err != nil || len(p.Lost) != 1 || p.Lost[0].Replica != "a" || p.Lost[0].Times != 1 || !p.Lost[0].Last.Equal(clk.Now().Truncate(time.Second)) {
+		t.Fatalf("state lost in the view: %+v (%v), want a once", p.Lost, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -38,6 +39,18 @@ type ViewPage struct {
 	Replicas []string `json:"replicas"`
 	// NextCursor, when set, asks for the next page; absent on the last.
 	NextCursor string `json:"next_cursor,omitempty"`
+	// Lost lists the live replicas that found a host's state lost in
+	// Redis (restarted, flushed, failed over) in the last day, and
+	// restored what they remembered.
+	Lost []ReplicaLost `json:"state_lost,omitempty"`
+}
+
+// ReplicaLost is how many times a replica found a host's state lost in
+// Redis, and when it last did.
+type ReplicaLost struct {
+	Replica string    `json:"replica"`
+	Times   int       `json:"times"`
+	Last    time.Time `json:"last"`
 }
 
 // View reads a page of the fleet's view: the hosts after cursor (a
@@ -54,8 +67,12 @@ func (l *Limiter) View(ctx context.Context, cursor string, limit int) (ViewPage,
 		min = "(" + cursor + "\x01" // past every member of cursor ("host\x00...")
 	}
 	cmds := make([]*redis.StringSliceCmd, len(live))
+	var lost *redis.SliceCmd
 	err = l.cmd(ctx, "view", func(ctx context.Context) error {
 		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if len(live) > 0 {
+				lost = p.HMGet(ctx, l.lostKey(), live...)
+			}
 			for i, r := range live {
 				cmds[i] = p.ZRangeArgs(ctx, redis.ZRangeArgs{Key: l.viewKey(r), Start: min, Stop: "+",
 					ByLex: true, Offset: 0, Count: int64(limit)})
@@ -67,7 +84,7 @@ func (l *Limiter) View(ctx context.Context, cursor string, limit int) (ViewPage,
 	if err != nil {
 		return ViewPage{}, err
 	}
-	page := ViewPage{Replicas: live}
+	page := ViewPage{Replicas: live, Lost: lostOf(live, lost)}
 	byHost := map[string]*FleetHost{}
 	for i, c := range cmds {
 		for _, m := range c.Val() {
@@ -140,4 +157,22 @@ func (l *Limiter) liveReplicas(ctx context.Context) ([]string, error) {
 	})
 	slices.SortFunc(out, strings.Compare)
 	return out, err
+}
+
+// lostOf reads the lost hash's values for the live replicas.
+func lostOf(live []string, c *redis.SliceCmd) []ReplicaLost {
+	if c == nil {
+		return nil
+	}
+	var out []ReplicaLost
+	for i, v := range c.Val() {
+		s, _ := v.(string)
+		n, at, ok := strings.Cut(s, ":")
+		times, err1 := strconv.Atoi(n)
+		secs, err2 := strconv.ParseInt(at, 10, 64)
+		if ok && err1 == nil && err2 == nil && times > 0 {
+			out = append(out, ReplicaLost{Replica: live[i], Times: times, Last: time.Unix(secs, 0).UTC()})
+		}
+	}
+	return out
 }
