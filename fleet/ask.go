@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -220,9 +221,40 @@ func (l *Limiter) Pause(ctx context.Context, host string) error {
 			p.Del(ctx, l.key(host, "resumed"))
 			return nil
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		return l.newPauseWord(ctx)
 	})
 }
+
+// newPauseWord sets the fleet's pause word anew after a pause or resume
+// (PauseWord). It is its own command, after the host's: on a Cluster the
+// word lives in another slot.
+func (l *Limiter) newPauseWord(ctx context.Context) error {
+	word := l.opts.Replica + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	return l.rdb.Set(ctx, l.pausesKey(), word, pauseTTL).Err()
+}
+
+// PauseWord is the fleet's pause word: it changes with every pause or
+// resume anywhere in the fleet, and is "" when Redis has none (it never
+// had one, or lost it). A replica with paused hosts asks for their states
+// (PauseStates) only when the word changed since it last did: one GET a
+// second while nothing changes, not two commands per paused host.
+func (l *Limiter) PauseWord(ctx context.Context) (string, error) {
+	var word string
+	err := l.cmd(ctx, "pause_word", func(ctx context.Context) error {
+		v, err := l.rdb.Get(ctx, l.pausesKey()).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		word = v
+		return err
+	})
+	return word, err
+}
+
+func (l *Limiter) pausesKey() string { return "{" + l.opts.KeyPrefix + "}:pauses" }
 
 // Resume undoes Pause for the whole fleet, and leaves word of it (kept as
 // long as a pause), so that a replica that recorded the pause clears its
@@ -235,7 +267,10 @@ func (l *Limiter) Resume(ctx context.Context, host string) error {
 			p.Set(ctx, l.key(host, "resumed"), l.opts.Replica, pauseTTL)
 			return nil
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		return l.newPauseWord(ctx)
 	})
 }
 

@@ -27,7 +27,16 @@ type pauseSync struct {
 	// told counts the pauses and resumes told per host, so that an
 	// answer that left before one is not applied after it.
 	told map[string]uint64
+	// word is the fleet's pause word (Limiter.PauseWord) when the states
+	// were last asked for, and at when: they are asked for again when it
+	// changes, and every pauseSyncFull all the same.
+	word   string
+	wordAt time.Time
 }
+
+// pauseSyncFull is how often the states of the paused hosts are asked for
+// even though the fleet's pause word did not change.
+const pauseSyncFull = 30 * time.Second
 
 // Tell implements deliver.Gates: it records a pause or resume made here
 // in Redis.
@@ -104,10 +113,23 @@ func (gs *Gates) syncPauses() bool {
 	if len(names) == 0 || degraded {
 		return len(names) > 0
 	}
-	states, err := gs.lim.PauseStates(context.Background(), names)
+	word, err := gs.lim.PauseWord(context.Background())
 	if err != nil {
 		return true // the limiter is degraded; its heartbeat looks for Redis
 	}
+	gs.mu.Lock()
+	same := word != "" && word == gs.pauses.word && time.Since(gs.pauses.wordAt) < pauseSyncFull && len(gs.pauses.untold) == 0
+	gs.mu.Unlock()
+	if same {
+		return true
+	}
+	states, err := gs.lim.PauseStates(context.Background(), names)
+	if err != nil {
+		return true
+	}
+	gs.mu.Lock()
+	gs.pauses.word, gs.pauses.wordAt = word, time.Now()
+	gs.mu.Unlock()
 	for i, name := range names {
 		gs.mu.Lock()
 		untold, since := gs.pauses.untold[name], gs.pauses.told[name] != told[i]

@@ -89,3 +89,39 @@ func TestGatesShareQuotaHold(t *testing.T) {
 		t.Fatalf("%d sent, want only a's: b must wait for the reset", n)
 	}
 }
+
+// While no pause or resume happens anywhere, the sync of paused hosts
+// costs one GET of the fleet's pause word, not two commands per host; a
+// resume elsewhere changes the word, and the next sync asks for the
+// states.
+func TestGatesPauseSyncOnWordChange(t *testing.T) {
+	srv := redistest.Start(t)
+	obs := &tripCounter{trips: map[string]int{}}
+	a := startReplica(t, srv, "a", &partner{}, policy(100, 10, 2), replicaOpts{obs: obs})
+	b := startReplica(t, srv, "b", &partner{}, policy(100, 10, 2), replicaOpts{})
+	for _, h := range []string{"p1.example", "p2.example", "p3.example"} {
+		if err := a.d.Pause(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.gs.syncPauses() // the word changed with a's own pauses: one ask for the states
+	before := obs.count("pause_state")
+	for range 3 {
+		a.gs.syncPauses()
+	}
+	if n := obs.count("pause_state") - before; n != 0 {
+		t.Fatalf("%d asks for the states while nothing changed, want 0", n)
+	}
+	if ok, err := b.d.Resume("p2.example"); !ok || err != nil {
+		t.Fatalf("resume at b: %v %v", ok, err)
+	}
+	a.gs.syncPauses()
+	// The background sync (every second) may have asked too.
+	if n := obs.count("pause_state") - before; n < 1 || n > 2 {
+		t.Fatalf("%d asks for the states after a resume elsewhere, want 1 (2 with the background sync's)", n)
+	}
+	waitFor(t, 10*time.Second, "p2 resumed at a", func() bool {
+		st, _ := a.d.Host("p2.example")
+		return !st.Paused
+	})
+}
