@@ -180,6 +180,7 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol 
 	switch v {
 	case vDone:
 		// attempt has deleted m from the queue already.
+		d.countDelivered(h, 1)
 		d.opts.Observer.DeliveryLatency(ctx, h.name, now.Sub(m.Enqueued))
 	case vHold:
 		// The held message goes first when the hold ends, and a 429 does

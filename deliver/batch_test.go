@@ -97,9 +97,13 @@ func exactlyOnce(t *testing.T, got []arrival, n int) {
 func TestBatchFlushesOnSize(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rc := &receiver{}
-		_, q := setup(t, rc, map[string]Policy{"b.example": batchPolicy(50, 1<<20, time.Second)}, 0)
+		d, q := setup(t, rc, map[string]Policy{"b.example": batchPolicy(50, 1<<20, time.Second)}, 0)
 		q.put(jsonHooks("b.example", 200, samePath)...)
 		waitEmpty(t, q, time.Minute)
+		synctest.Wait()
+		if hs, _ := d.Host("b.example"); hs.Delivered != 200 || d.Delivered() != 200 {
+			t.Errorf("delivered: %d to the host, %d in all; want 200 webhooks (the status page's history)", hs.Delivered, d.Delivered())
+		}
 		got := rc.arrivals("b.example")
 		if len(got) != 4 {
 			t.Fatalf("%d requests for 200 webhooks with max_events 50, want 4", len(got))

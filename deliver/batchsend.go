@@ -147,6 +147,7 @@ func (d *Dispatcher) finishBatch(ctx context.Context, h *host, ms []*spool.Messa
 		counts[v]++
 		switch v {
 		case vDone:
+			d.countDelivered(h, 1)
 			d.opts.Observer.DeliveryLatency(ctx, h.name, now.Sub(m.Enqueued))
 		case vHold:
 			held = append(held, m)

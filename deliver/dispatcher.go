@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookpace/hookpace/credential"
@@ -156,6 +157,8 @@ type Dispatcher struct {
 	wg     sync.WaitGroup
 
 	purges purges // backlog control (journal_queue.go), guarded by mu
+
+	delivered atomic.Int64 // webhooks delivered since the start (Delivered)
 
 	mu        sync.Mutex
 	hosts     map[string]*host
@@ -305,6 +308,7 @@ type host struct {
 	lastErr    string
 	lastErrAt  time.Time
 	lastStatus int
+	delivered  int64 // webhooks delivered since the host was taken up
 
 	active time.Time // last message announced or attempt finished
 }

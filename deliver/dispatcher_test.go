@@ -368,7 +368,7 @@ func maxPerWindow(as []arrival, w time.Duration) int {
 func TestPacedDeliveryExactlyOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rc := &receiver{}
-		_, q := setup(t, rc, map[string]Policy{"partner.example": policy(200, 20, 4)}, 0)
+		d, q := setup(t, rc, map[string]Policy{"partner.example": policy(200, 20, 4)}, 0)
 		q.add("partner.example", 2000)
 		took := waitEmpty(t, q, time.Minute)
 		got := rc.arrivals("partner.example")
@@ -395,6 +395,9 @@ func TestPacedDeliveryExactlyOnce(t *testing.T) {
 		synctest.Wait()
 		if n := q.inFlight(); n != 0 {
 			t.Fatalf("%d attempts begun and never ended", n)
+		}
+		if hs, _ := d.Host("partner.example"); hs.Delivered != 2000 || d.Delivered() != 2000 {
+			t.Fatalf("delivered: %d to the host, %d in all; want 2000", hs.Delivered, d.Delivered())
 		}
 		q.mu.Lock()
 		defer q.mu.Unlock()

@@ -39,6 +39,10 @@ type HostStatus struct {
 	// expires and what the token endpoint last said; never a secret.
 	Auth       *credential.Status `json:"auth,omitempty"`
 	LastStatus int                `json:"last_status"`
+	// Delivered counts the webhooks delivered to the host since the
+	// dispatcher took it up (it starts again at 0 once an idle host is
+	// forgotten): the status page's history samples it.
+	Delivered int64 `json:"delivered"`
 	// Shared gates only: "shared", or "degraded: local share 1/N" while
 	// the other replicas' shared state can't be reached; the fleet-wide
 	// in-flight count as of the last answer (InFlight is this replica's).
@@ -98,6 +102,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		Paused:         st.Paused,
 		LastError:      h.lastErr,
 		LastStatus:     h.lastStatus,
+		Delivered:      h.delivered,
 	}
 	if !st.HeldUntil.IsZero() {
 		t := st.HeldUntil.UTC()
@@ -133,6 +138,16 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 	h.gate.Status(now, &hs)
 	return hs
 }
+
+// countDelivered counts n webhooks delivered to h; d.mu is held.
+func (d *Dispatcher) countDelivered(h *host, n int64) {
+	h.delivered += n
+	d.delivered.Add(n)
+}
+
+// Delivered counts the webhooks delivered since the dispatcher started,
+// for every host (the status page's history samples it every second).
+func (d *Dispatcher) Delivered() int64 { return d.delivered.Load() }
 
 // Hosts reports every host the dispatcher knows, busiest first.
 func (d *Dispatcher) Hosts() []HostStatus {
