@@ -95,6 +95,9 @@ type Options struct {
 	Stopping func() bool
 	// Instance, if set, says which hookpace this is (GET /v1/instance).
 	Instance func() Instance
+	// History, if set, is what the status page charts: the spool's and
+	// each host's last 15 minutes (history.go); nil: no charts.
+	History *History
 	// Fleet, in fleet mode, is the fleet's view (GET /v1/hosts?scope=fleet,
 	// fleetview.go); nil: none.
 	Fleet FleetView

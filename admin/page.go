@@ -172,8 +172,12 @@ func (p *page) build(pq pageQuery, now time.Time) *pageData {
 	d.Pages = max(1, (len(rows)+pq.Per-1)/pq.Per)
 	d.Query.Page = min(pq.Page, d.Pages)
 	start := (d.Query.Page - 1) * pq.Per
+	d.Charts = newChartsView(a.History)
+	var buf []byte
 	for _, row := range rows[start:min(start+pq.Per, len(rows))] {
-		d.Hosts = append(d.Hosts, row.view(now))
+		v := row.view(now)
+		v.Trend, buf = a.History.trendHTML(row.Host, buf)
+		d.Hosts = append(d.Hosts, v)
 	}
 	d.links()
 	return d

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"fmt"
+	"html/template"
 	"net/url"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ type pageData struct {
 	Done     string   // what the last action did, from the redirect
 	Problems []string // what could not be read
 	Spool    spoolView
+	Charts   *chartsView          // nil without a history
 	Fleet    *deliver.FleetStatus // nil without a fleet
 	HTTPS    *HTTPS               // nil without Options.Instance
 	Unpaced  []Tunnel             // HTTPS destinations that went around the pacing
@@ -81,9 +83,10 @@ type hostView struct {
 	RateText, RateNote         string
 	Hold, HoldUntil, HoldTitle string
 	OldestAge, LastStatusText  string
-	AuthText                   string // the credentials hookpace attaches, never a secret
-	ConcurrencyNote            string // concurrency: auto: the limit and why
-	Attention                  bool   // highlighted
+	AuthText                   string        // the credentials hookpace attaches, never a secret
+	ConcurrencyNote            string        // concurrency: auto: the limit and why
+	Attention                  bool          // highlighted
+	Trend                      template.HTML // the sparkline; "" without a history
 }
 
 func (r hostRow) view(now time.Time) hostView {

@@ -106,6 +106,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Error("the page was reloaded instead of updated in place")
 	}
 
+	checkCharts(t, b, ok.Host(), paused.Host())
+	b.Screenshot(filepath.Join(artifactDir(t), "status-page-charts.png"), false)
+
 	// A page on another origin posts the pause form, even with the token
 	// (as if it had leaked): refused, and the host keeps sending.
 	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -120,6 +123,42 @@ func TestStatusPageInBrowser(t *testing.T) {
 	hp.AdminJSON("/v1/hosts/"+ok.Host(), &st)
 	if st.Paused || !strings.Contains(text, "refused") {
 		t.Errorf("cross-origin form: host paused=%v, the answer %q; want it refused", st.Paused, text)
+	}
+}
+
+// chartsJS reads the spool's charts and the sparklines of two hosts (%q,
+// %q) as drawn.
+const chartsJS = `(() => {
+	const rate = document.getElementById('chart-rate'), queued = document.getElementById('chart-queued');
+	const spark = h => { const s = document.querySelector('tr[data-host="' + h + '"] svg.spark');
+		return s ? {delivered: s.dataset.delivered, queued: s.dataset.queued, width: s.querySelector('path.q').getBBox().width} : null; };
+	return rate && queued ? {accepted: rate.dataset.accepted, delivered: rate.dataset.delivered, queued: queued.dataset.now,
+		width: rate.querySelector('path.acc').getBBox().width, height: rate.querySelector('svg').getBoundingClientRect().height,
+		ok: spark(%[1]q), paused: spark(%[2]q)} : null;
+})()`
+
+// checkCharts waits for the charts to show the webhooks of
+// startFourHosts: 13 accepted, 3 delivered, 9 queued, and in the
+// sparklines the delivering host's 3 deliveries and the paused host's 7
+// queued (hosts are sampled every 10 s, and the page updates itself every
+// 5 s: each read is of one whole update).
+func checkCharts(t *testing.T, b *Browser, ok, paused string) {
+	t.Helper()
+	type spark struct {
+		Delivered, Queued string
+		Width             float64
+	}
+	var c struct {
+		Accepted, Delivered, Queued string
+		Width, Height               float64
+		OK, Paused                  *spark
+	}
+	b.Until("the charts with the webhooks that went through", fmt.Sprintf(chartsJS, ok, paused), &c, func() bool {
+		return c.Accepted == "13" && c.Delivered == "3" && c.OK != nil && c.OK.Delivered == "3" && c.Paused != nil
+	})
+	t.Logf("charts: %s accepted, %s delivered, %s queued; sparklines: ok %+v, paused %+v", c.Accepted, c.Delivered, c.Queued, *c.OK, *c.Paused)
+	if c.Queued != "9" || c.Width <= 0 || c.Height <= 0 || c.OK.Width <= 0 || c.Paused.Queued != "7" || c.Paused.Delivered != "0" {
+		t.Errorf("charts: %+v, ok %+v, paused %+v; want 9 queued, drawn, the paused host's 7 queued", c, c.OK, c.Paused)
 	}
 }
 

@@ -73,6 +73,7 @@ type app struct {
 	proxy   *proxy.Proxy
 	fleet   *fleet.Limiter // nil without a fleet section
 	view    *fleetView     // the fleet's view: deliveries counted (fleet.go); nil without a fleet
+	history *admin.History // the status page's last 15 minutes, sampled while serving
 
 	started            time.Time // when build began
 	proxyLn, adminLn   net.Listener
@@ -267,14 +268,21 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 	a.proxySrv = &http.Server{Handler: a.proxy, ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: int(cfg.Spool.MaxHeader),
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	a.history = admin.NewHistory(admin.HistorySource{
+		Accepted:  func() int64 { return a.proxy.Counts()[proxy.OutcomeAccepted.String()] },
+		Delivered: a.disp.Delivered,
+		Queued:    func() int64 { return a.spool.Usage().Messages },
+		Hosts:     a.disp.Hosts,
+	})
 	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Metrics: tel.Handler(), Logger: log, Guard: ag,
-		Stopping: a.stopping.Load, Instance: a.instance, Fleet: a.fleetViewer()}, &a.current),
+		Stopping: a.stopping.Load, Instance: a.instance, Fleet: a.fleetViewer(), History: a.history}, &a.current),
 		ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 }
 
 // serve serves the proxy and the admin API, and applies config reloads,
 // until ctx is done or a listener fails.
 func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(proxyAddr, adminAddr string)) {
+	a.history.Sample(time.Now()) // the history counts from here, before any webhook comes in
 	errc := make(chan error, 2)
 	go func() { errc <- serveHTTP(a.proxySrv, a.proxyLn) }()
 	go func() { errc <- serveHTTP(a.adminSrv, a.adminLn) }()
@@ -294,6 +302,7 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 	r := &reloader{path: cfg.Path, current: &a.current, files: &a.files, log: a.log, level: a.level, guard: a.guard, tel: a.tel,
 		spool: a.spool, disp: a.disp, proxy: a.proxy, trust: a.trust}
 	go reportTraffic(watchCtx, a.log, trafficReportAfter, proxyAddr, a.proxy.Counts)
+	go a.history.Run(watchCtx) // stops with the watch, before shutdown
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); r.watch(watchCtx, reload) }()
 	select {
