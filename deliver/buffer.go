@@ -74,3 +74,16 @@ func (d *Dispatcher) loadSize(h *host) int {
 	}
 	return min(n, fit)
 }
+
+// window is how many of a host's messages may be in memory at once (ready,
+// retrying or in flight): enough to keep its slots busy, small enough that
+// thousands of hosts with backlogs stay cheap.
+func (h *host) window() int {
+	l := h.pol.Limits
+	w := min(max(32, 2*l.Concurrency+l.Burst), 1024)
+	if b := h.pol.Batch; b != nil {
+		// Room for a full batch per slot and one more being gathered.
+		w = max(w, min(b.MaxEvents*(l.Concurrency+1), 4096))
+	}
+	return w
+}

@@ -330,19 +330,6 @@ func (d *Dispatcher) hostLocked(name string) *host {
 	return h
 }
 
-// window is how many of a host's messages may be in memory at once (ready,
-// retrying or in flight): enough to keep its slots busy, small enough that
-// thousands of hosts with backlogs stay cheap.
-func (h *host) window() int {
-	l := h.pol.Limits
-	w := min(max(32, 2*l.Concurrency+l.Burst), 1024)
-	if b := h.pol.Batch; b != nil {
-		// Room for a full batch per slot and one more being gathered.
-		w = max(w, min(b.MaxEvents*(l.Concurrency+1), 4096))
-	}
-	return w
-}
-
 func (h *host) count() int { return h.ready.len() + h.retry.len() + h.gate.InFlight() + h.extra }
 
 // pump starts every attempt host may make now, arranges to be called again
