@@ -36,7 +36,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 )
@@ -119,7 +118,7 @@ func entryOf(m *Message) *Entry {
 // entryFor is m's entry, its URL redacted.
 func entryFor(m *Message) *Entry {
 	e := entryOf(m)
-	e.URL = redactURL(e.URL)
+	e.URL = RedactURL(e.URL)
 	return e
 }
 
@@ -232,68 +231,4 @@ func attemptPrefix(id uint64) []byte { return binary.BigEndian.AppendUint64([]by
 
 func attemptKey(id uint64, at time.Time) []byte {
 	return binary.BigEndian.AppendUint64(attemptPrefix(id), uint64(at.UnixNano()))
-}
-
-// Redacted stands in for a hidden value in the journal.
-const Redacted = "REDACTED"
-
-// redactURL hides what a URL may carry as a secret: every query value, a
-// password and a fragment. One that does not parse loses its query.
-func redactURL(s string) string {
-	if !strings.ContainsAny(s, "?#@") {
-		return s // nothing to hide: no need to parse it
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		if i := strings.IndexByte(s, '?'); i >= 0 {
-			return s[:i+1] + Redacted
-		}
-		return s
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), Redacted)
-	}
-	if u.RawQuery != "" {
-		parts := strings.Split(u.RawQuery, "&")
-		for i, p := range parts {
-			name, _, _ := strings.Cut(p, "=")
-			parts[i] = name + "=" + Redacted
-		}
-		u.RawQuery = strings.Join(parts, "&")
-	}
-	if u.Fragment != "" {
-		u.Fragment, u.RawFragment = Redacted, ""
-	}
-	return u.String()
-}
-
-// secretHeader reports whether a response header's value may be a
-// credential: cookies, anything about authorization, tokens, keys.
-func secretHeader(name string) bool {
-	n := strings.ToLower(name)
-	switch n {
-	case "set-cookie", "set-cookie2", "cookie", "authorization", "proxy-authorization", "www-authenticate", "proxy-authenticate":
-		return true
-	}
-	for _, s := range []string{"auth", "token", "secret", "signature", "key", "password", "session", "credential"} {
-		if strings.Contains(n, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// redactHeader copies h with the values of secret headers replaced.
-func redactHeader(h http.Header) http.Header {
-	if len(h) == 0 {
-		return nil
-	}
-	out := make(http.Header, len(h))
-	for k, vs := range h {
-		if secretHeader(k) {
-			vs = []string{Redacted}
-		}
-		out[k] = vs
-	}
-	return out
 }

@@ -59,7 +59,7 @@ func (r *journalRec) encode() {
 	if r.e == nil {
 		return
 	}
-	r.e.URL = redactURL(r.e.URL)
+	r.e.URL = RedactURL(r.e.URL)
 	r.key, r.val = journalKey(r.e.ID), r.e.encode()
 	if r.entry {
 		// An accepted record is durable before its webhook leaves the
@@ -81,7 +81,7 @@ func (s *Spool) RecordAttempt(m *Message, a Attempt) {
 	if s.opts.Journal.Off {
 		return
 	}
-	a.Header = redactHeader(a.Header)
+	a.Header = RedactHeader(a.Header)
 	if len(a.Body) > s.opts.Journal.ResponseBody {
 		a.Body = a.Body[:s.opts.Journal.ResponseBody]
 	}
