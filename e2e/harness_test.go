@@ -364,7 +364,7 @@ type Arrival struct {
 	Path   string
 	Header http.Header
 	Body   []byte
-	Status int
+	Status int  // what the receiver answered; 0 while its handler runs
 	TLS    bool // it came over TLS
 }
 
@@ -389,7 +389,9 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	rc.mu.Lock()
 	n := len(rc.got) + 1
-	a := Arrival{At: at, Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body, Status: 200, TLS: r.TLS != nil}
+	// Status 0 until the handler has answered: a test that waits for
+	// answers of one status must not see this request's before it is set.
+	a := Arrival{At: at, Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body, TLS: r.TLS != nil}
 	rc.got = append(rc.got, a)
 	idx := len(rc.got) - 1
 	h := rc.Handle
