@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/hookpace/hookpace/internal/overload"
 )
 
 // 6. Adaptive concurrency (issue 33), on request (-only adaptive): the
@@ -65,17 +65,16 @@ func (b *bench) adaptive() error {
 }
 
 func (b *bench) adaptiveOnce(c adaptiveCase) (*adaptiveRow, error) {
-	p := &benchPartner{workers: make(chan struct{}, 4), base: 20 * time.Millisecond,
-		perQueued: 5 * time.Millisecond, maxWait: 500 * time.Millisecond}
+	p := overload.New(4, 20*time.Millisecond, 5*time.Millisecond, 500*time.Millisecond)
 	rate, burst, n, limit := "1000/s", 100, 1500, 2*time.Minute
 	if c.partner == "fast" {
-		p = &benchPartner{workers: make(chan struct{}, 64), base: 5 * time.Millisecond, maxWait: time.Minute}
+		p = overload.New(64, 5*time.Millisecond, 0, time.Minute)
 		rate, burst, n = "1000000/s", 1000, 10000
 	}
 	if b.quick {
 		n, limit = n*2/5, time.Minute
 	}
-	addr, stop, err := p.start()
+	addr, stop, err := startPartner(p)
 	if err != nil {
 		return nil, err
 	}
@@ -107,9 +106,9 @@ func (b *bench) adaptiveOnce(c adaptiveCase) (*adaptiveRow, error) {
 		return nil, err
 	}
 	row := &adaptiveRow{c: c, n: n}
-	row.delivered, row.took, row.capped = p.waitOK(n, t0, limit)
+	row.delivered, row.took, row.capped = p.WaitOK(n, t0, limit)
 	row.others, row.steal = dist.stop()
-	row.peak, row.rejected, row.p99 = p.stats()
+	row.peak, row.rejected, row.p99 = p.Stats()
 	if c.concurrency == "auto" {
 		var hosts struct {
 			Hosts []struct {
@@ -123,103 +122,15 @@ func (b *bench) adaptiveOnce(c adaptiveCase) (*adaptiveRow, error) {
 	return row, nil
 }
 
-// benchPartner is an overloadable receiver: workers serve one request at
-// a time each, the rest wait (503 after maxWait), and a request's service
-// time is base plus perQueued for each request still waiting.
-type benchPartner struct {
-	workers   chan struct{}
-	base      time.Duration
-	perQueued time.Duration
-	maxWait   time.Duration
-
-	mu       sync.Mutex
-	cond     *sync.Cond
-	waiting  int
-	inside   int
-	peak     int
-	ok       int
-	lastOK   time.Time
-	services []time.Duration
-	rejected int
-}
-
-func (p *benchPartner) start() (addr string, stop func(), err error) {
-	p.cond = sync.NewCond(&p.mu)
+// startPartner serves p on a loopback port.
+func startPartner(p *overload.Partner) (addr string, stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(p.serve)}
+	srv := &http.Server{Handler: p}
 	go srv.Serve(ln)
 	return ln.Addr().String(), func() { srv.Close() }, nil
-}
-
-func (p *benchPartner) serve(w http.ResponseWriter, _ *http.Request) {
-	p.mu.Lock()
-	p.waiting++
-	p.inside++
-	p.peak = max(p.peak, p.inside)
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.inside--
-		p.mu.Unlock()
-	}()
-	timeout := time.NewTimer(p.maxWait)
-	defer timeout.Stop()
-	select {
-	case p.workers <- struct{}{}:
-	case <-timeout.C:
-		p.mu.Lock()
-		p.waiting--
-		p.rejected++
-		p.mu.Unlock()
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
-	}
-	p.mu.Lock()
-	p.waiting--
-	svc := p.base + time.Duration(p.waiting)*p.perQueued
-	p.services = append(p.services, svc)
-	p.mu.Unlock()
-	time.Sleep(svc)
-	<-p.workers
-	w.WriteHeader(http.StatusOK)
-	p.mu.Lock()
-	p.ok++
-	p.lastOK = time.Now()
-	p.cond.Broadcast()
-	p.mu.Unlock()
-}
-
-// waitOK waits for n 2xx answers, or until limit after t0.
-func (p *benchPartner) waitOK(n int, t0 time.Time, limit time.Duration) (ok int, took time.Duration, capped bool) {
-	timer := time.AfterFunc(time.Until(t0.Add(limit)), func() {
-		p.mu.Lock()
-		p.cond.Broadcast()
-		p.mu.Unlock()
-	})
-	defer timer.Stop()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for p.ok < n && time.Since(t0) < limit {
-		p.cond.Wait()
-	}
-	if p.ok < n {
-		return p.ok, limit, true
-	}
-	return p.ok, p.lastOK.Sub(t0), false
-}
-
-func (p *benchPartner) stats() (peak, rejected int, p99 time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := slices.Clone(p.services)
-	slices.Sort(s)
-	if len(s) > 0 {
-		p99 = s[len(s)*99/100]
-	}
-	return p.peak, p.rejected, p99
 }
 
 func (r *report) writeAdaptive(s *strings.Builder) {

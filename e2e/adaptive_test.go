@@ -3,81 +3,18 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/hookpace/hookpace/internal/overload"
 	"github.com/hookpace/hookpace/internal/redistest"
 )
 
-// queuePartner is a real overloadable receiver: workers serve one request
-// at a time each, the rest wait in a queue; a request's service time
-// grows with the queue it leaves behind (base + perQueued for each
-// request still waiting), and one that waited longer than maxWait gets a
-// 503.
-type queuePartner struct {
-	workers   chan struct{}
-	base      time.Duration
-	perQueued time.Duration
-	maxWait   time.Duration
-
-	mu       sync.Mutex
-	waiting  int
-	inside   int // requests at the partner, waiting or served
-	peak     int
-	services []time.Duration
-	rejected int
-}
-
-func newQueuePartner(workers int) *queuePartner {
-	return &queuePartner{workers: make(chan struct{}, workers), base: 20 * time.Millisecond,
-		perQueued: 5 * time.Millisecond, maxWait: 500 * time.Millisecond}
-}
-
-func (p *queuePartner) serve(w http.ResponseWriter, _ *http.Request, _ int) {
-	p.mu.Lock()
-	p.waiting++
-	p.inside++
-	p.peak = max(p.peak, p.inside)
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.inside--
-		p.mu.Unlock()
-	}()
-	timeout := time.NewTimer(p.maxWait)
-	defer timeout.Stop()
-	select {
-	case p.workers <- struct{}{}:
-	case <-timeout.C:
-		p.mu.Lock()
-		p.waiting--
-		p.rejected++
-		p.mu.Unlock()
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
-	}
-	p.mu.Lock()
-	p.waiting--
-	svc := p.base + time.Duration(p.waiting)*p.perQueued
-	p.services = append(p.services, svc)
-	p.mu.Unlock()
-	time.Sleep(svc) // the partner's work
-	<-p.workers
-	w.WriteHeader(http.StatusOK)
-}
-
-func (p *queuePartner) stats() (peak, rejected int, p99 time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := slices.Clone(p.services)
-	slices.Sort(s)
-	if len(s) > 0 {
-		p99 = s[len(s)*99/100]
-	}
-	return p.peak, p.rejected, p99
+// newQueuePartner is the 4-worker partner of issue 33: 20 ms a request
+// plus 5 ms for each one still waiting, 503 after 500 ms waiting.
+func newQueuePartner(workers int) *overload.Partner {
+	return overload.New(workers, 20*time.Millisecond, 5*time.Millisecond, 500*time.Millisecond)
 }
 
 // Issue 33: with concurrency: auto (max 64) and a rate set far too high
@@ -89,7 +26,7 @@ func (p *queuePartner) stats() (peak, rejected int, p99 time.Duration) {
 func TestAdaptiveConcurrency(t *testing.T) {
 	p := newQueuePartner(4)
 	rc := NewReceiver(t)
-	rc.Handle = p.serve
+	rc.Handle = func(w http.ResponseWriter, r *http.Request, _ int) { p.ServeHTTP(w, r) }
 	hp := Start(t, `
 egress: {allow: ["127.0.0.0/8"]}
 defaults: {rate: 1000/s, burst: 100, concurrency: auto, max_concurrency: 64, backoff_initial: 100ms}
@@ -105,7 +42,7 @@ defaults: {rate: 1000/s, burst: 100, concurrency: auto, max_concurrency: 64, bac
 		}
 		return len(ok) == len(acked)
 	})
-	peak, rejected, p99 := p.stats()
+	peak, rejected, p99 := p.Stats()
 	t.Logf("%d webhooks: the partner saw at most %d at once, answered %d 503s, p99 service %v", n, peak, rejected, p99)
 	if peak > 24 {
 		t.Errorf("the partner had %d requests at once, want far fewer than max_concurrency 64", peak)
@@ -150,12 +87,12 @@ func TestAdaptiveConcurrencyFleet(t *testing.T) {
 	srv := redistest.Start(t)
 	p := newQueuePartner(4)
 	rc := NewReceiver(t)
-	rc.Handle = p.serve
+	rc.Handle = func(w http.ResponseWriter, r *http.Request, _ int) { p.ServeHTTP(w, r) }
 	hps := startFleet(t, srv, 3, fmt.Sprintf(`"%s": {rate: 1000/s, burst: 100, concurrency: auto, max_concurrency: 64, backoff_initial: 100ms}`, rc.Host()))
 	const n = 600
 	postSpread(t, hps, rc, "fleet", n)
 	fleetCheckOnce(t, rc, "fleet", n, 3*time.Minute)
-	peak, rejected, p99 := p.stats()
+	peak, rejected, p99 := p.Stats()
 	t.Logf("3 replicas, %d webhooks: the partner saw at most %d at once, answered %d 503s, p99 service %v", n, peak, rejected, p99)
 	// Three slow starts overlap (each from 2, doubling): 12-16 at once
 	// measured, for a moment.
