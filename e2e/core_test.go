@@ -118,6 +118,10 @@ func newCoreTally(prefix string, n int) *coreTally {
 
 func (l *coreTally) update(as []Arrival) {
 	for _, a := range as[l.seen:] {
+		if a.Status == 0 {
+			return // not answered yet: looked at again next time
+		}
+		l.seen++
 		var i int
 		if _, err := fmt.Sscanf(a.Path, l.prefix+"%d", &i); err != nil || i < 0 || i >= len(l.count) ||
 			a.Path != fmt.Sprintf("%s%d", l.prefix, i) {
@@ -136,7 +140,6 @@ func (l *coreTally) update(as []Arrival) {
 		l.count[i]++
 		l.total++
 	}
-	l.seen = len(as)
 }
 
 func (l *coreTally) all() bool { return l.unique == len(l.count) }
