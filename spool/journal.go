@@ -216,12 +216,7 @@ func timeOf(ns int64) time.Time {
 
 func journalKey(id uint64) []byte { return binary.BigEndian.AppendUint64([]byte{prefixJournal}, id) }
 
-func hostIndexPrefix(host string) []byte {
-	k := make([]byte, 0, len(host)+10)
-	k = append(k, prefixHostIndex)
-	k = append(k, host...)
-	return append(k, 0)
-}
+func hostIndexPrefix(host string) []byte { return hostPrefix(prefixHostIndex, host) }
 
 func hostIndexKey(host string, id uint64) []byte {
 	return binary.BigEndian.AppendUint64(hostIndexPrefix(host), id)

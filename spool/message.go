@@ -349,9 +349,13 @@ const (
 
 var keySeq = []byte("mseq")
 
-func queuePrefix(host string) []byte {
-	k := make([]byte, 0, len(host)+2)
-	k = append(k, prefixQueue)
+func queuePrefix(host string) []byte { return hostPrefix(prefixQueue, host) }
+
+// hostPrefix is the start of every key of host's under the key prefix p:
+// p, the host, a 0 byte; an id or a suffix follows.
+func hostPrefix(p byte, host string) []byte {
+	k := make([]byte, 0, len(host)+10)
+	k = append(k, p)
 	k = append(k, host...)
 	return append(k, 0)
 }
