@@ -103,6 +103,14 @@ type Policy struct {
 	// Auth attaches the host's credentials to each attempt (package
 	// credential); nil: none.
 	Auth *credential.Credentials
+	// Weights are the fairness keys' weights (fairness.weights): a key
+	// with weight 3 gets three turns to another's one. A key not named
+	// weighs 1.
+	Weights map[string]int
+	// MinShare is the least share of a fairness key's turns that its
+	// lower priorities get while they have work (priority.min_share;
+	// default 0.1).
+	MinShare float64
 }
 
 // Observer receives delivery metrics; *telemetry.Metrics is the real one.

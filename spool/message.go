@@ -31,6 +31,14 @@ type Message struct {
 	Body     []byte
 	Enqueued time.Time
 
+	// Where the webhook waits within its host (lane.go): its fairness
+	// key, priority, ordering key, and the time before which it is not
+	// sent (zero: at once). All zero for a webhook without them.
+	Fairness  string
+	Priority  Priority
+	Ordering  string
+	NotBefore time.Time
+
 	// Delivery state, persisted when an attempt fails so that restarts keep
 	// counting towards max_attempts.
 	Attempts   int
