@@ -152,6 +152,19 @@ type Options struct {
 	// Gates share each host's limits with other replicas (gate.go); nil:
 	// every host paces alone on its pacer.Host.
 	Gates Gates
+	// Events receives the dispatcher's operational events (a webhook
+	// died, a breaker opened or closed, a host paused itself); nil:
+	// none. It is called on the dispatcher's lock and must not block.
+	Events func(Event)
+}
+
+// Event is an operational event, which package events sends to the
+// operator's own endpoint as a webhook.
+type Event struct {
+	Type string // e.g. "message.dead", "breaker.opened"
+	Host string
+	At   time.Time
+	Data map[string]any // the event's other fields, as JSON will show them
 }
 
 // Dispatcher replays queued webhooks. Create it with New and start it with
