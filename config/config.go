@@ -96,6 +96,8 @@ type HostConfig struct {
 	Sign               *Signing   // how each attempt is signed (see sign.go); nil = not signed
 	Batch              *Batching  // how webhooks are batched (see batch.go); nil = one per request
 	Auth               *Auth      // credentials attached to each attempt (see auth.go); nil = none
+	Fairness           Fairness   // fairness keys within the host (see fairness.go)
+	Priority           Priority   // the share lower priorities keep (see fairness.go)
 }
 
 // Partner limits modes.
@@ -255,6 +257,8 @@ func defaultHost() HostConfig {
 		Connect:          ConnectTunnel,
 		PartnerLimits:    PartnerLimitsObey,
 		PartnerLimitsTTL: d(10 * time.Minute),
+		Fairness:         defaultFairness(),
+		Priority:         defaultPriority(),
 	}
 }
 

@@ -129,9 +129,11 @@ type rawHost struct {
 	InsecureSkipVerify opt[bool]            `yaml:"insecure_skip_verify"`
 	PartnerLimits      opt[string]          `yaml:"partner_limits"`
 	PartnerLimitsTTL   opt[Duration]        `yaml:"partner_limits_ttl"`
-	Sign               yaml.Node            `yaml:"sign"`  // see resolveSign
-	Batch              yaml.Node            `yaml:"batch"` // see resolveBatch
-	Auth               yaml.Node            `yaml:"auth"`  // see resolveAuth (the host's credentials)
+	Sign               yaml.Node            `yaml:"sign"`     // see resolveSign
+	Batch              yaml.Node            `yaml:"batch"`    // see resolveBatch
+	Auth               yaml.Node            `yaml:"auth"`     // see resolveAuth (the host's credentials)
+	Fairness           yaml.Node            `yaml:"fairness"` // see resolveFairness
+	Priority           yaml.Node            `yaml:"priority"` // see resolvePriority
 }
 
 type rawMITM struct {

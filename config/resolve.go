@@ -212,6 +212,8 @@ func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExpli
 	h.Sign = resolveSign(p, f("sign"), &r.Sign, base.Sign)
 	h.Batch = resolveBatch(p, f("batch"), &r.Batch, base.Batch)
 	h.Auth = resolveAuth(p, f("auth"), &r.Auth, base.Auth)
+	h.Fairness = resolveFairness(p, f("fairness"), &r.Fairness, base.Fairness)
+	h.Priority = resolvePriority(p, f("priority"), &r.Priority, base.Priority)
 
 	// Cross-field checks are reported only where one of the fields is set:
 	// a violation wholly inherited from defaults is reported there.
