@@ -24,7 +24,7 @@ import (
 func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	start := time.Now()
 	pol := p.policy.Load()
-	authorized := p.authorize(r, ctx, pol)
+	user, authorized := p.authorize(r, ctx, pol)
 	if authorized && !pol.spools(r.Method) {
 		// Passthrough: forwarded synchronously, unspooled. The transport's
 		// dialer applies the egress policy.
@@ -45,7 +45,7 @@ func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 	}
 	// Spooled methods reach here from inside a MITM'd tunnel; plain ones
 	// take serveIngest without goproxy.
-	host, size, d := p.handle(r, pol, authorized)
+	host, size, d := p.handle(r, pol, user, authorized)
 	p.record(r, start, host, size, d)
 	return nil, d.response(r, host)
 }
@@ -57,7 +57,8 @@ func (p *Proxy) serveIngest(w http.ResponseWriter, r *http.Request) {
 	pol := p.policy.Load()
 	seen := &seenBody{ReadCloser: r.Body}
 	r.Body = seen
-	host, size, d := p.handle(r, pol, p.authorize(r, nil, pol))
+	user, authorized := p.authorize(r, nil, pol)
+	host, size, d := p.handle(r, pol, user, authorized)
 	p.record(r, start, host, size, d)
 	body := d.answer(w.Header(), host)
 	if d.status != http.StatusAccepted && d.status != http.StatusRequestTimeout && seen.mustDrain(r) {
@@ -68,8 +69,9 @@ func (p *Proxy) serveIngest(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
-// handle makes the ingest decision for one POST.
-func (p *Proxy) handle(r *http.Request, pol *Policy, authorized bool) (host string, size int, d decision) {
+// handle makes the ingest decision for one POST, sent by the proxy user
+// user ("" without proxy auth).
+func (p *Proxy) handle(r *http.Request, pol *Policy, user string, authorized bool) (host string, size int, d decision) {
 	if !authorized {
 		return "", 0, unauthorized()
 	}
@@ -77,13 +79,13 @@ func (p *Proxy) handle(r *http.Request, pol *Policy, authorized bool) (host stri
 	if !p.opts.Tracing {
 		// The app's traceparent is stored with the other headers and
 		// carried to the partner unchanged.
-		d, size = p.decide(r.Context(), r, pol, host)
+		d, size = p.decide(r.Context(), r, pol, host, user)
 		return host, size, d
 	}
 	ctx := p.opts.Prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	ctx, span := p.opts.Tracer.Start(ctx, "hookpace.ingest", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("hookpace.host", host), attribute.String("http.request.method", r.Method)))
-	d, size = p.decide(ctx, r, pol, host)
+	d, size = p.decide(ctx, r, pol, host, user)
 	span.SetAttributes(attribute.String("hookpace.outcome", d.outcome.String()), attribute.Int("http.response.status_code", d.status))
 	if d.status >= 400 {
 		span.SetStatus(codes.Error, d.reason)
@@ -92,7 +94,7 @@ func (p *Proxy) handle(r *http.Request, pol *Policy, authorized bool) (host stri
 	return host, size, d
 }
 
-func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host string) (decision, int) {
+func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, user string) (decision, int) {
 	if d := p.stopping.Load(); d != nil {
 		return *d, 0
 	}
@@ -128,6 +130,11 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host s
 	if bad != nil {
 		return *bad, 0
 	}
+	now := time.Now()
+	lane, bad := p.admitLane(r, &hp, host, user, now)
+	if bad != nil {
+		return *bad, 0
+	}
 	if p.opts.Tracing {
 		// The stored trace context is the ingest span's, so that the
 		// delivery span continues the app's trace across the spool.
@@ -138,8 +145,9 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host s
 		Method:   r.Method,
 		URL:      r.URL.String(),
 		Header:   header,
-		Enqueued: time.Now(),
+		Enqueued: now,
 	}
+	lane.set(m) // before the body is read into the record
 	if n := r.ContentLength; n > spool.MaxRecordSize-(2<<20) && m.RecordSize(int(n)) > spool.MaxRecordSize {
 		return tooLargeForSpool(), 0 // without reading a body that could never be stored
 	}
@@ -298,10 +306,11 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 		ctx.Resp = d.response(r, target)
 		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, target
 	}
-	if !p.authorize(r, ctx, pol) {
+	user, authorized := p.authorize(r, ctx, pol)
+	if !authorized {
 		return reject(unauthorized())
 	}
-	ctx.UserData = &ctxInfo{authorized: true}
+	ctx.UserData = &ctxInfo{authorized: true, user: user}
 	u := &url.URL{Scheme: "https", Host: target}
 	if err := CheckTarget(u); err != nil {
 		return reject(badRequest(err.Error()))

@@ -22,6 +22,7 @@ const (
 	OutcomeRejectedStopping // hookpace is shutting down
 	OutcomeDuplicate        // answered with an earlier webhook's id (Idempotency-Key)
 	OutcomeCoalesced        // replaced a queued webhook (Hookpace-Coalesce-Key)
+	OutcomeRejectedKeyFull  // 429: its fairness key is at max_queued_per_key
 	NumOutcomes             // how many there are, for arrays indexed by them
 )
 
@@ -37,6 +38,7 @@ var outcomeNames = [NumOutcomes]string{
 	OutcomeRejectedStopping:     "rejected_stopping",
 	OutcomeDuplicate:            "duplicate",
 	OutcomeCoalesced:            "coalesced",
+	OutcomeRejectedKeyFull:      "rejected_key_full",
 }
 
 func (o Outcome) String() string {

@@ -41,4 +41,16 @@ type HostPolicy struct {
 	Connect   string // CONNECT handling: config.ConnectMITM, ConnectTunnel or ConnectDeny
 	// DedupeWindow is how long an idempotency key is remembered; 0: off.
 	DedupeWindow time.Duration
+	// MaxAge bounds Hookpace-Delay and Hookpace-Not-Before; 0: unbounded.
+	MaxAge time.Duration
+	// Rate is the host's configured rate per second, for the Retry-After
+	// of a fairness key at MaxQueuedPerKey.
+	Rate float64
+	// FairnessKey is where a webhook's fairness key comes from
+	// (config.FairnessHeader, FairnessProxyUser, FairnessPath); "": none.
+	FairnessKey string
+	PathDepth   int // fairness.path_depth, for FairnessPath
+	// MaxQueuedPerKey is the webhooks queued for one fairness key before
+	// 429 to that key's producer; 0 = no cap.
+	MaxQueuedPerKey int64
 }

@@ -94,6 +94,7 @@ type Proxy struct {
 	ca       atomic.Pointer[mitm.CA]
 	tunnels  tunnelBook
 	counts   [NumOutcomes]atomic.Int64
+	keys     KeyCounter // the spool, when it counts fairness keys (lanes.go)
 	// unchecked logs, once, that hand-off claims are ignored for want
 	// of a secret to check them with (see handoffOrigin).
 	unchecked sync.Once
@@ -139,6 +140,7 @@ func New(opts Options) *Proxy {
 		opts.Prop = propagation.TraceContext{}
 	}
 	p := &Proxy{opts: opts, log: opts.Logger, verdicts: egress.NewVerdicts(5*time.Second, 10000)}
+	p.keys, _ = opts.Spool.(KeyCounter)
 	p.policy.Store(&opts.Policy)
 	p.ca.Store(opts.CA)
 	gp := goproxy.NewProxyHttpServer()
@@ -223,22 +225,24 @@ func (p *Proxy) nonProxy(w http.ResponseWriter, r *http.Request) {
 // ctxInfo is carried from a CONNECT to the requests inside its tunnel.
 type ctxInfo struct {
 	authorized bool
+	user       string // the proxy user it authenticated as
 }
 
-// authorize checks Proxy-Authorization when proxy auth is configured.
+// authorize checks Proxy-Authorization when proxy auth is configured, and
+// says which user the request authenticated as ("" without auth).
 // Requests inside a MITM'd tunnel were authorized at the CONNECT.
-func (p *Proxy) authorize(r *http.Request, ctx *goproxy.ProxyCtx, pol *Policy) bool {
+func (p *Proxy) authorize(r *http.Request, ctx *goproxy.ProxyCtx, pol *Policy) (string, bool) {
 	if len(pol.Users) == 0 {
-		return true
+		return "", true
 	}
 	if ctx != nil {
 		if info, ok := ctx.UserData.(*ctxInfo); ok && info.authorized {
-			return true
+			return info.user, true
 		}
 	}
 	user, pass, ok := parseBasic(r.Header.Get("Proxy-Authorization"))
 	if !ok {
-		return false
+		return "", false
 	}
 	match := 0
 	for _, u := range pol.Users {
@@ -248,7 +252,10 @@ func (p *Proxy) authorize(r *http.Request, ctx *goproxy.ProxyCtx, pol *Policy) b
 		pok := subtle.ConstantTimeCompare([]byte(pass), []byte(u.Password))
 		match |= uok & pok
 	}
-	return match == 1
+	if match != 1 {
+		return "", false
+	}
+	return user, true
 }
 
 func parseBasic(h string) (user, pass string, ok bool) {
@@ -307,11 +314,13 @@ func destPort(u *url.URL) uint16 {
 // the body was spooled (replayed, it makes every delivery to a server that
 // ignores it wait a second before sending the body). And the hand-off's
 // lineage header, which is between two hookpaces: the ingest line logs it,
-// the partner gets what the app sent.
+// the partner gets what the app sent. And the lane headers (lanes.go).
 var hopHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
 	"Transfer-Encoding": true, "Upgrade": true, "Content-Length": true, "Expect": true,
 	handoff.Header: true, handoff.SignatureHeader: true,
+	// hookpace's own, read at ingest (lanes.go), never the partner's
+	HeaderFairnessKey: true, HeaderOrderingKey: true, HeaderPriority: true, HeaderDelay: true, HeaderNotBefore: true,
 }
 
 // storedHeader returns the headers to replay: the request's headers less

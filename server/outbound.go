@@ -32,7 +32,9 @@ func proxyPolicy(cfg *config.Config, files *Files) proxy.Policy {
 	return proxy.Policy{
 		Host: func(host string) proxy.HostPolicy {
 			_, hc := cfg.Lookup(host)
-			return proxy.HostPolicy{MaxQueued: hc.MaxQueued, Connect: hc.Connect, DedupeWindow: hc.DedupeWindow.D()}
+			return proxy.HostPolicy{MaxQueued: hc.MaxQueued, Connect: hc.Connect, DedupeWindow: hc.DedupeWindow.D(),
+				MaxAge: hc.MaxAge.D(), Rate: hc.Rate.PerSecond(), FairnessKey: hc.Fairness.Key,
+				PathDepth: hc.Fairness.PathDepth, MaxQueuedPerKey: hc.Fairness.MaxQueuedPerKey}
 		},
 		IdempotencyHeader: cfg.Dedupe.IdempotencyHeader,
 		CoalesceHeader:    cfg.Dedupe.CoalesceHeader,
@@ -84,6 +86,8 @@ func Policy(hc config.HostConfig, signer *sign.Signer) deliver.Policy {
 		InsecureSkipVerify: hc.InsecureSkipVerify,
 		PartnerLimits:      hc.PartnerLimits != config.PartnerLimitsIgnore,
 		PartnerLimitsTTL:   hc.PartnerLimitsTTL.D(),
+		Weights:            hc.Fairness.Weights,
+		MinShare:           hc.Priority.MinShare,
 	}
 }
 
