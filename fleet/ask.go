@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,29 +90,47 @@ func (l *Limiter) Ask(ctx context.Context, req Request) (Grant, error) {
 // AskMany makes the send decisions of several requests (of different
 // hosts, or of one host in order) in one round trip: a pipeline with one
 // call of the ask script per request. Each call is atomic on its own, as
-// if asked alone. An error means Redis did not answer all of them: the
-// Limiter is degraded, and leases granted by the calls that did run expire
-// unrenewed.
+// if asked alone. An error means Redis did not answer all of them (see
+// AskEach): leases granted by the calls that did run expire unrenewed.
 func (l *Limiter) AskMany(ctx context.Context, reqs []Request) ([]Grant, error) {
+	grants, errs := l.AskEach(ctx, reqs)
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return grants, nil
+}
+
+// AskEach is AskMany with an answer or an error per request: on one
+// Redis, any error degrades the Limiter and every request shares it; on a
+// Cluster, a request whose slot failed (or was already down) has its
+// slot's error while the others have their answers.
+func (l *Limiter) AskEach(ctx context.Context, reqs []Request) ([]Grant, []error) {
 	calls := make([]scriptCall, len(reqs))
 	bases := make([]string, len(reqs))
 	sent := l.now()
 	for i, req := range reqs {
-		calls[i], bases[i] = l.askCall(req, l.recall.before(req, sent))
+		calls[i], bases[i] = l.askCall(req, l.recall.before(req, sent, l.slotOf(req.Host)))
 	}
-	vals, err := l.runMany(ctx, "ask", askScript, calls)
-	if err != nil {
-		l.recall.touch(reqs, sent)
-		return nil, err
+	vals, errs, err := l.runEach(ctx, "ask", askScript, calls)
+	if err != nil && !l.cluster() {
+		for i := range errs {
+			errs[i] = cmp.Or(errs[i], err)
+		}
 	}
 	grants := make([]Grant, len(reqs))
 	now := l.now()
-	var lost []string
+	var lost, untouched []string
 	var restores []scriptCall
 	for i, v := range vals {
+		if errs[i] != nil {
+			untouched = append(untouched, reqs[i].Host)
+			continue
+		}
 		var a answer
-		if grants[i], a, err = parseGrant(v, bases[i]); err != nil {
-			return nil, err
+		if grants[i], a, errs[i] = parseGrant(v, bases[i]); errs[i] != nil {
+			continue
 		}
 		ids := l.recall.after(reqs[i], grants[i], a, sent, now, l.opts.LeasePeriod)
 		if !a.lost {
@@ -122,6 +141,7 @@ func (l *Limiter) AskMany(ctx context.Context, reqs []Request) ([]Grant, error) 
 			restores = append(restores, l.restoreCall(reqs[i].Host, bases[i], ids))
 		}
 	}
+	l.recall.touch(untouched, sent)
 	if len(lost) > 0 {
 		l.logLost(lost)
 	}
@@ -129,9 +149,17 @@ func (l *Limiter) AskMany(ctx context.Context, reqs []Request) ([]Grant, error) 
 		// The stand-ins already count the leases; their real ids are for
 		// their renewals and releases. Should this fail, the stand-ins
 		// expire with the lease period.
-		l.runMany(ctx, "restore", restoreScript, restores)
+		l.runEach(ctx, "restore", restoreScript, restores)
 	}
-	return grants, nil
+	return grants, errs
+}
+
+// slotOf is host's Cluster slot, -1 when not on a Cluster.
+func (l *Limiter) slotOf(host string) int {
+	if !l.cluster() {
+		return -1
+	}
+	return int(keySlot(l.key(host, "")))
 }
 
 // restoreCall gives the leases ids, counted by an ask (with lease base
@@ -215,7 +243,7 @@ func (l *Limiter) Renew(ctx context.Context, host string, leases []string) error
 
 // Pause pauses host for the whole fleet.
 func (l *Limiter) Pause(ctx context.Context, host string) error {
-	return l.cmd(ctx, "pause", func(ctx context.Context) error {
+	return l.cmd(ctx, "pause", l.key(host, "paused"), func(ctx context.Context) error {
 		_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.Set(ctx, l.key(host, "paused"), l.opts.Replica, pauseTTL)
 			p.Del(ctx, l.key(host, "resumed"))
@@ -243,7 +271,7 @@ func (l *Limiter) newPauseWord(ctx context.Context) error {
 // second while nothing changes, not two commands per paused host.
 func (l *Limiter) PauseWord(ctx context.Context) (string, error) {
 	var word string
-	err := l.cmd(ctx, "pause_word", func(ctx context.Context) error {
+	err := l.cmd(ctx, "pause_word", l.pausesKey(), func(ctx context.Context) error {
 		v, err := l.rdb.Get(ctx, l.pausesKey()).Result()
 		if errors.Is(err, redis.Nil) {
 			return nil
@@ -261,7 +289,7 @@ func (l *Limiter) pausesKey() string { return "{" + l.opts.KeyPrefix + "}:pauses
 // record too (PauseStates), while a pause that Redis lost (a restart
 // without persistence) is not taken for a resume.
 func (l *Limiter) Resume(ctx context.Context, host string) error {
-	return l.cmd(ctx, "resume", func(ctx context.Context) error {
+	return l.cmd(ctx, "resume", l.key(host, "paused"), func(ctx context.Context) error {
 		_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.Del(ctx, l.key(host, "paused"))
 			p.Set(ctx, l.key(host, "resumed"), l.opts.Replica, pauseTTL)
@@ -287,7 +315,7 @@ const (
 // pause of each of hosts.
 func (l *Limiter) PauseStates(ctx context.Context, hosts []string) ([]PauseState, error) {
 	out := make([]PauseState, len(hosts))
-	err := l.cmd(ctx, "pause_state", func(ctx context.Context) error {
+	err := l.cmd(ctx, "pause_state", "", func(ctx context.Context) error {
 		cmds := make([]*redis.IntCmd, 2*len(hosts))
 		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, h := range hosts {
@@ -312,7 +340,10 @@ func (l *Limiter) PauseStates(ctx context.Context, hosts []string) ([]PauseState
 	return out, err
 }
 
-func (l *Limiter) cmd(ctx context.Context, op string, fn func(context.Context) error) error {
+// cmd runs fn with the operation timeout, recording the round trip and
+// falling back on an error: the whole Limiter on one Redis, key's slot on
+// a Cluster (none when key is "": a read across slots).
+func (l *Limiter) cmd(ctx context.Context, op, key string, fn func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
 	start := time.Now()
@@ -320,7 +351,11 @@ func (l *Limiter) cmd(ctx context.Context, op string, fn func(context.Context) e
 	l.obs.FleetRoundTrip(op, time.Since(start), err)
 	if err != nil {
 		err = fmt.Errorf("fleet %s: %w", op, err)
-		l.fail(err)
+		var keys []string
+		if key != "" {
+			keys = []string{key}
+		}
+		l.failKeys(err, keys)
 	}
 	return err
 }

@@ -24,10 +24,12 @@
 // When Redis errors or times out, the Limiter reports itself degraded: the
 // caller then paces alone with its share of the limits (Share), never with
 // all of them. A heartbeat keeps the count of live replicas and notices
-// when Redis answers again.
+// when Redis answers again. On a Redis Cluster only the hosts whose slots
+// do not answer are degraded (slots.go).
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	_ "embed"
@@ -110,7 +112,9 @@ type Limiter struct {
 	lastErr  string
 	live     int // replicas seen by the last heartbeat, at least 1
 	onChange []func()
-	lostLog  time.Time // the last "state lost" log line
+	lostLog  time.Time           // the last "state lost" log line
+	down     map[uint16]slotDown // Cluster slots that do not answer (slots.go)
+	slotErr  string              // the last error a down slot gave
 
 	mark   string        // its name in each host's state: a hash of Replica (recall.go)
 	recall recall        // what this replica remembers of its hosts (recall.go)
@@ -234,7 +238,8 @@ func (l *Limiter) nowArg() string {
 func us(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
 
 // run runs a script with the operation timeout, recording the round trip
-// and falling back (degraded) on any error but a script error.
+// and falling back (degraded: the whole Limiter, or on a Cluster the keys'
+// slot) on any error.
 func (l *Limiter) run(ctx context.Context, op string, s *redis.Script, keys []string, args ...any) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
@@ -243,7 +248,7 @@ func (l *Limiter) run(ctx context.Context, op string, s *redis.Script, keys []st
 	l.obs.FleetRoundTrip(op, time.Since(start), err)
 	if err != nil {
 		err = fmt.Errorf("fleet %s: %w", op, err)
-		l.fail(err)
+		l.failKeys(err, keys[:1])
 	}
 	return v, err
 }
@@ -254,49 +259,78 @@ type scriptCall struct {
 	args []any
 }
 
-// runMany runs the calls of one script in one pipeline (one round trip)
-// with the operation timeout and returns their replies in order. Calls
+// runEach runs the calls of one script in one pipeline (one round trip)
+// with the operation timeout and returns their replies in order, each
+// call's error (nil: its reply is in vals) and the first of them. Calls
 // that found the script unknown to the server (NOSCRIPT: Redis restarted)
-// are sent again with EVAL, in a second round trip. Any error makes the
-// limiter degraded, as in run.
-func (l *Limiter) runMany(ctx context.Context, op string, s *redis.Script, calls []scriptCall) ([]any, error) {
+// are sent again with EVAL, in a second round trip. On one Redis any
+// error makes the whole limiter degraded, as in run; on a Cluster, a
+// failed call marks its slot down, the other calls' replies stand, and a
+// call whose slot is already down is not sent (errSlotDown).
+func (l *Limiter) runEach(ctx context.Context, op string, s *redis.Script, calls []scriptCall) (vals []any, errs []error, err error) {
 	if len(calls) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(calls))
-	err := l.pipeline(ctx, op, func(p redis.Pipeliner) {
+	cmds, errs := make([]*redis.Cmd, len(calls)), make([]error, len(calls))
+	l.skipDown(calls, errs)
+	perr := l.pipeline(ctx, op, func(p redis.Pipeliner) {
 		for i, c := range calls {
-			cmds[i] = s.EvalSha(ctx, p, c.keys, c.args...)
+			if errs[i] == nil {
+				cmds[i] = s.EvalSha(ctx, p, c.keys, c.args...)
+			}
 		}
 	})
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		err = l.pipeline(ctx, op, func(p redis.Pipeliner) {
+	if perr != nil && redis.HasErrorPrefix(perr, "NOSCRIPT") {
+		l.pipeline(ctx, op, func(p redis.Pipeliner) {
 			for i, c := range calls {
-				if cmds[i].Err() != nil && redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+				if cmds[i] != nil && cmds[i].Err() != nil && redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
 					cmds[i] = s.Eval(ctx, p, c.keys, c.args...)
 				}
 			}
 		})
 	}
-	vals := make([]any, len(cmds))
+	vals = make([]any, len(calls))
+	var failed []string
 	for i, c := range cmds {
-		if err == nil {
-			err = c.Err()
+		if c == nil {
+			errs[i] = l.opErr(op, errs[i])
+			err = cmp.Or(err, errs[i])
+			continue
+		}
+		if errs[i] = l.opErr(op, c.Err()); errs[i] != nil {
+			err = cmp.Or(err, errs[i])
+			failed = append(failed, calls[i].keys[0])
 		}
 		vals[i] = c.Val()
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		err = fmt.Errorf("fleet %s: timeout after %v: %w", op, l.opts.Timeout, err)
-	} else if err != nil {
-		err = fmt.Errorf("fleet %s: %w", op, err)
+	if len(failed) > 0 {
+		l.failKeys(err, failed)
 	}
-	if err != nil {
-		l.fail(err)
-		return nil, err
+	return vals, errs, err
+}
+
+// skipDown sets errs[i] for the calls whose Cluster slot is down.
+func (l *Limiter) skipDown(calls []scriptCall, errs []error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, c := range calls {
+		if l.isDown(c.keys[0]) {
+			errs[i] = errSlotDown
+		}
 	}
-	return vals, nil
+}
+
+// opErr wraps a command's error with its operation (nil stays nil).
+func (l *Limiter) opErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("fleet %s: timeout after %v: %w", op, l.opts.Timeout, err)
+	}
+	return fmt.Errorf("fleet %s: %w", op, err)
 }
 
 // pipeline sends the commands fill queues in one round trip and records
@@ -341,7 +375,8 @@ func (l *Limiter) fail(err error) {
 }
 
 // State reports whether the replica paces alone (degraded), the live
-// replica count it knows, and why it is degraded.
+// replica count it knows, and why it is degraded. On a Cluster it is never
+// degraded as a whole: see HostDegraded and SlotsDown.
 func (l *Limiter) State() (degraded bool, live int, why string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -39,7 +39,7 @@ type Gates struct {
 
 	mu       sync.Mutex
 	hosts    map[string]*gate
-	degraded bool // Redis does not answer: hosts pace on their share
+	degraded bool // Redis does not answer: every host paces on its share
 	live     int  // live replicas, for the share
 	stopping bool
 	asks     asks
@@ -72,7 +72,7 @@ func (gs *Gates) Bind(wake func(apply func() []string), paused func(host string,
 func (gs *Gates) Gate(name string, l pacer.Limits, now time.Time, b deliver.Backlog) deliver.Gate {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	g := &gate{gs: gs, name: name, lim: l, backlog: b}
+	g := &gate{gs: gs, name: name, lim: l, backlog: b, degraded: gs.lim.HostDegraded(name)}
 	g.pace = pacer.New(g.limits(), now)
 	gs.hosts[name] = g
 	return g
@@ -84,24 +84,36 @@ func (gs *Gates) Status() *deliver.FleetStatus {
 	st := &deliver.FleetStatus{Replica: gs.lim.Replica(), Live: live, Degraded: degraded, State: "shared", Error: why}
 	if degraded {
 		st.State = fmt.Sprintf("degraded: local share 1/%d", live)
+	} else if n, slotErr := gs.lim.SlotsDown(); n > 0 {
+		gs.mu.Lock()
+		hosts := 0
+		for _, g := range gs.hosts {
+			if g.degraded {
+				hosts++
+			}
+		}
+		gs.mu.Unlock()
+		st.State, st.Error = gs.lim.slotsState(hosts), slotErr
 	}
 	return st
 }
 
-// changed applies the limiter's state (degraded or shared, live
-// replicas) to every host. It is the limiter's OnChange callback.
+// changed applies the limiter's state (degraded or shared, as a whole or
+// per host on a Cluster, live replicas) to every host. It is the
+// limiter's OnChange callback.
 func (gs *Gates) changed() {
 	degraded, live, _ := gs.lim.State()
 	gs.wake(func() []string {
 		gs.mu.Lock()
 		defer gs.mu.Unlock()
-		was := gs.degraded
 		gs.degraded, gs.live = degraded, live
 		now := time.Now()
 		names := make([]string, 0, len(gs.hosts))
 		for name, g := range gs.hosts {
+			was := g.degraded
+			g.degraded = gs.lim.HostDegraded(name)
 			g.pace.SetLimits(g.limits(), now)
-			if degraded && !was {
+			if g.degraded && !was {
 				g.pace.Drain(now)
 				g.fl.Degraded() // the leases expire; the tokens are spent
 			}
@@ -137,16 +149,19 @@ type gate struct {
 	fl      Host
 	backlog deliver.Backlog
 	renew   map[string]*renewal // leases of attempts in flight, kept alive
+	// degraded: the host paces on its share, the whole limiter being
+	// degraded or (on a Cluster) the host's slot not answering.
+	degraded bool
 }
 
 // shared reports whether g paces on the fleet's shared limits now.
-func (g *gate) shared() bool { return !g.gs.degraded && g.fl.Unleased() == 0 }
+func (g *gate) shared() bool { return !g.degraded && g.fl.Unleased() == 0 }
 
 // limits is what g's own pacer enforces: all of the host's limits, or the
 // replica's share of them while the fleet is degraded (or attempts
 // started then are still running).
 func (g *gate) limits() pacer.Limits {
-	if g.gs.degraded || g.fl.Unleased() > 0 {
+	if g.degraded || g.fl.Unleased() > 0 {
 		return Share(g.lim, g.gs.live)
 	}
 	return g.lim
@@ -203,7 +218,7 @@ func (g *gate) Release(now time.Time, lease string, r pacer.Result) pacer.Hold {
 	hold := g.pace.Release(now, r)
 	if lease == "" {
 		g.fl.Released(now, "", r, false)
-		if g.fl.Unleased() == 0 && !g.gs.degraded {
+		if g.fl.Unleased() == 0 && !g.degraded {
 			g.pace.SetLimits(g.lim, now) // back to shared limits
 		}
 		return hold

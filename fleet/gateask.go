@@ -69,7 +69,7 @@ func (gs *Gates) asker() {
 			reqs = append(reqs, a.req)
 		}
 		gs.mu.Unlock()
-		grants, err := gs.lim.AskMany(context.Background(), reqs)
+		grants, errs := gs.lim.AskEach(context.Background(), reqs)
 		paused = paused[:0]
 		gs.wake(func() []string {
 			gs.mu.Lock()
@@ -77,11 +77,12 @@ func (gs *Gates) asker() {
 			now := time.Now()
 			woken := make([]string, len(batch))
 			for i, a := range batch {
-				// On an error the limiter is degraded (its callback
-				// switched every host to its share); unreported leases
+				// On an error the limiter is degraded, or on a Cluster
+				// the host's slot is down (its callback switched the
+				// hosts concerned to their share); unreported leases
 				// expire.
 				var g *Grant
-				if err == nil {
+				if errs[i] == nil {
 					g = &grants[i]
 				}
 				if a.g.answered(g, a.req, now) {
@@ -105,10 +106,10 @@ func (gs *Gates) asker() {
 // answer). It reports whether the answer says another replica paused the
 // host: its pacer is paused at once, and the dispatcher is to record it.
 func (g *gate) answered(gr *Grant, req Request, now time.Time) (pausedElsewhere bool) {
-	g.fl.Answered(now, req, gr, g.gs.degraded, g.gs.tokensFor)
+	g.fl.Answered(now, req, gr, g.degraded, g.gs.tokensFor)
 	// A resume is learned by syncPauses, which tells it from a pause
 	// Redis lost.
-	if gr != nil && !g.gs.degraded && gr.Paused && !g.pace.Paused() {
+	if gr != nil && !g.degraded && gr.Paused && !g.pace.Paused() {
 		g.pace.Pause()
 		g.gs.armPauseSync()
 		return true

@@ -102,16 +102,20 @@ func (gs *Gates) syncPauses() bool {
 	gs.mu.Lock()
 	var names []string
 	var told []uint64
+	paused := false
 	for name, g := range gs.hosts {
+		// A host whose Cluster slot is down is asked about once it is up.
 		if g.pace.Paused() {
-			names = append(names, name)
-			told = append(told, gs.pauses.told[name])
+			paused = true
+			if !g.degraded {
+				names = append(names, name)
+				told = append(told, gs.pauses.told[name])
+			}
 		}
 	}
-	degraded := gs.degraded
 	gs.mu.Unlock()
-	if len(names) == 0 || degraded {
-		return len(names) > 0
+	if len(names) == 0 {
+		return paused
 	}
 	word, err := gs.lim.PauseWord(context.Background())
 	if err != nil {

@@ -40,15 +40,19 @@ func (l *Limiter) beat() {
 
 func (l *Limiter) interval() time.Duration {
 	d := l.opts.LeasePeriod / 3
-	if deg, _, _ := l.State(); deg {
+	deg, _, _ := l.State()
+	if n, _ := l.SlotsDown(); deg || n > 0 {
 		d = min(d, 500*time.Millisecond)
 	}
 	return d
 }
 
 // Heartbeat announces the replica once and updates the live count; if
-// Redis answers, the limiter is shared again.
+// Redis answers, the limiter is shared again. On a Cluster it first asks
+// the slots that are down whether they answer again (probeSlots): their
+// hosts are shared again if so.
 func (l *Limiter) Heartbeat(ctx context.Context) error {
+	l.probeSlots(ctx)
 	v, err := l.run(ctx, "heartbeat", heartbeatScript, []string{l.replicasKey()},
 		l.nowArg(), us(l.opts.LeasePeriod), l.opts.Replica, "0")
 	if err != nil {

@@ -55,9 +55,13 @@ type recalled struct {
 
 // recall is a replica's memory of the hosts it asked about.
 type recall struct {
-	mu        sync.Mutex
-	hosts     map[string]*recalled
-	swept     time.Time
+	mu    sync.Mutex
+	hosts map[string]*recalled
+	swept time.Time
+	// On a Cluster, the same per slot (slots.go): since when each down
+	// slot is down, and when those that answer again came back.
+	slotDown  map[uint16]time.Time
+	slotUp    map[int]outage
 	downSince time.Time     // Redis stopped answering (zero: it answers)
 	upAt      time.Time     // it answered again ...
 	down      time.Duration // ... after this long
@@ -85,8 +89,9 @@ func (r *recall) entry(host string, now time.Time) *recalled {
 	return e
 }
 
-// before is what req's ask passes, sent at now.
-func (r *recall) before(req Request, now time.Time) memory {
+// before is what req's ask passes, sent at now; slot is its host's
+// Cluster slot (-1: not on a Cluster).
+func (r *recall) before(req Request, now time.Time, slot int) memory {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.hosts[req.Host]
@@ -99,6 +104,9 @@ func (r *recall) before(req Request, now time.Time) memory {
 	}
 	if !r.upAt.IsZero() && now.Sub(r.upAt) < r.down {
 		m.down, m.since = r.down.Microseconds(), now.Sub(r.upAt).Microseconds()
+	}
+	if o, ok := r.slotUp[slot]; ok && slot >= 0 && now.Sub(o.at) < o.down {
+		m.down, m.since = max(m.down, o.down.Microseconds()), now.Sub(o.at).Microseconds()
 	}
 	m.leases = int64(len(e.live(req, now)))
 	return m
@@ -154,11 +162,14 @@ func (e *recalled) live(req Request, now time.Time) []string {
 
 // touch records asks that Redis did not answer, at now: their hosts are
 // being sent to.
-func (r *recall) touch(reqs []Request, now time.Time) {
+func (r *recall) touch(hosts []string, now time.Time) {
+	if len(hosts) == 0 {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, req := range reqs {
-		r.entry(req.Host, now).seenAt = now
+	for _, h := range hosts {
+		r.entry(h, now).seenAt = now
 	}
 }
 
@@ -204,6 +215,11 @@ func (r *recall) sweep(now time.Time) {
 			delete(r.hosts, h)
 		}
 	}
+	for s, o := range r.slotUp {
+		if now.Sub(o.at) >= o.down {
+			delete(r.slotUp, s)
+		}
+	}
 }
 
 // failed records that Redis did not answer at now.
@@ -223,6 +239,42 @@ func (r *recall) answered(now time.Time) {
 		return
 	}
 	r.upAt, r.down, r.downSince = now, now.Sub(r.downSince), time.Time{}
+}
+
+// outage is a slot's: it answered again at, after down.
+type outage struct {
+	at   time.Time
+	down time.Duration
+}
+
+// slotsFailed records that Cluster slots stopped answering at now.
+func (r *recall) slotsFailed(slots []uint16, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.slotDown == nil {
+		r.slotDown = make(map[uint16]time.Time)
+	}
+	for _, s := range slots {
+		if _, ok := r.slotDown[s]; !ok {
+			r.slotDown[s] = now
+		}
+	}
+}
+
+// slotsAnswered records that Cluster slots answer again at now: the asks
+// of their hosts charge the outage (see before).
+func (r *recall) slotsAnswered(slots []uint16, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.slotUp == nil {
+		r.slotUp = make(map[int]outage)
+	}
+	for _, s := range slots {
+		if since, ok := r.slotDown[s]; ok {
+			r.slotUp[int(s)] = outage{at: now, down: now.Sub(since)}
+			delete(r.slotDown, s)
+		}
+	}
 }
 
 // Lost reports how many times this replica found a host's state lost or

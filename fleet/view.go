@@ -132,7 +132,7 @@ func (l *Limiter) publishLost(ctx context.Context) error {
 	if n == l.view.lost {
 		return nil
 	}
-	err := l.cmd(ctx, "view", func(ctx context.Context) error {
+	err := l.cmd(ctx, "view", l.lostKey(), func(ctx context.Context) error {
 		_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.HSet(ctx, l.lostKey(), l.opts.Replica, strconv.Itoa(n)+":"+strconv.FormatInt(last.Unix(), 10))
 			p.Expire(ctx, l.lostKey(), 24*time.Hour)
@@ -168,7 +168,7 @@ func (l *Limiter) sendView(ctx context.Context, cur map[string]string) (existed 
 	}
 	key := l.viewKey(l.opts.Replica)
 	var ex *redis.IntCmd
-	err = l.cmd(ctx, "view", func(ctx context.Context) error {
+	err = l.cmd(ctx, "view", key, func(ctx context.Context) error {
 		_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			ex = p.Exists(ctx, key)
 			if l.view.full {

@@ -68,7 +68,7 @@ func (l *Limiter) View(ctx context.Context, cursor string, limit int) (ViewPage,
 	}
 	cmds := make([]*redis.StringSliceCmd, len(live))
 	var lost *redis.SliceCmd
-	err = l.cmd(ctx, "view", func(ctx context.Context) error {
+	err = l.cmd(ctx, "view", "", func(ctx context.Context) error {
 		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if len(live) > 0 {
 				lost = p.HMGet(ctx, l.lostKey(), live...)
@@ -142,7 +142,7 @@ func (fh *FleetHost) add(replica string, s HostSummary) {
 // Redis server's clock (or the test clock), sorted.
 func (l *Limiter) liveReplicas(ctx context.Context) ([]string, error) {
 	var out []string
-	err := l.cmd(ctx, "view", func(ctx context.Context) error {
+	err := l.cmd(ctx, "view", "", func(ctx context.Context) error {
 		now := l.nowArg()
 		if now == "0" {
 			t, err := l.rdb.Time(ctx).Result()
