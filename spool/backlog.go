@@ -23,9 +23,12 @@ func (o *dropOp) shrinks() bool { return true }
 func (o *dropOp) phases() phase { return phaseQueue }
 func (o *dropOp) weight() int   { return len(o.msg.Host) + 10 + 64 }
 func (o *dropOp) stage(_ phase, txn *badger.Txn, _ *uint64) error {
-	return txn.Delete(queueKey(o.msg.Host, o.msg.ID))
+	return txn.Delete(o.msg.key())
 }
-func (o *dropOp) settle(l *ledger, _ time.Time) { l.add(o.msg.Host, -1, -o.old) }
+func (o *dropOp) settle(l *ledger, _ time.Time) {
+	l.add(o.msg.Host, -1, -o.old)
+	l.laned(o.msg.Host, o.msg.Lane(), -1)
+}
 
 // Drop removes queued messages for good and returns once that is durable,
 // with how many it removed. Each must be queued, and not in flight: the
@@ -81,10 +84,12 @@ func (s *Spool) submitAll(ops []op) (int, error) {
 	return n, first
 }
 
-// Queued lists host's queue, oldest first, up to max messages (bodies
-// included).
+// Queued lists host's queue, every lane, up to max messages (bodies
+// included): lane Lane{} first, then the other lanes in key order, each
+// oldest first (see ReadHost).
 func (s *Spool) Queued(host string, max int) ([]*Message, error) {
-	return s.Read(host, 0, max)
+	ms, _, err := s.ReadHost(host, HostCursor{}, max)
+	return ms, err
 }
 
 // HandedOff is Delete for a webhook that another hookpace has accepted at

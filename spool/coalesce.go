@@ -15,6 +15,8 @@ import (
 // replacement is written by the writer like any append, durable before the
 // caller returns. Otherwise (none, delivered, dead-lettered or in flight)
 // the webhook is queued normally and becomes the one the key names.
+// A replacement keeps the lane (lane.go) of the webhook it replaces, and
+// its not-before time: the update's own lane fields are not used.
 //
 // In flight is what the dispatcher says: it calls Begin before an attempt
 // and End after it. The writer decides under the spool's mutex: a message
@@ -52,7 +54,7 @@ const maxCoalesceIndex = 100_000
 
 // coalState is the coalescing state, guarded by the spool's mutex.
 type coalState struct {
-	index     map[string]uint64   // coalesce key (coalKey) -> id of the message it names
+	index     map[string]coalRef  // coalesce key (coalKey) -> the message it names
 	inflight  map[uint64]int      // ids the dispatcher is sending
 	replacing map[uint64]bool     // ids whose replacement is being written
 	replaced  map[uint64]*Message // new content for the dispatcher, by id
@@ -62,13 +64,23 @@ type coalState struct {
 
 func coalKey(host, key string) string { return host + "\x00" + key }
 
+// coalRef is the message a coalesce key names: its id and its lane, where
+// its record is. A replacement stays in the lane of the message it
+// replaces, whatever lane the update asked for: it keeps its place.
+type coalRef struct {
+	id   uint64
+	lane Lane
+}
+
 // coal is an append's coalesce key and what the writer decided for it.
 type coal struct {
-	key    string
-	target uint64 // set: replace this message
-	marked uint64 // the target as resolved, marked replacing until settled
-	old    int64  // the replaced record's stored size (set at stage)
-	newVal []byte // the replacement record (set at stage)
+	key     string
+	target  uint64 // set: replace this message
+	lane    Lane   // the target's lane
+	marked  uint64 // the target as resolved, marked replacing until settled
+	old     int64  // the replaced record's stored size (set at stage)
+	newVal  []byte // the replacement record (set at stage)
+	newSize int64  // its stored size
 }
 
 // AppendKeys is Append with an idempotency key and a coalesce key, either
@@ -119,7 +131,8 @@ func (s *Spool) resolveCoalesce(batch []op) {
 			continue
 		}
 		s.mu.Lock()
-		id := s.coal.index[a.coal.key]
+		ref := s.coal.index[a.coal.key]
+		id := ref.id
 		s.mu.Unlock()
 		if id == 0 || seen[id] {
 			continue
@@ -128,12 +141,12 @@ func (s *Spool) resolveCoalesce(batch []op) {
 			q = s.queue.NewTransactionAt(math.MaxUint64, false)
 			defer q.Discard()
 		}
-		if _, err := q.Get(queueKey(a.msg.Host, id)); err != nil {
+		if _, err := q.Get(laneKey(a.msg.Host, ref.lane, id)); err != nil {
 			continue // delivered or dead-lettered: queue anew
 		}
 		s.mu.Lock()
 		if s.coal.inflight[id] == 0 {
-			a.coal.target, a.coal.marked = id, id
+			a.coal.target, a.coal.marked, a.coal.lane = id, id, ref.lane
 			s.coal.replacing[id] = true
 			seen[id] = true
 		}
@@ -146,15 +159,17 @@ func (s *Spool) resolveCoalesce(batch []op) {
 // cannot be: it is not in flight, so not deleted) queues a anew.
 func (a *appendOp) stageReplace(txn *badger.Txn, seq *uint64) error {
 	co := a.coal
-	item, err := txn.Get(queueKey(a.msg.Host, co.target))
+	item, err := txn.Get(laneKey(a.msg.Host, co.lane, co.target))
 	if err != nil {
 		co.target = 0
 		return enqueue(txn, a.msg, a.val, seq)
 	}
 	var old *Message
 	err = item.Value(func(v []byte) error {
-		co.old = storedSize(a.msg.Host, v)
 		old, err = decodeMessage(a.msg.Host, co.target, v)
+		if err == nil {
+			co.old = old.storedSize(v)
+		}
 		return err
 	})
 	if err != nil {
@@ -163,10 +178,14 @@ func (a *appendOp) stageReplace(txn *badger.Txn, seq *uint64) error {
 	m := a.msg
 	old.Method, old.URL, old.Header, old.Body = m.Method, m.URL, m.Header, m.Body
 	co.newVal = old.record()
-	if err := txn.Set(queueKey(m.Host, co.target), co.newVal); err != nil {
+	co.newSize = old.storedSize(co.newVal)
+	if err := txn.Set(old.key(), co.newVal); err != nil {
 		return err
 	}
 	m.ID = co.target
+	// m takes the target's lane fields, with its place: what the
+	// dispatcher is told of (announce) is where the record is.
+	m.Fairness, m.Priority, m.Ordering, m.NotBefore = old.Fairness, old.Priority, old.Ordering, old.NotBefore
 	return nil
 }
 
@@ -195,7 +214,11 @@ func (s *Spool) settleCoalesce(l *ledger, a *appendOp) {
 		if len(st.index) >= maxCoalesceIndex {
 			clear(st.index)
 		}
-		st.index[co.key] = a.msg.ID
+		ref := coalRef{id: a.msg.ID, lane: a.msg.Lane()}
+		if co.target != 0 {
+			ref.lane = co.lane
+		}
+		st.index[co.key] = ref
 	}
 	if co.marked != 0 {
 		delete(st.replacing, co.marked)
@@ -207,7 +230,7 @@ func (s *Spool) settleCoalesce(l *ledger, a *appendOp) {
 		co.target = 0
 		return
 	}
-	size := storedSize(a.msg.Host, co.newVal)
+	size := co.newSize
 	l.release(a.msg.Host, a.size)
 	l.add(a.msg.Host, 0, size-co.old)
 	r := *a.msg
@@ -263,7 +286,7 @@ func (s *Spool) HostCoalesced(host string) int64 {
 }
 
 func (c *coalState) init() {
-	c.index = make(map[string]uint64)
+	c.index = make(map[string]coalRef)
 	c.inflight = make(map[uint64]int)
 	c.replacing = make(map[uint64]bool)
 	c.replaced = make(map[uint64]*Message)

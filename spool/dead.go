@@ -131,7 +131,7 @@ func (s *Spool) ReplayDead(f DeadFilter) (int, error) {
 		}
 		m.Attempts, m.LastStatus, m.LastError, m.LastTry = 0, 0, "", time.Time{}
 		val := m.record()
-		o := &reviveOp{opBase: opBase{msg: m}, val: val, size: storedSize(m.Host, val), dead: oldID}
+		o := &reviveOp{opBase: opBase{msg: m}, val: val, size: m.storedSize(val), dead: oldID}
 		m.size = o.size
 		if err := s.submitWait(o); err != nil {
 			return n, fmt.Errorf("replay dead letter %s: %w", IDString(m.Origin), err)

@@ -3,6 +3,7 @@ package spool
 import (
 	"reflect"
 	"testing"
+	"time"
 )
 
 // FuzzDecodeMessage feeds the stored-record decoders arbitrary bytes: they
@@ -14,12 +15,17 @@ func FuzzDecodeMessage(f *testing.F) {
 		m := newMsg("a.example", i)
 		m.Attempts, m.LastStatus, m.LastError = i, 503, "503 Service Unavailable"
 		f.Add(m.encode(nil))
+		if i%2 == 1 { // a version 4 record
+			m.Fairness, m.Priority, m.Ordering = "tenant", Priority(i%3), "order"
+			m.NotBefore = m.Enqueued.Add(time.Minute)
+			f.Add(m.encode(nil))
+		}
 		d := &Dead{Message: m, Reason: "max_attempts 3 reached", DiedAt: m.Enqueued}
 		f.Add(d.encode())
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		decodeDead(7, b)
-		decodeEnqueued(7, b)
+		decodeEnqueued(b)
 		m, err := decodeMessage("h.example", 7, b)
 		if err != nil {
 			return

@@ -110,7 +110,7 @@ func attempts(txn *badger.Txn, id uint64) ([]*Attempt, error) {
 }
 
 // whereNow fills in where a webhook without an outcome is: queued (at
-// which position), in flight, buried without its outcome recorded, or
+// which position in its lane), in flight, buried without its outcome recorded, or
 // gone.
 func (s *Spool) whereNow(v *View) {
 	e := &v.Entry
@@ -119,7 +119,8 @@ func (s *Spool) whereNow(v *View) {
 	s.mu.Unlock()
 	txn := s.queue.NewTransactionAt(^uint64(0), false)
 	defer txn.Discard()
-	if _, err := txn.Get(queueKey(e.Host, e.ID)); err != nil {
+	lane, queued := s.findQueued(txn, e.Host, e.ID)
+	if !queued {
 		v.State = StateUnknown
 		s.kept.View(func(txn *badger.Txn) error {
 			if _, err := txn.Get(deadKey(e.ID)); err == nil {
@@ -133,9 +134,16 @@ func (s *Spool) whereNow(v *View) {
 	if inFlight {
 		v.State = StateInFlight
 	}
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(e.Host)})
+	// Its position is within its lane (lane.go): the lanes of a host are
+	// served in turn, so a position in the whole host's queue would say
+	// less about when it goes, and would take reading other lanes.
+	prefix := queuePrefix(e.Host)
+	if lane != (Lane{}) {
+		prefix = lanePrefix(e.Host, lane)
+	}
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
-	end := queueKey(e.Host, e.ID)
+	end := laneKey(e.Host, lane, e.ID)
 	for it.Rewind(); it.Valid() && string(it.Item().Key()) <= string(end); it.Next() {
 		v.Position++
 	}

@@ -81,20 +81,10 @@ func (s *Spool) countJournal() (last uint64, err error) {
 func (s *Spool) recoverJournal(after uint64) error {
 	var recs []journalRec
 	err := s.queue.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixQueue}})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			host, id, ok := parseQueueKey(it.Item().Key())
-			if !ok || id <= after {
-				continue
-			}
-			err := it.Item().Value(func(v []byte) error {
-				m, err := decodeMessage(host, id, v)
-				if err == nil {
-					recs = append(recs, acceptedRec(m))
-				}
-				return nil // one that cannot be read stays without history
-			})
+		for _, p := range []byte{prefixQueue, prefixLane} { // every lane
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
+			err := recoverFrom(it, after, &recs)
+			it.Close()
 			if err != nil {
 				return err
 			}
@@ -106,6 +96,28 @@ func (s *Spool) recoverJournal(after uint64) error {
 	}
 	s.log.Info("spool: journal entries written for webhooks queued just before a crash", "count", len(recs))
 	return s.writeJournal(recs)
+}
+
+// recoverFrom adds to recs the accepted records of the messages of it,
+// queue or lane keys, with ids above after.
+func recoverFrom(it *badger.Iterator, after uint64, recs *[]journalRec) error {
+	for it.Rewind(); it.Valid(); it.Next() {
+		host, _, id, ok := parseAnyKey(it.Item().Key())
+		if !ok || id <= after {
+			continue
+		}
+		err := it.Item().Value(func(v []byte) error {
+			m, err := decodeMessage(host, id, v)
+			if err == nil {
+				*recs = append(*recs, acceptedRec(m))
+			}
+			return nil // one that cannot be read stays without history
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // JournalUsage is what the journal holds, against its budget.

@@ -26,9 +26,10 @@ type ledger struct {
 	messages  int64
 	bytes     int64
 	hosts     map[string]*HostUsage
-	dead      int64            // dead letters
-	deadHosts map[string]int64 // dead letters per host (hosts with none absent)
-	written   int64            // bytes written to the queue database since it was last dropped
+	lanes     map[string]*hostLanes // per host, per lane (lanecount.go)
+	dead      int64                 // dead letters
+	deadHosts map[string]int64      // dead letters per host (hosts with none absent)
+	written   int64                 // bytes written to the queue database since it was last dropped
 	accepting bool
 	drain     drainMeter
 	once      onceStats // idempotency keys (dedupe.go)
@@ -36,7 +37,7 @@ type ledger struct {
 }
 
 func newLedger(lim limits, log *slog.Logger) *ledger {
-	return &ledger{lim: lim, hosts: make(map[string]*HostUsage), deadHosts: make(map[string]int64), accepting: true, log: log}
+	return &ledger{lim: lim, hosts: make(map[string]*HostUsage), lanes: make(map[string]*hostLanes), deadHosts: make(map[string]int64), accepting: true, log: log}
 }
 
 // buried counts n more dead letters for host (n may be negative).

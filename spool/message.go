@@ -95,11 +95,22 @@ func (m *Message) OriginID() uint64 {
 // that every other record stays as earlier versions of hookpace wrote it.
 // Version 3 is version 2 with the origin's spool (8 bytes) after the
 // Origin id, written only for a webhook handed off by another hookpace.
+// Version 4 adds a webhook's lane fields (lane.go), written only for a
+// webhook that has one of them: after the version byte, the Origin id (a
+// uvarint), the origin's spool (8 bytes, 0 for none), the fairness key,
+// the priority (1 byte), the ordering key, and NotBefore (a varint of
+// Unix nanoseconds, 0 for none); the rest is version 1's.
 const (
 	encodingVersion       = 1
 	encodingVersionOrigin = 2
 	encodingVersionHanded = 3
+	encodingVersionLanes  = 4
 )
+
+// laned says that m has a lane field set, and takes a version 4 record.
+func (m *Message) laned() bool {
+	return m.Fairness != "" || m.Priority != PriorityNormal || m.Ordering != "" || !m.NotBefore.IsZero()
+}
 
 // encode appends a compact binary form of m to b. The format is a version
 // byte followed by varints and length-prefixed strings, the body last; it is
@@ -112,7 +123,15 @@ func (m *Message) encode(b []byte) []byte {
 
 // encodeHead appends everything encode writes before the body's length.
 func (m *Message) encodeHead(b []byte) []byte {
-	if m.OriginSpool != 0 {
+	if m.laned() {
+		b = append(b, encodingVersionLanes)
+		b = binary.AppendUvarint(b, m.Origin)
+		b = binary.BigEndian.AppendUint64(b, m.OriginSpool)
+		b = appendString(b, m.Fairness)
+		b = append(b, byte(m.Priority))
+		b = appendString(b, m.Ordering)
+		b = binary.AppendVarint(b, unixNano(m.NotBefore))
+	} else if m.OriginSpool != 0 {
 		b = append(b, encodingVersionHanded)
 		b = binary.AppendUvarint(b, m.Origin)
 		b = binary.BigEndian.AppendUint64(b, m.OriginSpool)
@@ -145,11 +164,13 @@ func (m *Message) headLen() int {
 	n := 1 + strLen(m.Method) + strLen(m.URL) + varintLen(m.Enqueued.UnixNano()) +
 		uvarintLen(uint64(m.Attempts)) + uvarintLen(uint64(m.LastStatus)) + strLen(m.LastError) +
 		varintLen(unixNano(m.LastTry)) + uvarintLen(uint64(len(m.Header)))
-	if m.Origin != 0 || m.OriginSpool != 0 {
+	switch {
+	case m.laned():
+		n += uvarintLen(m.Origin) + 8 + strLen(m.Fairness) + 1 + strLen(m.Ordering) + varintLen(unixNano(m.NotBefore))
+	case m.OriginSpool != 0:
+		n += uvarintLen(m.Origin) + 8
+	case m.Origin != 0:
 		n += uvarintLen(m.Origin)
-	}
-	if m.OriginSpool != 0 {
-		n += 8
 	}
 	for k, vs := range m.Header {
 		n += strLen(k) + uvarintLen(uint64(len(vs)))
@@ -203,7 +224,7 @@ var errCorrupt = errors.New("corrupt message record")
 func decodeMessage(host string, id uint64, b []byte) (*Message, error) {
 	d := decoder{b: b}
 	m := &Message{ID: id, Host: host}
-	if !d.version(&m.Origin, &m.OriginSpool) {
+	if !d.version(m) {
 		if len(b) == 0 {
 			return nil, fmt.Errorf("message %s: %w", IDString(id), errCorrupt)
 		}
@@ -276,24 +297,32 @@ func (d *decoder) byte() byte {
 	return c
 }
 
-// version reads a message record's version byte, and the origin id of a
-// version 2 record into origin. It reports false for a version it does not
-// know (or no byte at all).
-func (d *decoder) version(origin, originSpool *uint64) bool {
+// version reads a message record's version byte and what the version
+// puts after it (the origin, the lane fields) into m. It reports false for
+// a version it does not know (or no byte at all).
+func (d *decoder) version(m *Message) bool {
 	switch d.byte() {
 	case encodingVersion:
 		return d.err == nil
 	case encodingVersionOrigin:
-		*origin = d.uvarint()
+		m.Origin = d.uvarint()
 		return d.err == nil
 	case encodingVersionHanded:
-		*origin = d.uvarint()
-		if d.err == nil && len(d.b) < 8 {
+		m.Origin = d.uvarint()
+		m.OriginSpool = d.uint64()
+		return d.err == nil
+	case encodingVersionLanes:
+		m.Origin = d.uvarint()
+		m.OriginSpool = d.uint64()
+		m.Fairness = d.string()
+		if p := Priority(d.byte()); p <= PriorityLow {
+			m.Priority = p
+		} else if d.err == nil {
 			d.err = errCorrupt
 		}
-		if d.err == nil {
-			*originSpool = binary.BigEndian.Uint64(d.b)
-			d.b = d.b[8:]
+		m.Ordering = d.string()
+		if t := d.varint(); t != 0 {
+			m.NotBefore = time.Unix(0, t)
 		}
 		return d.err == nil
 	}
@@ -301,6 +330,18 @@ func (d *decoder) version(origin, originSpool *uint64) bool {
 		d.err = errCorrupt
 	}
 	return false
+}
+
+func (d *decoder) uint64() uint64 {
+	if d.err == nil && len(d.b) < 8 {
+		d.err = errCorrupt
+	}
+	if d.err != nil {
+		return 0
+	}
+	v := binary.BigEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
 }
 
 func (d *decoder) uvarint() uint64 {

@@ -29,6 +29,21 @@ func randomMessage(r *rand.Rand) *Message {
 	if r.IntN(3) == 0 { // replayed from the dead letters: a version 2 record
 		m.Origin = 1 + r.Uint64N(1<<r.IntN(63))
 	}
+	if r.IntN(5) == 0 { // handed off: a version 3 record
+		m.Origin, m.OriginSpool = 1+r.Uint64N(1<<r.IntN(63)), 1+r.Uint64()>>1
+	}
+	if r.IntN(3) == 0 { // lane fields: a version 4 record
+		switch r.IntN(4) {
+		case 0:
+			m.Fairness = "tenant-" + str(40)
+		case 1:
+			m.Priority = Priority(1 + r.IntN(2))
+		case 2:
+			m.Ordering = "order-" + str(40)
+		default:
+			m.NotBefore = time.Unix(0, r.Int64N(math.MaxInt64))
+		}
+	}
 	for range r.IntN(6) {
 		k := "X-" + str(20)
 		for range r.IntN(3) {
@@ -132,22 +147,33 @@ func TestRecordRoundTrip(t *testing.T) {
 		m := randomMessage(r)
 		m.ID, m.Host = 7, "a.example"
 		rec := m.encode(nil)
-		if want := byte(encodingVersion + min(m.Origin, 1)); rec[0] != want {
+		want := byte(encodingVersion + min(m.Origin, 1))
+		switch {
+		case m.laned():
+			want = encodingVersionLanes
+		case m.OriginSpool != 0:
+			want = encodingVersionHanded
+		}
+		if rec[0] != want {
 			t.Fatalf("message %d (origin %d): version %d, want %d", i, m.Origin, rec[0], want)
 		}
 		got, err := decodeMessage("a.example", 7, rec)
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
+		if got.Fairness != m.Fairness || got.Priority != m.Priority || got.Ordering != m.Ordering ||
+			!got.NotBefore.Equal(m.NotBefore) || got.OriginSpool != m.OriginSpool {
+			t.Fatalf("message %d: lane fields %+v, want %+v", i, got, m)
+		}
 		if got.Origin != m.Origin || got.Method != m.Method || got.URL != m.URL || !got.Enqueued.Equal(m.Enqueued) ||
 			got.Attempts != m.Attempts || got.LastError != m.LastError || !bytes.Equal(got.Body, m.Body) || len(got.Header) != len(m.Header) {
 			t.Fatalf("message %d decodes to %+v", i, got)
 		}
-		if at, err := decodeEnqueued(7, rec); err != nil || !at.Equal(m.Enqueued) {
+		if at, err := decodeEnqueued(rec); err != nil || !at.Equal(m.Enqueued) {
 			t.Fatalf("message %d: enqueued %v, %v from the record's head", i, at, err)
 		}
 	}
-	if _, err := decodeMessage("a.example", 7, []byte{3, 0}); err == nil || !strings.Contains(err.Error(), "version 3") {
+	if _, err := decodeMessage("a.example", 7, []byte{5, 0}); err == nil || !strings.Contains(err.Error(), "version 5") {
 		t.Fatalf("an unknown version: %v", err)
 	}
 	if _, err := decodeMessage("a.example", 7, nil); err == nil {

@@ -73,11 +73,11 @@ func (b *opBase) reply() {
 	}
 }
 
-// enqueue writes val as m's record at the tail of its host's queue, under
-// the next id.
+// enqueue writes val as m's record at the tail of its lane of its host's
+// queue, under the next id.
 func enqueue(txn *badger.Txn, m *Message, val []byte, seq *uint64) error {
 	id := *seq + 1
-	if err := txn.Set(queueKey(m.Host, id), val); err != nil {
+	if err := txn.Set(laneKey(m.Host, m.Lane(), id), val); err != nil {
 		return err
 	}
 	*seq = id
@@ -132,6 +132,9 @@ func (o *appendOp) settle(l *ledger, _ time.Time) {
 		}
 	}
 	l.written += o.size
+	if o.coal == nil || o.coal.target == 0 {
+		l.laned(o.msg.Host, o.msg.Lane(), 1) // a replacement adds no message
+	}
 }
 func (o *appendOp) release(l *ledger) { l.release(o.msg.Host, o.size) }
 
@@ -147,9 +150,12 @@ func (o *deleteOp) shrinks() bool { return true }
 func (o *deleteOp) phases() phase { return phaseQueue }
 func (o *deleteOp) weight() int   { return len(o.msg.Host) + 10 + 64 }
 func (o *deleteOp) stage(_ phase, txn *badger.Txn, _ *uint64) error {
-	return txn.Delete(queueKey(o.msg.Host, o.msg.ID))
+	return txn.Delete(o.msg.key())
 }
-func (o *deleteOp) settle(l *ledger, now time.Time) { l.left(o.msg.Host, o.old, now) }
+func (o *deleteOp) settle(l *ledger, now time.Time) {
+	l.left(o.msg.Host, o.old, now)
+	l.laned(o.msg.Host, o.msg.Lane(), -1)
+}
 
 // updateOp rewrites a message's delivery state after a failed attempt.
 type updateOp struct {
@@ -162,7 +168,7 @@ func (o *updateOp) kind() string  { return "update" }
 func (o *updateOp) phases() phase { return phaseQueue }
 func (o *updateOp) weight() int   { return len(o.val) + len(o.msg.Host) + 10 + 64 }
 func (o *updateOp) stage(_ phase, txn *badger.Txn, _ *uint64) error {
-	return txn.Set(queueKey(o.msg.Host, o.msg.ID), o.val)
+	return txn.Set(o.msg.key(), o.val)
 }
 func (o *updateOp) settle(l *ledger, _ time.Time) {
 	l.add(o.msg.Host, 0, o.size-o.old)
@@ -186,10 +192,11 @@ func (o *buryOp) stage(ph phase, txn *badger.Txn, _ *uint64) error {
 	if ph == phaseKeptFirst {
 		return txn.Set(deadKey(o.msg.ID), o.val)
 	}
-	return txn.Delete(queueKey(o.msg.Host, o.msg.ID))
+	return txn.Delete(o.msg.key())
 }
 func (o *buryOp) settle(l *ledger, now time.Time) {
 	l.left(o.msg.Host, o.old, now)
+	l.laned(o.msg.Host, o.msg.Lane(), -1)
 	l.buried(o.msg.Host, 1)
 }
 
@@ -215,6 +222,7 @@ func (o *reviveOp) stage(ph phase, txn *badger.Txn, seq *uint64) error {
 }
 func (o *reviveOp) settle(l *ledger, _ time.Time) {
 	l.add(o.msg.Host, 1, o.size)
+	l.laned(o.msg.Host, o.msg.Lane(), 1)
 	l.written += o.size
 	l.buried(o.msg.Host, -1)
 }
@@ -251,11 +259,14 @@ func (s *Spool) append(m *Message, hostLimit int64, on *once, co *coal) error {
 		// that no client can give its webhook an id this spool hands out.
 		m.Origin, m.OriginSpool = 0, 0
 	}
+	if err := checkFairness(m.Fairness); err != nil {
+		return err
+	}
 	val := m.record()
 	if len(val) > MaxRecordSize {
 		return &WriteError{Err: ErrTooLarge}
 	}
-	o := &appendOp{opBase: opBase{msg: m, done: make(chan error, 1)}, val: val, size: storedSize(m.Host, val), once: on, coal: co}
+	o := &appendOp{opBase: opBase{msg: m, done: make(chan error, 1)}, val: val, size: m.storedSize(val), once: on, coal: co}
 	if err := s.admit(m.Host, o.size, hostLimit); err != nil {
 		return err
 	}
@@ -320,7 +331,7 @@ func (s *Spool) DeleteAll(ms []*Message) error {
 func (s *Spool) Update(m *Message) {
 	m.LastError = clip(m.LastError)
 	val := m.record()
-	o := &updateOp{opBase: opBase{msg: m}, val: val, size: storedSize(m.Host, val), old: m.size}
+	o := &updateOp{opBase: opBase{msg: m}, val: val, size: m.storedSize(val), old: m.size}
 	m.size = o.size
 	s.submit(o)
 }

@@ -9,24 +9,48 @@ import (
 )
 
 // Oldest returns when host's oldest queued message was enqueued, and false
-// when host has nothing queued. It reads one key and the head of its
-// record (not the body): the queue is in id order, and ids increase with
-// every append, so the first key of a host's prefix is its oldest message.
+// when host has nothing queued. It reads the first key of each of host's
+// lanes and the head of its record (not the body): a lane is in id order,
+// and ids increase with every append, so the first key of a lane is its
+// oldest message. (A replayed dead letter keeps its arrival time under a
+// new id: as before lanes, it does not count as its lane's oldest.)
 func (s *Spool) Oldest(host string) (time.Time, bool, error) {
 	txn := s.queue.NewTransactionAt(math.MaxUint64, false) // the newest version, as Read
 	defer txn.Discard()
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: queuePrefix(host)})
+	prefixes := [][]byte{queuePrefix(host)}
+	for _, u := range s.Lanes(host) {
+		if u.Lane != (Lane{}) {
+			prefixes = append(prefixes, lanePrefix(host, u.Lane))
+		}
+	}
+	var oldest time.Time
+	found := false
+	for _, p := range prefixes {
+		at, ok, err := firstEnqueued(txn, p)
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		if ok && (!found || at.Before(oldest)) {
+			oldest, found = at, true
+		}
+	}
+	return oldest, found, nil
+}
+
+// firstEnqueued reads the enqueue time of the first message under prefix,
+// a lane's.
+func firstEnqueued(txn *badger.Txn, prefix []byte) (time.Time, bool, error) {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		item := it.Item()
-		_, id, ok := parseQueueKey(item.Key())
-		if !ok {
+		if len(item.Key()) != len(prefix)+8 {
 			continue
 		}
 		var at time.Time
 		err := item.Value(func(v []byte) error {
 			var err error
-			at, err = decodeEnqueued(id, v)
+			at, err = decodeEnqueued(v)
 			return err
 		})
 		return at, err == nil, err
@@ -35,10 +59,9 @@ func (s *Spool) Oldest(host string) (time.Time, bool, error) {
 }
 
 // decodeEnqueued reads the enqueue time from the head of a queue record.
-func decodeEnqueued(id uint64, b []byte) (time.Time, error) {
+func decodeEnqueued(b []byte) (time.Time, error) {
 	d := decoder{b: b}
-	var origin, originSpool uint64
-	if !d.version(&origin, &originSpool) {
+	if !d.version(&Message{}) {
 		return time.Time{}, errCorrupt
 	}
 	d.bytes() // method

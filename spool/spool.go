@@ -8,7 +8,8 @@
 // kept database, holds what must outlive the queue: the dead letters, the id
 // sequence and the hosts an operator paused.
 //
-//	queue/  q <host> 0x00 <id:8 bytes big-endian>   queued message
+//	queue/  q <host> 0x00 <id:8 bytes big-endian>   queued message without a lane (Lane{})
+//	queue/  l <host> 0x00 <key> 0x00 <rank> <id>    queued message in a lane (lanekey.go)
 //	dead/   d <id:8 bytes big-endian>              dead letter
 //	dead/   mseq                                    id ceiling: no id above it handed out
 //	dead/   p <host>                                host paused by an operator
@@ -24,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -312,18 +312,22 @@ func (s *Spool) load() error {
 		return err
 	}
 	return s.queue.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixQueue}})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			host, id, ok := parseQueueKey(item.Key())
-			if !ok {
-				continue
+		// The queue keys (lane Lane{}), then the other lanes' keys.
+		for _, p := range []byte{prefixQueue, prefixLane} {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
+			for it.Rewind(); it.Valid(); it.Next() {
+				item := it.Item()
+				host, lane, id, ok := parseAnyKey(item.Key())
+				if !ok {
+					continue
+				}
+				// Badger's estimate of storedSize: the value and the key.
+				size := int64(item.ValueSize()) + int64(len(item.Key()))
+				s.ledger.add(host, 1, size)
+				s.ledger.laned(host, lane, 1)
+				s.seq = max(s.seq, id)
 			}
-			// Badger's estimate of storedSize: the value and the key.
-			size := int64(item.ValueSize()) + int64(len(item.Key()))
-			s.ledger.add(host, 1, size)
-			s.seq = max(s.seq, id)
+			it.Close()
 		}
 		return nil
 	})
@@ -351,46 +355,6 @@ func (s *Spool) Close() error {
 		err = kerr
 	}
 	return err
-}
-
-// Read returns up to max queued messages of host with ids above after, in
-// FIFO order.
-func (s *Spool) Read(host string, after uint64, max int) ([]*Message, error) {
-	var out []*Message
-	// The newest version of every key, as DB.View reads in managed mode.
-	// Reading at an older timestamp would not be safe: versions at or
-	// below the discard timestamp that a newer one shadows may already be
-	// compacted away. A message a round is still writing may show up
-	// before it is synced and announced; the dispatcher's cursor keeps it
-	// from being taken twice.
-	txn := s.queue.NewTransactionAt(math.MaxUint64, false)
-	defer txn.Discard()
-	io := badger.DefaultIteratorOptions
-	io.Prefix = queuePrefix(host)
-	io.PrefetchSize = min(max, 100)
-	it := txn.NewIterator(io)
-	defer it.Close()
-	for it.Seek(queueKey(host, after+1)); it.Valid() && len(out) < max; it.Next() {
-		item := it.Item()
-		_, id, ok := parseQueueKey(item.Key())
-		if !ok {
-			continue
-		}
-		err := item.Value(func(v []byte) error {
-			m, err := decodeMessage(host, id, v)
-			if err != nil {
-				return err
-			}
-			m.size = storedSize(host, v)
-			m.Spool = s.instance
-			out = append(out, m)
-			return nil
-		})
-		if err != nil {
-			return out, err
-		}
-	}
-	return out, nil
 }
 
 // reclaimAfter is how many bytes the queue database may accumulate before
