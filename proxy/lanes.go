@@ -209,6 +209,8 @@ type KeyCounter interface {
 	KeyQueued(host, key string) (queued, keys int)
 }
 
+var _ KeyCounter = (*spool.Spool)(nil)
+
 // keyFull answers a webhook whose fairness key has max_queued_per_key
 // webhooks queued at host: 429, with a Retry-After from the key's share of
 // the host's rate. ok is false when the key has room.
