@@ -40,6 +40,7 @@ type Config struct {
 	Dedupe      DedupeConfig   // see dedupe.go
 	Journal     JournalConfig  // see journal.go
 	Proxy       ProxyConfig    // see proxy.go
+	Events      EventsConfig   // see events.go
 	Path        string         // file it was loaded from (the name given to Parse); "" for Default()
 
 	hosts *hostIndex     // precomputed for Lookup
@@ -227,6 +228,7 @@ func Default() *Config {
 		Dedupe:    defaultDedupe(),
 		Journal:   defaultJournal(),
 		Proxy:     defaultProxy(),
+		Events:    defaultEvents(),
 	}
 	c.hosts = newHostIndex(c.Hosts)
 	return c
@@ -370,5 +372,6 @@ func RestartRequired(old, new *Config) []string {
 			changed = append(changed, f.name)
 		}
 	}
+	changed = append(changed, eventsRestart(old.Events, new.Events)...)
 	return append(changed, fleetRestart(old.Fleet, new.Fleet)...)
 }

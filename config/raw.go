@@ -85,6 +85,7 @@ type rawConfig struct {
 	Dedupe    rawDedupe    `yaml:"dedupe"`
 	Journal   rawJournal   `yaml:"journal"`
 	Proxy     rawProxy     `yaml:"proxy"`
+	Events    rawEvents    `yaml:"events"`
 }
 
 type rawLog struct {

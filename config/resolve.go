@@ -91,6 +91,7 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 	entries := decodeHosts(&raw.Hosts, doc, p)
 	c.Hosts = resolveHosts(p, entries, c.Defaults, minExplicit, !raw.Defaults.Connect.Set)
 	c.hosts = newHostIndex(c.Hosts)
+	resolveEvents(p, &raw.Events, c)
 	c.lines = make(map[string]int)
 	for path, line := range doc.lines {
 		if !strings.HasPrefix(path, "hosts[") {
