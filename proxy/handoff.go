@@ -14,8 +14,9 @@ import (
 // the proxy lets in could send the header. Without a secret the claim is
 // ignored (the webhook gets an id of this spool's), and that is logged
 // once; a claim unsigned or wrongly signed is refused with 403, and its
-// ingest line says why.
-func (p *Proxy) handoffOrigin(r *http.Request, pol *Policy, host, claim string, m *spool.Message) (decision, bool) {
+// ingest line says why. A checked claim keeps its fairness key too
+// (handoffKey; mode is the host's fairness.key).
+func (p *Proxy) handoffOrigin(r *http.Request, pol *Policy, host, claim, mode string, m *spool.Message) (decision, bool) {
 	ref, ok := handoff.Origin(claim)
 	if !ok {
 		return decision{}, false // no whole id claimed: lineage for the log only
@@ -32,5 +33,6 @@ func (p *Proxy) handoffOrigin(r *http.Request, pol *Policy, host, claim string, 
 			reason: err.Error() + "; not stored (shutdown.handoff_secret_file must be the same on both ends)"}, true
 	}
 	m.Origin, m.OriginSpool = ref.Seq, ref.Spool
+	handoffKey(r, mode, m)
 	return decision{}, false
 }

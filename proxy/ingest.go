@@ -161,7 +161,7 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 		return badRequest("reading body: " + err.Error()), 0
 	}
 	if from := r.Header[handoff.Header]; len(from) > 0 {
-		if d, refused := p.handoffOrigin(r, pol, host, from[0], m); refused {
+		if d, refused := p.handoffOrigin(r, pol, host, from[0], hp.FairnessKey, m); refused {
 			return d, len(m.Body)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/config"
-	"github.com/hookpace/hookpace/handoff"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -78,15 +77,11 @@ func readLane(r *http.Request, hp *HostPolicy, user string, now time.Time) (lane
 // fairnessKey is the webhook's fairness key as the host's fairness.key
 // says: its Hookpace-Fairness-Key (header), the proxy user it
 // authenticated as (proxy_user), or its path's first segments (path); ""
-// without fairness. A hand-off carries the key its first hookpace found,
-// in the header, whatever the mode.
+// without fairness. (A verified hand-off keeps its first hookpace's key:
+// handoffKey.)
 func fairnessKey(r *http.Request, hp *HostPolicy, user string) (string, *decision) {
-	mode := hp.FairnessKey
-	if len(r.Header[handoff.Header]) > 0 && mode != "" {
-		mode = config.FairnessHeader
-	}
 	var key, what string
-	switch mode {
+	switch hp.FairnessKey {
 	case config.FairnessHeader:
 		vs := r.Header[HeaderFairnessKey]
 		if len(vs) == 0 {
@@ -110,6 +105,20 @@ func fairnessKey(r *http.Request, hp *HostPolicy, user string) (string, *decisio
 		return "", badLane(what + " " + err.Error() + ": want 1 to 200 printable bytes")
 	}
 	return key, nil
+}
+
+// handoffKey gives a hand-off whose claim checked the fairness key its
+// first hookpace found, which it carries in Hookpace-Fairness-Key, when the
+// host has fairness keys but takes them from elsewhere (a hand-off comes
+// as the sender's proxy user, to its path). Only a signed claim: any
+// client could send the header.
+func handoffKey(r *http.Request, mode string, m *spool.Message) {
+	if mode == "" || mode == config.FairnessHeader {
+		return
+	}
+	if vs := r.Header[HeaderFairnessKey]; len(vs) == 1 && config.CheckLaneKey(vs[0]) == nil {
+		m.Fairness = vs[0]
+	}
 }
 
 // pathKey is p up to its depth-th segment: "/webhooks/cust-42/x" at depth

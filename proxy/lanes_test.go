@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/egress"
+	"github.com/hookpace/hookpace/handoff"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -322,5 +324,43 @@ func TestPathKey(t *testing.T) {
 		if got := pathKey(c.path, c.depth); got != c.want {
 			t.Errorf("pathKey(%q, %d) = %q, want %q", c.path, c.depth, got, c.want)
 		}
+	}
+}
+
+// A hand-off whose claim checks keeps the fairness key its first hookpace
+// found (Hookpace-Fairness-Key), though this host takes keys from the
+// proxy user; an unchecked claim does not.
+func TestHandoffKeepsFairnessKey(t *testing.T) {
+	users := []config.User{{Username: "peer", Password: "pw"}}
+	p, sp := laneProxy(t, HostPolicy{FairnessKey: config.FairnessProxyUser}, users, nil)
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	pol := *p.policy.Load()
+	pol.HandoffSecret = secret
+	p.SetPolicy(pol)
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("peer:pw"))
+	for i, sig := range []string{
+		handoff.Sign(secret, "pod-a/00000000000000070000000000000001", http.MethodPost, laneHost, []byte(`{"n":1}`)),
+		"", // unsigned: refused, nothing stored
+	} {
+		claim := "pod-a/0000000000000007000000000000000" + strconv.Itoa(i+1)
+		h := http.Header{"Proxy-Authorization": {basic}, handoff.Header: {claim}, HeaderFairnessKey: {"tenant-x"}}
+		if sig != "" {
+			h[handoff.SignatureHeader] = []string{sig}
+		}
+		w := post(p, "/hook", h)
+		if want := []int{http.StatusAccepted, http.StatusForbidden}[i]; w.Code != want {
+			t.Fatalf("hand-off %d: %d %s, want %d", i, w.Code, w.Body, want)
+		}
+	}
+	// Not a hand-off: the header does not choose the key.
+	if w := post(p, "/hook", http.Header{"Proxy-Authorization": {basic}, HeaderFairnessKey: {"tenant-x"}}); w.Code != http.StatusAccepted {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	keys := map[string]int{}
+	for _, m := range queued(t, sp) {
+		keys[m.Fairness]++
+	}
+	if len(keys) != 2 || keys["tenant-x"] != 1 || keys["peer"] != 1 {
+		t.Errorf("fairness keys stored %v, want tenant-x (the hand-off) and peer", keys)
 	}
 }
