@@ -260,6 +260,7 @@ func (d *Dispatcher) judge(h *host, m *spool.Message, pol Policy, res result, no
 		d.opts.Queue.Update(m)
 	case vDead:
 		d.opts.Queue.Bury(m, reason, now)
+		d.emitDead(m, reason, now)
 	}
 	return v, reason
 }
@@ -290,6 +291,7 @@ func (d *Dispatcher) breakerChanged(h *host, was, why string) {
 	if state == was {
 		return
 	}
+	d.emitBreaker(h, was, state, probeAt, why)
 	switch state {
 	case pacer.BreakerOpen:
 		d.log.Warn("breaker opened: nothing is sent to the host until one probe at probe_at", "host", h.name, "from", was,

@@ -75,6 +75,7 @@ func (d *Dispatcher) expire(h *host, m *spool.Message, now time.Time) {
 	reason := fmt.Sprintf("max_age %v exceeded at the head of the queue (queued %v ago, %d attempts)",
 		h.pol.MaxAge, now.Sub(m.Enqueued).Round(time.Millisecond), m.Attempts)
 	d.opts.Queue.Bury(m, reason, now)
+	d.emitDead(m, reason, now)
 	d.log.Info("delivery", "host", h.name, "id", m.Ref().String(), "attempt", m.Attempts, "outcome", "dead",
 		"age_ms", now.Sub(m.Enqueued).Milliseconds(), "reason", reason)
 }
@@ -139,10 +140,14 @@ func (d *Dispatcher) autoPause(host string, pol Policy, res result, now time.Tim
 	if !failing || res.verdict == vDone {
 		return
 	}
-	if err := d.Pause(host); err != nil {
+	why := fmt.Sprintf("auto_pause_after %v: failing without a single success since %s (last: %s)",
+		pol.AutoPauseAfter, since.UTC().Format(time.RFC3339), res.reason)
+	if err := d.pauseAuto(host, why); err != nil {
 		d.log.Error("auto_pause_after: could not pause the host", "host", host, "error", err)
 		return
 	}
+	d.emit(EventHostPaused, host, now, map[string]any{"reason": why, "failing_since": since.UTC(),
+		"auto_pause_after": pol.AutoPauseAfter.String(), "last_error": res.reason})
 	d.log.Warn("host paused by auto_pause_after: it has failed without a single success since failing_since; its queue is kept (hookpace resume HOST)",
 		"host", host, "failing_since", since.UTC().Format(time.RFC3339Nano), "auto_pause_after", pol.AutoPauseAfter.String(), "last_error", res.reason)
 }

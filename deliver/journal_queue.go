@@ -45,6 +45,8 @@ type purges struct {
 	// failing is, for auto_pause_after, when each host began failing
 	// without a success since (journal.go).
 	failing map[string]time.Time
+	// pausedWhy says why each paused host is paused (events.go).
+	pausedWhy map[string]string
 }
 
 type purgeLater struct {

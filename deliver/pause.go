@@ -50,6 +50,7 @@ func (d *Dispatcher) setPause(name string, paused bool, by string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	h := d.hostLocked(name) // forgotten meanwhile if it was not paused
+	d.notePause(name, paused, by)
 	if paused {
 		h.gate.Pause()
 		d.log.Info("host paused", "host", name, "by", by)

@@ -27,6 +27,9 @@ type HostStatus struct {
 	Breaker        string     `json:"breaker"`
 	BreakerProbeAt *time.Time `json:"breaker_probe_at"` // while open: when the probe may go
 	Paused         bool       `json:"paused"`
+	// PausedWhy says who or what paused the host: an operator, another
+	// replica, or auto_pause_after with the failures that led to it.
+	PausedWhy string `json:"paused_why,omitempty"`
 	// Webhooks for the host answered with an earlier one's id
 	// (Idempotency-Key) since hookpace started.
 	Deduplicated int64 `json:"deduplicated"`
@@ -135,6 +138,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 	}
 	hs.ConcurrencyLimit, hs.ConcurrencyWhy, hs.RateWhy = st.Concurrency, st.ConcurrencyWhy, st.RateWhy
 	hs.Coalesced = d.coalesced(h.name)
+	hs.PausedWhy = d.pausedWhyLocked(h.name, st.Paused)
 	h.gate.Status(now, &hs)
 	return hs
 }
