@@ -88,6 +88,7 @@ func (a *app) handoff(ctx context.Context, sh config.ShutdownConfig) {
 	}
 	res, err := handoff.Run(ctx, handoff.Options{Target: sh.Handoff, Auth: files.HandoffAuth, Secret: files.HandoffSecret, From: from,
 		Queue: a.spool, Logger: a.log})
+	defer a.handoffEnded(ctx, sh, res, err)
 	if err != nil {
 		a.log.Error("handoff failed", "error", err, "handed_off", res.HandedOff)
 		return

@@ -23,6 +23,7 @@ import (
 	"github.com/hookpace/hookpace/connlimit"
 	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/egress"
+	"github.com/hookpace/hookpace/events"
 	"github.com/hookpace/hookpace/fleet"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/proxy"
@@ -71,9 +72,10 @@ type app struct {
 	spool   *spool.Spool
 	disp    *deliver.Dispatcher
 	proxy   *proxy.Proxy
-	fleet   *fleet.Limiter // nil without a fleet section
-	view    *fleetView     // the fleet's view: deliveries counted (fleet.go); nil without a fleet
-	history *admin.History // the status page's last 15 minutes, sampled while serving
+	fleet   *fleet.Limiter  // nil without a fleet section
+	view    *fleetView      // the fleet's view: deliveries counted (fleet.go); nil without a fleet
+	history *admin.History  // the status page's last 15 minutes, sampled while serving
+	events  *events.Emitter // operational events (events.go); nil without events.url
 
 	started            time.Time // when build began
 	proxyLn, adminLn   net.Listener
@@ -125,6 +127,7 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 			a.spool.Close()
 		}
 	})
+	a.startEvents(cfg)
 	// hookpace's own CA lives in the spool directory, which the open spool
 	// holds for this process alone.
 	a.trust = &intercept{log: a.log}
@@ -246,6 +249,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Prop:     tel.Propagator,
 		Throttle: telemetry.NewThrottle(10 * time.Second),
 		Gates:    gates,
+		Events:   a.eventsHook(),
 	})
 	// The metrics read snapshots, as the page and the API do
 	// (admin.TakeSnapshot), taken at scrape time.
@@ -303,6 +307,7 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 		spool: a.spool, disp: a.disp, proxy: a.proxy, trust: a.trust}
 	go reportTraffic(watchCtx, a.log, trafficReportAfter, proxyAddr, a.proxy.Counts)
 	go a.history.Run(watchCtx) // stops with the watch, before shutdown
+	go a.watchEvents(watchCtx)
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); r.watch(watchCtx, reload) }()
 	select {

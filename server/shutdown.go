@@ -32,11 +32,13 @@ func (a *app) shutdown() error {
 		a.drain(begin.Add(sh.Drain.D()), before)
 	}
 	a.stopDeliveries(deadline, sh, begin)
+	a.events.Flush() // what the dispatcher reported is in the spool: handed off, or kept
 	if sh.Handoff != "" {
 		a.handoff(deadline, sh)
 	}
 	a.proxySrv.Shutdown(deadline)
 	a.adminSrv.Shutdown(deadline)
+	a.events.Close()
 	left := a.spool.Usage()
 	a.spoolClosing = true
 	if err := closeSpool(a.spool, deadline); err != nil {
