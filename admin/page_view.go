@@ -79,6 +79,7 @@ type hostView struct {
 	InFlight                   int
 	FleetInFlight              string // "" without a fleet-wide count
 	Paused                     bool
+	PausedWhy                  string // who or what paused the host
 	Breaker, LastError         string
 	RateText, RateNote         string
 	Hold, HoldUntil, HoldTitle string
@@ -91,7 +92,7 @@ type hostView struct {
 
 func (r hostRow) view(now time.Time) hostView {
 	v := hostView{Host: r.Host, ID: "h-" + strings.NewReplacer(".", "-", ":", "-").Replace(r.Host),
-		Queued: r.Queued, Dead: r.Dead, InFlight: r.InFlight, Paused: r.Paused, Breaker: r.Breaker, LastError: r.LastError}
+		Queued: r.Queued, Dead: r.Dead, InFlight: r.InFlight, Paused: r.Paused, PausedWhy: r.PausedWhy, Breaker: r.Breaker, LastError: r.LastError}
 	v.RateText = RateText(r.Rate) + "/s"
 	if r.ConfiguredRate > 0 && r.Rate < r.ConfiguredRate {
 		v.RateNote = "of " + RateText(r.ConfiguredRate) + "/s configured"
