@@ -13,6 +13,7 @@ package handoff
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -51,7 +52,8 @@ func Origin(from string) (spool.Ref, bool) {
 // has stopped).
 type Queue interface {
 	Hosts() map[string]spool.HostUsage
-	Read(host string, after uint64, max int) ([]*spool.Message, error)
+	// ReadHost reads every lane of host's queue (see spool.ReadHost).
+	ReadHost(host string, after spool.HostCursor, max int) ([]*spool.Message, spool.HostCursor, error)
 	// Delete removes a message and returns once that is durable.
 	Delete(m *spool.Message) error
 }
@@ -83,11 +85,14 @@ type Options struct {
 
 // Result says what a hand-off did.
 type Result struct {
-	Queued    int            // webhooks queued when it began
-	HandedOff int            // answered 202 there and deleted here
-	Left      int            // still queued here
-	Kept      map[string]int // why webhooks stayed, by reason: status_503, 202_without_id, 429_past_budget, connection_error, timeout, local_delete_failed
-	Took      time.Duration
+	Queued    int // webhooks queued when it began
+	HandedOff int // answered 202 there and deleted here
+	Left      int // still queued here
+	// Kept: why webhooks stayed, by reason: status_503, 202_without_id,
+	// 429_past_budget, connection_error, timeout, local_delete_failed,
+	// behind_kept_ordered (an earlier webhook of its ordering key stayed).
+	Kept map[string]int
+	Took time.Duration
 }
 
 // Rate is the hand-offs per second.
@@ -105,45 +110,34 @@ const DefaultConcurrency = 64
 const batch = 256
 
 // Run hands off every queued webhook, until all went or ctx is done.
+// The webhooks of one ordering key (of one host and fairness key) go one
+// at a time, in their order, by one worker; once one of them is kept
+// here, the rest of its key stay too, so that the other hookpace never
+// holds a key's later webhooks without its earlier ones.
 func Run(ctx context.Context, o Options) (Result, error) {
 	start := time.Now()
 	s, err := newSender(o)
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Kept: map[string]int{}}
+	t := &tally{res: Result{Kept: map[string]int{}}, s: s}
 	for _, u := range o.Queue.Hosts() {
-		res.Queued += int(u.Messages)
+		t.res.Queued += int(u.Messages)
 	}
-	work := make(chan *spool.Message)
-	var (
-		wg sync.WaitGroup
-		mu sync.Mutex
-	)
-	for range s.concurrency {
-		wg.Go(func() {
-			for m := range work {
-				newID, reason := s.handOff(ctx, m)
-				mu.Lock()
-				if reason == "" {
-					res.HandedOff++
-				} else {
-					res.Kept[reason]++
-					if res.Kept[reason] == 1 {
-						s.log.Warn("handoff: webhook kept here", "id", m.Ref().String(), "host", m.Host,
-							"target", s.target.Redacted(), "reason", reason, "note", "further ones for the same reason are counted at the end")
-					}
-				}
-				mu.Unlock()
-				if reason == "" {
-					s.log.Info("handoff", "id", m.Ref().String(), "host", m.Host, "new_id", newID, "target", s.target.Host)
-				}
-			}
-		})
+	shared := make(chan *spool.Message)
+	own := make([]chan *spool.Message, s.concurrency) // per worker: ordered keys
+	var wg sync.WaitGroup
+	for i := range own {
+		own[i] = make(chan *spool.Message, batch/len(own)+1)
+		wg.Go(func() { s.work(ctx, own[i], shared, t) })
 	}
-	readErr := s.feed(ctx, work)
-	close(work)
+	readErr := s.feed(ctx, shared, own)
+	close(shared)
+	for _, c := range own {
+		close(c)
+	}
 	wg.Wait()
+	res := t.res
 	for _, u := range o.Queue.Hosts() {
 		res.Left += int(u.Messages)
 	}
@@ -151,9 +145,80 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	return res, readErr
 }
 
-// feed reads every host's queue in FIFO order and hands the messages to
-// the workers, until the queue is read or ctx is done.
-func (s *sender) feed(ctx context.Context, work chan<- *spool.Message) error {
+// keptBehind is why a webhook of an ordering key stays: an earlier one of
+// its key was kept.
+const keptBehind = "behind_kept_ordered"
+
+// work hands off what it is given, the webhooks of its ordering keys from
+// own (in their order) and any other from shared, until both are closed.
+func (s *sender) work(ctx context.Context, own, shared <-chan *spool.Message, t *tally) {
+	blocked := map[string]bool{} // ordering keys with a webhook kept here
+	for own != nil || shared != nil {
+		var m *spool.Message
+		var ok bool
+		select {
+		case m, ok = <-own:
+			if !ok {
+				own = nil
+				continue
+			}
+		case m, ok = <-shared:
+			if !ok {
+				shared = nil
+				continue
+			}
+		}
+		key := orderKey(m)
+		if key != "" && blocked[key] {
+			t.record(m, "", keptBehind)
+			continue
+		}
+		newID, reason := s.handOff(ctx, m)
+		if key != "" && reason != "" {
+			blocked[key] = true
+		}
+		t.record(m, newID, reason)
+	}
+}
+
+// tally counts what the workers did.
+type tally struct {
+	mu  sync.Mutex
+	res Result
+	s   *sender
+}
+
+func (t *tally) record(m *spool.Message, newID, reason string) {
+	t.mu.Lock()
+	if reason == "" {
+		t.res.HandedOff++
+	} else {
+		t.res.Kept[reason]++
+		if t.res.Kept[reason] == 1 {
+			t.s.log.Warn("handoff: webhook kept here", "id", m.Ref().String(), "host", m.Host,
+				"target", t.s.target.Redacted(), "reason", reason, "note", "further ones for the same reason are counted at the end")
+		}
+	}
+	t.mu.Unlock()
+	if reason == "" {
+		t.s.log.Info("handoff", "id", m.Ref().String(), "host", m.Host, "new_id", newID, "target", t.s.target.Host)
+	}
+}
+
+// orderKey names m's ordering key within its host and fairness key, or is
+// "" for a webhook without one.
+func orderKey(m *spool.Message) string {
+	if m.Ordering == "" {
+		return ""
+	}
+	return m.Host + "\x00" + m.Fairness + "\x00" + m.Ordering
+}
+
+// feed reads every host's queue, every lane of it (spool.ReadHost), each
+// lane in FIFO order, and hands the messages to the workers: those of an
+// ordering key to the worker its key hashes to, in order, the others to
+// any. It stops when the queue is read or ctx is done.
+func (s *sender) feed(ctx context.Context, shared chan<- *spool.Message, own []chan *spool.Message) error {
 	usage := s.queue.Hosts()
 	hosts := make([]string, 0, len(usage))
 	for h := range usage {
@@ -161,20 +226,26 @@ func (s *sender) feed(ctx context.Context, work chan<- *spool.Message) error {
 	}
 	sort.Strings(hosts)
 	for _, h := range hosts {
-		var after uint64
+		var after spool.HostCursor
 		for {
-			msgs, err := s.queue.Read(h, after, batch)
+			msgs, next, err := s.queue.ReadHost(h, after, batch)
 			if err != nil {
 				return fmt.Errorf("handoff: read %s's queue: %w", h, err)
 			}
 			for _, m := range msgs {
+				to := shared
+				if key := orderKey(m); key != "" {
+					f := fnv.New32a()
+					f.Write([]byte(key))
+					to = own[f.Sum32()%uint32(len(own))]
+				}
 				select {
-				case work <- m:
+				case to <- m:
 				case <-ctx.Done():
 					return nil
 				}
-				after = m.ID
 			}
+			after = next
 			if len(msgs) < batch {
 				break
 			}

@@ -110,6 +110,7 @@ func (s *sender) send(ctx context.Context, m *spool.Message) (answer, error) {
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header["User-Agent"] = nil // none rather than Go's default, as a delivery would
 	}
+	setLane(req.Header, m, time.Now())
 	claim := s.from + "/" + m.Ref().String()
 	req.Header.Set(Header, claim)
 	if s.secret != nil {
@@ -125,6 +126,43 @@ func (s *sender) send(ctx context.Context, m *spool.Message) (answer, error) {
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	return answer{status: resp.StatusCode, id: resp.Header.Get("X-Hookpace-Id"), retryAfter: resp.Header.Get("Retry-After")}, nil
+}
+
+// The lane headers (issue 34) as the receiving hookpace's proxy reads
+// them (proxy.HeaderFairnessKey and the others; proxy imports this
+// package, so they are spelled out here, and a test checks they agree).
+const (
+	headerFairnessKey = "Hookpace-Fairness-Key"
+	headerOrderingKey = "Hookpace-Ordering-Key"
+	headerPriority    = "Hookpace-Priority"
+	headerNotBefore   = "Hookpace-Not-Before"
+)
+
+// setLane re-attaches m's lane fields as the headers that ingest reads
+// them from (and strips before storing): the other hookpace queues m in
+// the same lane, keeps its ordering key, and holds it until its
+// not-before time, if that is still ahead of now. A fairness key goes as
+// the header even where the hosts take their keys from the proxy user or
+// the path: the other hookpace keeps it from the header for a signed
+// hand-off (proxy's handoffKey).
+func setLane(h http.Header, m *spool.Message, now time.Time) {
+	if m.Fairness != "" {
+		h.Set(headerFairnessKey, m.Fairness)
+	}
+	if m.Ordering != "" {
+		h.Set(headerOrderingKey, m.Ordering)
+	}
+	if m.Priority != spool.PriorityNormal {
+		h.Set(headerPriority, m.Priority.String())
+	}
+	if m.NotBefore.After(now) {
+		// An HTTP-date has whole seconds: rounded up, never early.
+		at := m.NotBefore.Truncate(time.Second)
+		if at.Before(m.NotBefore) {
+			at = at.Add(time.Second)
+		}
+		h.Set(headerNotBefore, at.UTC().Format(http.TimeFormat))
+	}
 }
 
 // retryAfter reads a Retry-After in seconds or as an HTTP-date.
