@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,5 +145,62 @@ func watermarks(t *testing.T, hp *Hookpace, wh *standardwebhooks.Webhook, ops, s
 	})
 	if low, _ := findEvent(evs, "spool.low_water", ""); low.Verified != nil || low.Data["low_water"] != 0.25 {
 		t.Errorf("spool.low_water: %+v", low)
+	}
+}
+
+// A partner that answers 429 with a long Retry-After is held past
+// events.held_after: host.held. Then hookpace stops and hands off what is
+// queued to another hookpace, which delivers the handoff.ended event too,
+// signed by the same events.sign, as replicas of one config would.
+func TestHeldAndHandoffEvents(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "ops-whsec")
+	if err := os.WriteFile(secret, []byte(e2eWhsec+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wh, err := standardwebhooks.NewWebhook(e2eWhsec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := NewReceiver(t)
+	partner := NewReceiver(t)
+	partner.Handle = func(w http.ResponseWriter, r *http.Request, _ int) {
+		w.Header().Set("Retry-After", "60")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	common := fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+events:
+  url: %s/hookpace
+  sign: {scheme: standard-webhooks, secret_file: %s}
+  held_after: 1s
+`, ops.URL, secret)
+	b := Start(t, common)
+	a := Start(t, common+fmt.Sprintf("shutdown: {timeout: 10s, drain: 0s, handoff: \"http://%s\"}\n", b.Proxy))
+	if status, _ := a.Post(a.Client(), partner.URL+"/held", WebhookBody(1), nil); status != http.StatusAccepted {
+		t.Fatalf("POST: %d", status)
+	}
+	var evs []opsEvent
+	ops.WaitFor(t, 20*time.Second, "host.held event", func(as []Arrival) bool {
+		evs = opsEvents(t, wh, as)
+		_, ok := findEvent(evs, "host.held", partner.Host())
+		return ok
+	})
+	held, _ := findEvent(evs, "host.held", partner.Host())
+	if held.Verified != nil || held.Data["held_until"] == nil || held.Data["queued"] != float64(1) {
+		t.Errorf("host.held: %+v", held)
+	}
+	a.Signal(syscall.SIGTERM)
+	if code := a.Wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit code %d, want 0 (all handed off)\n%s", code, a.Log())
+	}
+	ops.WaitFor(t, 20*time.Second, "handoff.ended event, delivered by the other hookpace", func(as []Arrival) bool {
+		evs = opsEvents(t, wh, as)
+		_, ok := findEvent(evs, "handoff.ended", "")
+		return ok
+	})
+	ended, _ := findEvent(evs, "handoff.ended", "")
+	if ended.Verified != nil || ended.Data["handed_off"] != float64(1) || ended.Data["left"] != float64(0) ||
+		ended.Data["target"] != "http://"+b.Proxy {
+		t.Errorf("handoff.ended: %+v", ended)
 	}
 }
