@@ -198,10 +198,7 @@ func (p *Proxy) admitLane(r *http.Request, hp *HostPolicy, host, user string, no
 	if bad != nil {
 		return l, bad
 	}
-	if d, full := p.keyFull(host, l.fairness, hp); full {
-		return l, &d
-	}
-	return l, nil
+	return l, p.keyFull(host, l.fairness, hp)
 }
 
 func badLane(reason string) *decision {
@@ -222,14 +219,14 @@ var _ KeyCounter = (*spool.Spool)(nil)
 
 // keyFull answers a webhook whose fairness key has max_queued_per_key
 // webhooks queued at host: 429, with a Retry-After from the key's share of
-// the host's rate. ok is false when the key has room.
-func (p *Proxy) keyFull(host, key string, hp *HostPolicy) (d decision, full bool) {
+// the host's rate; nil when the key has room.
+func (p *Proxy) keyFull(host, key string, hp *HostPolicy) *decision {
 	if hp.MaxQueuedPerKey <= 0 || key == "" || p.keys == nil {
-		return d, false
+		return nil
 	}
 	queued, keys := p.keys.KeyQueued(host, key)
 	if int64(queued) < hp.MaxQueuedPerKey {
-		return d, false
+		return nil
 	}
 	ra := unknownRetryAfter
 	if hp.Rate > 0 {
@@ -237,8 +234,8 @@ func (p *Proxy) keyFull(host, key string, hp *HostPolicy) (d decision, full bool
 		secs := math.Ceil(float64(queued) / (hp.Rate / float64(max(keys, 1))))
 		ra = boundRetryAfter(time.Duration(min(secs, maxRetryAfter.Seconds()) * float64(time.Second)))
 	}
-	return decision{outcome: outcomeKeyFull, status: http.StatusTooManyRequests,
+	return &decision{outcome: outcomeKeyFull, status: http.StatusTooManyRequests,
 		reason: "queue full for fairness key " + strconv.Quote(key) + " at " + host + " (max_queued_per_key " +
 			strconv.FormatInt(hp.MaxQueuedPerKey, 10) + "); retry later",
-		header: http.Header{"Retry-After": {strconv.Itoa(int(ra / time.Second))}}}, true
+		header: http.Header{"Retry-After": {strconv.Itoa(int(ra / time.Second))}}}
 }

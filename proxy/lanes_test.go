@@ -294,16 +294,21 @@ func TestKeyRetryAfterBounds(t *testing.T) {
 	}
 }
 
-// Reading the lanes of a webhook without lane headers allocates nothing,
-// with fairness by header or without.
-func TestReadLaneAllocatesNothing(t *testing.T) {
+// Admitting a webhook without lane headers allocates nothing, with
+// fairness by header (and a cap per key) or without.
+func TestAdmitLaneAllocatesNothing(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "http://"+laneHost+"/hook", nil)
 	r.Header.Set("Content-Type", "application/json")
 	now := time.Now()
-	for _, mode := range []string{"", config.FairnessHeader} {
-		hp := HostPolicy{FairnessKey: mode, MaxAge: time.Hour}
-		if n := testing.AllocsPerRun(100, func() { readLane(r, &hp, "", now) }); n != 0 {
-			t.Errorf("fairness %q: %v allocations, want 0", mode, n)
+	for _, hp := range []HostPolicy{{MaxAge: time.Hour}, {FairnessKey: config.FairnessHeader, MaxQueuedPerKey: 10, Rate: 1}} {
+		p, _ := laneProxy(t, hp, nil, nil)
+		n := testing.AllocsPerRun(100, func() {
+			if _, bad := p.admitLane(r, &hp, laneHost, "", now); bad != nil {
+				t.Fatal(bad.reason)
+			}
+		})
+		if n != 0 {
+			t.Errorf("%+v: %v allocations, want 0", hp, n)
 		}
 	}
 }
