@@ -2,18 +2,55 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 )
 
-// Message looks a webhook up in the journal (GET /v1/messages/{id}).
+// Message looks a webhook up in the journal (GET /v1/messages/{id}). For
+// an id of another replica's spool, the error is a *NotHereError that
+// says which replica to ask.
 func (c *Client) Message(ctx context.Context, id string) (Message, error) {
 	var out Message
-	err := c.do(ctx, http.MethodGet, "/v1/messages/"+url.PathEscape(id), nil, &out)
-	return out, err
+	path := "/v1/messages/" + url.PathEscape(id)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return out, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return out, fmt.Errorf("admin API at %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return out, err
+	}
+	if resp.StatusCode == http.StatusOK {
+		return out, json.Unmarshal(b, &out)
+	}
+	var nh NotHere
+	if json.Unmarshal(b, &nh) == nil && nh.Elsewhere != nil {
+		return out, &NotHereError{NotHere: nh}
+	}
+	if nh.Error != "" {
+		return out, fmt.Errorf("GET %s: %s", path, nh.Error)
+	}
+	return out, fmt.Errorf("GET %s: %s", path, resp.Status)
 }
+
+// NotHereError is Message's error for a webhook of another replica's
+// spool: NotHere says which replica that is, and its admin API.
+type NotHereError struct{ NotHere NotHere }
+
+func (e *NotHereError) Error() string { return e.NotHere.Error }
 
 // MessageFilter selects webhooks for Messages; zero fields select all.
 type MessageFilter struct {
@@ -66,4 +103,10 @@ func (c *Client) QueueAction(ctx context.Context, bury bool, host string, olderT
 	n, _ := out[verb].(float64)
 	f, _ := out["in_flight"].(float64)
 	return int(n), int(f), nil
+}
+
+// At is a client for another hookpace's admin API at addr, with c's token
+// (a fleet's replicas share it).
+func (c *Client) At(addr string) *Client {
+	return NewClient(addr).WithToken(c.token)
 }

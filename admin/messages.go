@@ -2,11 +2,11 @@ package admin
 
 // The journal's API (issue 32):
 //
-//	GET /v1/messages/{id}    one webhook: state, where it is, its attempts
+//	GET /v1/messages/{id}    one webhook: state, where it is, its attempts;
+//	                         for an id of another replica, which (messages_fleet.go)
 //	GET /v1/messages?host=&state=&since=&until=&limit=&cursor=   newest first
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -55,6 +55,9 @@ type Message struct {
 	OutcomeAt   *time.Time       `json:"outcome_at,omitempty"`
 	Reason      string           `json:"reason,omitempty"`
 	Attempts    []MessageAttempt `json:"attempts,omitempty"`
+	// HandedOff, for a webhook handed off at a shutdown, is where it went
+	// and its id there (messages_fleet.go).
+	HandedOff *Elsewhere `json:"handed_off_to,omitempty"`
 }
 
 // MessageList is the answer to GET /v1/messages.
@@ -71,17 +74,29 @@ func (a *api) message(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, err := j.Lookup(ref)
-	if errors.Is(err, spool.ErrNotFound) {
+	if isNotFound(err) && ref.Spool != 0 && ref.Spool != j.Instance() {
+		a.notHere(w, r, ref) // messages_fleet.go
+		return
+	} else if isNotFound(err) {
 		writeError(w, http.StatusNotFound, err.Error())
 		return
 	} else if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	m := a.messageOf(j, &v.Entry, v.State)
+	a.writeMessage(w, r, v)
+}
+
+// writeMessage answers with v, and for a webhook handed off, where it
+// went.
+func (a *api) writeMessage(w http.ResponseWriter, r *http.Request, v *spool.View) {
+	m := a.messageOf(a.Spool, &v.Entry, v.State)
 	m.Position = v.Position
 	for _, at := range v.Attempts {
 		m.Attempts = append(m.Attempts, attemptOf(at))
+	}
+	if m.State == spool.OutcomeHandedOff {
+		m.HandedOff = a.handedOff(r.Context(), m.Reason)
 	}
 	writeJSON(w, http.StatusOK, m)
 }

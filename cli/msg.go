@@ -23,6 +23,11 @@ which keeps every webhook with its attempts for journal.retain (default
              its last 16 digits): state (queued at position N, held,
              in_flight, delivered, dead, purged, handed_off), and each
              attempt with its status, error and the start of the answer.
+             In a fleet, an id of another replica's spool is asked of
+             that replica's admin API when the fleet knows it and it is
+             live (with the same token), and a webhook handed off is
+             followed to the replica it went to; otherwise msg show says
+             which replica to ask.
   msg list   webhooks newest first; --state one of the states above;
              --since and --until an RFC 3339 time or a duration ago (1h).
              A page ends with the --cursor of the next.
@@ -59,15 +64,7 @@ func msgCmd(args []string, out io.Writer) error {
 		if fs.NArg() != 1 {
 			return usageError{"hookpace msg show ID"}
 		}
-		m, err := c.Message(ctx, fs.Arg(0))
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(out, m)
-		}
-		printMessage(out, m)
-		return nil
+		return showMessage(ctx, out, c, fs.Arg(0), *asJSON)
 	case "list":
 		f.Host = strings.ToLower(f.Host)
 		list, err := c.Messages(ctx, f)

@@ -119,6 +119,7 @@ type Limiter struct {
 	mark   string        // its name in each host's state: a hash of Replica (recall.go)
 	recall recall        // what this replica remembers of its hosts (recall.go)
 	view   viewPublisher // what it published for the fleet's view (view.go)
+	id     identity      // its spool's identity, for the fleet (spools.go)
 
 	stop chan struct{}
 	done chan struct{}

@@ -30,11 +30,12 @@ func (l *Limiter) Start() {
 }
 
 // beat is one heartbeat, then this replica's summary for the fleet's
-// view (view.go) if Redis answered.
+// view (view.go) and its spool's identity (spools.go) if Redis answered.
 func (l *Limiter) beat() {
 	ctx := context.Background()
 	if l.Heartbeat(ctx) == nil {
 		l.publishView(ctx)
+		l.publishIdentity(ctx)
 	}
 }
 

@@ -146,6 +146,9 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 		return nil, err
 	}
 	if a.fleet != nil {
+		// The spool part of this replica's ids and its admin API, for the
+		// fleet's answer to an id of another replica (msg show).
+		a.fleet.Identify(a.spool.Instance(), a.adminLn.Addr().String())
 		a.fleet.Start()
 		a.undo = append(a.undo, func() { a.fleet.Close() })
 	}
