@@ -92,7 +92,7 @@ type hostView struct {
 
 func (r hostRow) view(now time.Time) hostView {
 	v := hostView{Host: r.Host, ID: "h-" + strings.NewReplacer(".", "-", ":", "-").Replace(r.Host),
-		Queued: r.Queued, Dead: r.Dead, InFlight: r.InFlight, Paused: r.Paused, PausedWhy: r.PausedWhy, Breaker: r.Breaker, LastError: r.LastError}
+		Queued: r.Queued, Dead: r.Dead, InFlight: r.InFlight, Paused: r.Paused, Breaker: r.Breaker, LastError: r.LastError}
 	v.RateText = RateText(r.Rate) + "/s"
 	if r.ConfiguredRate > 0 && r.Rate < r.ConfiguredRate {
 		v.RateNote = "of " + RateText(r.ConfiguredRate) + "/s configured"
@@ -100,6 +100,9 @@ func (r hostRow) view(now time.Time) hostView {
 		v.RateText = "unlimited"
 	}
 	v.ConcurrencyNote = r.ConcurrencyWhy
+	if r.PausedWhy != deliver.PausedByOperator { // an operator knows why
+		v.PausedWhy = r.PausedWhy
+	}
 	for _, note := range []string{r.Learned, r.RateWhy, r.batchText()} {
 		if note != "" {
 			v.RateNote = strings.TrimPrefix(v.RateNote+"; "+note, "; ")

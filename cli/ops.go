@@ -136,6 +136,8 @@ func printHostRow(tw io.Writer, h deliver.HostStatus, now time.Time) {
 	}
 	held := "-"
 	switch {
+	case h.Paused && h.PausedWhy != "" && h.PausedWhy != deliver.PausedByOperator:
+		held = "paused: " + h.PausedWhy
 	case h.Paused:
 		held = "paused"
 	case h.HeldUntil != nil:

@@ -90,6 +90,10 @@ func (d *Dispatcher) pauseAuto(name, why string) error {
 	return nil
 }
 
+// PausedByOperator is HostStatus.PausedWhy for an operator's pause
+// (hookpace pause, the API, the page).
+const PausedByOperator = "paused by an operator"
+
 // byAutoPause marks a pause that auto_pause_after made.
 const byAutoPause = "auto_pause_after"
 
@@ -109,7 +113,7 @@ func (d *Dispatcher) notePause(name string, paused bool, by string) {
 	case byAutoPause:
 		d.purges.pausedWhy[name] = "auto_pause_after" // pauseAuto says more
 	default:
-		d.purges.pausedWhy[name] = "paused by an operator"
+		d.purges.pausedWhy[name] = PausedByOperator
 	}
 }
 

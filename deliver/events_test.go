@@ -142,7 +142,7 @@ func TestEventsAutoPause(t *testing.T) {
 	if err := d.Pause(host); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := d.Host(host); st.PausedWhy != "paused by an operator" {
+	if st, _ := d.Host(host); st.PausedWhy != PausedByOperator {
 		t.Fatalf("operator's pause: why %q", st.PausedWhy)
 	}
 }
