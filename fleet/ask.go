@@ -306,15 +306,19 @@ func (l *Limiter) Resume(ctx context.Context, host string) error {
 type PauseState int
 
 const (
-	PauseUnknown PauseState = iota // neither paused nor resumed: never said, expired, or lost by Redis
-	Paused                         // paused by a replica
-	Resumed                        // resumed by a replica since its last pause
+	PauseUnknown  PauseState = iota // neither paused nor resumed: never said, expired, or lost by Redis
+	Paused                          // paused by a replica
+	Resumed                         // resumed by a replica since its last pause
+	PauseNoAnswer                   // its Cluster slot did not answer: ask again later
 )
 
 // PauseStates reports, in one round trip, what the fleet says of the
-// pause of each of hosts.
+// pause of each of hosts. On a Cluster, a host whose slot did not answer
+// is PauseNoAnswer (its slot is marked down) and the others' states
+// stand; the error is nil unless none answered.
 func (l *Limiter) PauseStates(ctx context.Context, hosts []string) ([]PauseState, error) {
 	out := make([]PauseState, len(hosts))
+	var failed []string
 	err := l.cmd(ctx, "pause_state", "", func(ctx context.Context) error {
 		cmds := make([]*redis.IntCmd, 2*len(hosts))
 		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -324,19 +328,28 @@ func (l *Limiter) PauseStates(ctx context.Context, hosts []string) ([]PauseState
 			}
 			return nil
 		})
-		if err != nil {
+		if err != nil && !l.cluster() {
 			return err
 		}
-		for i := range hosts {
+		for i, h := range hosts {
 			switch {
+			case cmds[2*i].Err() != nil || cmds[2*i+1].Err() != nil:
+				out[i] = PauseNoAnswer
+				failed = append(failed, l.key(h, "paused"))
 			case cmds[2*i].Val() > 0:
 				out[i] = Paused
 			case cmds[2*i+1].Val() > 0:
 				out[i] = Resumed
 			}
 		}
+		if len(failed) == len(hosts) {
+			return err
+		}
 		return nil
 	})
+	if len(failed) > 0 {
+		l.failKeys(fmt.Errorf("fleet pause_state: %d hosts' slots did not answer", len(failed)), failed)
+	}
 	return out, err
 }
 

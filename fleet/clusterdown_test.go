@@ -83,6 +83,9 @@ func TestClusterMasterDownDegradesItsSlotsOnly(t *testing.T) {
 	if _, errs := l.AskEach(ctx, reqs); errs[0] != nil || errs[1] != nil {
 		t.Fatalf("before: %v", errs)
 	}
+	if err := l.Resume(ctx, up); err != nil {
+		t.Fatal(err)
+	}
 
 	c.Nodes[kill].Kill()
 	grants, errs := l.AskEach(ctx, reqs)
@@ -100,6 +103,9 @@ func TestClusterMasterDownDegradesItsSlotsOnly(t *testing.T) {
 	}
 	if n, why := l.SlotsDown(); n != 1 || why == "" {
 		t.Fatalf("slots down %d (%q), want 1", n, why)
+	}
+	if st, err := l.PauseStates(ctx, []string{up, down}); err != nil || st[0] != Resumed || st[1] != PauseNoAnswer {
+		t.Fatalf("pause states %v, %v; want the live one's, no answer for the other", st, err)
 	}
 	if _, err := l.AskMany(ctx, reqs); err == nil {
 		t.Fatal("AskMany hid the down host's error")

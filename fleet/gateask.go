@@ -175,9 +175,11 @@ func (gs *Gates) flush() {
 	gs.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	for len(reqs) > 0 {
+	for len(reqs) > 0 && ctx.Err() == nil {
 		n := min(len(reqs), maxAskBatch)
-		if _, err := gs.lim.AskMany(ctx, reqs[:n]); err != nil {
+		// On a Cluster, the hosts on live masters give theirs back even
+		// when one master does not answer.
+		if _, errs := gs.lim.AskEach(ctx, reqs[:n]); !gs.lim.cluster() && errs[0] != nil {
 			return
 		}
 		reqs = reqs[n:]
