@@ -183,5 +183,14 @@ func (l *Limiter) slotsState(hosts int) string {
 	if n == 0 {
 		return "shared"
 	}
-	return fmt.Sprintf("shared; %d hosts degraded to a local share (%d redis cluster slots do not answer)", hosts, n)
+	// The status page appends " through Redis".
+	return fmt.Sprintf("%d host%s degraded to a local share (%d Redis Cluster slot%s not answering), the others shared",
+		hosts, plural(hosts), n, plural(n))
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
