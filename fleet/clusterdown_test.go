@@ -78,6 +78,16 @@ func TestClusterMasterDownDegradesItsSlotsOnly(t *testing.T) {
 	l := newClusterLimiter(t, c, clk, "a")
 	kill, up, down := partialCluster(t, l, c)
 	ctx := context.Background()
+	// keySlot is Redis's: its test vector, and the server's own answers.
+	if s := keySlot("123456789"); s != 12739 {
+		t.Fatalf("keySlot(123456789) = %d, want 12739", s)
+	}
+	for _, k := range []string{l.key(up, "tat"), l.key(down, "state"), l.replicasKey(), "{}x", "{a}b{c}", "no-tag", "{{x}}"} {
+		want, err := l.rdb.ClusterKeySlot(ctx, k).Result()
+		if err != nil || int64(keySlot(k)) != want {
+			t.Fatalf("keySlot(%q) = %d, redis says %d (%v)", k, keySlot(k), want, err)
+		}
+	}
 	lm := pacer.Limits{Rate: 1000, Burst: 100, Concurrency: 10}
 	reqs := []Request{{Host: up, Limits: lm, Want: 1}, {Host: down, Limits: lm, Want: 1}}
 	if _, errs := l.AskEach(ctx, reqs); errs[0] != nil || errs[1] != nil {
