@@ -123,6 +123,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("POST /v1/dead/purge", a.purgeDead)
 	mux.HandleFunc("GET /v1/messages", a.listMessages) // messages.go
 	mux.HandleFunc("GET /v1/messages/{id}", a.message)
+	mux.HandleFunc("POST /v1/messages/{id}/resend", a.resendMessage)
 	mux.HandleFunc("GET /v1/queue", a.listQueue) // queue.go
 	mux.HandleFunc("POST /v1/queue/purge", a.purgeQueue)
 	mux.HandleFunc("POST /v1/queue/bury", a.buryQueue)

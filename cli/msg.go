@@ -14,6 +14,7 @@ import (
 func init() {
 	commandHelp["msg"] = `Usage: hookpace msg show ID [--json]
        hookpace msg list [--host H] [--state S] [--since T] [--until T] [--limit N] [--cursor C] [--json]
+       hookpace msg resend ID
 
 Where is a webhook, and what did the partner answer? From the journal,
 which keeps every webhook with its attempts for journal.retain (default
@@ -31,12 +32,15 @@ which keeps every webhook with its attempts for journal.retain (default
   msg list   webhooks newest first; --state one of the states above;
              --since and --until an RFC 3339 time or a duration ago (1h).
              A page ends with the --cursor of the next.
+  msg resend a delivered webhook again, from the request the journal kept
+             (journal.bodies: true when it was delivered): queued at the
+             tail of its host's queue and delivered under its first id.
 `
 }
 
 func msgCmd(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return usageError{"hookpace msg show ID | msg list"}
+		return usageError{"hookpace msg show ID | msg list | msg resend ID"}
 	}
 	sub, args := args[0], args[1:]
 	fs := newFlags("msg " + sub)
@@ -65,6 +69,19 @@ func msgCmd(args []string, out io.Writer) error {
 			return usageError{"hookpace msg show ID"}
 		}
 		return showMessage(ctx, out, c, fs.Arg(0), *asJSON)
+	case "resend":
+		if fs.NArg() != 1 {
+			return usageError{"hookpace msg resend ID"}
+		}
+		res, err := c.Resend(ctx, fs.Arg(0), asker())
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, res)
+		}
+		fmt.Fprintf(out, "%s: queued again for %s (as %s), delivered under its first id\n", res.ID, res.Host, res.Queued)
+		return nil
 	case "list":
 		f.Host = strings.ToLower(f.Host)
 		list, err := c.Messages(ctx, f)

@@ -10,6 +10,7 @@ type JournalConfig struct {
 	Retain       Duration // entries older than this go, oldest first
 	MaxBytes     ByteSize // 0: a quarter of spool.max_bytes
 	ResponseBody ByteSize // bytes of each partner answer kept per attempt
+	Bodies       bool     // keep each delivered webhook's request, to send it again (hookpace msg resend)
 }
 
 type rawJournal struct {
@@ -17,6 +18,7 @@ type rawJournal struct {
 	Retain       opt[Duration] `yaml:"retain"`
 	MaxBytes     opt[ByteSize] `yaml:"max_bytes"`
 	ResponseBody opt[ByteSize] `yaml:"response_body"`
+	Bodies       opt[bool]     `yaml:"bodies"`
 }
 
 func defaultJournal() JournalConfig {
@@ -28,4 +30,5 @@ func resolveJournal(p *problems, r *rawJournal, j *JournalConfig) {
 	field(p, "journal.retain", r.Retain, &j.Retain, durationWithin(time.Minute, 10*365*24*time.Hour))
 	field(p, "journal.max_bytes", r.MaxBytes, &j.MaxBytes, sizeWithin(0, 1<<40))
 	field(p, "journal.response_body", r.ResponseBody, &j.ResponseBody, sizeWithin(1, 64<<10))
+	field(p, "journal.bodies", r.Bodies, &j.Bodies, nil)
 }

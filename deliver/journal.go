@@ -28,7 +28,14 @@ func (d *Dispatcher) journalAttempt(m *spool.Message, res result, at time.Time, 
 		a.Error = res.reason
 	}
 	d.opts.Queue.RecordAttempt(m, a)
+	if kb, ok := d.opts.Queue.(bodyKeeper); ok && res.verdict == vDone {
+		kb.JournalBody(m) // journal.bodies: kept to be sent again, before the delete's outcome
+	}
 }
+
+// bodyKeeper keeps a delivered webhook's request (journal.bodies);
+// *spool.Spool is one.
+type bodyKeeper interface{ JournalBody(m *spool.Message) }
 
 // answerHeader is what of an answer's header the journal may keep: the
 // spool redacts secrets, this leaves out what says nothing.

@@ -212,7 +212,7 @@ func spoolOptions(cfg *config.Config, log *slog.Logger) spool.Options {
 		DedupeMaxBytes: int64(cfg.Dedupe.MaxBytes),
 
 		Journal: spool.JournalOptions{Off: cfg.Journal.Off, Retain: cfg.Journal.Retain.D(),
-			MaxBytes: int64(cfg.Journal.MaxBytes), ResponseBody: int(cfg.Journal.ResponseBody)},
+			MaxBytes: int64(cfg.Journal.MaxBytes), ResponseBody: int(cfg.Journal.ResponseBody), Bodies: cfg.Journal.Bodies},
 	}
 }
 

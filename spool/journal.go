@@ -53,6 +53,7 @@ type JournalOptions struct {
 	Retain       time.Duration // default 14 days
 	MaxBytes     int64         // default a quarter of the spool's MaxBytes
 	ResponseBody int           // bytes of a partner's answer kept per attempt; default 1 KiB
+	Bodies       bool          // keep a delivered webhook's request, to send it again (journal_bodies.go)
 }
 
 func (o *JournalOptions) setDefaults(spoolBytes int64) {
