@@ -190,7 +190,7 @@ func TestClusterMasterDownGates(t *testing.T) {
 	if upState != "shared" {
 		t.Fatalf("%s: fleet %q while %s is degraded, want shared", up, upState, down)
 	}
-	if st := d.Fleet(); st.Degraded || !strings.HasPrefix(st.State, "1 host degraded to a local share (1 Redis Cluster slot not answering)") {
+	if st := d.Fleet(); st.Degraded || st.State != "1 host degraded to a local share (1 Redis Cluster slot not answering): "+down+"; the others shared" {
 		t.Fatalf("fleet status %+v, want shared with one host degraded", st)
 	}
 	waitFor(t, 60*time.Second, "every webhook delivered", func() bool { return r.left() == 0 })

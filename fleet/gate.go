@@ -86,10 +86,10 @@ func (gs *Gates) Status() *deliver.FleetStatus {
 		st.State = fmt.Sprintf("degraded: local share 1/%d", live)
 	} else if n, slotErr := gs.lim.SlotsDown(); n > 0 {
 		gs.mu.Lock()
-		hosts := 0
-		for _, g := range gs.hosts {
+		var hosts []string
+		for name, g := range gs.hosts {
 			if g.degraded {
-				hosts++
+				hosts = append(hosts, name)
 			}
 		}
 		gs.mu.Unlock()

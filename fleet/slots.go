@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -177,15 +178,24 @@ func (l *Limiter) probeSlots(ctx context.Context) {
 	}
 }
 
-// slotsState describes the Cluster's down slots for the status page.
-func (l *Limiter) slotsState(hosts int) string {
+// slotsState describes the Cluster's down slots and the hosts degraded
+// (the first few by name) for the status page.
+func (l *Limiter) slotsState(hosts []string) string {
 	n, _ := l.SlotsDown()
 	if n == 0 {
 		return "shared"
 	}
+	slices.Sort(hosts)
+	named := strings.Join(hosts[:min(len(hosts), 5)], ", ")
+	if len(hosts) > 5 {
+		named += fmt.Sprintf(" and %d more", len(hosts)-5)
+	}
+	if named != "" {
+		named = ": " + named
+	}
 	// The status page appends " through Redis".
-	return fmt.Sprintf("%d host%s degraded to a local share (%d Redis Cluster slot%s not answering), the others shared",
-		hosts, plural(hosts), n, plural(n))
+	return fmt.Sprintf("%d host%s degraded to a local share (%d Redis Cluster slot%s not answering)%s; the others shared",
+		len(hosts), plural(len(hosts)), n, plural(n), named)
 }
 
 func plural(n int) string {
