@@ -310,7 +310,9 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 		spool: a.spool, disp: a.disp, proxy: a.proxy, trust: a.trust}
 	go reportTraffic(watchCtx, a.log, trafficReportAfter, proxyAddr, a.proxy.Counts)
 	go a.history.Run(watchCtx) // stops with the watch, before shutdown
-	go a.watchEvents(watchCtx)
+	// Events are found while serving only: shutdown hands off what came before.
+	eventsDone := make(chan struct{})
+	go func() { defer close(eventsDone); a.watchEvents(watchCtx) }()
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); r.watch(watchCtx, reload) }()
 	select {
@@ -320,6 +322,7 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 	}
 	stopWatch()
 	<-watchDone
+	<-eventsDone
 }
 
 func serveHTTP(srv *http.Server, ln net.Listener) error {
