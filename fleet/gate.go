@@ -72,7 +72,7 @@ func (gs *Gates) Bind(wake func(apply func() []string), paused func(host string,
 func (gs *Gates) Gate(name string, l pacer.Limits, now time.Time, b deliver.Backlog) deliver.Gate {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	g := &gate{gs: gs, name: name, lim: l, backlog: b, degraded: gs.lim.HostDegraded(name)}
+	g := &gate{gs: gs, name: name, lim: l, backlog: b, slot: gs.lim.slotOf(name), degraded: gs.lim.HostDegraded(name)}
 	g.pace = pacer.New(g.limits(), now)
 	gs.hosts[name] = g
 	return g
@@ -103,6 +103,7 @@ func (gs *Gates) Status() *deliver.FleetStatus {
 // limiter's OnChange callback.
 func (gs *Gates) changed() {
 	degraded, live, _ := gs.lim.State()
+	isDegraded := gs.lim.degradedNow()
 	gs.wake(func() []string {
 		gs.mu.Lock()
 		defer gs.mu.Unlock()
@@ -111,7 +112,7 @@ func (gs *Gates) changed() {
 		names := make([]string, 0, len(gs.hosts))
 		for name, g := range gs.hosts {
 			was := g.degraded
-			g.degraded = gs.lim.HostDegraded(name)
+			g.degraded = isDegraded(g.slot)
 			g.pace.SetLimits(g.limits(), now)
 			if g.degraded && !was {
 				g.pace.Drain(now)
@@ -152,6 +153,7 @@ type gate struct {
 	// degraded: the host paces on its share, the whole limiter being
 	// degraded or (on a Cluster) the host's slot not answering.
 	degraded bool
+	slot     int // its keys' Cluster slot, -1 off a Cluster
 }
 
 // shared reports whether g paces on the fleet's shared limits now.

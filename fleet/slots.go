@@ -73,6 +73,21 @@ func (l *Limiter) HostDegraded(host string) bool {
 	return down
 }
 
+// degradedNow is HostDegraded from one snapshot of the state, for many
+// hosts at once: the host's slot is slotOf's (-1 off a Cluster).
+func (l *Limiter) degradedNow() func(slot int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.degraded {
+		return func(int) bool { return true }
+	}
+	down := make(map[int]bool, len(l.down))
+	for s := range l.down {
+		down[int(s)] = true
+	}
+	return func(slot int) bool { return down[slot] }
+}
+
 // SlotsDown is how many Cluster slots do not answer now (0 elsewhere),
 // and the last error one gave.
 func (l *Limiter) SlotsDown() (n int, why string) {
