@@ -37,6 +37,9 @@ func (d *Dispatcher) release(h *host, m *spool.Message) {
 	d.buffered -= c
 	d.bufferedN--
 	h.buffered -= c
+	if h.lanes != nil && m.Ordering != "" {
+		d.orderDone(h, m) // it left for good: its key moves on
+	}
 }
 
 // grew counts n more bytes of a message h holds (coalescing replaced its
@@ -69,7 +72,7 @@ func (d *Dispatcher) loadSize(h *host) int {
 	}
 	room := max(min(d.share()-h.buffered, d.opts.MaxBuffered-d.buffered), 0)
 	fit := int(min(room/avg, int64(n)))
-	if h.ready.len() == 0 {
+	if h.readyLen() == 0 {
 		fit = max(fit, h.pol.Batch.events())
 	}
 	return min(n, fit)

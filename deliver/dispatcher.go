@@ -35,6 +35,15 @@ type Queue interface {
 	// becomes durable, in id order (see spool.Spool.Notify).
 	Notify(fn func([]*spool.Message))
 	Read(host string, after uint64, max int) ([]*spool.Message, error)
+	// ReadLane is Read for one lane of host's queue (lanes.go), Lanes
+	// lists the lanes with webhooks queued, and Get reads back one queued
+	// webhook (spool.ErrNotQueued: it is not queued any more).
+	ReadLane(host string, l spool.Lane, after uint64, max int) ([]*spool.Message, error)
+	Lanes(host string) []spool.LaneUsage
+	Get(host string, l spool.Lane, id uint64) (*spool.Message, error)
+	// ReadHost reads host's whole queue, every lane, a part at a time
+	// (for a purge).
+	ReadHost(host string, after spool.HostCursor, max int) ([]*spool.Message, spool.HostCursor, error)
 	// Delete removes a delivered message and returns once that is durable.
 	Delete(m *spool.Message) error
 	// DeleteAll is Delete for a batch's members.
@@ -257,7 +266,7 @@ func (d *Dispatcher) Start() error {
 	d.opts.Queue.Notify(d.enqueued)
 	for name, u := range d.opts.Queue.Hosts() {
 		if u.Messages > 0 {
-			d.hostLocked(name).onDisk = true
+			d.resume(d.hostLocked(name))
 		}
 	}
 	for _, h := range d.hosts {
@@ -279,18 +288,25 @@ func (d *Dispatcher) enqueueLocked(msgs []*spool.Message) {
 	var touched []*host
 	for _, m := range msgs {
 		h := d.hostLocked(m.Host)
-		if m.ID <= h.cursor {
+		if h.lanes == nil && needsLanes(m) {
+			h.enterLanes()
+		}
+		switch {
+		case h.lanes != nil:
+			d.enqueueLane(h, m, now)
+		case m.ID <= h.cursor:
 			continue // already read from the spool
+		default:
+			h.lastSeen = max(h.lastSeen, m.ID)
+			if !h.onDisk && h.count() < h.window() && d.fits(h, m) {
+				h.ready.push(m)
+				h.cursor = m.ID
+				d.keep(h, m)
+			} else {
+				h.onDisk = true
+			}
 		}
-		h.lastSeen = max(h.lastSeen, m.ID)
 		h.active = now
-		if !h.onDisk && h.count() < h.window() && d.fits(h, m) {
-			h.ready.push(m)
-			h.cursor = m.ID
-			d.keep(h, m)
-		} else {
-			h.onDisk = true
-		}
 		if len(touched) == 0 || touched[len(touched)-1] != h {
 			touched = append(touched, h)
 		}
@@ -307,6 +323,8 @@ type host struct {
 	gate  Gate
 	ready deque      // loaded, waiting for a token, in FIFO order
 	retry retryQueue // failed, waiting for their backoff
+
+	lanes *laneSet // fairness keys, priorities, ordering keys, delays (lanes.go); nil: one FIFO
 
 	cursor   uint64 // highest id read into memory
 	buffered int64  // what h's messages in memory cost (buffer.go)
@@ -351,7 +369,17 @@ func (d *Dispatcher) hostLocked(name string) *host {
 	return h
 }
 
-func (h *host) count() int { return h.ready.len() + h.retry.len() + h.gate.InFlight() + h.extra }
+func (h *host) count() int {
+	return h.readyLen() + h.retry.len() + h.gate.InFlight() + h.extra
+}
+
+// readyLen is how many of h's messages in memory wait for their turn.
+func (h *host) readyLen() int {
+	if h.lanes != nil {
+		return h.ready.len() + h.lanes.mem
+	}
+	return h.ready.len()
+}
 
 // pump starts every attempt host may make now, arranges to be called again
 // when it could make the next one, and tops up its window from the spool.
@@ -392,7 +420,10 @@ func (d *Dispatcher) pump(h *host) {
 		}
 	}
 	h.gate.Pumped(now)
-	if h.onDisk && !h.loading && h.ready.len() < h.window()/2 {
+	if h.lanes != nil {
+		wake = earliest(wake, d.dueDelayed(h, now))
+		d.loadLanes(h)
+	} else if h.onDisk && !h.loading && h.ready.len() < h.window()/2 {
 		d.load(h)
 	}
 	if at, ok := h.retry.peekAt(); ok && at.After(now) && (wake.IsZero() || at.Before(wake)) {
@@ -445,15 +476,37 @@ func (d *Dispatcher) load(h *host) {
 			d.wake(h, time.Now().Add(time.Second))
 			return
 		}
-		for _, m := range msgs {
-			if m.ID > h.cursor && !d.skipPurged(h.name, m) {
-				h.ready.push(m)
-				h.cursor = m.ID
-				d.keep(h, m)
-			}
-		}
+		d.loaded(h, msgs, n)
 		d.loadedPurged(h.name)
-		h.onDisk = len(msgs) == n || h.lastSeen > h.cursor
 		d.pump(h)
 	}()
+}
+
+// loaded takes what a read of h's queue returned (n asked for). A
+// message that needs lanes takes h into them: it and the rest go to the
+// default lane, from where h's cursor had got to.
+func (d *Dispatcher) loaded(h *host, msgs []*spool.Message, n int) {
+	for i, m := range msgs {
+		if h.lanes == nil && needsLanes(m) {
+			h.enterLanes()
+		}
+		if h.lanes != nil {
+			d.laneLoaded(h, h.lanes.lanes[spool.Lane{}], msgs[i:], n-i, nil)
+			return
+		}
+		if m.ID > h.cursor && !d.skipPurged(h.name, m) {
+			h.ready.push(m)
+			h.cursor = m.ID
+			d.keep(h, m)
+		}
+	}
+	h.onDisk = len(msgs) == n || h.lastSeen > h.cursor
+}
+
+// earliest is the sooner of two wake times (zero: none).
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
 }

@@ -180,11 +180,14 @@ func (q *memQueue) Paused() ([]string, error) {
 }
 
 func (q *memQueue) Read(host string, after uint64, max int) ([]*spool.Message, error) {
+	return q.ReadLane(host, spool.Lane{}, after, max)
+}
+func (q *memQueue) ReadLane(host string, l spool.Lane, after uint64, max int) ([]*spool.Message, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var ids []uint64
-	for id := range q.queued[host] {
-		if id > after {
+	for id, m := range q.queued[host] {
+		if id > after && m.Lane() == l {
 			ids = append(ids, id)
 		}
 	}
@@ -195,6 +198,55 @@ func (q *memQueue) Read(host string, after uint64, max int) ([]*spool.Message, e
 		out = append(out, &c)
 	}
 	return out, nil
+}
+
+// ReadHost reads every lane in id order: the fake's cursor is the last id.
+func (q *memQueue) ReadHost(host string, after spool.HostCursor, max int) ([]*spool.Message, spool.HostCursor, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var ids []uint64
+	for id := range q.queued[host] {
+		if id > after.After {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var out []*spool.Message
+	for _, id := range ids[:min(len(ids), max)] {
+		c := *q.queued[host][id]
+		out = append(out, &c)
+		after.After = id
+	}
+	return out, after, nil
+}
+func (q *memQueue) Lanes(host string) []spool.LaneUsage {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := map[spool.Lane]int{}
+	for _, m := range q.queued[host] {
+		n[m.Lane()]++
+	}
+	var out []spool.LaneUsage
+	for l, c := range n {
+		out = append(out, spool.LaneUsage{Lane: l, Queued: c})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Key != out[j].Key {
+			return out[i].Key < out[j].Key
+		}
+		return out[i].Priority.Rank() < out[j].Priority.Rank()
+	})
+	return out
+}
+func (q *memQueue) Get(host string, l spool.Lane, id uint64) (*spool.Message, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	m := q.queued[host][id]
+	if m == nil || m.Lane() != l {
+		return nil, spool.ErrNotQueued
+	}
+	c := *m
+	return &c, nil
 }
 func (q *memQueue) Delete(m *spool.Message) error {
 	q.mu.Lock()

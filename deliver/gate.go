@@ -115,7 +115,7 @@ func (localGate) Close()                        {}
 
 // Due implements Backlog.
 func (h *host) Due(now time.Time) int {
-	n := (h.ready.len() + h.pol.Batch.events() - 1) / h.pol.Batch.events()
+	n := (h.readyLen() + h.pol.Batch.events() - 1) / h.pol.Batch.events()
 	for _, it := range h.retry.items {
 		if it.at.After(now) {
 			break

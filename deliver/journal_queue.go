@@ -73,13 +73,13 @@ func (d *Dispatcher) takeQueue(host string, sel Selection, bury bool) (BacklogRe
 	res := BacklogResult{Host: host}
 	q := d.opts.Queue
 	now := time.Now()
-	var after uint64
+	var cur spool.HostCursor
 	for {
-		disk, err := d.opts.Queue.Read(host, after, purgeChunk)
+		disk, next, err := d.opts.Queue.ReadHost(host, cur, purgeChunk)
 		if err != nil || len(disk) == 0 {
 			return res, err // the caller logs what was done, and who asked
 		}
-		after = disk[len(disk)-1].ID
+		cur = next
 		var picked []*spool.Message
 		for _, m := range disk {
 			if sel.match(m, now) {
@@ -114,11 +114,10 @@ func (d *Dispatcher) withhold(host string, picked []*spool.Message, by string, b
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	h := d.hosts[host]
-	var cursor uint64
 	held := map[uint64]*spool.Message{}
+	var refs map[uint64]bool // waiting as ids (lanes_park.go)
 	if h != nil {
-		cursor = h.cursor
-		held = h.takeHeld(picked)
+		held, refs = d.takeHeld(h, picked)
 		for _, m := range held {
 			d.release(h, m)
 		}
@@ -138,7 +137,9 @@ func (d *Dispatcher) withhold(host string, picked []*spool.Message, by string, b
 		switch mem := held[m.ID]; {
 		case mem != nil:
 			take = append(take, mem)
-		case m.ID > cursor:
+		case refs[m.ID]:
+			take = append(take, m)
+		case h == nil || !h.wasRead(m):
 			skip[m.ID] = false
 			take = append(take, m)
 		default:
@@ -206,14 +207,28 @@ func (d *Dispatcher) purgedInFlight(h *host, m *spool.Message, v verdict, now ti
 	return true
 }
 
-// takeHeld removes from h's ready and retry queues the webhooks among
-// picked that it holds, and returns them by id.
-func (h *host) takeHeld(picked []*spool.Message) map[uint64]*spool.Message {
+// wasRead reports whether m was read from the spool into h: the loads
+// are past it.
+func (h *host) wasRead(m *spool.Message) bool {
+	if h.lanes == nil {
+		return m.ID <= h.cursor
+	}
+	l := h.lanes.lanes[m.Lane()]
+	return l == nil || m.ID <= l.cursor // a lane is forgotten once all of it was read
+}
+
+// takeHeld removes from h the webhooks among picked that it holds: those
+// in memory (ready, retrying, in its lanes) are returned by id, and the
+// ids of those waiting as ids (parked or delayed) in refs.
+func (d *Dispatcher) takeHeld(h *host, picked []*spool.Message) (out map[uint64]*spool.Message, refs map[uint64]bool) {
 	want := make(map[uint64]bool, len(picked))
 	for _, m := range picked {
 		want[m.ID] = true
 	}
-	out := map[uint64]*spool.Message{}
+	out = map[uint64]*spool.Message{}
+	if h.lanes != nil {
+		refs = d.takeLaned(h, want, out)
+	}
 	var idx []int
 	for i := range h.ready.len() {
 		if m := h.ready.at(i); want[m.ID] {
@@ -249,5 +264,5 @@ func (h *host) takeHeld(picked []*spool.Message) map[uint64]*spool.Message {
 			h.retry.insert(retryItem{at: it.at, batch: keep})
 		}
 	}
-	return out
+	return out, refs
 }

@@ -133,6 +133,7 @@ func (h *host) next(now time.Time) (p pick, fromRetry bool, until time.Time) {
 		it := h.retry.peek()
 		return pick{m: it.m, batch: it.batch}, true, time.Time{}
 	}
+	h.stage()
 	m := h.ready.peek()
 	if m == nil || h.pol.Batch == nil {
 		return pick{m: m}, false, time.Time{}

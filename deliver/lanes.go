@@ -1,0 +1,298 @@
+package deliver
+
+// Fair and ordered delivery within a host (issue 34). A host works as one
+// FIFO until it meets a webhook with a fairness key, a priority, an
+// ordering key or a delay; from then on it keeps its messages in lanes
+// (spool.Lane: a fairness key and a priority), each read from the spool
+// on its own, and serves the fairness keys in turn:
+//
+//   - Keys take turns round-robin, a key with weight w taking w messages
+//     a turn. A key that gets work joins the end of the rotation, so its
+//     first webhook waits for at most one turn of each other key.
+//   - Within a key, higher priority goes first, but each lower priority
+//     with work gets at least Policy.MinShare of the key's turns.
+//   - Of the webhooks with one ordering key, one at a time is active: in
+//     a lane, sent, retrying or held. The others are parked as ids, not in
+//     memory, and the next is read from the spool once the active one was
+//     delivered or became a dead letter.
+//   - A webhook whose NotBefore is still ahead waits as an id in a heap
+//     until then, without holding back the webhooks behind it.
+//
+// What the lanes pick goes to h.ready, a short stage (one request's
+// worth), from which pump, batching, holds and max_age work as they do
+// for a plain host.
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/hookpace/hookpace/spool"
+)
+
+// laneSet is a host's lanes and what it remembers of ordering keys and
+// delays.
+type laneSet struct {
+	lanes map[spool.Lane]*lane
+	units map[string]*unit // by fairness key
+	ring  fifo[*unit]      // the keys with messages in memory, in turn order
+	mem   int              // messages in the lanes' deques
+
+	loadQ fifo[*lane] // lanes with more on disk, waiting for a load
+
+	order   map[orderKey]*orderState
+	delayed delayHeap
+	reading int // parked or delayed messages being read back
+
+	onDisk int // lanes with onDisk set
+}
+
+// lane is one lane of a host: its messages in memory, and where reading
+// it from the spool has got to.
+type lane struct {
+	id       spool.Lane
+	unit     *unit
+	q        deque
+	cursor   uint64 // highest id of the lane read from the spool
+	lastSeen uint64 // highest id of the lane announced by the spool
+	onDisk   bool   // the spool holds messages of the lane above cursor
+	loading  bool
+	inLoadQ  bool
+	refs     int // parked, delayed or being read back
+}
+
+// unit is one fairness key: its lanes by priority rank, and its turn.
+type unit struct {
+	key     string
+	weight  int
+	lanes   [3]*lane
+	credit  int        // messages left in the current turn
+	deficit [3]float64 // the lower priorities' share owed (choose)
+	inRing  bool
+}
+
+type orderKey struct{ fairness, ordering string }
+
+// orderState is one ordering key with webhooks in the dispatcher: the id
+// of its active webhook and, in order, the ids parked behind it.
+type orderState struct {
+	lane   spool.Lane
+	active uint64
+	parked []uint64
+}
+
+// waiting reports whether webhooks wait as ids (parked or delayed) or are
+// being read back; false for nil.
+func (ls *laneSet) waiting() bool {
+	return ls != nil && (len(ls.order) > 0 || ls.delayed.Len() > 0 || ls.reading > 0)
+}
+
+// needsLanes reports whether m takes a host into lanes.
+func needsLanes(m *spool.Message) bool {
+	return m.Fairness != "" || m.Priority != spool.PriorityNormal || m.Ordering != "" || !m.NotBefore.IsZero()
+}
+
+// enterLanes makes h keep its messages in lanes from now on. What h.ready
+// holds stays there, ahead; the default lane goes on from h's cursor.
+func (h *host) enterLanes() {
+	ls := &laneSet{lanes: map[spool.Lane]*lane{}, units: map[string]*unit{}, order: map[orderKey]*orderState{}}
+	h.lanes = ls
+	l := h.lane(spool.Lane{}, h.cursor)
+	l.lastSeen = h.lastSeen
+	if h.onDisk {
+		h.setOnDisk(l, true)
+	}
+}
+
+// lane returns h's lane id, made with the given cursor if h has none.
+func (h *host) lane(id spool.Lane, cursor uint64) *lane {
+	ls := h.lanes
+	if l := ls.lanes[id]; l != nil {
+		return l
+	}
+	u := ls.units[id.Key]
+	if u == nil {
+		u = &unit{key: id.Key, weight: max(h.pol.Weights[id.Key], 1)}
+		ls.units[id.Key] = u
+	}
+	l := &lane{id: id, unit: u, cursor: cursor, lastSeen: cursor}
+	u.lanes[id.Priority.Rank()] = l
+	ls.lanes[id] = l
+	return l
+}
+
+// setOnDisk records whether the spool holds more of l than h has read,
+// and asks for a load when it does.
+func (h *host) setOnDisk(l *lane, on bool) {
+	if l.onDisk != on {
+		l.onDisk = on
+		if on {
+			h.lanes.onDisk++
+		} else {
+			h.lanes.onDisk--
+		}
+	}
+	h.onDisk = h.lanes.onDisk > 0
+	if on && !l.inLoadQ && !l.loading {
+		l.inLoadQ = true
+		h.lanes.loadQ.push(l)
+	}
+}
+
+// forget drops l when nothing of it is left in memory or on disk. A lane
+// made again later starts from the highest id announced then: everything
+// of it up to there has been read.
+func (h *host) forget(l *lane) {
+	if l.q.len() > 0 || l.onDisk || l.loading || l.inLoadQ || l.refs > 0 || l.id == (spool.Lane{}) {
+		return
+	}
+	ls := h.lanes
+	delete(ls.lanes, l.id)
+	u := l.unit
+	u.lanes[l.id.Priority.Rank()] = nil
+	if u.lanes == [3]*lane{} && !u.inRing {
+		delete(ls.units, u.key)
+	}
+}
+
+// quota is how many messages one lane may hold in memory: an equal part
+// of the window, at least one.
+func (h *host) quota() int {
+	return max(h.window()/max(len(h.lanes.lanes), 1), 1)
+}
+
+// admit places m, just read from the spool, in h's lanes: in l's deque,
+// parked behind its ordering key's active webhook, or delayed.
+func (d *Dispatcher) admit(h *host, l *lane, m *spool.Message, now time.Time) {
+	ls := h.lanes
+	if m.Ordering != "" {
+		k := orderKey{m.Fairness, m.Ordering}
+		st := ls.order[k]
+		if st == nil {
+			st = &orderState{lane: l.id, active: m.ID}
+			ls.order[k] = st
+		}
+		if st.active != m.ID {
+			st.parked = append(st.parked, m.ID)
+			l.refs++
+			return
+		}
+	}
+	if m.NotBefore.After(now) {
+		heap.Push(&ls.delayed, delayRef{at: m.NotBefore, id: m.ID, lane: l})
+		l.refs++
+		return
+	}
+	l.q.push(m)
+	ls.mem++
+	d.keep(h, m)
+	ls.hasWork(l.unit)
+}
+
+// hasWork puts u in the rotation, at its end, if it is not in it.
+func (ls *laneSet) hasWork(u *unit) {
+	if !u.inRing {
+		u.inRing, u.credit = true, u.weight
+		ls.ring.push(u)
+	}
+}
+
+// stage moves what the lanes pick next into h.ready, up to one request's
+// worth.
+func (h *host) stage() {
+	if h.lanes == nil {
+		return
+	}
+	for h.ready.len() < h.pol.Batch.events() {
+		m := h.pick()
+		if m == nil {
+			return
+		}
+		h.ready.push(m)
+	}
+}
+
+// pick takes the next message from the lanes: the key whose turn it is,
+// the priority its share says.
+func (h *host) pick() *spool.Message {
+	ls := h.lanes
+	for ls.ring.len() > 0 {
+		u := ls.ring.peek()
+		l := u.choose(h.pol.MinShare)
+		if l == nil { // nothing of u's in memory any more
+			ls.ring.pop()
+			u.inRing = false
+			h.forgetUnit(u)
+			continue
+		}
+		m := l.q.peek()
+		l.q.pop()
+		ls.mem--
+		if l.onDisk && !l.inLoadQ && !l.loading && l.q.len() <= h.quota()/2 {
+			l.inLoadQ = true
+			ls.loadQ.push(l)
+		}
+		if u.credit--; u.credit <= 0 || u.choose0() == nil {
+			ls.ring.pop()
+			u.inRing = false
+			if u.choose0() != nil {
+				ls.hasWork(u) // its next turn, at the end
+			}
+		}
+		h.forgetUnit(u)
+		return m
+	}
+	return nil
+}
+
+// forgetUnit forgets u's lanes that have nothing left (forget).
+func (h *host) forgetUnit(u *unit) {
+	for _, l := range u.lanes {
+		if l != nil {
+			h.forget(l)
+		}
+	}
+}
+
+// choose0 is the highest-priority lane of u with messages in memory.
+func (u *unit) choose0() *lane {
+	for _, l := range u.lanes {
+		if l != nil && l.q.len() > 0 {
+			return l
+		}
+	}
+	return nil
+}
+
+// choose is the lane u sends from next: its highest priority with
+// messages in memory, unless a lower one with messages is owed its
+// share: each pick owes each lower priority with work minShare of a
+// pick, and one owed a whole pick gets it.
+func (u *unit) choose(minShare float64) *lane {
+	if minShare <= 0 {
+		minShare = 0.1
+	}
+	top := -1
+	owed := -1
+	for r, l := range u.lanes {
+		if l == nil || l.q.len() == 0 {
+			u.deficit[r] = 0 // no credit is banked while there is no work
+			continue
+		}
+		if top < 0 {
+			top = r
+			continue
+		}
+		u.deficit[r] += minShare
+		if u.deficit[r] >= 1 && (owed < 0 || u.deficit[r] > u.deficit[owed]) {
+			owed = r
+		}
+	}
+	switch {
+	case top < 0:
+		return nil
+	case owed >= 0:
+		u.deficit[owed]--
+		return u.lanes[owed]
+	}
+	return u.lanes[top]
+}

@@ -1,0 +1,143 @@
+package deliver
+
+// Reading lanes from the spool (lanes.go): each lane from its own cursor,
+// the lanes with the least in memory first, each within its part of the
+// window, so that one key's backlog is never read to reach another's.
+
+import (
+	"time"
+
+	"github.com/hookpace/hookpace/spool"
+)
+
+// maxLaneReads is how many lanes one load reads.
+const maxLaneReads = 64
+
+type laneRead struct {
+	l     *lane
+	after uint64
+	n     int
+	msgs  []*spool.Message
+	err   error
+}
+
+// enqueueLane takes a message the spool announced for a host in lanes.
+func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
+	l := h.lane(m.Lane(), h.lastSeen)
+	h.lastSeen = max(h.lastSeen, m.ID)
+	if m.ID <= l.cursor {
+		return // already read from the spool
+	}
+	l.lastSeen = max(l.lastSeen, m.ID)
+	room := l.q.len() == 0 || h.lanes.mem < h.window() && l.q.len() < h.quota()
+	if !l.onDisk && room && d.fits(h, m) {
+		l.cursor = m.ID
+		d.admit(h, l, m, now)
+		return
+	}
+	h.setOnDisk(l, true)
+}
+
+// resume marks h's queue as on disk, at a start: its default lane, and
+// every other lane the spool has, which takes h into lanes.
+func (d *Dispatcher) resume(h *host) {
+	lanes := d.opts.Queue.Lanes(h.name)
+	if len(lanes) == 1 && lanes[0].Lane == (spool.Lane{}) || len(lanes) == 0 {
+		h.onDisk = true
+		return
+	}
+	h.enterLanes()
+	for _, u := range lanes {
+		h.setOnDisk(h.lane(u.Lane, 0), true)
+	}
+}
+
+// loadLanes reads the lanes waiting for a load, off the lock.
+func (d *Dispatcher) loadLanes(h *host) {
+	ls := h.lanes
+	if h.loading || ls.loadQ.len() == 0 {
+		return
+	}
+	budget := d.loadSize(h)
+	quota := h.quota()
+	var jobs []laneRead
+	for ls.loadQ.len() > 0 && budget > 0 && len(jobs) < maxLaneReads {
+		l := ls.loadQ.pop()
+		l.inLoadQ = false
+		if !l.onDisk || l.q.len() >= quota {
+			h.forget(l) // a full lane is queued again as pick drains it
+			continue
+		}
+		n := min(quota-l.q.len(), budget)
+		l.loading = true
+		jobs = append(jobs, laneRead{l: l, after: l.cursor, n: n})
+		budget -= n
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	h.loading = true
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.loads <- struct{}{}
+		for i := range jobs {
+			j := &jobs[i]
+			j.msgs, j.err = d.opts.Queue.ReadLane(h.name, j.l.id, j.after, j.n)
+		}
+		<-d.loads
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		h.loading = false
+		for _, j := range jobs {
+			d.laneLoaded(h, j.l, j.msgs, j.n, j.err)
+		}
+		d.loadedPurged(h.name)
+		d.pump(h)
+	}()
+}
+
+// laneLoaded admits what a read of l returned (n asked for).
+func (d *Dispatcher) laneLoaded(h *host, l *lane, msgs []*spool.Message, n int, err error) {
+	l.loading = false
+	if err != nil {
+		d.log.Error("spool read failed", "host", h.name, "error", err)
+		d.wake(h, time.Now().Add(time.Second))
+		l.inLoadQ = true // read again at the next load
+		h.lanes.loadQ.push(l)
+		return
+	}
+	now := time.Now()
+	for _, m := range msgs {
+		if m.ID > l.cursor && !d.skipPurged(h.name, m) {
+			l.cursor = m.ID
+			d.admit(h, l, m, now)
+		}
+	}
+	h.setOnDisk(l, len(msgs) == n || l.lastSeen > l.cursor)
+	h.forget(l)
+}
+
+// fifo is a queue that reuses its buffer.
+type fifo[T any] struct {
+	buf  []T
+	head int
+}
+
+func (q *fifo[T]) len() int { return len(q.buf) - q.head }
+func (q *fifo[T]) peek() T  { return q.buf[q.head] }
+func (q *fifo[T]) push(v T) {
+	if q.head > 0 && q.head >= len(q.buf)/2 {
+		n := copy(q.buf, q.buf[q.head:])
+		clear(q.buf[n:])
+		q.buf, q.head = q.buf[:n], 0
+	}
+	q.buf = append(q.buf, v)
+}
+func (q *fifo[T]) pop() T {
+	v := q.buf[q.head]
+	var zero T
+	q.buf[q.head] = zero
+	q.head++
+	return v
+}

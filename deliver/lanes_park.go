@@ -1,0 +1,185 @@
+package deliver
+
+// Webhooks that wait as ids, not in memory (lanes.go): those parked
+// behind their ordering key's active webhook, and those delayed until
+// their NotBefore. Each is read back from the spool when its time comes.
+
+import (
+	"container/heap"
+	"errors"
+	"time"
+
+	"github.com/hookpace/hookpace/spool"
+)
+
+// delayRef is a delayed webhook: its lane, its id and when it is due.
+type delayRef struct {
+	at   time.Time
+	id   uint64
+	lane *lane
+}
+
+// delayHeap orders delayed webhooks, soonest first.
+type delayHeap []delayRef
+
+func (q delayHeap) Len() int           { return len(q) }
+func (q delayHeap) Less(i, j int) bool { return q[i].at.Before(q[j].at) }
+func (q delayHeap) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *delayHeap) Push(x any)        { *q = append(*q, x.(delayRef)) }
+func (q *delayHeap) Pop() any {
+	old := *q
+	r := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return r
+}
+
+// readRef is a webhook to read back: its lane and id.
+type readRef struct {
+	lane *lane
+	id   uint64
+}
+
+// orderDone moves m's ordering key on once m has left for good
+// (delivered, dead or purged): the next parked webhook of the key
+// becomes active and is read back.
+func (d *Dispatcher) orderDone(h *host, m *spool.Message) {
+	k := orderKey{m.Fairness, m.Ordering}
+	if st := h.lanes.order[k]; st != nil && st.active == m.ID {
+		d.orderNext(h, k, st)
+	}
+}
+
+func (d *Dispatcher) orderNext(h *host, k orderKey, st *orderState) {
+	ls := h.lanes
+	if len(st.parked) == 0 {
+		delete(ls.order, k)
+		return
+	}
+	st.active = st.parked[0]
+	st.parked = st.parked[1:]
+	// The parked ref becomes a read: the lane's refs count it until then.
+	d.readBack(h, []readRef{{ls.lanes[st.lane], st.active}})
+}
+
+// dueDelayed reads back the delayed webhooks that are due, as many as h's
+// window has room for, and returns when the next is due (zero: none).
+func (d *Dispatcher) dueDelayed(h *host, now time.Time) time.Time {
+	ls := h.lanes
+	var refs []readRef
+	for ls.delayed.Len() > 0 && !ls.delayed[0].at.After(now) && ls.mem+ls.reading+len(refs) < h.window() {
+		r := heap.Pop(&ls.delayed).(delayRef)
+		refs = append(refs, readRef{r.lane, r.id})
+	}
+	if len(refs) > 0 {
+		d.readBack(h, refs)
+	}
+	if ls.delayed.Len() > 0 && ls.delayed[0].at.After(now) {
+		return ls.delayed[0].at
+	}
+	return time.Time{} // none, or due ones waiting for room: an attempt's end pumps h
+}
+
+// readBack reads refs from the spool, off the lock, and admits them. A
+// webhook no longer queued (purged meanwhile) moves its ordering key on;
+// one that can't be read now is tried again in a second.
+func (d *Dispatcher) readBack(h *host, refs []readRef) {
+	if d.stopping {
+		return
+	}
+	h.lanes.reading += len(refs)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		msgs := make([]*spool.Message, len(refs))
+		errs := make([]error, len(refs))
+		d.loads <- struct{}{}
+		for i, r := range refs {
+			msgs[i], errs[i] = d.opts.Queue.Get(h.name, r.lane.id, r.id)
+		}
+		<-d.loads
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		now := time.Now()
+		ls := h.lanes
+		ls.reading -= len(refs)
+		for i, r := range refs {
+			r.lane.refs--
+			switch err := errs[i]; {
+			case err == nil && !d.skipPurged(h.name, msgs[i]):
+				d.admit(h, r.lane, msgs[i], now)
+			case err == nil || errors.Is(err, spool.ErrNotQueued):
+				d.goneWhileParked(h, r)
+			default:
+				d.log.Error("spool read failed", "host", h.name, "id", spool.IDString(r.id), "error", err)
+				r.lane.refs++
+				heap.Push(&ls.delayed, delayRef{at: now.Add(time.Second), id: r.id, lane: r.lane})
+			}
+			h.forget(r.lane)
+		}
+		d.pump(h)
+	}()
+}
+
+// goneWhileParked handles a webhook that left the spool while it waited
+// as an id: if it held its ordering key, the key moves on.
+func (d *Dispatcher) goneWhileParked(h *host, r readRef) {
+	for k, st := range h.lanes.order {
+		if st.active == r.id && st.lane == r.lane.id {
+			d.orderNext(h, k, st)
+			return
+		}
+	}
+}
+
+// takeLaned removes from h's lanes the webhooks in want (a purge): those
+// in memory go to out, and the ids of those waiting as ids are returned.
+// An ordering key whose active webhook waited as an id moves on.
+func (d *Dispatcher) takeLaned(h *host, want map[uint64]bool, out map[uint64]*spool.Message) map[uint64]bool {
+	ls := h.lanes
+	refs := map[uint64]bool{}
+	for _, l := range ls.lanes {
+		var idx []int
+		for i := range l.q.len() {
+			if want[l.q.at(i).ID] {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) > 0 {
+			for _, m := range l.q.takeAt(idx) {
+				out[m.ID] = m
+				ls.mem--
+			}
+		}
+	}
+	kept := ls.delayed[:0]
+	var gone []readRef
+	for _, r := range ls.delayed {
+		if !want[r.id] {
+			kept = append(kept, r)
+			continue
+		}
+		refs[r.id] = true
+		r.lane.refs--
+		gone = append(gone, readRef{r.lane, r.id})
+	}
+	clear(ls.delayed[len(kept):])
+	ls.delayed = kept
+	heap.Init(&ls.delayed)
+	for _, st := range ls.order {
+		parked := st.parked[:0]
+		for _, id := range st.parked {
+			if want[id] {
+				refs[id] = true
+				ls.lanes[st.lane].refs--
+			} else {
+				parked = append(parked, id)
+			}
+		}
+		st.parked = parked
+	}
+	for _, r := range gone {
+		d.goneWhileParked(h, r)
+		h.forget(r.lane)
+	}
+	return refs
+}
