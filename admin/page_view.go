@@ -103,7 +103,7 @@ func (r hostRow) view(now time.Time) hostView {
 	if r.PausedWhy != deliver.PausedByOperator { // an operator knows why
 		v.PausedWhy = r.PausedWhy
 	}
-	for _, note := range []string{r.Learned, r.RateWhy, r.batchText()} {
+	for _, note := range []string{r.Learned, r.RateWhy, r.batchText(), r.lanesText()} {
 		if note != "" {
 			v.RateNote = strings.TrimPrefix(v.RateNote+"; "+note, "; ")
 		}
@@ -239,6 +239,13 @@ func num(n any) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+func (r hostRow) lanesText() string {
+	if r.Lanes == nil {
+		return ""
+	}
+	return r.Lanes.Text()
 }
 
 func (r hostRow) batchText() string {

@@ -134,6 +134,9 @@ func printHostRow(tw io.Writer, h deliver.HostStatus, now time.Time) {
 	if h.Batch != nil {
 		rate += ", " + h.Batch.Text()
 	}
+	if h.Lanes != nil {
+		rate += ", " + h.Lanes.Text()
+	}
 	held := "-"
 	switch {
 	case h.Paused && h.PausedWhy != "" && h.PausedWhy != deliver.PausedByOperator:

@@ -261,6 +261,7 @@ func (d *Dispatcher) judge(h *host, m *spool.Message, pol Policy, res result, no
 	case vDead:
 		d.opts.Queue.Bury(m, reason, now)
 		d.emitDead(m, reason, now)
+		d.orderedDead(h, m, reason)
 	}
 	return v, reason
 }

@@ -83,6 +83,7 @@ func (d *Dispatcher) expire(h *host, m *spool.Message, now time.Time) {
 		h.pol.MaxAge, now.Sub(m.Enqueued).Round(time.Millisecond), m.Attempts)
 	d.opts.Queue.Bury(m, reason, now)
 	d.emitDead(m, reason, now)
+	d.orderedDead(h, m, reason)
 	d.log.Info("delivery", "host", h.name, "id", m.Ref().String(), "attempt", m.Attempts, "outcome", "dead",
 		"age_ms", now.Sub(m.Enqueued).Milliseconds(), "reason", reason)
 }

@@ -44,6 +44,10 @@ type laneSet struct {
 	reading int // parked or delayed messages being read back
 
 	onDisk int // lanes with onDisk set
+
+	// Dead letters of ordering keys (orderedDead).
+	dead                     int64
+	lastDeadKey, lastDeadWhy string
 }
 
 // lane is one lane of a host: its messages in memory, and where reading

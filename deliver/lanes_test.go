@@ -266,3 +266,33 @@ func TestPurgeTakesLanes(t *testing.T) {
 		}
 	})
 }
+
+// TestOrderedDeadLetterIsLoud: a webhook of an ordering key that becomes
+// a dead letter lets the key go on, and the host's status says so.
+func TestOrderedDeadLetterIsLoud(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+			if r.URL.Path == "/ord/1" {
+				return 422, nil // permanent
+			}
+			return 200, nil
+		}}
+		d, q := setup(t, rc, map[string]Policy{"p.example": policy(100, 10, 4)}, 0)
+		q.addLaned("p.example", "ord", 3, func(_ int, m *spool.Message) { m.Ordering = "order-7" })
+		waitEmpty(t, q, time.Minute)
+		var paths []string
+		for _, a := range rc.arrivals("") {
+			paths = append(paths, a.path)
+		}
+		if got := fmt.Sprint(paths); got != "[/ord/0 /ord/1 /ord/2]" {
+			t.Fatalf("arrivals %v, want the key in order, on past its dead letter", got)
+		}
+		hs, _ := d.Host("p.example")
+		if hs.Lanes == nil || hs.Lanes.OrderedDead != 1 || hs.Lanes.LastDeadKey != "order-7" {
+			t.Fatalf("lanes status %+v, want 1 ordered dead letter of order-7", hs.Lanes)
+		}
+		if !strings.Contains(hs.Lanes.Text(), "1 dead letters in ordered keys (last order-7") {
+			t.Fatalf("status text %q", hs.Lanes.Text())
+		}
+	})
+}

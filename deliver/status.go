@@ -68,6 +68,8 @@ type HostStatus struct {
 	RateWhy          string `json:"rate_why,omitempty"`
 	// Batching hosts only (batch.go).
 	Batch *BatchStatus `json:"batch,omitempty"`
+	// Hosts in lanes only (lanes.go).
+	Lanes *LaneStatus `json:"lanes,omitempty"`
 }
 
 // Text is the batch policy and counts in a few words, for the status
@@ -139,6 +141,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 	hs.ConcurrencyLimit, hs.ConcurrencyWhy, hs.RateWhy = st.Concurrency, st.ConcurrencyWhy, st.RateWhy
 	hs.Coalesced = d.coalesced(h.name)
 	hs.PausedWhy = d.pausedWhyLocked(h.name, st.Paused)
+	hs.Lanes = h.laneStatus()
 	h.gate.Status(now, &hs)
 	return hs
 }
