@@ -72,7 +72,10 @@ type Options struct {
 	// Secret, if set, signs each hand-off (SignatureHeader), so that the
 	// receiving hookpace, configured with the same one, keeps the ids.
 	Secret []byte
-	Queue  Queue
+	// Hosts are the hosts' pauses and holds to carry (see HostState), on
+	// the first webhook of each; only with a Secret.
+	Hosts map[string]HostState
+	Queue Queue
 	// Concurrency is the number of hand-offs in flight at once (default
 	// 64). A crash mid-hand-off repeats at most this many: each keeps its
 	// slot until its local delete is durable.
@@ -90,7 +93,8 @@ type Result struct {
 	Left      int // still queued here
 	// Kept: why webhooks stayed, by reason: status_503, 202_without_id,
 	// 429_past_budget, connection_error, timeout, local_delete_failed,
-	// behind_kept_ordered (an earlier webhook of its ordering key stayed).
+	// behind_kept_ordered (an earlier webhook of its ordering key stayed),
+	// behind_kept_host_state (KeptBehindState).
 	Kept map[string]int
 	Took time.Duration
 }
@@ -131,7 +135,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		own[i] = make(chan *spool.Message, batch/len(own)+1)
 		wg.Go(func() { s.work(ctx, own[i], shared, t) })
 	}
-	readErr := s.feed(ctx, shared, own)
+	readErr := s.feed(ctx, shared, own, t)
 	close(shared)
 	for _, c := range own {
 		close(c)
@@ -173,7 +177,7 @@ func (s *sender) work(ctx context.Context, own, shared <-chan *spool.Message, t 
 			t.record(m, "", keptBehind)
 			continue
 		}
-		newID, reason := s.handOff(ctx, m)
+		newID, reason := s.handOff(ctx, m, HostState{})
 		if key != "" && reason != "" {
 			blocked[key] = true
 		}
@@ -217,8 +221,11 @@ func orderKey(m *spool.Message) string {
 // feed reads every host's queue, every lane of it (spool.ReadHost), each
 // lane in FIFO order, and hands the messages to the workers: those of an
 // ordering key to the worker its key hashes to, in order, the others to
-// any. It stops when the queue is read or ctx is done.
-func (s *sender) feed(ctx context.Context, shared chan<- *spool.Message, own []chan *spool.Message) error {
+// any. A host with a state to carry (Options.Hosts) has its first webhook
+// handed off here, with the state, before any other of it goes; if that
+// one is kept, so are the others. It stops when the queue is read or ctx
+// is done.
+func (s *sender) feed(ctx context.Context, shared chan<- *spool.Message, own []chan *spool.Message, t *tally) error {
 	usage := s.queue.Hosts()
 	hosts := make([]string, 0, len(usage))
 	for h := range usage {
@@ -227,12 +234,18 @@ func (s *sender) feed(ctx context.Context, shared chan<- *spool.Message, own []c
 	sort.Strings(hosts)
 	for _, h := range hosts {
 		var after spool.HostCursor
+		state, carry := s.hosts[h]
+		keep := false // the state's webhook was kept: so are the others
 		for {
 			msgs, next, err := s.queue.ReadHost(h, after, batch)
 			if err != nil {
 				return fmt.Errorf("handoff: read %s's queue: %w", h, err)
 			}
 			for _, m := range msgs {
+				if carry || keep {
+					carry, keep = false, s.carry(ctx, m, state, keep, t)
+					continue
+				}
 				to := shared
 				if key := orderKey(m); key != "" {
 					f := fnv.New32a()
@@ -252,6 +265,22 @@ func (s *sender) feed(ctx context.Context, shared chan<- *spool.Message, own []c
 		}
 	}
 	return nil
+}
+
+// carry hands off m alone with its host's state, unless an earlier one
+// carrying it was kept, and reports whether the host's other webhooks
+// must stay here.
+func (s *sender) carry(ctx context.Context, m *spool.Message, state HostState, kept bool, t *tally) bool {
+	if kept {
+		t.record(m, "", KeptBehindState)
+		return true
+	}
+	newID, reason := s.handOff(ctx, m, state)
+	t.record(m, newID, reason)
+	if reason == "" {
+		s.log.Info("handoff: host state carried", "host", m.Host, "state", state.Encode(), "target", s.target.Host)
+	}
+	return reason != ""
 }
 
 // ReadAuth reads a file of hand-off credentials (a mounted Secret):
@@ -274,6 +303,7 @@ type sender struct {
 	auth        string   // Proxy-Authorization value, or ""
 	from        string
 	secret      []byte
+	hosts       map[string]HostState
 	queue       Queue
 	client      *http.Client
 	concurrency int
@@ -301,6 +331,9 @@ func newSender(o Options) (*sender, error) {
 	s.target = u
 	if s.from == "" {
 		s.from, _ = os.Hostname()
+	}
+	if o.Secret != nil {
+		s.hosts = o.Hosts // unsigned, the other hookpace would not apply them
 	}
 	if s.concurrency <= 0 {
 		s.concurrency = DefaultConcurrency

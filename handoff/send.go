@@ -20,14 +20,15 @@ const attemptTimeout = 10 * time.Second
 // noRetryAfter is the wait after a 429 without a usable Retry-After.
 const noRetryAfter = time.Second
 
-// handOff sends m to the target until it is answered 202 (then deletes it
-// here and returns the id it got there) or kept (then returns why).
-func (s *sender) handOff(ctx context.Context, m *spool.Message) (newID, kept string) {
+// handOff sends m to the target, with its host's state if st is not
+// empty, until it is answered 202 (then deletes it here and returns the id
+// it got there) or kept (then returns why).
+func (s *sender) handOff(ctx context.Context, m *spool.Message, st HostState) (newID, kept string) {
 	for {
 		if ctx.Err() != nil {
 			return "", "timeout"
 		}
-		resp, err := s.send(ctx, m)
+		resp, err := s.send(ctx, m, st)
 		if err != nil {
 			if ctx.Err() != nil {
 				return "", "timeout"
@@ -86,7 +87,7 @@ type answer struct {
 
 // send makes one proxy-form request for m: the request line carries m's
 // absolute URL, the connection goes to the target.
-func (s *sender) send(ctx context.Context, m *spool.Message) (answer, error) {
+func (s *sender) send(ctx context.Context, m *spool.Message, st HostState) (answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	dest, err := url.Parse(m.URL)
@@ -111,10 +112,17 @@ func (s *sender) send(ctx context.Context, m *spool.Message) (answer, error) {
 		req.Header["User-Agent"] = nil // none rather than Go's default, as a delivery would
 	}
 	setLane(req.Header, m, time.Now())
+	req.Header.Del(HostHeader) // only this hookpace's, below
+	req.Header.Del(HostSignatureHeader)
 	claim := s.from + "/" + m.Ref().String()
 	req.Header.Set(Header, claim)
 	if s.secret != nil {
 		req.Header.Set(SignatureHeader, Sign(s.secret, claim, m.Method, m.Host, m.Body))
+		if !st.Empty() {
+			v := st.Encode()
+			req.Header.Set(HostHeader, v)
+			req.Header.Set(HostSignatureHeader, SignHost(s.secret, claim, m.Host, v))
+		}
 	}
 	if s.auth != "" {
 		req.Header.Set("Proxy-Authorization", s.auth)
