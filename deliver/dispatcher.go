@@ -325,6 +325,9 @@ type host struct {
 	retry retryQueue // failed, waiting for their backoff
 
 	lanes *laneSet // fairness keys, priorities, ordering keys, delays (lanes.go); nil: one FIFO
+	// spilled: h let go of its messages until its gate lets it send
+	// (spill.go), and reads none before then.
+	spilled time.Time
 
 	cursor   uint64 // highest id read into memory
 	buffered int64  // what h's messages in memory cost (buffer.go)
@@ -391,7 +394,7 @@ func (d *Dispatcher) pump(h *host) {
 	if h.learn != nil {
 		d.expireLocked(h, now)
 	}
-	var wake time.Time
+	var wake, blocked time.Time
 	for {
 		if d.expireHead(h, now) { // max_age (journal.go)
 			continue
@@ -407,7 +410,7 @@ func (d *Dispatcher) pump(h *host) {
 			d.breakerChanged(h, breaker, "")
 		}
 		if !ok {
-			wake = at
+			wake, blocked = at, at
 			break
 		}
 		d.wg.Add(1)
@@ -423,8 +426,13 @@ func (d *Dispatcher) pump(h *host) {
 	if h.lanes != nil {
 		wake = earliest(wake, d.dueDelayed(h, now))
 		d.loadLanes(h)
-	} else if h.onDisk && !h.loading && h.ready.len() < h.window()/2 {
+	} else if h.blockedLong(blocked, now) {
+		d.spill(h, blocked) // spill.go: read again when it may send
+	} else if h.onDisk && !h.loading && h.ready.len() < h.window()/2 && h.mayLoad(now) {
 		d.load(h)
+	}
+	if !h.mayLoad(now) && h.onDisk {
+		wake = earliest(wake, h.spilled) // spill.go: then it reads again
 	}
 	if at, ok := h.retry.peekAt(); ok && at.After(now) && (wake.IsZero() || at.Before(wake)) {
 		wake = at

@@ -269,6 +269,10 @@ func (q *memQueue) Update(m *spool.Message) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.updates++
+	if _, ok := q.queued[m.Host][m.ID]; ok { // its delivery state, as the spool records it
+		c := *m
+		q.queued[m.Host][m.ID] = &c
+	}
 }
 func (q *memQueue) Bury(m *spool.Message, reason string, at time.Time) {
 	q.mu.Lock()

@@ -221,6 +221,7 @@ func (d *Dispatcher) SetPolicy(policy func(host string) Policy) {
 			h.retry.unbatch() // batching turned off: each member retries alone
 		}
 		h.gate.SetLimits(h.limits(), now)
+		h.spilled = time.Time{} // the gate may let it send sooner
 		if h.timer != nil {
 			// The wake time was computed at the old rate.
 			h.timer.Stop()

@@ -1,0 +1,57 @@
+package deliver
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestBlockedHostHoldsNothing: a host whose tokens refill at 1/h holds
+// no message in memory while it waits for the next (its retry and its
+// next webhook wait on disk), and still sends each once, in order, a
+// retry with its attempts counted, when its tokens come.
+func TestBlockedHostHoldsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		failed := false
+		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+			if !failed {
+				failed = true
+				return 500, nil
+			}
+			return 200, nil
+		}}
+		pol := policy(1.0/3600, 1, 1)
+		pol.AttemptHeader = "X-Attempt"
+		d, q := setup(t, rc, map[string]Policy{"slow.example": pol}, 0)
+		q.add("slow.example", 3)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		d.mu.Lock()
+		held, n := d.buffered, d.bufferedN
+		d.mu.Unlock()
+		if n != 0 || held != 0 {
+			t.Fatalf("a host that can't send for an hour holds %d messages (%d bytes)", n, held)
+		}
+		q.add("slow.example", 1) // an arrival meanwhile stays on disk too
+		synctest.Wait()
+		d.mu.Lock()
+		n = d.bufferedN
+		d.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("after an arrival, the blocked host holds %d messages", n)
+		}
+		waitEmpty(t, q, 5*time.Hour)
+		var paths []string
+		for _, a := range rc.arrivals("") {
+			paths = append(paths, a.path)
+		}
+		if got := fmt.Sprint(paths); got != "[/hook/0 /hook/0 /hook/1 /hook/2 /hook/0]" {
+			t.Fatalf("arrivals %s", got)
+		}
+		if got := rc.arrivals("")[1].hdr.Get("X-Attempt"); got != "2" {
+			t.Fatalf("the retry, read again from the spool, went as attempt %q, want 2", got)
+		}
+	})
+}
