@@ -29,7 +29,11 @@ func (h *host) blockedLong(blocked, now time.Time) bool {
 // after blocked (so waiting on disk changes neither when it is sent nor
 // whether it dies). h's cursor goes back to just before the first of
 // them, so the next load reads them again, in id order, a retry's
-// attempts as its last Update recorded them.
+// attempts as its last Update recorded them. Updates and burials are
+// written without waiting, but in order and within milliseconds, and the
+// next load is at least spillAfter away; only a disk stalled for longer
+// could let a load see a webhook just buried still queued and send it
+// once more (at-least-once still holds).
 func (d *Dispatcher) spill(h *host, blocked time.Time) {
 	if h.gate.InFlight() > 0 || h.extra > 0 || h.loading || h.pol.Batch != nil || h.count() == 0 ||
 		len(d.purges.loading[h.name]) > 0 {
