@@ -1,5 +1,7 @@
 package deliver
 
+import "time"
+
 // A host's pause is kept in the queue's durable record (which Start
 // applies again after a restart), in its gate, and, with shared gates, in
 // the other replicas' (Gates.Tell). setPause is the one path that changes
@@ -18,6 +20,41 @@ func (d *Dispatcher) Pause(name string) error {
 	d.pauseMu.Lock()
 	defer d.pauseMu.Unlock()
 	return d.setPause(name, true, "operator")
+}
+
+// PauseBy pauses host name as Pause does, and keeps why (who paused it)
+// for the status page: a pause that a hand-off from another hookpace
+// carried reads "hand-off from pod-a: paused by an operator".
+func (d *Dispatcher) PauseBy(name, why string) error {
+	d.pauseMu.Lock()
+	defer d.pauseMu.Unlock()
+	if err := d.setPause(name, true, why); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.purges.pausedWhy[name] = why
+	d.mu.Unlock()
+	return nil
+}
+
+// HoldUntil holds host name until until, unless it is held that long
+// already, and reports whether it did: a hold that a hand-off carried (a
+// partner's 429 Retry-After or used-up quota, answered to another
+// hookpace). It is the gate's quota hold (shown as "quota"): nothing
+// failed here, so the rate is not lowered, and sends resume at the rate.
+func (d *Dispatcher) HoldUntil(name string, until time.Time, why string) bool {
+	now := time.Now()
+	if !until.After(now) {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.hostLocked(name)
+	if !h.gate.State(now).HeldUntil.Before(until) || !h.gate.Quota(now, 0, until) {
+		return false
+	}
+	d.log.Info("host held", "host", name, "until", until.UTC().Format(time.RFC3339Nano), "by", why)
+	return true
 }
 
 // Resume undoes Pause, on every replica of a fleet. It reports false, and

@@ -160,10 +160,8 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 		}
 		return badRequest("reading body: " + err.Error()), 0
 	}
-	if from := r.Header[handoff.Header]; len(from) > 0 {
-		if d, refused := p.handoffOrigin(r, pol, host, from[0], hp.FairnessKey, m); refused {
-			return d, len(m.Body)
-		}
+	if d, refused := p.handoff(r, pol, host, hp.FairnessKey, m); refused {
+		return d, len(m.Body)
 	}
 	ok, err := p.appendKeys(ctx, m, hp, spool.Keys{Idempotency: key, Coalesce: ckey})
 	var full *spool.FullError
