@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// More of issue 34's ordering from outside (lanes_test.go has the main
+// cases): a key's first webhook retrying across a kill -9, a delayed
+// first webhook, a dead letter in a key, and the acceptance's 20 keys.
+
+// postOrdered posts key's webhooks from..to (inclusive) through hp, each
+// with extra headers if extra is given, and fails unless each gets 202.
+func postOrdered(t *testing.T, hp *Hookpace, rc *Receiver, key string, from, to int, extra http.Header) {
+	t.Helper()
+	c := hp.Client()
+	defer c.CloseIdleConnections()
+	for seq := from; seq <= to; seq++ {
+		h := orderHeader(key, seq)
+		for k, v := range extra {
+			h[k] = v
+		}
+		if status, _, body := PostRaw(t, c, rc.URL+"/"+key, WebhookBody(seq), h); status != http.StatusAccepted {
+			t.Fatalf("%s/%d: %d %s", key, seq, status, body)
+		}
+	}
+}
+
+// A key's first webhook waits for its retry (a 503 with a long
+// Retry-After) when hookpace is killed: after the restart it goes first,
+// then the rest in order.
+func TestOrderingRetryAcrossKillE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	p := newOrderPartner("k/1")
+	rc.Handle = p.handle
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 100/s, burst: 5, concurrency: 4}
+`, rc.Host()))
+	postOrdered(t, hp, rc, "k", 1, 1, nil)
+	rc.WaitFor(t, 10*time.Second, "k/1's first attempt", func(as []Arrival) bool { return len(as) == 1 && as[0].Status != 0 })
+	postOrdered(t, hp, rc, "k", 2, 5, nil)
+	hp.Kill()
+	hp.Restart()
+	rc.WaitFor(t, 30*time.Second, "k's five delivered", func(as []Arrival) bool { return Delivered2xx(as) == 5 })
+	if arrived, ok := p.seqs("k"); fmt.Sprint(ok) != "[1 2 3 4 5]" {
+		t.Errorf("k's 2xx %v (arrived %v), want [1 2 3 4 5]", ok, arrived)
+	}
+	for _, e := range p.earlyOnes() {
+		t.Error(e)
+	}
+}
+
+// A key's first webhook is delayed: the key's next ones wait for it,
+// while another key goes on.
+func TestOrderingDelayedFirstE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	p := newOrderPartner()
+	rc.Handle = p.handle
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 100/s, burst: 5, concurrency: 4}
+`, rc.Host()))
+	postOrdered(t, hp, rc, "k", 1, 1, http.Header{"Hookpace-Delay": {"2s"}})
+	postOrdered(t, hp, rc, "k", 2, 3, nil)
+	postOrdered(t, hp, rc, "other", 1, 3, nil)
+	rc.WaitFor(t, 30*time.Second, "all six delivered", func(as []Arrival) bool { return Delivered2xx(as) == 6 })
+	if _, ok := p.seqs("k"); fmt.Sprint(ok) != "[1 2 3]" {
+		t.Errorf("k's 2xx %v, want [1 2 3]", ok)
+	}
+	if as := rc.Arrivals(); as[0].Path != "/other" {
+		t.Errorf("arrivals %v: the other key waited for k's delayed webhook", paths(as))
+	}
+	for _, e := range p.earlyOnes() {
+		t.Error(e)
+	}
+}
+
+// A dead letter in an ordered key moves the key on, and says so: in
+// /v1/hosts/{host} and in the log.
+func TestOrderingDeadLetterE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	p := newOrderPartner()
+	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
+		if r.Header.Get("X-Seq") == "2" {
+			w.WriteHeader(http.StatusGone)
+			return
+		}
+		p.handle(w, r, n)
+	}
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 100/s, burst: 5, concurrency: 4}
+`, rc.Host()))
+	postOrdered(t, hp, rc, "k", 1, 4, nil)
+	rc.WaitFor(t, 30*time.Second, "k/1, k/3 and k/4 delivered", func(as []Arrival) bool { return Delivered2xx(as) == 3 })
+	if _, ok := p.seqs("k"); fmt.Sprint(ok) != "[1 3 4]" {
+		t.Errorf("k's 2xx %v, want [1 3 4]", ok)
+	}
+	var hv struct {
+		Lanes *struct {
+			OrderedDead int64  `json:"ordered_dead"`
+			LastDeadKey string `json:"last_ordered_dead_key"`
+		} `json:"lanes"`
+	}
+	hp.AdminJSON("/v1/hosts/"+rc.Host(), &hv)
+	if hv.Lanes == nil || hv.Lanes.OrderedDead != 1 || !strings.Contains(hv.Lanes.LastDeadKey, "k") {
+		t.Errorf("/v1/hosts lanes: %+v, want 1 dead letter in ordered key k", hv.Lanes)
+	}
+	// The log is written in batches: wait for the line.
+	Poll(t, 10*time.Second, "the log's warning of a dead letter in an ordered key", func() bool {
+		return strings.Contains(hp.Log(), "dead letter in an ordered key")
+	})
+}
+
+// The issue's acceptance: 20 ordering keys × 30 webhooks, to a partner
+// that answers 503 to every 7th request: every webhook arrives, and each
+// key's 2xx are in sequence order.
+func TestOrderingAcceptanceE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	p := newOrderPartner()
+	p.failEvery = 7
+	rc.Handle = p.handle
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 500/s, burst: 20, concurrency: 8, backoff_initial: 100ms, backoff_max: 400ms, max_attempts: 50}
+`, rc.Host()))
+	const keys, per = 20, 30
+	for seq := range per { // each key's webhook seq+1 after its seq's 202
+		postKeyed(t, hp, rc, seq*keys, (seq+1)*keys, 8, func(i int) http.Header {
+			return orderHeader(fmt.Sprint("k", i%keys), i/keys+1)
+		})
+	}
+	rc.WaitFor(t, 120*time.Second, "every webhook delivered", func(as []Arrival) bool { return Delivered2xx(as) == keys*per })
+	want := make([]int, per)
+	for i := range want {
+		want[i] = i + 1
+	}
+	for k := range keys {
+		if _, ok := p.seqs(fmt.Sprint("k", k)); fmt.Sprint(ok) != fmt.Sprint(want) {
+			t.Errorf("k%d's 2xx %v, want 1..%d in order", k, ok, per)
+		}
+	}
+	for _, e := range p.earlyOnes() {
+		t.Error(e)
+	}
+}
