@@ -5,11 +5,13 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/handoff"
+	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -86,8 +88,13 @@ func (a *app) handoff(ctx context.Context, sh config.ShutdownConfig) {
 		a.log.Warn("handoff unsigned: without shutdown.handoff_secret_file the other hookpace gives the webhooks new ids "+
 			"(or, with a secret of its own, refuses them)", "target", redacted(sh.Handoff))
 	}
+	states := a.hostStates()
+	if len(states) > 0 && files.HandoffSecret == nil {
+		a.log.Warn("handoff: pauses and holds stay here: without shutdown.handoff_secret_file the other hookpace "+
+			"cannot trust them, and delivers those hosts' webhooks at once", "hosts", len(states))
+	}
 	res, err := handoff.Run(ctx, handoff.Options{Target: sh.Handoff, Auth: files.HandoffAuth, Secret: files.HandoffSecret, From: from,
-		Queue: a.spool, Logger: a.log})
+		Hosts: states, Queue: a.spool, Logger: a.log})
 	defer a.handoffEnded(ctx, sh, res, err)
 	if err != nil {
 		a.log.Error("handoff failed", "error", err, "handed_off", res.HandedOff)
@@ -104,6 +111,45 @@ func (a *app) handoff(ctx context.Context, sh config.ShutdownConfig) {
 		attrs = append(attrs, "kept_"+r, res.Kept[r])
 	}
 	a.log.Info("handoff ended", attrs...)
+}
+
+// hostStates are the pauses and the holds still running that a hand-off
+// carries: the dispatcher's (it has stopped; its state stays), and the
+// pauses recorded in the spool.
+func (a *app) hostStates() map[string]handoff.HostState {
+	out := map[string]handoff.HostState{}
+	now := time.Now()
+	for _, h := range a.disp.Hosts() {
+		var st handoff.HostState
+		if h.Paused {
+			st.PausedBy = h.PausedWhy
+		}
+		if h.HeldUntil != nil && h.HeldUntil.After(now) && carriedHold(h.HoldReason) {
+			st.HeldUntil, st.HoldReason = *h.HeldUntil, h.HoldReason
+		}
+		if !st.Empty() {
+			out[h.Host] = st
+		}
+	}
+	paused, err := a.spool.Paused()
+	if err != nil {
+		a.log.Warn("handoff: the pauses recorded in the spool could not be read; those the dispatcher knows travel", "error", err)
+	}
+	for _, h := range paused {
+		if st := out[h]; st.PausedBy == "" {
+			st.PausedBy = deliver.PausedByOperator
+			out[h] = st
+		}
+	}
+	return out
+}
+
+// carriedHold says whether a hold with this reason travels with a
+// hand-off: a partner's 429 or used-up quota ("paused" hides which hold
+// a paused host has). A name that does not resolve is the other
+// hookpace's to find out.
+func carriedHold(reason string) bool {
+	return strings.HasPrefix(reason, "429") || reason == pacer.HoldQuota || reason == "paused"
 }
 
 // redacted hides the password of a URL with credentials.
