@@ -129,6 +129,7 @@ func (b *bench) runSections() error {
 		{"fleetscale", b.fleetScaleSection},
 		{"sender", b.sender},
 		{"adaptive", b.adaptive},
+		{"fairness", b.fairness},
 	}
 	for _, st := range steps {
 		if st.name != "profile" && !b.settings.sections[st.name] {

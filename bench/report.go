@@ -23,6 +23,7 @@ type report struct {
 	fleet        []*fleetRow
 	sender       []*senderRow
 	adaptive     []*adaptiveRow
+	fairness     []*fairnessRow
 	profile      string
 	loadEnd      string
 	halfGen      string
@@ -60,6 +61,9 @@ func (r *report) String() string {
 	}
 	if len(r.adaptive) > 0 {
 		r.writeAdaptive(&s)
+	}
+	if len(r.fairness) > 0 {
+		r.writeFairness(&s)
 	}
 	s.WriteString("\nTargets\n")
 	tw := tabwriter.NewWriter(&s, 0, 0, 2, ' ', 0)
