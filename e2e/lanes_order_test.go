@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -146,6 +147,50 @@ hosts:
 	for k := range keys {
 		if _, ok := p.seqs(fmt.Sprint("k", k)); fmt.Sprint(ok) != fmt.Sprint(want) {
 			t.Errorf("k%d's 2xx %v, want 1..%d in order", k, ok, per)
+		}
+	}
+	for _, e := range p.earlyOnes() {
+		t.Error(e)
+	}
+}
+
+// A hand-off sends an ordered key's webhooks one at a time, in order:
+// hookpace B, which takes them, delivers each key in sequence.
+func TestOrderingAcrossHandoffE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	p := newOrderPartner()
+	p.failEvery = 7
+	rc.Handle = p.handle
+	b := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 1000/s, burst: 100, concurrency: 8, backoff_initial: 100ms, backoff_max: 200ms, max_attempts: 50}
+`, rc.Host()))
+	a := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 1000/s, burst: 100, concurrency: 8}
+shutdown: {timeout: 30s, handoff: "http://%s"}
+`, rc.Host(), b.Proxy))
+	pauseHost(t, a, rc.Host())
+	const keys, per = 8, 15
+	for seq := range per {
+		postKeyed(t, a, rc, seq*keys, (seq+1)*keys, 8, func(i int) http.Header {
+			return orderHeader(fmt.Sprint("k", i%keys), i/keys+1)
+		})
+	}
+	a.Signal(syscall.SIGTERM)
+	if code := a.Wait(60 * time.Second); code != 0 {
+		t.Fatalf("A exited %d\n%s", code, a.Log())
+	}
+	rc.WaitFor(t, 60*time.Second, "every webhook delivered by B", func(as []Arrival) bool { return Delivered2xx(as) == keys*per })
+	want := make([]int, per)
+	for i := range want {
+		want[i] = i + 1
+	}
+	for k := range keys {
+		if arrived, ok := p.seqs(fmt.Sprint("k", k)); fmt.Sprint(ok) != fmt.Sprint(want) {
+			t.Errorf("k%d's 2xx %v (arrived %v), want 1..%d in order", k, ok, arrived, per)
 		}
 	}
 	for _, e := range p.earlyOnes() {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -392,4 +393,30 @@ hosts:
 	}
 	hp.AdminJSON("/v1/hosts/"+rc.Host(), &hv)
 	t.Logf("after delivery: lanes %+v", hv.Lanes)
+}
+
+// Webhooks without a fairness key share the key "", a key like the
+// others: an untagged bulk does not bury a tagged tenant's webhook
+// either, although the host met no key before it.
+func TestFairnessUntaggedBulkE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 20/s, burst: 2, concurrency: 2, fairness: {key: header}}
+`, rc.Host()))
+	const bulk = 1000
+	postKeyed(t, hp, rc, 0, bulk, 16, func(int) http.Header { return nil })
+	status, _, body := PostRaw(t, hp.Client(), rc.URL+"/tenant-b", WebhookBody(-1), http.Header{"Hookpace-Fairness-Key": {"tenant-b"}})
+	before := rc.Count(nil)
+	if status != http.StatusAccepted {
+		t.Fatalf("tenant-b: %d %s", status, body)
+	}
+	rc.WaitFor(t, 60*time.Second, "tenant-b's webhook", func(as []Arrival) bool {
+		return slices.ContainsFunc(as, func(a Arrival) bool { return a.Path == "/tenant-b" })
+	})
+	at := slices.IndexFunc(rc.Arrivals(), func(a Arrival) bool { return a.Path == "/tenant-b" })
+	if between := at - before; between > 4 {
+		t.Errorf("%d untagged webhooks arrived between tenant-b's 202 and its arrival, want at most 4", between)
+	}
 }

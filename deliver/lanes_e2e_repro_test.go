@@ -1,0 +1,39 @@
+package deliver
+
+// Repros of what the e2e tests of issue 34 found (e2e/lanes_test.go),
+// for the owner of deliver/ to fix.
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestUntaggedBacklogThenKeyWaitsOneTurn: webhooks without a fairness
+// key share the key "", a key like the others (README). A host whose
+// backlog so far had no key is not in lanes: its window (32 here) is in
+// h.ready, and enterLanes leaves it there, ahead of everything. Tenant
+// B's first webhook then waits behind the whole window of "" instead of
+// one turn (e2e: TestFairnessUntaggedBulkE2E, 27 arrivals at 20/s).
+func TestUntaggedBacklogThenKeyWaitsOneTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		_, q := setup(t, rc, map[string]Policy{"p.example": policy(10, 1, 1)}, 0)
+		q.addLaned("p.example", "bulk", 300, nil)
+		time.Sleep(time.Second) // a few of the backlog go first
+		synctest.Wait()
+		sent := len(rc.arrivals(""))
+		q.addLaned("p.example", "one", 1, fairKey("tenant-b"))
+		waitEmpty(t, q, 2*time.Minute)
+		at := -1
+		for i, tag := range tags(rc.arrivals("")) {
+			if tag == "one" {
+				at = i
+			}
+		}
+		// As TestFairnessKeyWaitsOneTurn: staged, then one turn of "".
+		if at < 0 || at > sent+2 {
+			t.Fatalf("tenant-b's webhook was arrival %d; %d had gone when it came, want it within 2 after", at, sent)
+		}
+	})
+}
