@@ -96,12 +96,23 @@ func needsLanes(m *spool.Message) bool {
 }
 
 // enterLanes makes h keep its messages in lanes from now on. What h.ready
-// holds stays there, ahead; the default lane goes on from h's cursor.
+// holds moves to the default lane, in its order, so that a new key's
+// webhook waits one turn of it, not for the whole window; the default
+// lane goes on reading from h's cursor.
 func (h *host) enterLanes() {
 	ls := &laneSet{lanes: map[spool.Lane]*lane{}, units: map[string]*unit{}, order: map[orderKey]*orderState{}}
 	h.lanes = ls
 	l := h.lane(spool.Lane{}, h.cursor)
 	l.lastSeen = h.lastSeen
+	for h.ready.len() > 0 {
+		l.q.push(h.ready.peek())
+		h.ready.pop()
+		ls.mem++
+	}
+	h.fit = nil // what a batch may take is picked afresh from the lanes
+	if l.q.len() > 0 {
+		ls.hasWork(l.unit)
+	}
 	if h.onDisk {
 		h.setOnDisk(l, true)
 	}
