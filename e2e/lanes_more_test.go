@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Issue 34 from outside, continued: a delay and a key's cap across a
+// kill -9, ordering keys across a kill -9 in the middle of delivery,
+// weights, and an ordered key's active webhook purged.
+
+// A delayed webhook still waits for its not-before after a kill -9 and a
+// restart.
+func TestDelayAcrossKillE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 50/s}
+`, rc.Host()))
+	sent := time.Now()
+	if status, _, body := PostRaw(t, hp.Client(), rc.URL+"/delayed", WebhookBody(0), http.Header{"Hookpace-Delay": {"4s"}}); status != http.StatusAccepted {
+		t.Fatalf("delayed: %d %s", status, body)
+	}
+	hp.Kill()
+	hp.Restart()
+	if status, _, body := PostRaw(t, hp.Client(), rc.URL+"/plain", WebhookBody(1), nil); status != http.StatusAccepted {
+		t.Fatalf("plain: %d %s", status, body)
+	}
+	rc.WaitFor(t, 30*time.Second, "both delivered", func(as []Arrival) bool { return Delivered2xx(as) == 2 })
+	as := rc.Arrivals()
+	if as[0].Path != "/plain" || as[1].At.Before(sent.Add(4*time.Second)) {
+		t.Errorf("arrivals %v, the delayed one %v after it was sent; want it last, no sooner than 4s", paths(as), as[1].At.Sub(sent))
+	}
+}
+
+// max_queued_per_key counts what the spool holds after a kill -9, and a
+// key gets room again as its webhooks are delivered.
+func TestMaxQueuedPerKeyAcrossKillE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 100/s, fairness: {key: header, max_queued_per_key: 3}}
+`, rc.Host()))
+	pauseHost(t, hp, rc.Host())
+	post := func(key string) int {
+		status, _, _ := PostRaw(t, hp.Client(), rc.URL+"/"+key, WebhookBody(1), http.Header{"Hookpace-Fairness-Key": {key}})
+		return status
+	}
+	for i := range 3 {
+		if s := post("A"); s != http.StatusAccepted {
+			t.Fatalf("A's %d: %d", i, s)
+		}
+	}
+	hp.Kill()
+	hp.Restart()
+	if s := post("A"); s != http.StatusTooManyRequests {
+		t.Errorf("A's 4th after the restart: %d, want 429 (3 queued)", s)
+	}
+	resumeHost(t, hp, rc.Host())
+	rc.WaitFor(t, 30*time.Second, "A's 3 delivered", func(as []Arrival) bool { return Delivered2xx(as) == 3 })
+	Poll(t, 10*time.Second, "A accepted again", func() bool { return post("A") == http.StatusAccepted })
+}
+
+// Ordering keys across a kill -9 in the middle of their delivery, to a
+// slow partner: each key's 2xx stay in order (the one in flight when
+// hookpace died may come twice), and none goes before the one ahead of
+// it was answered 2xx.
+func TestOrderingKillMidDeliveryE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	p := newOrderPartner()
+	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
+		time.Sleep(20 * time.Millisecond) // a slow partner: the kill lands mid-flight
+		p.handle(w, r, n)
+	}
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 1000/s, burst: 10, concurrency: 8}
+`, rc.Host()))
+	pauseHost(t, hp, rc.Host())
+	const keys, per = 5, 20
+	for seq := range per {
+		postKeyed(t, hp, rc, seq*keys, (seq+1)*keys, 8, func(i int) http.Header {
+			return orderHeader(fmt.Sprint("k", i%keys), i/keys+1)
+		})
+	}
+	resumeHost(t, hp, rc.Host())
+	rc.WaitFor(t, 30*time.Second, "a third delivered", func(as []Arrival) bool { return Delivered2xx(as) >= keys*per/3 })
+	hp.Kill()
+	hp.Restart()
+	rc.WaitFor(t, 60*time.Second, "every key's last delivered", func([]Arrival) bool {
+		for k := range keys {
+			if _, ok := p.seqs(fmt.Sprint("k", k)); len(ok) == 0 || ok[len(ok)-1] != per {
+				return false
+			}
+		}
+		return true
+	})
+	for k := range keys {
+		_, ok := p.seqs(fmt.Sprint("k", k))
+		next := 1
+		for _, s := range ok {
+			switch s {
+			case next:
+				next++
+			case next - 1: // the one in flight at the kill, again
+			default:
+				t.Errorf("k%d's 2xx %v: not in order", k, ok)
+			}
+		}
+	}
+	for _, e := range p.earlyOnes() {
+		t.Error(e)
+	}
+}
+
+// A key with weight 3 gets three turns to another's one.
+func TestFairnessWeightsE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 200/s, burst: 1, concurrency: 1, fairness: {key: header, weights: {big: 3}}}
+`, rc.Host()))
+	pauseHost(t, hp, rc.Host())
+	postKeyed(t, hp, rc, 0, 60, 8, func(int) http.Header { return http.Header{"Hookpace-Fairness-Key": {"big"}} })
+	postKeyed(t, hp, rc, 60, 120, 8, func(int) http.Header { return http.Header{"Hookpace-Fairness-Key": {"small"}} })
+	resumeHost(t, hp, rc.Host())
+	rc.WaitFor(t, 30*time.Second, "all 120 delivered", func(as []Arrival) bool { return Delivered2xx(as) == 120 })
+	big := 0
+	for _, a := range rc.Arrivals()[:40] {
+		var i int
+		fmt.Sscanf(a.Path, "/hook/%d", &i)
+		if i < 60 {
+			big++
+		}
+	}
+	if big < 28 || big > 32 {
+		t.Errorf("%d of the first 40 arrivals are the weight-3 key's, want about 30", big)
+	}
+}
+
+// Purging an ordered key's first webhook, which waits for its retry,
+// moves the key on.
+func TestOrderingPurgedActiveE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	p := newOrderPartner()
+	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
+		if r.Header.Get("X-Seq") == "1" {
+			w.Header().Set("Retry-After", "300")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		p.handle(w, r, n)
+	}
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 100/s, max_retry_after: 10m}
+`, rc.Host()))
+	var ids []string
+	c := hp.Client()
+	for seq := 1; seq <= 3; seq++ {
+		status, id := hp.Post(c, rc.URL+"/k", WebhookBody(seq), orderHeader("k", seq))
+		if status != http.StatusAccepted {
+			t.Fatalf("k/%d: %d", seq, status)
+		}
+		ids = append(ids, id)
+	}
+	rc.WaitFor(t, 10*time.Second, "k/1's first attempt", func(as []Arrival) bool { return len(as) == 1 && as[0].Status != 0 })
+	if out, err := hp.CLI("queue", "purge", "--host", rc.Host(), ids[0]); err != nil {
+		t.Fatalf("purge: %v\n%s", err, out)
+	}
+	rc.WaitFor(t, 30*time.Second, "k/2 and k/3 delivered", func(as []Arrival) bool { return Delivered2xx(as) == 2 })
+	if _, ok := p.seqs("k"); fmt.Sprint(ok) != "[2 3]" {
+		t.Errorf("k's 2xx %v, want [2 3]", ok)
+	}
+	if strings.Count(fmt.Sprint(paths(rc.Arrivals())), "/k") != 3 {
+		t.Errorf("arrivals %v, want k/1 once (its 503), then k/2 and k/3", paths(rc.Arrivals()))
+	}
+}
