@@ -27,7 +27,9 @@ package spool
 //     shows as unknown: it left the queue, its outcome not recorded).
 //
 // The attempt that delivered a webhook is kept in its entry (Entry.Final),
-// so a webhook delivered at once costs one journal write.
+// so a webhook delivered at once costs one journal write. A replacement
+// of a queued webhook's content (coalescing) rewrites its entry too, with
+// its arrival kept and one replacement more (journal_coalesce.go).
 //
 // The journal has its own budget (JournalOptions) and does not count
 // toward the spool's limits: history never causes a 429.
@@ -78,7 +80,8 @@ const (
 )
 
 // Entry is one webhook in the journal. URLs are kept with their query
-// values and any password redacted.
+// values and any password redacted, request headers with the values of
+// secret ones (redact.go) redacted.
 type Entry struct {
 	ID          uint64 // the spool's id
 	Origin      uint64 // OriginID when it differs (a replayed dead letter)
@@ -95,6 +98,21 @@ type Entry struct {
 	// Final is the attempt that delivered it, kept in the entry rather
 	// than a record of its own: one write fewer per webhook.
 	Final *Attempt
+
+	// Since version 2 of the entry's record:
+	Coalesce   string    // its coalesce key (dedupe.coalesce_header), "" for none
+	Replaced   int       // times a later webhook with its key replaced its content
+	ReplacedAt time.Time // the last of them
+	// Its lane (lane.go): fairness key, priority, ordering key, and the
+	// time before which it is not sent.
+	Fairness  string
+	Priority  Priority
+	Ordering  string
+	NotBefore time.Time
+	// Header is the request's headers as the app sent them (hookpace adds
+	// credentials only when it delivers), secret values redacted, at most
+	// maxEntryHeaders of them, each value cut to maxEntryHeaderValue bytes.
+	Header http.Header
 }
 
 // Attempt is one delivery attempt as the journal keeps it.
@@ -108,24 +126,30 @@ type Attempt struct {
 	Batch    int    // webhooks sent in the same request (1 alone)
 }
 
-const journalVersion = 1
+// Record versions. An entry's version 1 is: the version byte, Origin and
+// OriginSpool (uvarints), Host, Method, URL, Idempotency (strings), Size
+// (a uvarint), Accepted (a varint of Unix nanoseconds, 0 for none),
+// Outcome, OutcomeAt, Reason, then Final when there is one (the varint
+// of its At, and its attempt record). Version 2 puts after Reason, before
+// Final: Coalesce, Replaced (a uvarint), ReplacedAt, Fairness, Priority
+// (a uvarint), Ordering, NotBefore, and the headers as one string (a
+// uvarint count, then each name and value), so that a listing skips
+// them whole. An attempt's record is still version 1.
+const (
+	entryVersion1  = 1
+	entryVersion   = 2
+	attemptVersion = 1
+)
 
-// entryOf is m's entry, its URL as it is.
-func entryOf(m *Message) *Entry {
-	return &Entry{ID: m.ID, Origin: m.Origin, OriginSpool: m.OriginSpool, Host: m.Host, Method: m.Method,
-		URL: m.URL, Idempotency: m.Header.Get("Idempotency-Key"), Size: len(m.Body), Accepted: m.Enqueued}
-}
-
-// entryFor is m's entry, its URL redacted.
-func entryFor(m *Message) *Entry {
-	e := entryOf(m)
-	e.URL = RedactURL(e.URL)
-	return e
-}
+// Bounds of the request headers an entry keeps.
+const (
+	maxEntryHeaders     = 64
+	maxEntryHeaderValue = 1 << 10
+)
 
 func (e *Entry) encode() []byte {
-	b := make([]byte, 0, 64+len(e.Host)+len(e.URL)+len(e.Reason)+len(e.Idempotency))
-	b = append(b, journalVersion)
+	b := make([]byte, 0, 96+len(e.Host)+len(e.URL)+len(e.Reason)+len(e.Idempotency)+len(e.Coalesce)+len(e.Fairness)+len(e.Ordering)+48*len(e.Header))
+	b = append(b, entryVersion)
 	b = binary.AppendUvarint(b, e.Origin)
 	b = binary.AppendUvarint(b, e.OriginSpool)
 	b = appendString(b, e.Host)
@@ -137,6 +161,14 @@ func (e *Entry) encode() []byte {
 	b = appendString(b, e.Outcome)
 	b = binary.AppendVarint(b, unixNano(e.OutcomeAt))
 	b = appendString(b, e.Reason)
+	b = appendString(b, e.Coalesce)
+	b = binary.AppendUvarint(b, uint64(e.Replaced))
+	b = binary.AppendVarint(b, unixNano(e.ReplacedAt))
+	b = appendString(b, e.Fairness)
+	b = binary.AppendUvarint(b, uint64(e.Priority))
+	b = appendString(b, e.Ordering)
+	b = binary.AppendVarint(b, unixNano(e.NotBefore))
+	b = appendHeader(b, e.Header)
 	if e.Final != nil { // absent from an entry without one
 		b = binary.AppendVarint(b, e.Final.At.UnixNano())
 		b = append(b, e.Final.encode()...)
@@ -144,9 +176,58 @@ func (e *Entry) encode() []byte {
 	return b
 }
 
-func decodeEntry(id uint64, v []byte) (*Entry, error) {
+// appendHeader appends h as one length-prefixed string: the count, then
+// each name and its values joined, secret values redacted (redact.go) and
+// long ones cut, at most maxEntryHeaders of them.
+func appendHeader(b []byte, h http.Header) []byte {
+	if len(h) == 0 {
+		return append(b, 0)
+	}
+	start := len(b)
+	b = append(b, 0, 0) // the length, as a 2-byte uvarint when it fits
+	n := min(len(h), maxEntryHeaders)
+	b = binary.AppendUvarint(b, uint64(n))
+	for k, vs := range h {
+		if n == 0 {
+			break
+		}
+		n--
+		b = appendString(b, k)
+		v := Redacted
+		if !SecretHeader(k) {
+			v = strings.Join(vs, ", ")
+		}
+		b = appendString(b, v[:min(len(v), maxEntryHeaderValue)])
+	}
+	return putLength(b, start)
+}
+
+// putLength writes the length of what follows b[start+2:] at b[start:],
+// as the uvarint a string's length is: in the two bytes reserved when it
+// fits, else moving what follows.
+func putLength(b []byte, start int) []byte {
+	l := len(b) - start - 2
+	if l < 1<<14 {
+		b[start], b[start+1] = byte(l)|0x80, byte(l>>7)
+		return b
+	}
+	body := append([]byte(nil), b[start+2:]...)
+	return append(binary.AppendUvarint(b[:start], uint64(l)), body...)
+}
+
+// decodeEntry reads an entry's record, version 1 or 2.
+func decodeEntry(id uint64, v []byte) (*Entry, error) { return readEntry(id, v, true) }
+
+// decodeEntryHead reads an entry's record without its headers and its
+// final attempt, which a listing does not show.
+func decodeEntryHead(id uint64, v []byte) (*Entry, error) { return readEntry(id, v, false) }
+
+// readEntry reads an entry's record; its headers and final attempt only
+// when full.
+func readEntry(id uint64, v []byte, full bool) (*Entry, error) {
 	d := decoder{b: v}
-	if ver := d.byte(); ver != journalVersion {
+	ver := d.byte()
+	if ver != entryVersion1 && ver != entryVersion {
 		return nil, fmt.Errorf("journal entry %s: unknown version %d", IDString(id), ver)
 	}
 	e := &Entry{ID: id, Origin: d.uvarint(), OriginSpool: d.uvarint(), Host: d.string(), Method: d.string(),
@@ -155,26 +236,82 @@ func decodeEntry(id uint64, v []byte) (*Entry, error) {
 	e.Outcome = d.string()
 	e.OutcomeAt = timeOf(d.varint())
 	e.Reason = d.string()
+	var header []byte
+	if ver >= 2 {
+		e.Coalesce, e.Replaced, e.ReplacedAt = d.string(), int(d.uvarint()), timeOf(d.varint())
+		e.Fairness, e.Priority, e.Ordering, e.NotBefore = d.string(), Priority(d.uvarint()), d.string(), timeOf(d.varint())
+		header = d.bytes()
+	}
 	if d.err != nil {
 		return nil, fmt.Errorf("journal entry %s: %w", IDString(id), d.err)
 	}
-	if len(d.b) > 0 {
-		at := d.varint()
-		if d.err != nil {
-			return nil, fmt.Errorf("journal entry %s: %w", IDString(id), d.err)
-		}
-		a, err := decodeAttempt(at, d.b)
-		if err != nil {
-			return nil, fmt.Errorf("journal entry %s: %w", IDString(id), err)
-		}
-		e.Final = a
+	if !full {
+		return e, nil
+	}
+	if err := e.decodeTail(header, d.b); err != nil {
+		return nil, fmt.Errorf("journal entry %s: %w", IDString(id), err)
 	}
 	return e, nil
 }
 
+// decodeTail reads an entry's headers and its final attempt, if any.
+func (e *Entry) decodeTail(header, final []byte) error {
+	h := decoder{b: header}
+	if n := h.uvarint(); len(header) > 0 && n > 0 && n <= maxEntryHeaders {
+		e.Header = make(http.Header, n)
+		for range n {
+			k := h.string()
+			e.Header[k] = []string{h.string()}
+		}
+	}
+	if h.err != nil && len(header) > 0 { // none in version 1
+		return fmt.Errorf("headers: %w", h.err)
+	}
+	if len(final) == 0 {
+		return nil
+	}
+	d := decoder{b: final}
+	at := d.varint()
+	if d.err != nil {
+		return d.err
+	}
+	a, err := decodeAttempt(at, d.b)
+	e.Final = a
+	return err
+}
+
+// journalHeader is h as an entry keeps it (appendHeader), for an entry
+// made other than from its record (a dead letter from before the journal).
+func journalHeader(h http.Header) http.Header {
+	if len(h) == 0 {
+		return nil
+	}
+	d := decoder{b: appendHeader(nil, h)}
+	e := &Entry{}
+	if e.decodeTail(d.bytes(), nil) != nil {
+		return nil
+	}
+	return e.Header
+}
+
+// entryOf is m's entry, its URL as it is.
+func entryOf(m *Message) *Entry {
+	return &Entry{ID: m.ID, Origin: m.Origin, OriginSpool: m.OriginSpool, Host: m.Host, Method: m.Method,
+		URL: m.URL, Idempotency: m.Header.Get("Idempotency-Key"), Size: len(m.Body), Accepted: m.Enqueued,
+		Fairness: m.Fairness, Priority: m.Priority, Ordering: m.Ordering, NotBefore: m.NotBefore, Header: m.Header}
+}
+
+// entryFor is m's entry, its URL and headers redacted.
+func entryFor(m *Message) *Entry {
+	e := entryOf(m)
+	e.URL = RedactURL(e.URL)
+	e.Header = journalHeader(e.Header)
+	return e
+}
+
 func (a *Attempt) encode() []byte {
 	b := make([]byte, 0, 32+len(a.Error)+len(a.Body)+64*len(a.Header))
-	b = append(b, journalVersion)
+	b = append(b, attemptVersion)
 	b = binary.AppendVarint(b, int64(a.Duration))
 	b = binary.AppendUvarint(b, uint64(a.Status))
 	b = appendString(b, a.Error)
@@ -189,7 +326,7 @@ func (a *Attempt) encode() []byte {
 
 func decodeAttempt(at int64, v []byte) (*Attempt, error) {
 	d := decoder{b: v}
-	if ver := d.byte(); ver != journalVersion {
+	if ver := d.byte(); ver != attemptVersion {
 		return nil, fmt.Errorf("journal attempt: unknown version %d", ver)
 	}
 	a := &Attempt{At: time.Unix(0, at), Duration: time.Duration(d.varint()), Status: int(d.uvarint()),

@@ -195,7 +195,7 @@ func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
 			}
 			scanned++
 			var e *Entry
-			if err := it.Item().Value(func(v []byte) (err error) { e, err = decodeEntry(id, v); return err }); err != nil {
+			if err := it.Item().Value(func(v []byte) (err error) { e, err = decodeEntryHead(id, v); return err }); err != nil {
 				continue
 			}
 			if q.match(e) {
@@ -233,7 +233,7 @@ func listHost(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
 			continue // swept meanwhile
 		}
 		var e *Entry
-		if err := item.Value(func(v []byte) (err error) { e, err = decodeEntry(id, v); return err }); err != nil {
+		if err := item.Value(func(v []byte) (err error) { e, err = decodeEntryHead(id, v); return err }); err != nil {
 			continue
 		}
 		if q.match(e) {

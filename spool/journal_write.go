@@ -27,6 +27,13 @@ type journalState struct {
 	entries atomic.Int64
 	failed  atomic.Bool // a journal commit failed: logged once
 	short   atomic.Bool // too little room above min_free: records dropped (logged once a spell)
+
+	// Guarded by Spool.mu: the coalesce keys of the queued webhooks this
+	// run accepted with one (journal_coalesce.go), complete for ids above
+	// coalFrom once coalSet.
+	coal     map[uint64]*coalInfo
+	coalFrom uint64
+	coalSet  bool
 }
 
 // journalRec is one journal write: a Set of key to val. grow is what it
@@ -40,6 +47,10 @@ type journalRec struct {
 	grow     int64
 	entry    bool
 	e        *Entry // to encode
+	// merge: what only the entry's record says (its coalesce key and
+	// replacements; with replaced, its arrival) is read from it
+	// (mergeEntry), the run not knowing it.
+	merge, replaced bool
 }
 
 func acceptedRec(m *Message) journalRec {
@@ -131,7 +142,7 @@ func (s *Spool) journalAcceptedLocked(batch []op) {
 	for _, o := range batch {
 		if o.adds() && o.base().err == nil {
 			m := o.base().msg
-			m.jseq = s.journalLocked(acceptedRec(m))
+			m.jseq = s.journalLocked(s.acceptedRecLocked(o, m))
 		}
 	}
 }
@@ -182,6 +193,9 @@ func (s *Spool) journalRound(batch []op) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for i := range recs {
+		s.outcomeCoalesceLocked(&recs[i])
+	}
 	s.journalLocked(recs...)
 	s.waitJournalLocked(need)
 }
@@ -315,6 +329,9 @@ func (s *Spool) writeJournal(recs []journalRec) error {
 		return txn.Set(r.index, nil)
 	}
 	for _, r := range recs {
+		if r.merge {
+			mergeEntry(txn, r.e, r.replaced)
+		}
 		r.encode()
 		err := set(&r)
 		if errors.Is(err, badger.ErrTxnTooBig) {

@@ -1,0 +1,114 @@
+package spool
+
+import (
+	"strings"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// A journal entry's coalesce key (issue 32): the key is not part of a
+// queued webhook's record (proxy takes the header out; coalesce.go keeps
+// which webhook a key names in memory), so the journal remembers, for the
+// queued webhooks this run accepted with one, the key, the arrival, and
+// how often and when last a later webhook replaced the content. An
+// outcome rewrites the whole entry (journal_write.go) with what is
+// remembered; for a webhook the run does not know (accepted by an earlier
+// run, or forgotten when there were more than maxJournalCoal), the
+// journal's writer reads it from the entry's record instead (mergeEntry):
+// one read per outcome of the backlog a start finds. A webhook without a
+// key accepted by this run costs nothing of this: the ids of this run
+// are above coalFrom, and the run knows all of their keys.
+
+// coalInfo is what the journal remembers of a queued webhook with a
+// coalesce key.
+type coalInfo struct {
+	key      string
+	accepted time.Time
+	replaced int
+	last     time.Time
+}
+
+// maxJournalCoal bounds the webhooks remembered; beyond it all are
+// forgotten, and their outcomes read the rest from their records.
+const maxJournalCoal = 100_000
+
+// acceptedRecLocked is the accepted record of m, appended by o: with its
+// coalesce key, and for a replacement of a queued webhook's content, the
+// entry of that webhook (which keeps its id, place and arrival) with one
+// replacement more. Mutex held.
+func (s *Spool) acceptedRecLocked(o op, m *Message) journalRec {
+	r := acceptedRec(m)
+	if !s.jr.coalSet {
+		// The run's first new webhook: the ids of those before it are
+		// of earlier runs. (A replacement is never the first: its
+		// target came before it.)
+		s.jr.coalFrom, s.jr.coalSet = m.ID-1, true
+	}
+	a, ok := o.(*appendOp)
+	if !ok || a.coal == nil {
+		return r
+	}
+	e := r.e
+	e.Coalesce = strings.TrimPrefix(a.coal.key, m.Host+"\x00")
+	if a.coal.target == 0 { // queued anew: the key names it now
+		if len(s.jr.coal) >= maxJournalCoal {
+			s.jr.coal, s.jr.coalFrom = nil, s.seq // those queued now are forgotten
+		}
+		if s.jr.coal == nil {
+			s.jr.coal = make(map[uint64]*coalInfo)
+		}
+		s.jr.coal[m.ID] = &coalInfo{key: e.Coalesce, accepted: m.Enqueued}
+		return r
+	}
+	r.entry = false // it rewrites its target's entry
+	info := s.jr.coal[m.ID]
+	if info == nil {
+		r.merge, r.replaced = true, true
+		e.Replaced, e.ReplacedAt = 1, m.Enqueued
+		return r
+	}
+	info.replaced++
+	info.last = m.Enqueued
+	e.Accepted, e.Replaced, e.ReplacedAt = info.accepted, info.replaced, info.last
+	return r
+}
+
+// outcomeCoalesceLocked completes an outcome's record with what the run
+// remembers of its webhook's coalesce key, and forgets it; or, for one the
+// run may not know, has the writer read it. Mutex held.
+func (s *Spool) outcomeCoalesceLocked(r *journalRec) {
+	if info := s.jr.coal[r.e.ID]; info != nil {
+		delete(s.jr.coal, r.e.ID)
+		r.e.Coalesce, r.e.Replaced, r.e.ReplacedAt = info.key, info.replaced, info.last
+		return
+	}
+	r.merge = !s.jr.coalSet || r.e.ID <= s.jr.coalFrom
+}
+
+// mergeEntry completes e with what only its entry's record says: its
+// coalesce key and replacements, and for a replacement (replaced) its
+// arrival and the replacements before this one. A record that cannot be
+// read leaves e as it is: e replaces it.
+func mergeEntry(txn *badger.Txn, e *Entry, replaced bool) {
+	item, err := txn.Get(journalKey(e.ID))
+	if err != nil {
+		return
+	}
+	item.Value(func(v []byte) error {
+		old, err := decodeEntryHead(e.ID, v)
+		if err != nil {
+			return nil
+		}
+		if e.Coalesce == "" {
+			e.Coalesce = old.Coalesce
+		}
+		if replaced {
+			e.Accepted = old.Accepted
+			e.Replaced += old.Replaced
+		} else {
+			e.Replaced, e.ReplacedAt = old.Replaced, old.ReplacedAt
+		}
+		return nil
+	})
+}
