@@ -90,6 +90,16 @@ func (ls *laneSet) waiting() bool {
 	return ls != nil && (len(ls.order) > 0 || ls.delayed.Len() > 0 || ls.reading > 0)
 }
 
+// reweigh applies reloaded fairness weights; nil does nothing.
+func (ls *laneSet) reweigh(w map[string]int) {
+	if ls == nil {
+		return
+	}
+	for k, u := range ls.units {
+		u.weight = max(w[k], 1)
+	}
+}
+
 // needsLanes reports whether m takes a host into lanes.
 func needsLanes(m *spool.Message) bool {
 	return m.Fairness != "" || m.Priority != spool.PriorityNormal || m.Ordering != "" || !m.NotBefore.IsZero()

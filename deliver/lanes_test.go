@@ -296,3 +296,30 @@ func TestOrderedDeadLetterIsLoud(t *testing.T) {
 		}
 	})
 }
+
+// TestReloadReweighs: a reload's new fairness weights apply to the keys
+// already taking turns.
+func TestReloadReweighs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		pol := policy(10, 1, 1)
+		d, q := setup(t, rc, map[string]Policy{"p.example": pol}, 0)
+		d.Pause("p.example")
+		q.addLaned("p.example", "big", 60, fairKey("big"))
+		q.addLaned("p.example", "small", 60, fairKey("small"))
+		synctest.Wait()
+		pol.Weights = map[string]int{"big": 4}
+		d.SetPolicy(func(string) Policy { return pol })
+		d.Resume("p.example")
+		waitEmpty(t, q, 2*time.Minute)
+		big := 0
+		for _, tag := range tags(rc.arrivals(""))[:50] {
+			if tag == "big" {
+				big++
+			}
+		}
+		if big < 38 || big > 42 {
+			t.Fatalf("%d of the first 50 arrivals are the reweighed key's, want about 40", big)
+		}
+	})
+}

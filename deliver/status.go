@@ -216,6 +216,7 @@ func (d *Dispatcher) SetPolicy(policy func(host string) Policy) {
 	now := time.Now()
 	for _, h := range d.hosts {
 		h.pol = policy(h.name)
+		h.lanes.reweigh(h.pol.Weights)
 		h.fit = nil // what a message adds to a batch depends on the batch policy
 		if h.pol.Batch == nil {
 			h.retry.unbatch() // batching turned off: each member retries alone
