@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/spool"
@@ -27,7 +28,8 @@ func (a *api) routeMessagePage(mux *http.ServeMux) {
 }
 
 var messageTmpl = template.Must(template.New("messages").Funcs(template.FuncMap{
-	"when": func(m Message) string { return m.AcceptedAt.Local().Format("2006-01-02 15:04:05.000") },
+	"when":  func(m Message) string { return m.AcceptedAt.Local().Format("2006-01-02 15:04:05.000") },
+	"stamp": func(t *time.Time) string { return t.Local().Format("2006-01-02 15:04:05.000") },
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>hookpace · {{.Title}}</title>
 <link rel="stylesheet" href="/static/page.css"></head>
@@ -42,7 +44,15 @@ var messageTmpl = template.Must(template.New("messages").Funcs(template.FuncMap{
   <div><dt>Request</dt><dd>{{.Method}} {{.URL}} ({{.Bytes}} bytes)</dd></div>
   <div><dt>Accepted</dt><dd>{{when .}}</dd></div>
   {{- if .Idempotency}}<div><dt>Idempotency-Key</dt><dd>{{.Idempotency}}</dd></div>{{end}}
+  {{- if .Coalesce}}<div><dt>Coalesce key</dt><dd id="msg-coalesce">{{.Coalesce}}{{if .Replaced}} (content replaced {{.Replaced}} time{{if gt .Replaced 1}}s{{end}}, last at {{stamp .ReplacedAt}}){{end}}</dd></div>{{end}}
+  <div><dt>Lane</dt><dd id="msg-lane">{{if .Fairness}}fairness key {{.Fairness}} · {{end}}priority {{.Priority}}{{if .Ordering}} · ordering key {{.Ordering}}{{end}}{{if .NotBefore}} · not before {{stamp .NotBefore}}{{end}}</dd></div>
 </dl>
+<h2>Request headers</h2>
+<table id="request-headers"><tbody>
+{{- range $k, $v := .Header}}
+<tr><th scope="row">{{$k}}</th><td>{{range $i, $x := $v}}{{if $i}}, {{end}}{{$x}}{{end}}</td></tr>
+{{- else}}<tr><td class="muted">none kept</td></tr>{{end}}
+</tbody></table>
 <h2>Attempts</h2>
 <table id="attempts"><thead><tr><th scope="col">#</th><th scope="col">At</th><th scope="col" class="num">ms</th><th scope="col" class="num">Status</th><th scope="col">Error</th><th scope="col">Partner's answer</th></tr></thead><tbody>
 {{- range $i, $a := .Attempts}}

@@ -43,18 +43,33 @@ type MessageAttempt struct {
 
 // Message is a webhook as GET /v1/messages shows it.
 type Message struct {
-	ID          string           `json:"id"`
-	Host        string           `json:"host"`
-	Method      string           `json:"method"`
-	URL         string           `json:"url"`
-	Idempotency string           `json:"idempotency_key,omitempty"`
-	Bytes       int              `json:"bytes"`
-	AcceptedAt  time.Time        `json:"accepted_at"`
-	State       string           `json:"state"`
-	Position    int              `json:"position,omitempty"` // queued: 1 is the head of its host's queue
-	OutcomeAt   *time.Time       `json:"outcome_at,omitempty"`
-	Reason      string           `json:"reason,omitempty"`
-	Attempts    []MessageAttempt `json:"attempts,omitempty"`
+	ID          string `json:"id"`
+	Host        string `json:"host"`
+	Method      string `json:"method"`
+	URL         string `json:"url"`
+	Idempotency string `json:"idempotency_key,omitempty"`
+	// Coalesce is its coalesce key (dedupe.coalesce_header); Replaced
+	// says how many later webhooks with it replaced its content, the
+	// last at ReplacedAt.
+	Coalesce   string     `json:"coalesce_key,omitempty"`
+	Replaced   int        `json:"replaced,omitempty"`
+	ReplacedAt *time.Time `json:"replaced_at,omitempty"`
+	// Its lane: fairness key, priority, ordering key, not before.
+	Fairness  string     `json:"fairness_key,omitempty"`
+	Priority  string     `json:"priority"`
+	Ordering  string     `json:"ordering_key,omitempty"`
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	// Header is the request's headers as the app sent them (before any
+	// credentials hookpace adds), secret values redacted; in a lookup,
+	// not in a list.
+	Header     map[string][]string `json:"request_headers,omitempty"`
+	Bytes      int                 `json:"bytes"`
+	AcceptedAt time.Time           `json:"accepted_at"`
+	State      string              `json:"state"`
+	Position   int                 `json:"position,omitempty"` // queued: 1 is the head of its host's queue
+	OutcomeAt  *time.Time          `json:"outcome_at,omitempty"`
+	Reason     string              `json:"reason,omitempty"`
+	Attempts   []MessageAttempt    `json:"attempts,omitempty"`
 	// HandedOff, for a webhook handed off at a shutdown, is where it went
 	// and its id there (messages_fleet.go).
 	HandedOff *Elsewhere `json:"handed_off_to,omitempty"`
@@ -115,12 +130,20 @@ func (a *api) messageOf(j Journal, e *spool.Entry, state string) Message {
 		state = StateHeld
 	}
 	m := Message{ID: ref.String(), Host: e.Host, Method: e.Method, URL: RedactURL(e.URL), Idempotency: e.Idempotency,
-		Bytes: e.Size, AcceptedAt: e.Accepted.UTC(), State: state, Reason: e.Reason}
-	if !e.OutcomeAt.IsZero() {
-		t := e.OutcomeAt.UTC()
-		m.OutcomeAt = &t
-	}
+		Coalesce: e.Coalesce, Replaced: e.Replaced, ReplacedAt: utcOrNil(e.ReplacedAt),
+		Fairness: e.Fairness, Priority: e.Priority.String(), Ordering: e.Ordering, NotBefore: utcOrNil(e.NotBefore),
+		Header: RedactHeader(e.Header), Bytes: e.Size, AcceptedAt: e.Accepted.UTC(), State: state, Reason: e.Reason,
+		OutcomeAt: utcOrNil(e.OutcomeAt)}
 	return m
+}
+
+// utcOrNil is t in UTC, or nil for none.
+func utcOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }
 
 // held reports whether host is paused or held: its queued webhooks wait.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,8 +24,12 @@ which keeps every webhook with its attempts for journal.retain (default
 
   msg show   one webhook by its id (the X-Hookpace-Id of the app's 202, or
              its last 16 digits): state (queued at position N, held,
-             in_flight, delivered, dead, purged, handed_off), and each
-             attempt with its status, error and the start of the answer.
+             in_flight, delivered, dead, purged, handed_off), its keys
+             (idempotency; coalesce, with how often its content was
+             replaced), its lane (fairness key, priority, ordering key,
+             not before), the request's headers as the app sent them
+             (secret values redacted), and each attempt with its
+             status, error and the start of the answer.
              In a fleet, an id of another replica's spool is asked of
              that replica's admin API when the fleet knows it and it is
              live (with the same token), and a webhook handed off is
@@ -106,6 +112,57 @@ func msgCmd(args []string, out io.Writer) error {
 	}
 }
 
+// replacedText says how often later webhooks with m's coalesce key
+// replaced its content: " (replaced 2 times, last at T)", or "".
+func replacedText(m admin.Message) string {
+	if m.Replaced == 0 {
+		return ""
+	}
+	times := "times"
+	if m.Replaced == 1 {
+		times = "time"
+	}
+	last := ""
+	if m.ReplacedAt != nil {
+		last = ", last at " + m.ReplacedAt.Local().Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf(" (content replaced %d %s%s)", m.Replaced, times, last)
+}
+
+// laneText is m's lane: "fairness key K, priority high, ordering key O,
+// not before T", leaving out what it has not.
+func laneText(m admin.Message) string {
+	var parts []string
+	if m.Fairness != "" {
+		parts = append(parts, "fairness key "+m.Fairness)
+	}
+	if m.Priority != "" {
+		parts = append(parts, "priority "+m.Priority)
+	}
+	if m.Ordering != "" {
+		parts = append(parts, "ordering key "+m.Ordering)
+	}
+	if m.NotBefore != nil {
+		parts = append(parts, "not before "+m.NotBefore.Local().Format(time.RFC3339Nano))
+	}
+	if len(parts) == 0 {
+		return "default"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printHeaders prints the request's headers as the journal kept them
+// (secret values redacted), sorted by name.
+func printHeaders(out io.Writer, h map[string][]string) {
+	if len(h) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "headers")
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		fmt.Fprintf(out, "  %s: %s\n", k, strings.Join(h[k], ", "))
+	}
+}
+
 func printMessage(out io.Writer, m admin.Message) {
 	fmt.Fprintf(out, "id        %s\nhost      %s\nrequest   %s %s (%d bytes)\naccepted  %s\n", m.ID, m.Host, m.Method, m.URL, m.Bytes,
 		m.AcceptedAt.Local().Format(time.RFC3339Nano))
@@ -123,6 +180,11 @@ func printMessage(out io.Writer, m admin.Message) {
 	if m.Idempotency != "" {
 		fmt.Fprintf(out, "key       %s\n", m.Idempotency)
 	}
+	if m.Coalesce != "" {
+		fmt.Fprintf(out, "coalesce  %s%s\n", m.Coalesce, replacedText(m))
+	}
+	fmt.Fprintf(out, "lane      %s\n", laneText(m))
+	printHeaders(out, m.Header)
 	fmt.Fprintf(out, "attempts  %d\n", len(m.Attempts))
 	for i, a := range m.Attempts {
 		status := "no answer"
