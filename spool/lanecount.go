@@ -7,11 +7,14 @@ import (
 
 // hostLanes counts what a host has queued per lane and per fairness key
 // (over its priorities): what the dispatcher serves in turn and what
-// admission per key reads. Hosts and lanes with nothing queued are absent,
-// so the counts take memory in proportion to the lanes that have work.
+// admission per key reads. Lane{} is counted in plain, so that a host
+// without lanes, the common case, costs no map; hosts with nothing queued
+// and lanes with nothing queued are absent, so the counts take memory in
+// proportion to the lanes that have work.
 type hostLanes struct {
-	lanes map[Lane]int
-	keys  map[string]int
+	plain int            // in Lane{}
+	lanes map[Lane]int   // in every other lane
+	keys  map[string]int // in every other lane, by fairness key
 }
 
 // laned counts n more messages (n may be negative) queued in lane ln of
@@ -23,16 +26,23 @@ func (l *ledger) laned(host string, ln Lane, n int) {
 		if n <= 0 {
 			return
 		}
-		h = &hostLanes{lanes: make(map[Lane]int), keys: make(map[string]int)}
+		h = &hostLanes{}
 		l.lanes[host] = h
 	}
-	if h.lanes[ln] += n; h.lanes[ln] <= 0 {
-		delete(h.lanes, ln)
+	if ln == (Lane{}) {
+		h.plain = max(h.plain+n, 0)
+	} else {
+		if h.lanes == nil {
+			h.lanes, h.keys = make(map[Lane]int), make(map[string]int)
+		}
+		if h.lanes[ln] += n; h.lanes[ln] <= 0 {
+			delete(h.lanes, ln)
+		}
+		if h.keys[ln.Key] += n; h.keys[ln.Key] <= 0 {
+			delete(h.keys, ln.Key)
+		}
 	}
-	if h.keys[ln.Key] += n; h.keys[ln.Key] <= 0 {
-		delete(h.keys, ln.Key)
-	}
-	if len(h.lanes) == 0 {
+	if h.plain == 0 && len(h.lanes) == 0 {
 		delete(l.lanes, host)
 	}
 }
@@ -49,7 +59,10 @@ func (s *Spool) Lanes(host string) []LaneUsage {
 	if h == nil {
 		return nil
 	}
-	out := make([]LaneUsage, 0, len(h.lanes))
+	out := make([]LaneUsage, 0, len(h.lanes)+1)
+	if h.plain > 0 {
+		out = append(out, LaneUsage{Queued: h.plain})
+	}
 	for ln, n := range h.lanes {
 		out = append(out, LaneUsage{Lane: ln, Queued: n})
 	}
@@ -76,5 +89,14 @@ func (s *Spool) KeyQueued(host, key string) (queued, keys int) {
 	if h == nil {
 		return 0, 0
 	}
-	return h.keys[key], len(h.keys)
+	queued, keys = h.keys[key], len(h.keys)
+	if h.plain > 0 {
+		if key == "" {
+			queued += h.plain
+		}
+		if h.keys[""] == 0 {
+			keys++ // "" has webhooks in Lane{} only
+		}
+	}
+	return queued, keys
 }
