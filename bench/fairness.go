@@ -24,17 +24,20 @@ import (
 // costs, not the ingest's), the host resumed, and tenant B posts 10
 // webhooks one after another while A drains: the time from each of B's
 // 202s to its arrival, A's rate meanwhile, and hookpace's peak RSS. The
-// same run without A's backlog is the baseline. In one FIFO, B's webhooks
-// would wait behind A's whole backlog: backlog ÷ 49.5/s.
+// same run without A's backlog is the baseline, and the same backlog
+// spread over 50,000 keys (one webhook each: many tenants) checks the
+// dispatcher's bound for many keys. In one FIFO, B's webhooks would wait
+// behind A's whole backlog: backlog ÷ 49.5/s.
 
 const (
 	fairRate  = 50
-	fairBs    = 10
+	fairBs    = 10              // B's webhooks; 1 when A's backlog is over many keys
 	fairDrain = 3 * time.Second // A's rate is measured over this after B's last arrival
 )
 
 type fairnessRow struct {
 	backlog  int
+	keys     int // A's backlog over this many fairness keys
 	fill     time.Duration
 	waits    []time.Duration // B's 202 to its arrival
 	ingest   []time.Duration // B's POST to its 202
@@ -82,10 +85,10 @@ func (p *fairPartner) bArrivals() map[int]time.Time {
 
 func (b *bench) fairness() error {
 	for rep := 1; rep <= b.reps; rep++ {
-		for _, n := range []int{0, 50000} {
-			row, err := b.fairnessOnce(n)
+		for _, c := range [][2]int{{0, 1}, {50000, 1}, {50000, 50000}} {
+			row, err := b.fairnessOnce(c[0], c[1])
 			if err != nil {
-				return fmt.Errorf("backlog %d: %w", n, err)
+				return fmt.Errorf("backlog %d over %d keys: %w", c[0], c[1], err)
 			}
 			b.rep.fairness = append(b.rep.fairness, row)
 		}
@@ -93,7 +96,9 @@ func (b *bench) fairness() error {
 	return nil
 }
 
-func (b *bench) fairnessOnce(n int) (*fairnessRow, error) {
+// fairnessOnce measures with n webhooks of tenant A queued, over keys
+// fairness keys (1: all "A"; more: "A-0", "A-1", ...: many tenants).
+func (b *bench) fairnessOnce(n, keys int) (*fairnessRow, error) {
 	p := &fairPartner{b: map[int]time.Time{}, ch: make(chan struct{}, 1)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -113,10 +118,14 @@ func (b *bench) fairnessOnce(n int) (*fairnessRow, error) {
 	if err := hp.pause(addr); err != nil {
 		return nil, err
 	}
-	row := &fairnessRow{backlog: n}
-	logf("fairness: queueing %d webhooks of tenant A (paused)", n)
+	row := &fairnessRow{backlog: n, keys: keys}
+	logf("fairness: queueing %d webhooks over %d keys (paused)", n, keys)
+	key := func(i int64) string { return "A" }
+	if keys > 1 {
+		key = func(i int64) string { return "A-" + strconv.FormatInt(i%int64(keys), 10) }
+	}
 	t0 := time.Now()
-	if bad, err := postKeyed(hp.proxy, "http://"+addr+"/a/", "A", n, 16); bad > 0 {
+	if bad, err := postKeyed(hp.proxy, "http://"+addr+"/a/", key, n, 16); bad > 0 {
 		return nil, fmt.Errorf("prefill: %d not accepted (%v)", bad, err)
 	}
 	row.fill = time.Since(t0)
@@ -148,9 +157,13 @@ func (b *bench) fairnessOnce(n int) (*fairnessRow, error) {
 func (b *bench) fairnessMeasure(hp *hookpace, p *fairPartner, addr string, row *fairnessRow) error {
 	c := newClient(hp.proxy, 1)
 	defer c.CloseIdleConnections()
-	acked := make([]time.Time, fairBs)
+	bs := fairBs
+	if row.keys > 1 {
+		bs = 1 // each of B's would wait a round of A's keys with work
+	}
+	acked := make([]time.Time, bs)
 	a0 := p.a.Load()
-	for i := range fairBs {
+	for i := range bs {
 		sent := time.Now()
 		code, err := postWith(c, fmt.Sprintf("http://%s/b/%d", addr, i), b.body, "B")
 		if err != nil || code != http.StatusAccepted {
@@ -159,23 +172,23 @@ func (b *bench) fairnessMeasure(hp *hookpace, p *fairPartner, addr string, row *
 		acked[i] = time.Now()
 		row.ingest = append(row.ingest, acked[i].Sub(sent))
 	}
-	deadline := time.After(2 * time.Minute)
-	for len(p.bArrivals()) < fairBs {
+	deadline := time.After(5 * time.Minute)
+	for len(p.bArrivals()) < bs {
 		select {
 		case <-p.ch:
 		case <-deadline:
-			return fmt.Errorf("%d of B's %d webhooks arrived within 2 minutes", len(p.bArrivals()), fairBs)
+			return fmt.Errorf("%d of B's %d webhooks arrived within 5 minutes", len(p.bArrivals()), bs)
 		}
 	}
 	got := p.bArrivals()
-	for i := range fairBs {
+	for i := range bs {
 		row.waits = append(row.waits, got[i].Sub(acked[i]))
 	}
 	time.Sleep(fairDrain)
 	el := time.Since(acked[0])
 	a := p.a.Load() - a0
-	row.rate = float64(a+fairBs) / el.Seconds()
-	row.aShare = float64(a) / float64(a+fairBs)
+	row.rate = float64(a+int64(bs)) / el.Seconds()
+	row.aShare = float64(a) / float64(a+int64(bs))
 	var err error
 	if row.rss, row.hwm, err = memKiB(hp.pid()); err != nil {
 		return err
@@ -188,9 +201,9 @@ func (b *bench) fairnessMeasure(hp *hookpace, p *fairPartner, addr string, row *
 	return nil
 }
 
-// postKeyed sends n webhooks to prefix+i with Hookpace-Fairness-Key: key
-// over conns connections and returns how many did not get a 2xx.
-func postKeyed(proxy, prefix, key string, n, conns int) (non2xx int64, err error) {
+// postKeyed sends n webhooks to prefix+i with Hookpace-Fairness-Key:
+// key(i) over conns connections and returns how many did not get a 2xx.
+func postKeyed(proxy, prefix string, key func(int64) string, n, conns int) (non2xx int64, err error) {
 	c := newClient(proxy, conns)
 	defer c.CloseIdleConnections()
 	var (
@@ -206,7 +219,7 @@ func postKeyed(proxy, prefix, key string, n, conns int) (non2xx int64, err error
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				code, err := postWith(c, prefix+strconv.FormatInt(i, 10), body, key)
+				code, err := postWith(c, prefix+strconv.FormatInt(i, 10), body, key(i))
 				if err != nil || code < 200 || code > 299 {
 					errOnce.Do(func() { first = fmt.Errorf("status %d: %v", code, err) })
 					bad.Add(1)
@@ -238,9 +251,10 @@ func postWith(c *http.Client, target string, body []byte, key string) (int, erro
 func (r *report) writeFairness(s *strings.Builder) {
 	fmt.Fprintf(s, "\n7. Fairness: a partner at %d/s burst 5, concurrency 4, fairness: {key: header}. Tenant A's backlog queued\n"+
 		"   (paused), hookpace restarted on the spool and resumed; then tenant B posts %d webhooks one after another.\n"+
+		"   Over 50,000 keys (a webhook each), B posts one: it waits for a round of the keys in memory.\n"+
 		"   wait = B's 202 to its arrival at the partner (negative: it arrived before the client read the 202).\n", fairRate, fairBs)
 	tw := tabwriter.NewWriter(s, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "  A queued\tfill\tB wait p50\tB wait max\tFIFO would wait\tB 202 p50\trate at partner\tA's share\tpeak RSS before resume\tpeak RSS\tRSS at end\tA lost\t")
+	fmt.Fprintln(tw, "  A queued\tkeys\tfill\tB wait p50\tB wait max\tFIFO would wait\tB 202 p50\trate at partner\tA's share\tpeak RSS before resume\tpeak RSS\tRSS at end\tA lost\t")
 	base := map[int]int64{}
 	for _, x := range r.fairness {
 		if x.backlog == 0 {
@@ -257,7 +271,7 @@ func (r *report) writeFairness(s *strings.Builder) {
 		if b := base[0]; b > 0 && x.backlog > 0 {
 			ratio = fmt.Sprintf(" (%.2fx)", float64(x.hwm)/float64(b))
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%.1f/s\t%s\t%s\t%s%s\t%s\t%d\t\n", x.backlog, x.fill.Round(10*time.Millisecond),
+		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f/s\t%s\t%s\t%s%s\t%s\t%d\t\n", x.backlog, x.keys, x.fill.Round(10*time.Millisecond),
 			ms(w[len(w)/2]), ms(w[len(w)-1]), fifo.Round(time.Second), ms(in[len(in)/2]), x.rate, pct(x.aShare),
 			mib(x.hwmStart), mib(x.hwm), ratio, mib(x.rss), x.lost)
 	}
