@@ -3,7 +3,10 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -182,5 +185,53 @@ hosts:
 	}
 	if strings.Count(fmt.Sprint(paths(rc.Arrivals())), "/k") != 3 {
 		t.Errorf("arrivals %v, want k/1 once (its 503), then k/2 and k/3", paths(rc.Arrivals()))
+	}
+}
+
+// fairClient is a client through hp as proxy user user (password s3cret).
+func fairClient(hp *Hookpace, user string) *http.Client {
+	u, _ := url.Parse("http://" + user + ":s3cret@" + hp.Proxy)
+	return &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u), MaxIdleConnsPerHost: 16}, Timeout: 30 * time.Second}
+}
+
+// The other ways to name the fairness key: the URL's path (path_depth 2)
+// and the proxy user. Bulk's 300 do not bury the other tenant's one.
+func TestFairnessPathAndProxyUserE2E(t *testing.T) {
+	for _, mode := range []string{"path", "proxy_user"} {
+		t.Run(mode, func(t *testing.T) {
+			rc := NewReceiver(t)
+			hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+auth: {users: [{username: bulk, password: s3cret}, {username: other, password: s3cret}]}
+hosts:
+  "%s": {rate: 20/s, burst: 2, concurrency: 2, fairness: {key: %s, path_depth: 2}}
+`, rc.Host(), mode))
+			bulk, other := fairClient(hp, "bulk"), fairClient(hp, "other")
+			target := func(tenant string, i int) string { return fmt.Sprintf("%s/webhooks/%s/%d", rc.URL, tenant, i) }
+			var wg sync.WaitGroup
+			for w := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := w; i < 300; i += 8 {
+						if status, _, body := PostRaw(t, bulk, target("cust-1", i), WebhookBody(i), nil); status != http.StatusAccepted {
+							t.Errorf("bulk %d: %d %s", i, status, body)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			status, _, body := PostRaw(t, other, target("cust-2", 0), WebhookBody(0), nil)
+			before := rc.Count(nil)
+			if status != http.StatusAccepted {
+				t.Fatalf("other: %d %s", status, body)
+			}
+			one := func(a Arrival) bool { return strings.HasPrefix(a.Path, "/webhooks/cust-2/") }
+			rc.WaitFor(t, 30*time.Second, "the other tenant's webhook", func(as []Arrival) bool { return slices.ContainsFunc(as, one) })
+			if between := slices.IndexFunc(rc.Arrivals(), one) - before; between > 4 {
+				t.Errorf("%d of bulk's arrived between the other's 202 and its arrival, want at most 4", between)
+			}
+		})
 	}
 }
