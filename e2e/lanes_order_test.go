@@ -197,3 +197,36 @@ shutdown: {timeout: 30s, handoff: "http://%s"}
 		t.Error(e)
 	}
 }
+
+// A hand-off carries a delay that is still ahead: hookpace B, which takes
+// the webhook, holds it until its not-before too.
+func TestDelayAcrossHandoffE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	b := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 100/s}
+`, rc.Host()))
+	a := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 100/s}
+shutdown: {timeout: 30s, handoff: "http://%s"}
+`, rc.Host(), b.Proxy))
+	sent := time.Now()
+	if status, _, body := PostRaw(t, a.Client(), rc.URL+"/delayed", WebhookBody(0), http.Header{"Hookpace-Delay": {"4s"}}); status != http.StatusAccepted {
+		t.Fatalf("delayed: %d %s", status, body)
+	}
+	a.Signal(syscall.SIGTERM)
+	if code := a.Wait(60 * time.Second); code != 0 {
+		t.Fatalf("A exited %d\n%s", code, a.Log())
+	}
+	if status, _, body := PostRaw(t, b.Client(), rc.URL+"/plain", WebhookBody(1), nil); status != http.StatusAccepted {
+		t.Fatalf("plain: %d %s", status, body)
+	}
+	rc.WaitFor(t, 30*time.Second, "both delivered", func(as []Arrival) bool { return Delivered2xx(as) == 2 })
+	as := rc.Arrivals()
+	if as[0].Path != "/plain" || as[1].At.Before(sent.Add(4*time.Second)) {
+		t.Errorf("arrivals %v, the delayed one %v after it was sent to A; want it last, no sooner than 4s", paths(as), as[1].At.Sub(sent))
+	}
+}
