@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -233,5 +234,53 @@ hosts:
 				t.Errorf("%d of bulk's arrived between the other's 202 and its arrival, want at most 4", between)
 			}
 		})
+	}
+}
+
+// The issue's "Visible": /v1/hosts/{host} and the status page show the
+// busiest fairness keys (queued, oldest age), the ordering keys that are
+// blocked and on what, and counts per priority. Checked loosely, by the
+// names that must appear, whatever the fields are called.
+func TestLanesVisibleE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	rc.Handle = func(w http.ResponseWriter, r *http.Request, _ int) {
+		w.Header().Set("Retry-After", "600") // the ordered key's first is blocked on this
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 100/s, max_retry_after: 15m, fairness: {key: header}}
+`, rc.Host()))
+	c := hp.Client()
+	post := func(h http.Header) {
+		if status, _, body := PostRaw(t, c, rc.URL+"/x", WebhookBody(0), h); status != http.StatusAccepted {
+			t.Fatalf("%v: %d %s", h, status, body)
+		}
+	}
+	post(http.Header{"Hookpace-Fairness-Key": {"tenant-ord"}, "Hookpace-Ordering-Key": {"order-77"}})
+	rc.WaitFor(t, 10*time.Second, "order-77's first attempt", func(as []Arrival) bool { return len(as) == 1 && as[0].Status != 0 })
+	pauseHost(t, hp, rc.Host())
+	post(http.Header{"Hookpace-Fairness-Key": {"tenant-ord"}, "Hookpace-Ordering-Key": {"order-77"}})
+	for range 20 {
+		post(http.Header{"Hookpace-Fairness-Key": {"bulk-tenant"}, "Hookpace-Priority": {"low"}})
+	}
+	post(http.Header{"Hookpace-Fairness-Key": {"small-tenant"}, "Hookpace-Priority": {"high"}})
+	var raw map[string]any
+	hp.AdminJSON("/v1/hosts/"+rc.Host(), &raw)
+	js := fmt.Sprint(raw)
+	resp, err := http.Get("http://" + hp.Admin + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"bulk-tenant", "order-77"} {
+		if !strings.Contains(js, want) {
+			t.Errorf("/v1/hosts/{host} does not name %s: %s", want, js)
+		}
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the status page does not name %s", want)
+		}
 	}
 }
