@@ -194,12 +194,33 @@ func appendHeader(b []byte, h http.Header) []byte {
 		n--
 		b = appendString(b, k)
 		v := Redacted
-		if !SecretHeader(k) {
+		if !secretHeader(k) {
 			v = strings.Join(vs, ", ")
 		}
 		b = appendString(b, v[:min(len(v), maxEntryHeaderValue)])
 	}
 	return putLength(b, start)
+}
+
+// commonHeaders holds SecretHeader's verdict on the names most requests
+// carry, worked out once: an entry is written for every webhook, and
+// SecretHeader lower-cases the name.
+var commonHeaders = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range []string{"Accept", "Accept-Encoding", "Authorization", "Content-Length", "Content-Type", "Cookie",
+		"Traceparent", "Tracestate", "User-Agent", "X-Request-Id", "Idempotency-Key", "Webhook-Id", "Webhook-Timestamp",
+		"Webhook-Signature", "X-Hub-Signature-256"} {
+		m[k] = SecretHeader(k)
+	}
+	return m
+}()
+
+// secretHeader is SecretHeader, from commonHeaders when it can.
+func secretHeader(k string) bool {
+	if secret, ok := commonHeaders[k]; ok {
+		return secret
+	}
+	return SecretHeader(k)
 }
 
 // putLength writes the length of what follows b[start+2:] at b[start:],
