@@ -284,3 +284,63 @@ hosts:
 		}
 	}
 }
+
+// The issue's first acceptance, counted in arrivals rather than seconds
+// (the bench times it): a partner at 50/s burst 5, tenant A's 3,000, then
+// tenant B's 10 one after another. B's take every other turn: all ten
+// arrive, in order, within 2 per B (and the stage and slots in flight)
+// of the first one's 202.
+func TestFairnessAcceptanceE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 50/s, burst: 5, fairness: {key: header}}
+`, rc.Host()))
+	postKeyed(t, hp, rc, 0, 3000, 16, func(int) http.Header { return http.Header{"Hookpace-Fairness-Key": {"A"}} })
+	c := hp.Client()
+	before := -1
+	for i := range 10 {
+		status, _, body := PostRaw(t, c, fmt.Sprintf("%s/b/%d", rc.URL, i), WebhookBody(i), http.Header{"Hookpace-Fairness-Key": {"B"}})
+		if status != http.StatusAccepted {
+			t.Fatalf("B's %d: %d %s", i, status, body)
+		}
+		if before < 0 {
+			before = rc.Count(nil)
+		}
+	}
+	isB := func(a Arrival) bool { return strings.HasPrefix(a.Path, "/b/") }
+	rc.WaitFor(t, 60*time.Second, "B's ten", func(as []Arrival) bool { return Delivered2xx(filter(as, isB)) == 10 })
+	as := rc.Arrivals()
+	var bs []string
+	last := 0
+	for i, a := range as {
+		if isB(a) {
+			bs = append(bs, a.Path)
+			last = i
+		}
+	}
+	var want []string
+	for i := range 10 {
+		want = append(want, fmt.Sprintf("/b/%d", i))
+	}
+	if fmt.Sprint(bs) != fmt.Sprint(want) {
+		t.Errorf("B's arrived as %v, want %v", bs, want)
+	}
+	if between := last - before; between > 2*10+4 {
+		t.Errorf("B's last arrived %d arrivals after B's first 202, want at most %d", between, 2*10+4)
+	}
+	if a := before; a >= 3000/2 {
+		t.Fatalf("%d of A's had arrived before B's first: no backlog to test against", a)
+	}
+}
+
+func filter(as []Arrival, keep func(Arrival) bool) []Arrival {
+	var out []Arrival
+	for _, a := range as {
+		if keep(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
