@@ -7,7 +7,6 @@ package deliver
 import (
 	"container/heap"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/hookpace/hookpace/spool"
@@ -183,44 +182,6 @@ func (d *Dispatcher) takeLaned(h *host, want map[uint64]bool, out map[uint64]*sp
 		h.forget(r.lane)
 	}
 	return refs
-}
-
-// LaneStatus is what a host in lanes holds: its fairness keys with
-// webhooks in memory, its ordering keys with one active, the webhooks
-// parked behind them and those delayed, and the dead letters of ordered
-// keys since the host was taken up, the last one's key and why.
-type LaneStatus struct {
-	Keys         int    `json:"keys"`
-	OrderingKeys int    `json:"ordering_keys"`
-	Parked       int    `json:"parked"`
-	Delayed      int    `json:"delayed"`
-	OrderedDead  int64  `json:"ordered_dead"`
-	LastDeadKey  string `json:"last_ordered_dead_key,omitempty"`
-	LastDeadWhy  string `json:"last_ordered_dead_reason,omitempty"`
-}
-
-// Text is the lanes in a few words, for the status page and `hookpace
-// status`: "3 fairness keys, 2 ordering keys (5 parked), 1 delayed; 1
-// dead letter in an ordered key (order-42: max_attempts 5 reached)".
-func (s *LaneStatus) Text() string {
-	t := fmt.Sprintf("%d fairness keys, %d ordering keys (%d parked), %d delayed", s.Keys, s.OrderingKeys, s.Parked, s.Delayed)
-	if s.OrderedDead > 0 {
-		t += fmt.Sprintf("; %d dead letters in ordered keys (last %s: %s)", s.OrderedDead, s.LastDeadKey, s.LastDeadWhy)
-	}
-	return t
-}
-
-func (h *host) laneStatus() *LaneStatus {
-	ls := h.lanes
-	if ls == nil {
-		return nil
-	}
-	st := &LaneStatus{Keys: len(ls.units), OrderingKeys: len(ls.order), Delayed: ls.delayed.Len(),
-		OrderedDead: ls.dead, LastDeadKey: ls.lastDeadKey, LastDeadWhy: ls.lastDeadWhy}
-	for _, o := range ls.order {
-		st.Parked += len(o.parked)
-	}
-	return st
 }
 
 // orderedDead reports loudly that a webhook of an ordering key became a

@@ -323,3 +323,42 @@ func TestReloadReweighs(t *testing.T) {
 		}
 	})
 }
+
+// TestLanesVisible: one host's status names its busiest fairness keys
+// with their oldest webhook, what is queued per priority, and the
+// ordering key that is blocked, on which webhook and why.
+func TestLanesVisible(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+			return 503, http.Header{"Retry-After": {"600"}}
+		}}
+		pol := policy(100, 10, 4)
+		pol.Limits.MaxRetryAfter = time.Hour
+		d, q := setup(t, rc, map[string]Policy{"p.example": pol}, 0)
+		q.addLaned("p.example", "ord", 3, func(_ int, m *spool.Message) { m.Fairness, m.Ordering = "t", "order-77" })
+		synctest.Wait()
+		d.Pause("p.example")
+		start := time.Now()
+		q.addLaned("p.example", "bulk", 20, func(_ int, m *spool.Message) { m.Fairness, m.Priority = "bulk", spool.PriorityLow })
+		q.addLaned("p.example", "hi", 1, func(_ int, m *spool.Message) { m.Fairness, m.Priority = "small", spool.PriorityHigh })
+		synctest.Wait()
+		hs, _ := d.Host("p.example")
+		ls := hs.Lanes
+		if ls == nil || len(ls.Busiest) == 0 || ls.Busiest[0].Key != "bulk" || ls.Busiest[0].Queued != 20 ||
+			ls.Busiest[0].Oldest == nil || !ls.Busiest[0].Oldest.Equal(start) {
+			t.Fatalf("busiest keys %+v, want bulk 20 first, oldest at %v", ls.Busiest, start)
+		}
+		if ls.Priorities["low"] != 20 || ls.Priorities["high"] != 1 || ls.Priorities["normal"] != 3 {
+			t.Fatalf("queued by priority %v", ls.Priorities)
+		}
+		if len(ls.Blocked) != 1 || ls.Blocked[0].Key != "order-77" || ls.Blocked[0].Waiting != 2 ||
+			ls.Blocked[0].State != "retrying" || ls.Blocked[0].LastStatus != 503 {
+			t.Fatalf("blocked ordering keys %+v, want order-77 retrying after a 503, 2 waiting", ls.Blocked)
+		}
+		for _, want := range []string{"keys bulk 20", "priority high 1, normal 3, low 20", "order-77 blocked on", "2 waiting"} {
+			if !strings.Contains(ls.Text(), want) {
+				t.Errorf("status text %q lacks %q", ls.Text(), want)
+			}
+		}
+	})
+}

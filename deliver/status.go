@@ -141,7 +141,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 	hs.ConcurrencyLimit, hs.ConcurrencyWhy, hs.RateWhy = st.Concurrency, st.ConcurrencyWhy, st.RateWhy
 	hs.Coalesced = d.coalesced(h.name)
 	hs.PausedWhy = d.pausedWhyLocked(h.name, st.Paused)
-	hs.Lanes = h.laneStatus()
+	hs.Lanes = d.laneStatus(h)
 	h.gate.Status(now, &hs)
 	return hs
 }
@@ -177,12 +177,17 @@ func (d *Dispatcher) Hosts() []HostStatus {
 // Host reports one host; ok is false if the dispatcher has never seen it.
 func (d *Dispatcher) Host(name string) (HostStatus, bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	h := d.hosts[name]
 	if h == nil {
+		d.mu.Unlock()
 		return HostStatus{}, false
 	}
-	return d.statusLocked(h, time.Now()), true
+	hs := d.statusLocked(h, time.Now())
+	d.mu.Unlock()
+	if hs.Lanes != nil {
+		d.oldestByKey(name, hs.Lanes)
+	}
+	return hs, true
 }
 
 // DrainTime estimates how long until n more of host's queued webhooks have
