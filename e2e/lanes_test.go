@@ -128,13 +128,13 @@ hosts:
 // orderPartner answers 2xx, except a 503 with Retry-After: 2 to the first
 // attempt of each webhook fail names ("key/seq") (a 500's backoff has full
 // jitter, down to 10 ms, which would make "meanwhile" below a race), and a
-// 500 to every failEvery-th request; it records, per ordering key (X-Key),
+// 503 (no Retry-After) to every failEvery-th request; it records, per ordering key (X-Key),
 // the sequence numbers (X-Seq) in the order they arrived and any that
 // arrived before the one ahead of it was answered 2xx.
 type orderPartner struct {
 	mu        sync.Mutex
 	fail      map[string]bool
-	failEvery int // also 500 to every failEvery-th request (0: never)
+	failEvery int // also 503 to every failEvery-th request (0: never)
 	arrived   map[string][]int
 	ok        map[string][]int // 2xx answers, in order
 	answered  map[string]int   // the highest seq answered 2xx
@@ -168,7 +168,7 @@ func (p *orderPartner) handle(w http.ResponseWriter, r *http.Request, _ int) {
 		return
 	}
 	if p.failEvery > 0 && p.n%p.failEvery == 0 {
-		w.WriteHeader(http.StatusInternalServerError)
+		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
 	// Marked before the answer leaves: hookpace can only send the next
@@ -244,7 +244,7 @@ hosts:
 }
 
 // Ordered webhooks queued to a paused host keep their order across a
-// kill -9 and a restart, to a partner that answers 500 to every 7th
+// kill -9 and a restart, to a partner that answers 503 to every 7th
 // request.
 func TestOrderingAcrossKillE2E(t *testing.T) {
 	rc := NewReceiver(t)
