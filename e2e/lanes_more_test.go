@@ -240,7 +240,7 @@ hosts:
 // The issue's "Visible": /v1/hosts/{host} and the status page show the
 // busiest fairness keys (queued, oldest age), the ordering keys that are
 // blocked and on what, and counts per priority. Checked loosely, by the
-// names that must appear, whatever the fields are called.
+// names on the page, by the fields in the API.
 func TestLanesVisibleE2E(t *testing.T) {
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, _ int) {
@@ -275,6 +275,35 @@ hosts:
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	var hv struct {
+		Lanes struct {
+			Priorities map[string]int `json:"queued_by_priority"`
+			Busiest    []struct {
+				Key    string
+				Queued int
+				Oldest *time.Time
+			} `json:"busiest_keys"`
+			Blocked []struct {
+				Key        string `json:"ordering_key"`
+				Fairness   string `json:"fairness_key"`
+				Waiting    int
+				State      string
+				LastStatus int `json:"last_status"`
+			} `json:"blocked_ordering_keys"`
+		}
+	}
+	hp.AdminJSON("/v1/hosts/"+rc.Host(), &hv)
+	l := hv.Lanes
+	if len(l.Busiest) == 0 || l.Busiest[0].Key != "bulk-tenant" || l.Busiest[0].Queued != 20 || l.Busiest[0].Oldest == nil {
+		t.Errorf("busiest_keys %+v, want bulk-tenant first with 20 queued and its oldest", l.Busiest)
+	}
+	if l.Priorities["low"] != 20 || l.Priorities["high"] != 1 || l.Priorities["normal"] != 2 {
+		t.Errorf("queued_by_priority %v, want low 20, high 1, normal 2 (the ordered key's)", l.Priorities)
+	}
+	if len(l.Blocked) != 1 || l.Blocked[0].Key != "order-77" || l.Blocked[0].Fairness != "tenant-ord" ||
+		l.Blocked[0].Waiting != 1 || l.Blocked[0].State != "retrying" || l.Blocked[0].LastStatus != 503 {
+		t.Errorf("blocked_ordering_keys %+v, want order-77 of tenant-ord, 1 waiting behind one retrying after a 503", l.Blocked)
+	}
 	for _, want := range []string{"bulk-tenant", "order-77"} {
 		if !strings.Contains(js, want) {
 			t.Errorf("/v1/hosts/{host} does not name %s: %s", want, js)
