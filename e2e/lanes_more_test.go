@@ -71,12 +71,13 @@ hosts:
 }
 
 // Ordering keys across a kill -9 in the middle of their delivery, to a
-// slow partner: each key's 2xx stay in order (the one in flight when
-// hookpace died may come twice), and none goes before the one ahead of
-// it was answered 2xx.
+// slow partner that answers 503 to every 7th request: each key's 2xx
+// stay in order (the one in flight when hookpace died may come twice),
+// and none goes before the one ahead of it was answered 2xx.
 func TestOrderingKillMidDeliveryE2E(t *testing.T) {
 	rc := NewReceiver(t)
 	p := newOrderPartner()
+	p.failEvery = 7
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
 		time.Sleep(20 * time.Millisecond) // a slow partner: the kill lands mid-flight
 		p.handle(w, r, n)
@@ -84,7 +85,7 @@ func TestOrderingKillMidDeliveryE2E(t *testing.T) {
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
 hosts:
-  "%s": {rate: 1000/s, burst: 10, concurrency: 8}
+  "%s": {rate: 1000/s, burst: 10, concurrency: 8, backoff_initial: 100ms, backoff_max: 200ms, max_attempts: 50}
 `, rc.Host()))
 	pauseHost(t, hp, rc.Host())
 	const keys, per = 5, 20
