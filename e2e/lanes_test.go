@@ -322,8 +322,17 @@ func paths(as []Arrival) []string {
 }
 
 // With the host paused, 50 low then 50 high: once resumed, high goes
-// first, and low still gets its min_share of the turns.
+// first, and low still gets its min_share of the turns; the same after a
+// kill -9 and a restart.
 func TestPriorityE2E(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprint("restart=", restart), func(t *testing.T) { priorityCase(t, restart) })
+	}
+}
+
+// priorityCase queues 50 low then 50 high to a paused host, kills
+// hookpace and starts it again if restart, and resumes the host.
+func priorityCase(t *testing.T, restart bool) {
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -340,6 +349,10 @@ hosts:
 		if status, _, body := PostRaw(t, c, fmt.Sprintf("%s/%s/%d", rc.URL, prio, i), WebhookBody(i), http.Header{"Hookpace-Priority": {prio}}); status != http.StatusAccepted {
 			t.Fatalf("%s %d: %d %s", prio, i, status, body)
 		}
+	}
+	if restart {
+		hp.Kill()
+		hp.Restart()
 	}
 	resumeHost(t, hp, rc.Host())
 	rc.WaitFor(t, 30*time.Second, "all 100 delivered", func(as []Arrival) bool { return Delivered2xx(as) == 100 })
