@@ -230,3 +230,38 @@ shutdown: {timeout: 30s, handoff: "http://%s"}
 		t.Errorf("arrivals %v, the delayed one %v after it was sent to A; want it last, no sooner than 4s", paths(as), as[1].At.Sub(sent))
 	}
 }
+
+// A delay with a coalesce key debounces: the first update sets when the
+// webhook goes, later ones (with a delay of their own, or none) replace
+// its content and keep that time; one webhook arrives, the last content.
+func TestDelayDebounceE2E(t *testing.T) {
+	rc := NewReceiver(t)
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  "%s": {rate: 50/s}
+`, rc.Host()))
+	c := hp.Client()
+	sent := time.Now()
+	for i, delay := range []string{"3s", "10s", ""} {
+		h := http.Header{"Hookpace-Coalesce-Key": {"state-1"}}
+		if delay != "" {
+			h.Set("Hookpace-Delay", delay)
+		}
+		if status, _, body := PostRaw(t, c, rc.URL+"/state", []byte(fmt.Sprint("v", i)), h); status != http.StatusAccepted {
+			t.Fatalf("update %d: %d %s", i, status, body)
+		}
+	}
+	if status, _, body := PostRaw(t, c, rc.URL+"/after", WebhookBody(1), nil); status != http.StatusAccepted {
+		t.Fatalf("after: %d %s", status, body)
+	}
+	rc.WaitFor(t, 30*time.Second, "the debounced webhook", func(as []Arrival) bool { return Delivered2xx(as) == 2 })
+	as := rc.Arrivals()
+	if as[0].Path != "/after" || string(as[1].Body) != "v2" || as[1].At.Before(sent.Add(3*time.Second)) {
+		t.Errorf("arrivals %v, the debounced one with %q %v after the first update; want it last, v2, no sooner than 3s",
+			paths(as), as[1].Body, as[1].At.Sub(sent))
+	}
+	if len(as) != 2 {
+		t.Errorf("%d arrivals, want 2", len(as))
+	}
+}
