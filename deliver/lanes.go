@@ -24,6 +24,7 @@ package deliver
 
 import (
 	"container/heap"
+	"math"
 	"time"
 
 	"github.com/hookpace/hookpace/spool"
@@ -69,8 +70,8 @@ type unit struct {
 	key     string
 	weight  int
 	lanes   [3]*lane
-	credit  int        // messages left in the current turn
-	deficit [3]float64 // the lower priorities' share owed (choose)
+	credit  int    // messages left in the current turn
+	deficit [3]int // the lower priorities' share owed, in millionths of a pick (choose)
 	inRing  bool
 }
 
@@ -288,6 +289,9 @@ func (u *unit) choose0() *lane {
 	return nil
 }
 
+// pickUnit is a whole pick in choose's accounting.
+const pickUnit = 1_000_000
+
 // choose is the lane u sends from next: its highest priority with
 // messages in memory, unless a lower one with messages is owed its
 // share: each pick owes each lower priority with work minShare of a
@@ -296,6 +300,8 @@ func (u *unit) choose(minShare float64) *lane {
 	if minShare <= 0 {
 		minShare = 0.1
 	}
+	// In millionths, so that ten shares of 0.1 make a whole pick.
+	share := int(math.Round(minShare * pickUnit))
 	top := -1
 	owed := -1
 	for r, l := range u.lanes {
@@ -307,8 +313,8 @@ func (u *unit) choose(minShare float64) *lane {
 			top = r
 			continue
 		}
-		u.deficit[r] += minShare
-		if u.deficit[r] >= 1 && (owed < 0 || u.deficit[r] > u.deficit[owed]) {
+		u.deficit[r] += share
+		if u.deficit[r] >= pickUnit && (owed < 0 || u.deficit[r] > u.deficit[owed]) {
 			owed = r
 		}
 	}
@@ -316,7 +322,7 @@ func (u *unit) choose(minShare float64) *lane {
 	case top < 0:
 		return nil
 	case owed >= 0:
-		u.deficit[owed]--
+		u.deficit[owed] -= pickUnit
 		return u.lanes[owed]
 	}
 	return u.lanes[top]
