@@ -28,8 +28,13 @@ func (a *api) routeMessagePage(mux *http.ServeMux) {
 }
 
 var messageTmpl = template.Must(template.New("messages").Funcs(template.FuncMap{
-	"when":  func(m Message) string { return m.AcceptedAt.Local().Format("2006-01-02 15:04:05.000") },
-	"stamp": func(t *time.Time) string { return t.Local().Format("2006-01-02 15:04:05.000") },
+	"when": func(m Message) string { return m.AcceptedAt.Local().Format("2006-01-02 15:04:05.000") },
+	"stamp": func(t *time.Time) string {
+		if t == nil {
+			return "?"
+		}
+		return t.Local().Format("2006-01-02 15:04:05.000")
+	},
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>hookpace · {{.Title}}</title>
 <link rel="stylesheet" href="/static/page.css"></head>
