@@ -261,7 +261,7 @@ func readEntry(id uint64, v []byte, full bool) (*Entry, error) {
 	if ver >= 2 {
 		e.Coalesce, e.Replaced, e.ReplacedAt = d.string(), int(d.uvarint()), timeOf(d.varint())
 		e.Fairness, e.Priority, e.Ordering, e.NotBefore = d.string(), Priority(d.uvarint()), d.string(), timeOf(d.varint())
-		header = d.bytes()
+		header = rawBytes(&d)
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("journal entry %s: %w", IDString(id), d.err)
@@ -273,6 +273,21 @@ func readEntry(id uint64, v []byte, full bool) (*Entry, error) {
 		return nil, fmt.Errorf("journal entry %s: %w", IDString(id), err)
 	}
 	return e, nil
+}
+
+// rawBytes reads a length-prefixed string as a slice of d's buffer, not
+// a copy: for what is read, or skipped, before the buffer is let go.
+func rawBytes(d *decoder) []byte {
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b)) {
+		d.err = errCorrupt
+	}
+	if d.err != nil {
+		return nil
+	}
+	out := d.b[:n:n]
+	d.b = d.b[n:]
+	return out
 }
 
 // decodeTail reads an entry's headers and its final attempt, if any.

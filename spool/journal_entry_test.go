@@ -77,6 +77,13 @@ func TestJournalEntryVersion2(t *testing.T) {
 	if err != nil || head.Header != nil || head.Final != nil || head.Coalesce != "order-7" || head.Fairness != "tenant-1" {
 		t.Fatalf("head %+v %v", head, err)
 	}
+	// Every cut of the record is an error, never a panic or a wrong entry.
+	whole := e.encode()
+	for n := range len(whole) {
+		if got, err := decodeEntry(3, whole[:n]); err == nil && got.Final != nil {
+			t.Fatalf("cut at %d of %d: %+v", n, len(whole), got)
+		}
+	}
 	// Many headers: at most maxEntryHeaders kept, the length beyond two bytes.
 	many := http.Header{}
 	for i := range 100 {
