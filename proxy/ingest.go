@@ -164,20 +164,25 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 		return d, len(m.Body)
 	}
 	ok, err := p.appendKeys(ctx, m, hp, spool.Keys{Idempotency: key, Coalesce: ckey})
+	return p.appended(ok, err), len(m.Body)
+}
+
+// appended is the answer to a webhook whose append gave ok and err.
+func (p *Proxy) appended(ok decision, err error) decision {
 	var full *spool.FullError
 	var werr *spool.WriteError
 	switch {
 	case err == nil:
-		return ok, len(m.Body)
+		return ok
 	case errors.As(err, &full):
-		return p.full(full), len(m.Body)
+		return p.full(full)
 	case errors.Is(err, spool.ErrTooLarge):
-		return tooLargeForSpool(), len(m.Body)
+		return tooLargeForSpool()
 	case errors.As(err, &werr), errors.Is(err, spool.ErrClosed):
 		return decision{outcome: outcomeError, status: http.StatusServiceUnavailable, reason: "not stored: " + err.Error(),
-			header: http.Header{"Retry-After": {"5"}}}, len(m.Body)
+			header: http.Header{"Retry-After": {"5"}}}
 	default:
-		return decision{outcome: outcomeError, status: http.StatusServiceUnavailable, reason: "not stored: " + err.Error()}, len(m.Body)
+		return decision{outcome: outcomeError, status: http.StatusServiceUnavailable, reason: "not stored: " + err.Error()}
 	}
 }
 
