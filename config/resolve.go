@@ -31,21 +31,7 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 
 	resolveSpool(p, &raw.Spool, &c.Spool)
 
-	m := &raw.MITM
-	field(p, "mitm.ca_cert", m.CACert, &c.MITM.CACert, nil)
-	field(p, "mitm.ca_key", m.CAKey, &c.MITM.CAKey, nil)
-	field(p, "mitm.cache_size", m.CacheSize, &c.MITM.CacheSize, atLeast(1))
-	list(p, "mitm.hosts", m.Hosts, &c.MITM.Hosts, checkMITMHost, false)
-	if m.Hosts.Set && c.MITM.Hosts == nil {
-		c.MITM.Hosts = []string{} // `hosts: []`: intercept nothing
-	}
-	field(p, "mitm.public_dir", m.PublicDir, &c.MITM.PublicDir, nonEmpty)
-	switch {
-	case c.MITM.CACert != "" && c.MITM.CAKey == "":
-		p.add(m.CACert.Line, "mitm.ca_key", "required when mitm.ca_cert is set")
-	case c.MITM.CACert == "" && c.MITM.CAKey != "":
-		p.add(m.CAKey.Line, "mitm.ca_cert", "required when mitm.ca_key is set")
-	}
+	resolveMITM(p, &raw.MITM, c)
 
 	field(p, "tls.ca_file", raw.TLS.CAFile, &c.TLS.CAFile, nil)
 	list(p, "egress.allow", raw.Egress.Allow, &c.Egress.Allow, checkEgressEntry, false)
@@ -99,6 +85,25 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 		}
 	}
 	return c
+}
+
+// resolveMITM resolves the mitm block: an operator's CA (both files or
+// neither) and what hookpace's own CA may intercept.
+func resolveMITM(p *problems, m *rawMITM, c *Config) {
+	field(p, "mitm.ca_cert", m.CACert, &c.MITM.CACert, nil)
+	field(p, "mitm.ca_key", m.CAKey, &c.MITM.CAKey, nil)
+	field(p, "mitm.cache_size", m.CacheSize, &c.MITM.CacheSize, atLeast(1))
+	list(p, "mitm.hosts", m.Hosts, &c.MITM.Hosts, checkMITMHost, false)
+	if m.Hosts.Set && c.MITM.Hosts == nil {
+		c.MITM.Hosts = []string{} // `hosts: []`: intercept nothing
+	}
+	field(p, "mitm.public_dir", m.PublicDir, &c.MITM.PublicDir, nonEmpty)
+	switch {
+	case c.MITM.CACert != "" && c.MITM.CAKey == "":
+		p.add(m.CACert.Line, "mitm.ca_key", "required when mitm.ca_cert is set")
+	case c.MITM.CACert == "" && c.MITM.CAKey != "":
+		p.add(m.CAKey.Line, "mitm.ca_cert", "required when mitm.ca_key is set")
+	}
 }
 
 func resolveSpool(p *problems, r *rawSpool, s *SpoolConfig) {
