@@ -37,8 +37,11 @@ func (d *Dispatcher) release(h *host, m *spool.Message) {
 	d.buffered -= c
 	d.bufferedN--
 	h.buffered -= c
-	if h.lanes != nil && m.Ordering != "" {
-		d.orderDone(h, m) // it left for good: its key moves on
+	if h.lanes != nil {
+		if m.Ordering != "" {
+			d.orderDone(h, m) // it left for good: its key moves on
+		}
+		h.settle(m) // lanes_cap.go
 	}
 }
 

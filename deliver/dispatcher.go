@@ -385,6 +385,7 @@ func (d *Dispatcher) pump(h *host) {
 	if h.lanes != nil {
 		wake = earliest(wake, d.dueDelayed(h, now))
 		d.loadLanes(h)
+		d.rediscover(h)
 	} else if h.blockedLong(blocked, now) {
 		d.spill(h, blocked) // spill.go: read again when it may send
 	} else if h.onDisk && !h.loading && h.ready.len() < h.window()/2 && h.mayLoad(now) {

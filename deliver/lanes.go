@@ -49,6 +49,16 @@ type laneSet struct {
 	// Dead letters of ordering keys (orderedDead).
 	dead                     int64
 	lastDeadKey, lastDeadWhy string
+
+	// The bound on lanes (lanes_cap.go): the lane of each message on its
+	// way, whether webhooks wait in lanes not held, and the latest
+	// webhooks to leave for good.
+	outs        map[uint64]*lane
+	untracked   bool // webhooks wait in lanes not held
+	capped      bool // the bound was reached once: a lane taken up is read from its start
+	discovering bool
+	settled     []uint64
+	settledAt   int
 }
 
 // lane is one lane of a host: its messages in memory, and where reading
@@ -63,6 +73,7 @@ type lane struct {
 	loading  bool
 	inLoadQ  bool
 	refs     int // parked, delayed or being read back
+	out      int // picked and not yet gone for good (lanes_cap.go)
 }
 
 // unit is one fairness key: its lanes by priority rank, and its turn.
@@ -129,11 +140,15 @@ func (h *host) enterLanes() {
 	}
 }
 
-// lane returns h's lane id, made with the given cursor if h has none.
+// lane returns h's lane id, made with the given cursor if h has none;
+// nil if h holds maxLanes lanes already (lanes_cap.go).
 func (h *host) lane(id spool.Lane, cursor uint64) *lane {
 	ls := h.lanes
 	if l := ls.lanes[id]; l != nil {
 		return l
+	}
+	if len(ls.lanes) >= maxLanes && id != (spool.Lane{}) {
+		return nil
 	}
 	u := ls.units[id.Key]
 	if u == nil {
@@ -168,7 +183,7 @@ func (h *host) setOnDisk(l *lane, on bool) {
 // made again later starts from the highest id announced then: everything
 // of it up to there has been read.
 func (h *host) forget(l *lane) {
-	if l.q.len() > 0 || l.onDisk || l.loading || l.inLoadQ || l.refs > 0 || l.id == (spool.Lane{}) {
+	if l.q.len() > 0 || l.onDisk || l.loading || l.inLoadQ || l.refs > 0 || l.out > 0 || l.id == (spool.Lane{}) {
 		return
 	}
 	ls := h.lanes
@@ -253,6 +268,7 @@ func (h *host) pick() *spool.Message {
 		m := l.q.peek()
 		l.q.pop()
 		ls.mem--
+		ls.setOut(m, l)
 		if l.onDisk && !l.inLoadQ && !l.loading && l.q.len() <= h.quota()/2 {
 			l.inLoadQ = true
 			ls.loadQ.push(l)

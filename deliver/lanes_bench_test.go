@@ -14,7 +14,8 @@ import (
 // against the same under one key. It counts the lanes' bookkeeping and
 // the one small message each key then holds in memory (one key holds a
 // window of 32; the bound on what messages take, MaxBuffered, holds for
-// both).
+// both). Past maxLanes keys, the lanes held stay at maxLanes: 10,000
+// keys cost about 285 B a key, 4,096 lanes' worth.
 func BenchmarkKeysMemory(b *testing.B) {
 	const n = 10000
 	heap := func(keys int) uint64 {

@@ -23,8 +23,27 @@ type laneRead struct {
 
 // enqueueLane takes a message the spool announced for a host in lanes.
 func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
-	l := h.lane(m.Lane(), h.lastSeen)
+	l := h.lanes.lanes[m.Lane()]
+	if l == nil && h.lanes.capped {
+		// Its lane may have webhooks on disk from while there was no room
+		// for it: take it up from its start (lanes_cap.go).
+		h.lastSeen = max(h.lastSeen, m.ID)
+		if l = h.lane(m.Lane(), 0); l == nil {
+			h.untrack()
+			return
+		}
+		l.lastSeen = m.ID
+		h.setOnDisk(l, true)
+		return
+	}
+	if l == nil {
+		l = h.lane(m.Lane(), h.lastSeen)
+	}
 	h.lastSeen = max(h.lastSeen, m.ID)
+	if l == nil {
+		h.untrack() // no room for its lane: it waits on disk
+		return
+	}
 	if m.ID <= l.cursor {
 		return // already read from the spool
 	}
@@ -48,7 +67,12 @@ func (d *Dispatcher) resume(h *host) {
 	}
 	h.enterLanes()
 	for _, u := range lanes {
-		h.setOnDisk(h.lane(u.Lane, 0), true)
+		l := h.lane(u.Lane, 0)
+		if l == nil {
+			h.untrack()
+			break
+		}
+		h.setOnDisk(l, true)
 	}
 }
 
@@ -111,7 +135,9 @@ func (d *Dispatcher) laneLoaded(h *host, l *lane, msgs []*spool.Message, n int, 
 	for _, m := range msgs {
 		if m.ID > l.cursor && !d.skipPurged(h.name, m) {
 			l.cursor = m.ID
-			d.admit(h, l, m, now)
+			if !h.lanes.settledRecently(m.ID) {
+				d.admit(h, l, m, now)
+			}
 		}
 	}
 	h.setOnDisk(l, len(msgs) == n || l.lastSeen > l.cursor)

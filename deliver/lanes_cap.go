@@ -1,0 +1,97 @@
+package deliver
+
+// The bound for many keys (issue 34): a host keeps at most maxLanes lanes
+// in memory. A lane that has nothing left in memory, on its way or
+// waiting as an id is forgotten; a webhook announced for a lane the host
+// has no room for stays on disk, and once lanes have been forgotten the
+// host asks the spool which lanes have webhooks and takes up those it
+// does not hold, reading each from its start.
+//
+// Reading a lane from its start is safe because a lane is never forgotten
+// while any of its webhooks is out (picked: staged, in flight, retrying
+// or held): what is left of it on disk is what was never read, or what
+// has just left for good but whose removal may not be written yet (a
+// burial or a purge is written without waiting). Those last are
+// remembered, by id, in a ring of the latest ones (settled), and skipped.
+
+import (
+	"slices"
+
+	"github.com/hookpace/hookpace/spool"
+)
+
+// maxLanes bounds the lanes a host keeps in memory (a var for tests).
+var maxLanes = 4096
+
+// settledKept is how many of the latest webhooks to leave a host in
+// lanes for good are remembered, while it is near maxLanes: far more
+// than the writer has pending at once.
+const settledKept = 4096
+
+// out counts m, picked from lane l, as on its way.
+func (ls *laneSet) setOut(m *spool.Message, l *lane) {
+	if ls.outs == nil {
+		ls.outs = map[uint64]*lane{}
+	}
+	ls.outs[m.ID] = l
+	l.out++
+}
+
+// settle notes that m left h for good (release): its lane no longer
+// counts it as out, and while h is near its bound, its id is remembered.
+func (h *host) settle(m *spool.Message) {
+	ls := h.lanes
+	if l := ls.outs[m.ID]; l != nil {
+		delete(ls.outs, m.ID)
+		l.out--
+		h.forget(l)
+	}
+	if len(ls.lanes) >= maxLanes/2 || ls.capped {
+		if len(ls.settled) < settledKept {
+			ls.settled = append(ls.settled, m.ID)
+		} else {
+			ls.settled[ls.settledAt] = m.ID
+			ls.settledAt = (ls.settledAt + 1) % settledKept
+		}
+	}
+}
+
+// settledRecently reports whether id left h for good lately.
+func (ls *laneSet) settledRecently(id uint64) bool {
+	return len(ls.settled) > 0 && slices.Contains(ls.settled, id)
+}
+
+// untrack notes that a webhook waits on disk in a lane h has no room
+// for. From then on, a lane h takes up is read from its start.
+func (h *host) untrack() { h.lanes.untracked, h.lanes.capped = true, true }
+
+// rediscover takes up, when h has room again, the lanes with webhooks on
+// disk that it does not hold, off the lock.
+func (d *Dispatcher) rediscover(h *host) {
+	ls := h.lanes
+	if !ls.untracked || ls.discovering || len(ls.lanes) > maxLanes*3/4 || d.stopping {
+		return
+	}
+	ls.discovering = true
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		lanes := d.opts.Queue.Lanes(h.name)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		ls.discovering = false
+		ls.untracked = false
+		for _, u := range lanes {
+			if ls.lanes[u.Lane] != nil {
+				continue
+			}
+			l := h.lane(u.Lane, 0)
+			if l == nil {
+				ls.untracked = true // more than there is room for: again later
+				break
+			}
+			h.setOnDisk(l, true)
+		}
+		d.pump(h)
+	}()
+}

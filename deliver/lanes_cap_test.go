@@ -1,0 +1,121 @@
+package deliver
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hookpace/hookpace/spool"
+)
+
+// TestLanesBounded: with room for 8 lanes, 60 fairness keys (arriving,
+// and queued before a start) are all served: each webhook arrives once,
+// a dead letter is never sent again, a retry goes again, and the host
+// never holds more than 8 lanes.
+func TestLanesBounded(t *testing.T) {
+	old := maxLanes
+	maxLanes = 8
+	defer func() { maxLanes = old }()
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprint("restart=", restart), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { lanesBounded(t, restart) })
+		})
+	}
+}
+
+func lanesBounded(t *testing.T, restart bool) {
+	var mu sync.Mutex
+	tried := map[string]int{}
+	rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+		mu.Lock()
+		defer mu.Unlock()
+		tried[r.URL.Path]++
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/dead"):
+			return 422, nil
+		case strings.HasSuffix(r.URL.Path, "/flaky") && tried[r.URL.Path] == 1:
+			return 500, nil
+		}
+		return 200, nil
+	}}
+	pol := policy(200, 10, 4)
+	pol.Limits.BreakerFailures = 1000 // a third of the webhooks fail: no breaker here
+	q := newMemQueue()
+	add := func() {
+		for k := range 60 {
+			q.addLaned("p.example", fmt.Sprint("k", k), 3, func(i int, m *spool.Message) {
+				m.Fairness = fmt.Sprint("key-", k)
+				m.URL += [...]string{"/ok", "/dead", "/flaky"}[i]
+			})
+		}
+	}
+	var d *Dispatcher
+	if restart {
+		add()
+		d = startWith(t, q, pol, &http.Client{Transport: rc})
+	} else {
+		d = startWith(t, q, pol, &http.Client{Transport: rc})
+		add()
+	}
+	most := 0
+	for start := time.Now(); q.left() > 0; {
+		if time.Since(start) > 5*time.Minute {
+			t.Fatalf("%d webhooks still queued", q.left())
+		}
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		d.mu.Lock()
+		if h := d.hosts["p.example"]; h != nil && h.lanes != nil {
+			most = max(most, len(h.lanes.lanes))
+		}
+		d.mu.Unlock()
+	}
+	time.Sleep(time.Minute) // anything sent again would come now
+	synctest.Wait()
+	if most > maxLanes {
+		t.Errorf("the host held %d lanes, bound %d", most, maxLanes)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(tried) != 180 {
+		t.Fatalf("%d distinct webhooks arrived, want 180", len(tried))
+	}
+	for path, n := range tried {
+		want := 1
+		if strings.HasSuffix(path, "/flaky") {
+			want = 2
+		}
+		if n != want {
+			t.Errorf("%s arrived %d times, want %d", path, n, want)
+		}
+	}
+	if len(q.dead) != 60 {
+		t.Errorf("%d dead letters, want 60", len(q.dead))
+	}
+}
+
+// TestSettledNotReadAgain: a webhook that just left a capped host for
+// good (its burial perhaps not written yet) is passed over when its lane,
+// taken up again from its start, reads it from the spool.
+func TestSettledNotReadAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d, _ := setup(t, &receiver{}, nil, 0)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		h := d.hostLocked("p.example")
+		h.enterLanes()
+		h.untrack()
+		gone := &spool.Message{ID: 7, Host: "p.example", Fairness: "k", Enqueued: time.Now()}
+		h.settle(gone)
+		l := h.lane(spool.Lane{Key: "k"}, 0)
+		fresh := &spool.Message{ID: 9, Host: "p.example", Fairness: "k", Enqueued: time.Now()}
+		d.laneLoaded(h, l, []*spool.Message{gone, fresh}, 10, nil)
+		if l.q.len() != 1 || l.q.peek().ID != 9 || l.cursor != 9 {
+			t.Fatalf("lane holds %d (cursor %d), want only webhook 9", l.q.len(), l.cursor)
+		}
+	})
+}
