@@ -31,18 +31,24 @@ func (d *Dispatcher) keep(h *host, m *spool.Message) {
 	h.buffered += c
 }
 
-// release counts m, no longer held in memory for h.
+// release counts m, no longer held in memory for h: it left for good.
 func (d *Dispatcher) release(h *host, m *spool.Message) {
-	c := cost(m)
-	d.buffered -= c
-	d.bufferedN--
-	h.buffered -= c
+	d.unkeep(h, m)
 	if h.lanes != nil {
 		if m.Ordering != "" {
 			d.orderDone(h, m) // it left for good: its key moves on
 		}
 		h.settle(m) // lanes_cap.go
 	}
+}
+
+// unkeep counts m, no longer held in memory for h, where it stays queued
+// (lanes_cap.go) or has left (release).
+func (d *Dispatcher) unkeep(h *host, m *spool.Message) {
+	c := cost(m)
+	d.buffered -= c
+	d.bufferedN--
+	h.buffered -= c
 }
 
 // grew counts n more bytes of a message h holds (coalescing replaced its

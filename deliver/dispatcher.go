@@ -384,6 +384,7 @@ func (d *Dispatcher) pump(h *host) {
 	h.gate.Pumped(now)
 	if h.lanes != nil {
 		wake = earliest(wake, d.dueDelayed(h, now))
+		d.demote(h)
 		d.loadLanes(h)
 		d.rediscover(h)
 	} else if h.blockedLong(blocked, now) {

@@ -54,8 +54,10 @@ type laneSet struct {
 	// way, whether webhooks wait in lanes not held, and the latest
 	// webhooks to leave for good.
 	outs        map[uint64]*lane
-	untracked   bool // webhooks wait in lanes not held
-	capped      bool // the bound was reached once: a lane taken up is read from its start
+	demote      []*unit    // keys whose turn ended while others waited on disk
+	resumeAt    spool.Lane // where in the keys rediscover goes on from
+	untracked   bool       // webhooks wait in lanes not held
+	capped      bool       // the bound was reached once: a lane taken up is read from its start
 	discovering bool
 	settled     []uint64
 	settledAt   int
@@ -72,8 +74,9 @@ type lane struct {
 	onDisk   bool   // the spool holds messages of the lane above cursor
 	loading  bool
 	inLoadQ  bool
-	refs     int // parked, delayed or being read back
-	out      int // picked and not yet gone for good (lanes_cap.go)
+	refs     int  // parked, delayed or being read back
+	out      int  // picked and not yet gone for good (lanes_cap.go)
+	leaving  bool // let go of to make room (demote): forgotten once nothing of it is out
 }
 
 // unit is one fairness key: its lanes by priority rank, and its turn.
@@ -183,10 +186,15 @@ func (h *host) setOnDisk(l *lane, on bool) {
 // made again later starts from the highest id announced then: everything
 // of it up to there has been read.
 func (h *host) forget(l *lane) {
-	if l.q.len() > 0 || l.onDisk || l.loading || l.inLoadQ || l.refs > 0 || l.out > 0 || l.id == (spool.Lane{}) {
+	busy := l.loading || l.refs > 0 || l.out > 0 || l.id == (spool.Lane{})
+	if busy || !l.leaving && (l.q.len() > 0 || l.onDisk || l.inLoadQ) {
 		return
 	}
 	ls := h.lanes
+	if l.onDisk {
+		ls.onDisk--
+		h.onDisk = ls.onDisk > 0
+	}
 	delete(ls.lanes, l.id)
 	u := l.unit
 	u.lanes[l.id.Priority.Rank()] = nil
@@ -276,7 +284,10 @@ func (h *host) pick() *spool.Message {
 		if u.credit--; u.credit <= 0 || u.choose0() == nil {
 			ls.ring.pop()
 			u.inRing = false
-			if u.choose0() != nil {
+			switch {
+			case ls.untracked && u.key != "":
+				ls.demote = append(ls.demote, u) // makes room for keys waiting on disk (lanes_cap.go)
+			case u.choose0() != nil:
 				ls.hasWork(u) // its next turn, at the end
 			}
 		}

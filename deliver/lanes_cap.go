@@ -15,7 +15,9 @@ package deliver
 // remembered, by id, in a ring of the latest ones (settled), and skipped.
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/hookpace/hookpace/spool"
 )
@@ -65,8 +67,41 @@ func (ls *laneSet) settledRecently(id uint64) bool {
 // for. From then on, a lane h takes up is read from its start.
 func (h *host) untrack() { h.lanes.untracked, h.lanes.capped = true, true }
 
+// demote lets go, while keys wait on disk without a lane, of the lanes
+// of the keys whose turn just ended (pick), so that turns go round the
+// whole key space, not only the lanes held: what such a lane held in
+// memory stays queued on disk, and the lane is forgotten (at once, or
+// once its webhooks out are gone for good) and read again from its start
+// when its key's turn comes round (rediscover). A lane with webhooks
+// parked or delayed stays, as it is.
+func (d *Dispatcher) demote(h *host) {
+	ls := h.lanes
+	for _, u := range ls.demote {
+		for _, l := range u.lanes {
+			if l == nil || l.refs > 0 {
+				continue
+			}
+			for l.q.len() > 0 {
+				d.unkeep(h, l.q.peek())
+				l.q.pop()
+				ls.mem--
+			}
+			l.leaving = true
+			ls.untracked = true
+			h.forget(l)
+		}
+		if u.choose0() != nil {
+			ls.hasWork(u) // a lane that stays
+		}
+	}
+	clear(ls.demote)
+	ls.demote = ls.demote[:0]
+}
+
 // rediscover takes up, when h has room again, the lanes with webhooks on
-// disk that it does not hold, off the lock.
+// disk that it does not hold, off the lock: in the order of their keys,
+// going on from where it stopped last time, so that each key's turn
+// comes round.
 func (d *Dispatcher) rediscover(h *host) {
 	ls := h.lanes
 	if !ls.untracked || ls.discovering || len(ls.lanes) > maxLanes*3/4 || d.stopping {
@@ -81,7 +116,14 @@ func (d *Dispatcher) rediscover(h *host) {
 		defer d.mu.Unlock()
 		ls.discovering = false
 		ls.untracked = false
-		for _, u := range lanes {
+		start, found := slices.BinarySearchFunc(lanes, ls.resumeAt, func(u spool.LaneUsage, at spool.Lane) int {
+			return compareLanes(u.Lane, at)
+		})
+		if found {
+			start++ // the last one taken up: the next after it
+		}
+		for i := range lanes {
+			u := lanes[(start+i)%len(lanes)]
 			if ls.lanes[u.Lane] != nil {
 				continue
 			}
@@ -91,7 +133,14 @@ func (d *Dispatcher) rediscover(h *host) {
 				break
 			}
 			h.setOnDisk(l, true)
+			ls.resumeAt = u.Lane
 		}
 		d.pump(h)
 	}()
+}
+
+// compareLanes orders lanes as the spool lists them: by key, then
+// priority rank.
+func compareLanes(a, b spool.Lane) int {
+	return cmp.Or(strings.Compare(a.Key, b.Key), a.Priority.Rank()-b.Priority.Rank())
 }

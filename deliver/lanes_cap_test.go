@@ -3,6 +3,7 @@ package deliver
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -116,6 +117,39 @@ func TestSettledNotReadAgain(t *testing.T) {
 		d.laneLoaded(h, l, []*spool.Message{gone, fresh}, 10, nil)
 		if l.q.len() != 1 || l.q.peek().ID != 9 || l.cursor != 9 {
 			t.Fatalf("lane holds %d (cursor %d), want only webhook 9", l.q.len(), l.cursor)
+		}
+	})
+}
+
+// TestLanesBoundedStillFair: with room for 8 lanes and 30 keys with deep
+// backlogs, the keys still take turns across all 30: a new key's one
+// webhook waits about one round of them, not for the backlogs.
+func TestLanesBoundedStillFair(t *testing.T) {
+	old := maxLanes
+	maxLanes = 8
+	defer func() { maxLanes = old }()
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		_, q := setup(t, rc, map[string]Policy{"p.example": policy(10, 1, 1)}, 0)
+		for k := range 30 {
+			q.addLaned("p.example", fmt.Sprint("k", k), 20, fairKey(fmt.Sprintf("key-%02d", k)))
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		sent := len(rc.arrivals(""))
+		q.addLaned("p.example", "late", 1, fairKey("zz-late"))
+		waitEmpty(t, q, 10*time.Minute)
+		got := tags(rc.arrivals(""))
+		at := slices.Index(got, "late")
+		if at < 0 || at-sent > 40 {
+			t.Fatalf("the new key's webhook was arrival %d, %d after it came; want within about a round of 30", at, at-sent)
+		}
+		seen := map[string]int{}
+		for _, a := range rc.arrivals("") {
+			seen[a.path]++
+		}
+		if len(seen) != 601 || len(got) != 601 {
+			t.Fatalf("%d arrivals of %d webhooks, want 601 once each", len(got), len(seen))
 		}
 	})
 }

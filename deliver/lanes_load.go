@@ -48,6 +48,9 @@ func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
 		return // already read from the spool
 	}
 	l.lastSeen = max(l.lastSeen, m.ID)
+	if l.leaving {
+		return // read from its start when taken up again (lanes_cap.go)
+	}
 	room := l.q.len() == 0 || h.lanes.mem < h.window() && l.q.len() < h.quota()
 	if !l.onDisk && room && d.fits(h, m) {
 		l.cursor = m.ID
@@ -88,6 +91,9 @@ func (d *Dispatcher) loadLanes(h *host) {
 	for ls.loadQ.len() > 0 && budget > 0 && len(jobs) < maxLaneReads {
 		l := ls.loadQ.pop()
 		l.inLoadQ = false
+		if l.leaving || ls.lanes[l.id] != l {
+			continue // let go of (lanes_cap.go)
+		}
 		if !l.onDisk || l.q.len() >= quota {
 			h.forget(l) // a full lane is queued again as pick drains it
 			continue
@@ -124,6 +130,10 @@ func (d *Dispatcher) loadLanes(h *host) {
 // laneLoaded admits what a read of l returned (n asked for).
 func (d *Dispatcher) laneLoaded(h *host, l *lane, msgs []*spool.Message, n int, err error) {
 	l.loading = false
+	if l.leaving {
+		h.forget(l) // what it read stays on disk, for when it is taken up again
+		return
+	}
 	if err != nil {
 		d.log.Error("spool read failed", "host", h.name, "error", err)
 		d.wake(h, time.Now().Add(time.Second))
