@@ -385,6 +385,7 @@ func (d *Dispatcher) pump(h *host) {
 	if h.lanes != nil {
 		wake = earliest(wake, d.dueDelayed(h, now))
 		d.demote(h)
+		h.takeArrived()
 		d.loadLanes(h)
 		d.rediscover(h)
 	} else if h.blockedLong(blocked, now) {

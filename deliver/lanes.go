@@ -54,10 +54,11 @@ type laneSet struct {
 	// way, whether webhooks wait in lanes not held, and the latest
 	// webhooks to leave for good.
 	outs        map[uint64]*lane
-	demote      []*unit    // keys whose turn ended while others waited on disk
-	resumeAt    spool.Lane // where in the keys rediscover goes on from
-	untracked   bool       // webhooks wait in lanes not held
-	capped      bool       // the bound was reached once: a lane taken up is read from its start
+	demote      []*unit          // keys whose turn ended while others waited on disk
+	arrived     fifo[spool.Lane] // lanes announced while there was no room (lanes_cap.go)
+	resumeAt    spool.Lane       // where in the keys rediscover goes on from
+	untracked   bool             // webhooks wait in lanes not held
+	capped      bool             // the bound was reached once: a lane taken up is read from its start
 	discovering bool
 	settled     []uint64
 	settledAt   int

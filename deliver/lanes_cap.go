@@ -63,9 +63,36 @@ func (ls *laneSet) settledRecently(id uint64) bool {
 	return len(ls.settled) > 0 && slices.Contains(ls.settled, id)
 }
 
+// arrivedKept bounds the lanes remembered as having had a webhook
+// announced while there was no room for them.
+const arrivedKept = 1024
+
 // untrack notes that a webhook waits on disk in a lane h has no room
 // for. From then on, a lane h takes up is read from its start.
 func (h *host) untrack() { h.lanes.untracked, h.lanes.capped = true, true }
+
+// arrivedWithoutRoom remembers that a webhook was announced for lane id
+// while h had no room for it: it is taken up first when room is made
+// (takeArrived), so a new key waits for a lane to free, not for the turn
+// of the whole key space.
+func (h *host) arrivedWithoutRoom(id spool.Lane) {
+	h.untrack()
+	if ls := h.lanes; ls.arrived.len() < arrivedKept {
+		ls.arrived.push(id)
+	}
+}
+
+// takeArrived takes up the lanes that had webhooks announced while there
+// was no room, as room is made, from their start.
+func (h *host) takeArrived() {
+	ls := h.lanes
+	for ls.arrived.len() > 0 && len(ls.lanes) < maxLanes {
+		id := ls.arrived.pop()
+		if ls.lanes[id] == nil {
+			h.setOnDisk(h.lane(id, 0), true)
+		}
+	}
+}
 
 // demote lets go, while keys wait on disk without a lane, of the lanes
 // of the keys whose turn just ended (pick), so that turns go round the

@@ -122,8 +122,9 @@ func TestSettledNotReadAgain(t *testing.T) {
 }
 
 // TestLanesBoundedStillFair: with room for 8 lanes and 30 keys with deep
-// backlogs, the keys still take turns across all 30: a new key's one
-// webhook waits about one round of them, not for the backlogs.
+// backlogs, the keys still take turns across all 30, and a new key's one
+// webhook waits a few turns, not for the backlogs (457 arrivals without
+// letting lanes go, 19 without taking new keys up first).
 func TestLanesBoundedStillFair(t *testing.T) {
 	old := maxLanes
 	maxLanes = 8
@@ -141,8 +142,10 @@ func TestLanesBoundedStillFair(t *testing.T) {
 		waitEmpty(t, q, 10*time.Minute)
 		got := tags(rc.arrivals(""))
 		at := slices.Index(got, "late")
-		if at < 0 || at-sent > 40 {
-			t.Fatalf("the new key's webhook was arrival %d, %d after it came; want within about a round of 30", at, at-sent)
+		// Taken up first as a lane frees (takeArrived), then one turn of
+		// the keys in the rotation: a handful, not a round of all 30.
+		if at < 0 || at-sent > 12 {
+			t.Fatalf("the new key's webhook was arrival %d, %d after it came; want within a few turns", at, at-sent)
 		}
 		seen := map[string]int{}
 		for _, a := range rc.arrivals("") {

@@ -29,7 +29,7 @@ func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
 		// for it: take it up from its start (lanes_cap.go).
 		h.lastSeen = max(h.lastSeen, m.ID)
 		if l = h.lane(m.Lane(), 0); l == nil {
-			h.untrack()
+			h.arrivedWithoutRoom(m.Lane())
 			return
 		}
 		l.lastSeen = m.ID
@@ -41,7 +41,7 @@ func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
 	}
 	h.lastSeen = max(h.lastSeen, m.ID)
 	if l == nil {
-		h.untrack() // no room for its lane: it waits on disk
+		h.arrivedWithoutRoom(m.Lane()) // no room for its lane: it waits on disk
 		return
 	}
 	if m.ID <= l.cursor {
