@@ -89,9 +89,21 @@ func (h *host) takeArrived() {
 	for ls.arrived.len() > 0 && len(ls.lanes) < maxLanes {
 		id := ls.arrived.pop()
 		if ls.lanes[id] == nil {
-			h.setOnDisk(h.lane(id, 0), true)
+			h.readSoon(h.lane(id, 0))
 		}
 	}
+}
+
+// readSoon marks l, just taken up for a webhook announced for it, as on
+// disk and reads it at the next load, ahead of the lanes waiting for
+// theirs: a new key's first webhook does not wait for the loads of
+// thousands of lanes.
+func (h *host) readSoon(l *lane) {
+	if !l.inLoadQ && !l.loading {
+		l.inLoadQ = true
+		h.lanes.loadQ.pushFront(l)
+	}
+	h.setOnDisk(l, true)
 }
 
 // demote lets go, while keys wait on disk without a lane, of the lanes

@@ -33,7 +33,7 @@ func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
 			return
 		}
 		l.lastSeen = m.ID
-		h.setOnDisk(l, true)
+		h.readSoon(l)
 		return
 	}
 	if l == nil {
@@ -170,6 +170,17 @@ func (q *fifo[T]) push(v T) {
 	}
 	q.buf = append(q.buf, v)
 }
+
+// pushFront puts v at the front, to be popped next.
+func (q *fifo[T]) pushFront(v T) {
+	if q.head > 0 {
+		q.head--
+		q.buf[q.head] = v
+		return
+	}
+	q.buf = append([]T{v}, q.buf...)
+}
+
 func (q *fifo[T]) pop() T {
 	v := q.buf[q.head]
 	var zero T
