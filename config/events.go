@@ -2,12 +2,10 @@ package config
 
 import (
 	"fmt"
-	"net"
-	"net/netip"
 	"net/url"
-	"strings"
 	"time"
 
+	"github.com/hookpace/hookpace/hostname"
 	"gopkg.in/yaml.v3"
 )
 
@@ -56,7 +54,7 @@ func resolveEvents(p *problems, r *rawEvents, c *Config) {
 		return
 	}
 	u, _ := url.Parse(e.URL)
-	e.Host = eventsHostKey(u)
+	e.Host = hostname.Key(u)
 	n := deref(&r.Sign)
 	if n.Kind == 0 {
 		return
@@ -84,26 +82,6 @@ func checkEventsURL(s string) error {
 		return fmt.Errorf("no host in %q", s)
 	}
 	return nil
-}
-
-// eventsHostKey is proxy.HostKey (which config can't import): the
-// lower-case host, with the port only when it is not the scheme's
-// default, an IPv6 address in its short form.
-func eventsHostKey(u *url.URL) string {
-	host := strings.ToLower(u.Hostname())
-	if len(host) > 1 {
-		host = strings.TrimSuffix(host, ".")
-	}
-	if strings.IndexByte(host, ':') >= 0 {
-		if a, err := netip.ParseAddr(host); err == nil {
-			host = a.String()
-		}
-	}
-	port := u.Port()
-	if port == "" || (port == "80" && u.Scheme == "http") || (port == "443" && u.Scheme == "https") {
-		return host
-	}
-	return net.JoinHostPort(host, port)
 }
 
 // eventsRestart names the events settings a reload can't apply.

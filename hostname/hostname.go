@@ -7,7 +7,9 @@ package hostname
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"net/url"
 	"strings"
 )
 
@@ -97,4 +99,27 @@ func Parse(host string) (name string, ip netip.Addr, err error) {
 	}
 	name, err = Normalize(host)
 	return name, netip.Addr{}, err
+}
+
+// Key is the queue and config key of a destination: the lower-case
+// host, with the port only when it is not the scheme's default. A fully
+// qualified name's trailing dot is dropped: "partner.example." is the same
+// partner, with the same limits, as "partner.example". An IPv6 address is
+// written in its short form ("0:0::1" is "::1"), as config writes hosts
+// keys.
+func Key(u *url.URL) string {
+	host := strings.ToLower(u.Hostname())
+	if len(host) > 1 {
+		host = strings.TrimSuffix(host, ".")
+	}
+	if strings.IndexByte(host, ':') >= 0 {
+		if a, err := netip.ParseAddr(host); err == nil {
+			host = a.String()
+		}
+	}
+	port := u.Port()
+	if port == "" || (port == "80" && u.Scheme == "http") || (port == "443" && u.Scheme == "https") {
+		return host
+	}
+	return net.JoinHostPort(host, port)
 }

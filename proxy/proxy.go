@@ -23,6 +23,7 @@ import (
 	"github.com/elazarl/goproxy"
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/handoff"
+	"github.com/hookpace/hookpace/hostname"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/propagation"
@@ -274,28 +275,8 @@ func parseBasic(h string) (user, pass string, ok bool) {
 	return user, pass, true
 }
 
-// HostKey is the queue and config key of a destination: the lower-case
-// host, with the port only when it is not the scheme's default. A fully
-// qualified name's trailing dot is dropped: "partner.example." is the same
-// partner, with the same limits, as "partner.example". An IPv6 address is
-// written in its short form ("0:0::1" is "::1"), as config writes hosts
-// keys.
-func HostKey(u *url.URL) string {
-	host := strings.ToLower(u.Hostname())
-	if len(host) > 1 {
-		host = strings.TrimSuffix(host, ".")
-	}
-	if strings.IndexByte(host, ':') >= 0 {
-		if a, err := netip.ParseAddr(host); err == nil {
-			host = a.String()
-		}
-	}
-	port := u.Port()
-	if port == "" || (port == "80" && u.Scheme == "http") || (port == "443" && u.Scheme == "https") {
-		return host
-	}
-	return net.JoinHostPort(host, port)
-}
+// HostKey is the queue and config key of a destination (hostname.Key).
+func HostKey(u *url.URL) string { return hostname.Key(u) }
 
 // destPort is the port a URL will be dialled on.
 func destPort(u *url.URL) uint16 {
