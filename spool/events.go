@@ -26,13 +26,5 @@ func (s *Spool) AppendEvent(m *Message, max int64) error {
 	}
 	s.ledger.add(m.Host, 1, o.size)
 	s.mu.Unlock()
-	done := o.done // the writer owns o once it is submitted
-	m.size = o.size
-	if err := s.submit(o); err != nil {
-		s.mu.Lock()
-		s.ledger.release(m.Host, o.size)
-		s.mu.Unlock()
-		return err
-	}
-	return <-done
+	return s.submitAppend(o, m)
 }

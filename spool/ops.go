@@ -270,6 +270,13 @@ func (s *Spool) append(m *Message, hostLimit int64, on *once, co *coal) error {
 	if err := s.admit(m.Host, o.size, hostLimit); err != nil {
 		return err
 	}
+	return s.submitAppend(o, m)
+}
+
+// submitAppend submits o, the append of m whose size the ledger has
+// reserved, and waits for its verdict; a refused submit gives the
+// reservation back.
+func (s *Spool) submitAppend(o *appendOp, m *Message) error {
 	done := o.done // the writer owns o once it is submitted
 	// Set before: the dispatcher may hold m (announced) before this
 	// goroutine hears the verdict.
