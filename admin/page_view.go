@@ -241,12 +241,7 @@ func num(n any) string {
 	return b.String()
 }
 
-func (r hostRow) lanesText() string {
-	if r.Lanes == nil {
-		return ""
-	}
-	return r.Lanes.Text()
-}
+func (r hostRow) lanesText() string { return r.Lanes.Text() }
 
 func (r hostRow) batchText() string {
 	if r.Batch == nil {

@@ -134,8 +134,8 @@ func printHostRow(tw io.Writer, h deliver.HostStatus, now time.Time) {
 	if h.Batch != nil {
 		rate += ", " + h.Batch.Text()
 	}
-	if h.Lanes != nil {
-		rate += ", " + h.Lanes.Text()
+	if t := h.Lanes.Text(); t != "" {
+		rate += ", " + t
 	}
 	held := "-"
 	switch {

@@ -64,11 +64,15 @@ type BlockedKey struct {
 	NextAt     *time.Time `json:"next_at,omitempty"`
 }
 
-// Text is the lanes in a few words, for the status page and `hookpace
-// status`: "keys bulk 3,000, small 2; priority high 1, low 3,000;
-// order-42 blocked on 0000000000000007 (retrying, attempt 3: status 503),
-// 5 waiting; 1 dead letter in ordered keys (last order-9: ...)".
+// Text is the lanes in a few words ("" for nil or nothing to say), for
+// the status page and `hookpace status`: "keys bulk 3,000, small 2;
+// priority high 1, low 3,000; order-42 blocked on 0000000000000007
+// (retrying, attempt 3: status 503), 5 waiting; 1 dead letter in ordered
+// keys (last order-9: ...)".
 func (s *LaneStatus) Text() string {
+	if s == nil {
+		return ""
+	}
 	var parts []string
 	if len(s.Busiest) > 0 {
 		keys := make([]string, len(s.Busiest))
