@@ -57,7 +57,7 @@ type BlockedKey struct {
 	Fairness   string     `json:"fairness_key,omitempty"`
 	Waiting    int        `json:"waiting"`
 	On         string     `json:"blocked_on"`
-	State      string     `json:"state"` // retrying, delayed, or sending
+	State      string     `json:"state"` // retrying, delayed, or next (queued, staged or being sent)
 	Attempts   int        `json:"attempts,omitempty"`
 	LastStatus int        `json:"last_status,omitempty"`
 	LastError  string     `json:"last_error,omitempty"`
@@ -140,9 +140,10 @@ func (d *Dispatcher) laneStatus(h *host) *LaneStatus {
 }
 
 // blocked says what ordering key k waits on: its active webhook, retrying
-// (with its last answer), delayed, or being sent or about to be.
+// (with its last answer), delayed, or next (queued for its turn, or
+// being sent).
 func (h *host) blocked(k orderKey, o *orderState) BlockedKey {
-	b := BlockedKey{Key: k.ordering, Fairness: k.fairness, Waiting: len(o.parked), On: spool.IDString(o.active), State: "sending"}
+	b := BlockedKey{Key: k.ordering, Fairness: k.fairness, Waiting: len(o.parked), On: spool.IDString(o.active), State: "next"}
 	for _, it := range h.retry.items {
 		if it.m != nil && it.m.ID == o.active {
 			at := it.at.UTC()
