@@ -204,31 +204,14 @@ func (b *bench) fairnessMeasure(hp *hookpace, p *fairPartner, addr string, row *
 // postKeyed sends n webhooks to prefix+i with Hookpace-Fairness-Key:
 // key(i) over conns connections and returns how many did not get a 2xx.
 func postKeyed(proxy, prefix string, key func(int64) string, n, conns int) (non2xx int64, err error) {
-	c := newClient(proxy, conns)
-	defer c.CloseIdleConnections()
-	var (
-		next    atomic.Int64
-		bad     atomic.Int64
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		first   error
-	)
 	body := makeBody()
-	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				code, err := postWith(c, prefix+strconv.FormatInt(i, 10), body, key(i))
-				if err != nil || code < 200 || code > 299 {
-					errOnce.Do(func() { first = fmt.Errorf("status %d: %v", code, err) })
-					bad.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return bad.Load(), first
+	return postEach(proxy, n, conns, func(c *http.Client, i int64) (bool, error) {
+		code, err := postWith(c, prefix+strconv.FormatInt(i, 10), body, key(i))
+		if err != nil || code < 200 || code > 299 {
+			return false, fmt.Errorf("status %d: %v", code, err)
+		}
+		return true, nil
+	})
 }
 
 // postWith POSTs body to target with Hookpace-Fairness-Key: key.

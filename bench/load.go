@@ -155,6 +155,16 @@ func postN(proxy, target string, body []byte, n, conns int) (non2xx int64, err e
 // postSpread is postN over many targets: webhook i goes to
 // targets[i % len(targets)].
 func postSpread(proxy string, targets []string, body []byte, n, conns int) (non2xx int64, err error) {
+	return postEach(proxy, n, conns, func(c *http.Client, i int64) (bool, error) {
+		code, err := post(c, targets[int(i-1)%len(targets)], body)
+		return err == nil && code >= 200 && code <= 299, err
+	})
+}
+
+// postEach sends webhooks 1..n through proxy over conns connections, each
+// with send, and returns how many did not get a 2xx (send's ok) and the
+// first error send gave.
+func postEach(proxy string, n, conns int, send func(c *http.Client, i int64) (ok bool, err error)) (non2xx int64, err error) {
 	c := newClient(proxy, conns)
 	defer c.CloseIdleConnections()
 	var (
@@ -169,13 +179,11 @@ func postSpread(proxy string, targets []string, body []byte, n, conns int) (non2
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				code, err := post(c, targets[int(i-1)%len(targets)], body)
+				ok, err := send(c, i)
 				if err != nil {
 					errOnce.Do(func() { first = err })
-					bad.Add(1)
-					continue
 				}
-				if code < 200 || code > 299 {
+				if !ok {
 					bad.Add(1)
 				}
 			}
