@@ -11,23 +11,32 @@ import (
 // so that a receiver can de-duplicate: the message's id, the same on every
 // attempt, after a restart and after a dead-letter replay, and the attempt
 // number (1 for the first). An empty name sends no such header.
+// MaxInFlight bounds the attempts in flight over all hosts together (each
+// host's concurrency bounds its own).
 type DeliveryConfig struct {
 	IDHeader      string
 	AttemptHeader string
+	MaxInFlight   int
 }
 
 type rawDelivery struct {
 	IDHeader      opt[string] `yaml:"id_header"`
 	AttemptHeader opt[string] `yaml:"attempt_header"`
+	MaxInFlight   opt[int]    `yaml:"max_in_flight"`
 }
 
+// defaultMaxInFlight is deliver.DefaultMaxInFlight (config does not import
+// deliver).
+const defaultMaxInFlight = 512
+
 func defaultDelivery() DeliveryConfig {
-	return DeliveryConfig{IDHeader: "X-Hookpace-Id", AttemptHeader: "X-Hookpace-Attempt"}
+	return DeliveryConfig{IDHeader: "X-Hookpace-Id", AttemptHeader: "X-Hookpace-Attempt", MaxInFlight: defaultMaxInFlight}
 }
 
 func resolveDelivery(p *problems, r *rawDelivery, d *DeliveryConfig) {
 	field(p, "delivery.id_header", r.IDHeader, &d.IDHeader, checkHeaderName)
 	field(p, "delivery.attempt_header", r.AttemptHeader, &d.AttemptHeader, checkHeaderName)
+	field(p, "delivery.max_in_flight", r.MaxInFlight, &d.MaxInFlight, atLeast(1))
 	if d.IDHeader != "" && http.CanonicalHeaderKey(d.IDHeader) == http.CanonicalHeaderKey(d.AttemptHeader) {
 		p.add(firstLine(r.AttemptHeader.Line, r.IDHeader.Line), "delivery.attempt_header", "same header as delivery.id_header (%s)", d.IDHeader)
 	}

@@ -161,6 +161,9 @@ type Options struct {
 	// Gates share each host's limits with other replicas (gate.go); nil:
 	// every host paces alone on its pacer.Host.
 	Gates Gates
+	// MaxInFlight bounds the attempts in flight over all hosts (slots.go;
+	// default DefaultMaxInFlight).
+	MaxInFlight int
 	// Events receives the dispatcher's operational events (a webhook
 	// died, a breaker opened or closed, a host paused itself); nil:
 	// none. It is called on the dispatcher's lock and must not block.
@@ -196,7 +199,11 @@ type Dispatcher struct {
 	bufferedN int64 // how many they are
 	loads     chan struct{}
 	stopping  bool
-	sweeper   *time.Timer // forgets idle hosts; armed while there are hosts
+
+	inFlight int         // attempts in flight over all hosts (slots.go)
+	slotQ    slotWait    // hosts waiting for one of them
+	serving  *host       // the host a freed slot was handed to
+	sweeper  *time.Timer // forgets idle hosts; armed while there are hosts
 
 	// pauseMu makes each Pause or Resume record and apply its change as
 	// one step, so that the queue's record and the pacers agree.
@@ -230,6 +237,9 @@ func New(opts Options) *Dispatcher {
 	}
 	if opts.MaxBuffered <= 0 {
 		opts.MaxBuffered = 8 << 20
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
 	}
 	if opts.IdleTTL <= 0 {
 		opts.IdleTTL = 10 * time.Minute
@@ -299,6 +309,8 @@ type host struct {
 
 	learn *learned // the partner's stated limit, if below the configured one (partner.go)
 
+	slotWaiting bool // h is in d.slotQ (slots.go)
+
 	// Batching (batch.go): extra counts the batch members in flight
 	// beyond one per slot; fit caches what each ready message adds to a
 	// batch (-1: it goes alone); batches counts delivered batches.
@@ -363,6 +375,9 @@ func (d *Dispatcher) pump(h *host) {
 			wake = until // a batch waits for company (batch.go)
 			break
 		}
+		if !d.haveSlot(h) {
+			break // freeSlot's serveWaiting pumps h again
+		}
 		breaker, _ := h.gate.Breaker()
 		ok, at, lease := h.gate.Acquire(now)
 		if breaker == pacer.BreakerOpen {
@@ -373,6 +388,7 @@ func (d *Dispatcher) pump(h *host) {
 			break
 		}
 		d.wg.Add(1)
+		d.tookSlot(h)
 		pol, sentAt := h.pol, now
 		if m := h.take(&p, fromRetry); m != nil {
 			d.run(func() { d.attempt(h, m, pol, sentAt, lease) })

@@ -253,6 +253,8 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Throttle: telemetry.NewThrottle(10 * time.Second),
 		Gates:    gates,
 		Events:   a.eventsHook(),
+
+		MaxInFlight: cfg.Delivery.MaxInFlight,
 	})
 	// The metrics read snapshots, as the page and the API do
 	// (admin.TakeSnapshot), taken at scrape time.

@@ -1,0 +1,83 @@
+package deliver
+
+// The bound on attempts in flight over all hosts (delivery.max_in_flight).
+//
+// Each host's concurrency bounds what it has in flight, but not what all
+// of them have together: after a restart with a backlog over 5,000 hosts,
+// every host that had a token sent at once, 5,000 goroutines each with a
+// connection and a grown stack, 270 MiB resident (issue 36). With the
+// bound, a host that finds every slot taken waits in a FIFO, and each slot
+// that frees goes to the host at its head, one attempt at a time, so hosts
+// take turns and none is passed over. A host that waits holds no token:
+// it asks its gate only once it has a slot.
+
+// DefaultMaxInFlight is the bound when Options.MaxInFlight is 0: a slow
+// partner holds at most its own concurrency of it, and 512 attempts at
+// ~60 KiB each (goroutine stack, connection, TLS buffers) fit a sidecar.
+const DefaultMaxInFlight = 512
+
+// slotWait is the FIFO of hosts waiting for a slot.
+type slotWait struct {
+	q    []*host
+	head int
+}
+
+func (w *slotWait) len() int { return len(w.q) - w.head }
+
+func (w *slotWait) push(h *host) {
+	if w.head > 0 && w.head == len(w.q) {
+		w.q, w.head = w.q[:0], 0
+	}
+	w.q = append(w.q, h)
+}
+
+func (w *slotWait) pop() *host {
+	h := w.q[w.head]
+	w.q[w.head] = nil
+	w.head++
+	return h
+}
+
+// haveSlot reports whether h may start an attempt now: a slot is free and
+// no other host waits for one ahead of it (d.serving is the host a freed
+// slot was handed to). If not, h joins the wait, once.
+func (d *Dispatcher) haveSlot(h *host) bool {
+	if d.inFlight < d.opts.MaxInFlight && (d.slotQ.len() == 0 || d.serving == h) {
+		return true
+	}
+	if !h.slotWaiting {
+		h.slotWaiting = true
+		d.slotQ.push(h)
+	}
+	return false
+}
+
+// tookSlot records that h started an attempt. The host a freed slot was
+// handed to takes one attempt on it; if it has more to send, it waits
+// again behind the others.
+func (d *Dispatcher) tookSlot(h *host) {
+	d.inFlight++
+	if d.serving == h {
+		d.serving = nil
+	}
+}
+
+// freeSlot gives back an ended attempt's slot. Call it with d.mu held,
+// before the attempt's host is pumped, and serveWaiting after.
+func (d *Dispatcher) freeSlot() { d.inFlight-- }
+
+// serveWaiting hands the free slots to the hosts waiting for one, in
+// turn. A host that can't use its turn (no token, nothing ready) gives it
+// to the next.
+func (d *Dispatcher) serveWaiting() {
+	for d.inFlight < d.opts.MaxInFlight && d.slotQ.len() > 0 && !d.stopping {
+		h := d.slotQ.pop()
+		h.slotWaiting = false
+		if d.hosts[h.name] != h {
+			continue // forgotten meanwhile
+		}
+		d.serving = h
+		d.pump(h)
+		d.serving = nil
+	}
+}
