@@ -41,6 +41,7 @@ type Config struct {
 	Journal     JournalConfig  // see journal.go
 	Proxy       ProxyConfig    // see proxy.go
 	Events      EventsConfig   // see events.go
+	Memory      MemoryConfig   // see memory.go
 	Path        string         // file it was loaded from (the name given to Parse); "" for Default()
 
 	hosts *hostIndex     // precomputed for Lookup
@@ -229,6 +230,7 @@ func Default() *Config {
 		Journal:   defaultJournal(),
 		Proxy:     defaultProxy(),
 		Events:    defaultEvents(),
+		Memory:    MemoryConfig{Target: DefaultMemoryTarget},
 	}
 	c.hosts = newHostIndex(c.Hosts)
 	return c

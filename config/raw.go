@@ -86,6 +86,7 @@ type rawConfig struct {
 	Journal   rawJournal   `yaml:"journal"`
 	Proxy     rawProxy     `yaml:"proxy"`
 	Events    rawEvents    `yaml:"events"`
+	Memory    rawMemory    `yaml:"memory"`
 }
 
 type rawLog struct {

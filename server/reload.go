@@ -10,6 +10,7 @@ import (
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/egress"
+	"github.com/hookpace/hookpace/internal/memtarget"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/proxy"
 	"github.com/hookpace/hookpace/spool"
@@ -107,6 +108,7 @@ func (r *reloader) reload(why string) {
 	if err := telemetry.SetLevel(r.level, cfg.Log.Level); err != nil {
 		r.log.Warn("log level unchanged", "error", err)
 	}
+	memtarget.Set(int64(cfg.Memory.Target))
 	// A CA for newly named hosts first, so that their first CONNECT under
 	// the new policy is intercepted.
 	if changed, err := r.trust.apply(cfg, files.CA); err != nil {

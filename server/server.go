@@ -25,6 +25,7 @@ import (
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/events"
 	"github.com/hookpace/hookpace/fleet"
+	"github.com/hookpace/hookpace/internal/memtarget"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/proxy"
 	"github.com/hookpace/hookpace/spool"
@@ -119,6 +120,9 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 	a.ca = files.CA
 	a.files.Store(files)
 	warnInsecure(a.log, cfg)
+	if !memtarget.Set(int64(cfg.Memory.Target)) && cfg.Memory.Target > 0 {
+		a.log.Info("memory.target not applied: GOMEMLIMIT is set and wins", "GOMEMLIMIT", os.Getenv("GOMEMLIMIT"))
+	}
 	if a.spool, err = spool.Open(spoolOptions(cfg, a.log)); err != nil {
 		return nil, err
 	}
