@@ -3,3 +3,5 @@
 package spool
 
 func trimResident(dir string, limit int64) {}
+
+func adviseRandom(dir string) {}
