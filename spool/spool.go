@@ -239,7 +239,6 @@ func Open(opts Options) (*Spool, error) {
 	// below MaxVersion.
 	s.ts = queue.MaxVersion()
 	queue.SetDiscardTs(s.ts)
-	adviseRandom(opts.Dir)
 	err = s.load()
 	if err == nil {
 		err = s.loadInstance()

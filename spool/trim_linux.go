@@ -26,45 +26,21 @@ func trimResident(dir string, limit int64) {
 	if rssFile() < limit {
 		return
 	}
-	regions, newest := mappings(dir)
-	for _, r := range regions {
-		if filepath.Ext(r.path) == ".vlog" { // a value log new since adviseRandom
-			syscall.Syscall(syscall.SYS_MADVISE, uintptr(r.start), uintptr(r.end-r.start), syscall.MADV_RANDOM)
-		}
-		end := r.end
-		if newest[filepath.Dir(r.path)+filepath.Ext(r.path)] == r.path {
-			end = residentEnd(r.start, r.end)
-			if end < r.start+writeMargin {
-				continue
-			}
-			end -= writeMargin
-		}
-		// Errors are ignored on purpose: a mapping Badger has just
-		// unmapped gives ENOMEM, and MADV_PAGEOUT never changes contents,
-		// whatever is mapped at the address by now.
-		syscall.Syscall(syscall.SYS_MADVISE, uintptr(r.start), uintptr(end-r.start), madvPageout)
-	}
-}
-
-// region is one of the spool's files mapped into memory.
-type region struct {
-	start, end uint64
-	path       string
-}
-
-// mappings lists the mappings of files under dir, and for each directory
-// and extension of the files Badger appends to (.vlog, .mem) the newest.
-func mappings(dir string) (regions []region, newest map[string]string) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, nil
+		return
 	}
 	prefix := abs + string(filepath.Separator)
 	b, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		return nil, nil
+		return
 	}
-	newest = map[string]string{} // directory + extension -> newest file
+	type region struct {
+		start, end uint64
+		path       string
+	}
+	var regions []region
+	newest := map[string]string{} // directory + extension -> newest file
 	for _, line := range strings.Split(string(b), "\n") {
 		// start-end perms offset dev inode path
 		fields := strings.Fields(line)
@@ -91,21 +67,19 @@ func mappings(dir string) (regions []region, newest map[string]string) {
 			}
 		}
 	}
-	return regions, newest
-}
-
-// adviseRandom tells the kernel that the value logs mapped from dir are
-// read at random: a webhook's record is read alone, so a page fault
-// should read its page, not the 128 KiB around it. After a restart with
-// 200,000 webhooks over 5,000 hosts, the first read of each host's queue
-// made 87 MiB of value log resident between two trims (issue 36). Value
-// log GC, the one sequential reader, runs rarely.
-func adviseRandom(dir string) {
-	regions, _ := mappings(dir)
 	for _, r := range regions {
-		if filepath.Ext(r.path) == ".vlog" {
-			syscall.Syscall(syscall.SYS_MADVISE, uintptr(r.start), uintptr(r.end-r.start), syscall.MADV_RANDOM)
+		end := r.end
+		if newest[filepath.Dir(r.path)+filepath.Ext(r.path)] == r.path {
+			end = residentEnd(r.start, r.end)
+			if end < r.start+writeMargin {
+				continue
+			}
+			end -= writeMargin
 		}
+		// Errors are ignored on purpose: a mapping Badger has just
+		// unmapped gives ENOMEM, and MADV_PAGEOUT never changes contents,
+		// whatever is mapped at the address by now.
+		syscall.Syscall(syscall.SYS_MADVISE, uintptr(r.start), uintptr(end-r.start), madvPageout)
 	}
 }
 

@@ -3,5 +3,3 @@
 package spool
 
 func trimResident(dir string, limit int64) {}
-
-func adviseRandom(dir string) {}
