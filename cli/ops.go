@@ -158,6 +158,9 @@ func printHostRow(tw io.Writer, h deliver.HostStatus, now time.Time) {
 	if h.ConcurrencyWhy != "" {
 		inFlight += " of " + h.ConcurrencyWhy
 	}
+	if h.WaitingForSlot {
+		inFlight += " (waiting for a slot: delivery.max_in_flight)"
+	}
 	breaker := h.Breaker
 	if h.BreakerProbeAt != nil {
 		breaker = fmt.Sprintf("%s (probe %s)", h.Breaker, h.BreakerProbeAt.Local().Format("15:04:05"))

@@ -98,6 +98,11 @@ func TestWaitingForSlotKeepsTokens(t *testing.T) {
 		if n := len(rc.arrivals("slow.example")); n != 0 {
 			t.Fatalf("slow.example sent %d while the one slot was taken", n)
 		}
+		for _, st := range d.Hosts() {
+			if want := st.Host == "slow.example"; st.WaitingForSlot != want {
+				t.Errorf("%s: waiting_for_slot %v, want %v", st.Host, st.WaitingForSlot, want)
+			}
+		}
 		close(release)
 		time.Sleep(time.Second)
 		synctest.Wait()

@@ -70,6 +70,9 @@ type HostStatus struct {
 	Batch *BatchStatus `json:"batch,omitempty"`
 	// Hosts in lanes only (lanes.go).
 	Lanes *LaneStatus `json:"lanes,omitempty"`
+	// WaitingForSlot: the host has a webhook to send and waits its turn
+	// because every slot of delivery.max_in_flight is taken (slots.go).
+	WaitingForSlot bool `json:"waiting_for_slot,omitempty"`
 }
 
 // Text is the batch policy and counts in a few words, for the status
@@ -108,6 +111,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		LastError:      h.lastErr,
 		LastStatus:     h.lastStatus,
 		Delivered:      h.delivered,
+		WaitingForSlot: h.slotWaiting,
 	}
 	if !st.HeldUntil.IsZero() {
 		t := st.HeldUntil.UTC()
