@@ -10,8 +10,9 @@
 // CPU. So the limit set here follows what is live: after every collection
 // it is the target, or 1.5 times the live heap plus the runtime's other
 // memory (stacks, metadata) if that is more. Below the target the
-// collector runs as it would without one; above it, never more often than
-// GOGC=50 would make it.
+// collector runs as it would without one; above it, at most about as often as
+// GOGC=50 would make it (the heap's fragmentation counts against the
+// limit too), never back to back.
 //
 // A GOMEMLIMIT in the environment is the operator's choice and wins: then
 // the target is not applied.
