@@ -71,9 +71,7 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 	v, reason, next := d.finish(ctx, h, m, pol, res, sentAt, now, lease)
 	res.quotaUntil = d.partnerLocked(h, pol, res.partner, v, now)
 	h.active = now
-	d.freeSlot()
-	d.pump(h)
-	d.serveWaiting()
+	d.slotDone(h)
 	d.mu.Unlock()
 	d.end(m)
 

@@ -61,9 +61,7 @@ func (d *Dispatcher) attemptBatch(h *host, ms []*spool.Message, pol Policy, sent
 	v, reason, next, dead := d.finishBatch(ctx, h, ms, pol, res, sentAt, now, lease)
 	res.quotaUntil = d.partnerLocked(h, pol, res.partner, v, now)
 	h.active = now
-	d.freeSlot()
-	d.pump(h)
-	d.serveWaiting()
+	d.slotDone(h)
 	d.mu.Unlock()
 	for _, m := range ms {
 		d.end(m)
@@ -113,9 +111,7 @@ func (d *Dispatcher) keepBatchable(h *host, ms []*spool.Message, sentAt time.Tim
 		h.extra++ // the slot's own message was among them
 		pr := pacer.Result{Outcome: pacer.NoSend, SentAt: sentAt}
 		h.gate.Release(time.Now(), lease, pr)
-		d.freeSlot()
-		d.pump(h)
-		d.serveWaiting()
+		d.slotDone(h)
 	}
 	d.mu.Unlock()
 	for _, m := range alone {

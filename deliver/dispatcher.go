@@ -376,7 +376,7 @@ func (d *Dispatcher) pump(h *host) {
 			break
 		}
 		if !d.haveSlot(h) {
-			break // freeSlot's serveWaiting pumps h again
+			break // slotDone pumps h again when its turn comes
 		}
 		breaker, _ := h.gate.Breaker()
 		ok, at, lease := h.gate.Acquire(now)

@@ -62,9 +62,14 @@ func (d *Dispatcher) tookSlot(h *host) {
 	}
 }
 
-// freeSlot gives back an ended attempt's slot. Call it with d.mu held,
-// before the attempt's host is pumped, and serveWaiting after.
-func (d *Dispatcher) freeSlot() { d.inFlight-- }
+// slotDone ends an attempt of h's: its slot is given back, h may start
+// its next attempt (or joins the wait behind the hosts already in it),
+// and the free slots go to the waiting hosts. Call it with d.mu held.
+func (d *Dispatcher) slotDone(h *host) {
+	d.inFlight--
+	d.pump(h)
+	d.serveWaiting()
+}
 
 // serveWaiting hands the free slots to the hosts waiting for one, in
 // turn. A host that can't use its turn (no token, nothing ready) gives it

@@ -24,7 +24,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"sync"
 	"sync/atomic"
 )
 
@@ -66,25 +65,20 @@ func arm() {
 	})
 }
 
-var samples = []metrics.Sample{
-	{Name: "/gc/heap/live:bytes"},
-	{Name: "/memory/classes/total:bytes"},
-	{Name: "/memory/classes/heap/released:bytes"},
-	{Name: "/memory/classes/heap/objects:bytes"},
-	{Name: "/memory/classes/heap/unused:bytes"},
-	{Name: "/memory/classes/heap/free:bytes"},
-}
-
-var adjustMu sync.Mutex // samples
-
 // adjust sets the memory limit from the target and the last collection.
 func adjust() {
 	t := target.Load()
 	if t <= 0 {
 		return
 	}
-	adjustMu.Lock()
-	defer adjustMu.Unlock()
+	samples := []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
+	}
 	metrics.Read(samples)
 	v := func(i int) int64 { return int64(samples[i].Value.Uint64()) }
 	live := v(0)
