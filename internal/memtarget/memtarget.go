@@ -24,10 +24,15 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"sync/atomic"
 )
 
 var (
+	// mu orders the target's changes and the limits set from it, so that
+	// the limit in force always follows the latest target: an adjust
+	// that began before Set(0) cannot put a limit back after it.
+	mu     sync.Mutex
 	target atomic.Int64 // bytes; 0: not applied
 	armed  atomic.Bool  // a sentinel waits for the next collection
 )
@@ -38,11 +43,14 @@ func Set(bytes int64) bool {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return false
 	}
+	mu.Lock()
 	target.Store(max(bytes, 0))
 	if bytes <= 0 {
 		debug.SetMemoryLimit(math.MaxInt64)
+		mu.Unlock()
 		return true
 	}
+	mu.Unlock()
 	if armed.CompareAndSwap(false, true) {
 		arm()
 	}
@@ -67,6 +75,8 @@ func arm() {
 
 // adjust sets the memory limit from the target and the last collection.
 func adjust() {
+	mu.Lock()
+	defer mu.Unlock()
 	t := target.Load()
 	if t <= 0 {
 		return
