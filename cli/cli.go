@@ -60,6 +60,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 	}
+	args = commandFirst(args)
 	cmd := "run"
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
@@ -120,6 +121,40 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// commands are the command names Main knows.
+var commands = map[string]bool{"run": true, "check-config": true, "ca": true, "status": true, "health": true,
+	"inject": true, "pause": true, "resume": true, "dead": true, "msg": true, "queue": true, "version": true, "help": true}
+
+// valueFlags are the flags given before a command that take a value as
+// the next argument ("--config F pause HOST").
+var valueFlags = map[string]bool{"config": true, "admin": true, "token-file": true}
+
+// commandFirst moves a command named after leading flags to the front, so
+// that "hookpace --config F pause HOST" is "hookpace pause --config F
+// HOST": every command parses its flags wherever they stand. Arguments
+// with no command among them are left as they are (run's flags).
+func commandFirst(args []string) []string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return args
+		}
+		if name, ok := strings.CutPrefix(a, "-"); ok {
+			name = strings.TrimPrefix(name, "-")
+			if valueFlags[name] {
+				i++ // its value
+			}
+			continue
+		}
+		if i == 0 || !commands[a] {
+			return args
+		}
+		out := append([]string{a}, args[:i]...)
+		return append(out, args[i+1:]...)
+	}
+	return args
 }
 
 type usageError struct{ msg string }

@@ -91,3 +91,23 @@ func TestUnknownCommandExits2(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+func TestCommandFirst(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"--config f pause h", "pause --config f h"},
+		{"--config=f pause h", "pause --config=f h"},
+		{"--admin a --token-file t resume h", "resume --admin a --token-file t h"},
+		{"--config f", "--config f"},
+		{"--config pause", "--config pause"}, // pause is the config's file name
+		{"pause --config f h", "pause --config f h"},
+		{"--json status", "status --json"},
+		{"-- pause", "-- pause"},
+		{"--config f notacommand", "--config f notacommand"},
+		{"", ""},
+	} {
+		got := strings.Join(commandFirst(strings.Fields(tc.in)), " ")
+		if got != tc.want {
+			t.Errorf("commandFirst(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

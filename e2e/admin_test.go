@@ -54,6 +54,7 @@ func goneReceiver(t *testing.T) *Receiver {
 // Issue 22: a web page's form cannot pause a host or purge dead letters,
 // and what the listing shows of URLs keeps their query values hidden.
 func TestAdminRefusesCrossSiteForms(t *testing.T) {
+	t.Parallel()
 	rc := goneReceiver(t)
 	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
 	deadLetters(t, hp, rc, 2)
@@ -110,6 +111,7 @@ func TestAdminRefusesCrossSiteForms(t *testing.T) {
 // Issue 22: a DNS-rebinding page names its own host; every admin path
 // refuses it, while loopback names and addresses are served.
 func TestAdminRefusesForeignHost(t *testing.T) {
+	t.Parallel()
 	hp := Start(t, ``)
 	post := map[string]string{"Host": "rebind.example", "X-Hookpace-Admin": "1"}
 	for _, req := range []struct{ method, path string }{
@@ -141,6 +143,7 @@ func TestAdminRefusesForeignHost(t *testing.T) {
 // metrics excepted), the CLI sends it when told where it is, and listings
 // show whole URLs to the token's holder.
 func TestAdminToken(t *testing.T) {
+	t.Parallel()
 	rc := goneReceiver(t)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
@@ -195,6 +198,7 @@ func TestAdminToken(t *testing.T) {
 // Issue 22: an admin listener off loopback needs a token, or an explicit
 // admin.insecure_no_auth; without either, hookpace does not start.
 func TestAdminNonLoopbackNeedsToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "hookpace.yaml")
 	write := func(s string) {
@@ -228,6 +232,7 @@ func TestAdminNonLoopbackNeedsToken(t *testing.T) {
 // Issue 22: pause takes a host, host:port or URL, refuses junk, and bounds
 // how many hosts outside the config it keeps paused.
 func TestAdminPauseHostsValidatedAndBounded(t *testing.T) {
+	t.Parallel()
 	hp := Start(t, "hosts:\n  configured.example: {}\n")
 	hdr := map[string]string{"X-Hookpace-Admin": "1"}
 	for _, junk := range []string{"not%20a%20host", "a..b", "ftp:%2F%2Fx.example%2F", "x.example:99999", "%2A.example"} {
@@ -242,6 +247,23 @@ func TestAdminPauseHostsValidatedAndBounded(t *testing.T) {
 	hp.AdminJSON("/v1/hosts/partner.example", &st)
 	if !st.Paused {
 		t.Error("partner.example not paused by its URL")
+	}
+	// Flags before the command, as "hookpace --config F pause HOST": the
+	// config names the admin listener the command talks to.
+	cfgFile := filepath.Join(t.TempDir(), "ops.yaml")
+	if err := os.WriteFile(cfgFile, []byte("admin: "+hp.Admin+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(binary, "--config", cfgFile, "pause", "configured.example").CombinedOutput(); err != nil ||
+		string(out) != "configured.example: paused\n" {
+		t.Errorf("hookpace --config F pause HOST: %v\n%s", err, out)
+	}
+	hp.AdminJSON("/v1/hosts/configured.example", &st)
+	if !st.Paused {
+		t.Error("configured.example not paused by hookpace --config F pause")
+	}
+	if out, err := exec.Command(binary, "--admin", hp.Admin, "resume", "configured.example").CombinedOutput(); err != nil {
+		t.Errorf("hookpace --admin A resume HOST: %v\n%s", err, out)
 	}
 	const max = 1000 // admin.DefaultMaxPaused; partner.example is one
 	for i := 1; i < max; i++ {
