@@ -75,6 +75,9 @@ type Message struct {
 	HandedOff *Elsewhere `json:"handed_off_to,omitempty"`
 }
 
+// MaxMessagesPage is the most webhooks one page of GET /v1/messages holds.
+const MaxMessagesPage = 1000
+
 // MessageList is the answer to GET /v1/messages.
 type MessageList struct {
 	Messages []Message `json:"messages"`
@@ -213,8 +216,8 @@ func messageQuery(r *http.Request) (spool.Query, error) {
 	}
 	var err error
 	if s := v.Get("limit"); s != "" {
-		if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit < 1 || q.Limit > 1000 {
-			return q, fmt.Errorf("bad limit %q (1 to 1000)", s)
+		if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit < 1 || q.Limit > MaxMessagesPage {
+			return q, fmt.Errorf("bad limit %q (1 to %d a page; page on with cursor)", s, MaxMessagesPage)
 		}
 	}
 	if s := v.Get("cursor"); s != "" {

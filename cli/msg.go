@@ -59,7 +59,7 @@ func msgCmd(args []string, out io.Writer) error {
 		fs.StringVar(&f.Since, "since", "", "accepted at or after (RFC 3339, or a duration ago)")
 		fs.StringVar(&f.Until, "until", "", "accepted before (RFC 3339, or a duration ago)")
 		fs.StringVar(&f.Cursor, "cursor", "", "the next page, as the last one said")
-		fs.IntVar(&f.Limit, "limit", 50, "at most this many (1 to 1000)")
+		fs.IntVar(&f.Limit, "limit", 50, "at most this many (0: all, page by page)")
 	}
 	if err := parse(fs, args); err != nil {
 		return err
@@ -90,7 +90,7 @@ func msgCmd(args []string, out io.Writer) error {
 		return nil
 	case "list":
 		f.Host = strings.ToLower(f.Host)
-		list, err := c.Messages(ctx, f)
+		list, err := listMessages(ctx, c, f)
 		if err != nil {
 			return err
 		}
@@ -202,5 +202,26 @@ func printMessage(out io.Writer, m admin.Message) {
 		if a.Response != "" {
 			fmt.Fprintf(out, "     response: %s\n", strings.ReplaceAll(a.Response, "\n", "\n               "))
 		}
+	}
+}
+
+// listMessages is one page of the journal, or with Limit 0 every page,
+// as --limit 0 means all in every listing command.
+func listMessages(ctx context.Context, c *admin.Client, f admin.MessageFilter) (admin.MessageList, error) {
+	if f.Limit != 0 {
+		return c.Messages(ctx, f)
+	}
+	f.Limit = admin.MaxMessagesPage
+	var all admin.MessageList
+	for {
+		page, err := c.Messages(ctx, f)
+		if err != nil {
+			return all, err
+		}
+		all.Messages = append(all.Messages, page.Messages...)
+		if page.Cursor == "" || page.Cursor == f.Cursor {
+			return all, nil
+		}
+		f.Cursor = page.Cursor
 	}
 }

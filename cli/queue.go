@@ -42,7 +42,7 @@ func queueCmd(args []string, out io.Writer) error {
 	fs := newFlags("queue " + sub)
 	client := adminFlags(fs)
 	host := fs.String("host", "", "the host (host or host:port, as in hookpace status)")
-	limit := fs.Int("limit", 100, "list at most this many")
+	limit := fs.Int("limit", 100, "list at most this many (1 to 10000, oldest first)")
 	olderThan := fs.Duration("older-than", 0, "only webhooks queued longer ago than this")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {

@@ -42,6 +42,7 @@ func lookup(t *testing.T, hp *Hookpace, id string) journalMessage {
 // the states delivered and dead, through the API and the CLI, and again
 // after a restart. Query values and Set-Cookie never show.
 func TestJournalAttemptsAcrossRestart(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
 		switch {
@@ -93,6 +94,15 @@ func TestJournalAttemptsAcrossRestart(t *testing.T) {
 		if out, err := hp.CLI("msg", "list", "--host", rc.Host()); err != nil || !strings.Contains(out, id) || !strings.Contains(out, dead) {
 			t.Fatalf("msg list: %v\n%s", err, out)
 		}
+		// --limit 1 is a page of one with a cursor; --limit 0 is all of them.
+		if out, err := hp.CLI("msg", "list", "--host", rc.Host(), "--limit", "1"); err != nil ||
+			strings.Contains(out, id) == strings.Contains(out, dead) || !strings.Contains(out, "more: --cursor") {
+			t.Fatalf("msg list --limit 1: %v\n%s", err, out)
+		}
+		if out, err := hp.CLI("msg", "list", "--host", rc.Host(), "--limit", "0"); err != nil ||
+			!strings.Contains(out, id) || !strings.Contains(out, dead) || strings.Contains(out, "more:") {
+			t.Fatalf("msg list --limit 0: %v\n%s", err, out)
+		}
 		if strings.Contains(hp.Log(), "s3cret") || strings.Contains(hp.Log(), "topsecret") {
 			t.Fatal("a secret reached the log")
 		}
@@ -110,6 +120,7 @@ func TestJournalAttemptsAcrossRestart(t *testing.T) {
 // webhook to its attempts with the partner's answer; a purge from the
 // page asks for confirmation first.
 func TestJournalPagesInBrowser(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 1 {
@@ -168,6 +179,7 @@ func TestJournalPagesInBrowser(t *testing.T) {
 // restart (an accepted record the crash lost is written again from the
 // queue when the spool opens), and goes on to be delivered.
 func TestJournalAfterKill(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
 	if out, err := hp.CLI("pause", rc.Host()); err != nil {
