@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strconv"
 
 	"github.com/hookpace/hookpace/egress"
@@ -57,7 +58,23 @@ func refused(err error) (d decision, ok bool) {
 	if !errors.As(err, &denied) {
 		return decision{}, false
 	}
-	return decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: denied.Error()}, true
+	return decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: denied.Error() + allowHint(denied)}, true
+}
+
+// allowHint says how to allow an address that is refused for its kind
+// (loopback, private and the like): the operator's own choice, made in
+// egress.allow. Addresses refused by egress.deny, hookpace's own listeners
+// and cloud metadata get no hint: allowing those is not a fix.
+func allowHint(d *egress.DeniedError) string {
+	switch d.Reason {
+	case egress.ReasonDenied, egress.ReasonSelf, egress.ReasonCloudMetadata:
+		return ""
+	}
+	prefix := netip.PrefixFrom(d.Addr, d.Addr.BitLen())
+	if d.Reason == egress.ReasonLoopback && d.Addr.Is4() {
+		prefix = netip.MustParsePrefix("127.0.0.0/8")
+	}
+	return fmt.Sprintf(`; to allow it, add it to egress.allow (egress: {allow: ["%s"]})`, prefix)
 }
 
 func tooLarge(n, limit int64) decision {

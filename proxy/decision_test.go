@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hookpace/hookpace/egress"
@@ -51,6 +52,10 @@ func TestRefusedMapsOnce(t *testing.T) {
 		if !ok || d.status != http.StatusForbidden || d.outcome != outcomeRefused || d.reason != den.Error() {
 			t.Errorf("refused(%v) = %+v, %v; want 403 refused with %q", err, d, ok, den.Error())
 		}
+	}
+	loop := &egress.DeniedError{Host: "localhost", Addr: netip.MustParseAddr("127.0.0.1"), Reason: egress.ReasonLoopback}
+	if d, _ := refused(loop); !strings.HasSuffix(d.reason, `add it to egress.allow (egress: {allow: ["127.0.0.0/8"]})`) {
+		t.Errorf("a loopback refusal says %q, without how to allow it", d.reason)
 	}
 	if d, ok := refused(errors.New("connection refused")); ok {
 		t.Errorf("a dial error mapped to %+v", d)
