@@ -24,6 +24,7 @@ func newQueuePartner(workers int) *overload.Partner {
 // /v1/hosts, hookpace status and /metrics say what the limit is and why.
 // Bounds are loose: a loaded 2-core machine adds its own latency.
 func TestAdaptiveConcurrency(t *testing.T) {
+	t.Parallel()
 	p := newQueuePartner(4)
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, _ int) { p.ServeHTTP(w, r) }
@@ -84,6 +85,7 @@ defaults: {rate: 1000/s, burst: 100, concurrency: auto, max_concurrency: 64, bac
 // partner sees far fewer than the 64 at once that a fixed concurrency of
 // 64 (counted fleet-wide) would send, and few 503s.
 func TestAdaptiveConcurrencyFleet(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	p := newQueuePartner(4)
 	rc := NewReceiver(t)

@@ -89,6 +89,7 @@ func replaceFile(t *testing.T, path string, data []byte) {
 // the files are rotated, the new certificate is presented without a
 // restart.
 func TestMTLSPartner(t *testing.T) {
+	t.Parallel()
 	serverCA, clientCA := newTestCA(t, "partner server CA"), newTestCA(t, "partner client CA")
 	_, _, serverCert := serverCA.issue(t, 2, false)
 	var mu sync.Mutex
@@ -253,6 +254,7 @@ func (ts *tokenServer) tokens() []string {
 // dead-letter export; an API key header is set from its file over the
 // app's own.
 func TestOAuth2Partner(t *testing.T) {
+	t.Parallel()
 	const clientSecret, apiKey = "cs-Zq8v2L0pW9xT3k", "key-Hh41Uu7Rm2Yc"
 	ts := newTokenServer(t, clientSecret, 2*time.Second)
 	var revokeNext sync.Once

@@ -18,6 +18,7 @@ import (
 // with Retry-After for the rest; still 429 a second later; 202 again once
 // the backlog is below 500; every accepted webhook is delivered.
 func TestBackpressureHysteresisE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -122,6 +123,7 @@ hosts:
 // Retry-After from its own pace (6/m: 10 s for one webhook to leave), and
 // 30 s while it is paused; other hosts are unaffected.
 func TestHostMaxQueuedRetryAfter(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) { <-release }
@@ -180,6 +182,7 @@ hosts:
 // most it ever does (300 s) on its first 429, not the 1 s a rate measured
 // before the pause would give.
 func TestSpoolFullNothingDrainingE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}

@@ -20,6 +20,7 @@ import (
 // once, byte for byte. /v1/hosts, the metrics and the delivery log line
 // count both requests and webhooks.
 func TestBatchedBacklog(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -111,6 +112,7 @@ hosts:
 // webhook-id names the first and last members; a 422 buries every member
 // as its own dead letter, and one replayed alone is delivered.
 func TestSignedBatchVerifies(t *testing.T) {
+	t.Parallel()
 	node, verdicts := startNodeReceiver(t, e2eWhsec)
 	var fail atomic.Bool
 	fail.Store(true)
@@ -213,6 +215,7 @@ hosts:
 // to what the partner takes: all 10 arrive, each once, none is a dead
 // letter, and the log says the batch was split.
 func TestTooLargeBatchIsSplit(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
 		var els []json.RawMessage

@@ -23,6 +23,7 @@ import (
 // 202, all arrive exactly once and byte-identical, and no 1-second window at
 // the receiver holds more than 220.
 func TestPacedExactlyOnce(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -147,6 +148,7 @@ func (l *coreTally) all() bool { return l.unique == len(l.count) }
 // Issue 2 acceptance: kill -9 right after 1,500 webhooks were acknowledged,
 // with most still queued, loses none of them.
 func TestKill9Durability(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -181,6 +183,7 @@ hosts:
 
 // Issue 2 acceptance: a slow host's backlog does not slow a fast host.
 func TestHostIsolation(t *testing.T) {
+	t.Parallel()
 	slow, fast := NewReceiver(t), NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -215,6 +218,7 @@ hosts:
 // Issue 2 acceptance: check-config names a typo'd field and its line, and
 // exits 1; the shipped example is valid.
 func TestCheckConfig(t *testing.T) {
+	t.Parallel()
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("listen: 127.0.0.1:8080\ndefaults:\n  burst: 5\n  ratee: 10/s\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -243,6 +247,7 @@ func TestCheckConfig(t *testing.T) {
 // Issue 2 acceptance: curl, a real client that is not Go, can use hookpace
 // as its proxy; the webhook arrives byte-identical.
 func TestCurlClient(t *testing.T) {
+	t.Parallel()
 	curl, err := exec.LookPath("curl")
 	if err != nil {
 		t.Fatal("curl is not on PATH: this test needs a real non-Go client (.ci/run installs curl)")
@@ -284,6 +289,7 @@ func TestCurlClient(t *testing.T) {
 // Issue 2 acceptance: non-POST requests pass through synchronously with the
 // receiver's answer; origin-form requests to the proxy get 400.
 func TestGetPassthrough(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
 		w.Header().Set("X-Partner", "yes")
@@ -345,6 +351,7 @@ func TestGetPassthrough(t *testing.T) {
 // Issue 2 acceptance: a body over spool.max_body gets 413 and is not
 // delivered, whether its length is declared or streamed.
 func TestBodyLimit(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, `
 spool:

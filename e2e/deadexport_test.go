@@ -14,6 +14,7 @@ import (
 // body is not UTF-8), so that an operator can keep them before a volume
 // goes away.
 func TestDeadExport(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusBadRequest) }
 	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)

@@ -14,6 +14,7 @@ import (
 // after the message was dead-lettered and replayed; a replay or purge of
 // an id that does not exist says so and exits non-zero.
 func TestReceiverSeesIDAndAttempt(t *testing.T) {
+	t.Parallel()
 	var gone atomic.Bool
 	gone.Store(true)
 	rc := NewReceiver(t)
@@ -131,6 +132,7 @@ func dedupeDeadGauges(t *testing.T, hp *Hookpace, host string, want int) {
 // breaker, the probe after the cooldown fails and opens it again, the
 // next probe succeeds and closes it.
 func TestBreakerTransitionsLogged(t *testing.T) {
+	t.Parallel()
 	var failing atomic.Bool
 	failing.Store(true)
 	rc := NewReceiver(t)
@@ -169,6 +171,7 @@ hosts:
 // While a host's breaker is open, /v1/hosts/{host} and `hookpace status`
 // say when the probe goes.
 func TestBreakerProbeTimeShown(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusServiceUnavailable) }
 	hp := Start(t, fmt.Sprintf(`

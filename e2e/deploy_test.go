@@ -76,6 +76,7 @@ var (
 // reason label value) that the alert rules and the dashboard use is in it:
 // renaming a metric breaks this test, not the dashboard.
 func TestDeployMetricsExist(t *testing.T) {
+	t.Parallel()
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Fatal("promtool is needed (Debian package prometheus; .ci/run installs it)")

@@ -20,6 +20,7 @@ import (
 // is removed every webhook is delivered and the spool empties. The test
 // mounts the tmpfs, which needs root (as CI has); it fails without.
 func TestDiskFilledFromOutsideDuringDeletes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Fatalf("this test mounts a 32 MiB tmpfs, which needs root: mount -t tmpfs: %v: %s", err, out)
@@ -50,7 +51,7 @@ hosts:
 		t.Fatalf("dd filling the tmpfs: %v: %s", err, out)
 	}
 	if out, err := hp.CLI("resume", rc.Host()); err != nil {
-		t.Fatalf("resume: %v: %s", err, out)
+		t.Fatalf("resume: %v: %s\nhookpace's log:\n%s", err, out, hp.Log())
 	}
 	died := func() bool {
 		select {

@@ -23,6 +23,7 @@ import (
 // answer and no log line holds a webhook's headers. The test mounts the
 // tmpfs, which needs root (as CI has); it fails without.
 func TestFullDiskIs503NeverACrash(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Fatalf("this test mounts a 20 MiB tmpfs, which needs root: mount -t tmpfs: %v: %s", err, out)
@@ -136,6 +137,7 @@ func TestFullDiskIs503NeverACrash(t *testing.T) {
 // clients: no 503 to anyone, and no answer or log line holds the header.
 // One byte more is 413.
 func TestLargestBodyIsStored(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, "spool:\n  max_body: 30MiB\negress:\n  allow: [\"127.0.0.0/8\"]\n")
 	if out, err := exec.Command(binary, "check-config", hp.Config).CombinedOutput(); err != nil {

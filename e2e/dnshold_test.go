@@ -14,6 +14,7 @@ import (
 // attempts; /v1/hosts, hookpace status and the status page say dns, and
 // the client histogram's error_type is dns.
 func TestUnresolvedHostHeldE2E(t *testing.T) {
+	t.Parallel()
 	const host = "no-such-host.invalid"
 	hp := Start(t, `
 defaults: {max_attempts: 2, backoff_initial: 100ms, backoff_max: 100ms, hold_schedule: [300ms, 600ms, 1h]}

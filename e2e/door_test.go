@@ -29,6 +29,7 @@ func trickle(t *testing.T, proxyAddr, target string, n int, interval time.Durati
 // Issue 22: a client trickling its body is cut off at proxy.body_timeout
 // with 408, and nothing is stored.
 func TestSlowBodyGets408(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, "egress: {allow: [\"127.0.0.0/8\"]}\nproxy: {body_timeout: 1s}\n")
 	status, sent := trickle(t, hp.Proxy, rc.URL+"/slow", 1000, 100*time.Millisecond)
@@ -52,6 +53,7 @@ func TestSlowBodyGets408(t *testing.T) {
 // Issue 22: with more connections than proxy.max_connections, /healthz
 // still answers and a normal webhook gets its 202 once a slot frees.
 func TestMaxConnectionsKeepsAdminAndQueuesClients(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, "egress: {allow: [\"127.0.0.0/8\"]}\nproxy: {max_connections: 4, body_timeout: 2s}\n")
 	const slow = 8 // twice the cap
@@ -97,6 +99,7 @@ func TestMaxConnectionsKeepsAdminAndQueuesClients(t *testing.T) {
 // Issue 22: a body over max_body, sent by a client that writes all of it
 // before reading (Python's urllib), reads the 413 and its reason.
 func TestTooLargeReadByWriteFirstClient(t *testing.T) {
+	t.Parallel()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Fatal("python3 is needed for this test (apt-get install -y python3)")
@@ -126,6 +129,7 @@ except urllib.error.HTTPError as e:
 
 // Issue 22: headers are bounded by spool.max_header_bytes (431).
 func TestHeadersOverMaxHeaderBytesGet431(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, "egress: {allow: [\"127.0.0.0/8\"]}\nspool: {max_header_bytes: 16KiB}\n")
 	for _, size := range []int{17 << 10, 200 << 10} { // the ingest check; the listener's own cap

@@ -94,6 +94,7 @@ func checkOnce(t *testing.T, as []Arrival, n int) {
 // refuses new webhooks, exits 1 saying how many are left, and a restart
 // on the same spool delivers them all.
 func TestDrainThenRestart(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	partner := fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -138,6 +139,7 @@ shutdown: {timeout: 10s, drain: 3s}
 // exits 0 within its budget, every webhook reaches the partner once and
 // byte-identical, those handed off paced by B's own limits.
 func TestHandoffToSecondHookpace(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	secret := handoffSecret(t) // both ends: B keeps A's ids
 	b := Start(t, fmt.Sprintf(`

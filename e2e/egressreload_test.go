@@ -13,6 +13,7 @@ import (
 // host is resumed: nothing is delivered, and the webhooks become dead
 // letters with the egress reason.
 func TestEgressDenyByReloadReachesQueuedWebhooks(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
 	H := rc.Host()

@@ -55,6 +55,7 @@ func findEvent(evs []opsEvent, typ, host string) (opsEvent, bool) {
 // a paused host, and back under its low-water mark once resumed: two more
 // events, the first stored while webhooks were refused.
 func TestOperationalEvents(t *testing.T) {
+	t.Parallel()
 	secret := filepath.Join(t.TempDir(), "ops-whsec")
 	if err := os.WriteFile(secret, []byte(e2eWhsec+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -153,6 +154,7 @@ func watermarks(t *testing.T, hp *Hookpace, wh *standardwebhooks.Webhook, ops, s
 // queued to another hookpace, which delivers the handoff.ended event too,
 // signed by the same events.sign, as replicas of one config would.
 func TestHeldAndHandoffEvents(t *testing.T) {
+	t.Parallel()
 	secret := filepath.Join(t.TempDir(), "ops-whsec")
 	if err := os.WriteFile(secret, []byte(e2eWhsec+"\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -62,6 +62,7 @@ var senderOutput = regexp.MustCompile(`^(\d{3}) (\S+)$`)
 // tunnels) each get hookpace's 202 with an X-Hookpace-Id, not the
 // partner's answer, and each webhook then arrives, paced.
 func TestExampleSenders(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 log: {level: debug}
@@ -123,6 +124,7 @@ func lastLine(s string) string {
 // marked <!-- example: PATH --> appears, line for line and in order, in
 // that file.
 func TestReadmeSnippetsAreTheExamples(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)

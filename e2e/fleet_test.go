@@ -189,6 +189,7 @@ func busiestSecond(as []Arrival) int {
 // in any second and 4 at once, each delivered once; the same with Redis
 // killed (each replica on its share), and shared again after a restart.
 func TestFleetSharedLimits(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rc := newSlowPartner(t, 150*time.Millisecond)
 	hps := startFleet(t, srv, 3, fmt.Sprintf(`"%s": {rate: 20/s, burst: 10, concurrency: 4}`, rc.Host()))
@@ -276,6 +277,7 @@ func degradedLogs(hps []*Hookpace) string {
 // Concurrency 1 makes "sent after the 429" unambiguous: the lease of the
 // throttled attempt is given back in the same script that starts the hold.
 func TestFleet429(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rc := NewReceiver(t)
 	var mu sync.Mutex
@@ -329,6 +331,7 @@ func checkOnce429(t *testing.T, rc *Receiver, n int) {
 // whole concurrency back once its leases expire, within one lease period
 // (plus the time to notice: they look again at least every 250 ms).
 func TestFleetKill9(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rc := newSlowPartner(t, 500*time.Millisecond)
 	hps := startFleet(t, srv, 3, fmt.Sprintf(`"%s": {rate: 100/s, burst: 10, concurrency: 4}`, rc.Host()))
@@ -360,6 +363,7 @@ func TestFleetKill9(t *testing.T) {
 // TestFleetPause: pause on one replica stops all three; resume on another
 // restarts them.
 func TestFleetPause(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rc := NewReceiver(t)
 	hps := startFleet(t, srv, 3, fmt.Sprintf(`"%s": {rate: 50/s, burst: 5, concurrency: 2}`, rc.Host()))

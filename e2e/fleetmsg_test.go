@@ -31,6 +31,7 @@ type notHere struct {
 // its own journal; an id of A's that was delivered before says that A is
 // no longer live.
 func TestFleetMsgShow(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	secret := handoffSecret(t)
 	rc := NewReceiver(t)

@@ -18,6 +18,7 @@ import (
 // page (GET / on the admin address) names the replica and the live
 // replicas, and shows this replica's in flight next to the fleet's.
 func TestFleetStatusPage(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	release := make(chan struct{})
 	rc := NewReceiver(t)

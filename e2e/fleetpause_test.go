@@ -15,6 +15,7 @@ import (
 // is down: A delivers to the host. Before, A's record still said paused,
 // and A came back paused (0 of 5 delivered).
 func TestFleetResumeElsewhereSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rc := NewReceiver(t)
 	hps := startFleet(t, srv, 2, fmt.Sprintf(`"%s": {rate: 50/s, burst: 5, concurrency: 2}`, rc.Host()))

@@ -16,6 +16,7 @@ import (
 // sentinel promotes the replica, then share its limits again; each
 // webhook arrives once, at most 30 in any second and 4 at once.
 func TestFleetOnSentinel(t *testing.T) {
+	t.Parallel()
 	st := redistest.StartSentinel(t)
 	rc := newSlowPartner(t, 50*time.Millisecond)
 	const n = 3

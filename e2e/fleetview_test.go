@@ -33,6 +33,7 @@ type fleetViewPage struct {
 // with the fleet's 8 queued and each replica's part, and
 // /v1/hosts?scope=fleet pages through both hosts.
 func TestFleetView(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	paused, open := NewReceiver(t), NewReceiver(t)
 	hps := startFleet(t, srv, 2, fmt.Sprintf("%q: {rate: 50/s}\n  %q: {rate: 50/s}", paused.Host(), open.Host()))

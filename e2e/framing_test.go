@@ -30,8 +30,8 @@ func framingDoors(t *testing.T, extra string) (*Hookpace, map[string]opener) {
 	}
 	caCert, caKey := filepath.Join(caDir, "ca.crt"), filepath.Join(caDir, "ca.key")
 	plain, secure := NewReceiver(t), NewTLSReceiver(t)
-	t.Setenv("SSL_CERT_FILE", secRootsPEM(t, secure.Certificate()))
-	hp := Start(t, fmt.Sprintf(`
+	trust := []string{"SSL_CERT_FILE=" + secRootsPEM(t, secure.Certificate())}
+	hp := StartEnv(t, trust, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
 mitm: {ca_cert: %s, ca_key: %s}
 hosts:
@@ -80,6 +80,7 @@ var doorNames = []string{"door", "tunnel", "mitm"}
 // the bytes after the chunks as a request of their own. Checked on every
 // parser: the proxy listener, plain HTTP in a CONNECT tunnel, and MITM.
 func TestSmugglingClosesTheConnection(t *testing.T) {
+	t.Parallel()
 	hp, doors := framingDoors(t, "")
 	for _, name := range doorNames {
 		t.Run(name, func(t *testing.T) {
@@ -121,6 +122,7 @@ func TestSmugglingClosesTheConnection(t *testing.T) {
 // off with 408 at proxy.body_timeout, as on the proxy listener, and
 // nothing is stored.
 func TestSlowBodyInsideTunnelGets408(t *testing.T) {
+	t.Parallel()
 	hp, doors := framingDoors(t, "proxy: {body_timeout: 1s}\n")
 	for _, name := range doorNames {
 		t.Run(name, func(t *testing.T) {
@@ -179,6 +181,7 @@ func trickleOn(c net.Conn, head string, n int, interval time.Duration) (status s
 // normal webhook is answered once one of them is cut off, not before, and
 // never waits for them to finish.
 func TestSlowTunnelsHoldNoSlotPastBodyTimeout(t *testing.T) {
+	t.Parallel()
 	hp, doors := framingDoors(t, "proxy: {max_connections: 2, body_timeout: 2s}\n")
 	rc := NewReceiver(t)
 	cut := make(chan time.Time, 2)

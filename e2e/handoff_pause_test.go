@@ -52,6 +52,7 @@ func stopHandingOff(t *testing.T, a *Hookpace) {
 // resume` there; then all 20 arrive, under A's ids. A plain client's
 // forged pause, sent to B meanwhile, changes nothing.
 func TestHandoffCarriesPause(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	a, b := handoffPair(t, rc.Host(), "{rate: 100/s, burst: 10}")
 	P := rc.Host()
@@ -125,6 +126,7 @@ func TestHandoffCarriesPause(t *testing.T) {
 // after A's hand-off B holds P until the same time, and the partner gets
 // nothing from B before then.
 func TestHandoffCarriesHold(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, _ *http.Request, n int) {
 		if n == 1 {

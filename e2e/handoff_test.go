@@ -14,6 +14,7 @@ import (
 // nothing here: hookpace exits 1 with everything still in its spool, and
 // a restart delivers it all.
 func TestHandoffTargetRefuses(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		target func(t *testing.T) string
@@ -66,6 +67,7 @@ shutdown: {timeout: 6s, drain: 1s, handoff: "http://%s"}
 // hand-offs in flight when A died (its 64 workers): each keeps its slot
 // until its local delete is durable.
 func TestHandoffKilled(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	b := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}

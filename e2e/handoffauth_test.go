@@ -39,6 +39,7 @@ func nextID(t *testing.T, id string) string {
 // each. A receiving hookpace without the secret ignores the claim (its
 // own id) and says so once.
 func TestForgedHandoffIDs(t *testing.T) {
+	t.Parallel()
 	secret := handoffSecret(t)
 	rc := NewReceiver(t)
 	b := Start(t, fmt.Sprintf(`

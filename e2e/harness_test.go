@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,9 +54,27 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e: building hookpace:", err)
 		os.Exit(1)
 	}
+	parallelTests()
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// e2eParallel is how many e2e tests run at once unless -parallel says
+// otherwise. They spend their time waiting on paced deliveries, restarts
+// and timers, not on the CPU, so more of them than cores fit: each has its
+// own ports, spool, processes and (where it needs them) namespaces.
+const e2eParallel = 8
+
+// parallelTests raises -test.parallel (GOMAXPROCS by default) to
+// e2eParallel, unless the command line set it.
+func parallelTests() {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(e2eParallel))
+	}
 }
 
 // Hookpace is one running hookpace process.
@@ -73,6 +93,10 @@ type Hookpace struct {
 	// namespace of its own), so that it resolves partner names to
 	// loopback and clients need no NO_PROXY exemption for them.
 	hosts string
+	// env is added to hookpace's environment (KEY=VALUE), after the
+	// test binary's own: tests run in parallel, so none sets a variable
+	// in the shared environment for its hookpace to inherit.
+	env []string
 }
 
 // deadPort returns a loopback address where nothing listens (a port the
@@ -94,7 +118,13 @@ func deadPort(t *testing.T) string {
 // process is killed at the end of the test.
 func Start(t *testing.T, cfg string) *Hookpace {
 	t.Helper()
-	h := &Hookpace{t: t, Dir: t.TempDir()}
+	return StartEnv(t, nil, cfg)
+}
+
+// StartEnv is Start with env (KEY=VALUE) added to hookpace's environment.
+func StartEnv(t *testing.T, env []string, cfg string) *Hookpace {
+	t.Helper()
+	h := &Hookpace{t: t, Dir: t.TempDir(), env: env}
 	h.Config = filepath.Join(h.Dir, "hookpace.yaml")
 	writeConfig(t, h.Config, "127.0.0.1:0", "127.0.0.1:0", filepath.Join(h.Dir, "spool"), cfg)
 	h.start()
@@ -134,10 +164,20 @@ func writeConfig(t *testing.T, path, listen, admin, spoolDir, cfg string) {
 	}
 }
 
+// unshareMount is unshare's flags for a mount namespace of hookpace's own:
+// as root, -m alone; as anyone else, -r -m, a user namespace (where the
+// kernel allows unprivileged ones) in which the caller is root of its own
+// mount namespace and may bind-mount over /etc/hosts.
+func unshareMount() []string {
+	if os.Geteuid() == 0 {
+		return []string{"-m"}
+	}
+	return []string{"-r", "-m"}
+}
+
 // StartResolving is Start with names resolved to 127.0.0.1 for hookpace
-// alone: it runs in a mount namespace of its own (unshare -m, which needs
-// root) over an /etc/hosts that adds them. A client given such a name
-// sends it through the proxy like any partner's, where Go, Java and
+// alone: it runs in a mount namespace of its own (unshareMount) over an
+// /etc/hosts that adds them. A client given such a name sends it through the proxy like any partner's, where Go, Java and
 // others would send a loopback address around it.
 func StartResolving(t *testing.T, cfg string, names ...string) *Hookpace {
 	t.Helper()
@@ -163,13 +203,14 @@ func (h *Hookpace) start() {
 	h.cmd = exec.Command(binary, "run", "--config", h.Config)
 	if h.hosts != "" {
 		// exec: the process the harness signals is hookpace itself.
-		h.cmd = exec.Command("unshare", "-m", "sh", "-c", `mount --bind "$0" /etc/hosts && exec "$1" run --config "$2"`,
-			h.hosts, binary, h.Config)
+		h.cmd = exec.Command("unshare", append(unshareMount(), "sh", "-c", `mount --bind "$0" /etc/hosts && exec "$1" run --config "$2"`,
+			h.hosts, binary, h.Config)...)
 	}
 	// hookpace must ignore proxy variables in its own environment: point
 	// them at a dead port to prove it.
 	h.cmd.Env = append(os.Environ(), "HTTP_PROXY=http://127.0.0.1:1", "HTTPS_PROXY=http://127.0.0.1:1",
 		"http_proxy=http://127.0.0.1:1", "https_proxy=http://127.0.0.1:1", "NO_PROXY=", "no_proxy=")
+	h.cmd.Env = append(h.cmd.Env, h.env...)
 	pr, pw := io.Pipe()
 	h.cmd.Stdout, h.cmd.Stderr = pw, pw
 	h.exited = make(chan struct{})

@@ -11,6 +11,7 @@ import (
 // Issue 36: hookpace status --host keeps the hosts whose name contains
 // its text, and /v1/hosts pages with limit and cursor.
 func TestStatusHostFilterAndPaging(t *testing.T) {
+	t.Parallel()
 	a, b := NewReceiver(t), NewReceiver(t)
 	hp := Start(t, "egress: {allow: [\"127.0.0.0/8\"]}\n")
 	for _, rc := range []*Receiver{a, b} {

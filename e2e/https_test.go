@@ -131,6 +131,7 @@ func busiest(as []Arrival, w time.Duration) int {
 // the same after a restart; a tunnel to a host not named passes through,
 // and the metric, the log, the status page and hookpace status say so.
 func TestHTTPSWithoutCodeChange(t *testing.T) {
+	t.Parallel()
 	partner, partnerCA := tlsPartner(t, "partner.test", "other.test")
 	port := partner.URL[strings.LastIndex(partner.URL, ":")+1:]
 	const rate, burst, conc = 20, 5, 4

@@ -14,6 +14,7 @@ import (
 // Issue 36: the key with another body gets 422 (the IETF Idempotency-Key
 // draft's answer) naming the first one's id, and nothing is stored.
 func TestIdempotencyKeySurvivesKill(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -116,6 +117,7 @@ hosts:
 // one queued webhook; on resume the partner gets it once, with the last
 // body, and without the coalesce header.
 func TestCoalesceWhilePaused(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
 	if out, err := hp.CLI("pause", rc.Host()); err != nil {

@@ -12,6 +12,7 @@ import (
 // twice, even across a kill -9 that left only the oldest messages queued
 // (a reused id would have the new webhook dropped as a repeat).
 func TestIDsNotReusedAfterKill9(t *testing.T) {
+	t.Parallel()
 	held, live := NewReceiver(t), NewReceiver(t)
 	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
 	if out, err := hp.CLI("pause", held.Host()); err != nil {

@@ -19,6 +19,7 @@ import (
 // and NO_PROXY (with .svc and .cluster.local) on both app containers; its
 // own output injected again comes back unchanged.
 func TestInjectDeployment(t *testing.T) {
+	t.Parallel()
 	deploy := filepath.Join(t.TempDir(), "deploy.yaml")
 	os.WriteFile(deploy, []byte(`apiVersion: apps/v1
 kind: Deployment

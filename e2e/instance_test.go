@@ -24,6 +24,7 @@ import (
 // ingest decision's line (spooled, passthrough, tunnel, origin-form) has
 // the canonical keys the README lists; the stop line counts them too.
 func TestInstanceAndCanonicalLinesE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	tlsRc := NewTLSReceiver(t)
 	hp := Start(t, fmt.Sprintf(`

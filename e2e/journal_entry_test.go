@@ -16,6 +16,7 @@ import (
 // sent them with the secret redacted; after a restart and the delivery,
 // the entry still says so (the outcome read them from its record).
 func TestJournalEntryKeysLaneHeaders(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}

@@ -16,6 +16,7 @@ var laneHeaderNames = []string{"Hookpace-Fairness-Key", "Hookpace-Ordering-Key",
 // host with fairness keys or without, and a Hookpace-Priority hookpace
 // cannot honour is a 400 that says why, with nothing stored.
 func TestLaneHeadersNeverReachPartner(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	keyed := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
@@ -65,6 +66,7 @@ hosts:
 // with a Retry-After from its key's share of the host's rate, while other
 // keys are still accepted; the metrics count it as its own outcome.
 func TestMaxQueuedPerKeyE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}

@@ -19,6 +19,7 @@ import (
 // A delayed webhook still waits for its not-before after a kill -9 and a
 // restart.
 func TestDelayAcrossKillE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -44,6 +45,7 @@ hosts:
 // max_queued_per_key counts what the spool holds after a kill -9, and a
 // key gets room again as its webhooks are delivered.
 func TestMaxQueuedPerKeyAcrossKillE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -75,6 +77,7 @@ hosts:
 // stay in order (the one in flight when hookpace died may come twice),
 // and none goes before the one ahead of it was answered 2xx.
 func TestOrderingKillMidDeliveryE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	p := newOrderPartner()
 	p.failEvery = 7
@@ -126,6 +129,7 @@ hosts:
 
 // A key with weight 3 gets three turns to another's one.
 func TestFairnessWeightsE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -153,6 +157,7 @@ hosts:
 // Purging an ordered key's first webhook, which waits for its retry,
 // moves the key on.
 func TestOrderingPurgedActiveE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	p := newOrderPartner()
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
@@ -199,6 +204,7 @@ func fairClient(hp *Hookpace, user string) *http.Client {
 // The other ways to name the fairness key: the URL's path (path_depth 2)
 // and the proxy user. Bulk's 300 do not bury the other tenant's one.
 func TestFairnessPathAndProxyUserE2E(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"path", "proxy_user"} {
 		t.Run(mode, func(t *testing.T) {
 			rc := NewReceiver(t)
@@ -243,6 +249,7 @@ hosts:
 // blocked and on what, and counts per priority. Checked loosely, by the
 // names on the page, by the fields in the API.
 func TestLanesVisibleE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, _ int) {
 		w.Header().Set("Retry-After", "600") // the ordered key's first is blocked on this
@@ -321,6 +328,7 @@ hosts:
 // arrive, in order, within 2 per B (and the stage and slots in flight)
 // of the first one's 202.
 func TestFairnessAcceptanceE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}

@@ -34,6 +34,7 @@ func postOrdered(t *testing.T, hp *Hookpace, rc *Receiver, key string, from, to 
 // Retry-After) when hookpace is killed: after the restart it goes first,
 // then the rest in order.
 func TestOrderingRetryAcrossKillE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	p := newOrderPartner("k/1")
 	rc.Handle = p.handle
@@ -59,6 +60,7 @@ hosts:
 // A key's first webhook is delayed: the key's next ones wait for it,
 // while another key goes on.
 func TestOrderingDelayedFirstE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	p := newOrderPartner()
 	rc.Handle = p.handle
@@ -85,6 +87,7 @@ hosts:
 // A dead letter in an ordered key moves the key on, and says so: in
 // /v1/hosts/{host} and in the log.
 func TestOrderingDeadLetterE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	p := newOrderPartner()
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
@@ -124,6 +127,7 @@ hosts:
 // that answers 503 to every 7th request: every webhook arrives, and each
 // key's 2xx are in sequence order.
 func TestOrderingAcceptanceE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	p := newOrderPartner()
 	p.failEvery = 7
@@ -157,6 +161,7 @@ hosts:
 // A hand-off sends an ordered key's webhooks one at a time, in order:
 // hookpace B, which takes them, delivers each key in sequence.
 func TestOrderingAcrossHandoffE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	p := newOrderPartner()
 	p.failEvery = 7
@@ -201,6 +206,7 @@ shutdown: {timeout: 30s, handoff: "http://%s"}
 // A hand-off carries a delay that is still ahead: hookpace B, which takes
 // the webhook, holds it until its not-before too.
 func TestDelayAcrossHandoffE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	b := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -235,6 +241,7 @@ shutdown: {timeout: 30s, handoff: "http://%s"}
 // webhook goes, later ones (with a delay of their own, or none) replace
 // its content and keep that time; one webhook arrives, the last content.
 func TestDelayDebounceE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}

@@ -85,6 +85,7 @@ func onceEach(t *testing.T, as []Arrival, n int) {
 // bury another tenant's one: it arrives within a few arrivals of its 202,
 // not after the backlog.
 func TestFairnessBulkTenantE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -198,6 +199,7 @@ func orderHeader(key string, seq int) http.Header {
 // one's 200, across a retry of the first (a 503); another key's arrive
 // meanwhile.
 func TestOrderingKeyRetryE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	p := newOrderPartner("order-1/1")
 	rc.Handle = p.handle
@@ -247,6 +249,7 @@ hosts:
 // kill -9 and a restart, to a partner that answers 503 to every 7th
 // request.
 func TestOrderingAcrossKillE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	p := newOrderPartner()
 	p.failEvery = 7
@@ -287,6 +290,7 @@ hosts:
 // A delayed webhook does not hold back the plain ones behind it, and
 // arrives no sooner than its delay after it was sent.
 func TestDelayE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -325,6 +329,7 @@ func paths(as []Arrival) []string {
 // first, and low still gets its min_share of the turns; the same after a
 // kill -9 and a restart.
 func TestPriorityE2E(t *testing.T) {
+	t.Parallel()
 	for _, restart := range []bool{false, true} {
 		t.Run(fmt.Sprint("restart=", restart), func(t *testing.T) { priorityCase(t, restart) })
 	}
@@ -374,6 +379,7 @@ hosts:
 // 2,000 fairness keys of 2 webhooks each, queued to a paused host: all
 // arrive once, each key's in the order they were sent.
 func TestManyFairnessKeysE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -412,6 +418,7 @@ hosts:
 // others: an untagged bulk does not bury a tagged tenant's webhook
 // either, although the host met no key before it.
 func TestFairnessUntaggedBulkE2E(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}

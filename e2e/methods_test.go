@@ -14,6 +14,7 @@ import (
 // PUT with its body); PATCH not listed passes straight through, and
 // hookpace says so once per host.
 func TestSpoolMethods(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, _ int) {
 		w.Header().Set("X-Receiver", "yes")

@@ -26,6 +26,7 @@ const (
 // TestMetricsValues: after traffic to a delivering host D and a host H that
 // answers 429 Retry-After: 30, /metrics counts exactly what happened.
 func TestMetricsValues(t *testing.T) {
+	t.Parallel()
 	rcD, rcH := NewReceiver(t), NewReceiver(t)
 	rcH.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
 		w.Header().Set("Retry-After", "30")
@@ -124,6 +125,7 @@ hosts:
 // spool passes its high-water mark, new webhooks get 429 (counted as
 // rejected_backpressure) and /readyz answers 503.
 func TestBackpressureAndReadyz(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
 		w.Header().Set("Retry-After", "30")
@@ -178,6 +180,7 @@ egress: {allow: ["127.0.0.0/8"]}
 // TestTraceThroughSpool: an incoming traceparent reaches the destination
 // with the same trace id, with tracing off (the default) and on.
 func TestTraceThroughSpool(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, cfg string }{
 		{"tracing off", ""},
 		{"stdout exporter", "telemetry: {traces: {exporter: stdout}}"},
@@ -221,6 +224,7 @@ func TestTraceThroughSpool(t *testing.T) {
 // TestReload: a rewritten config applies without a restart; an invalid
 // one is refused and the old rate stays in force.
 func TestReload(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -274,6 +278,7 @@ hosts:
 // TestGracefulShutdown: SIGTERM mid-delivery exits 0, and after a restart
 // every acknowledged webhook arrives.
 func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
 		time.Sleep(100 * time.Millisecond) // a slow partner keeps deliveries in flight
@@ -330,6 +335,7 @@ hosts:
 // SIGTERM must still end the process, with an error exit that says why,
 // rather than hang until a SIGKILL.
 func TestShutdownGivesUpOnAFailedSpool(t *testing.T) {
+	t.Parallel()
 	hp := Start(t, `
 egress: {allow: ["127.0.0.0/8"]}
 shutdown: {timeout: 1s}
@@ -371,6 +377,7 @@ shutdown: {timeout: 1s}
 // TestStatusPauseResume: `hookpace status` shows the busy host; pause
 // stops deliveries to it and resume restarts them.
 func TestStatusPauseResume(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}

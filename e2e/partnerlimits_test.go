@@ -50,6 +50,7 @@ func untilSeconds(end time.Time) string {
 // webhooks draw at most 5 429s and all arrive once. The delivery time is
 // logged, not asserted (measured from outside by hand; see the issue).
 func TestPartnerLimitsFromHeaders(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		announce func(h http.Header, limit, left int, end time.Time)

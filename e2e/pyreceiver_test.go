@@ -43,6 +43,7 @@ func standardWebhooksPython(t *testing.T) string {
 // alone and in a batch (envelope), handles each webhook once by its id,
 // and refuses a request whose signature is not hookpace's.
 func TestPythonReceiverVerifies(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatal("python3 is not installed")
 	}

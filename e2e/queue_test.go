@@ -26,6 +26,7 @@ func hostQueued(t *testing.T, hp *Hookpace, host string) int64 {
 // leaves another host on the same IP untouched, and nothing purged arrives
 // once the host is resumed.
 func TestQueuePurgePausedHost(t *testing.T) {
+	t.Parallel()
 	purged, kept := NewReceiver(t), NewReceiver(t)
 	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
 	for _, rc := range []*Receiver{purged, kept} {
@@ -87,6 +88,7 @@ func TestQueuePurgePausedHost(t *testing.T) {
 // Issue 32's third acceptance item: with max_age 2s, webhooks held behind
 // a pause are dead letters with the reason max_age, not deliveries.
 func TestMaxAgeBehindPause(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, "egress: {allow: [\"127.0.0.0/8\"]}\ndefaults:\n  max_age: 2s\n")
 	if out, err := hp.CLI("pause", rc.Host()); err != nil {

@@ -30,6 +30,7 @@ import (
 // ACK at once again. Without the re-arm it stays delaying: no ACK is
 // pending, so no delayed-ACK timer can change it either.
 func TestProxyReadRearmsQuickAck(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
 	conn, err := net.Dial("tcp", hp.Proxy)

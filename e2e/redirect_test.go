@@ -11,6 +11,7 @@ import (
 // never follows the Location, and keeps the webhook as a dead letter
 // with the status and the reason.
 func TestRedirectIsDeadLettered(t *testing.T) {
+	t.Parallel()
 	elsewhere := NewReceiver(t)
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, _ int) {

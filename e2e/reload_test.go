@@ -53,6 +53,7 @@ func (k *kubeletDir) update(write func(path string)) {
 // watch alone (no signal, no restart): a host paced at 1/m gets 100/s, and
 // its queued webhooks go at once.
 func TestReloadOnKubeletSymlinkSwap(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	H := rc.Host()
 	hp := &Hookpace{t: t, Dir: t.TempDir()}

@@ -17,6 +17,7 @@ import (
 // refused too when it would turn off auth or egress rules without naming
 // them; one that names them (`auth: {users: []}`) is taken.
 func TestReloadRefusesTruncatedConfig(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hosts := fmt.Sprintf("hosts:\n  %q: {rate: 2/s, burst: 1}\n", rc.Host())
 	hp := Start(t, "egress: {allow: [\"127.0.0.0/8\"]}\nauth: {users: [{username: app, password: s3cret}]}\n"+hosts)

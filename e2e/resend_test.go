@@ -15,6 +15,7 @@ import (
 // the same request (method, path and query, headers, body) under the same
 // X-Hookpace-Id. A webhook delivered before bodies were on can't be.
 func TestMsgResend(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	cfg := `
 egress: {allow: ["127.0.0.0/8"]}

@@ -27,6 +27,7 @@ import (
 // and `hookpace run --config F`. Both exit 1 naming the same field, or
 // check-config says ok and run starts.
 func TestCheckConfigAgreesWithRun(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, yaml string
 		field      string // "" = accepted
@@ -154,6 +155,7 @@ func rawRequest(t *testing.T, proxyAddr, method, target, host string) (int, stri
 // Issue 22 item 6: a destination no delivery could reach is 400 at the
 // door, with the reason, on every path: ingest, passthrough and CONNECT.
 func TestUnreachableTargetIs400(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
 	for _, tc := range []struct {
@@ -190,6 +192,7 @@ func TestUnreachableTargetIs400(t *testing.T) {
 // errors: a missing tls.ca_file, a private key as tls.ca_file, missing MITM
 // files, a certificate that is not a CA as the MITM CA.
 func TestCheckConfigLoadsFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out, err := exec.Command(binary, "ca", "init", "--dir", filepath.Join(dir, "ca")).CombinedOutput()
 	if err != nil {
@@ -247,6 +250,7 @@ func writeLeafPEM(t *testing.T, path string) {
 // restart, gives the warnings a start gives, and refuses a file a start
 // would refuse (the old config stays).
 func TestReloadNamesRestartAndWarns(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if out, err := exec.Command(binary, "ca", "init", "--dir", filepath.Join(dir, "ca")).CombinedOutput(); err != nil {
 		t.Fatalf("ca init: %v\n%s", err, out)

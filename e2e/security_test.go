@@ -29,6 +29,7 @@ import (
 // it POSTs https:// through hookpace (curl and a Go client), gets 202 from
 // hookpace itself, and the receiver gets the webhook over verified TLS.
 func TestMITMWithOperatorCA(t *testing.T) {
+	t.Parallel()
 	caDir := filepath.Join(t.TempDir(), "ca")
 	out, err := exec.Command(binary, "ca", "init", "--dir", caDir).CombinedOutput()
 	if err != nil {
@@ -56,8 +57,8 @@ func TestMITMWithOperatorCA(t *testing.T) {
 		overTLS.Add(1)
 		w.WriteHeader(http.StatusOK)
 	}
-	t.Setenv("SSL_CERT_FILE", secRootsPEM(t, rc.Certificate()))
-	hp := Start(t, fmt.Sprintf(`
+	trust := []string{"SSL_CERT_FILE=" + secRootsPEM(t, rc.Certificate())}
+	hp := StartEnv(t, trust, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
 mitm: {ca_cert: %s, ca_key: %s}
 hosts:
@@ -136,6 +137,7 @@ hosts:
 // TestUpgradeTLS: a host with upgrade_tls gets http:// webhooks over
 // https://, and only with a certificate hookpace trusts.
 func TestUpgradeTLS(t *testing.T) {
+	t.Parallel()
 	t.Run("trusted", func(t *testing.T) {
 		rc := NewTLSReceiver(t)
 		var overTLS atomic.Int64
@@ -144,8 +146,8 @@ func TestUpgradeTLS(t *testing.T) {
 				overTLS.Add(1)
 			}
 		}
-		t.Setenv("SSL_CERT_FILE", secRootsPEM(t, rc.Certificate()))
-		hp := Start(t, fmt.Sprintf(`
+		trust := []string{"SSL_CERT_FILE=" + secRootsPEM(t, rc.Certificate())}
+		hp := StartEnv(t, trust, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
 hosts:
   "%s": {upgrade_tls: true}
@@ -191,6 +193,7 @@ hosts:
 // link-local and unspecified destinations are refused at intake with 403
 // and a reason, and are never contacted; an allowance opens loopback.
 func TestSSRFRefused(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	_, port, _ := net.SplitHostPort(rc.Host())
 	hp := Start(t, `hosts: {"closed.example": {connect: deny}}`)
@@ -248,6 +251,7 @@ func TestSSRFRefused(t *testing.T) {
 
 // TestProxyAuth: with users configured, requests need Proxy-Authorization.
 func TestProxyAuth(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, `
 egress: {allow: ["127.0.0.0/8"]}
@@ -287,6 +291,7 @@ auth: {users: [{username: app, password: s3cret}]}
 // TestSelfRefused: hookpace's own listeners are never a target, even when
 // loopback is allowed.
 func TestSelfRefused(t *testing.T) {
+	t.Parallel()
 	hp := Start(t, `egress: {allow: ["127.0.0.0/8"]}`)
 	c := hp.Client()
 	accepted := 0

@@ -15,6 +15,7 @@ import (
 // waiting out its 20 s; and the exit code and the log say how many are
 // left, and where.
 func TestDefaultShutdownDrains(t *testing.T) {
+	t.Parallel()
 	fast, paused := NewReceiver(t), NewReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}

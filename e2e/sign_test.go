@@ -93,6 +93,7 @@ type signSeen struct {
 // after a 503 and on a dead letter's replay; a body changed in transit
 // fails verification.
 func TestSignedDeliveriesVerify(t *testing.T) {
+	t.Parallel()
 	node, verdicts := startNodeReceiver(t, e2eWhsec)
 	// A middleman between hookpace and the receiver: it answers 503 to
 	// the first attempt of "retry", and flips one byte of "tamper"'s
@@ -235,6 +236,7 @@ func statuses(ss []signSeen) []int {
 // TestReadmeSigningSnippet: the Node receiver in README "Signing
 // deliveries" is lines of examples/node-receiver/receiver.mjs, in order.
 func TestReadmeSigningSnippet(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -40,6 +40,7 @@ func pageRows(b *Browser) map[string]pageRow {
 // form; watches the page update itself; and checks that a form posted from
 // another origin is refused.
 func TestStatusPageInBrowser(t *testing.T) {
+	t.Parallel()
 	hp, ok, paused, gone, busy := startFourHosts(t)
 	b := StartBrowser(t)
 	admin := "http://" + hp.Admin + "/"
@@ -210,6 +211,7 @@ hosts:
 
 // TestHelpAndVersion runs the binary as a user would.
 func TestHelpAndVersion(t *testing.T) {
+	t.Parallel()
 	for _, arg := range []string{"--help", "-h"} {
 		out, err := exec.Command(binary, arg).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "Usage:") || !strings.Contains(string(out), "hookpace status") {

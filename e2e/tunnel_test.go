@@ -74,6 +74,7 @@ func tunnelDial(proxy, addr, auth string) (net.Conn, error) {
 // paced like absolute-form ones (202 with an id, delivered later), other
 // methods pass through, and a request for another host is refused.
 func TestPlainHTTPInsideTunnel(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	rc.Handle = func(w http.ResponseWriter, r *http.Request, _ int) {
 		w.Header().Set("X-Receiver", "yes")
@@ -151,6 +152,7 @@ hosts:
 // egress guard (a denied destination is refused at the CONNECT), proxy
 // auth (the CONNECT's credentials), and spool.max_body.
 func TestTunnelKeepsTheRules(t *testing.T) {
+	t.Parallel()
 	rc := NewReceiver(t)
 	hp := Start(t, `
 egress: {allow: ["127.0.0.0/8"], deny: ["127.0.0.3/32"]}
@@ -190,6 +192,7 @@ func pool(rc *Receiver) *x509.CertPool {
 // A TLS tunnel keeps the host's connect policy: deny ends it at the
 // handshake; connect: tunnel splices it through to the receiver.
 func TestTLSTunnelKeepsConnectPolicy(t *testing.T) {
+	t.Parallel()
 	denied := NewTLSReceiver(t)
 	spliced := NewTLSReceiver(t)
 	hp := Start(t, fmt.Sprintf(`
@@ -238,6 +241,7 @@ hosts:
 // speaks first, as SMTP's does) is spliced through after a few seconds,
 // as tunnels always were.
 func TestServerFirstTunnelIsSpliced(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

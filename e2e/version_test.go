@@ -13,6 +13,7 @@ import (
 // -buildvcs=false (as on the machine this was written on), and the
 // Dockerfile's -ldflags stamp what its build args say.
 func TestBuildStampsVersionAndRevision(t *testing.T) {
+	t.Parallel()
 	src, head := gitCheckout(t)
 	release, err := os.ReadFile(filepath.Join(src, "cli", "VERSION"))
 	if err != nil {
