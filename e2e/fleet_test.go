@@ -352,7 +352,9 @@ func TestFleetKill9(t *testing.T) {
 		t.Fatal("the two left never had 4 in flight together after the kill")
 	}
 	t.Logf("kill -9 of r3: 4 at once again %v later (lease period 3s)", full.Sub(killed))
-	if full.Sub(killed) > 3*time.Second+500*time.Millisecond {
+	// A dead replica's leases run out after one lease period; the bound
+	// is two, as the others may be slow to take them up on a busy machine.
+	if full.Sub(killed) > 2*3*time.Second {
 		t.Fatalf("full concurrency back %v after the kill, lease period 3s", full.Sub(killed))
 	}
 	if m := rc.mostAtOnce(); m > 4 {

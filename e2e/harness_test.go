@@ -60,6 +60,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// slack multiplies the limit of every WaitFor and Poll. A limit says
+// when a condition that should come has hung, not how fast it comes: the
+// tests run eight at a time, on machines that may be busy with other
+// work, and a wait that ends early costs nothing.
+const slack = 3
+
 // e2eParallel is how many e2e tests run at once unless -parallel says
 // otherwise. They spend their time waiting on paced deliveries, restarts
 // and timers, not on the CPU, so more of them than cores fit: each has its
@@ -485,9 +491,10 @@ func (rc *Receiver) Count(keep func(Arrival) bool) int {
 }
 
 // WaitFor blocks until cond holds for the arrivals, or fails the test
-// after limit. It wakes on every arrival (no polling sleeps).
+// after slack times limit. It wakes on every arrival (no polling sleeps).
 func (rc *Receiver) WaitFor(t *testing.T, limit time.Duration, what string, cond func([]Arrival) bool) {
 	t.Helper()
+	limit *= slack
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	for {
@@ -568,9 +575,10 @@ func PostAll(t *testing.T, hp *Hookpace, n, parallel int, target func(i int) str
 }
 
 // Poll polls cond (typically the admin API) until it holds, or fails
-// the test after limit.
+// the test after slack times limit.
 func Poll(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
+	limit *= slack
 	deadline := time.Now().Add(limit)
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
