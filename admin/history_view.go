@@ -64,7 +64,7 @@ func (h *History) hostTrend(host string, b []byte) ([]byte, bool) {
 	d := hh.delivered.appendTo(db[:0])
 	dSum, _ := sumLast(d)
 	dTop := top(d)
-	b = append(b, `<svg class="spark" role="img" width="90" height="18" viewBox="0 0 90 18" preserveAspectRatio="none" data-queued="`...)
+	b = append(b, `<svg class="spark" role="img" width="120" height="24" viewBox="0 0 90 18" preserveAspectRatio="none" data-queued="`...)
 	b = strconv.AppendInt(b, int64(qNow), 10)
 	b = append(b, `" data-queued-max="`...)
 	b = strconv.AppendInt(b, int64(qTop), 10)

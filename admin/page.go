@@ -32,6 +32,7 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"pct":        func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" },
 	"perOptions": func() []int { return []int{50, 100, 500, 5000} },
 	"num":        num,
+	"breakable":  breakable,
 	"barWidth": func(f float64) string {
 		return strconv.FormatFloat(100*min(max(f, 0), 1), 'f', 2, 64) + "%"
 	},
@@ -45,6 +46,20 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 		return "ok"
 	},
 }).Parse(pageHTML))
+
+// breakable is a host name that a narrow column breaks after its dots
+// and colons, never inside a label: "partner-c.test" may wrap as
+// "partner-c." and "test", never as "partn" and "er-c.test".
+func breakable(host string) template.HTML {
+	var b strings.Builder
+	for _, r := range host {
+		b.WriteString(template.HTMLEscapeString(string(r)))
+		if r == '.' || r == ':' {
+			b.WriteString("<wbr>")
+		}
+	}
+	return template.HTML(b.String())
+}
 
 // page serves the status page and its actions.
 type page struct {
