@@ -92,7 +92,7 @@ func TestPrometheusRuleAndDashboard(t *testing.T) {
 	for _, g := range pr.Spec.Groups {
 		for _, rule := range g.Rules {
 			alerts++
-			if rule.Annotations["summary"] == "" || !strings.HasPrefix(rule.Annotations["runbook_url"], "README.md#alert-") {
+			if rule.Annotations["summary"] == "" || !strings.HasPrefix(rule.Annotations["runbook_url"], "docs/alerts.md#alert-") {
 				t.Errorf("%s: summary %q, runbook %q", rule.Alert, rule.Annotations["summary"], rule.Annotations["runbook_url"])
 			}
 		}

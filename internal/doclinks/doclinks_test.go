@@ -1,0 +1,95 @@
+package doclinks
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// root is the repository, two levels up from this package.
+const root = "../.."
+
+func markdown(t *testing.T) []string {
+	t.Helper()
+	files := []string{filepath.Join(root, "README.md")}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, e os.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && strings.HasSuffix(p, ".md") {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func TestRepoLinksResolve(t *testing.T) {
+	problems, err := Check(markdown(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// Every page under docs/ is in mkdocs.yml's nav, so that the site reaches it.
+func TestEveryPageInNav(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "mkdocs.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range markdown(t)[1:] {
+		rel, _ := filepath.Rel(filepath.Join(root, "docs"), f)
+		if !strings.Contains(string(b), " "+filepath.ToSlash(rel)+"\n") {
+			t.Errorf("docs/%s is not in mkdocs.yml's nav", rel)
+		}
+	}
+}
+
+func TestSlug(t *testing.T) {
+	for in, want := range map[string]string{
+		"The journal: where is my webhook?":                   "the-journal-where-is-my-webhook",
+		"Reload, check-config and shutdown":                   "reload-check-config-and-shutdown",
+		"Into your own workload: `hookpace inject`":           "into-your-own-workload-hookpace-inject",
+		"Durability first: every commit is fsync'd by Badger": "durability-first-every-commit-is-fsyncd-by-badger",
+		"Two experiments (2026-11-22, 03:50 UTC)":             "two-experiments-2026-11-22-0350-utc",
+		"snake_case and A — B":                                "snake_case-and-a--b",
+	} {
+		if got := Slug(in); got != want {
+			t.Errorf("Slug(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A broken file, a broken anchor and a duplicate heading's suffix are told
+// apart from links that resolve.
+func TestCheckFindsBrokenLinks(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("b.md", "# B\n\n## Part\n\n## Part\n\n<a id=\"x-1\"></a>\n```\n## Not a heading\n```\n")
+	a := write("a.md", "[ok](b.md#part) [dup](b.md#part-1) [id](b.md#x-1) [self](#a)\n"+
+		"[nofile](c.md) [noanchor](b.md#nope) [fenced](b.md#not-a-heading) `[code](zzz.md)`\n"+
+		"[web](https://example.com/x#y)\n# A\n")
+	problems, err := Check([]string{a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range problems {
+		got = append(got, p[strings.Index(p, ": ")+2:strings.Index(p, ": ")+2+strings.Index(p[strings.Index(p, ": ")+2:], ":")])
+	}
+	want := []string{"c.md", "b.md#nope", "b.md#not-a-heading"}
+	if !slices.Equal(got, want) {
+		t.Errorf("problems %q, want those of %q", problems, want)
+	}
+}
