@@ -3,6 +3,7 @@ package doclinks
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -91,5 +92,56 @@ func TestCheckFindsBrokenLinks(t *testing.T) {
 	want := []string{"c.md", "b.md#nope", "b.md#not-a-heading"}
 	if !slices.Equal(got, want) {
 		t.Errorf("problems %q, want those of %q", problems, want)
+	}
+}
+
+// sourceNames returns the strings matching re's first group in the
+// non-test Go files of dir.
+func sourceNames(t *testing.T, dir string, re *regexp.Regexp) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			names = append(names, m[1])
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("no names in %s/ match %s", dir, re)
+	}
+	return names
+}
+
+// The reference pages name every metric, event and admin route that the
+// source declares.
+func TestReferenceIsComplete(t *testing.T) {
+	for _, c := range []struct {
+		page, dir string
+		re        *regexp.Regexp
+	}{
+		{"metrics.md", "telemetry", regexp.MustCompile(`=\s*"((?:hookpace|http_client)_[a-z_]+)"`)},
+		{"events.md", "events", regexp.MustCompile(`\w+\s*=\s*"((?:message|breaker|host|spool|handoff)\.[a-z_]+)"`)},
+		{"events.md", "deliver", regexp.MustCompile(`Event\w+\s*=\s*"([a-z]+\.[a-z_]+)"`)},
+		{"admin-api.md", "admin", regexp.MustCompile(`mux\.Handle(?:Func)?\("((?:GET|POST) /v1/[^"]*|GET /(?:healthz|readyz|metrics))"`)},
+	} {
+		b, err := os.ReadFile(filepath.Join(root, "docs", c.page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range sourceNames(t, c.dir, c.re) {
+			if !strings.Contains(string(b), "`"+n+"`") {
+				t.Errorf("docs/%s does not name `%s` (declared in %s/)", c.page, n, c.dir)
+			}
+		}
 	}
 }
