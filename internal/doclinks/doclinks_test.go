@@ -145,3 +145,46 @@ func TestReferenceIsComplete(t *testing.T) {
 		}
 	}
 }
+
+// hasGo reports whether dir holds a Go file, at any depth.
+func hasGo(dir string) bool {
+	found := false
+	filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && strings.HasSuffix(p, ".go") {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
+}
+
+// docs/architecture.md names every directory of the module that holds Go
+// code, and every package under internal/.
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, parent := range []string{"", "internal"} {
+		entries, err := os.ReadDir(filepath.Join(root, parent))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && hasGo(filepath.Join(root, parent, e.Name())) {
+				dirs = append(dirs, filepath.ToSlash(filepath.Join(parent, e.Name())))
+			}
+		}
+	}
+	for _, d := range dirs {
+		name := "`" + d + "/`"
+		if strings.HasPrefix(d, "internal/") {
+			name = "`" + d + "`"
+		}
+		if !strings.Contains(string(b), name) {
+			t.Errorf("docs/architecture.md does not name %s", name)
+		}
+	}
+}
