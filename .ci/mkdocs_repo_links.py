@@ -1,13 +1,21 @@
-"""mkdocs hook: a link from a page to a file outside docs/ (../config.example.yaml,
-../examples/python) points at the repository on the site, as it resolves on the
-code host. A link to a file that does not exist in the repository fails the build
-in --strict mode."""
+"""mkdocs hook: renders the docs' code-host Markdown as a code host does.
+
+- A link from a page to a file outside docs/ (../config.example.yaml,
+  ../examples/python) points at the repository on the site, as it resolves
+  on the code host. A link to a file that does not exist in the repository
+  fails the build in --strict mode.
+- Lists: a code host starts a list right after a paragraph line and nests
+  by two spaces; Python-Markdown needs a blank line before a list and four
+  spaces to nest. Outside code fences, indentation is doubled and a blank
+  line is put before a list that follows a paragraph.
+"""
 import logging
 import os
 import re
 
 log = logging.getLogger("mkdocs.plugins.repo_links")
 LINK = re.compile(r"(\]\()(\.\./[^)\s#]+)(#[^)\s]*)?(\))")
+ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s")
 
 
 def on_page_markdown(markdown, page, config, files):
@@ -27,10 +35,29 @@ def on_page_markdown(markdown, page, config, files):
         kind = "tree" if os.path.isdir(path) else "blob"
         return "%s%s/%s/main/%s%s%s" % (m.group(1), base, kind, repo_rel, m.group(3) or "", m.group(4))
 
-    in_fence = False
+    fence = None  # the indentation of the open fence's opening line
     out = []
+    prev = ""
     for line in markdown.split("\n"):
-        if line.lstrip().startswith("```"):
-            in_fence = not in_fence
-        out.append(line if in_fence else LINK.sub(rewrite, line))
+        stripped = line.lstrip(" ")
+        indent = len(line) - len(stripped)
+        if fence is not None:
+            # Inside a fence: keep its lines where the doubled fence put them.
+            out.append(" " * fence + line[min(indent, fence // 2):] if fence else line)
+            if stripped.startswith("```"):
+                fence = None
+            prev = line
+            continue
+        if stripped.startswith("```"):
+            fence = indent * 2
+            out.append(" " * fence + stripped)
+            prev = line
+            continue
+        stripped = LINK.sub(rewrite, stripped)
+        line = " " * (indent * 2) + stripped
+        if not indent and ITEM.match(line) and prev.strip() and not ITEM.match(prev) and not prev.startswith(" ") \
+                and not prev.lstrip().startswith(("|", "#", "<")):
+            out.append("")
+        out.append(line)
+        prev = line
     return "\n".join(out)
