@@ -188,3 +188,26 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 		}
 	}
 }
+
+// docs/reload-and-shutdown.md names every setting that config.RestartRequired
+// says a reload cannot apply.
+func TestRestartOnlyListComplete(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "docs", "reload-and-shutdown.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	names := append(sourceNames(t, "config", regexp.MustCompile(`\{"([a-z_.]+)", old\.`)),
+		sourceNames(t, "config", regexp.MustCompile(`return \[\]string\{"([a-z_]+)"\}`))...)
+	if !strings.Contains(strings.Join(names, " "), "events") {
+		t.Fatalf("the restart fields read from config/ are %q: the test no longer reads them", names)
+	}
+	for _, n := range names {
+		if !strings.Contains(page, "`"+n+"`") && !strings.Contains(page, "`"+strings.SplitN(n, ".", 2)[0]+".*`") {
+			t.Errorf("docs/reload-and-shutdown.md does not list %s among the settings a restart applies", n)
+		}
+	}
+	if !strings.Contains(page, "`fleet.*`") {
+		t.Error("docs/reload-and-shutdown.md does not list fleet.* among the settings a restart applies")
+	}
+}
