@@ -92,7 +92,7 @@ func TestPrometheusRuleAndDashboard(t *testing.T) {
 	for _, g := range pr.Spec.Groups {
 		for _, rule := range g.Rules {
 			alerts++
-			if rule.Annotations["summary"] == "" || !strings.HasPrefix(rule.Annotations["runbook_url"], "README.md#alert-") {
+			if rule.Annotations["summary"] == "" || !strings.HasPrefix(rule.Annotations["runbook_url"], "docs/alerts.md#alert-") {
 				t.Errorf("%s: summary %q, runbook %q", rule.Alert, rule.Annotations["summary"], rule.Annotations["runbook_url"])
 			}
 		}
@@ -197,7 +197,7 @@ func TestRestartFieldsComplete(t *testing.T) {
 	body = body[i:]
 	body = body[:strings.Index(body, "\n}\n")]
 	names := regexp.MustCompile(`\{"([a-z_.]+)", old\.`).FindAllStringSubmatch(body, -1)
-	if len(names) < 10 || !strings.Contains(body, "fleetRestart(") {
+	if len(names) < 10 || !strings.Contains(body, "fleetRestart(") || !strings.Contains(body, "eventsRestart(") {
 		t.Fatalf("found %d restart fields in RestartRequired: the test no longer reads it", len(names))
 	}
 	tpl, err := os.ReadFile(filepath.Join(chart, "templates", "_helpers.tpl"))
@@ -217,7 +217,7 @@ func TestRestartFieldsComplete(t *testing.T) {
 		}
 		return false
 	}
-	fields := []string{"fleet.redis"} // and the rest of fleetRestart
+	fields := []string{"fleet.redis", "events"} // and the rest of fleetRestart; eventsRestart names "events"
 	for _, n := range names {
 		fields = append(fields, n[1])
 	}

@@ -33,12 +33,12 @@ mitm.public_dir (default spool.dir/trust), never the key.
 
   ca bundle   prints the path of the trust bundle: the system roots plus
               the CA (PEM). Point the app at it with one variable:
-                SSL_CERT_FILE       Go, OpenSSL, Ruby
-                REQUESTS_CA_BUNDLE  Python requests (and httpx)
+                SSL_CERT_FILE       Go, OpenSSL, Ruby, Python httpx
+                REQUESTS_CA_BUNDLE  Python requests (httpx ignores it)
                 CURL_CA_BUNDLE      curl
                 NODE_EXTRA_CA_CERTS Node
-              Java: truststore.p12 beside it (README "HTTPS without a
-              code change").
+              Java: truststore.p12 beside it (docs/https.md,
+              "Trusting it").
   ca cert     prints the path of the CA certificate alone.
   ca init     creates a CA of your own instead: DIR/ca.crt and DIR/ca.key
               (mode 0600); point mitm.ca_cert and mitm.ca_key at them and

@@ -38,10 +38,10 @@ func TestRules(t *testing.T) {
 	}
 	t.Log(promtool(t, "test", "rules", "hookpace-rules.test.yaml"))
 
-	// Every alert has a summary and a runbook link to its section of the
-	// README, and that section exists.
+	// Every alert has a summary and a runbook link to its section of
+	// docs/alerts.md, and that section exists.
 	rules, _ := os.ReadFile("prometheus/hookpace-rules.yaml")
-	readme, err := os.ReadFile("../README.md")
+	runbook, err := os.ReadFile("../docs/alerts.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +53,11 @@ func TestRules(t *testing.T) {
 		}
 		n++
 		anchor := "alert-" + strings.ToLower(name)
-		if !strings.Contains(string(rules), `runbook_url: "README.md#`+anchor+`"`) {
-			t.Errorf("%s: no runbook_url README.md#%s", name, anchor)
+		if !strings.Contains(string(rules), `runbook_url: "docs/alerts.md#`+anchor+`"`) {
+			t.Errorf("%s: no runbook_url docs/alerts.md#%s", name, anchor)
 		}
-		if !strings.Contains(string(readme), `<a id="`+anchor+`"></a>`) {
-			t.Errorf("%s: README.md has no runbook anchor %s", name, anchor)
+		if !strings.Contains(string(runbook), `<a id="`+anchor+`"></a>`) {
+			t.Errorf("%s: docs/alerts.md has no runbook anchor %s", name, anchor)
 		}
 	}
 	if n != 7 || strings.Count(string(rules), "summary:") != n {

@@ -119,29 +119,27 @@ func lastLine(s string) string {
 	return last
 }
 
-// The README's snippets in "Using hookpace from your language" are parts
-// of the example senders that TestExampleSenders runs: every snippet
-// marked <!-- example: PATH --> appears, line for line and in order, in
-// that file.
+// The snippets of the runtime pages (docs/runtime-*.md) are parts of the
+// example senders that TestExampleSenders runs: every snippet marked
+// <!-- example: PATH --> appears, line for line and in order, in that file.
 func TestReadmeSnippetsAreTheExamples(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
+	pages, err := filepath.Glob("../docs/runtime-*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no docs/runtime-*.md pages: %v", err)
 	}
-	readme := string(b)
-	i := strings.Index(readme, "## Using hookpace from your language")
-	if i < 0 {
-		t.Fatal(`README has no section "Using hookpace from your language"`)
-	}
-	section := readme[i:]
-	if j := strings.Index(section[3:], "\n## "); j >= 0 {
-		section = section[:j+3]
+	var section string
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		section += string(b)
 	}
 	re := regexp.MustCompile("(?s)<!-- example: (\\S+) -->\\s*```[a-z]*\\n(.*?)```")
 	blocks := re.FindAllStringSubmatch(section, -1)
 	if len(blocks) < 5 {
-		t.Fatalf("%d marked snippets in the section, want one per example sender (5)", len(blocks))
+		t.Fatalf("%d marked snippets in the runtime pages, want one per example sender (5)", len(blocks))
 	}
 	for _, m := range blocks {
 		src, err := os.ReadFile(filepath.Join("..", m[1]))
@@ -159,7 +157,7 @@ func TestReadmeSnippetsAreTheExamples(t *testing.T) {
 				at++
 			}
 			if at == len(lines) {
-				t.Errorf("README snippet for %s: line %q is not in the example (in this order)", m[1], want)
+				t.Errorf("docs snippet for %s: line %q is not in the example (in this order)", m[1], want)
 				break
 			}
 			at++

@@ -233,11 +233,11 @@ func statuses(ss []signSeen) []int {
 	return out
 }
 
-// TestReadmeSigningSnippet: the Node receiver in README "Signing
-// deliveries" is lines of examples/node-receiver/receiver.mjs, in order.
+// TestReadmeSigningSnippet: the Node receiver in docs/signing.md is
+// lines of examples/node-receiver/receiver.mjs, in order.
 func TestReadmeSigningSnippet(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/signing.md")
 	if err != nil {
 		t.Fatal(err)
 	}

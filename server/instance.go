@@ -49,7 +49,7 @@ func reportTraffic(ctx context.Context, log *slog.Logger, after time.Duration, l
 	window := after.String()
 	if total == 0 {
 		log.Warn("nothing came through hookpace since it started: is the app's HTTP_PROXY http://"+listen+
-			", and does its HTTP client use it? (README: Using hookpace from your language)", "since", window)
+			", and does its HTTP client use it? (docs/languages.md)", "since", window)
 		return
 	}
 	log.Info("traffic since start", "since", window, "requests", total, "spooled", c["accepted"],

@@ -15,7 +15,7 @@ import (
 // quickAckListener's connections re-arm TCP_QUICKACK after each read that
 // returned data, so that the ACK for it goes out at once and the client's
 // next send is not held. It costs one setsockopt per read (measured in
-// docs/performance.md, "Python's requests through the proxy"). Linux only;
+// docs/performance-notebook.md, "Python's requests through the proxy"). Linux only;
 // quickack_other.go leaves connections as they are.
 
 // quickAckListener wraps each accepted TCP connection in a quickAckConn.

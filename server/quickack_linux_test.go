@@ -7,7 +7,7 @@ import (
 
 // BenchmarkQuickAckRearm is what each read on the proxy listener pays
 // for acknowledging at once: one setsockopt(TCP_QUICKACK) on a real
-// loopback connection (docs/performance.md has the ingest bench's view).
+// loopback connection (docs/performance-notebook.md has the ingest bench's view).
 func BenchmarkQuickAckRearm(b *testing.B) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

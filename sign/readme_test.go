@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// verify is the README's Go receiver snippet ("Signing deliveries"),
-// verbatim; TestReadmeGoVerifier checks that the README still says this.
+// verify is the Go receiver snippet of docs/signing.md, verbatim;
+// TestReadmeGoVerifier checks that the page still says this.
 func verify(key []byte, h http.Header, body []byte) bool {
 	id, ts := h.Get("webhook-id"), h.Get("webhook-timestamp")
 	t, err := strconv.ParseInt(ts, 10, 64)
@@ -33,7 +33,7 @@ func verify(key []byte, h http.Header, body []byte) bool {
 }
 
 func TestReadmeGoVerifier(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/signing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestReadmeGoVerifier(t *testing.T) {
 	fn := text[strings.Index(text, "func verify("):]
 	fn = fn[:strings.Index(fn, "\n}\n")+3]
 	if !strings.Contains(string(readme), "```go\n"+fn+"```") {
-		t.Errorf("README's Go verifier differs from verify in sign/readme_test.go:\n%s", fn)
+		t.Errorf("docs/signing.md's Go verifier differs from verify in sign/readme_test.go:\n%s", fn)
 	}
 
 	key := vecKey(t)
