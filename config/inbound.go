@@ -176,7 +176,7 @@ func resolveInbound(p *problems, n *yaml.Node, c *Config) {
 		if listens[rt.Listen] && !strings.HasSuffix(rt.Listen, ":0") {
 			p.add(e.Line, path+".listen", "address %s is used by another route", rt.Listen)
 		}
-		if rt.Listen == c.Listen || rt.Listen == c.Admin {
+		if (rt.Listen == c.Listen || rt.Listen == c.Admin) && !strings.HasSuffix(rt.Listen, ":0") {
 			p.add(e.Line, path+".listen", "same address as hookpace's proxy or admin listener (%s)", rt.Listen)
 		}
 		names[rt.Name], listens[rt.Listen] = true, true
