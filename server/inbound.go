@@ -41,11 +41,9 @@ func (a *app) buildInbound(cfg *config.Config, roots *x509.CertPool) error {
 		return nil
 	}
 	appTransport := transport(a.guard, roots, false)
+	files := a.files.Load()
 	for _, rc := range cfg.Inbound {
-		v, err := inboundVerifier(cfg.Path, rc.Verify)
-		if err != nil {
-			return err
-		}
+		v := files.verifiers[rc.Verify]
 		app, err := inbound.NewApp(rc.To, appTransport, a.log)
 		if err != nil {
 			return cfg.FieldError("inbound", err)
@@ -76,6 +74,22 @@ func (a *app) buildInbound(cfg *config.Config, roots *x509.CertPool) error {
 		a.inbound.routes = append(a.inbound.routes, inboundListener{name: rc.Name, to: rc.To, tls: rc.CertFile != "", ln: ln, srv: srv})
 	}
 	return nil
+}
+
+// inboundVerifiers builds the verifier of each inbound route that verifies,
+// reading its secret.
+func inboundVerifiers(cfg *config.Config) (map[*config.InboundVerify]*inbound.Verifier, error) {
+	out := map[*config.InboundVerify]*inbound.Verifier{}
+	var errs []error
+	for _, rc := range cfg.Inbound {
+		v, err := inboundVerifier(cfg.Path, rc.Verify)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out[rc.Verify] = v
+	}
+	return out, errors.Join(errs...)
 }
 
 // inboundVerifier reads a route's verify secret and builds its verifier;
