@@ -292,4 +292,13 @@ inbound:
 	if bad.Load() > 0 {
 		t.Errorf("%d requests failed", bad.Load())
 	}
+	log := hp.Log()
+	if !regexp.MustCompile(`msg=ingest .*route=hooks|"msg":"ingest".*"route":"hooks"`).MatchString(log) {
+		t.Errorf("no ingest line with route=hooks")
+	}
+	for _, s := range []string{whsec[6:], ourSecret[6:], slackSecret} {
+		if bytes.Contains([]byte(log), []byte(s)) || bytes.Contains([]byte(hp.Metrics()), []byte(s)) {
+			t.Errorf("a secret appears in the log or the metrics")
+		}
+	}
 }
