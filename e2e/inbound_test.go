@@ -60,8 +60,7 @@ func TestInboundBurst(t *testing.T) {
 		}
 	}
 	p := overload.New(4, 20*time.Millisecond, 0, 500*time.Millisecond)
-	var app *Receiver
-	app = NewReceiver(t)
+	app := NewReceiver(t)
 	app.Handle = func(w http.ResponseWriter, r *http.Request, n int) {
 		switch r.URL.Path {
 		case "/slack/events":
