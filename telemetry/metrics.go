@@ -51,17 +51,18 @@ type Metrics struct {
 	batched    metric.Int64Counter
 	latency    metric.Float64Histogram
 
-	spoolMessages   metric.Int64ObservableGauge
-	spoolBytes      metric.Int64ObservableGauge
-	hostHeld        metric.Int64ObservableGauge
-	hostRate        metric.Float64ObservableGauge
-	hostInFlight    metric.Int64ObservableGauge
-	hostLimit       metric.Int64ObservableGauge
-	hostCount       metric.Int64ObservableGauge
-	state           stateInstruments
-	fleet           fleetInstruments
-	dedupe          dedupeInstruments
-	tunnels         metric.Int64Counter
+	spoolMessages metric.Int64ObservableGauge
+	spoolBytes    metric.Int64ObservableGauge
+	hostHeld      metric.Int64ObservableGauge
+	hostRate      metric.Float64ObservableGauge
+	hostInFlight  metric.Int64ObservableGauge
+	hostLimit     metric.Int64ObservableGauge
+	hostCount     metric.Int64ObservableGauge
+	state         stateInstruments
+	fleet         fleetInstruments
+	dedupe        dedupeInstruments
+	tunnels       metric.Int64Counter
+
 	inboundRejected metric.Int64Counter // inbound.go
 
 	// Ingest counts are plain atomics, observed at collection: every
