@@ -130,6 +130,7 @@ func (b *bench) runSections() error {
 		{"sender", b.sender},
 		{"adaptive", b.adaptive},
 		{"fairness", b.fairness},
+		{"inbound", b.inbound},
 	}
 	for _, st := range steps {
 		if st.name != "profile" && !b.settings.sections[st.name] {

@@ -23,6 +23,7 @@ type report struct {
 	fleet        []*fleetRow
 	sender       []*senderRow
 	adaptive     []*adaptiveRow
+	inbound      *inboundRow // inbound.go
 	fairness     []*fairnessRow
 	profile      string
 	loadEnd      string
@@ -64,6 +65,9 @@ func (r *report) String() string {
 	}
 	if len(r.fairness) > 0 {
 		r.writeFairness(&s)
+	}
+	if r.inbound != nil {
+		r.writeInbound(&s)
 	}
 	s.WriteString("\nTargets\n")
 	tw := tabwriter.NewWriter(&s, 0, 0, 2, ' ', 0)

@@ -62,7 +62,7 @@ func register(fs *flag.FlagSet) *settings {
 
 	fs.StringVar(&s.binary, "binary", "", "hookpace binary to test (default: build ./cmd/hookpace)")
 	fs.BoolVar(&s.quick, "quick", false, "smaller and shorter runs (a smoke test, not the measurement)")
-	fs.StringVar(&s.only, "only", "ingest,replay,rss,pacing,sender", "comma-separated sections to run (fleet and adaptive too, on request)")
+	fs.StringVar(&s.only, "only", "ingest,replay,rss,pacing,sender", "comma-separated sections to run (fleet, adaptive and inbound too, on request)")
 	fs.StringVar(&s.gen, "gen", "auto", "ingest load generators, comma-separated: wrk, go (raw keep-alive TCP), gohttp (net/http Transport via proxy); auto = wrk,go (go alone without wrk)")
 	fs.IntVar(&s.conns, "conns", 64, "ingest: connections")
 	fs.DurationVar(&s.dur, "d", 0, "ingest: length of each measured run (default 10s; -quick 4s)")

@@ -42,6 +42,7 @@ type Config struct {
 	Proxy       ProxyConfig    // see proxy.go
 	Events      EventsConfig   // see events.go
 	Memory      MemoryConfig   // see memory.go
+	Inbound     []InboundRoute // see inbound.go
 	Path        string         // file it was loaded from (the name given to Parse); "" for Default()
 
 	hosts *hostIndex     // precomputed for Lookup
@@ -376,5 +377,6 @@ func RestartRequired(old, new *Config) []string {
 		}
 	}
 	changed = append(changed, eventsRestart(old.Events, new.Events)...)
+	changed = append(changed, inboundRestart(old.Inbound, new.Inbound)...)
 	return append(changed, fleetRestart(old.Fleet, new.Fleet)...)
 }

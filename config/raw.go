@@ -87,6 +87,7 @@ type rawConfig struct {
 	Proxy     rawProxy     `yaml:"proxy"`
 	Events    rawEvents    `yaml:"events"`
 	Memory    rawMemory    `yaml:"memory"`
+	Inbound   yaml.Node    `yaml:"inbound"` // see resolveInbound
 }
 
 type rawLog struct {

@@ -79,6 +79,7 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 	c.Hosts = resolveHosts(p, entries, c.Defaults, minExplicit, !raw.Defaults.Connect.Set)
 	c.hosts = newHostIndex(c.Hosts)
 	resolveEvents(p, &raw.Events, c)
+	resolveInbound(p, &raw.Inbound, c)
 	c.lines = make(map[string]int)
 	for path, line := range doc.lines {
 		if !strings.HasPrefix(path, "hosts[") {

@@ -24,6 +24,7 @@ type Signing struct {
 	Scheme  string   // sign.StandardWebhooks or sign.HMACSHA256
 	Header  string   // hmac-sha256: the header that carries sha256=<hex>
 	Replace bool     // overwrite signature headers the app sent
+	Prefix  string   // before each Standard Webhooks header name ("" = the standard names)
 	Secrets []Secret // where each secret is, never the secret itself
 	Field   string   // the block's path ("defaults.sign", `hosts["a.example"].sign`)
 	Line    int      // the block's line

@@ -37,6 +37,7 @@ type decision struct {
 	// outcome's name ("tunnel": a CONNECT spliced through, counted as a
 	// passthrough).
 	label string
+	route string // the inbound route it came through; "" for the proxy's own
 }
 
 // badRequest is a 400 with its reason.

@@ -79,13 +79,13 @@ func (p *Proxy) handle(r *http.Request, pol *Policy, user string, authorized boo
 	if !p.opts.Tracing {
 		// The app's traceparent is stored with the other headers and
 		// carried to the partner unchanged.
-		d, size = p.decide(r.Context(), r, pol, host, user)
+		d, size = p.decide(r.Context(), r, pol, host, user, nil)
 		return host, size, d
 	}
 	ctx := p.opts.Prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	ctx, span := p.opts.Tracer.Start(ctx, "hookpace.ingest", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("hookpace.host", host), attribute.String("http.request.method", r.Method)))
-	d, size = p.decide(ctx, r, pol, host, user)
+	d, size = p.decide(ctx, r, pol, host, user, nil)
 	span.SetAttributes(attribute.String("hookpace.outcome", d.outcome.String()), attribute.Int("http.response.status_code", d.status))
 	if d.status >= 400 {
 		span.SetStatus(codes.Error, d.reason)
@@ -94,7 +94,10 @@ func (p *Proxy) handle(r *http.Request, pol *Policy, user string, authorized boo
 	return host, size, d
 }
 
-func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, user string) (decision, int) {
+// decide makes the ingest decision for r; in is set for a webhook that
+// came through an inbound route (inbound.go), whose idempotency key is the
+// provider's delivery id rather than the proxy's header.
+func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, user string, in *Inbound) (decision, int) {
 	if d := p.stopping.Load(); d != nil {
 		return *d, 0
 	}
@@ -122,6 +125,9 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 		return headersTooLarge(n, pol.MaxHeader), 0
 	}
 	key, bad := idempotencyKey(r.Header, pol, hp.DedupeWindow)
+	if in != nil {
+		key, bad = inboundKey(in.Key, hp.DedupeWindow)
+	}
 	if bad != nil {
 		return *bad, 0
 	}
@@ -286,6 +292,9 @@ func (p *Proxy) record(r *http.Request, start time.Time, host string, size int, 
 	)
 	if d.id != "" {
 		rec.AddAttrs(slog.String("id", d.id))
+	}
+	if d.route != "" {
+		rec.AddAttrs(slog.String("route", d.route))
 	}
 	if d.reason != "" {
 		rec.AddAttrs(slog.String("reason", d.reason))

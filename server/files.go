@@ -11,6 +11,7 @@ import (
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/credential"
 	"github.com/hookpace/hookpace/handoff"
+	"github.com/hookpace/hookpace/inbound"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/sign"
 )
@@ -27,6 +28,7 @@ type Files struct {
 	RedisPassword string         // fleet.redis's, redis_password_env's or redis_password_file's
 	signers       map[*config.Signing]*sign.Signer
 	creds         map[*config.Auth]*credential.Credentials
+	verifiers     map[*config.InboundVerify]*inbound.Verifier // inbound.go
 }
 
 // Signer is the signer built for a sign block of the config (nil for nil:
@@ -35,7 +37,8 @@ func (f *Files) Signer(s *config.Signing) *sign.Signer { return f.signers[s] }
 
 // LoadFiles loads and checks every file cfg names, exactly as Run uses
 // them: tls.ca_file, mitm.ca_cert and mitm.ca_key, admin.token_file,
-// shutdown.handoff_auth_file, the signing secrets and the Redis password.
+// shutdown.handoff_auth_file, the signing and inbound verify secrets and
+// the Redis password.
 // hookpace's own CA (in the spool directory) is not among them: a start
 // creates it (see intercept). check-config, a start and a reload call it,
 // so that a file a start would refuse fails them all with the same error.
@@ -82,6 +85,9 @@ func LoadFiles(cfg *config.Config) (*Files, error) {
 		errs = append(errs, err)
 	}
 	if f.creds, err = credentials(cfg); err != nil {
+		errs = append(errs, err)
+	}
+	if f.verifiers, err = inboundVerifiers(cfg); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {

@@ -77,6 +77,7 @@ type app struct {
 	view    *fleetView      // the fleet's view: deliveries counted (fleet.go); nil without a fleet
 	history *admin.History  // the status page's last 15 minutes, sampled while serving
 	events  *events.Emitter // operational events (events.go); nil without events.url
+	inbound *inboundRoutes  // listeners in front of apps (inbound.go)
 
 	started            time.Time // when build began
 	proxyLn, adminLn   net.Listener
@@ -161,6 +162,9 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 		return nil, err
 	}
 	a.buildParts(cfg, roots, ag)
+	if err := a.buildInbound(cfg, roots); err != nil {
+		return nil, err
+	}
 	// The dispatcher subscribes to the spool's announcements, picks up its
 	// backlog, and pauses again the hosts an operator paused before a
 	// restart.
@@ -299,6 +303,7 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 	errc := make(chan error, 2)
 	go func() { errc <- serveHTTP(a.proxySrv, a.proxyLn) }()
 	go func() { errc <- serveHTTP(a.adminSrv, a.adminLn) }()
+	a.inbound.serve()
 	cfg, u := a.current.Load(), a.spool.Usage()
 	proxyAddr, adminAddr := a.proxyLn.Addr().String(), a.adminLn.Addr().String()
 	https := a.trust.status(cfg, nil)

@@ -37,6 +37,7 @@ func (a *app) shutdown() error {
 		a.handoff(deadline, sh)
 	}
 	a.proxySrv.Shutdown(deadline)
+	a.inbound.shutdown(deadline)
 	a.adminSrv.Shutdown(deadline)
 	a.events.Close()
 	left := a.spool.Usage()

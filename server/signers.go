@@ -50,7 +50,7 @@ func signer(path string, sc *config.Signing) (*sign.Signer, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	s, err := sign.New(sign.Options{Scheme: sc.Scheme, Secrets: keys, Header: sc.Header, Replace: sc.Replace})
+	s, err := sign.New(sign.Options{Scheme: sc.Scheme, Secrets: keys, Header: sc.Header, Replace: sc.Replace, Prefix: sc.Prefix})
 	if err != nil {
 		return nil, &config.FieldError{File: path, Line: sc.Line, Field: sc.Field, Msg: err.Error()}
 	}

@@ -41,3 +41,33 @@ func TestOfficialGoLibraryVerifies(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixedHeadersBesideProvider: with a prefix, hookpace's signature
+// travels under Hookpace-Webhook-* beside a provider's own webhook-*
+// headers, which stay as they were, and verifies with the official
+// library once the prefix is taken off.
+func TestPrefixedHeadersBesideProvider(t *testing.T) {
+	const whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	key, _ := ParseSecret(whsec)
+	s, err := New(Options{Scheme: StandardWebhooks, Secrets: [][]byte{key}, Prefix: "Hookpace-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"type":"invoice.paid"}`)
+	h := http.Header{"Webhook-Id": {"msg_provider"}, "Webhook-Timestamp": {"1"}, "Webhook-Signature": {"v1,provider"}}
+	s.Sign(h, "0000000000000007", body, time.Now())
+	if h.Get("Webhook-Id") != "msg_provider" || h.Get("Webhook-Signature") != "v1,provider" || h.Get("Webhook-Timestamp") != "1" {
+		t.Fatalf("provider's headers changed: %v", h)
+	}
+	ours := http.Header{}
+	for _, n := range []string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"} {
+		if h.Get("Hookpace-"+n) == "" {
+			t.Fatalf("no Hookpace-%s in %v", n, h)
+		}
+		ours.Set(n, h.Get("Hookpace-"+n))
+	}
+	wh, _ := standardwebhooks.NewWebhook(whsec)
+	if err := wh.Verify(body, ours); err != nil {
+		t.Fatalf("official library refuses hookpace's prefixed signature: %v", err)
+	}
+}

@@ -46,6 +46,10 @@ type Options struct {
 	// Replace overwrites signature headers the app sent; otherwise a
 	// request that already carries one is passed through unsigned.
 	Replace bool
+	// Prefix goes before each Standard Webhooks header name
+	// ("Hookpace-" sends Hookpace-Webhook-Id and so on), so that a
+	// signature of hookpace's travels beside a provider's own.
+	Prefix string
 }
 
 // Signer signs requests for one host. It is safe for concurrent use.
@@ -88,14 +92,15 @@ func (s *Signer) Scheme() string { return s.opts.Scheme }
 func (s *Signer) Sign(h http.Header, id string, body []byte, now time.Time) {
 	switch s.opts.Scheme {
 	case StandardWebhooks:
-		if !s.opts.Replace && has(h, HeaderSignature) {
+		pre := s.opts.Prefix
+		if !s.opts.Replace && has(h, pre+HeaderSignature) {
 			return
 		}
 		ts := strconv.FormatInt(now.Unix(), 10)
-		del(h, HeaderID, HeaderTimestamp, HeaderSignature)
-		h.Set(HeaderID, id)
-		h.Set(HeaderTimestamp, ts)
-		h.Set(HeaderSignature, Signatures(s.opts.Secrets, id, ts, body))
+		del(h, pre+HeaderID, pre+HeaderTimestamp, pre+HeaderSignature)
+		h.Set(pre+HeaderID, id)
+		h.Set(pre+HeaderTimestamp, ts)
+		h.Set(pre+HeaderSignature, Signatures(s.opts.Secrets, id, ts, body))
 	case HMACSHA256:
 		if !s.opts.Replace && has(h, s.opts.Header) {
 			return

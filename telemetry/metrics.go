@@ -63,6 +63,8 @@ type Metrics struct {
 	dedupe        dedupeInstruments
 	tunnels       metric.Int64Counter
 
+	inboundRejected metric.Int64Counter // inbound.go
+
 	// Ingest counts are plain atomics, observed at collection: every
 	// request is counted, and a synchronous OTel counter's attribute
 	// lookup and lock cost ~0.7 µs a request on the ingest hot path.
@@ -171,6 +173,9 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		return nil, err
 	}
 	if err = m.initDedupe(meter); err != nil {
+		return nil, err
+	}
+	if err = m.initInbound(meter); err != nil {
 		return nil, err
 	}
 	if _, err = meter.RegisterCallback(m.observe,

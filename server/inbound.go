@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/connlimit"
+	"github.com/hookpace/hookpace/inbound"
+)
+
+// inboundRoutes are the listeners in front of apps' own webhook endpoints
+// (config inbound), bound by build and served with the proxy.
+type inboundRoutes struct {
+	log    *slog.Logger
+	routes []inboundListener
+}
+
+type inboundListener struct {
+	name string
+	to   string
+	tls  bool
+	ln   net.Listener
+	srv  *http.Server
+}
+
+// buildInbound binds each inbound route's listener and makes its handler:
+// verified webhooks go to the proxy's ingest, the rest to the app over a
+// transport of its own that dials through the egress guard.
+func (a *app) buildInbound(cfg *config.Config, roots *x509.CertPool) error {
+	a.inbound = &inboundRoutes{log: a.log}
+	if len(cfg.Inbound) == 0 {
+		return nil
+	}
+	appTransport := transport(a.guard, roots, false)
+	files := a.files.Load()
+	for _, rc := range cfg.Inbound {
+		v := files.verifiers[rc.Verify]
+		app, err := inbound.NewApp(rc.To, appTransport, a.log)
+		if err != nil {
+			return cfg.FieldError("inbound", err)
+		}
+		h, err := inbound.NewRoute(inbound.Options{Route: rc, Verifier: v, Ingest: a.proxy, App: app,
+			Metrics: a.tel.Metrics, Logger: a.log, MaxBody: int64(cfg.Spool.MaxBody)})
+		if err != nil {
+			return cfg.FieldError("inbound", err)
+		}
+		ln, err := net.Listen("tcp", rc.Listen)
+		if err != nil {
+			return fmt.Errorf("inbound route %s: listen %s: %w", rc.Name, rc.Listen, err)
+		}
+		ln = connlimit.New(ln, maxConnections(cfg), a.log, "inbound "+rc.Name)
+		a.undo = append(a.undo, func() { ln.Close() })
+		if rc.CertFile != "" {
+			cert, err := tls.LoadX509KeyPair(rc.CertFile, rc.KeyFile)
+			if err != nil {
+				return fmt.Errorf("inbound route %s: load cert_file and key_file: %w", rc.Name, err)
+			}
+			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+			MaxHeaderBytes: int(cfg.Spool.MaxHeader), ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
+		if bt := cfg.Proxy.BodyTimeout.D(); bt > 0 {
+			srv.ReadTimeout = bt + srv.ReadHeaderTimeout
+		}
+		a.inbound.routes = append(a.inbound.routes, inboundListener{name: rc.Name, to: rc.To, tls: rc.CertFile != "", ln: ln, srv: srv})
+	}
+	return nil
+}
+
+// inboundVerifiers builds the verifier of each inbound route that verifies,
+// reading its secret.
+func inboundVerifiers(cfg *config.Config) (map[*config.InboundVerify]*inbound.Verifier, error) {
+	out := map[*config.InboundVerify]*inbound.Verifier{}
+	var errs []error
+	for _, rc := range cfg.Inbound {
+		v, err := inboundVerifier(cfg.Path, rc.Verify)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out[rc.Verify] = v
+	}
+	return out, errors.Join(errs...)
+}
+
+// inboundVerifier reads a route's verify secret and builds its verifier;
+// nil without a verify block. Errors name the field, never the secret.
+func inboundVerifier(path string, vc *config.InboundVerify) (*inbound.Verifier, error) {
+	if vc == nil {
+		return nil, nil
+	}
+	fieldErr := func(err error) error {
+		return &config.FieldError{File: path, Line: vc.Secret.Line, Field: vc.Secret.Field, Msg: err.Error()}
+	}
+	var text string
+	switch vc.Secret.Kind {
+	case "file":
+		b, err := os.ReadFile(vc.Secret.Name)
+		if err != nil {
+			return nil, fieldErr(err)
+		}
+		text = string(b)
+	case "env":
+		text = os.Getenv(vc.Secret.Name)
+	}
+	key, err := inbound.ParseVerifySecret(vc.Scheme, text)
+	if err != nil {
+		return nil, fieldErr(fmt.Errorf("%s: %w", vc.Secret, err))
+	}
+	v, err := inbound.NewVerifier(inbound.VerifyOptions{Scheme: vc.Scheme, Secret: key, Tolerance: vc.Tolerance.D(),
+		Header: vc.Header, Algorithm: vc.Algorithm, Encoding: vc.Encoding, Prefix: vc.Prefix})
+	if err != nil {
+		return nil, &config.FieldError{File: path, Line: vc.Line, Field: vc.Field, Msg: err.Error()}
+	}
+	return v, nil
+}
+
+// serve serves each route, logging its bound address first ("inbound
+// listening", before "hookpace started"). A route whose listener fails is
+// logged; the others and the proxy go on.
+func (ir *inboundRoutes) serve() {
+	for _, r := range ir.routes {
+		ir.log.Info("inbound listening", "route", r.name, "listen", r.ln.Addr().String(), "to", r.to, "tls", r.tls)
+		go func() {
+			if err := r.srv.Serve(r.ln); !errors.Is(err, http.ErrServerClosed) {
+				ir.log.Error("inbound listener failed", "route", r.name, "error", err)
+			}
+		}()
+	}
+}
+
+// shutdown stops taking requests on every route and waits, until ctx
+// ends, for those in progress.
+func (ir *inboundRoutes) shutdown(ctx context.Context) {
+	if ir == nil {
+		return
+	}
+	for _, r := range ir.routes {
+		r.srv.Shutdown(ctx)
+	}
+}
