@@ -30,6 +30,9 @@ which keeps every webhook with its attempts for journal.retain (default
              not before), the request's headers as the app sent them
              (secret values redacted), and each attempt with its
              status, error and the start of the answer.
+             A dead letter replayed, or a webhook resent, stays one
+             webhook under the id the app got: msg show says its
+             current state and every attempt of it, in order.
              In a fleet, an id of another replica's spool is asked of
              that replica's admin API when the fleet knows it and it is
              live (with the same token), and a webhook handed off is

@@ -28,6 +28,9 @@ type View struct {
 }
 
 // Lookup finds a webhook by its id (see Ref; a short id is of this spool).
+// A webhook queued again since under a new id (journal_replays.go) is
+// one: the entry and state of its last life, the attempts of all of them
+// in order.
 func (s *Spool) Lookup(r Ref) (*View, error) {
 	if r.Spool != 0 && r.Spool != s.instance {
 		return nil, fmt.Errorf("%w: %s was accepted by another hookpace (spool %s)", ErrNotFound, r, IDString(r.Spool))
@@ -35,16 +38,32 @@ func (s *Spool) Lookup(r Ref) (*View, error) {
 	s.journalSync()
 	var v *View
 	err := s.kept.View(func(txn *badger.Txn) error {
-		e, err := s.entry(txn, r.Seq)
-		if err != nil {
-			return err
+		ids := append([]uint64{r.Seq}, lives(txn, r.Seq)...)
+		for i, id := range ids {
+			e, err := s.entry(txn, id)
+			if errors.Is(err, ErrNotFound) && (i > 0 || len(ids) > 1) {
+				continue // swept, or a dead letter from before the journal replayed since
+			} else if err != nil {
+				return err
+			}
+			var before []*Attempt
+			if v != nil {
+				before = v.Attempts
+			}
+			v = &View{Entry: *e, State: e.Outcome}
+			as, err := attempts(txn, id)
+			if err != nil {
+				return err
+			}
+			v.Attempts = append(before, as...)
+			if e.Final != nil {
+				v.Attempts = append(v.Attempts, e.Final)
+			}
 		}
-		v = &View{Entry: *e, State: e.Outcome}
-		v.Attempts, err = attempts(txn, r.Seq)
-		if e.Final != nil {
-			v.Attempts = append(v.Attempts, e.Final)
+		if v == nil {
+			return fmt.Errorf("%w: %s", ErrNotFound, IDString(r.Seq))
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -156,6 +175,8 @@ type Query struct {
 	Since, Until time.Time
 	Before       uint64 // the cursor: entries with lower ids only
 	Limit        int    // default 50
+
+	later *badger.Iterator // for supersededBy: List's
 }
 
 // queryScanMax bounds the entries one query reads.
@@ -171,6 +192,9 @@ func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
 	var out []*Entry
 	var next uint64
 	err := s.kept.View(func(txn *badger.Txn) error {
+		lit := txn.NewIterator(badger.IteratorOptions{})
+		defer lit.Close()
+		q.later = lit
 		if q.Host != "" {
 			var err error
 			next, err = listHost(txn, &q, &out)
@@ -255,6 +279,8 @@ func (q *Query) match(e *Entry) bool {
 		return false
 	case !q.Until.IsZero() && !e.Accepted.Before(q.Until):
 		return false
+	case e.Outcome != "" && q.later != nil && supersededBy(q.later, e):
+		return false // a later life of the webhook says its state
 	}
 	return true
 }

@@ -143,6 +143,9 @@ func (s *Spool) journalAcceptedLocked(batch []op) {
 		if o.adds() && o.base().err == nil {
 			m := o.base().msg
 			m.jseq = s.journalLocked(s.acceptedRecLocked(o, m))
+			if r, ok := reliveRec(m); ok {
+				s.journalLocked(r)
+			}
 		}
 	}
 }
