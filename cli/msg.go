@@ -15,7 +15,8 @@ import (
 
 func init() {
 	commandHelp["msg"] = `Usage: hookpace msg show ID [--json]
-       hookpace msg list [--host H] [--state S] [--since T] [--until T] [--limit N] [--cursor C] [--json]
+       hookpace msg list [--host H] [--state S] [--since T] [--until T]
+                         [--idempotency-key KEY] [--contains TEXT] [--limit N] [--cursor C] [--json]
        hookpace msg resend ID
 
 Where is a webhook, and what did the partner answer? From the journal,
@@ -40,7 +41,14 @@ which keeps every webhook with its attempts for journal.retain (default
              which replica to ask.
   msg list   webhooks newest first; --state one of the states above;
              --since and --until an RFC 3339 time or a duration ago (1h).
-             A page ends with the --cursor of the next.
+             --idempotency-key KEY: only the webhooks the app sent with
+             that Idempotency-Key (matched whole). --contains TEXT: only
+             those whose request holds TEXT (case-sensitive) in what is
+             still kept of it: the URL (query values redacted), the
+             headers (secret values redacted), and the body while it is
+             queued or dead, or once delivered with journal.bodies on.
+             A page ends with the --cursor of the next (a search reads
+             at most 200,000 entries a page).
   msg resend a delivered webhook again, from the request the journal kept
              (journal.bodies: true when it was delivered): queued at the
              tail of its host's queue and delivered under its first id.
@@ -62,6 +70,8 @@ func msgCmd(args []string, out io.Writer) error {
 		fs.StringVar(&f.Since, "since", "", "accepted at or after (RFC 3339, or a duration ago)")
 		fs.StringVar(&f.Until, "until", "", "accepted before (RFC 3339, or a duration ago)")
 		fs.StringVar(&f.Cursor, "cursor", "", "the next page, as the last one said")
+		fs.StringVar(&f.Idempotency, "idempotency-key", "", "only the webhooks with this Idempotency-Key")
+		fs.StringVar(&f.Contains, "contains", "", "only those whose request (URL, headers, body as kept) holds this text")
 		fs.IntVar(&f.Limit, "limit", 50, "at most this many (1 to 1000)")
 	}
 	if err := parse(fs, args); err != nil {

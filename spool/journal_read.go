@@ -175,6 +175,11 @@ type Query struct {
 	Since, Until time.Time
 	Before       uint64 // the cursor: entries with lower ids only
 	Limit        int    // default 50
+	// Idempotency: only the webhooks with this Idempotency-Key. Contains:
+	// only those whose request holds this text, as far as it is kept
+	// (journal_search.go).
+	Idempotency string
+	Contains    string
 
 	later *badger.Iterator // for supersededBy: List's
 }
@@ -197,7 +202,7 @@ func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
 		q.later = lit
 		if q.Host != "" {
 			var err error
-			next, err = listHost(txn, &q, &out)
+			next, err = s.listHost(txn, &q, &out)
 			return err
 		}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, Reverse: true, PrefetchValues: true, PrefetchSize: 64})
@@ -218,11 +223,7 @@ func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
 				return nil
 			}
 			scanned++
-			var e *Entry
-			if err := it.Item().Value(func(v []byte) (err error) { e, err = decodeEntryHead(id, v); return err }); err != nil {
-				continue
-			}
-			if q.match(e) {
+			if e, ok := s.matchItem(txn, &q, id, it.Item()); ok {
 				out = append(out, e)
 			}
 		}
@@ -233,7 +234,7 @@ func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
 
 // listHost is List for one host, from its index: newest first, and the
 // cursor of the next page.
-func listHost(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
+func (s *Spool) listHost(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
 	prefix := hostIndexPrefix(q.Host)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
 	defer it.Close()
@@ -256,11 +257,7 @@ func listHost(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
 		if err != nil {
 			continue // swept meanwhile
 		}
-		var e *Entry
-		if err := item.Value(func(v []byte) (err error) { e, err = decodeEntryHead(id, v); return err }); err != nil {
-			continue
-		}
-		if q.match(e) {
+		if e, ok := s.matchItem(txn, q, id, item); ok {
 			*out = append(*out, e)
 		}
 	}
@@ -278,6 +275,8 @@ func (q *Query) match(e *Entry) bool {
 	case !q.Since.IsZero() && e.Accepted.Before(q.Since):
 		return false
 	case !q.Until.IsZero() && !e.Accepted.Before(q.Until):
+		return false
+	case q.Idempotency != "" && e.Idempotency != q.Idempotency:
 		return false
 	case e.Outcome != "" && q.later != nil && supersededBy(q.later, e):
 		return false // a later life of the webhook says its state
