@@ -205,6 +205,11 @@ func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
 			next, err = s.listHost(txn, &q, &out)
 			return err
 		}
+		if q.State != "" && q.State != StateQueued {
+			var err error
+			next, err = s.listOutcome(txn, &q, &out)
+			return err
+		}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, Reverse: true, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
 		seek := journalKey(^uint64(0))

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
 )
 
 // List finds webhooks by idempotency key, and by text in their request as
@@ -66,5 +68,68 @@ func TestJournalSearch(t *testing.T) {
 		if got := ids(c.q); !slices.Equal(got, c.want) {
 			t.Errorf("%+v: %v, want %v", c.q, got, c.want)
 		}
+	}
+}
+
+// A journal from before the outcome index gets it at Open: a listing by
+// state finds its dead letters; the sweep takes an entry's index key
+// with it.
+func TestJournalOutcomeIndexBuiltAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, Options{})
+	var ms []*Message
+	for i := range 4 {
+		m := newMsg("o.example", i)
+		if err := s.Append(context.Background(), m, 0); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	if _, err := s.BuryAll(ms[:2], "test", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	settleJournal(t, s)
+	// As a journal written before the index: no keys, no mark.
+	var keys [][]byte
+	s.kept.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixOutcomeIndex}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	if len(keys) != 2 {
+		t.Fatalf("%d outcome index keys, want 2", len(keys))
+	}
+	if err := s.deleteKept(append(keys, keyOutcomeIndexed)); err != nil {
+		t.Fatal(err)
+	}
+	if page, _, _ := s.List(Query{State: OutcomeDead}); len(page) != 0 {
+		t.Fatalf("without the index: %d dead listed; the test would not tell", len(page))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir, Options{Journal: JournalOptions{Retain: time.Nanosecond}})
+	defer s.Close()
+	page, _, err := s.List(Query{State: OutcomeDead})
+	if err != nil || len(page) != 2 || page[0].ID != ms[1].ID || page[1].ID != ms[0].ID {
+		t.Fatalf("dead after the index was built: %v, %v", page, err)
+	}
+	if n, err := s.SweepJournal(time.Now()); err != nil || n != 2 {
+		t.Fatalf("sweep: %d, %v", n, err)
+	}
+	left := 0
+	s.kept.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixOutcomeIndex}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			left++
+		}
+		return nil
+	})
+	if left != 0 {
+		t.Fatalf("%d outcome index keys left after the sweep", left)
 	}
 }
