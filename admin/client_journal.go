@@ -56,12 +56,16 @@ func (e *NotHereError) Error() string { return e.NotHere.Error }
 type MessageFilter struct {
 	Host, State, Since, Until, Cursor string
 	Limit                             int
+	// Idempotency and Contains search (GET /v1/messages?idempotency_key=
+	// and contains=).
+	Idempotency, Contains string
 }
 
 // Messages lists webhooks from the journal, newest first.
 func (c *Client) Messages(ctx context.Context, f MessageFilter) (MessageList, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"host": f.Host, "state": f.State, "since": f.Since, "until": f.Until, "cursor": f.Cursor} {
+	for k, v := range map[string]string{"host": f.Host, "state": f.State, "since": f.Since, "until": f.Until, "cursor": f.Cursor,
+		"idempotency_key": f.Idempotency, "contains": f.Contains} {
 		if v != "" {
 			q.Set(k, v)
 		}

@@ -5,6 +5,9 @@ package admin
 //	GET /v1/messages/{id}    one webhook: state, where it is, its attempts;
 //	                         for an id of another replica, which (messages_fleet.go)
 //	GET /v1/messages?host=&state=&since=&until=&limit=&cursor=   newest first
+//	                 &idempotency_key=KEY   only the webhooks with that Idempotency-Key
+//	                 &contains=TEXT         only those whose request holds TEXT (URL, headers,
+//	                                        body), as far as it is kept (spool.Query)
 
 import (
 	"fmt"
@@ -198,7 +201,7 @@ func (a *api) listMessages(w http.ResponseWriter, r *http.Request) {
 
 func messageQuery(r *http.Request) (spool.Query, error) {
 	v := r.URL.Query()
-	q := spool.Query{Host: v.Get("host"), State: v.Get("state")}
+	q := spool.Query{Host: v.Get("host"), State: v.Get("state"), Idempotency: v.Get("idempotency_key"), Contains: v.Get("contains")}
 	if q.Host != "" {
 		if k, err := HostKey(q.Host); err == nil {
 			q.Host = k

@@ -15,7 +15,8 @@ import (
 
 func init() {
 	commandHelp["msg"] = `Usage: hookpace msg show ID [--json]
-       hookpace msg list [--host H] [--state S] [--since T] [--until T] [--limit N] [--cursor C] [--json]
+       hookpace msg list [--host H] [--state S] [--since T] [--until T]
+                         [--idempotency-key KEY] [--contains TEXT] [--limit N] [--cursor C] [--json]
        hookpace msg resend ID
 
 Where is a webhook, and what did the partner answer? From the journal,
@@ -30,6 +31,9 @@ which keeps every webhook with its attempts for journal.retain (default
              not before), the request's headers as the app sent them
              (secret values redacted), and each attempt with its
              status, error and the start of the answer.
+             A dead letter replayed, or a webhook resent, stays one
+             webhook under the id the app got: msg show says its
+             current state and every attempt of it, in order.
              In a fleet, an id of another replica's spool is asked of
              that replica's admin API when the fleet knows it and it is
              live (with the same token), and a webhook handed off is
@@ -37,7 +41,14 @@ which keeps every webhook with its attempts for journal.retain (default
              which replica to ask.
   msg list   webhooks newest first; --state one of the states above;
              --since and --until an RFC 3339 time or a duration ago (1h).
-             A page ends with the --cursor of the next.
+             --idempotency-key KEY: only the webhooks the app sent with
+             that Idempotency-Key (matched whole). --contains TEXT: only
+             those whose request holds TEXT (case-sensitive) in what is
+             still kept of it: the URL (query values redacted), the
+             headers (secret values redacted), and the body while it is
+             queued or dead, or once delivered with journal.bodies on.
+             A page ends with the --cursor of the next (a search reads
+             at most 200,000 entries a page).
   msg resend a delivered webhook again, from the request the journal kept
              (journal.bodies: true when it was delivered): queued at the
              tail of its host's queue and delivered under its first id.
@@ -59,6 +70,8 @@ func msgCmd(args []string, out io.Writer) error {
 		fs.StringVar(&f.Since, "since", "", "accepted at or after (RFC 3339, or a duration ago)")
 		fs.StringVar(&f.Until, "until", "", "accepted before (RFC 3339, or a duration ago)")
 		fs.StringVar(&f.Cursor, "cursor", "", "the next page, as the last one said")
+		fs.StringVar(&f.Idempotency, "idempotency-key", "", "only the webhooks with this Idempotency-Key")
+		fs.StringVar(&f.Contains, "contains", "", "only those whose request (URL, headers, body as kept) holds this text")
 		fs.IntVar(&f.Limit, "limit", 50, "at most this many (0: all, page by page)")
 	}
 	if err := parse(fs, args); err != nil {

@@ -323,6 +323,11 @@ type host struct {
 	lastStatus int
 	delivered  int64 // webhooks delivered since the host was taken up
 
+	// The breaker's outage (events.go): when it opened from closed, and
+	// the half-open probes that failed since.
+	outageAt     time.Time
+	outageProbes int
+
 	active time.Time // last message announced or attempt finished
 }
 

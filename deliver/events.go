@@ -22,7 +22,9 @@ const (
 	// ordering_key (for a webhook of an ordered key, issue 34).
 	EventMessageDead = "message.dead"
 	// EventBreakerOpened and EventBreakerClosed: a host's breaker opened
-	// (Data: reason, probe_at) or closed again (Data: from).
+	// (Data: from, reason, probe_at) or closed again (Data: from,
+	// opened_at, failed_probes): one of each per outage. A failed probe
+	// that opens the breaker again is no new event.
 	EventBreakerOpened = "breaker.opened"
 	EventBreakerClosed = "breaker.closed"
 	// EventHostPaused: auto_pause_after paused a host. Data: reason,
@@ -61,18 +63,30 @@ func (d *Dispatcher) emitDead(m *spool.Message, reason string, at time.Time) {
 	d.emit(EventMessageDead, m.Host, at, data)
 }
 
-// emitBreaker reports h's breaker opening or closing (half-open, the
-// probe, is no event); d.mu is held.
+// emitBreaker reports h's breaker opening or closing, once an outage:
+// breaker.opened when it opens from closed, breaker.closed when it closes
+// again. A failed half-open probe that opens it again is the same outage
+// (no event; breaker.closed says how many there were), and half-open, the
+// probe, is no event either. d.mu is held.
 func (d *Dispatcher) emitBreaker(h *host, was, state string, probeAt time.Time, why string) {
-	switch state {
-	case pacer.BreakerOpen:
+	now := time.Now()
+	switch {
+	case state == pacer.BreakerOpen && was == pacer.BreakerHalfOpen && !h.outageAt.IsZero():
+		h.outageProbes++
+	case state == pacer.BreakerOpen:
+		h.outageAt, h.outageProbes = now, 0
 		data := map[string]any{"from": was, "probe_at": probeAt.UTC()}
 		if why != "" {
 			data["reason"] = why
 		}
-		d.emit(EventBreakerOpened, h.name, time.Now(), data)
-	case pacer.BreakerClosed:
-		d.emit(EventBreakerClosed, h.name, time.Now(), map[string]any{"from": was})
+		d.emit(EventBreakerOpened, h.name, now, data)
+	case state == pacer.BreakerClosed:
+		data := map[string]any{"from": was, "failed_probes": h.outageProbes}
+		if !h.outageAt.IsZero() {
+			data["opened_at"] = h.outageAt.UTC()
+		}
+		h.outageAt, h.outageProbes = time.Time{}, 0
+		d.emit(EventBreakerClosed, h.name, now, data)
 	}
 }
 

@@ -261,6 +261,40 @@ func (h *host) stage() {
 	}
 }
 
+// unstage puts what h.ready holds back at the front of its lanes, in
+// its order: picked while h could not send (a pause), it is picked again
+// with whatever came since, a higher priority first. What has no lane to
+// go back to stays staged.
+func (h *host) unstage() {
+	ls := h.lanes
+	if ls == nil || h.ready.len() == 0 {
+		return
+	}
+	var keep []*spool.Message
+	back := make([]*spool.Message, 0, h.ready.len())
+	for h.ready.len() > 0 {
+		back = append(back, h.ready.peek())
+		h.ready.pop()
+	}
+	for i := len(back) - 1; i >= 0; i-- {
+		m := back[i]
+		l := ls.outs[m.ID]
+		if l == nil || l.leaving || ls.lanes[l.id] != l {
+			keep = append(keep, m)
+			continue
+		}
+		delete(ls.outs, m.ID)
+		l.out--
+		delete(h.fit, m)
+		l.q.pushFront(m)
+		ls.mem++
+		ls.hasWork(l.unit)
+	}
+	for _, m := range keep { // in reverse: each goes to the front
+		h.ready.pushFront(m)
+	}
+}
+
 // pick takes the next message from the lanes: the key whose turn it is,
 // the priority its share says.
 func (h *host) pick() *spool.Message {

@@ -46,6 +46,9 @@ const (
 	prefixJournal   = 'j'
 	prefixAttempt   = 'a'
 	prefixHostIndex = 'h' // h <host> 0x00 <id:8> -> nothing: a host's entries, for List
+	// o <outcome> 0x00 <id:8> -> nothing: the entries with an outcome, for
+	// List by state (journal_outcomes.go)
+	prefixOutcomeIndex = 'o'
 )
 
 // JournalOptions configure the journal. The zero value keeps it on, with

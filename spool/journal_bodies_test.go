@@ -50,9 +50,10 @@ func TestResend(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].ID != again.ID || got[0].Origin != m.ID {
 		t.Fatalf("queue %v %v", got, err)
 	}
+	// One webhook: queued again, with the attempt of its first delivery.
 	v, err := s.Lookup(Ref{Seq: m.ID})
-	if err != nil || v.State != OutcomeDelivered || len(v.Attempts) != 1 || strings.Contains(v.Entry.URL, "s3cret") {
-		t.Fatalf("the delivered entry: %+v %v", v, err)
+	if err != nil || v.State != StateQueued || v.Entry.ID != again.ID || len(v.Attempts) != 1 || strings.Contains(v.Entry.URL, "s3cret") {
+		t.Fatalf("the resent webhook: %+v %v", v, err)
 	}
 }
 

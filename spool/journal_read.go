@@ -28,6 +28,9 @@ type View struct {
 }
 
 // Lookup finds a webhook by its id (see Ref; a short id is of this spool).
+// A webhook queued again since under a new id (journal_replays.go) is
+// one: the entry and state of its last life, the attempts of all of them
+// in order.
 func (s *Spool) Lookup(r Ref) (*View, error) {
 	if r.Spool != 0 && r.Spool != s.instance {
 		return nil, fmt.Errorf("%w: %s was accepted by another hookpace (spool %s)", ErrNotFound, r, IDString(r.Spool))
@@ -35,16 +38,32 @@ func (s *Spool) Lookup(r Ref) (*View, error) {
 	s.journalSync()
 	var v *View
 	err := s.kept.View(func(txn *badger.Txn) error {
-		e, err := s.entry(txn, r.Seq)
-		if err != nil {
-			return err
+		ids := append([]uint64{r.Seq}, lives(txn, r.Seq)...)
+		for i, id := range ids {
+			e, err := s.entry(txn, id)
+			if errors.Is(err, ErrNotFound) && (i > 0 || len(ids) > 1) {
+				continue // swept, or a dead letter from before the journal replayed since
+			} else if err != nil {
+				return err
+			}
+			var before []*Attempt
+			if v != nil {
+				before = v.Attempts
+			}
+			v = &View{Entry: *e, State: e.Outcome}
+			as, err := attempts(txn, id)
+			if err != nil {
+				return err
+			}
+			v.Attempts = append(before, as...)
+			if e.Final != nil {
+				v.Attempts = append(v.Attempts, e.Final)
+			}
 		}
-		v = &View{Entry: *e, State: e.Outcome}
-		v.Attempts, err = attempts(txn, r.Seq)
-		if e.Final != nil {
-			v.Attempts = append(v.Attempts, e.Final)
+		if v == nil {
+			return fmt.Errorf("%w: %s", ErrNotFound, IDString(r.Seq))
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -156,6 +175,13 @@ type Query struct {
 	Since, Until time.Time
 	Before       uint64 // the cursor: entries with lower ids only
 	Limit        int    // default 50
+	// Idempotency: only the webhooks with this Idempotency-Key. Contains:
+	// only those whose request holds this text, as far as it is kept
+	// (journal_search.go).
+	Idempotency string
+	Contains    string
+
+	later *badger.Iterator // for supersededBy: List's
 }
 
 // queryScanMax bounds the entries one query reads.
@@ -171,9 +197,17 @@ func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
 	var out []*Entry
 	var next uint64
 	err := s.kept.View(func(txn *badger.Txn) error {
+		lit := txn.NewIterator(badger.IteratorOptions{})
+		defer lit.Close()
+		q.later = lit
 		if q.Host != "" {
 			var err error
-			next, err = listHost(txn, &q, &out)
+			next, err = s.listHost(txn, &q, &out)
+			return err
+		}
+		if q.State != "" && q.State != StateQueued {
+			var err error
+			next, err = s.listOutcome(txn, &q, &out)
 			return err
 		}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, Reverse: true, PrefetchValues: true, PrefetchSize: 64})
@@ -194,11 +228,7 @@ func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
 				return nil
 			}
 			scanned++
-			var e *Entry
-			if err := it.Item().Value(func(v []byte) (err error) { e, err = decodeEntryHead(id, v); return err }); err != nil {
-				continue
-			}
-			if q.match(e) {
+			if e, ok := s.matchItem(txn, &q, id, it.Item()); ok {
 				out = append(out, e)
 			}
 		}
@@ -209,7 +239,7 @@ func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
 
 // listHost is List for one host, from its index: newest first, and the
 // cursor of the next page.
-func listHost(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
+func (s *Spool) listHost(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
 	prefix := hostIndexPrefix(q.Host)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
 	defer it.Close()
@@ -232,11 +262,7 @@ func listHost(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
 		if err != nil {
 			continue // swept meanwhile
 		}
-		var e *Entry
-		if err := item.Value(func(v []byte) (err error) { e, err = decodeEntryHead(id, v); return err }); err != nil {
-			continue
-		}
-		if q.match(e) {
+		if e, ok := s.matchItem(txn, q, id, item); ok {
 			*out = append(*out, e)
 		}
 	}
@@ -255,6 +281,10 @@ func (q *Query) match(e *Entry) bool {
 		return false
 	case !q.Until.IsZero() && !e.Accepted.Before(q.Until):
 		return false
+	case q.Idempotency != "" && e.Idempotency != q.Idempotency:
+		return false
+	case e.Outcome != "" && q.later != nil && supersededBy(q.later, e):
+		return false // a later life of the webhook says its state
 	}
 	return true
 }

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -46,6 +47,9 @@ func (s *Spool) openJournal() error {
 			return err
 		}
 	}
+	if err := s.indexOutcomes(); err != nil {
+		return fmt.Errorf("index the journal's outcomes: %w", err)
+	}
 	if last, err = s.countJournal(); err != nil {
 		return err
 	}
@@ -57,7 +61,7 @@ func (s *Spool) openJournal() error {
 func (s *Spool) countJournal() (last uint64, err error) {
 	var bytes, entries int64
 	err = s.kept.View(func(txn *badger.Txn) error {
-		for _, p := range []byte{prefixJournal, prefixAttempt, prefixHostIndex} {
+		for _, p := range []byte{prefixJournal, prefixAttempt, prefixHostIndex, prefixOutcomeIndex} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
 			for it.Rewind(); it.Valid(); it.Next() {
 				item := it.Item()
@@ -171,8 +175,8 @@ func (s *Spool) SweepJournal(now time.Time) (int, error) {
 			if e.Outcome == "" {
 				continue
 			}
-			dels = append(dels, item.KeyCopy(nil), hostIndexKey(e.Host, id))
-			freed += int64(len(item.Key())) + item.ValueSize() + int64(len(e.Host)+10)
+			dels = append(dels, item.KeyCopy(nil), hostIndexKey(e.Host, id), outcomeIndexKey(e.Outcome, id))
+			freed += int64(len(item.Key())) + item.ValueSize() + int64(len(e.Host)+10) + int64(len(e.Outcome)+10)
 			entries++
 			freed += s.attemptKeys(txn, id, &dels)
 		}

@@ -44,6 +44,7 @@ type journalState struct {
 type journalRec struct {
 	key, val []byte
 	index    []byte // an entry's key in its host's index (encode)
+	oindex   []byte // its key in its outcome's index, once it has one (encode)
 	grow     int64
 	entry    bool
 	e        *Entry // to encode
@@ -72,6 +73,10 @@ func (r *journalRec) encode() {
 	}
 	r.e.URL = RedactURL(r.e.URL)
 	r.key, r.val = journalKey(r.e.ID), r.e.encode()
+	if r.e.Outcome != "" {
+		r.oindex = outcomeIndexKey(r.e.Outcome, r.e.ID)
+		defer func() { r.grow += int64(len(r.oindex)) }()
+	}
 	if r.entry {
 		// An accepted record is durable before its webhook leaves the
 		// queue, or written again at Open: the index goes with it alone.
@@ -143,6 +148,9 @@ func (s *Spool) journalAcceptedLocked(batch []op) {
 		if o.adds() && o.base().err == nil {
 			m := o.base().msg
 			m.jseq = s.journalLocked(s.acceptedRecLocked(o, m))
+			if r, ok := reliveRec(m); ok {
+				s.journalLocked(r)
+			}
 		}
 	}
 }
@@ -323,8 +331,16 @@ func (s *Spool) writeJournal(recs []journalRec) error {
 		return nil
 	}
 	set := func(r *journalRec) error {
-		if err := txn.Set(r.key, r.val); err != nil || r.index == nil {
+		if err := txn.Set(r.key, r.val); err != nil {
 			return err
+		}
+		if r.oindex != nil {
+			if err := txn.Set(r.oindex, nil); err != nil {
+				return err
+			}
+		}
+		if r.index == nil {
+			return nil
 		}
 		return txn.Set(r.index, nil)
 	}

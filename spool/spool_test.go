@@ -16,7 +16,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-func openTest(t *testing.T, dir string, opts Options) *Spool {
+func openTest(t testing.TB, dir string, opts Options) *Spool {
 	t.Helper()
 	opts.Dir = dir
 	s, err := Open(opts)

@@ -1,0 +1,99 @@
+package spool
+
+// The journal's outcome index: a key per entry with an outcome,
+//
+//	dead/   o <outcome> 0x00 <id:8>   -> nothing
+//
+// written with the outcome's record and swept with the entry, so that a
+// listing by state (msg list --state dead) reads the entries in that
+// state, not the whole journal. A journal written before the index has it
+// built once, at Open (indexOutcomes), and a key marks it done.
+
+import (
+	"encoding/binary"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+var keyOutcomeIndexed = []byte("jo")
+
+func outcomeIndexPrefix(outcome string) []byte {
+	return append(append([]byte{prefixOutcomeIndex}, outcome...), 0)
+}
+
+func outcomeIndexKey(outcome string, id uint64) []byte {
+	return binary.BigEndian.AppendUint64(outcomeIndexPrefix(outcome), id)
+}
+
+// listOutcome is List for one outcome, from its index: newest first, and
+// the cursor of the next page.
+func (s *Spool) listOutcome(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
+	prefix := outcomeIndexPrefix(q.State)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
+	defer it.Close()
+	seek := outcomeIndexKey(q.State, ^uint64(0))
+	if q.Before != 0 {
+		seek = outcomeIndexKey(q.State, q.Before-1)
+	}
+	scanned := 0
+	for it.Seek(seek); it.Valid(); it.Next() {
+		k := it.Item().Key()
+		if len(k) != len(prefix)+8 {
+			continue
+		}
+		id := beUint64(k[len(prefix):])
+		if len(*out) == q.Limit || scanned == queryScanMax {
+			return id + 1, nil
+		}
+		scanned++
+		item, err := txn.Get(journalKey(id))
+		if err != nil {
+			continue // swept meanwhile
+		}
+		if e, ok := s.matchItem(txn, q, id, item); ok {
+			*out = append(*out, e)
+		}
+	}
+	return 0, nil
+}
+
+// indexOutcomes builds the outcome index of a journal written before it,
+// once: a key per entry with an outcome, then the mark that it is done.
+func (s *Spool) indexOutcomes() error {
+	done := false
+	if err := s.kept.View(func(txn *badger.Txn) error {
+		_, err := txn.Get(keyOutcomeIndexed)
+		done = err == nil
+		return nil
+	}); err != nil || done {
+		return err
+	}
+	wb := s.kept.NewWriteBatch()
+	defer wb.Cancel()
+	err := s.kept.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().Key()
+			if len(k) != 9 {
+				continue
+			}
+			id := beUint64(k[1:])
+			var e *Entry
+			if it.Item().Value(func(v []byte) (err error) { e, err = decodeEntryHead(id, v); return err }) != nil || e.Outcome == "" {
+				continue
+			}
+			if err := wb.Set(outcomeIndexKey(e.Outcome, id), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := wb.Set(keyOutcomeIndexed, nil); err != nil {
+		return err
+	}
+	return wb.Flush()
+}
