@@ -246,7 +246,10 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		gates = fleet.NewGates(a.fleet, log)
 	}
 	a.disp = deliver.New(deliver.Options{
-		Queue:    a.spool,
+		Reader:   a.spool,
+		Store:    a.spool,
+		Stats:    a.spool,
+		Journal:  a.spool,
 		Policy:   policies(cfg, a.files.Load()),
 		Client:   deliveryClient(tel, a.guard, roots, false),
 		Insecure: deliveryClient(tel, a.guard, roots, true),
