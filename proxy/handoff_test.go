@@ -17,8 +17,9 @@ import (
 
 var _ HostStates = (*deliver.Dispatcher)(nil)
 
-// stateProxy is a proxy on a real spool whose Pacing is a real dispatcher
-// (not started: nothing is delivered), with the hand-off secret secret.
+// stateProxy is a proxy on a real spool whose Pacing and HostStates are a
+// real dispatcher (not started: nothing is delivered), with the hand-off
+// secret secret.
 func stateProxy(t *testing.T, secret []byte) (*Proxy, *spool.Spool, *deliver.Dispatcher, *bytes.Buffer) {
 	t.Helper()
 	var log bytes.Buffer
@@ -27,7 +28,7 @@ func stateProxy(t *testing.T, secret []byte) (*Proxy, *spool.Spool, *deliver.Dis
 		return deliver.Policy{Limits: pacer.Limits{Rate: 10, Burst: 1, Concurrency: 1,
 			HoldSchedule: []time.Duration{time.Second}, MaxRetryAfter: time.Minute}}
 	}})
-	p.opts.Pacing = d
+	p.opts.Pacing, p.opts.HostStates = d, d
 	pol := *p.policy.Load()
 	pol.HandoffSecret = secret
 	p.SetPolicy(pol)

@@ -280,6 +280,8 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Tracer:    tel.Tracer,
 		Prop:      tel.Propagator,
 		Tracing:   tel.Tracing(),
+
+		HostStates: a.disp,
 	})
 	a.proxySrv = &http.Server{Handler: a.proxy, ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: int(cfg.Spool.MaxHeader),
