@@ -53,7 +53,7 @@ func readLane(r *http.Request, hp *HostPolicy, user string, now time.Time) (lane
 			return l, badLane(HeaderOrderingKey + " given more than once")
 		}
 		if err := config.CheckLaneKey(vs[0]); err != nil {
-			return l, badLane(HeaderOrderingKey + " " + err.Error() + ": want 1 to 200 printable bytes")
+			return l, badLane(HeaderOrderingKey + " " + err.Error() + ": want 1 to " + strconv.Itoa(config.LaneKeyLimit) + " printable bytes")
 		}
 		l.ordering = vs[0]
 	}
@@ -102,7 +102,7 @@ func fairnessKey(r *http.Request, hp *HostPolicy, user string) (string, *decisio
 		return "", nil
 	}
 	if err := config.CheckLaneKey(key); err != nil {
-		return "", badLane(what + " " + err.Error() + ": want 1 to 200 printable bytes")
+		return "", badLane(what + " " + err.Error() + ": want 1 to " + strconv.Itoa(config.LaneKeyLimit) + " printable bytes")
 	}
 	return key, nil
 }
