@@ -30,6 +30,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -70,6 +71,9 @@ type Spool interface {
 	DeadByHost() (map[string]int64, error)
 	// Queued lists host's queue, oldest first (GET /v1/queue).
 	Queued(host string, max int) ([]*spool.Message, error)
+	// Resend queues a delivered webhook again from the request the
+	// journal kept (resend.go).
+	Resend(ctx context.Context, r spool.Ref) (*spool.Message, error)
 	Journal
 }
 

@@ -16,10 +16,15 @@ import (
 // by name; host= is not supported there. Each page costs one Redis round
 // trip with at most limit members per live replica.
 
-// FleetView reads the fleet's view; *fleet.Limiter is the real one.
+// FleetView reads the fleet's view: its hosts, and which replica a spool
+// is (for an id of another spool, messages_fleet.go); *fleet.Limiter is
+// the real one.
 type FleetView interface {
 	View(ctx context.Context, cursor string, limit int) (fleet.ViewPage, error)
+	SpoolOwner(ctx context.Context, spool uint64) (fleet.Owner, bool, error)
 }
+
+var _ FleetView = (*fleet.Limiter)(nil)
 
 // hosts serves GET /v1/hosts: this replica's hosts, or with scope=fleet
 // the fleet's view.

@@ -12,12 +12,19 @@ import (
 )
 
 // viewOf is a FleetView that answers with a fixed page (or error) and
-// records what it was asked.
+// records what it was asked; owners are the replicas of the spools it
+// knows.
 type viewOf struct {
 	page   fleet.ViewPage
 	err    error
 	cursor string
 	limit  int
+	owners map[uint64]fleet.Owner
+}
+
+func (v *viewOf) SpoolOwner(_ context.Context, spool uint64) (fleet.Owner, bool, error) {
+	o, ok := v.owners[spool]
+	return o, ok, v.err
 }
 
 func (v *viewOf) View(_ context.Context, cursor string, limit int) (fleet.ViewPage, error) {

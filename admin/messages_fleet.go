@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookpace/hookpace/fleet"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -40,12 +39,6 @@ type NotHere struct {
 	Elsewhere *Elsewhere `json:"elsewhere"`
 }
 
-// SpoolOwners says which replica's spool a spool is; *fleet.Limiter is
-// the real one.
-type SpoolOwners interface {
-	SpoolOwner(ctx context.Context, spool uint64) (fleet.Owner, bool, error)
-}
-
 // handedInScan bounds the journal entries read, newest first, to find a
 // webhook handed off to this replica by its id of another spool.
 const handedInScan = 20_000
@@ -69,8 +62,8 @@ func (a *api) notHere(w http.ResponseWriter, r *http.Request, ref spool.Ref) {
 	}
 	el := &Elsewhere{Spool: spool.IDString(ref.Spool)}
 	msg := fmt.Sprintf("%s was accepted by another hookpace (spool %s)", ref, el.Spool)
-	if so, ok := a.Fleet.(SpoolOwners); ok {
-		msg = a.owner(r.Context(), so, ref.Spool, el, msg)
+	if a.Fleet != nil {
+		msg = a.owner(r.Context(), ref.Spool, el, msg)
 	} else {
 		msg += ": this hookpace is not in a fleet, so it does not know which"
 	}
@@ -79,8 +72,8 @@ func (a *api) notHere(w http.ResponseWriter, r *http.Request, ref spool.Ref) {
 
 // owner fills el with what the fleet knows of spool's replica and returns
 // msg with where to ask.
-func (a *api) owner(ctx context.Context, so SpoolOwners, sp uint64, el *Elsewhere, msg string) string {
-	o, ok, err := so.SpoolOwner(ctx, sp)
+func (a *api) owner(ctx context.Context, sp uint64, el *Elsewhere, msg string) string {
+	o, ok, err := a.Fleet.SpoolOwner(ctx, sp)
 	switch {
 	case err != nil && !ok:
 		return msg + "; the fleet did not answer which replica that is: " + err.Error()
@@ -141,8 +134,8 @@ func (a *api) handedOff(ctx context.Context, reason string) *Elsewhere {
 		return el
 	}
 	el.Spool = spool.IDString(ref.Spool)
-	if so, ok := a.Fleet.(SpoolOwners); ok {
-		a.owner(ctx, so, ref.Spool, el, "")
+	if a.Fleet != nil {
+		a.owner(ctx, ref.Spool, el, "")
 	}
 	return el
 }

@@ -13,11 +13,6 @@ import (
 	"github.com/hookpace/hookpace/spool"
 )
 
-// resender sends a delivered webhook again; *spool.Spool is one.
-type resender interface {
-	Resend(ctx context.Context, r spool.Ref) (*spool.Message, error)
-}
-
 // Resent is the answer to a resend: the id the webhook is delivered
 // under (the first one's) and the new message that carries it.
 type Resent struct {
@@ -28,17 +23,12 @@ type Resent struct {
 }
 
 func (a *api) resendMessage(w http.ResponseWriter, r *http.Request) {
-	rs, ok := a.Spool.(resender)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, "this spool cannot resend")
-		return
-	}
 	ref, err := spool.ParseRef(r.PathValue("id"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	m, err := rs.Resend(r.Context(), ref)
+	m, err := a.Spool.Resend(r.Context(), ref)
 	var full *spool.FullError
 	switch {
 	case isNotFound(err):

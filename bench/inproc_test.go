@@ -120,6 +120,9 @@ func (s *stubSpool) AppendKeys(ctx context.Context, m *spool.Message, limit int6
 }
 func (s *stubSpool) Full() *spool.FullError { return nil }
 
+// KeyQueued: nothing stays queued.
+func (s *stubSpool) KeyQueued(string, string) (queued, keys int) { return 0, 0 }
+
 // openGuard allows every destination without resolving it.
 type openGuard struct{}
 

@@ -1,9 +1,9 @@
 package config
 
 import (
-	"fmt"
 	"strconv"
 
+	"github.com/hookpace/hookpace/spool"
 	"gopkg.in/yaml.v3"
 )
 
@@ -42,9 +42,9 @@ type Priority struct {
 
 // Bounds of the fairness settings.
 const (
-	MaxFairnessKey = 200  // bytes of a fairness or ordering key
-	MaxPathDepth   = 32   // fairness.path_depth
-	MaxWeight      = 1000 // fairness.weights' values
+	LaneKeyLimit = 200  // bytes of a fairness or ordering key a webhook may carry (the spool stores up to spool.MaxFairnessKey)
+	MaxPathDepth = 32   // fairness.path_depth
+	MaxWeight    = 1000 // fairness.weights' values
 )
 
 type rawFairness struct {
@@ -153,20 +153,8 @@ func resolvePriority(p *problems, path string, n *yaml.Node, base Priority) Prio
 	return pc
 }
 
-// CheckLaneKey checks a fairness or ordering key: 1 to MaxFairnessKey
-// bytes, none of them a control character. The proxy checks the keys
-// requests carry with it, and config the keys weights name.
-func CheckLaneKey(s string) error {
-	if s == "" {
-		return fmt.Errorf("is empty")
-	}
-	if len(s) > MaxFairnessKey {
-		return fmt.Errorf("is %d bytes, more than %d", len(s), MaxFairnessKey)
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f {
-			return fmt.Errorf("has a control character (byte %d)", i)
-		}
-	}
-	return nil
-}
+// CheckLaneKey checks a fairness or ordering key by the spool's rule
+// (spool.CheckLaneKey) with the policy's limit, LaneKeyLimit. The proxy
+// checks the keys requests carry with it, and config the keys weights
+// name.
+func CheckLaneKey(s string) error { return spool.CheckLaneKey(s, LaneKeyLimit) }

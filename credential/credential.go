@@ -17,8 +17,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/hookpace/hookpace/config"
 )
 
 // Credentials are one host's. They are safe for concurrent use.
@@ -56,10 +54,52 @@ type Error struct {
 func (e *Error) Error() string { return e.Field + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
+// Options are one host's credentials as the config names them; Field and
+// Line, where given, say where (an Error carries them).
+type Options struct {
+	MTLS           *MTLS   // nil: no client certificate
+	OAuth2         *OAuth2 // nil: no token
+	Headers        []Header
+	KeepAppHeaders bool // what the app sent under the same names stays
+}
+
+// MTLS is the client certificate presented to the host, from PEM files.
+type MTLS struct {
+	CertFile, KeyFile string
+	Field             string
+	Line              int
+}
+
+// OAuth2 is a client-credentials grant whose access token goes with each
+// attempt as Authorization: Bearer.
+type OAuth2 struct {
+	TokenURL     string
+	ClientID     string
+	ClientSecret Secret
+	Scopes       []string
+	Audience     string            // sent as the audience parameter when set
+	Params       map[string]string // further token request parameters
+}
+
+// Header is a header whose value is a secret, set on each attempt.
+type Header struct {
+	Name  string // canonical
+	Value Secret
+}
+
+// Secret names where a secret is read: a file (re-read when it changes)
+// or, with Env, an environment variable (read once).
+type Secret struct {
+	Env   bool
+	Name  string // the file's path or the variable's name
+	Field string
+	Line  int
+}
+
 // New reads every file and variable a names now, so that a start, a
 // reload and check-config fail on a missing one with its field. The
 // credentials send nothing until Bind gives them their clients.
-func New(a *config.Auth) (*Credentials, error) {
+func New(a Options) (*Credentials, error) {
 	cr := &Credentials{keep: a.KeepAppHeaders}
 	var errs []error
 	if m := a.MTLS; m != nil {
@@ -181,8 +221,8 @@ type secret struct {
 	value string
 }
 
-func newSecret(s config.Secret) (*secret, error) {
-	if s.Kind == "env" {
+func newSecret(s Secret) (*secret, error) {
+	if s.Env {
 		v, ok := os.LookupEnv(s.Name)
 		if !ok || v == "" {
 			return nil, &Error{Field: s.Field, Line: s.Line, Err: fmt.Errorf("environment variable %s is not set", s.Name)}

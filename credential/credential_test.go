@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/hookpace/hookpace/config"
 )
 
 // tokenEndpoint issues tokens of life, counting requests.
@@ -32,8 +30,8 @@ func newOAuth(t *testing.T, url string) *Credentials {
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "secret")
 	os.WriteFile(secret, []byte("s3cret\n"), 0o600)
-	c, err := New(&config.Auth{OAuth2: &config.OAuth2{TokenURL: url + "/token", ClientID: "id",
-		ClientSecret: config.Secret{Kind: "file", Name: secret}}})
+	c, err := New(Options{OAuth2: &OAuth2{TokenURL: url + "/token", ClientID: "id",
+		ClientSecret: Secret{Name: secret}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +81,7 @@ func TestSecretFileRereadWhenChanged(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "v1", "key"), []byte("one"), 0o600)
 	os.Symlink("v1", filepath.Join(dir, "..data"))
 	os.Symlink(filepath.Join("..data", "key"), filepath.Join(dir, "key"))
-	a := &config.Auth{Headers: []config.AuthHeader{{Name: "X-Api-Key", Value: config.Secret{Kind: "file", Name: filepath.Join(dir, "key")}}}}
+	a := Options{Headers: []Header{{Name: "X-Api-Key", Value: Secret{Name: filepath.Join(dir, "key")}}}}
 	c, err := New(a)
 	if err != nil {
 		t.Fatal(err)
@@ -108,8 +106,8 @@ func TestSecretFileRereadWhenChanged(t *testing.T) {
 }
 
 func TestNewNamesTheField(t *testing.T) {
-	_, err := New(&config.Auth{MTLS: &config.MTLS{CertFile: "/nonexistent.crt", KeyFile: "/nonexistent.key", Field: `hosts["a"].auth.mtls`, Line: 7},
-		Headers: []config.AuthHeader{{Name: "X-Key", Value: config.Secret{Kind: "env", Name: "HOOKPACE_TEST_UNSET_VAR", Field: `hosts["a"].auth.headers.X-Key.env`, Line: 9}}}})
+	_, err := New(Options{MTLS: &MTLS{CertFile: "/nonexistent.crt", KeyFile: "/nonexistent.key", Field: `hosts["a"].auth.mtls`, Line: 7},
+		Headers: []Header{{Name: "X-Key", Value: Secret{Env: true, Name: "HOOKPACE_TEST_UNSET_VAR", Field: `hosts["a"].auth.headers.X-Key.env`, Line: 9}}}})
 	var e *Error
 	if err == nil || !errors.As(err, &e) {
 		t.Fatalf("New: %v", err)

@@ -12,8 +12,6 @@ import (
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
-
-	"github.com/hookpace/hookpace/config"
 )
 
 // maxEarly is how long before its expiry a token is replaced at most;
@@ -39,7 +37,7 @@ type tokenSource struct {
 	lastErr string
 }
 
-func newTokenSource(o *config.OAuth2, s *secret, client *http.Client, now func() time.Time) *tokenSource {
+func newTokenSource(o *OAuth2, s *secret, client *http.Client, now func() time.Time) *tokenSource {
 	params := url.Values{}
 	for k, v := range o.Params {
 		params.Set(k, v)

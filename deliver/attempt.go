@@ -64,7 +64,7 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 		// only deliveries that hold a slot, at most the host's concurrency.
 		// If the delete fails (the writer logs why), the webhook stays on
 		// disk and is sent again after a restart (at-least-once).
-		d.opts.Queue.Delete(m)
+		d.opts.Store.Delete(m)
 	}
 
 	d.mu.Lock()
@@ -257,9 +257,9 @@ func (d *Dispatcher) judge(h *host, m *spool.Message, pol Policy, res result, no
 	}
 	switch v {
 	case vRetry:
-		d.opts.Queue.Update(m)
+		d.opts.Store.Update(m)
 	case vDead:
-		d.opts.Queue.Bury(m, reason, now)
+		d.opts.Store.Bury(m, reason, now)
 		d.emitDead(m, reason, now)
 		d.orderedDead(h, m, reason)
 	}

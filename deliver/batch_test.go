@@ -412,7 +412,7 @@ func TestReplacedByNonJSONGoesAlone(t *testing.T) {
 		q.replace = map[uint64]*spool.Message{
 			2: {Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("now plain text")},
 		}
-		d := New(Options{Queue: q, Policy: func(string) Policy { return batchPolicy(10, 1<<20, 0) },
+		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return batchPolicy(10, 1<<20, 0) },
 			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
 		if err := d.Start(); err != nil {
 			t.Fatal(err)
@@ -442,7 +442,7 @@ func TestAllReplacedByNonJSONGoAlone(t *testing.T) {
 		q.replace = map[uint64]*spool.Message{1: plain, 2: plain}
 		p := batchPolicy(10, 1<<20, 0)
 		p.Limits.Concurrency = 1
-		d := New(Options{Queue: q, Policy: func(string) Policy { return p },
+		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return p },
 			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
 		if err := d.Start(); err != nil {
 			t.Fatal(err)

@@ -54,7 +54,7 @@ func (d *Dispatcher) attemptBatch(h *host, ms []*spool.Message, pol Policy, sent
 	}
 	d.autoPause(h.name, pol, res, now)
 	if res.verdict == vDone {
-		d.opts.Queue.DeleteAll(ms) // as in attempt: the slot is kept until this is durable
+		d.opts.Store.DeleteAll(ms) // as in attempt: the slot is kept until this is durable
 	}
 
 	d.mu.Lock()

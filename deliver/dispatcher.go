@@ -28,9 +28,12 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
-// Queue is the durable store the dispatcher works from; *spool.Spool is
-// the real one.
-type Queue interface {
+// The durable queue the dispatcher works from is four dependencies, split
+// by who calls them; *spool.Spool is each of them.
+
+// QueueReader is what the in-memory window reads of the durable queue:
+// the announcements of what became durable and reads of a host's queue.
+type QueueReader interface {
 	// Notify makes the queue announce, from then on, every message that
 	// becomes durable, in id order (see spool.Spool.Notify).
 	Notify(fn func([]*spool.Message))
@@ -44,43 +47,63 @@ type Queue interface {
 	// ReadHost reads host's whole queue, every lane, a part at a time
 	// (for a purge).
 	ReadHost(host string, after spool.HostCursor, max int) ([]*spool.Message, spool.HostCursor, error)
+}
+
+// QueueStore is the write side of the durable queue: the outcomes of
+// attempts, purges and burials, and the hosts' pauses.
+type QueueStore interface {
 	// Delete removes a delivered message and returns once that is durable.
 	Delete(m *spool.Message) error
 	// DeleteAll is Delete for a batch's members.
 	DeleteAll(ms []*spool.Message) error
 	Update(m *spool.Message)
 	Bury(m *spool.Message, reason string, at time.Time)
-	HostUsage(host string) spool.HostUsage
-	Hosts() map[string]spool.HostUsage
-	// SetPaused records durably that host is paused (or no longer is);
-	// Paused lists the hosts so recorded.
-	SetPaused(host string, paused bool) error
-	Paused() ([]string, error)
-
-	// Begin announces an attempt of m, off the dispatcher's lock: it may
-	// wait for a replacement of m being written (a coalesced webhook) and
-	// returns by how much m grew; End says the attempt is over.
-	Begin(m *spool.Message) (grew int64)
-	End(m *spool.Message)
-	// HostCoalesced and HostDeduped count, for host, the webhooks that
-	// replaced a queued one and those answered as duplicates.
-	HostCoalesced(host string) int64
-	HostDeduped(host string) int64
-
-	// RecordAttempt journals one attempt of m (journal.go);
-	// JournalResponseBody is how much of an answer's body it keeps (0:
-	// none).
-	RecordAttempt(m *spool.Message, a spool.Attempt)
-	JournalResponseBody() int
 	// Drop removes ms from the queue (a purge by by); DropLater removes m
 	// once its attempt in flight has ended; BuryAll moves ms to the dead
 	// letters (journal_queue.go).
 	Drop(ms []*spool.Message, by string) (int, error)
 	DropLater(m *spool.Message, by string)
 	BuryAll(ms []*spool.Message, reason string, at time.Time) (int, error)
+	// Begin announces an attempt of m, off the dispatcher's lock: it may
+	// wait for a replacement of m being written (a coalesced webhook) and
+	// returns by how much m grew; End says the attempt is over.
+	Begin(m *spool.Message) (grew int64)
+	End(m *spool.Message)
+	// SetPaused records durably that host is paused (or no longer is);
+	// Paused lists the hosts so recorded.
+	SetPaused(host string, paused bool) error
+	Paused() ([]string, error)
 }
 
-var _ Queue = (*spool.Spool)(nil)
+// QueueStats is what the durable queue counts, for the hosts' status.
+type QueueStats interface {
+	HostUsage(host string) spool.HostUsage
+	Hosts() map[string]spool.HostUsage
+	// HostCoalesced and HostDeduped count, for host, the webhooks that
+	// replaced a queued one and those answered as duplicates.
+	HostCoalesced(host string) int64
+	HostDeduped(host string) int64
+}
+
+// Journal keeps the history of attempts (journal.go). Whether it keeps
+// anything is the journal's own setting: the dispatcher records every
+// attempt and every delivered webhook's request.
+type Journal interface {
+	// RecordAttempt journals one attempt of m; JournalResponseBody is how
+	// much of an answer's body it keeps (0: none).
+	RecordAttempt(m *spool.Message, a spool.Attempt)
+	JournalResponseBody() int
+	// JournalBody keeps delivered m's request, to be sent again
+	// (journal.bodies).
+	JournalBody(m *spool.Message)
+}
+
+var (
+	_ QueueReader = (*spool.Spool)(nil)
+	_ QueueStore  = (*spool.Spool)(nil)
+	_ QueueStats  = (*spool.Spool)(nil)
+	_ Journal     = (*spool.Spool)(nil)
+)
 
 // Policy is everything the dispatcher needs to know about one host.
 type Policy struct {
@@ -133,8 +156,13 @@ type Observer interface {
 
 // Options configure a Dispatcher.
 type Options struct {
-	Queue  Queue
-	Policy func(host string) Policy
+	// Reader, Store, Stats and Journal are the durable queue (usually
+	// one *spool.Spool as all four); each is required.
+	Reader  QueueReader
+	Store   QueueStore
+	Stats   QueueStats
+	Journal Journal
+	Policy  func(host string) Policy
 	// Client sends webhooks; Insecure is used for hosts with
 	// insecure_skip_verify. Neither may follow redirects or use a proxy.
 	Client   *http.Client
@@ -223,6 +251,9 @@ func (noopObserver) BatchWebhooks(context.Context, string, Outcome, int)    {}
 
 // New returns a dispatcher; it sends nothing until Start.
 func New(opts Options) *Dispatcher {
+	if opts.Reader == nil || opts.Store == nil || opts.Stats == nil || opts.Journal == nil {
+		panic("deliver.New: Options.Reader, Store, Stats and Journal are required")
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -266,15 +297,15 @@ func New(opts Options) *Dispatcher {
 func (d *Dispatcher) Start() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	paused, err := d.opts.Queue.Paused()
+	paused, err := d.opts.Store.Paused()
 	if err != nil {
 		return fmt.Errorf("read paused hosts: %w", err)
 	}
 	for _, name := range paused {
 		d.hostLocked(name).gate.Pause()
 	}
-	d.opts.Queue.Notify(d.enqueued)
-	for name, u := range d.opts.Queue.Hosts() {
+	d.opts.Reader.Notify(d.enqueued)
+	for name, u := range d.opts.Stats.Hosts() {
 		if u.Messages > 0 {
 			d.resume(d.hostLocked(name))
 		}

@@ -19,8 +19,9 @@ import (
 	"github.com/hookpace/hookpace/spool"
 )
 
-// memQueue is an in-memory Queue for unit tests of the dispatcher. The real
-// one, Badger, is exercised in spool's tests and in e2e.
+// memQueue is an in-memory queue for unit tests of the dispatcher: all
+// four of its dependencies on the durable queue. The real one, Badger, is
+// exercised in spool's tests and in e2e.
 type memQueue struct {
 	mu sync.Mutex
 	// The coalescing handshake: replace holds, by id, the content Begin
@@ -31,6 +32,7 @@ type memQueue struct {
 	begun     map[uint64]int
 	dropLater map[uint64]bool
 	attempts  map[uint64][]spool.Attempt // the journal
+	bodies    map[uint64]*spool.Message  // the journal's delivered requests
 
 	seq    uint64
 	queued map[string]map[uint64]*spool.Message
@@ -49,8 +51,16 @@ type memQueue struct {
 
 func newMemQueue() *memQueue {
 	return &memQueue{queued: map[string]map[uint64]*spool.Message{}, paused: map[string]bool{},
-		begun: map[uint64]int{}, dropLater: map[uint64]bool{}, attempts: map[uint64][]spool.Attempt{}}
+		begun: map[uint64]int{}, dropLater: map[uint64]bool{}, attempts: map[uint64][]spool.Attempt{},
+		bodies: map[uint64]*spool.Message{}}
 }
+
+var (
+	_ QueueReader = (*memQueue)(nil)
+	_ QueueStore  = (*memQueue)(nil)
+	_ QueueStats  = (*memQueue)(nil)
+	_ Journal     = (*memQueue)(nil)
+)
 
 func (q *memQueue) Begin(m *spool.Message) int64 {
 	q.mu.Lock()
@@ -98,6 +108,13 @@ func (q *memQueue) RecordAttempt(m *spool.Message, a spool.Attempt) {
 }
 
 func (q *memQueue) JournalResponseBody() int { return 1024 }
+
+func (q *memQueue) JournalBody(m *spool.Message) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c := *m
+	q.bodies[m.ID] = &c
+}
 
 func (q *memQueue) Drop(ms []*spool.Message, by string) (int, error) {
 	q.mu.Lock()
@@ -366,7 +383,7 @@ func setup(t *testing.T, rc *receiver, pols map[string]Policy, maxBuffered int64
 	t.Helper()
 	q := newMemQueue()
 	d := New(Options{
-		Queue: q,
+		Reader: q, Store: q, Stats: q, Journal: q,
 		Policy: func(h string) Policy {
 			if p, ok := pols[h]; ok {
 				return p
@@ -388,7 +405,7 @@ func setup(t *testing.T, rc *receiver, pols map[string]Policy, maxBuffered int64
 // the given client; it is stopped at the end of the test.
 func startWith(t *testing.T, q *memQueue, pol Policy, client *http.Client) *Dispatcher {
 	t.Helper()
-	d := New(Options{Queue: q, Policy: func(string) Policy { return pol }, Client: client, Logger: slog.New(slog.DiscardHandler)})
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return pol }, Client: client, Logger: slog.New(slog.DiscardHandler)})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -463,6 +480,9 @@ func TestPacedDeliveryExactlyOnce(t *testing.T) {
 		for id, as := range q.attempts {
 			if len(as) != 1 || as[0].Status != 200 {
 				t.Fatalf("webhook %d: attempts %+v, want one with 200", id, as)
+			}
+			if b := q.bodies[id]; b == nil || string(b.Body) != fmt.Sprint("body-", id-1) {
+				t.Fatalf("webhook %d: the journal kept %+v, want its request", id, b)
 			}
 		}
 	})
@@ -673,7 +693,7 @@ func TestBreakerTransitionsAreLogged(t *testing.T) {
 		p.BackoffInitial, p.BackoffMax = 10*time.Millisecond, 20*time.Millisecond
 		logs := &syncBuffer{}
 		q := newMemQueue()
-		d := New(Options{Queue: q, Policy: func(string) Policy { return p }, Client: &http.Client{Transport: rc},
+		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return p }, Client: &http.Client{Transport: rc},
 			Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		if err := d.Start(); err != nil {
 			t.Fatal(err)
@@ -785,7 +805,7 @@ func TestPauseIsRecordedAndRestored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rc := &receiver{}
 		q := newMemQueue()
-		opts := Options{Queue: q, Policy: func(string) Policy { return policy(100, 10, 2) },
+		opts := Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return policy(100, 10, 2) },
 			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)}
 		first := New(opts)
 		if err := first.Start(); err != nil {
@@ -854,7 +874,7 @@ func TestStopAbandonsWithoutCountingAttempts(t *testing.T) {
 			return 0, nil
 		}}
 		q := newMemQueue()
-		d := New(Options{Queue: q, Policy: func(string) Policy { return policy(10, 10, 2) },
+		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return policy(10, 10, 2) },
 			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
 		if err := d.Start(); err != nil {
 			t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // excerptMax is how much of each answer's body an attempt reads for the
 // journal (0: none).
 func (d *Dispatcher) excerptMax() int {
-	return d.opts.Queue.JournalResponseBody()
+	return d.opts.Journal.JournalResponseBody()
 }
 
 // journalAttempt records one attempt of m, sent alone or as one of batch
@@ -27,15 +27,11 @@ func (d *Dispatcher) journalAttempt(m *spool.Message, res result, at time.Time, 
 	if res.verdict != vDone {
 		a.Error = res.reason
 	}
-	d.opts.Queue.RecordAttempt(m, a)
-	if kb, ok := d.opts.Queue.(bodyKeeper); ok && res.verdict == vDone {
-		kb.JournalBody(m) // journal.bodies: kept to be sent again, before the delete's outcome
+	d.opts.Journal.RecordAttempt(m, a)
+	if res.verdict == vDone {
+		d.opts.Journal.JournalBody(m) // journal.bodies: kept to be sent again, before the delete's outcome
 	}
 }
-
-// bodyKeeper keeps a delivered webhook's request (journal.bodies);
-// *spool.Spool is one.
-type bodyKeeper interface{ JournalBody(m *spool.Message) }
 
 // answerHeader is what of an answer's header the journal may keep: the
 // spool redacts secrets, this leaves out what says nothing.
@@ -81,7 +77,7 @@ func (d *Dispatcher) expire(h *host, m *spool.Message, now time.Time) {
 	d.release(h, m)
 	reason := fmt.Sprintf("max_age %v exceeded at the head of the queue (queued %v ago, %d attempts)",
 		h.pol.MaxAge, now.Sub(m.Enqueued).Round(time.Millisecond), m.Attempts)
-	d.opts.Queue.Bury(m, reason, now)
+	d.opts.Store.Bury(m, reason, now)
 	d.emitDead(m, reason, now)
 	d.orderedDead(h, m, reason)
 	d.log.Info("delivery", "host", h.name, "id", m.Ref().String(), "attempt", m.Attempts, "outcome", "dead",

@@ -71,11 +71,11 @@ const purgeChunk = 1000
 
 func (d *Dispatcher) takeQueue(host string, sel Selection, bury bool) (BacklogResult, error) {
 	res := BacklogResult{Host: host}
-	q := d.opts.Queue
+	q := d.opts.Store
 	now := time.Now()
 	var cur spool.HostCursor
 	for {
-		disk, next, err := d.opts.Queue.ReadHost(host, cur, purgeChunk)
+		disk, next, err := d.opts.Reader.ReadHost(host, cur, purgeChunk)
 		if err != nil || len(disk) == 0 {
 			return res, err // the caller logs what was done, and who asked
 		}
@@ -200,9 +200,9 @@ func (d *Dispatcher) purgedInFlight(h *host, m *spool.Message, v verdict, now ti
 	}
 	d.release(h, m)
 	if !p.bury {
-		d.opts.Queue.DropLater(m, "purged by "+p.by)
+		d.opts.Store.DropLater(m, "purged by "+p.by)
 	} else {
-		d.opts.Queue.Bury(m, "buried by "+p.by, now)
+		d.opts.Store.Bury(m, "buried by "+p.by, now)
 	}
 	return true
 }

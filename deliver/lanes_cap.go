@@ -150,7 +150,7 @@ func (d *Dispatcher) rediscover(h *host) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		lanes := d.opts.Queue.Lanes(h.name)
+		lanes := d.opts.Reader.Lanes(h.name)
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		ls.discovering = false

@@ -63,7 +63,7 @@ func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
 // resume marks h's queue as on disk, at a start: its default lane, and
 // every other lane the spool has, which takes h into lanes.
 func (d *Dispatcher) resume(h *host) {
-	lanes := d.opts.Queue.Lanes(h.name)
+	lanes := d.opts.Reader.Lanes(h.name)
 	if len(lanes) == 1 && lanes[0].Lane == (spool.Lane{}) || len(lanes) == 0 {
 		h.onDisk = true
 		return
@@ -113,7 +113,7 @@ func (d *Dispatcher) loadLanes(h *host) {
 		d.loads <- struct{}{}
 		for i := range jobs {
 			j := &jobs[i]
-			j.msgs, j.err = d.opts.Queue.ReadLane(h.name, j.l.id, j.after, j.n)
+			j.msgs, j.err = d.opts.Reader.ReadLane(h.name, j.l.id, j.after, j.n)
 		}
 		<-d.loads
 		d.mu.Lock()

@@ -94,7 +94,7 @@ func (d *Dispatcher) readBack(h *host, refs []readRef) {
 		errs := make([]error, len(refs))
 		d.loads <- struct{}{}
 		for i, r := range refs {
-			msgs[i], errs[i] = d.opts.Queue.Get(h.name, r.lane.id, r.id)
+			msgs[i], errs[i] = d.opts.Reader.Get(h.name, r.lane.id, r.id)
 		}
 		<-d.loads
 		d.mu.Lock()

@@ -3,7 +3,7 @@ package deliver
 // What operators see of a host's lanes (issue 34, "Visible"): its busiest
 // fairness keys, what it has queued per priority, and the ordering keys
 // that are blocked and on what. The counts come from the spool's memory
-// (Queue.Lanes) and the dispatcher's; the oldest webhook of each busy key
+// (QueueReader.Lanes) and the dispatcher's; the oldest webhook of each busy key
 // is read from the spool only for one host's status (Host), never for the
 // page's thousands.
 
@@ -116,7 +116,7 @@ func (d *Dispatcher) laneStatus(h *host) *LaneStatus {
 	st := &LaneStatus{Keys: len(ls.units), OrderingKeys: len(ls.order), Delayed: ls.delayed.Len(),
 		OrderedDead: ls.dead, LastDeadKey: ls.lastDeadKey, LastDeadWhy: ls.lastDeadWhy}
 	byKey := map[string]int{}
-	for _, u := range d.opts.Queue.Lanes(h.name) {
+	for _, u := range d.opts.Reader.Lanes(h.name) {
 		if st.Priorities == nil {
 			st.Priorities = map[string]int{}
 		}
@@ -167,7 +167,7 @@ func (d *Dispatcher) oldestByKey(host string, st *LaneStatus) {
 	for i := range st.Busiest {
 		k := &st.Busiest[i]
 		for _, p := range []spool.Priority{spool.PriorityHigh, spool.PriorityNormal, spool.PriorityLow} {
-			ms, err := d.opts.Queue.ReadLane(host, spool.Lane{Key: k.Key, Priority: p}, 0, 1)
+			ms, err := d.opts.Reader.ReadLane(host, spool.Lane{Key: k.Key, Priority: p}, 0, 1)
 			if err != nil || len(ms) == 0 {
 				continue
 			}

@@ -63,7 +63,7 @@ func (d *Dispatcher) load(h *host) {
 	go func() {
 		defer d.wg.Done()
 		d.loads <- struct{}{}
-		msgs, err := d.opts.Queue.Read(h.name, after, n)
+		msgs, err := d.opts.Reader.Read(h.name, after, n)
 		<-d.loads
 		d.mu.Lock()
 		defer d.mu.Unlock()

@@ -78,7 +78,7 @@ func (d *Dispatcher) Resume(name string) (bool, error) {
 // change came from them, then the host's gate. Called with pauseMu held
 // and mu not.
 func (d *Dispatcher) setPause(name string, paused bool, by string) error {
-	if err := d.opts.Queue.SetPaused(name, paused); err != nil {
+	if err := d.opts.Store.SetPaused(name, paused); err != nil {
 		return err
 	}
 	if by != byElsewhere && d.opts.Gates != nil {

@@ -93,7 +93,7 @@ type BatchStatus struct {
 
 func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 	st := h.gate.State(now)
-	u := d.opts.Queue.HostUsage(h.name)
+	u := d.opts.Stats.HostUsage(h.name)
 	hs := HostStatus{
 		Host:           h.name,
 		Queued:         u.Messages,
@@ -135,7 +135,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		t := h.lastErrAt.UTC()
 		hs.LastErrorAt = &t
 	}
-	hs.Deduplicated = d.opts.Queue.HostDeduped(h.name)
+	hs.Deduplicated = d.opts.Stats.HostDeduped(h.name)
 	if l := h.learn; l != nil && now.Before(l.until) {
 		lim := h.limits()
 		u := l.until.UTC()

@@ -54,9 +54,12 @@ type Queue interface {
 	Hosts() map[string]spool.HostUsage
 	// ReadHost reads every lane of host's queue (see spool.ReadHost).
 	ReadHost(host string, after spool.HostCursor, max int) ([]*spool.Message, spool.HostCursor, error)
-	// Delete removes a message and returns once that is durable.
-	Delete(m *spool.Message) error
+	// HandedOff removes a message handed off to to, journaled as such, and
+	// returns once that is durable.
+	HandedOff(m *spool.Message, to string) error
 }
+
+var _ Queue = (*spool.Spool)(nil)
 
 // Options configure Run.
 type Options struct {

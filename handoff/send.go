@@ -68,15 +68,9 @@ func (s *sender) handOff(ctx context.Context, m *spool.Message, st HostState) (n
 	}
 }
 
-// delete removes m, handed off under id there: the journal says so when
-// the queue keeps one.
+// delete removes m, handed off under id there, as the journal says.
 func (s *sender) delete(m *spool.Message, id string) error {
-	if q, ok := s.queue.(interface {
-		HandedOff(m *spool.Message, to string) error
-	}); ok {
-		return q.HandedOff(m, "hookpace at "+s.target.Host+" as "+id)
-	}
-	return s.queue.Delete(m)
+	return s.queue.HandedOff(m, "hookpace at "+s.target.Host+" as "+id)
 }
 
 type answer struct {

@@ -58,7 +58,7 @@ func (p *Proxy) handoffOrigin(r *http.Request, pol *Policy, host, claim, mode st
 }
 
 // HostStates applies the pauses and holds that hand-offs carry; the
-// dispatcher (*deliver.Dispatcher), as Options.Pacing, is the real one.
+// dispatcher (*deliver.Dispatcher) is the real one.
 type HostStates interface {
 	// PauseBy pauses host durably, why saying who paused it.
 	PauseBy(host, why string) error
@@ -83,8 +83,8 @@ func (p *Proxy) handoffHost(r *http.Request, pol *Policy, host, claim string) (d
 	if err != nil {
 		return badRequest(err.Error()), true
 	}
-	hs, ok := p.opts.Pacing.(HostStates)
-	if !ok {
+	hs := p.opts.HostStates
+	if hs == nil {
 		return decision{outcome: outcomeError, status: http.StatusServiceUnavailable,
 			reason: "not stored: this hookpace cannot apply the pause or hold the hand-off carries"}, true
 	}

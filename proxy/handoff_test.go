@@ -17,17 +17,18 @@ import (
 
 var _ HostStates = (*deliver.Dispatcher)(nil)
 
-// stateProxy is a proxy on a real spool whose Pacing is a real dispatcher
-// (not started: nothing is delivered), with the hand-off secret secret.
+// stateProxy is a proxy on a real spool whose Pacing and HostStates are a
+// real dispatcher (not started: nothing is delivered), with the hand-off
+// secret secret.
 func stateProxy(t *testing.T, secret []byte) (*Proxy, *spool.Spool, *deliver.Dispatcher, *bytes.Buffer) {
 	t.Helper()
 	var log bytes.Buffer
 	p, sp := laneProxy(t, HostPolicy{}, nil, &log)
-	d := deliver.New(deliver.Options{Queue: sp, Logger: slog.New(slog.DiscardHandler), Policy: func(string) deliver.Policy {
+	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: sp, Logger: slog.New(slog.DiscardHandler), Policy: func(string) deliver.Policy {
 		return deliver.Policy{Limits: pacer.Limits{Rate: 10, Burst: 1, Concurrency: 1,
 			HoldSchedule: []time.Duration{time.Second}, MaxRetryAfter: time.Minute}}
 	}})
-	p.opts.Pacing = d
+	p.opts.Pacing, p.opts.HostStates = d, d
 	pol := *p.policy.Load()
 	pol.HandoffSecret = secret
 	p.SetPolicy(pol)

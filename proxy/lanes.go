@@ -53,7 +53,7 @@ func readLane(r *http.Request, hp *HostPolicy, user string, now time.Time) (lane
 			return l, badLane(HeaderOrderingKey + " given more than once")
 		}
 		if err := config.CheckLaneKey(vs[0]); err != nil {
-			return l, badLane(HeaderOrderingKey + " " + err.Error() + ": want 1 to 200 printable bytes")
+			return l, badLane(HeaderOrderingKey + " " + err.Error() + ": want 1 to " + strconv.Itoa(config.LaneKeyLimit) + " printable bytes")
 		}
 		l.ordering = vs[0]
 	}
@@ -102,7 +102,7 @@ func fairnessKey(r *http.Request, hp *HostPolicy, user string) (string, *decisio
 		return "", nil
 	}
 	if err := config.CheckLaneKey(key); err != nil {
-		return "", badLane(what + " " + err.Error() + ": want 1 to 200 printable bytes")
+		return "", badLane(what + " " + err.Error() + ": want 1 to " + strconv.Itoa(config.LaneKeyLimit) + " printable bytes")
 	}
 	return key, nil
 }
@@ -206,25 +206,14 @@ func badLane(reason string) *decision {
 	return &d
 }
 
-// KeyCounter says how many webhooks a fairness key has queued at a host;
-// *spool.Spool is one. A Spooler that is also a KeyCounter enables
-// fairness.max_queued_per_key.
-type KeyCounter interface {
-	// KeyQueued returns the webhooks queued for key at host over all
-	// priorities, and how many fairness keys have webhooks queued there.
-	KeyQueued(host, key string) (queued, keys int)
-}
-
-var _ KeyCounter = (*spool.Spool)(nil)
-
 // keyFull answers a webhook whose fairness key has max_queued_per_key
 // webhooks queued at host: 429, with a Retry-After from the key's share of
 // the host's rate; nil when the key has room.
 func (p *Proxy) keyFull(host, key string, hp *HostPolicy) *decision {
-	if hp.MaxQueuedPerKey <= 0 || key == "" || p.keys == nil {
+	if hp.MaxQueuedPerKey <= 0 || key == "" {
 		return nil
 	}
-	queued, keys := p.keys.KeyQueued(host, key)
+	queued, keys := p.opts.Spool.KeyQueued(host, key)
 	if int64(queued) < hp.MaxQueuedPerKey {
 		return nil
 	}

@@ -38,6 +38,10 @@ type Spooler interface {
 	// key (see dedupe.go).
 	AppendKeys(ctx context.Context, m *spool.Message, hostLimit int64, k spool.Keys) (spool.Appended, error)
 	Full() *spool.FullError // nil while new webhooks are admitted
+	// KeyQueued returns the webhooks queued for key at host over all
+	// priorities, and how many fairness keys have webhooks queued there
+	// (fairness.max_queued_per_key, lanes.go).
+	KeyQueued(host, key string) (queued, keys int)
 }
 
 var _ Spooler = (*spool.Spool)(nil)
@@ -81,6 +85,10 @@ type Options struct {
 	// Tracing says spans are exported. When false, ingest starts no span
 	// and the app's traceparent travels with the stored headers unchanged.
 	Tracing bool
+	// HostStates applies the pauses and holds that hand-offs carry
+	// (handoff.go); nil: a hand-off that carries one is not stored (503),
+	// so that it stays with the hookpace that knows the state.
+	HostStates HostStates
 }
 
 // Proxy is an http.Handler for the proxy listener.
@@ -95,7 +103,6 @@ type Proxy struct {
 	ca       atomic.Pointer[mitm.CA]
 	tunnels  tunnelBook
 	counts   [NumOutcomes]atomic.Int64
-	keys     KeyCounter // the spool, when it counts fairness keys (lanes.go)
 	// unchecked logs, once, that hand-off claims are ignored for want
 	// of a secret to check them with (see handoffOrigin).
 	unchecked sync.Once
@@ -141,7 +148,6 @@ func New(opts Options) *Proxy {
 		opts.Prop = propagation.TraceContext{}
 	}
 	p := &Proxy{opts: opts, log: opts.Logger, verdicts: egress.NewVerdicts(5*time.Second, 10000)}
-	p.keys, _ = opts.Spool.(KeyCounter)
 	p.policy.Store(&opts.Policy)
 	p.ca.Store(opts.CA)
 	gp := goproxy.NewProxyHttpServer()

@@ -27,7 +27,7 @@ func credentials(cfg *config.Config) (map[*config.Auth]*credential.Credentials, 
 		if _, done := out[a]; done || a == nil {
 			continue
 		}
-		c, err := credential.New(a)
+		c, err := credential.New(credentialOptions(a))
 		for _, e := range flatten(err) {
 			var ce *credential.Error
 			if errors.As(e, &ce) {
@@ -74,4 +74,23 @@ func (f *Files) bindCredentials(tel *telemetry.Telemetry, guard *egress.Swap, ro
 	for _, c := range f.creds {
 		c.Bind(cl)
 	}
+}
+
+// credentialOptions is what a names, for credential.New.
+func credentialOptions(a *config.Auth) credential.Options {
+	secret := func(s config.Secret) credential.Secret {
+		return credential.Secret{Env: s.Kind == "env", Name: s.Name, Field: s.Field, Line: s.Line}
+	}
+	o := credential.Options{KeepAppHeaders: a.KeepAppHeaders}
+	if m := a.MTLS; m != nil {
+		o.MTLS = &credential.MTLS{CertFile: m.CertFile, KeyFile: m.KeyFile, Field: m.Field, Line: m.Line}
+	}
+	if t := a.OAuth2; t != nil {
+		o.OAuth2 = &credential.OAuth2{TokenURL: t.TokenURL, ClientID: t.ClientID, ClientSecret: secret(t.ClientSecret),
+			Scopes: t.Scopes, Audience: t.Audience, Params: t.Params}
+	}
+	for _, h := range a.Headers {
+		o.Headers = append(o.Headers, credential.Header{Name: h.Name, Value: secret(h.Value)})
+	}
+	return o
 }

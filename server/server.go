@@ -250,7 +250,10 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		gates = fleet.NewGates(a.fleet, log)
 	}
 	a.disp = deliver.New(deliver.Options{
-		Queue:    a.spool,
+		Reader:   a.spool,
+		Store:    a.spool,
+		Stats:    a.spool,
+		Journal:  a.spool,
 		Policy:   policies(cfg, a.files.Load()),
 		Client:   deliveryClient(tel, a.guard, roots, false),
 		Insecure: deliveryClient(tel, a.guard, roots, true),
@@ -281,6 +284,8 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Tracer:    tel.Tracer,
 		Prop:      tel.Propagator,
 		Tracing:   tel.Tracing(),
+
+		HostStates: a.disp,
 	})
 	a.proxySrv = &http.Server{Handler: a.proxy, ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: int(cfg.Spool.MaxHeader),

@@ -3,6 +3,7 @@ package spool
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -24,18 +25,42 @@ const prefixLane = 'l'
 // it is part of the key of every webhook of its lane.
 const MaxFairnessKey = 256
 
-// ErrFairnessKey: a fairness key that the spool cannot store (a 0 byte,
-// or longer than MaxFairnessKey). Retrying cannot help.
-var ErrFairnessKey = errors.New("fairness key holds a NUL byte or is longer than 256 bytes")
+// ErrFairnessKey: a fairness key that the spool cannot store (see
+// CheckLaneKey). Retrying cannot help.
+var ErrFairnessKey = errors.New("fairness key is not 1 to 256 printable bytes")
+
+// CheckLaneKey checks a fairness or ordering key: 1 to max bytes (max at
+// most MaxFairnessKey), none of them a control character, so none is the
+// 0 byte that ends a key in the lane layout. It is the one rule for lane
+// keys: config applies it with its own, lower, limit.
+func CheckLaneKey(key string, max int) error {
+	max = min(max, MaxFairnessKey)
+	if key == "" {
+		return errors.New("is empty")
+	}
+	if len(key) > max {
+		return fmt.Errorf("is %d bytes, more than %d", len(key), max)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c == 0x7f {
+			return fmt.Errorf("has a control character (byte %d)", i)
+		}
+	}
+	return nil
+}
 
 // ErrNotQueued: the message is no longer queued (delivered, dead-lettered,
 // purged or handed off).
 var ErrNotQueued = errors.New("message is not queued")
 
-// checkFairness reports whether key can be stored.
+// checkFairness reports whether m's fairness key ("": none) can be
+// stored.
 func checkFairness(key string) error {
-	if len(key) > MaxFairnessKey || strings.IndexByte(key, 0) >= 0 {
-		return ErrFairnessKey
+	if key == "" {
+		return nil
+	}
+	if err := CheckLaneKey(key, MaxFairnessKey); err != nil {
+		return fmt.Errorf("%w: %v", ErrFairnessKey, err)
 	}
 	return nil
 }

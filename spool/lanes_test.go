@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -122,7 +123,7 @@ func TestReadLaneAndCounts(t *testing.T) {
 func TestFairnessKeyRefused(t *testing.T) {
 	s := openTest(t, t.TempDir(), Options{})
 	defer s.Close()
-	for _, key := range []string{"a\x00b", string(make([]byte, MaxFairnessKey+1))} {
+	for _, key := range []string{"a\x00b", "a\nb", strings.Repeat("x", MaxFairnessKey+1)} {
 		err := s.Append(context.Background(), lanedMsg("a.example", 1, key, 0), 0)
 		if !errors.Is(err, ErrFairnessKey) {
 			t.Fatalf("key of %d bytes: %v", len(key), err)
@@ -214,4 +215,23 @@ func TestCoalesceKeepsLane(t *testing.T) {
 		t.Fatalf("next: %v, %v, lane %+v", how, err, next.Lane())
 	}
 	checkLanes(t, s, h, []LaneUsage{{Lane{Key: "B", Priority: PriorityHigh}, 1}}, map[string]int{"B": 1})
+}
+
+// One rule for lane keys, with the caller's limit, never above what the
+// spool stores.
+func TestCheckLaneKey(t *testing.T) {
+	for _, tt := range []struct {
+		key string
+		max int
+		ok  bool
+	}{
+		{"tenant-a", 8, true}, {"tenant-a", 7, false}, {"a b/c:d", 200, true}, {"ü", 2, true},
+		{strings.Repeat("x", MaxFairnessKey), MaxFairnessKey, true},
+		{strings.Repeat("x", MaxFairnessKey+1), MaxFairnessKey + 10, false},
+		{"", 200, false}, {"a\nb", 200, false}, {"a\x7f", 200, false}, {"\x00", 200, false},
+	} {
+		if err := CheckLaneKey(tt.key, tt.max); (err == nil) != tt.ok {
+			t.Errorf("CheckLaneKey(%q, %d) = %v, want ok %v", tt.key, tt.max, err, tt.ok)
+		}
+	}
 }
