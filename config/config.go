@@ -100,6 +100,7 @@ type HostConfig struct {
 	Auth               *Auth      // credentials attached to each attempt (see auth.go); nil = none
 	Fairness           Fairness   // fairness keys within the host (see fairness.go)
 	Priority           Priority   // the share lower priorities keep (see fairness.go)
+	Rewrite            Rewrite    // what of headers and JSON bodies leaves (see rewrite.go)
 }
 
 // Partner limits modes.
