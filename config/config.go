@@ -138,6 +138,11 @@ func (m MITMConfig) Enabled() bool { return m.CACert != "" }
 // it lives exactly as long as the spool does.
 func (c *Config) OwnCADir() string { return filepath.Join(c.Spool.Dir, "mitm") }
 
+// SignKeyPath is where hookpace keeps its own Ed25519 signing key (sign
+// scheme standard-webhooks-v1a without key_file): beside the spool, as
+// its own CA is.
+func (c *Config) SignKeyPath() string { return filepath.Join(c.Spool.Dir, "sign", "ed25519.pem") }
+
 // TrustDir is where the public trust files are written: mitm.public_dir,
 // else the spool directory's trust/, which a container can mount alone.
 func (c *Config) TrustDir() string {
