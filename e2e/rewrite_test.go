@@ -188,3 +188,62 @@ hosts:
 		t.Errorf("node verification of %d signatures: %v\n%s", len(node), err, res)
 	}
 }
+
+// Rules with batches, dedupe and coalescing: each batch member has had
+// the rules applied, a repeat that differs only in a dropped field is a
+// duplicate (dedupe sees the rewritten body), and a coalesced update
+// replaces the queued webhook with its own rewritten body.
+func TestRewriteBatchDedupeCoalesce(t *testing.T) {
+	t.Parallel()
+	rc := NewReceiver(t)
+	hp := Start(t, fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8"]}
+hosts:
+  %q:
+    batch: {max_events: 3, max_wait: 1s}
+    rewrite: {json: {drop: ["$.customer.email"], mask: ["$.card.number"]}}
+`, rc.Host()))
+	if out, err := hp.CLI("pause", rc.Host()); err != nil {
+		t.Fatalf("pause: %v %s", err, out)
+	}
+	c := hp.Client()
+	post := func(i int, email string, h http.Header) http.Header {
+		t.Helper()
+		h.Set("Content-Type", "application/json")
+		body := bytes.Replace(rewriteBody(i), []byte(rewriteEmail), []byte(email), 1)
+		status, hdr, b := PostRaw(t, c, rc.URL+"/hook", body, h)
+		if status != http.StatusAccepted {
+			t.Fatalf("webhook %d: %d %s", i, status, b)
+		}
+		return hdr
+	}
+	post(0, rewriteEmail, http.Header{})
+	post(1, rewriteEmail, http.Header{"Idempotency-Key": {"k1"}})
+	if h := post(1, "other-"+rewriteEmail, http.Header{"Idempotency-Key": {"k1"}}); h.Get("X-Hookpace-Duplicate") != "true" {
+		t.Errorf("a repeat differing only in a dropped field: %v, want a duplicate", h)
+	}
+	post(2, rewriteEmail, http.Header{"Hookpace-Coalesce-Key": {"c1"}})
+	if h := post(3, rewriteEmail, http.Header{"Hookpace-Coalesce-Key": {"c1"}}); h.Get("X-Hookpace-Coalesced") != "true" {
+		t.Errorf("the update: %v, want coalesced", h)
+	}
+	if out, err := hp.CLI("resume", rc.Host()); err != nil {
+		t.Fatalf("resume: %v %s", err, out)
+	}
+	rc.WaitFor(t, 30*time.Second, "the batch", func(as []Arrival) bool { return Delivered2xx(as) >= 1 })
+	as := rc.Arrivals()
+	var members []map[string]any
+	if len(as) != 1 || json.Unmarshal(as[0].Body, &members) != nil || len(members) != 3 {
+		t.Fatalf("%d requests; first body %s: want one batch of 3", len(as), as[0].Body)
+	}
+	for i, want := range []string{"evt_0", "evt_1", "evt_3"} {
+		m := members[i]
+		cust, _ := m["customer"].(map[string]any)
+		card, _ := m["card"].(map[string]any)
+		if m["id"] != want || cust["email"] != nil || cust["name"] != "Ann" || card["number"] != "[masked]" {
+			t.Errorf("member %d: %v, want %s rewritten", i, m, want)
+		}
+	}
+	if bytes.Contains(as[0].Body, []byte("corp.example")) || bytes.Contains(as[0].Body, []byte(rewriteCard)) {
+		t.Errorf("a dropped or masked value arrived: %s", as[0].Body)
+	}
+}
