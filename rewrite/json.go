@@ -11,8 +11,8 @@ import (
 // JSON is a host's JSON field rules: the values at Drop are removed with
 // their member (or array element), those at Mask replaced by Marker.
 //
-// Apply works on the body's bytes (json.RawMessage), not on a decoded
-// tree: only the objects and arrays on the way to a matched value are
+// Apply works on the body's bytes (as json.RawMessage would), not on a
+// decoded tree: only the objects and arrays on the way to a matched value are
 // taken apart and written again; every other value keeps its bytes
 // exactly, so key order, number precision, escapes and duplicate keys
 // elsewhere are as the app sent them.
@@ -27,7 +27,7 @@ type JSON struct {
 // leaks) and equal values are not linkable.
 const Marker = "[masked]"
 
-var markerJSON = json.RawMessage(`"` + Marker + `"`)
+var markerJSON = []byte(`"` + Marker + `"`)
 
 // ErrNotJSON is the answer for a body that must be JSON and is not.
 var ErrNotJSON = errors.New("body is not JSON")
@@ -160,7 +160,7 @@ func apply(raw []byte, steps []step, drop bool) ([]byte, int, error) {
 // visit applies the rule to one matched value: the last step drops or
 // masks it, an earlier one goes down into it. keep is false for a value
 // to remove.
-func visit(val *json.RawMessage, steps []step, last, drop bool) (n int, keep bool, err error) {
+func visit(val *[]byte, steps []step, last, drop bool) (n int, keep bool, err error) {
 	if last {
 		if drop {
 			return 1, false, nil
@@ -178,50 +178,123 @@ func visit(val *json.RawMessage, steps []step, last, drop bool) (n int, keep boo
 
 type member struct {
 	key string
-	val json.RawMessage
+	val []byte
 }
 
-// members splits the object v into its members, in order, duplicates kept.
+// errShape is a body that json.Valid accepted and the splitter could not
+// follow: a bug, reported rather than a panic.
+var errShape = errors.New("unexpected JSON shape")
+
+// members splits the object v (valid JSON) into its members, in order,
+// duplicates kept. Values are slices of v.
 func members(v []byte) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(v))
-	if _, err := dec.Token(); err != nil { // {
-		return nil, err
-	}
 	var out []member
-	for dec.More() {
-		t, err := dec.Token()
+	i := skipSpace(v, 1)
+	for i < len(v) && v[i] != '}' {
+		if v[i] != '"' {
+			return nil, errShape
+		}
+		kend := skipString(v, i)
+		key, err := unquote(v[i:kend])
 		if err != nil {
 			return nil, err
 		}
-		k, ok := t.(string)
-		if !ok {
-			return nil, fmt.Errorf("object key is %v, not a string", t)
+		i = skipSpace(v, kend)
+		if i >= len(v) || v[i] != ':' {
+			return nil, errShape
 		}
-		var m member
-		m.key = k
-		if err := dec.Decode(&m.val); err != nil {
-			return nil, err
+		start := skipSpace(v, i+1)
+		end := skipValue(v, start)
+		if end <= start {
+			return nil, errShape
 		}
-		out = append(out, m)
+		out = append(out, member{key: key, val: v[start:end]})
+		if i = skipSpace(v, end); i < len(v) && v[i] == ',' {
+			i = skipSpace(v, i+1)
+		}
 	}
 	return out, nil
 }
 
-// elements splits the array v into its elements, in order.
-func elements(v []byte) ([]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(v))
-	if _, err := dec.Token(); err != nil { // [
-		return nil, err
-	}
-	var out []json.RawMessage
-	for dec.More() {
-		var e json.RawMessage
-		if err := dec.Decode(&e); err != nil {
-			return nil, err
+// elements splits the array v (valid JSON) into its elements, in order.
+func elements(v []byte) ([][]byte, error) {
+	var out [][]byte
+	i := skipSpace(v, 1)
+	for i < len(v) && v[i] != ']' {
+		end := skipValue(v, i)
+		if end <= i {
+			return nil, errShape
 		}
-		out = append(out, e)
+		out = append(out, v[i:end])
+		if i = skipSpace(v, end); i < len(v) && v[i] == ',' {
+			i = skipSpace(v, i+1)
+		}
 	}
 	return out, nil
+}
+
+func skipSpace(v []byte, i int) int {
+	for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string that starts at v[i].
+func skipString(v []byte, i int) int {
+	for i++; i < len(v); i++ {
+		switch v[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(v)
+}
+
+// skipValue returns the index after the value that starts at v[i] (v is
+// valid JSON, so only strings and brackets need following).
+func skipValue(v []byte, i int) int {
+	if i >= len(v) {
+		return i
+	}
+	switch v[i] {
+	case '"':
+		return skipString(v, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(v); i++ {
+			switch v[i] {
+			case '"':
+				i = skipString(v, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(v)
+	}
+	for ; i < len(v); i++ {
+		switch v[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+	}
+	return i
+}
+
+// unquote decodes the JSON string q, quotes included.
+func unquote(q []byte) (string, error) {
+	if bytes.IndexByte(q, '\\') < 0 {
+		return string(q[1 : len(q)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(q, &s)
+	return s, err
 }
 
 func encodeObject(ms []member) []byte {
@@ -242,7 +315,7 @@ func encodeObject(ms []member) []byte {
 	return append(b, '}')
 }
 
-func encodeArray(es []json.RawMessage) []byte {
+func encodeArray(es [][]byte) []byte {
 	n := 2
 	for _, e := range es {
 		n += len(e) + 1

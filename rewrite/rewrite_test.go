@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"reflect"
@@ -175,5 +176,66 @@ func TestCheckName(t *testing.T) {
 		if err := CheckName(tc.name, signed); (err == nil) != tc.ok {
 			t.Errorf("CheckName(%q, %v) = %v, want ok %v", tc.name, tc.signing, err, tc.ok)
 		}
+	}
+}
+
+func BenchmarkJSONApply1KiB(b *testing.B) {
+	body := []byte(`{"event":"invoice.paid","id":"evt_0123456789","data":"` + strings.Repeat("abcdefghij", 100) + `"}`)
+	mask, _ := ParsePath("$.id")
+	j := &JSON{Mask: []Path{mask}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, a, err := j.Apply(body); err != nil || a.Masked != 1 {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Strings holding brackets, quotes and escapes, and nesting, do not lead
+// the splitter astray; whatever the input, the output is JSON and a body
+// no rule matched comes back unchanged.
+func FuzzJSONApply(f *testing.F) {
+	for _, s := range []string{
+		`{"a":"}]\"{[","b":[{"c":"x\\"},{"c":{"d":[1,{"e":"]"}]}}],"c":1}`,
+		`{"a" : 1 , "b" : [ { "c" : true } , null ] }`,
+		`[{"a":1},{"b":[{"c":2}]}]`,
+		`{"\u0061":1,"b":[]}`,
+		`"a"`, `12`, `{}`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	drop, _ := ParsePath("$.a")
+	mask, _ := ParsePath("$.b[*].c")
+	j := &JSON{Drop: []Path{drop}, Mask: []Path{mask}}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, a, err := j.Apply(in)
+		if !json.Valid(in) {
+			if !errors.Is(err, ErrNotJSON) {
+				t.Fatalf("invalid input: %v", err)
+			}
+			return
+		}
+		if err != nil || !json.Valid(out) {
+			t.Fatalf("Apply(%s) = %s, %v", in, out, err)
+		}
+		if !a.Changed() && string(out) != string(in) {
+			t.Fatalf("no hit, yet %s became %s", in, out)
+		}
+		var v any
+		_ = json.Unmarshal(out, &v)
+		if m, ok := v.(map[string]any); ok {
+			if _, has := m["a"]; has {
+				t.Fatalf("$.a survived: %s", out)
+			}
+		}
+	})
+}
+
+// The unescaped key "a" is matched as written in any spelling.
+func TestJSONApplyEscapedKey(t *testing.T) {
+	j := &JSON{Drop: paths(t, "$.a")}
+	out, _, err := j.Apply([]byte(`{"\u0061":1,"b":"}"}`))
+	if err != nil || string(out) != `{"b":"}"}` {
+		t.Errorf("got %s, %v", out, err)
 	}
 }
