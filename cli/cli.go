@@ -271,5 +271,6 @@ func checkConfig(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d hosts, listen %s, admin %s)\n", path, len(cfg.Hosts), cfg.Listen, cfg.Admin)
 	fmt.Fprintf(stdout, "https: %s\n", describeHTTPS(cfg))
+	printRewrites(stdout, cfg)
 	return nil
 }
