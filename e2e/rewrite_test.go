@@ -90,6 +90,13 @@ hosts:
 		t.Errorf("msg show: %v\n%s", err, out)
 	}
 
+	metrics := hp.Metrics()
+	for _, name := range []string{"hookpace_rewrite_webhooks_total", "hookpace_rewrite_dropped_fields_total", "hookpace_rewrite_masked_fields_total"} {
+		if want := fmt.Sprintf("%s{host=%q} %d", name, rc.Host(), n); !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	// Nothing under the spool directory holds either value: Badger's
 	// value logs, tables and manifests, the journal, everything.
 	hp.Kill()

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 
 	"github.com/hookpace/hookpace/rewrite"
@@ -13,7 +14,7 @@ import (
 // with m's headers (rewrite.AppliedHeader) for the journal; delivery
 // removes that header. A body that the rules need as JSON and is not
 // gets 400.
-func (p *Proxy) rewriteBody(host string, rules *rewrite.JSON, m *spool.Message) (decision, bool) {
+func (p *Proxy) rewriteBody(ctx context.Context, host string, rules *rewrite.JSON, m *spool.Message) (decision, bool) {
 	delete(m.Header, rewrite.AppliedHeader) // only hookpace writes it
 	if rules == nil {
 		return decision{}, false
@@ -33,5 +34,6 @@ func (p *Proxy) rewriteBody(host string, rules *rewrite.JSON, m *spool.Message) 
 	clear(m.Body)
 	m.Body = out
 	m.Header[rewrite.AppliedHeader] = []string{applied.String()}
+	p.opts.Metrics.Rewritten(ctx, host, applied.Dropped, applied.Masked)
 	return decision{}, false
 }

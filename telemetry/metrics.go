@@ -61,6 +61,7 @@ type Metrics struct {
 	state         stateInstruments
 	fleet         fleetInstruments
 	dedupe        dedupeInstruments
+	rewrite       rewriteInstruments
 	tunnels       metric.Int64Counter
 
 	// Ingest counts are plain atomics, observed at collection: every
@@ -171,6 +172,9 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		return nil, err
 	}
 	if err = m.initDedupe(meter); err != nil {
+		return nil, err
+	}
+	if err = m.initRewrite(meter); err != nil {
 		return nil, err
 	}
 	if _, err = meter.RegisterCallback(m.observe,
