@@ -217,3 +217,38 @@ func validHeaderValue(v string) bool {
 	}
 	return true
 }
+
+// String describes the rules ("" for none): "headers set X-Tenant: acme;
+// headers remove X-Internal-Trace; json drop $.customer.email; json mask
+// $.card.number". Header values here are not secret (auth.headers are).
+func (r Rewrite) String() string {
+	var parts []string
+	if h := r.Headers; h != nil {
+		var set []string
+		for _, s := range h.Set {
+			set = append(set, s.Name+": "+s.Value)
+		}
+		if len(set) > 0 {
+			parts = append(parts, "headers set "+strings.Join(set, ", "))
+		}
+		if len(h.Remove) > 0 {
+			parts = append(parts, "headers remove "+strings.Join(h.Remove, ", "))
+		}
+	}
+	if j := r.JSON; j != nil {
+		for _, l := range []struct {
+			what  string
+			paths []rewrite.Path
+		}{{"json drop ", j.Drop}, {"json mask ", j.Mask}} {
+			if len(l.paths) == 0 {
+				continue
+			}
+			ps := make([]string, len(l.paths))
+			for i, p := range l.paths {
+				ps[i] = p.String()
+			}
+			parts = append(parts, l.what+strings.Join(ps, ", "))
+		}
+	}
+	return strings.Join(parts, "; ")
+}

@@ -110,6 +110,9 @@ type Policy struct {
 	// Rewrite sets and removes headers of each attempt, before hookpace's
 	// own are set and before signing (package rewrite); nil: none.
 	Rewrite *rewrite.Headers
+	// RewriteRules describes the host's rewrite rules, headers and JSON,
+	// for the status page ("" for none).
+	RewriteRules string
 	// Batch sends webhooks to the same URL with JSON bodies together
 	// (batch.go); nil: one webhook per request.
 	Batch *Batch

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -88,6 +89,17 @@ hosts:
 	out, err := hp.CLI("msg", "show", ids[0])
 	if err != nil || !strings.Contains(out, "drop $.customer.email (1); mask $.card.number (1)") {
 		t.Errorf("msg show: %v\n%s", err, out)
+	}
+
+	// The status page's host row shows the rules in force.
+	resp, err := http.Get("http://" + hp.Admin + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := "rewrite: headers set X-Tenant: acme; headers remove X-Internal-Trace; json drop $.customer.email; json mask $.card.number"; !strings.Contains(string(page), want) {
+		t.Errorf("the status page lacks %q", want)
 	}
 
 	metrics := hp.Metrics()

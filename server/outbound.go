@@ -62,9 +62,10 @@ func Policy(hc config.HostConfig, signer *sign.Signer) deliver.Policy {
 			Envelope: b.Format == config.BatchEnvelope, Headers: b.Headers}
 	}
 	return deliver.Policy{
-		Signer:  signer,
-		Rewrite: hc.Rewrite.Headers,
-		Batch:   batch,
+		Signer:       signer,
+		Rewrite:      hc.Rewrite.Headers,
+		RewriteRules: hc.Rewrite.String(),
+		Batch:        batch,
 		Limits: pacer.Limits{
 			Rate:            hc.Rate.PerSecond(),
 			Burst:           hc.Burst,
