@@ -85,6 +85,7 @@ type hostView struct {
 	Hold, HoldUntil, HoldTitle string
 	OldestAge, LastStatusText  string
 	AuthText                   string        // the credentials hookpace attaches, never a secret
+	RewriteText                string        // the host's rewrite rules
 	ConcurrencyNote            string        // concurrency: auto: the limit and why
 	Attention                  bool          // highlighted
 	Trend                      template.HTML // the sparkline; "" without a history
@@ -127,6 +128,9 @@ func (r hostRow) view(now time.Time) hostView {
 		if a.LastError != "" {
 			v.AuthText += "; last token error: " + a.LastError
 		}
+	}
+	if r.Rewrite != "" {
+		v.RewriteText = "rewrite: " + r.Rewrite
 	}
 	if r.FleetInFlight != nil {
 		v.FleetInFlight = strconv.Itoa(*r.FleetInFlight)

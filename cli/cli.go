@@ -29,6 +29,7 @@ Usage:
   hookpace ca bundle [--config FILE]   path of the trust bundle (system roots + hookpace's CA) for apps
   hookpace ca cert [--config FILE]     path of hookpace's CA certificate
   hookpace ca init --dir DIR           create your own CA instead (DIR/ca.crt, DIR/ca.key)
+  hookpace sign public-key --config FILE --host HOST   the whpk_ key partners verify v1a signatures with
   hookpace status [--json] [--fleet]   table of hosts: queued, in flight, rate, held, breaker
   hookpace pause HOST | resume HOST    stop / restart sending to one host
   hookpace health [--ready]            exit 0 if the admin API is healthy (for probes)
@@ -67,7 +68,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	// "hookpace ca --help", "hookpace dead -h": commands with
 	// subcommands answer before looking for one.
-	if (cmd == "ca" || cmd == "dead" || cmd == "msg" || cmd == "queue") && len(args) > 0 && isHelp(args[0]) {
+	if (cmd == "ca" || cmd == "dead" || cmd == "msg" || cmd == "queue" || cmd == "sign") && len(args) > 0 && isHelp(args[0]) {
 		printHelp(stdout, cmd, nil)
 		return 0
 	}
@@ -93,6 +94,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = msgCmd(args, stdout)
 	case "queue":
 		err = queueCmd(args, stdout)
+	case "sign":
+		err = signCmd(args, stdout)
 	case "version":
 		err = version(args, stdout)
 	case "help":
@@ -268,5 +271,6 @@ func checkConfig(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d hosts, listen %s, admin %s)\n", path, len(cfg.Hosts), cfg.Listen, cfg.Admin)
 	fmt.Fprintf(stdout, "https: %s\n", describeHTTPS(cfg))
+	printRewrites(stdout, cfg)
 	return nil
 }

@@ -50,6 +50,16 @@ The config is --config FILE, else $HOOKPACE_CONFIG, else the embedded
 defaults. bundle and cert work while hookpace runs, and say what to do
 when the CA does not exist yet.
 `,
+	"sign": `Usage: hookpace sign public-key [--config FILE] --host HOST
+
+Prints the public key that verifies the v1a (Ed25519) signatures hookpace
+sends to HOST (sign: {scheme: standard-webhooks-v1a}), in Standard
+Webhooks' form: whpk_ followed by base64 of the 32-byte key; one line per
+key, two during a rotation (key_files). Give it to the partner. When the
+host uses hookpace's own key (no key_file) and there is none yet, it is
+created beside the spool (spool.dir/sign/ed25519.pem, mode 0600), the key a
+start then signs with. The config is --config FILE, else $HOOKPACE_CONFIG.
+`,
 	"status": `Usage: hookpace status [--json] [--host TEXT] [--fleet] [--admin ADDR | --config FILE]
 
 Prints the spool's usage and one row per host: queued, in flight, rate,

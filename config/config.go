@@ -101,6 +101,7 @@ type HostConfig struct {
 	Auth               *Auth      // credentials attached to each attempt (see auth.go); nil = none
 	Fairness           Fairness   // fairness keys within the host (see fairness.go)
 	Priority           Priority   // the share lower priorities keep (see fairness.go)
+	Rewrite            Rewrite    // what of headers and JSON bodies leaves (see rewrite.go)
 }
 
 // Partner limits modes.
@@ -137,6 +138,11 @@ func (m MITMConfig) Enabled() bool { return m.CACert != "" }
 // OwnCADir is where hookpace keeps its own CA: beside the spool, so that
 // it lives exactly as long as the spool does.
 func (c *Config) OwnCADir() string { return filepath.Join(c.Spool.Dir, "mitm") }
+
+// SignKeyPath is where hookpace keeps its own Ed25519 signing key (sign
+// scheme standard-webhooks-v1a without key_file): beside the spool, as
+// its own CA is.
+func (c *Config) SignKeyPath() string { return filepath.Join(c.Spool.Dir, "sign", "ed25519.pem") }
 
 // TrustDir is where the public trust files are written: mitm.public_dir,
 // else the spool directory's trust/, which a container can mount alone.

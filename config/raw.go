@@ -137,6 +137,7 @@ type rawHost struct {
 	Auth               yaml.Node            `yaml:"auth"`     // see resolveAuth (the host's credentials)
 	Fairness           yaml.Node            `yaml:"fairness"` // see resolveFairness
 	Priority           yaml.Node            `yaml:"priority"` // see resolvePriority
+	Rewrite            yaml.Node            `yaml:"rewrite"`  // see resolveRewrite
 }
 
 type rawMITM struct {

@@ -222,6 +222,10 @@ func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExpli
 	h.Auth = resolveAuth(p, f("auth"), &r.Auth, base.Auth)
 	h.Fairness = resolveFairness(p, f("fairness"), &r.Fairness, base.Fairness)
 	h.Priority = resolvePriority(p, f("priority"), &r.Priority, base.Priority)
+	h.Rewrite = resolveRewrite(p, f("rewrite"), &r.Rewrite, base.Rewrite, h.Sign)
+	if sn := deref(&r.Sign); sn.Kind != 0 && deref(&r.Rewrite).Kind == 0 {
+		checkRewriteSigning(p, path, sn.Line, h.Rewrite, h.Sign)
+	}
 
 	// Cross-field checks are reported only where one of the fields is set:
 	// a violation wholly inherited from defaults is reported there.

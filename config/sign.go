@@ -21,13 +21,16 @@ import (
 //
 // A host's sign block replaces the one in defaults as a whole.
 type Signing struct {
-	Scheme  string   // sign.StandardWebhooks or sign.HMACSHA256
+	Scheme  string   // sign.StandardWebhooks, sign.StandardWebhooksV1a or sign.HMACSHA256
 	Header  string   // hmac-sha256: the header that carries sha256=<hex>
 	Replace bool     // overwrite signature headers the app sent
 	Prefix  string   // before each Standard Webhooks header name ("" = the standard names)
-	Secrets []Secret // where each secret is, never the secret itself
-	Field   string   // the block's path ("defaults.sign", `hosts["a.example"].sign`)
-	Line    int      // the block's line
+	Secrets []Secret // where each secret is, never the secret itself (v1a: optional, v1 signatures beside)
+	// KeyFiles are v1a's Ed25519 private keys (1 or 2: rotation); none:
+	// hookpace's own, created beside the spool (Config.SignKeyPath).
+	KeyFiles []Secret
+	Field    string // the block's path ("defaults.sign", `hosts["a.example"].sign`)
+	Line     int    // the block's line
 }
 
 // Secret is where one signing secret is: a file or an environment
@@ -45,12 +48,14 @@ func (s Secret) String() string { return s.Kind + " " + s.Name }
 const SignNone = "none"
 
 type rawSign struct {
-	Scheme     opt[string] `yaml:"scheme"`
-	SecretFile opt[string] `yaml:"secret_file"`
-	SecretEnv  opt[string] `yaml:"secret_env"`
-	Secrets    yaml.Node   `yaml:"secrets"` // see secretSources
-	Header     opt[string] `yaml:"header"`
-	Replace    opt[bool]   `yaml:"replace"`
+	Scheme     opt[string]        `yaml:"scheme"`
+	SecretFile opt[string]        `yaml:"secret_file"`
+	SecretEnv  opt[string]        `yaml:"secret_env"`
+	Secrets    yaml.Node          `yaml:"secrets"` // see secretSources
+	Header     opt[string]        `yaml:"header"`
+	Replace    opt[bool]          `yaml:"replace"`
+	KeyFile    opt[string]        `yaml:"key_file"`
+	KeyFiles   opt[[]opt[string]] `yaml:"key_files"`
 }
 
 type rawSecret struct {
@@ -59,7 +64,8 @@ type rawSecret struct {
 }
 
 var (
-	signFields   = map[string]bool{"scheme": true, "secret_file": true, "secret_env": true, "secrets": true, "header": true, "replace": true}
+	signFields = map[string]bool{"scheme": true, "secret_file": true, "secret_env": true, "secrets": true, "header": true, "replace": true,
+		"key_file": true, "key_files": true}
 	secretFields = map[string]bool{"file": true, "env": true}
 )
 
@@ -68,16 +74,16 @@ var (
 // recording problems when the block is invalid.
 func resolveSign(p *problems, path string, n *yaml.Node, base *Signing) *Signing {
 	var r rawSign
-	if n = deref(n); !decodeBlock(p, path, n, signFields, "scheme, secret_file, secret_env, secrets, header, replace", &r) {
+	if n = deref(n); !decodeBlock(p, path, n, signFields, "scheme, secret_file, secret_env, secrets, header, replace, key_file, key_files", &r) {
 		return base
 	}
 	f := func(name string) string { return path + "." + name }
 	sc := &Signing{}
 	if !r.Scheme.Set && r.Scheme.Err == nil {
-		p.add(n.Line, f("scheme"), "required: %s, %s or %s", sign.StandardWebhooks, sign.HMACSHA256, SignNone)
+		p.add(n.Line, f("scheme"), "required: %s, %s, %s or %s", sign.StandardWebhooks, sign.StandardWebhooksV1a, sign.HMACSHA256, SignNone)
 		return base
 	}
-	if !field(p, f("scheme"), r.Scheme, &sc.Scheme, oneOf(sign.StandardWebhooks, sign.HMACSHA256, SignNone)) {
+	if !field(p, f("scheme"), r.Scheme, &sc.Scheme, oneOf(sign.StandardWebhooks, sign.StandardWebhooksV1a, sign.HMACSHA256, SignNone)) {
 		return base
 	}
 	if sc.Scheme == SignNone {
@@ -88,10 +94,16 @@ func resolveSign(p *problems, path string, n *yaml.Node, base *Signing) *Signing
 	switch {
 	case sc.Scheme == sign.HMACSHA256 && sc.Header == "" && r.Header.Err == nil:
 		p.add(n.Line, f("header"), "required with scheme hmac-sha256 (the header that carries sha256=<hex>)")
-	case sc.Scheme == sign.StandardWebhooks && r.Header.Set:
-		p.add(r.Header.Line, f("header"), "only for scheme hmac-sha256 (standard-webhooks sends webhook-signature)")
+	case sc.Scheme != sign.HMACSHA256 && r.Header.Set:
+		p.add(r.Header.Line, f("header"), "only for scheme hmac-sha256 (%s sends webhook-signature)", sc.Scheme)
 	case sc.Scheme == sign.HMACSHA256 && isStandardHeader(sc.Header):
 		p.add(r.Header.Line, f("header"), "%s is a Standard Webhooks header: use scheme standard-webhooks", sc.Header)
+	}
+	if sc.Scheme == sign.StandardWebhooksV1a {
+		return resolveV1a(p, path, n, &r, sc, base)
+	}
+	if r.KeyFile.Set || r.KeyFiles.Set {
+		p.add(firstLine(r.KeyFile.Line, r.KeyFiles.Line), f("key_file"), "only for scheme %s (Ed25519 keys)", sign.StandardWebhooksV1a)
 	}
 	srcs := secretSources(p, path, n, &r)
 	if len(srcs) == 0 {
@@ -102,6 +114,40 @@ func resolveSign(p *problems, path string, n *yaml.Node, base *Signing) *Signing
 		return base
 	}
 	sc.Secrets, sc.Field, sc.Line = srcs, path, n.Line
+	return sc
+}
+
+// resolveV1a resolves the rest of a v1a sign block: its keys, and the v1
+// secrets that also sign during a migration.
+func resolveV1a(p *problems, path string, n *yaml.Node, r *rawSign, sc *Signing, base *Signing) *Signing {
+	before := len(p.errs)
+	f := func(name string) string { return path + "." + name }
+	switch {
+	case r.KeyFile.Set && r.KeyFiles.Set:
+		p.add(r.KeyFiles.Line, f("key_files"), "set one of key_file and key_files")
+	case r.KeyFile.Set || r.KeyFile.Err != nil:
+		var v string
+		if field(p, f("key_file"), r.KeyFile, &v, nonEmpty) {
+			sc.KeyFiles = []Secret{{Kind: "file", Name: strings.TrimSpace(v), Field: f("key_file"), Line: r.KeyFile.Line}}
+		}
+	case r.KeyFiles.Set || r.KeyFiles.Err != nil:
+		var vs []string
+		list(p, f("key_files"), r.KeyFiles, &vs, nonEmpty, true)
+		if len(vs) > sign.MaxSecrets {
+			p.add(r.KeyFiles.Line, f("key_files"), "want 1 or %d key files (rotation), got %d", sign.MaxSecrets, len(vs))
+		}
+		for i, v := range vs {
+			sc.KeyFiles = append(sc.KeyFiles, Secret{Kind: "file", Name: strings.TrimSpace(v),
+				Field: fmt.Sprintf("%s[%d]", f("key_files"), i), Line: r.KeyFiles.V[i].Line})
+		}
+	}
+	if r.SecretFile.Set || r.SecretEnv.Set || deref(&r.Secrets).Kind != 0 || r.SecretFile.Err != nil || r.SecretEnv.Err != nil {
+		sc.Secrets = secretSources(p, path, n, r) // v1 beside v1a, for a migration
+	}
+	if len(p.errs) > before {
+		return base
+	}
+	sc.Field, sc.Line = path, n.Line
 	return sc
 }
 

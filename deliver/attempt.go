@@ -107,6 +107,7 @@ func (d *Dispatcher) post(ctx context.Context, pol Policy, method, url string, h
 	if _, ok := hdr["User-Agent"]; !ok {
 		hdr["User-Agent"] = nil // send none rather than Go's default
 	}
+	pol.Rewrite.Apply(hdr) // the host's header rules; hookpace's own headers and the signature follow
 	// What the receiver de-duplicates on: the id the app got with its 202.
 	if pol.IDHeader != "" {
 		hdr.Set(pol.IDHeader, id)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookpace/hookpace/credential"
 	"github.com/hookpace/hookpace/pacer"
+	"github.com/hookpace/hookpace/rewrite"
 	"github.com/hookpace/hookpace/sign"
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/propagation"
@@ -129,6 +130,12 @@ type Policy struct {
 	PartnerLimitsTTL time.Duration
 	// Signer signs each attempt (package sign); nil: not signed.
 	Signer *sign.Signer
+	// Rewrite sets and removes headers of each attempt, before hookpace's
+	// own are set and before signing (package rewrite); nil: none.
+	Rewrite *rewrite.Headers
+	// RewriteRules describes the host's rewrite rules, headers and JSON,
+	// for the status page ("" for none).
+	RewriteRules string
 	// Batch sends webhooks to the same URL with JSON bodies together
 	// (batch.go); nil: one webhook per request.
 	Batch *Batch

@@ -68,6 +68,8 @@ type HostStatus struct {
 	RateWhy          string `json:"rate_why,omitempty"`
 	// Batching hosts only (batch.go).
 	Batch *BatchStatus `json:"batch,omitempty"`
+	// Rewrite is the rewrite rules in force for the host ("" for none).
+	Rewrite string `json:"rewrite,omitempty"`
 	// Hosts in lanes only (lanes.go).
 	Lanes *LaneStatus `json:"lanes,omitempty"`
 	// WaitingForSlot: the host has a webhook to send and waits its turn
@@ -125,6 +127,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		as := a.Status()
 		hs.Auth = &as
 	}
+	hs.Rewrite = h.pol.RewriteRules
 	if b := h.pol.Batch; b != nil {
 		hs.Batch = &BatchStatus{Format: "json-array", MaxEvents: b.MaxEvents, Requests: h.batches.requests, Webhooks: h.batches.webhooks}
 		if b.Envelope {

@@ -166,6 +166,9 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 		}
 		return badRequest("reading body: " + err.Error()), 0
 	}
+	if d, refused := p.rewriteBody(ctx, host, hp.Rewrite, m); refused {
+		return d, len(m.Body)
+	}
 	if d, refused := p.handoff(r, pol, host, hp.FairnessKey, m); refused {
 		return d, len(m.Body)
 	}

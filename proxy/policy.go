@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/rewrite"
 )
 
 // Policy is what the proxy needs to know of the config, and no more: the
@@ -53,4 +54,7 @@ type HostPolicy struct {
 	// MaxQueuedPerKey is the webhooks queued for one fairness key before
 	// 429 to that key's producer; 0 = no cap.
 	MaxQueuedPerKey int64
+	// Rewrite drops and masks JSON fields of the body before it is
+	// stored (rewrite.go); nil: the body is stored as it came.
+	Rewrite *rewrite.JSON
 }

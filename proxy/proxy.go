@@ -59,13 +59,16 @@ type Pacing interface {
 	DrainTime(host string, n int64, now time.Time) (time.Duration, bool)
 }
 
-// Counter records ingest outcomes, deduplicated and coalesced webhooks by
-// host, and CONNECTs by host and mode; *telemetry.Metrics is the real one.
+// Counter records ingest outcomes, deduplicated, coalesced and rewritten
+// webhooks by host, and CONNECTs by host and mode; *telemetry.Metrics is the real one.
 type Counter interface {
 	Ingest(ctx context.Context, outcome Outcome)
 	Deduplicated(ctx context.Context, host string)
 	Coalesced(ctx context.Context, host string)
 	Tunnel(ctx context.Context, host, mode string)
+	// Rewritten counts a webhook for host whose body rewrite rules
+	// changed, with the values dropped and masked.
+	Rewritten(ctx context.Context, host string, dropped, masked int)
 }
 
 // Options configure a Proxy.
@@ -126,10 +129,11 @@ type passStart time.Time
 
 type nopCounter struct{}
 
-func (nopCounter) Ingest(context.Context, Outcome)        {}
-func (nopCounter) Deduplicated(context.Context, string)   {}
-func (nopCounter) Coalesced(context.Context, string)      {}
-func (nopCounter) Tunnel(context.Context, string, string) {}
+func (nopCounter) Ingest(context.Context, Outcome)             {}
+func (nopCounter) Deduplicated(context.Context, string)        {}
+func (nopCounter) Coalesced(context.Context, string)           {}
+func (nopCounter) Tunnel(context.Context, string, string)      {}
+func (nopCounter) Rewritten(context.Context, string, int, int) {}
 
 // New builds the proxy. goproxy's defaults are all replaced: its transport
 // skips TLS verification and reads HTTP_PROXY, its CONNECT dialer reads

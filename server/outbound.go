@@ -34,7 +34,8 @@ func proxyPolicy(cfg *config.Config, files *Files) proxy.Policy {
 			_, hc := cfg.Lookup(host)
 			return proxy.HostPolicy{MaxQueued: hc.MaxQueued, Connect: hc.Connect, DedupeWindow: hc.DedupeWindow.D(),
 				MaxAge: hc.MaxAge.D(), Rate: hc.Rate.PerSecond(), FairnessKey: hc.Fairness.Key,
-				PathDepth: hc.Fairness.PathDepth, MaxQueuedPerKey: hc.Fairness.MaxQueuedPerKey}
+				PathDepth: hc.Fairness.PathDepth, MaxQueuedPerKey: hc.Fairness.MaxQueuedPerKey,
+				Rewrite: hc.Rewrite.JSON}
 		},
 		IdempotencyHeader: cfg.Dedupe.IdempotencyHeader,
 		CoalesceHeader:    cfg.Dedupe.CoalesceHeader,
@@ -61,8 +62,10 @@ func Policy(hc config.HostConfig, signer *sign.Signer) deliver.Policy {
 			Envelope: b.Format == config.BatchEnvelope, Headers: b.Headers}
 	}
 	return deliver.Policy{
-		Signer: signer,
-		Batch:  batch,
+		Signer:       signer,
+		Rewrite:      hc.Rewrite.Headers,
+		RewriteRules: hc.Rewrite.String(),
+		Batch:        batch,
 		Limits: pacer.Limits{
 			Rate:            hc.Rate.PerSecond(),
 			Burst:           hc.Burst,

@@ -1,6 +1,8 @@
 package sign
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"net/http"
 	"testing"
 	"time"
@@ -69,5 +71,34 @@ func TestPrefixedHeadersBesideProvider(t *testing.T) {
 	wh, _ := standardwebhooks.NewWebhook(whsec)
 	if err := wh.Verify(body, ours); err != nil {
 		t.Fatalf("official library refuses hookpace's prefixed signature: %v", err)
+	}
+}
+
+// During a migration (v1a with a v1 secret beside it), the official Go
+// library, which knows v1 only, still finds and accepts the v1 signature
+// among the v1a ones.
+func TestOfficialGoLibraryDuringV1aMigration(t *testing.T) {
+	const whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	key, err := ParseSecret(whsec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh, err := standardwebhooks.NewWebhook(whsec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ed, _ := ed25519.GenerateKey(rand.Reader)
+	s, err := New(Options{Scheme: StandardWebhooksV1a, Keys: []ed25519.PrivateKey{ed}, Secrets: [][]byte{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"order":42}`)
+	h := http.Header{}
+	s.Sign(h, "000000000000002a", body, time.Now())
+	if err := wh.Verify(body, h); err != nil {
+		t.Errorf("the official library refuses %v: %v", h, err)
+	}
+	if wh.Verify([]byte(`{"order":43}`), h) == nil {
+		t.Error("a changed body verifies")
 	}
 }

@@ -1,14 +1,15 @@
 // Package sign signs webhook deliveries at each attempt, so that receivers
 // can verify that a request came from hookpace unchanged: the Standard
 // Webhooks scheme (webhook-id, webhook-timestamp, webhook-signature, HMAC-SHA256
-// over "id.timestamp.body"), or a plain HMAC-SHA256 of the body in one
-// header ("sha256=<hex>").
+// over "id.timestamp.body", or its v1a: Ed25519 over the same bytes), or a
+// plain HMAC-SHA256 of the body in one header ("sha256=<hex>").
 //
 // A nil *Signer signs nothing; the dispatcher checks for nil and does no
 // other work for hosts without signing.
 package sign
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -24,7 +25,11 @@ import (
 // Schemes.
 const (
 	StandardWebhooks = "standard-webhooks"
-	HMACSHA256       = "hmac-sha256"
+	// StandardWebhooksV1a is Standard Webhooks' asymmetric scheme:
+	// "v1a,<base64 Ed25519(key, id.timestamp.body)>", verified with a
+	// public key ("whpk_…") rather than a shared secret.
+	StandardWebhooksV1a = "standard-webhooks-v1a"
+	HMACSHA256          = "hmac-sha256"
 )
 
 // The Standard Webhooks headers, as the spec writes them (HTTP header names
@@ -42,7 +47,11 @@ const MaxSecrets = 2
 type Options struct {
 	Scheme  string   // StandardWebhooks or HMACSHA256
 	Secrets [][]byte // keys: for StandardWebhooks decoded from whsec_…; 1 to MaxSecrets
-	Header  string   // HMACSHA256: the header that carries "sha256=<hex>"
+	// Keys sign StandardWebhooksV1a, 1 to MaxSecrets (rotation: both
+	// sign). Secrets, if any, add v1 signatures beside them (a migration
+	// from v1 to v1a: the receiver accepts either).
+	Keys   []ed25519.PrivateKey
+	Header string // HMACSHA256: the header that carries "sha256=<hex>"
 	// Replace overwrites signature headers the app sent; otherwise a
 	// request that already carries one is passed through unsigned.
 	Replace bool
@@ -60,6 +69,18 @@ type Signer struct {
 // New checks opts and returns a Signer.
 func New(opts Options) (*Signer, error) {
 	switch opts.Scheme {
+	case StandardWebhooksV1a:
+		if len(opts.Keys) < 1 || len(opts.Keys) > MaxSecrets {
+			return nil, fmt.Errorf("want 1 or %d Ed25519 keys, got %d", MaxSecrets, len(opts.Keys))
+		}
+		for i, k := range opts.Keys {
+			if len(k) != ed25519.PrivateKeySize {
+				return nil, fmt.Errorf("key %d is %d bytes, not an Ed25519 private key", i+1, len(k))
+			}
+		}
+		if len(opts.Secrets) > MaxSecrets {
+			return nil, fmt.Errorf("want at most %d v1 secrets beside the keys, got %d", MaxSecrets, len(opts.Secrets))
+		}
 	case StandardWebhooks:
 		if len(opts.Secrets) < 1 || len(opts.Secrets) > MaxSecrets {
 			return nil, fmt.Errorf("want 1 or %d secrets, got %d", MaxSecrets, len(opts.Secrets))
@@ -91,7 +112,7 @@ func (s *Signer) Scheme() string { return s.opts.Scheme }
 // (webhook-signature, or the configured header) is left as it is.
 func (s *Signer) Sign(h http.Header, id string, body []byte, now time.Time) {
 	switch s.opts.Scheme {
-	case StandardWebhooks:
+	case StandardWebhooks, StandardWebhooksV1a:
 		pre := s.opts.Prefix
 		if !s.opts.Replace && has(h, pre+HeaderSignature) {
 			return
@@ -100,7 +121,15 @@ func (s *Signer) Sign(h http.Header, id string, body []byte, now time.Time) {
 		del(h, pre+HeaderID, pre+HeaderTimestamp, pre+HeaderSignature)
 		h.Set(pre+HeaderID, id)
 		h.Set(pre+HeaderTimestamp, ts)
-		h.Set(pre+HeaderSignature, Signatures(s.opts.Secrets, id, ts, body))
+		sig := Signatures(s.opts.Secrets, id, ts, body)
+		if s.opts.Scheme == StandardWebhooksV1a {
+			v1a := AsymmetricSignatures(s.opts.Keys, id, ts, body)
+			if sig != "" {
+				v1a += " " + sig
+			}
+			sig = v1a
+		}
+		h.Set(pre+HeaderSignature, sig)
 	case HMACSHA256:
 		if !s.opts.Replace && has(h, s.opts.Header) {
 			return
@@ -126,6 +155,27 @@ func Signatures(keys [][]byte, id, timestamp string, body []byte) string {
 		mac.Write(body)
 		b.WriteString("v1,")
 		b.WriteString(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	}
+	return b.String()
+}
+
+// AsymmetricSignatures is the Standard Webhooks webhook-signature value
+// of scheme v1a: one "v1a,<base64 Ed25519(key, id.timestamp.body)>" per
+// key, space-separated.
+func AsymmetricSignatures(keys []ed25519.PrivateKey, id, timestamp string, body []byte) string {
+	msg := make([]byte, 0, len(id)+len(timestamp)+2+len(body))
+	msg = append(msg, id...)
+	msg = append(msg, '.')
+	msg = append(msg, timestamp...)
+	msg = append(msg, '.')
+	msg = append(msg, body...)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString("v1a,")
+		b.WriteString(base64.StdEncoding.EncodeToString(ed25519.Sign(k, msg)))
 	}
 	return b.String()
 }

@@ -61,6 +61,7 @@ type Metrics struct {
 	state         stateInstruments
 	fleet         fleetInstruments
 	dedupe        dedupeInstruments
+	rewrite       rewriteInstruments
 	tunnels       metric.Int64Counter
 
 	inboundRejected metric.Int64Counter // inbound.go
@@ -176,6 +177,9 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		return nil, err
 	}
 	if err = m.initInbound(meter); err != nil {
+		return nil, err
+	}
+	if err = m.initRewrite(meter); err != nil {
 		return nil, err
 	}
 	if _, err = meter.RegisterCallback(m.observe,

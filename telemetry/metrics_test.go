@@ -100,6 +100,8 @@ func TestPrometheusSeriesNames(t *testing.T) {
 	m.DeliveryLatency(ctx, "a.example", 250*time.Millisecond)
 	m.Deduplicated(ctx, "a.example")
 	m.Deduplicated(ctx, "a.example")
+	m.Rewritten(ctx, "a.example", 1, 2)
+	m.Rewritten(ctx, "a.example", 0, 1)
 	m.Coalesced(ctx, "b.example")
 	m.ObserveSpool(func() SpoolSnapshot { return SpoolSnapshot{Messages: 7, Bytes: 2048, DedupeKeys: 3, DedupeBytes: 96} })
 	m.ObserveHosts(func() []HostSnapshot {
@@ -125,6 +127,9 @@ func TestPrometheusSeriesNames(t *testing.T) {
 		MetricCoalesced:                     "counter",
 		MetricDedupeKeys:                    "gauge",
 		MetricDedupeBytes:                   "gauge",
+		MetricRewritten:                     "counter",
+		MetricRewriteDrop:                   "counter",
+		MetricRewriteMasked:                 "counter",
 	}
 	for name, typ := range e.types {
 		if strings.HasPrefix(name, "hookpace_") && wantTypes[name] == "" {
@@ -144,10 +149,13 @@ func TestPrometheusSeriesNames(t *testing.T) {
 	}
 
 	e.expect(t, map[string]string{
-		`hookpace_ingest_deduplicated_total{host="a.example"}`: "2",
-		`hookpace_ingest_coalesced_total{host="b.example"}`:    "1",
-		`hookpace_dedupe_keys`:                                 "3",
-		`hookpace_dedupe_bytes`:                                "96",
+		`hookpace_ingest_deduplicated_total{host="a.example"}`:    "2",
+		`hookpace_ingest_coalesced_total{host="b.example"}`:       "1",
+		`hookpace_rewrite_webhooks_total{host="a.example"}`:       "2",
+		`hookpace_rewrite_dropped_fields_total{host="a.example"}`: "1",
+		`hookpace_rewrite_masked_fields_total{host="a.example"}`:  "3",
+		`hookpace_dedupe_keys`:                                    "3",
+		`hookpace_dedupe_bytes`:                                   "96",
 	})
 	e.expect(t, map[string]string{
 		`hookpace_ingest_requests_total{outcome="accepted"}`:                   "2",
