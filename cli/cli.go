@@ -28,7 +28,7 @@ Usage:
   hookpace check-config FILE           validate a config file (also --config FILE); exit 0 or 1
   hookpace ca bundle [--config FILE]   path of the trust bundle (system roots + hookpace's CA) for apps
   hookpace ca cert [--config FILE]     path of hookpace's CA certificate
-  hookpace ca init --dir DIR           create your own CA instead (DIR/ca.crt, DIR/ca.key)
+  hookpace ca init --dir DIR --hosts N create your own CA instead (DIR/ca.crt, DIR/ca.key)
   hookpace status [--json] [--fleet]   table of hosts: queued, in flight, rate, held, breaker
   hookpace pause HOST | resume HOST    stop / restart sending to one host
   hookpace health [--ready]            exit 0 if the admin API is healthy (for probes)

@@ -128,7 +128,25 @@ type MITMConfig struct {
 	// PublicDir is where the public trust files go (CA certificate,
 	// bundle, trust store); "" means TrustDir's default.
 	PublicDir string
+	// Scope is what hookpace's own CA vouches for: ScopeOpen (any DNS
+	// name outside Exclude and the cluster's names, no IP address) or
+	// ScopeListed (exactly Hosts, or the hosts entries whose connect is
+	// mitm). Resolved: never "".
+	Scope string
+	// Exclude are DNS names an open-world CA never vouches for, beyond
+	// mitm.DefaultExclude.
+	Exclude []string
 }
+
+// Scopes of hookpace's own CA.
+const (
+	ScopeOpen   = "open"   // any partner DNS name, minted on demand; never an IP or a cluster name
+	ScopeListed = "listed" // only the names the config lists; re-issued when they grow
+)
+
+// MITMOpen reports whether hookpace's own open-world CA intercepts
+// CONNECT: no operator CA, and mitm.scope open.
+func (c *Config) MITMOpen() bool { return !c.MITM.Enabled() && c.MITM.Scope == ScopeOpen }
 
 // Enabled reports whether the operator's own CA is configured.
 func (m MITMConfig) Enabled() bool { return m.CACert != "" }
@@ -221,7 +239,7 @@ func Default() *Config {
 		},
 		Defaults:  defaultHost(),
 		Hosts:     map[string]HostConfig{},
-		MITM:      MITMConfig{CacheSize: 1000},
+		MITM:      MITMConfig{CacheSize: 1000, Scope: ScopeListed},
 		Telemetry: TelemetryConfig{MaxHostLabels: 10000, Traces: TracesConfig{Exporter: "none", SampleRatio: 1}},
 		Shutdown:  ShutdownConfig{Timeout: Duration(30 * time.Second), Drain: Duration(30*time.Second - DrainRoom)},
 		Fleet:     defaultFleet(),

@@ -144,6 +144,8 @@ type rawMITM struct {
 	CacheSize opt[int]           `yaml:"cache_size"`
 	Hosts     opt[[]opt[string]] `yaml:"hosts"`
 	PublicDir opt[string]        `yaml:"public_dir"`
+	Scope     opt[string]        `yaml:"scope"`
+	Exclude   opt[[]opt[string]] `yaml:"exclude"`
 }
 
 type rawTLS struct {

@@ -191,7 +191,7 @@ func TestUnreachableTargetIs400(t *testing.T) {
 // files, a certificate that is not a CA as the MITM CA.
 func TestCheckConfigLoadsFiles(t *testing.T) {
 	dir := t.TempDir()
-	out, err := exec.Command(binary, "ca", "init", "--dir", filepath.Join(dir, "ca")).CombinedOutput()
+	out, err := exec.Command(binary, "ca", "init", "--dir", filepath.Join(dir, "ca"), "--unconstrained").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ca init: %v\n%s", err, out)
 	}
@@ -248,7 +248,7 @@ func writeLeafPEM(t *testing.T, path string) {
 // would refuse (the old config stays).
 func TestReloadNamesRestartAndWarns(t *testing.T) {
 	dir := t.TempDir()
-	if out, err := exec.Command(binary, "ca", "init", "--dir", filepath.Join(dir, "ca")).CombinedOutput(); err != nil {
+	if out, err := exec.Command(binary, "ca", "init", "--dir", filepath.Join(dir, "ca"), "--unconstrained").CombinedOutput(); err != nil {
 		t.Fatalf("ca init: %v\n%s", err, out)
 	}
 	caCert := filepath.Join(dir, "ca", "ca.crt")

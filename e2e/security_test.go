@@ -30,7 +30,7 @@ import (
 // hookpace itself, and the receiver gets the webhook over verified TLS.
 func TestMITMWithOperatorCA(t *testing.T) {
 	caDir := filepath.Join(t.TempDir(), "ca")
-	out, err := exec.Command(binary, "ca", "init", "--dir", caDir).CombinedOutput()
+	out, err := exec.Command(binary, "ca", "init", "--dir", caDir, "--unconstrained").CombinedOutput()
 	if err != nil {
 		t.Fatalf("hookpace ca init: %v\n%s", err, out)
 	}

@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/elazarl/goproxy"
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/handoff"
+	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -331,8 +333,19 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 		// through as it would without hookpace, counted and warned of.
 		mode = config.ConnectTunnel
 		why = "connect: mitm, but no CA can vouch for it"
+		var names mitm.Names
 		if ca != nil {
-			names, _ := ca.Names()
+			names, _ = ca.Names()
+		}
+		switch {
+		case ca == nil:
+		case names.Open:
+			// An IP or a cluster-internal name: hookpace never mints a
+			// leaf for it, and refusing it would break an app's own
+			// in-cluster calls that merely share HTTPS_PROXY.
+			why = "connect: mitm, but the open-world CA never vouches for an IP address or an excluded name (" +
+				strings.Join(names.Exclude, ", ") + "): passed through as without hookpace"
+		default:
 			why = "connect: mitm, but it is outside the CA's names (" + names.String() + "): add it to mitm.hosts and reload; the CA is re-issued and apps must re-read the trust bundle"
 		}
 	}
