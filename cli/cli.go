@@ -233,5 +233,6 @@ func checkConfig(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d hosts, listen %s, admin %s)\n", path, len(cfg.Hosts), cfg.Listen, cfg.Admin)
 	fmt.Fprintf(stdout, "https: %s\n", describeHTTPS(cfg))
+	fmt.Fprintf(stdout, "webhooks: %s\n", describeWebhooks(cfg))
 	return nil
 }

@@ -30,19 +30,24 @@ type Config struct {
 	Defaults    HostConfig            // fully resolved settings for hosts without their own entry
 	Hosts       map[string]HostConfig // by lower-cased key as written; each fully resolved over Defaults
 	MITM        MITMConfig
-	TLS         TLSConfig
-	Egress      EgressConfig
-	Auth        AuthConfig
-	Telemetry   TelemetryConfig
-	Shutdown    ShutdownConfig
-	Fleet       FleetConfig    // see fleet.go
-	Delivery    DeliveryConfig // see delivery.go
-	Dedupe      DedupeConfig   // see dedupe.go
-	Journal     JournalConfig  // see journal.go
-	Proxy       ProxyConfig    // see proxy.go
-	Events      EventsConfig   // see events.go
-	Memory      MemoryConfig   // see memory.go
-	Path        string         // file it was loaded from (the name given to Parse); "" for Default()
+	// Webhooks are the rules that tell webhooks from API calls;
+	// WebhookRulesSet says the config has a webhooks block (else the
+	// default rules hold: see proxy's classify).
+	Webhooks        []WebhookRule
+	WebhookRulesSet bool
+	TLS             TLSConfig
+	Egress          EgressConfig
+	Auth            AuthConfig
+	Telemetry       TelemetryConfig
+	Shutdown        ShutdownConfig
+	Fleet           FleetConfig    // see fleet.go
+	Delivery        DeliveryConfig // see delivery.go
+	Dedupe          DedupeConfig   // see dedupe.go
+	Journal         JournalConfig  // see journal.go
+	Proxy           ProxyConfig    // see proxy.go
+	Events          EventsConfig   // see events.go
+	Memory          MemoryConfig   // see memory.go
+	Path            string         // file it was loaded from (the name given to Parse); "" for Default()
 
 	hosts *hostIndex     // precomputed for Lookup
 	lines map[string]int // line of each field set in the file, hosts entries aside (see FieldError)
@@ -92,6 +97,7 @@ type HostConfig struct {
 	Retry4xx           []int      // 4xx statuses retried instead of dead-lettered (429 is always a hold)
 	UpgradeTLS         bool       // deliver http:// webhooks over https://
 	Connect            string     // CONNECT handling: "mitm", "tunnel" or "deny"
+	Webhooks           string     // which requests are webhooks: WebhooksRules (""), WebhooksAll or WebhooksNone
 	InsecureSkipVerify bool       // skip upstream certificate verification for this host
 	PartnerLimits      string     // "obey" or "ignore" the partner's RateLimit / X-RateLimit-* headers
 	PartnerLimitsTTL   Duration   // a learned limit expires after this long without the header

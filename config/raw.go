@@ -87,6 +87,7 @@ type rawConfig struct {
 	Proxy     rawProxy     `yaml:"proxy"`
 	Events    rawEvents    `yaml:"events"`
 	Memory    rawMemory    `yaml:"memory"`
+	Webhooks  []rawWebhook `yaml:"webhooks"`
 }
 
 type rawLog struct {
@@ -128,6 +129,7 @@ type rawHost struct {
 	Retry4xx           opt[[]opt[int]]      `yaml:"retry_4xx"`
 	UpgradeTLS         opt[bool]            `yaml:"upgrade_tls"`
 	Connect            opt[string]          `yaml:"connect"`
+	Webhooks           opt[string]          `yaml:"webhooks"`
 	InsecureSkipVerify opt[bool]            `yaml:"insecure_skip_verify"`
 	PartnerLimits      opt[string]          `yaml:"partner_limits"`
 	PartnerLimitsTTL   opt[Duration]        `yaml:"partner_limits_ttl"`

@@ -78,6 +78,7 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 	entries := decodeHosts(&raw.Hosts, doc, p)
 	c.Hosts = resolveHosts(p, entries, c.Defaults, minExplicit, !raw.Defaults.Connect.Set)
 	resolveScope(p, &raw.MITM, c)
+	resolveWebhooks(p, doc, raw.Webhooks, raw.Webhooks != nil, c)
 	c.hosts = newHostIndex(c.Hosts)
 	resolveEvents(p, &raw.Events, c)
 	c.lines = make(map[string]int)
@@ -233,6 +234,7 @@ func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExpli
 	field(p, f("breaker_cooldown"), r.BreakerCooldown, &h.BreakerCooldown, positive)
 	list(p, f("retry_4xx"), r.Retry4xx, &h.Retry4xx, checkRetry4xx, false)
 	field(p, f("upgrade_tls"), r.UpgradeTLS, &h.UpgradeTLS, nil)
+	field(p, f("webhooks"), r.Webhooks, &h.Webhooks, oneOf(WebhooksRules, WebhooksAll, WebhooksNone))
 	if !field(p, f("connect"), r.Connect, &h.Connect, oneOf(ConnectMITM, ConnectTunnel, ConnectDeny)) && mitm {
 		h.Connect = ConnectMITM
 	}

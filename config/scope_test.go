@@ -46,3 +46,40 @@ func TestMITMScope(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookRulesConfig: the webhooks block's rules, their defaults, and
+// errors that name field and line.
+func TestWebhookRulesConfig(t *testing.T) {
+	c := mustParse(t, "webhooks:\n  - header: webhook-signature\n  - host: \"*.Hooks.Example\"\n    methods: [post, put]\n    path: /in/**\nhosts:\n  a.example: {webhooks: all}\n")
+	if !c.WebhookRulesSet || len(c.Webhooks) != 2 {
+		t.Fatalf("webhooks: set %v, %+v", c.WebhookRulesSet, c.Webhooks)
+	}
+	want := []WebhookRule{
+		{Name: "webhooks[0]", Methods: []string{"POST"}, Header: "Webhook-Signature"},
+		{Name: "webhooks[1]", Host: "*.hooks.example", Methods: []string{"POST", "PUT"}, Path: "/in/**"},
+	}
+	if !reflect.DeepEqual(c.Webhooks, want) {
+		t.Errorf("webhooks = %+v, want %+v", c.Webhooks, want)
+	}
+	if c.Hosts["a.example"].Webhooks != WebhooksAll {
+		t.Errorf("hosts webhooks = %q", c.Hosts["a.example"].Webhooks)
+	}
+	if c := mustParse(t, ""); c.WebhookRulesSet {
+		t.Error("no block, but WebhookRulesSet")
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"webhooks:\n  - {}\n", `config.yaml:2: webhooks[0]: a rule needs at least one of host, methods, path, header`},
+		{"webhooks:\n  - header: webhook-signature\n  - path: in/*\n", `config.yaml:3: webhooks[1].path: want a path starting with /`},
+		{"webhooks:\n  - path: \"/[\"\n", `config.yaml:2: webhooks[0].path: malformed glob`},
+		{"webhooks:\n  - host: \"bad host\"\n", `config.yaml:2: webhooks[0].host:`},
+		{"webhooks:\n  - methods: []\n", `config.yaml:2: webhooks[0].methods: must not be empty`},
+		{"webhooks:\n  - header: \"a b\"\n", `config.yaml:2: webhooks[0].header: "a b" is not an HTTP token`},
+		{"webhooks:\n  - hedaer: x\n", `config.yaml:2: unknown field "hedaer"`},
+		{"hosts:\n  a.example:\n    webhooks: some\n", `config.yaml:3: hosts["a.example"].webhooks: must be one of rules, all, none, got "some"`},
+	} {
+		_, err := Parse("config.yaml", []byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}

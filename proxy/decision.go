@@ -36,6 +36,9 @@ type decision struct {
 	// outcome's name ("tunnel": a CONNECT spliced through, counted as a
 	// passthrough).
 	label string
+	// rule is the webhooks rule that made the request a webhook, for the
+	// ingest line.
+	rule string
 }
 
 // badRequest is a 400 with its reason.

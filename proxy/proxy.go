@@ -62,6 +62,7 @@ type Counter interface {
 	Deduplicated(ctx context.Context, host string)
 	Coalesced(ctx context.Context, host string)
 	Tunnel(ctx context.Context, host, mode string)
+	Forwarded(ctx context.Context, host string)
 }
 
 // Options configure a Proxy.
@@ -123,6 +124,7 @@ func (nopCounter) Ingest(context.Context, Outcome)        {}
 func (nopCounter) Deduplicated(context.Context, string)   {}
 func (nopCounter) Coalesced(context.Context, string)      {}
 func (nopCounter) Tunnel(context.Context, string, string) {}
+func (nopCounter) Forwarded(context.Context, string)      {}
 
 // New builds the proxy. goproxy's defaults are all replaced: its transport
 // skips TLS verification and reads HTTP_PROXY, its CONNECT dialer reads
@@ -167,9 +169,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pol := p.policy.Load()
 	w = closeAfterChunked(w, r)
 	withBodyDeadline(w, r, pol.BodyTimeout)
-	if r.URL.IsAbs() && pol.spools(r.Method) {
-		p.serveIngest(w, r)
-		return
+	if r.URL.IsAbs() {
+		if rule, ok := pol.classify(r); ok {
+			p.serveIngest(w, r, rule)
+			return
+		}
 	}
 	p.gp.ServeHTTP(w, r)
 }
@@ -197,6 +201,10 @@ func (p *Proxy) onPassthroughResponse(resp *http.Response, ctx *goproxy.ProxyCtx
 	size := int(max(r.ContentLength, 0))
 	if resp != nil || ctx.Error == nil {
 		d := decision{outcome: outcomePassthrough, reason: "method " + r.Method + " is not spooled: passed through"}
+		if pol := p.policy.Load(); pol.spools(r.Method) {
+			d.reason = "not a webhook (no webhooks rule matched): forwarded, the partner's answer returned"
+		}
+		p.opts.Metrics.Forwarded(r.Context(), host)
 		if resp != nil {
 			d.status = resp.StatusCode
 		}

@@ -62,6 +62,7 @@ type Metrics struct {
 	fleet         fleetInstruments
 	dedupe        dedupeInstruments
 	tunnels       metric.Int64Counter
+	forwarded     metric.Int64Counter
 
 	// Ingest counts are plain atomics, observed at collection: every
 	// request is counted, and a synchronous OTel counter's attribute
