@@ -95,6 +95,7 @@ type Proxy struct {
 	noticed  noticed // hosts whose webhook-like passthrough was logged
 	ca       atomic.Pointer[mitm.CA]
 	tunnels  tunnelBook
+	live     liveTunnels // the tunnels being spliced through now
 	counts   [NumOutcomes]atomic.Int64
 	keys     KeyCounter // the spool, when it counts fairness keys (lanes.go)
 	// unchecked logs, once, that hand-off claims are ignored for want
@@ -179,11 +180,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // SetPolicy applies a reloaded config: the new policy holds for every
-// request from now on, and cached egress verdicts are dropped, since the
-// egress rules may have changed with it.
+// request from now on, cached egress verdicts are dropped, since the
+// egress rules may have changed with it, and spliced tunnels to hosts it
+// now intercepts are closed (endStale).
 func (p *Proxy) SetPolicy(pol Policy) {
 	p.policy.Store(&pol)
 	p.verdicts.Reset()
+	p.endStale()
 }
 
 // onPassthroughResponse writes a passthrough request's ingest line, and
