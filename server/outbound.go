@@ -34,7 +34,7 @@ func proxyPolicy(cfg *config.Config, files *Files) proxy.Policy {
 			key, hc := cfg.Lookup(host)
 			return proxy.HostPolicy{MaxQueued: hc.MaxQueued, Connect: hc.Connect, Named: key != "", Webhooks: hc.Webhooks,
 				DedupeWindow: hc.DedupeWindow.D(),
-				MaxAge: hc.MaxAge.D(), Rate: hc.Rate.PerSecond(), FairnessKey: hc.Fairness.Key,
+				MaxAge:       hc.MaxAge.D(), Rate: hc.Rate.PerSecond(), FairnessKey: hc.Fairness.Key,
 				PathDepth: hc.Fairness.PathDepth, MaxQueuedPerKey: hc.Fairness.MaxQueuedPerKey}
 		},
 		IdempotencyHeader: cfg.Dedupe.IdempotencyHeader,
