@@ -220,3 +220,77 @@ print("new", r.status_code, r.headers.get("X-Hookpace-Id"))
 		return strings.Contains(hp.Log(), "never vouches for an IP address")
 	})
 }
+
+// TestOpenWorldLateHost: a requests.Session posting every 200 ms to a
+// host whose CONNECTs pass through (connect: tunnel) keeps its tunnel
+// alive; when a reload names the host with a rate, hookpace closes that
+// tunnel, and from 1 s after the reload at most one webhook goes around:
+// the session's next request comes through a new CONNECT and is paced.
+func TestOpenWorldLateHost(t *testing.T) {
+	t.Parallel()
+	sink, sinkCA, port := openWorldSink(t, "late.test")
+	base := fmt.Sprintf(`
+mitm: {scope: open}
+egress: {allow: ["127.0.0.1"]}
+tls: {ca_file: %s}
+`, sinkCA)
+	hp := StartResolving(t, base+fmt.Sprintf("hosts:\n  \"late.test:%s\": {connect: tunnel}\n", port), "late.test")
+	// The app trusts hookpace's CA and, for the tunnel, the partner's own.
+	bundle, err := os.ReadFile(hookpaceCA(t, hp, "bundle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	partner, _ := os.ReadFile(sinkCA)
+	trust := filepath.Join(t.TempDir(), "trust.pem")
+	if err := os.WriteFile(trust, append(bundle, partner...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stop := filepath.Join(t.TempDir(), "stop")
+	py := exec.Command(debianPython, "-c", `
+import os, sys, time, requests
+url, stop = sys.argv[1], sys.argv[2]
+s = requests.Session()
+i = 0
+while not os.path.exists(stop) and i < 300:
+    i += 1
+    try:
+        r = s.post(url, json={"n": i}, headers={"webhook-signature": "v1,c2lnbmVk"})
+        print(i, r.status_code, r.headers.get("X-Hookpace-Id"), flush=True)
+    except Exception as e:
+        print(i, "error", type(e).__name__, flush=True)
+    time.sleep(0.2)
+`, "https://late.test:"+port+"/hooks", stop)
+	py.Env = appEnv("HTTPS_PROXY=http://"+hp.Proxy, "REQUESTS_CA_BUNDLE="+trust)
+	var out bytes.Buffer
+	py.Stdout, py.Stderr = &out, &out
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.WriteFile(stop, nil, 0o644); py.Wait() })
+	sink.WaitFor(t, 30*time.Second, "webhooks through the tunnel", func(as []Arrival) bool { return len(as) >= 3 })
+
+	reloadWith(t, hp, base+fmt.Sprintf("hosts:\n  \"late.test:%s\": {rate: 20/s}\n", port), 1)
+	reloaded := time.Now()
+	sink.WaitFor(t, 30*time.Second, "paced webhooks after the reload", func(as []Arrival) bool {
+		n := 0
+		for _, a := range as {
+			if a.Header.Get("X-Hookpace-Id") != "" {
+				n++
+			}
+		}
+		return n >= 3
+	})
+	os.WriteFile(stop, nil, 0o644)
+	around := 0
+	for _, a := range sink.Arrivals() {
+		if a.Header.Get("X-Hookpace-Id") == "" && a.At.After(reloaded.Add(time.Second)) {
+			around++
+		}
+	}
+	if around > 1 {
+		t.Errorf("%d webhooks went around hookpace from 1 s after the reload\n%s", around, out.String())
+	}
+	Poll(t, 30*time.Second, "the closed tunnel's line", func() bool {
+		return strings.Contains(hp.Log(), "closed passed-through tunnels to a host now intercepted")
+	})
+}
