@@ -7,8 +7,8 @@ import (
 	"github.com/hookpace/hookpace/config"
 )
 
-// Rule names for the webhooks that no webhooks rule made (the ingest
-// line's webhook_rule and hookpace's journal say which).
+// Rule names for the webhooks that no webhooks rule made, as the ingest
+// line's webhook_rule gives them.
 const (
 	RuleHTTP      = "spool.methods (http://)"
 	RuleNamedHost = "hosts (a named host's " // + method + ")"
