@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -128,6 +129,15 @@ for i in range(1, 41):
 	})
 	caDuring, _ := os.ReadFile(caPath)
 
+	// A Go sender that read the bundle once, before the reload.
+	pool := x509.NewCertPool()
+	bundlePEM, _ := os.ReadFile(bundle)
+	if !pool.AppendCertsFromPEM(bundlePEM) {
+		t.Fatal("no certificate in the bundle")
+	}
+	proxyURL, _ := url.Parse("http://" + hp.Proxy)
+	goSender := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{RootCAs: pool}}}
+
 	// A reload that names a host: the CA is not re-issued.
 	reloadWith(t, hp, cfg+fmt.Sprintf("hosts:\n  \"new.test:%s\": {rate: 5/s}\n", port), 1)
 	caAfter, _ := os.ReadFile(caPath)
@@ -141,7 +151,21 @@ for i in range(1, 41):
 		t.Fatalf("the CA was re-issued:\n%s", grepLines(hp.Log(), "re-issued"))
 	}
 
-	// The same session after the reload: an API call, a GET, a stream.
+	// The Go sender, not restarted, verifies a name it never saw.
+	for _, name := range []string{"new.test", "p40.test"} {
+		req, _ := http.NewRequest("POST", "https://"+name+":"+port+"/hooks/go-"+name, strings.NewReader(`{"via":"go"}`))
+		req.Header.Set("Webhook-Signature", "v1,c2lnbmVk")
+		resp, err := goSender.Do(req)
+		if err != nil {
+			t.Fatalf("the Go sender started before the reload, to %s: %v", name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("the Go sender to %s: %d, want 202", name, resp.StatusCode)
+		}
+	}
+
+	// A new session after the reload: an API call, a GET, a stream.
 	py = exec.Command(debianPython, "-c", `
 import sys, requests
 port = sys.argv[1]
@@ -171,13 +195,13 @@ print("new", r.status_code, r.headers.get("X-Hookpace-Id"))
 		}
 	}
 	sink.WaitFor(t, 30*time.Second, "the 41st webhook", func(as []Arrival) bool {
-		return len(as) >= 44
+		return len(as) >= 46
 	})
 	seen := map[string]int{}
 	for _, a := range sink.Arrivals() {
 		if strings.HasPrefix(a.Path, "/hooks/") {
 			seen[a.Path]++
-			if id := a.Header.Get("X-Hookpace-Id"); !ids[id] && a.Path != "/hooks/new" {
+			if id := a.Header.Get("X-Hookpace-Id"); !ids[id] && !strings.HasPrefix(a.Path, "/hooks/go-") && a.Path != "/hooks/new" {
 				t.Errorf("%s arrived with X-Hookpace-Id %q, not one the app got", a.Path, id)
 			}
 			continue
@@ -200,7 +224,6 @@ print("new", r.status_code, r.headers.get("X-Hookpace-Id"))
 
 	// A CONNECT to an IP: passed through, never one of hookpace's leaves.
 	var issuer atomic.Value
-	proxyURL, _ := url.Parse("http://" + hp.Proxy)
 	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{
 		InsecureSkipVerify: true,
 		VerifyConnection: func(cs tls.ConnectionState) error {
