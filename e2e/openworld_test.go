@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -222,6 +224,43 @@ print("new", r.status_code, r.headers.get("X-Hookpace-Id"))
 		t.Errorf("no forwarded count for api.test:\n%s", grepLines(m, "forwarded"))
 	}
 
+	// The status page and /v1/instance: the open-world CA, and the API
+	// calls counted by host as requests.
+	var inst struct {
+		HTTPS struct {
+			Open      bool
+			Excluded  []string
+			Forwarded []struct {
+				Host  string
+				Count int64
+			}
+		}
+	}
+	hp.AdminJSON("/v1/instance", &inst)
+	if !inst.HTTPS.Open || !slices.Contains(inst.HTTPS.Excluded, "cluster.local") {
+		t.Errorf("/v1/instance: https %+v, want the open-world CA", inst.HTTPS)
+	}
+	var apiCalls int64
+	for _, f := range inst.HTTPS.Forwarded {
+		if f.Host == "api.test:"+port {
+			apiCalls = f.Count
+		}
+	}
+	if apiCalls != 2 { // the charge and the stream
+		t.Errorf("/v1/instance: %d requests forwarded to api.test, want 2: %+v", apiCalls, inst.HTTPS.Forwarded)
+	}
+	resp, err := http.Get("http://" + hp.Admin + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"open-world CA intercepts <strong>any partner name</strong>", `<table id="forwarded">`, `data-host="api.test:` + port + `"`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the status page lacks %q", want)
+		}
+	}
+
 	// A CONNECT to an IP: passed through, never one of hookpace's leaves.
 	var issuer atomic.Value
 	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{
@@ -231,7 +270,7 @@ print("new", r.status_code, r.headers.get("X-Hookpace-Id"))
 			return nil
 		},
 	}}}
-	resp, err := c.Get("https://127.0.0.1:" + port + "/get")
+	resp, err = c.Get("https://127.0.0.1:" + port + "/get")
 	if err != nil {
 		t.Fatal(err)
 	}

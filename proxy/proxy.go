@@ -96,6 +96,8 @@ type Proxy struct {
 	ca       atomic.Pointer[mitm.CA]
 	tunnels  tunnelBook
 	live     liveTunnels // the tunnels being spliced through now
+	// forwarded counts the requests that were not webhooks, by host.
+	forwarded forwardBook
 	counts   [NumOutcomes]atomic.Int64
 	keys     KeyCounter // the spool, when it counts fairness keys (lanes.go)
 	// unchecked logs, once, that hand-off claims are ignored for want
@@ -208,6 +210,7 @@ func (p *Proxy) onPassthroughResponse(resp *http.Response, ctx *goproxy.ProxyCtx
 			d.reason = "not a webhook (no webhooks rule matched): forwarded, the partner's answer returned"
 		}
 		p.opts.Metrics.Forwarded(r.Context(), host)
+		p.forwarded.add(host, time.Now())
 		if resp != nil {
 			d.status = resp.StatusCode
 		}

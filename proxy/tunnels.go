@@ -172,3 +172,50 @@ func (p *Proxy) endStale() {
 			"host", host, "tunnels", n, "in_flight", "a request in flight on such a tunnel fails with a closed connection; the app may retry it")
 	}
 }
+
+// ForwardStat counts the requests to one host that were not webhooks and
+// went to it synchronously (requests, where TunnelStat counts tunnels).
+type ForwardStat struct {
+	Host  string    `json:"host"`
+	Count int64     `json:"count"`
+	Last  time.Time `json:"last"`
+}
+
+// forwardBook keeps a ForwardStat per host, bounded as the tunnel book.
+type forwardBook struct {
+	mu    sync.Mutex
+	hosts map[string]*ForwardStat
+}
+
+func (b *forwardBook) add(host string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.hosts == nil {
+		b.hosts = map[string]*ForwardStat{}
+	}
+	s, ok := b.hosts[host]
+	if !ok && len(b.hosts) >= maxTunnelHosts {
+		host = otherTunnels
+		s, ok = b.hosts[host]
+	}
+	if !ok {
+		s = &ForwardStat{Host: host}
+		b.hosts[host] = s
+	}
+	s.Count++
+	s.Last = now
+}
+
+// Forwarded lists, by host, the requests forwarded since the start
+// because no webhooks rule made them webhooks.
+func (p *Proxy) Forwarded() []ForwardStat {
+	b := &p.forwarded
+	b.mu.Lock()
+	out := make([]ForwardStat, 0, len(b.hosts))
+	for _, s := range b.hosts {
+		out = append(out, *s)
+	}
+	b.mu.Unlock()
+	slices.SortFunc(out, func(a, b ForwardStat) int { return cmp.Compare(a.Host, b.Host) })
+	return out
+}

@@ -124,11 +124,17 @@ func (t *intercept) CA() *mitm.CA {
 }
 
 // status is what the status page and hookpace status show.
-func (t *intercept) status(cfg *config.Config, tunnels []proxy.TunnelStat) *admin.HTTPS {
+func (t *intercept) status(cfg *config.Config, tunnels []proxy.TunnelStat, forwarded []proxy.ForwardStat) *admin.HTTPS {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	h := &admin.HTTPS{CA: "none", Uncovered: t.uncovered, Notice: t.notice, Tunnels: []admin.Tunnel{}}
+	h := &admin.HTTPS{CA: "none", Uncovered: t.uncovered, Notice: t.notice, Tunnels: []admin.Tunnel{}, Forwarded: []admin.Forward{}}
+	for _, f := range forwarded {
+		h.Forwarded = append(h.Forwarded, admin.Forward{Host: f.Host, Count: f.Count, Last: f.Last})
+	}
 	if t.ca != nil {
+		if names, _ := t.ca.Names(); names.Open {
+			h.Open, h.Excluded = true, names.Exclude
+		}
 		h.CA, h.CACert = "operator", cfg.MITM.CACert
 		if t.own {
 			h.CA, h.CACert = "own", filepath.Join(cfg.TrustDir(), mitm.TrustCert)
