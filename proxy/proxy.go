@@ -98,8 +98,8 @@ type Proxy struct {
 	live     liveTunnels // the tunnels being spliced through now
 	// forwarded counts the requests that were not webhooks, by host.
 	forwarded forwardBook
-	counts   [NumOutcomes]atomic.Int64
-	keys     KeyCounter // the spool, when it counts fairness keys (lanes.go)
+	counts    [NumOutcomes]atomic.Int64
+	keys      KeyCounter // the spool, when it counts fairness keys (lanes.go)
 	// unchecked logs, once, that hand-off claims are ignored for want
 	// of a secret to check them with (see handoffOrigin).
 	unchecked sync.Once
