@@ -261,6 +261,16 @@ print("new", r.status_code, r.headers.get("X-Hookpace-Id"))
 		}
 	}
 
+	status, err := hp.CLI("status")
+	if err != nil {
+		t.Fatalf("hookpace status: %v\n%s", err, status)
+	}
+	for _, want := range []string{"hookpace's open-world CA intercepts any partner name", "forwarded as API calls (not webhooks): api.test:" + port + " (2 requests)"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("hookpace status lacks %q:\n%s", want, status)
+		}
+	}
+
 	// A CONNECT to an IP: passed through, never one of hookpace's leaves.
 	var issuer atomic.Value
 	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{
