@@ -38,6 +38,20 @@ type HTTPS struct {
 	// Tunnels are what CONNECTs to each host became since the start; those
 	// not intercepted come first.
 	Tunnels []Tunnel `json:"tunnels"`
+	// Open says the CA is hookpace's open-world one: any DNS name but
+	// Excluded (and no IP address).
+	Open     bool     `json:"open,omitempty"`
+	Excluded []string `json:"excluded,omitempty"`
+	// Forwarded counts, by host, the requests (not tunnels) forwarded
+	// because they were not webhooks: API calls, with the partner's answer.
+	Forwarded []Forward `json:"forwarded"`
+}
+
+// Forward is the requests to one host forwarded as API calls.
+type Forward struct {
+	Host  string    `json:"host"`
+	Count int64     `json:"count"`
+	Last  time.Time `json:"last"`
 }
 
 // Tunnel is what the CONNECTs to one host became.

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/hookpace/hookpace/config"
@@ -25,22 +26,32 @@ func caCmd(args []string, stdout io.Writer) error {
 	case "bundle", "cert":
 		return caPath(sub, args, stdout)
 	}
-	return usageError{"hookpace ca bundle | ca cert [--config FILE] | ca init --dir DIR"}
+	return usageError{"hookpace ca bundle | ca cert [--config FILE] | ca init --dir DIR (--hosts NAMES | --unconstrained)"}
 }
 
 func caInit(args []string, stdout io.Writer) error {
 	fs := newFlags("ca init")
 	dir := fs.String("dir", "", "directory for ca.crt and ca.key")
-	hosts := fs.String("hosts", "", "comma-separated names the CA may vouch for (names, *.suffix, IPs, CIDRs); empty: unconstrained")
+	hosts := fs.String("hosts", "", "comma-separated names the CA may vouch for (names, *.suffix, IPs, CIDRs)")
+	open := fs.Bool("unconstrained", false, "a CA without name constraints: its key can impersonate any site and IP to whoever trusts it")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" {
 		return usageError{"--dir is required"}
 	}
+	if *hosts == "" && !*open {
+		return usageError{"--hosts NAMES is required: the names the CA may vouch for (a leaked key can impersonate nothing else). " +
+			"For partners you cannot list, leave mitm.ca_cert out and set defaults.connect: mitm: hookpace's own open-world CA vouches for any DNS name but never an IP or a cluster name. " +
+			"--unconstrained makes a CA that vouches for everything"}
+	}
+	if *hosts != "" && *open {
+		return usageError{"--hosts and --unconstrained: choose one"}
+	}
 	var cert, key string
 	var err error
-	if *hosts == "" {
+	if *open {
+		fmt.Fprintln(stdout, "warning: this CA has no name constraints: whoever holds ca.key can impersonate any site and any IP address to every app that trusts it")
 		cert, key, err = mitm.InitCA(*dir)
 	} else {
 		var names mitm.Names
@@ -81,7 +92,7 @@ func caPath(which string, args []string, stdout io.Writer) error {
 		name = mitm.TrustCert
 	}
 	p := filepath.Join(cfg.TrustDir(), name)
-	if !cfg.MITM.Enabled() && len(cfg.MITMNames()) == 0 {
+	if !cfg.MITM.Enabled() && !cfg.MITMOpen() && len(cfg.MITMNames()) == 0 {
 		return fmt.Errorf("no CA: no host is intercepted. Name your partners under hosts: in the config (connect: mitm is their default), then run hookpace with it: it creates its CA and writes %s", p)
 	}
 	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
@@ -111,10 +122,33 @@ func describeHTTPS(cfg *config.Config) string {
 		if err != nil {
 			return err.Error() // LoadFiles said so already
 		}
-		if out := ca.Uncovered(wanted); len(out) > 0 {
-			return fmt.Sprintf("your CA %s cannot vouch for %s: their CONNECTs will pass through unpaced", cfg.MITM.CACert, strings.Join(out, ", "))
+		var warn string
+		if _, constrained := ca.Names(); !constrained {
+			warn = "; WARNING: it has no name constraints: whoever holds its key can impersonate any site and IP address to the apps that trust it (hookpace ca init --hosts makes a constrained one)"
 		}
-		return fmt.Sprintf("your CA %s intercepts every host whose connect is mitm; apps trust %s", cfg.MITM.CACert, bundle)
+		if out := ca.Uncovered(wanted); len(out) > 0 {
+			return fmt.Sprintf("your CA %s cannot vouch for %s: their CONNECTs will pass through unpaced%s", cfg.MITM.CACert, strings.Join(out, ", "), warn)
+		}
+		return fmt.Sprintf("your CA %s intercepts every host whose connect is mitm; apps trust %s%s", cfg.MITM.CACert, bundle, warn)
+	}
+	if cfg.MITMOpen() {
+		names, err := mitm.OpenNames(cfg.MITM.Exclude)
+		if err != nil {
+			return err.Error()
+		}
+		certPath, keyPath := mitm.OwnPaths(cfg.OwnCADir())
+		what := fmt.Sprintf("hookpace's open-world CA vouches for %s; leaves are minted on demand, the CA is never re-issued as hosts come and go; "+
+			"CONNECTs to an IP or an excluded name pass through unpaced; apps trust %s", names, bundle)
+		if _, err := os.Stat(keyPath); errors.Is(err, fs.ErrNotExist) {
+			return "a start creates it in " + cfg.OwnCADir() + ": " + what
+		}
+		if ca, err := mitm.LoadCA(certPath, keyPath, 1); err == nil && !ca.Is(names) {
+			return "the next start or reload re-issues the CA in " + cfg.OwnCADir() + " (same key) as the open-world CA, then apps must re-read " + bundle + ": " + what
+		}
+		if out := mitmUncoveredOpen(names, wanted); len(out) > 0 {
+			what += "; hosts it cannot vouch for (their CONNECTs pass through): " + strings.Join(out, ", ")
+		}
+		return what
 	}
 	if len(wanted) == 0 {
 		return "no host is intercepted (none is named in hosts with connect: mitm): every CONNECT passes through unpaced, counted in hookpace_tunnels_total"
@@ -138,4 +172,66 @@ func describeHTTPS(cfg *config.Config) string {
 			have, missing, bundle)
 	}
 	return fmt.Sprintf("hookpace's CA %s vouches for %s; apps trust %s", certPath, have, bundle)
+}
+
+// mitmUncoveredOpen lists the entries an open-world CA under names cannot
+// vouch for: IP addresses and excluded names.
+func mitmUncoveredOpen(names mitm.Names, entries []string) []string {
+	var out []string
+	for _, e := range entries {
+		host := strings.TrimPrefix(e, "*.")
+		if !names.Covers(host) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// describeWebhooks says, for check-config, which requests are webhooks
+// (spooled, 202) and which are forwarded with the partner's own answer.
+func describeWebhooks(cfg *config.Config) string {
+	var b strings.Builder
+	if cfg.WebhookRulesSet {
+		b.WriteString("a request is a webhook when a rule matches it, else it is forwarded:")
+		for _, w := range cfg.Webhooks {
+			var parts []string
+			if w.Host != "" {
+				parts = append(parts, "host "+w.Host)
+			}
+			parts = append(parts, "methods "+strings.Join(w.Methods, ","))
+			if w.Path != "" {
+				parts = append(parts, "path "+w.Path)
+			}
+			if w.Header != "" {
+				parts = append(parts, "header "+w.Header)
+			}
+			fmt.Fprintf(&b, " %s (%s);", w.Name, strings.Join(parts, ", "))
+		}
+	} else {
+		methods := cfg.Spool.Methods
+		if len(methods) == 0 {
+			methods = []string{"POST"}
+		}
+		m := strings.Join(methods, ",")
+		fmt.Fprintf(&b, "no webhooks block: an http:// %s, an https:// %s to a host named under hosts, and any request with a webhook-signature header are webhooks; "+
+			"every other request is forwarded with the partner's own answer;", m, m)
+	}
+	var all, none []string
+	for k, h := range cfg.Hosts {
+		switch h.Webhooks {
+		case config.WebhooksAll:
+			all = append(all, k)
+		case config.WebhooksNone:
+			none = append(none, k)
+		}
+	}
+	slices.Sort(all)
+	slices.Sort(none)
+	if len(all) > 0 {
+		fmt.Fprintf(&b, " every request to %s is a webhook (webhooks: all);", strings.Join(all, ", "))
+	}
+	if len(none) > 0 {
+		fmt.Fprintf(&b, " none to %s (webhooks: none);", strings.Join(none, ", "))
+	}
+	return strings.TrimSuffix(b.String(), ";")
 }

@@ -28,7 +28,7 @@ Usage:
   hookpace check-config FILE           validate a config file (also --config FILE); exit 0 or 1
   hookpace ca bundle [--config FILE]   path of the trust bundle (system roots + hookpace's CA) for apps
   hookpace ca cert [--config FILE]     path of hookpace's CA certificate
-  hookpace ca init --dir DIR           create your own CA instead (DIR/ca.crt, DIR/ca.key)
+  hookpace ca init --dir DIR --hosts N create your own CA instead (DIR/ca.crt, DIR/ca.key)
   hookpace sign public-key --config FILE --host HOST   the whpk_ key partners verify v1a signatures with
   hookpace status [--json] [--fleet]   table of hosts: queued, in flight, rate, held, breaker
   hookpace pause HOST | resume HOST    stop / restart sending to one host
@@ -272,5 +272,6 @@ func checkConfig(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "%s: ok (%d hosts, listen %s, admin %s)\n", path, len(cfg.Hosts), cfg.Listen, cfg.Admin)
 	fmt.Fprintf(stdout, "https: %s\n", describeHTTPS(cfg))
 	printRewrites(stdout, cfg)
+	fmt.Fprintf(stdout, "webhooks: %s\n", describeWebhooks(cfg))
 	return nil
 }

@@ -23,13 +23,17 @@ errors, each naming the field and the line.
 `,
 	"ca": `Usage: hookpace ca bundle [--config FILE]
        hookpace ca cert [--config FILE]
-       hookpace ca init --dir DIR [--hosts NAME,...]
+       hookpace ca init --dir DIR (--hosts NAME,... | --unconstrained)
 
-hookpace intercepts https:// webhooks to the hosts named in its config
-(connect: mitm) with its own CA. It creates the CA on its first start, in
-the spool directory (spool.dir/mitm, key mode 0600), constrained by X.509
-name constraints to those hosts, and writes what apps need to trust it to
-mitm.public_dir (default spool.dir/trust), never the key.
+hookpace intercepts https:// webhooks with its own CA. It creates the CA
+on its first start, in the spool directory (spool.dir/mitm, key mode
+0600), and writes what apps need to trust it to mitm.public_dir (default
+spool.dir/trust), never the key. With defaults.connect: mitm the CA is
+open-world (mitm.scope: open): it vouches for any DNS name, minting leaves
+on demand, is never re-issued as hosts come and go, and its critical name
+constraints exclude every IP address and cluster.local, svc, internal,
+local and mitm.exclude. Otherwise it is constrained to the hosts named in
+the config (connect: mitm) and re-issued when they grow (docs/https.md).
 
   ca bundle   prints the path of the trust bundle: the system roots plus
               the CA (PEM). Point the app at it with one variable:
@@ -42,8 +46,10 @@ mitm.public_dir (default spool.dir/trust), never the key.
   ca cert     prints the path of the CA certificate alone.
   ca init     creates a CA of your own instead: DIR/ca.crt and DIR/ca.key
               (mode 0600); point mitm.ca_cert and mitm.ca_key at them and
-              have your apps trust DIR/ca.crt. With --hosts, it carries
-              name constraints as hookpace's own does. Replicas behind one
+              have your apps trust DIR/ca.crt. --hosts gives it name
+              constraints as hookpace's own has; --unconstrained (required
+              without --hosts) makes one that vouches for every name and
+              IP, and hookpace warns at every start. Replicas behind one
               Service (a gateway) need one CA: this one, shared.
 
 The config is --config FILE, else $HOOKPACE_CONFIG, else the embedded

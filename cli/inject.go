@@ -46,6 +46,7 @@ func injectCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.HandoffSecret, "handoff-secret", "", "Secret `NAME` with key handoff-credentials, mounted for shutdown.handoff_auth_file")
 	fs.StringVar(&o.AdminTokenSecret, "admin-token-secret", "", "Secret `NAME` with key token, mounted for admin.token_file (the chart's ServiceMonitor)")
 	fs.StringVar(&o.RedisPasswordSecret, "redis-password-secret", "", "Secret `NAME[:KEY]` (key redis-password) for HOOKPACE_REDIS_PASSWORD (fleet mode)")
+	fs.StringVar(&o.FleetRedis, "fleet-redis", "", "`URL` set as fleet.redis in the ConfigMap's config.yaml (give the ConfigMap with -f): pacing shared by the replicas")
 	fs.StringVar(&o.CPURequest, "cpu-request", o.CPURequest, "hookpace's CPU request (empty: none)")
 	fs.StringVar(&o.MemoryRequest, "memory-request", o.MemoryRequest, "hookpace's memory request (empty: none)")
 	fs.StringVar(&o.CPULimit, "cpu-limit", o.CPULimit, "hookpace's CPU limit (empty: none)")

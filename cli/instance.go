@@ -38,10 +38,13 @@ func printHTTPS(out io.Writer, h *admin.HTTPS) {
 	if h == nil {
 		return
 	}
-	switch h.CA {
-	case "own":
+	switch {
+	case h.Open:
+		fmt.Fprintf(out, "https: hookpace's open-world CA intercepts any partner name, never an IP address nor %s; apps trust %s\n",
+			strings.Join(h.Excluded, ", "), h.Bundle)
+	case h.CA == "own":
 		fmt.Fprintf(out, "https: hookpace's CA intercepts %s; apps trust %s\n", strings.Join(h.Names, ", "), h.Bundle)
-	case "operator":
+	case h.CA == "operator":
 		fmt.Fprintf(out, "https: your CA %s intercepts hosts whose connect is mitm; apps trust %s\n", h.CACert, h.Bundle)
 	default:
 		fmt.Fprintln(out, "https: no host is intercepted (name partners under hosts: to pace their https:// webhooks)")
@@ -59,5 +62,8 @@ func printHTTPS(out io.Writer, h *admin.HTTPS) {
 		case "refused":
 			fmt.Fprintf(out, "  refused: %s (%d tunnels; %s)\n", t.Host, t.Count, t.Reason)
 		}
+	}
+	for _, f := range h.Forwarded {
+		fmt.Fprintf(out, "  forwarded as API calls (not webhooks): %s (%d requests)\n", f.Host, f.Count)
 	}
 }

@@ -142,6 +142,12 @@ func checkListen(s string) error {
 // check-config refuses exactly what a start refuses.
 func checkEgressEntry(s string) error { return egress.CheckRule(s) }
 
+// checkExclude is the open-world CA's own parser for a name it excludes.
+func checkExclude(s string) error {
+	_, err := mitm.OpenNames([]string{s})
+	return err
+}
+
 // checkMITMHost is the CA's own parser for a name it may vouch for.
 func checkMITMHost(s string) error {
 	_, err := mitm.ParseNames([]string{s})

@@ -30,20 +30,25 @@ type Config struct {
 	Defaults    HostConfig            // fully resolved settings for hosts without their own entry
 	Hosts       map[string]HostConfig // by lower-cased key as written; each fully resolved over Defaults
 	MITM        MITMConfig
-	TLS         TLSConfig
-	Egress      EgressConfig
-	Auth        AuthConfig
-	Telemetry   TelemetryConfig
-	Shutdown    ShutdownConfig
-	Fleet       FleetConfig    // see fleet.go
-	Delivery    DeliveryConfig // see delivery.go
-	Dedupe      DedupeConfig   // see dedupe.go
-	Journal     JournalConfig  // see journal.go
-	Proxy       ProxyConfig    // see proxy.go
-	Events      EventsConfig   // see events.go
-	Memory      MemoryConfig   // see memory.go
-	Inbound     []InboundRoute // see inbound.go
-	Path        string         // file it was loaded from (the name given to Parse); "" for Default()
+	// Webhooks are the rules that tell webhooks from API calls;
+	// WebhookRulesSet says the config has a webhooks block (else the
+	// default rules hold: see proxy's classify).
+	Webhooks        []WebhookRule
+	WebhookRulesSet bool
+	TLS             TLSConfig
+	Egress          EgressConfig
+	Auth            AuthConfig
+	Telemetry       TelemetryConfig
+	Shutdown        ShutdownConfig
+	Fleet           FleetConfig    // see fleet.go
+	Delivery        DeliveryConfig // see delivery.go
+	Dedupe          DedupeConfig   // see dedupe.go
+	Journal         JournalConfig  // see journal.go
+	Proxy           ProxyConfig    // see proxy.go
+	Events          EventsConfig   // see events.go
+	Memory          MemoryConfig   // see memory.go
+	Inbound         []InboundRoute // see inbound.go
+	Path            string         // file it was loaded from (the name given to Parse); "" for Default()
 
 	hosts *hostIndex     // precomputed for Lookup
 	lines map[string]int // line of each field set in the file, hosts entries aside (see FieldError)
@@ -93,6 +98,7 @@ type HostConfig struct {
 	Retry4xx           []int      // 4xx statuses retried instead of dead-lettered (429 is always a hold)
 	UpgradeTLS         bool       // deliver http:// webhooks over https://
 	Connect            string     // CONNECT handling: "mitm", "tunnel" or "deny"
+	Webhooks           string     // which requests are webhooks: WebhooksRules (""), WebhooksAll or WebhooksNone
 	InsecureSkipVerify bool       // skip upstream certificate verification for this host
 	PartnerLimits      string     // "obey" or "ignore" the partner's RateLimit / X-RateLimit-* headers
 	PartnerLimitsTTL   Duration   // a learned limit expires after this long without the header
@@ -130,7 +136,25 @@ type MITMConfig struct {
 	// PublicDir is where the public trust files go (CA certificate,
 	// bundle, trust store); "" means TrustDir's default.
 	PublicDir string
+	// Scope is what hookpace's own CA vouches for: ScopeOpen (any DNS
+	// name outside Exclude and the cluster's names, no IP address) or
+	// ScopeListed (exactly Hosts, or the hosts entries whose connect is
+	// mitm). Resolved: never "".
+	Scope string
+	// Exclude are DNS names an open-world CA never vouches for, beyond
+	// mitm.DefaultExclude.
+	Exclude []string
 }
+
+// Scopes of hookpace's own CA.
+const (
+	ScopeOpen   = "open"   // any partner DNS name, minted on demand; never an IP or a cluster name
+	ScopeListed = "listed" // only the names the config lists; re-issued when they grow
+)
+
+// MITMOpen reports whether hookpace's own open-world CA intercepts
+// CONNECT: no operator CA, and mitm.scope open.
+func (c *Config) MITMOpen() bool { return !c.MITM.Enabled() && c.MITM.Scope == ScopeOpen }
 
 // Enabled reports whether the operator's own CA is configured.
 func (m MITMConfig) Enabled() bool { return m.CACert != "" }
@@ -228,7 +252,7 @@ func Default() *Config {
 		},
 		Defaults:  defaultHost(),
 		Hosts:     map[string]HostConfig{},
-		MITM:      MITMConfig{CacheSize: 1000},
+		MITM:      MITMConfig{CacheSize: 1000, Scope: ScopeListed},
 		Telemetry: TelemetryConfig{MaxHostLabels: 10000, Traces: TracesConfig{Exporter: "none", SampleRatio: 1}},
 		Shutdown:  ShutdownConfig{Timeout: Duration(30 * time.Second), Drain: Duration(30*time.Second - DrainRoom)},
 		Fleet:     defaultFleet(),

@@ -88,6 +88,7 @@ type rawConfig struct {
 	Events    rawEvents    `yaml:"events"`
 	Memory    rawMemory    `yaml:"memory"`
 	Inbound   yaml.Node    `yaml:"inbound"` // see resolveInbound
+	Webhooks  []rawWebhook `yaml:"webhooks"`
 }
 
 type rawLog struct {
@@ -129,6 +130,7 @@ type rawHost struct {
 	Retry4xx           opt[[]opt[int]]      `yaml:"retry_4xx"`
 	UpgradeTLS         opt[bool]            `yaml:"upgrade_tls"`
 	Connect            opt[string]          `yaml:"connect"`
+	Webhooks           opt[string]          `yaml:"webhooks"`
 	InsecureSkipVerify opt[bool]            `yaml:"insecure_skip_verify"`
 	PartnerLimits      opt[string]          `yaml:"partner_limits"`
 	PartnerLimitsTTL   opt[Duration]        `yaml:"partner_limits_ttl"`
@@ -146,6 +148,8 @@ type rawMITM struct {
 	CacheSize opt[int]           `yaml:"cache_size"`
 	Hosts     opt[[]opt[string]] `yaml:"hosts"`
 	PublicDir opt[string]        `yaml:"public_dir"`
+	Scope     opt[string]        `yaml:"scope"`
+	Exclude   opt[[]opt[string]] `yaml:"exclude"`
 }
 
 type rawTLS struct {

@@ -77,6 +77,8 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 	c.Defaults, minExplicit = resolveHost(p, "defaults", &raw.Defaults, base, false, false)
 	entries := decodeHosts(&raw.Hosts, doc, p)
 	c.Hosts = resolveHosts(p, entries, c.Defaults, minExplicit, !raw.Defaults.Connect.Set)
+	resolveScope(p, &raw.MITM, c)
+	resolveWebhooks(p, doc, raw.Webhooks, raw.Webhooks != nil, c)
 	c.hosts = newHostIndex(c.Hosts)
 	resolveEvents(p, &raw.Events, c)
 	resolveInbound(p, &raw.Inbound, c)
@@ -105,6 +107,28 @@ func resolveMITM(p *problems, m *rawMITM, c *Config) {
 		p.add(m.CACert.Line, "mitm.ca_key", "required when mitm.ca_cert is set")
 	case c.MITM.CACert == "" && c.MITM.CAKey != "":
 		p.add(m.CAKey.Line, "mitm.ca_cert", "required when mitm.ca_key is set")
+	}
+}
+
+// resolveScope settles what hookpace's own CA vouches for. Unset, it is
+// open exactly when the operator asked to intercept every host
+// (defaults.connect: mitm) and named no mitm.hosts; listed otherwise, so
+// that a config naming its partners keeps a CA for them alone.
+func resolveScope(p *problems, m *rawMITM, c *Config) {
+	field(p, "mitm.scope", m.Scope, &c.MITM.Scope, oneOf(ScopeOpen, ScopeListed))
+	list(p, "mitm.exclude", m.Exclude, &c.MITM.Exclude, checkExclude, false)
+	switch {
+	case !m.Scope.Set && c.Defaults.Connect == ConnectMITM && c.MITM.Hosts == nil:
+		c.MITM.Scope = ScopeOpen
+	case !m.Scope.Set:
+		c.MITM.Scope = ScopeListed
+	case c.MITM.Scope == ScopeOpen && c.MITM.Hosts != nil:
+		p.add(m.Scope.Line, "mitm.scope", "open: the CA vouches for any name; mitm.hosts lists names for a listed CA: set one or the other")
+	case c.MITM.Scope == ScopeOpen && c.MITM.Enabled():
+		p.add(m.Scope.Line, "mitm.scope", "open applies to hookpace's own CA; with mitm.ca_cert your CA's own constraints decide")
+	}
+	if m.Exclude.Set && len(c.MITM.Exclude) > 0 && c.MITM.Scope != ScopeOpen {
+		p.add(m.Exclude.Line, "mitm.exclude", "applies to the open-world CA (mitm.scope: open) only")
 	}
 }
 
@@ -211,6 +235,7 @@ func resolveHost(p *problems, path string, r *rawHost, base HostConfig, minExpli
 	field(p, f("breaker_cooldown"), r.BreakerCooldown, &h.BreakerCooldown, positive)
 	list(p, f("retry_4xx"), r.Retry4xx, &h.Retry4xx, checkRetry4xx, false)
 	field(p, f("upgrade_tls"), r.UpgradeTLS, &h.UpgradeTLS, nil)
+	field(p, f("webhooks"), r.Webhooks, &h.Webhooks, oneOf(WebhooksRules, WebhooksAll, WebhooksNone))
 	if !field(p, f("connect"), r.Connect, &h.Connect, oneOf(ConnectMITM, ConnectTunnel, ConnectDeny)) && mitm {
 		h.Connect = ConnectMITM
 	}

@@ -194,7 +194,7 @@ func TestUnreachableTargetIs400(t *testing.T) {
 func TestCheckConfigLoadsFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	out, err := exec.Command(binary, "ca", "init", "--dir", filepath.Join(dir, "ca")).CombinedOutput()
+	out, err := exec.Command(binary, "ca", "init", "--dir", filepath.Join(dir, "ca"), "--unconstrained").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ca init: %v\n%s", err, out)
 	}
@@ -252,7 +252,7 @@ func writeLeafPEM(t *testing.T, path string) {
 func TestReloadNamesRestartAndWarns(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if out, err := exec.Command(binary, "ca", "init", "--dir", filepath.Join(dir, "ca")).CombinedOutput(); err != nil {
+	if out, err := exec.Command(binary, "ca", "init", "--dir", filepath.Join(dir, "ca"), "--unconstrained").CombinedOutput(); err != nil {
 		t.Fatalf("ca init: %v\n%s", err, out)
 	}
 	caCert := filepath.Join(dir, "ca", "ca.crt")

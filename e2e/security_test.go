@@ -31,7 +31,7 @@ import (
 func TestMITMWithOperatorCA(t *testing.T) {
 	t.Parallel()
 	caDir := filepath.Join(t.TempDir(), "ca")
-	out, err := exec.Command(binary, "ca", "init", "--dir", caDir).CombinedOutput()
+	out, err := exec.Command(binary, "ca", "init", "--dir", caDir, "--unconstrained").CombinedOutput()
 	if err != nil {
 		t.Fatalf("hookpace ca init: %v\n%s", err, out)
 	}

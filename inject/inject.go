@@ -37,6 +37,7 @@ type Injector struct {
 	r       resources
 	noTrust map[string]bool // container names named by Options.NoTrust
 	seen    map[string]bool // of those, the ones some object has
+	fleet   fleetBook
 }
 
 // New checks o and returns an Injector.
@@ -102,6 +103,7 @@ func (in *Injector) Inject(out, log io.Writer, inputs ...Input) error {
 			fmt.Fprintf(log, "warning: --no-trust=%s: no container of that name\n", n)
 		}
 	}
+	errs = append(errs, in.fleetWarnings(log))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -129,6 +131,13 @@ func (in *Injector) object(obj *yaml.Node, where string, log io.Writer) error {
 		}
 		return errors.Join(errs...)
 	}
+	if ok, err := in.configMap(obj, where+name); ok || err != nil {
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(log, "%s%s: hookpace's config\n", where, name)
+		return nil
+	}
 	keys, ok := podSpecPath[kind]
 	if !ok {
 		fmt.Fprintf(log, "%s%s: not a workload, unchanged\n", where, name)
@@ -146,6 +155,7 @@ func (in *Injector) object(obj *yaml.Node, where string, log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	in.noteWorkload(w)
 	fmt.Fprintf(log, "%s: %s\n", w.name, msg)
 	return nil
 }

@@ -69,6 +69,9 @@ type Options struct {
 	HandoffSecret       string // Secret with keys handoff-credentials and handoff-secret (shutdown.handoff_auth_file, handoff_secret_file)
 	AdminTokenSecret    string // Secret with key token, for admin.token_file (the chart's ServiceMonitor)
 	RedisPasswordSecret string // NAME or NAME:KEY (default key redis-password) for HOOKPACE_REDIS_PASSWORD
+	// FleetRedis is set as fleet.redis in the ConfigMap's config.yaml
+	// (which must be among the manifests); "": left as it is.
+	FleetRedis string
 
 	CPURequest, MemoryRequest, CPULimit, MemoryLimit string // "" = none
 	ReadinessProbe                                   bool

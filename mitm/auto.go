@@ -33,7 +33,8 @@ func OwnPaths(dir string) (cert, key string) {
 
 // Ensure loads hookpace's own CA from dir, creating it when there is none
 // and re-issuing its certificate when its name constraints do not cover
-// want. A re-issued certificate keeps the key and the subject and names
+// want (for an open-world want: when they are not exactly want, so its
+// bytes stay the same whatever hosts come and go). A re-issued certificate keeps the key and the subject and names
 // exactly want, so a client that still trusts the old certificate keeps
 // verifying the names both have; the new names need the new one. The key
 // is written once (mode 0600, dir 0700); the certificate is replaced
@@ -54,7 +55,7 @@ func Ensure(dir string, want Names, cacheSize int) (*CA, Outcome, error) {
 	if err != nil {
 		return nil, Loaded, err
 	}
-	if missing := ca.names.Missing(want); missing.Empty() && !ca.dnsOpen && !ca.ipOpen {
+	if ca.Is(want) {
 		return ca, Loaded, nil
 	}
 	der, err := newCACert(ca.cert.Subject, ca.key, &want, time.Now())

@@ -17,6 +17,8 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -225,9 +227,11 @@ func newCA(cert *x509.Certificate, key crypto.Signer, cacheSize int) *CA {
 // Covers reports whether the CA may vouch for host (a DNS name or IP
 // literal, any port ignored) under its name constraints.
 func (ca *CA) Covers(host string) bool {
-	_, ip, err := normalizeHost(host)
+	key, ip, err := normalizeHost(host)
 	switch {
 	case err != nil:
+		return false
+	case !ip.IsValid() && ca.names.excluded(key):
 		return false
 	case ip.IsValid() && ca.ipOpen, !ip.IsValid() && ca.dnsOpen:
 		return true
@@ -243,6 +247,7 @@ func (ca *CA) Uncovered(entries []string) []string {
 	for _, e := range entries {
 		n, err := ParseNames([]string{e})
 		if err != nil || !ca.dnsOpen && !ca.names.Missing(Names{DNS: n.DNS}).Empty() ||
+			slices.ContainsFunc(n.DNS, func(d string) bool { return ca.names.excluded(strings.TrimPrefix(d, ".")) }) ||
 			!ca.ipOpen && !ca.names.Missing(Names{IP: n.IP}).Empty() {
 			out = append(out, e)
 		}
@@ -251,9 +256,19 @@ func (ca *CA) Uncovered(entries []string) []string {
 }
 
 // Names are the CA's name constraints, and whether it has any: an
-// unconstrained CA (an operator's) vouches for every name.
+// unconstrained CA (an operator's made without --hosts) vouches for every
+// name and every IP address.
 func (ca *CA) Names() (n Names, constrained bool) {
-	return ca.names, !ca.dnsOpen || !ca.ipOpen
+	return ca.names, !ca.dnsOpen || !ca.ipOpen || len(ca.names.Exclude) > 0
+}
+
+// Is reports whether the CA's constraints are exactly want: nothing to
+// re-issue.
+func (ca *CA) Is(want Names) bool {
+	if want.Open {
+		return ca.names.Open && ca.names.Same(want)
+	}
+	return !ca.names.Open && ca.names.Missing(want).Empty() && !ca.dnsOpen && !ca.ipOpen
 }
 
 // Cert is the CA certificate.

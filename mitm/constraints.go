@@ -20,6 +20,50 @@ import (
 type Names struct {
 	DNS []string       // sorted, lower case; a leading dot for "*." entries
 	IP  []netip.Prefix // sorted; a single address is a /32 or /128
+	// Open permits every DNS name but those under Exclude, and no IP
+	// address: the open-world CA, which vouches for any partner name.
+	// DNS and IP are empty then.
+	Open bool
+	// Exclude are DNS names excluded with every name below them, sorted:
+	// an open-world CA's, or what an operator's CA excludes.
+	Exclude []string
+}
+
+// DefaultExclude are the names an open-world CA never vouches for: the
+// cluster's own services and the private DNS suffixes in common use.
+var DefaultExclude = []string{"cluster.local", "internal", "local", "svc"}
+
+// OpenNames are the open-world CA's constraints: every DNS name except
+// DefaultExclude and extra (names, each with the names below it; a
+// leading "*." or "." is the same), and no IP address at all.
+func OpenNames(extra []string) (Names, error) {
+	n := Names{Open: true, Exclude: slices.Clone(DefaultExclude)}
+	for _, e := range extra {
+		s := strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(e), "*"), ".")
+		if _, err := netip.ParsePrefix(s); err == nil {
+			return Names{}, fmt.Errorf("%q: an IP range; an open-world CA excludes every IP address already", e)
+		}
+		if _, err := netip.ParseAddr(s); err == nil {
+			return Names{}, fmt.Errorf("%q: an IP address; an open-world CA excludes every IP address already", e)
+		}
+		name, err := hostname.Normalize(s)
+		if err != nil {
+			return Names{}, fmt.Errorf("%q: %w", e, err)
+		}
+		n.Exclude = append(n.Exclude, name)
+	}
+	n.sort()
+	return n, nil
+}
+
+// Same reports whether n and other are the same constraints.
+func (n Names) Same(other Names) bool {
+	return n.Open == other.Open && slices.Equal(n.DNS, other.DNS) && slices.Equal(n.IP, other.IP) && slices.Equal(n.Exclude, other.Exclude)
+}
+
+// excluded reports whether DNS name (normalized) is under an exclusion.
+func (n Names) excluded(name string) bool {
+	return slices.ContainsFunc(n.Exclude, func(c string) bool { return dnsMatch(name, c) })
 }
 
 // ParseNames reads host keys and mitm.hosts entries: a DNS name, "*." and
@@ -67,13 +111,19 @@ func (n *Names) sort() {
 		return a.Bits() - b.Bits()
 	})
 	n.IP = slices.Compact(n.IP)
+	slices.Sort(n.Exclude)
+	n.Exclude = slices.Compact(n.Exclude)
 }
 
 // Empty reports whether n permits nothing.
-func (n Names) Empty() bool { return len(n.DNS) == 0 && len(n.IP) == 0 }
+func (n Names) Empty() bool { return !n.Open && len(n.DNS) == 0 && len(n.IP) == 0 }
 
-// String lists the names as config writes them.
+// String lists the names as config writes them; an open-world CA's as
+// "any DNS name except …, no IP address".
 func (n Names) String() string {
+	if n.Open {
+		return "any DNS name except " + strings.Join(n.Exclude, ", ") + " (and the names below them), no IP address"
+	}
 	var out []string
 	for _, d := range n.DNS {
 		if strings.HasPrefix(d, ".") {
@@ -99,9 +149,12 @@ func (n Names) Covers(host string) bool {
 		return false
 	}
 	if ip.IsValid() {
-		return slices.ContainsFunc(n.IP, func(p netip.Prefix) bool { return p.Contains(ip) })
+		return !n.Open && slices.ContainsFunc(n.IP, func(p netip.Prefix) bool { return p.Contains(ip) })
 	}
-	return slices.ContainsFunc(n.DNS, func(c string) bool { return dnsMatch(key, c) })
+	if n.excluded(key) {
+		return false
+	}
+	return n.Open || slices.ContainsFunc(n.DNS, func(c string) bool { return dnsMatch(key, c) })
 }
 
 // Missing is the part of other that n does not cover.
@@ -157,6 +210,11 @@ func dnsWithin(d, c string) bool {
 // e-mail address or URI.
 func (n Names) apply(tmpl *x509.Certificate) {
 	tmpl.PermittedDNSDomainsCritical = true
+	if n.Open {
+		tmpl.ExcludedDNSDomains = slices.Clone(n.Exclude)
+		tmpl.ExcludedIPRanges = []*net.IPNet{ipNet(netip.MustParsePrefix("0.0.0.0/0")), ipNet(netip.MustParsePrefix("::/0"))}
+		return
+	}
 	tmpl.PermittedDNSDomains = slices.Clone(n.DNS)
 	if len(n.DNS) == 0 {
 		tmpl.ExcludedDNSDomains = []string{""}
@@ -185,6 +243,13 @@ func namesOf(cert *x509.Certificate) (n Names, dnsOpen, ipOpen bool) {
 	ipAll := slices.ContainsFunc(cert.ExcludedIPRanges, func(r *net.IPNet) bool { ones, _ := r.Mask.Size(); return ones == 0 })
 	dnsOpen = len(n.DNS) == 0 && !slices.Contains(cert.ExcludedDNSDomains, "")
 	ipOpen = len(n.IP) == 0 && !ipAll
+	for _, d := range cert.ExcludedDNSDomains {
+		if d != "" {
+			n.Exclude = append(n.Exclude, strings.ToLower(strings.TrimPrefix(d, ".")))
+		}
+	}
+	// Open is the open-world CA's shape: any DNS name (less Exclude), no IP.
+	n.Open = dnsOpen && ipAll && len(n.IP) == 0 && cert.PermittedDNSDomainsCritical
 	n.sort()
 	return n, dnsOpen, ipOpen
 }

@@ -38,6 +38,9 @@ type decision struct {
 	// passthrough).
 	label string
 	route string // the inbound route it came through; "" for the proxy's own
+	// rule is the webhooks rule that made the request a webhook, for the
+	// ingest line.
+	rule string
 }
 
 // badRequest is a 400 with its reason.

@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/elazarl/goproxy"
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/handoff"
+	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -25,7 +27,8 @@ func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 	start := time.Now()
 	pol := p.policy.Load()
 	user, authorized := p.authorize(r, ctx, pol)
-	if authorized && !pol.spools(r.Method) {
+	rule, webhook := pol.classify(r)
+	if authorized && !webhook {
 		// Passthrough: forwarded synchronously, unspooled. The transport's
 		// dialer applies the egress policy.
 		if err := CheckTarget(r.URL); err != nil {
@@ -34,7 +37,9 @@ func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 			p.record(r, start, host, 0, d)
 			return nil, d.response(r, host)
 		}
-		p.noticePassthrough(pol, r.Method, HostKey(r.URL))
+		if !pol.spools(r.Method) {
+			p.noticePassthrough(pol, r.Method, HostKey(r.URL))
+		}
 		// Its ingest line is written once the answer is known
 		// (onPassthroughResponse), with the status and the time taken.
 		// goproxy makes a ProxyCtx per request, also inside a MITM'd
@@ -46,19 +51,21 @@ func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 	// Spooled methods reach here from inside a MITM'd tunnel; plain ones
 	// take serveIngest without goproxy.
 	host, size, d := p.handle(r, pol, user, authorized)
+	d.rule = rule
 	p.record(r, start, host, size, d)
 	return nil, d.response(r, host)
 }
 
 // serveIngest handles an absolute-form POST (what HTTP_PROXY clients send)
 // directly, without goproxy's per-request machinery: this is the hot path.
-func (p *Proxy) serveIngest(w http.ResponseWriter, r *http.Request) {
+func (p *Proxy) serveIngest(w http.ResponseWriter, r *http.Request, rule string) {
 	start := time.Now()
 	pol := p.policy.Load()
 	seen := &seenBody{ReadCloser: r.Body}
 	r.Body = seen
 	user, authorized := p.authorize(r, nil, pol)
 	host, size, d := p.handle(r, pol, user, authorized)
+	d.rule = rule
 	p.record(r, start, host, size, d)
 	body := d.answer(w.Header(), host)
 	if d.status != http.StatusAccepted && d.status != http.StatusRequestTimeout && seen.mustDrain(r) {
@@ -299,6 +306,9 @@ func (p *Proxy) record(r *http.Request, start time.Time, host string, size int, 
 	if d.route != "" {
 		rec.AddAttrs(slog.String("route", d.route))
 	}
+	if d.rule != "" {
+		rec.AddAttrs(slog.String("webhook_rule", d.rule))
+	}
 	if d.reason != "" {
 		rec.AddAttrs(slog.String("reason", d.reason))
 	}
@@ -343,8 +353,19 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 		// through as it would without hookpace, counted and warned of.
 		mode = config.ConnectTunnel
 		why = "connect: mitm, but no CA can vouch for it"
+		var names mitm.Names
 		if ca != nil {
-			names, _ := ca.Names()
+			names, _ = ca.Names()
+		}
+		switch {
+		case ca == nil:
+		case names.Open:
+			// An IP or a cluster-internal name: hookpace never mints a
+			// leaf for it, and refusing it would break an app's own
+			// in-cluster calls that merely share HTTPS_PROXY.
+			why = "connect: mitm, but the open-world CA never vouches for an IP address or an excluded name (" +
+				strings.Join(names.Exclude, ", ") + "): passed through as without hookpace"
+		default:
 			why = "connect: mitm, but it is outside the CA's names (" + names.String() + "): add it to mitm.hosts and reload; the CA is re-issued and apps must re-read the trust bundle"
 		}
 	}

@@ -34,12 +34,21 @@ type Policy struct {
 	// CoalesceHeader names the header of coalescing
 	// (dedupe.coalesce_header), stripped before delivery; "": off.
 	CoalesceHeader string
+	// Webhooks are the rules that tell webhooks from API calls, when
+	// WebhookRulesSet (the config has a webhooks block); see classify.
+	Webhooks        []config.WebhookRule
+	WebhookRulesSet bool
 }
 
 // HostPolicy is what the proxy needs to know about one destination host.
 type HostPolicy struct {
 	MaxQueued int64  // webhooks queued for the host before 429; 0 = no cap
 	Connect   string // CONNECT handling: config.ConnectMITM, ConnectTunnel or ConnectDeny
+	// Named says a hosts entry matches the host (else it has defaults).
+	Named bool
+	// Webhooks is the host's webhooks mode: config.WebhooksAll,
+	// WebhooksNone, or "" / WebhooksRules (the rules decide).
+	Webhooks string
 	// DedupeWindow is how long an idempotency key is remembered; 0: off.
 	DedupeWindow time.Duration
 	// MaxAge bounds Hookpace-Delay and Hookpace-Not-Before; 0: unbounded.

@@ -69,6 +69,8 @@ type Counter interface {
 	// Rewritten counts a webhook for host whose body rewrite rules
 	// changed, with the values dropped and masked.
 	Rewritten(ctx context.Context, host string, dropped, masked int)
+	// Forwarded counts a request to host that no webhooks rule made a webhook.
+	Forwarded(ctx context.Context, host string)
 }
 
 // Options configure a Proxy.
@@ -106,6 +108,9 @@ type Proxy struct {
 	ca       atomic.Pointer[mitm.CA]
 	tunnels  tunnelBook
 	counts   [NumOutcomes]atomic.Int64
+	live     liveTunnels // the tunnels being spliced through now
+	// forwarded counts the requests that were not webhooks, by host.
+	forwarded forwardBook
 	// unchecked logs, once, that hand-off claims are ignored for want
 	// of a secret to check them with (see handoffOrigin).
 	unchecked sync.Once
@@ -134,6 +139,7 @@ func (nopCounter) Deduplicated(context.Context, string)        {}
 func (nopCounter) Coalesced(context.Context, string)           {}
 func (nopCounter) Tunnel(context.Context, string, string)      {}
 func (nopCounter) Rewritten(context.Context, string, int, int) {}
+func (nopCounter) Forwarded(context.Context, string)           {}
 
 // New builds the proxy. goproxy's defaults are all replaced: its transport
 // skips TLS verification and reads HTTP_PROXY, its CONNECT dialer reads
@@ -177,19 +183,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pol := p.policy.Load()
 	w = closeAfterChunked(w, r)
 	withBodyDeadline(w, r, pol.BodyTimeout)
-	if r.URL.IsAbs() && pol.spools(r.Method) {
-		p.serveIngest(w, r)
-		return
+	if r.URL.IsAbs() {
+		if rule, ok := pol.classify(r); ok {
+			p.serveIngest(w, r, rule)
+			return
+		}
 	}
 	p.gp.ServeHTTP(w, r)
 }
 
 // SetPolicy applies a reloaded config: the new policy holds for every
-// request from now on, and cached egress verdicts are dropped, since the
-// egress rules may have changed with it.
+// request from now on, cached egress verdicts are dropped, since the
+// egress rules may have changed with it, and spliced tunnels to hosts it
+// now intercepts are closed (endStale).
 func (p *Proxy) SetPolicy(pol Policy) {
 	p.policy.Store(&pol)
 	p.verdicts.Reset()
+	p.endStale()
 }
 
 // onPassthroughResponse writes a passthrough request's ingest line, and
@@ -207,6 +217,11 @@ func (p *Proxy) onPassthroughResponse(resp *http.Response, ctx *goproxy.ProxyCtx
 	size := int(max(r.ContentLength, 0))
 	if resp != nil || ctx.Error == nil {
 		d := decision{outcome: outcomePassthrough, reason: "method " + r.Method + " is not spooled: passed through"}
+		if pol := p.policy.Load(); pol.spools(r.Method) {
+			d.reason = "not a webhook (no webhooks rule matched): forwarded, the partner's answer returned"
+		}
+		p.opts.Metrics.Forwarded(r.Context(), host)
+		p.forwarded.add(host, time.Now())
 		if resp != nil {
 			d.status = resp.StatusCode
 		}

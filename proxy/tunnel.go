@@ -25,6 +25,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
+	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/mitm"
 )
 
@@ -135,6 +136,13 @@ func (p *Proxy) splice(t *tunnel, c *peekedConn) {
 		return
 	}
 	defer up.Close()
+	lt := &liveTunnel{host: t.host, name: hostOnly(t.target), client: c, up: up}
+	p.live.add(lt)
+	defer p.live.remove(lt)
+	// A reload between the CONNECT and now found no tunnel to close.
+	if ca, pol := p.ca.Load(), p.policy.Load(); t.why != "" && ca != nil && pol.Host(t.host).Connect == config.ConnectMITM && ca.Covers(lt.name) {
+		return
+	}
 	p.countTunnel(r.Context(), t.host, TunnelPassthrough, t.why)
 	p.record(r, t.start, t.host, 0, decision{outcome: outcomePassthrough, label: "tunnel", status: http.StatusOK,
 		reason: "connect: tunnel passes bytes through unpaced (" + t.why + ")"})
@@ -293,4 +301,12 @@ func (c *notifyConn) Close() error {
 		return nil
 	}
 	return err
+}
+
+// hostOnly is target (host:port) without its port and brackets.
+func hostOnly(target string) string {
+	if h, _, err := net.SplitHostPort(target); err == nil {
+		return h
+	}
+	return target
 }

@@ -3,10 +3,12 @@ package proxy
 import (
 	"cmp"
 	"context"
+	"net"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/mitm"
 )
 
@@ -94,8 +96,126 @@ func (p *Proxy) countTunnel(ctx context.Context, host, mode, reason string) {
 }
 
 // SetCA replaces the CA that intercepts CONNECT (a reload re-issued it);
-// nil turns interception off.
-func (p *Proxy) SetCA(ca *mitm.CA) { p.ca.Store(ca) }
+// nil turns interception off. Spliced tunnels to hosts it now intercepts
+// are closed (endStale).
+func (p *Proxy) SetCA(ca *mitm.CA) {
+	p.ca.Store(ca)
+	p.endStale()
+}
 
 // CA is the CA that intercepts CONNECT, or nil.
 func (p *Proxy) CA() *mitm.CA { return p.ca.Load() }
+
+// liveTunnel is a CONNECT being spliced through: its two connections,
+// closed together when a reload makes its host intercepted.
+type liveTunnel struct {
+	host   string // the host key its policy was taken for
+	name   string // the host name, for the CA's Covers
+	client net.Conn
+	up     net.Conn
+}
+
+// liveTunnels are the tunnels being spliced through now.
+type liveTunnels struct {
+	mu  sync.Mutex
+	set map[*liveTunnel]struct{}
+}
+
+func (l *liveTunnels) add(t *liveTunnel) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.set == nil {
+		l.set = map[*liveTunnel]struct{}{}
+	}
+	l.set[t] = struct{}{}
+}
+
+func (l *liveTunnels) remove(t *liveTunnel) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.set, t)
+}
+
+// endIntercepted closes every spliced tunnel whose host a new CONNECT
+// would now intercept (pol says mitm and ca covers it), so that the app's
+// next request comes through a new CONNECT and is paced. An idle
+// keep-alive connection is simply closed (clients open a new one); a
+// request in flight at that instant fails with a broken connection, as it
+// would at any network fault. Reports how many were closed, by host.
+func (l *liveTunnels) endIntercepted(pol *Policy, ca *mitm.CA) map[string]int {
+	if ca == nil || pol == nil || pol.Host == nil {
+		return nil
+	}
+	l.mu.Lock()
+	var ends []*liveTunnel
+	for t := range l.set {
+		if pol.Host(t.host).Connect == config.ConnectMITM && ca.Covers(t.name) {
+			ends = append(ends, t)
+			delete(l.set, t)
+		}
+	}
+	l.mu.Unlock()
+	closed := map[string]int{}
+	for _, t := range ends {
+		t.client.Close()
+		t.up.Close()
+		closed[t.host]++
+	}
+	return closed
+}
+
+// endStale applies endIntercepted with the policy and CA in force, and
+// says what it closed.
+func (p *Proxy) endStale() {
+	for host, n := range p.live.endIntercepted(p.policy.Load(), p.ca.Load()) {
+		p.log.Warn("connect: closed passed-through tunnels to a host now intercepted: the app's next request comes through a new CONNECT and is paced",
+			"host", host, "tunnels", n, "in_flight", "a request in flight on such a tunnel fails with a closed connection; the app may retry it")
+	}
+}
+
+// ForwardStat counts the requests to one host that were not webhooks and
+// went to it synchronously (requests, where TunnelStat counts tunnels).
+type ForwardStat struct {
+	Host  string    `json:"host"`
+	Count int64     `json:"count"`
+	Last  time.Time `json:"last"`
+}
+
+// forwardBook keeps a ForwardStat per host, bounded as the tunnel book.
+type forwardBook struct {
+	mu    sync.Mutex
+	hosts map[string]*ForwardStat
+}
+
+func (b *forwardBook) add(host string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.hosts == nil {
+		b.hosts = map[string]*ForwardStat{}
+	}
+	s, ok := b.hosts[host]
+	if !ok && len(b.hosts) >= maxTunnelHosts {
+		host = otherTunnels
+		s, ok = b.hosts[host]
+	}
+	if !ok {
+		s = &ForwardStat{Host: host}
+		b.hosts[host] = s
+	}
+	s.Count++
+	s.Last = now
+}
+
+// Forwarded lists, by host, the requests forwarded since the start
+// because no webhooks rule made them webhooks.
+func (p *Proxy) Forwarded() []ForwardStat {
+	b := &p.forwarded
+	b.mu.Lock()
+	out := make([]ForwardStat, 0, len(b.hosts))
+	for _, s := range b.hosts {
+		out = append(out, *s)
+	}
+	b.mu.Unlock()
+	slices.SortFunc(out, func(a, b ForwardStat) int { return cmp.Compare(a.Host, b.Host) })
+	return out
+}

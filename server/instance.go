@@ -21,7 +21,7 @@ func (a *app) instance() admin.Instance {
 		Admin:     a.adminLn.Addr().String(),
 		Config:    cfg.Path,
 		Ingest:    a.proxy.Counts(),
-		HTTPS:     a.trust.status(cfg, a.proxy.Tunnels()),
+		HTTPS:     a.trust.status(cfg, a.proxy.Tunnels(), a.proxy.Forwarded()),
 	}
 }
 

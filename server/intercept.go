@@ -42,14 +42,16 @@ func (t *intercept) apply(cfg *config.Config, operator *mitm.CA) (changed bool, 
 	ca, own := operator, operator == nil
 	wanted := cfg.MITMNames()
 	if own {
-		names, err := mitm.ParseNames(wanted) // config checked them
+		names, err := ownNames(cfg)
 		if err != nil {
 			return false, err
 		}
 		switch {
 		case names.Empty():
 			ca = nil
-		case t.own && t.ca != nil && len(t.ca.Uncovered(wanted)) == 0:
+		case t.own && t.ca != nil && names.Open && t.ca.Is(names):
+			ca = t.ca // the open-world CA in force: its bytes never change with the hosts
+		case t.own && t.ca != nil && !names.Open && len(t.ca.Uncovered(wanted)) == 0:
 			ca = t.ca // the CA in force covers the names: nothing to do
 		default:
 			var outcome mitm.Outcome
@@ -64,11 +66,25 @@ func (t *intercept) apply(cfg *config.Config, operator *mitm.CA) (changed bool, 
 				t.log.Info("mitm: created hookpace's own CA; apps trust it through the bundle", "names", names.String(),
 					"ca_cert", cert, "bundle", bundle)
 			case mitm.Reissued:
+				if names.Open {
+					t.notice = "CA re-issued " + time.Now().UTC().Format(time.RFC3339) + " as the open-world CA (" + names.String() +
+						"): apps must re-read " + bundle + " (" + trustRereads + ")"
+					t.log.Warn("mitm: CA re-issued with the same key as the open-world CA (mitm.scope or mitm.exclude changed): apps must re-read the trust bundle",
+						"names", names.String(), "bundle", bundle, "rereads", trustRereads)
+					break
+				}
 				t.notice = "CA re-issued " + time.Now().UTC().Format(time.RFC3339) + " to vouch for " + names.String() +
 					": apps must re-read " + bundle + " for the new names (" + trustRereads + ")"
 				t.log.Warn("mitm: CA re-issued with the same key for new names: apps must re-read the trust bundle for them; the names it had keep verifying",
 					"names", names.String(), "bundle", bundle, "rereads", trustRereads)
 			}
+		}
+	}
+	if !own && ca != nil {
+		if _, constrained := ca.Names(); !constrained {
+			t.log.Warn("mitm: your CA (mitm.ca_cert) has no name constraints: whoever holds its key can impersonate any site and any IP address to every app that trusts it; "+
+				"make one with hookpace ca init --hosts, or let hookpace use its own open-world CA (no mitm.ca_cert, defaults.connect: mitm), which never vouches for IPs or cluster names",
+				"ca_cert", cfg.MITM.CACert)
 		}
 	}
 	changed = ca != t.ca
@@ -91,6 +107,15 @@ func (t *intercept) apply(cfg *config.Config, operator *mitm.CA) (changed bool, 
 	return changed, nil
 }
 
+// ownNames are the constraints of hookpace's own CA under cfg: the
+// open-world CA's, or the names the config lists (config checked them).
+func ownNames(cfg *config.Config) (mitm.Names, error) {
+	if cfg.MITMOpen() {
+		return mitm.OpenNames(cfg.MITM.Exclude)
+	}
+	return mitm.ParseNames(cfg.MITMNames())
+}
+
 // CA is the CA in force, or nil.
 func (t *intercept) CA() *mitm.CA {
 	t.mu.Lock()
@@ -99,11 +124,17 @@ func (t *intercept) CA() *mitm.CA {
 }
 
 // status is what the status page and hookpace status show.
-func (t *intercept) status(cfg *config.Config, tunnels []proxy.TunnelStat) *admin.HTTPS {
+func (t *intercept) status(cfg *config.Config, tunnels []proxy.TunnelStat, forwarded []proxy.ForwardStat) *admin.HTTPS {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	h := &admin.HTTPS{CA: "none", Uncovered: t.uncovered, Notice: t.notice, Tunnels: []admin.Tunnel{}}
+	h := &admin.HTTPS{CA: "none", Uncovered: t.uncovered, Notice: t.notice, Tunnels: []admin.Tunnel{}, Forwarded: []admin.Forward{}}
+	for _, f := range forwarded {
+		h.Forwarded = append(h.Forwarded, admin.Forward{Host: f.Host, Count: f.Count, Last: f.Last})
+	}
 	if t.ca != nil {
+		if names, _ := t.ca.Names(); names.Open {
+			h.Open, h.Excluded = true, names.Exclude
+		}
 		h.CA, h.CACert = "operator", cfg.MITM.CACert
 		if t.own {
 			h.CA, h.CACert = "own", filepath.Join(cfg.TrustDir(), mitm.TrustCert)

@@ -31,9 +31,10 @@ func policies(cfg *config.Config, files *Files) func(string) deliver.Policy {
 func proxyPolicy(cfg *config.Config, files *Files) proxy.Policy {
 	return proxy.Policy{
 		Host: func(host string) proxy.HostPolicy {
-			_, hc := cfg.Lookup(host)
-			return proxy.HostPolicy{MaxQueued: hc.MaxQueued, Connect: hc.Connect, DedupeWindow: hc.DedupeWindow.D(),
-				MaxAge: hc.MaxAge.D(), Rate: hc.Rate.PerSecond(), FairnessKey: hc.Fairness.Key,
+			key, hc := cfg.Lookup(host)
+			return proxy.HostPolicy{MaxQueued: hc.MaxQueued, Connect: hc.Connect, Named: key != "", Webhooks: hc.Webhooks,
+				DedupeWindow: hc.DedupeWindow.D(),
+				MaxAge:       hc.MaxAge.D(), Rate: hc.Rate.PerSecond(), FairnessKey: hc.Fairness.Key,
 				PathDepth: hc.Fairness.PathDepth, MaxQueuedPerKey: hc.Fairness.MaxQueuedPerKey,
 				Rewrite: hc.Rewrite.JSON}
 		},
@@ -45,6 +46,8 @@ func proxyPolicy(cfg *config.Config, files *Files) proxy.Policy {
 		Users:             cfg.Auth.Users,
 		Listen:            cfg.Listen,
 		Methods:           cfg.Spool.Methods,
+		Webhooks:          cfg.Webhooks,
+		WebhookRulesSet:   cfg.WebhookRulesSet,
 		HandoffSecret:     files.HandoffSecret,
 	}
 }

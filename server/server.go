@@ -311,7 +311,7 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 	a.inbound.serve()
 	cfg, u := a.current.Load(), a.spool.Usage()
 	proxyAddr, adminAddr := a.proxyLn.Addr().String(), a.adminLn.Addr().String()
-	https := a.trust.status(cfg, nil)
+	https := a.trust.status(cfg, nil, nil)
 	a.log.Info("hookpace started", "listen", proxyAddr, "admin", adminAddr,
 		"spool", cfg.Spool.Dir, "queued", u.Messages, "dead_letters", u.Dead, "hosts", u.Hosts, "paused", pausedHosts(a.disp),
 		"mitm_ca", https.CA, "trust_bundle", https.Bundle, "config", cfg.Path)

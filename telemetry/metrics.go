@@ -63,6 +63,7 @@ type Metrics struct {
 	dedupe        dedupeInstruments
 	rewrite       rewriteInstruments
 	tunnels       metric.Int64Counter
+	forwarded     metric.Int64Counter
 
 	inboundRejected metric.Int64Counter // inbound.go
 

@@ -13,6 +13,11 @@ import (
 // around the pacing.
 const MetricTunnels = "hookpace_tunnels_total"
 
+// MetricForwarded counts the requests hookpace saw (absolute-form or
+// inside an intercepted tunnel) and forwarded synchronously because no
+// webhook rule matched them: API calls, answered by the partner itself.
+const MetricForwarded = "hookpace_forwarded_total"
+
 func (m *Metrics) initTunnels(meter metric.Meter) error {
 	var err error
 	if m.tunnels, err = meter.Int64Counter(MetricTunnels,
@@ -20,7 +25,21 @@ func (m *Metrics) initTunnels(meter metric.Meter) error {
 		metric.WithUnit("{tunnel}")); err != nil {
 		return fmt.Errorf("create %s: %w", MetricTunnels, err)
 	}
+	if m.forwarded, err = meter.Int64Counter(MetricForwarded,
+		metric.WithDescription("Requests forwarded synchronously to their destination host (not webhooks: no rule matched), the partner's answer returned."),
+		metric.WithUnit("{request}")); err != nil {
+		return fmt.Errorf("create %s: %w", MetricForwarded, err)
+	}
 	return nil
+}
+
+// Forwarded counts one request to host that was not a webhook and went to
+// host synchronously.
+func (m *Metrics) Forwarded(ctx context.Context, host string) {
+	if m == nil {
+		return
+	}
+	m.forwarded.Add(ctx, 1, metric.WithAttributes(attribute.String("host", m.HostLabel(host))))
 }
 
 // Tunnel counts one CONNECT to host handled as mode (one of proxy's

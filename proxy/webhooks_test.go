@@ -1,0 +1,91 @@
+package proxy
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/hookpace/hookpace/config"
+)
+
+func classifyPolicy(t *testing.T, yaml string) *Policy {
+	t.Helper()
+	cfg, err := config.Parse("config.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Policy{
+		Methods:         cfg.Spool.Methods,
+		Webhooks:        cfg.Webhooks,
+		WebhookRulesSet: cfg.WebhookRulesSet,
+		Host: func(host string) HostPolicy {
+			key, hc := cfg.Lookup(host)
+			return HostPolicy{Named: key != "", Webhooks: hc.Webhooks, Connect: hc.Connect}
+		},
+	}
+}
+
+// TestClassify: which requests are webhooks, and which rule says so,
+// with and without a webhooks block.
+func TestClassify(t *testing.T) {
+	type req struct {
+		method, url string
+		header      string // a header present on the request
+		rule        string // "": not a webhook
+	}
+	for _, tc := range []struct {
+		name string
+		yaml string
+		reqs []req
+	}{
+		{"no block", "hosts:\n  hooks.partner.example: {}\n  inbox.example: {webhooks: all}\n  api.example: {webhooks: none}\n", []req{
+			{"POST", "http://anything.example/x", "", RuleHTTP},
+			{"GET", "http://anything.example/x", "", ""},
+			{"POST", "https://hooks.partner.example/in", "", RuleNamedHost + "POST)"},
+			{"POST", "https://api.stripe.example/v1/charges", "", ""},
+			{"POST", "https://p1.test/", "webhook-signature", RuleSignature},
+			{"PUT", "https://p1.test/", "Webhook-Signature", RuleSignature},
+			{"GET", "https://hooks.partner.example/status", "", ""},
+			{"POST", "https://inbox.example/", "", RuleHostAll},
+			{"POST", "https://api.example/", "webhook-signature", ""},
+			{"POST", "http://api.example/", "", ""},
+		}},
+		{"rules", `webhooks:
+  - header: webhook-signature
+  - host: "*.hooks.example"
+    path: /in/**
+  - host: slack.example
+    methods: [POST, PUT]
+    path: /services/*
+hosts:
+  named.example: {}
+  inbox.example: {webhooks: all}
+`, []req{
+			{"POST", "https://p1.test/", "webhook-signature", "webhooks[0]"},
+			{"POST", "https://api.test/v1/charges", "", ""},
+			{"POST", "http://plain.example/", "", ""}, // the rules decide http:// too
+			{"POST", "https://a.hooks.example/in/x/y", "", "webhooks[1]"},
+			{"POST", "https://a.hooks.example/in", "", "webhooks[1]"},
+			{"POST", "https://a.hooks.example/out", "", ""},
+			{"POST", "https://hooks.example/in/x", "", ""}, // "*." is below only
+			{"GET", "https://a.hooks.example/in/x", "", ""},
+			{"PUT", "https://slack.example/services/T1", "", "webhooks[2]"},
+			{"PUT", "https://slack.example/services/T1/B2", "", ""},
+			{"POST", "https://named.example/", "", ""}, // with a block, being named is not enough
+			{"POST", "https://inbox.example/", "", RuleHostAll},
+		}},
+	} {
+		pol := classifyPolicy(t, tc.yaml)
+		for _, rq := range tc.reqs {
+			r := httptest.NewRequest(rq.method, rq.url, nil)
+			if rq.header != "" {
+				r.Header = http.Header{}
+				r.Header.Set(rq.header, "v1,abc")
+			}
+			rule, ok := pol.classify(r)
+			if rule != rq.rule || ok != (rq.rule != "") {
+				t.Errorf("%s: %s %s (%s): rule %q webhook %v, want %q", tc.name, rq.method, rq.url, rq.header, rule, ok, rq.rule)
+			}
+		}
+	}
+}
