@@ -127,12 +127,16 @@ hosts:
 			if delivered != v.n {
 				t.Errorf("%d 2xx for %d webhooks: some were delivered twice", delivered, v.n)
 			}
-			// Held to the window's end, hookpace is refused at most once a
-			// window: fewer than 20 for 200 webhooks at 10 a window, and
-			// on a loaded machine, where the sends spread over more
-			// windows, no more than one for each.
-			if throttled > max(v.max429, windows) {
-				t.Errorf("partner answered %d requests with 429 over %d windows, want at most %d", throttled, windows, max(v.max429, windows))
+			// Held to the window's end, hookpace is refused about once a
+			// window: fewer than 20 for 200 webhooks at 10 a window. On a
+			// loaded machine the sends spread over more windows, and a
+			// window's first 429 may find the others of its 4 concurrent
+			// requests already sent: one a window, plus those once. A
+			// hookpace that ignored Retry-After would be refused ~40 times
+			// a window.
+			const concurrency = 4
+			if bound := max(v.max429, windows+concurrency-1); throttled > bound {
+				t.Errorf("partner answered %d requests with 429 over %d windows, want at most %d", throttled, windows, bound)
 			}
 		})
 	}
