@@ -87,6 +87,7 @@ type rawConfig struct {
 	Proxy     rawProxy     `yaml:"proxy"`
 	Events    rawEvents    `yaml:"events"`
 	Memory    rawMemory    `yaml:"memory"`
+	Capture   rawCapture   `yaml:"capture"`
 }
 
 type rawLog struct {

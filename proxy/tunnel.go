@@ -11,6 +11,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -53,6 +54,10 @@ type tunnel struct {
 	ca    *mitm.CA
 	why   string // why a TLS tunnel passes through (the tunnel's reason)
 	start time.Time
+	// captured: the kernel redirected this connection to the capture
+	// listener; there was no CONNECT and no proxy credentials, and the
+	// redirect is its authorization (capture.go).
+	captured bool
 }
 
 // sniffConnect accepts the CONNECT and hands its connection to t.serve.
@@ -72,7 +77,17 @@ func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
 		conn.Close()
 		return
 	}
-	br := bufio.NewReader(conn)
+	p.serveSniffed(t, conn, nil)
+}
+
+// serveSniffed serves a tunnel whose destination is decided: a CONNECT
+// answered 200, or a captured connection (capture.go). pre are bytes
+// already read from conn (a captured ClientHello), read again first.
+// Its first bytes say what it is: TLS is intercepted, spliced through or
+// refused as t says; anything else is HTTP/1.1.
+func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
+	r := t.req
+	br := newReplayReader(pre, conn)
 	c := &peekedConn{Conn: conn, r: br}
 	wait := sniffTimeout
 	if t.deny == "" && t.ca == nil {
@@ -185,6 +200,9 @@ func (p *Proxy) serveInside(t *tunnel, c net.Conn, scheme string) {
 		if auth != "" && in.Header.Get("Proxy-Authorization") == "" {
 			in.Header.Set("Proxy-Authorization", auth)
 		}
+		if t.captured {
+			in = in.WithContext(context.WithValue(in.Context(), capturedKey{}, true))
+		}
 		p.ServeHTTP(w, in)
 	})
 	srv := innerServer(t.req, h)
@@ -230,6 +248,14 @@ func tunnelURL(in *http.Request, target, scheme string) error {
 	}
 	in.URL = u
 	return nil
+}
+
+// newReplayReader reads pre, then conn.
+func newReplayReader(pre []byte, conn net.Conn) *bufio.Reader {
+	if len(pre) == 0 {
+		return bufio.NewReader(conn)
+	}
+	return bufio.NewReader(io.MultiReader(bytes.NewReader(pre), conn))
 }
 
 // peekedConn is a connection whose first bytes were read ahead into r.
