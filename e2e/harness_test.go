@@ -73,6 +73,9 @@ type Hookpace struct {
 	// namespace of its own), so that it resolves partner names to
 	// loopback and clients need no NO_PROXY exemption for them.
 	hosts string
+	// prefix, if set, is a command hookpace is started under, which
+	// execs it (ip netns exec NAME: capture_test.go).
+	prefix []string
 }
 
 // deadPort returns a loopback address where nothing listens (a port the
@@ -161,6 +164,9 @@ func StartResolving(t *testing.T, cfg string, names ...string) *Hookpace {
 func (h *Hookpace) start() {
 	h.t.Helper()
 	h.cmd = exec.Command(binary, "run", "--config", h.Config)
+	if len(h.prefix) > 0 {
+		h.cmd = exec.Command(h.prefix[0], append(h.prefix[1:], binary, "run", "--config", h.Config)...)
+	}
 	if h.hosts != "" {
 		// exec: the process the harness signals is hookpace itself.
 		h.cmd = exec.Command("unshare", "-m", "sh", "-c", `mount --bind "$0" /etc/hosts && exec "$1" run --config "$2"`,
