@@ -373,6 +373,36 @@ hosts:
 			t.Errorf("hookpace's own connections did not pass the uid rule (0 packets):\n%s", out)
 		}
 	}
+	// An app that does not trust hookpace's CA fails loudly, and hookpace
+	// counts, names and lists the rejection.
+	c := ns.asNobody("curl", "-sS", "-o", "/dev/null", "-X", "POST", "-d", "{}", "https://partner.test/untrusted")
+	c.Env = appEnv(home)
+	if out, err := c.CombinedOutput(); err == nil {
+		t.Fatalf("curl without the trust bundle got through: %s", out)
+	}
+	Poll(t, 30*time.Second, "the rejection counted", func() bool {
+		resp, err := ns.client().Get("http://" + hp.Admin + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		m, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(m), `hookpace_tunnels_total{host="partner.test",mode="rejected"} 1`)
+	})
+	// The log is written out every 100 ms.
+	Poll(t, 30*time.Second, "the rejection's warning", func() bool { return strings.Contains(hp.Log(), "rejected hookpace's certificate") })
+	if n := strings.Count(hp.Log(), "rejected hookpace's certificate"); n != 1 || !strings.Contains(hp.Log(), "CURL_CA_BUNDLE (curl)") {
+		t.Errorf("%d rejection warnings naming the variables, want one:\n%s", n, grepLines(hp.Log(), "rejected"))
+	}
+	resp, err = ns.client().Get("http://" + hp.Admin + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `data-host="partner.test" data-mode="rejected"`) {
+		t.Errorf("the status page does not list partner.test's rejection")
+	}
 	if strings.Contains(hp.Log(), "capture: connection refused") || strings.Contains(hp.Log(), "capture listener itself") {
 		t.Errorf("hookpace refused captured connections:\n%s", grepLines(hp.Log(), "capture"))
 	}

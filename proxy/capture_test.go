@@ -47,6 +47,13 @@ func TestCaptureURL(t *testing.T) {
 // captureListener serves each connection to a loopback listener as if it
 // had been redirected from dst.
 func captureListener(t *testing.T, p *Proxy, dst func(self netip.AddrPort) netip.AddrPort) string {
+	addr, _ := captureListenerDone(t, p, dst)
+	return addr
+}
+
+// captureListenerDone is captureListener, and a channel that gets a value
+// each time a connection's ServeCapture returns.
+func captureListenerDone(t *testing.T, p *Proxy, dst func(self netip.AddrPort) netip.AddrPort) (string, <-chan struct{}) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -54,16 +61,20 @@ func captureListener(t *testing.T, p *Proxy, dst func(self netip.AddrPort) netip
 	}
 	t.Cleanup(func() { ln.Close() })
 	self := ln.Addr().(*net.TCPAddr).AddrPort()
+	done := make(chan struct{}, 16)
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go p.ServeCapture(context.Background(), c, dst(self))
+			go func() {
+				p.ServeCapture(context.Background(), c, dst(self))
+				done <- struct{}{}
+			}()
 		}
 	}()
-	return ln.Addr().String()
+	return ln.Addr().String(), done
 }
 
 func testCA(t *testing.T) (*mitm.CA, *x509.CertPool) {
@@ -183,5 +194,42 @@ func TestServeCaptureRefusesItself(t *testing.T) {
 	}
 	if ms, _ := sp.Queued(addr, 10); len(ms) != 0 {
 		t.Errorf("spooled %d to the capture listener itself", len(ms))
+	}
+}
+
+// A client that does not trust hookpace's CA fails its handshake with an
+// alert: the rejection is counted for the host, listed apart from its
+// interceptions, and warned of once, with the variables that fix it.
+func TestRejectedCertificateIsCounted(t *testing.T) {
+	var log bytes.Buffer
+	p, _ := laneProxy(t, HostPolicy{Connect: config.ConnectMITM}, nil, &log)
+	ca, _ := testCA(t)
+	p.SetCA(ca)
+	addr, done := captureListenerDone(t, p, func(netip.AddrPort) netip.AddrPort { return netip.MustParseAddrPort("127.0.0.1:443") })
+	for range 2 {
+		// The system roots only, as an app without the trust variable has.
+		_, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "localhost"})
+		if err == nil {
+			t.Fatal("a client without hookpace's CA completed the handshake")
+		}
+		<-done
+	}
+	var rejected, intercepted int64
+	for _, s := range p.Tunnels() {
+		if s.Host == "localhost" && s.Mode == TunnelRejected {
+			rejected = s.Count
+			if !strings.Contains(s.Reason, "does not trust hookpace's CA") {
+				t.Errorf("rejection's reason %q", s.Reason)
+			}
+		}
+		if s.Host == "localhost" && s.Mode == TunnelIntercepted {
+			intercepted = s.Count
+		}
+	}
+	if rejected != 2 || intercepted != 2 {
+		t.Fatalf("tunnels %+v: want localhost intercepted 2 and rejected 2", p.Tunnels())
+	}
+	if n := strings.Count(log.String(), "rejected hookpace's certificate"); n != 1 || !strings.Contains(log.String(), "NODE_EXTRA_CA_CERTS") {
+		t.Errorf("%d rejection warnings naming the variables, want one:\n%s", n, log.String())
 	}
 }
