@@ -57,7 +57,7 @@ type Forward struct {
 // Tunnel is what the CONNECTs to one host became.
 type Tunnel struct {
 	Host   string    `json:"host"`
-	Mode   string    `json:"mode"` // intercepted, passthrough (NOT paced) or refused
+	Mode   string    `json:"mode"` // intercepted, passthrough (NOT paced), refused, or rejected (the client refused hookpace's certificate)
 	Count  int64     `json:"count"`
 	Last   time.Time `json:"last"`
 	Reason string    `json:"reason,omitempty"`

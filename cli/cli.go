@@ -34,6 +34,7 @@ Usage:
   hookpace pause HOST | resume HOST    stop / restart sending to one host
   hookpace health [--ready]            exit 0 if the admin API is healthy (for probes)
   hookpace inject [-f FILE]...         add hookpace as a native sidecar to Kubernetes manifests
+  hookpace capture rules --to PORT --exclude-uid UID [--apply]   iptables rules for capture mode
   hookpace dead list [--host H] [--limit N] [--json]
   hookpace dead export [--host H] [ID...]   every dead letter as JSON lines (whole URL, headers, body)
   hookpace dead replay (--all | --host H | ID...)
@@ -68,7 +69,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	// "hookpace ca --help", "hookpace dead -h": commands with
 	// subcommands answer before looking for one.
-	if (cmd == "ca" || cmd == "dead" || cmd == "msg" || cmd == "queue" || cmd == "sign") && len(args) > 0 && isHelp(args[0]) {
+	if (cmd == "ca" || cmd == "capture" || cmd == "dead" || cmd == "msg" || cmd == "queue" || cmd == "sign") && len(args) > 0 && isHelp(args[0]) {
 		printHelp(stdout, cmd, nil)
 		return 0
 	}
@@ -86,6 +87,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = health(args, stdout)
 	case "inject":
 		err = injectCmd(args, stdout, stderr)
+	case "capture":
+		err = captureCmd(args, stdout, stderr)
 	case "pause", "resume":
 		err = pauseResume(cmd, args, stdout)
 	case "dead":

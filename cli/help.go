@@ -93,6 +93,21 @@ Lets HOST send again after a pause.
 Exit 0 if the admin API answers /healthz (with --ready: /readyz); for
 container probes.
 `,
+	"capture": `Usage: hookpace capture rules --to PORT --exclude-uid UID [--ports 80,443]
+                              [--exclude-cidr CIDR]... [--apply]
+
+Capture mode: the kernel redirects the apps' outbound TCP to ports 80 and
+443 to hookpace's capture listener (capture.listen), so that every client
+goes through hookpace whatever it does with proxy variables. Prints the
+iptables-restore input (nat table, chain HOOKPACE_OUTPUT, IPv4 then IPv6),
+or with --apply applies it in the current network namespace (needs
+NET_ADMIN and NET_RAW; applying again replaces the chain's rules).
+Not captured: processes of --exclude-uid (hookpace's own uid: its
+deliveries must go out, not back into it), loopback, and each
+--exclude-cidr. Check for no loop with: iptables -t nat -L HOOKPACE_OUTPUT -v -n
+(the uid-owner RETURN rule's packets grow as hookpace delivers).
+See docs/capture.md.
+`,
 	"inject": `Usage: hookpace inject [-f FILE]... [flags] > injected.yaml
 
 Adds hookpace to Kubernetes manifests: Deployments, StatefulSets,

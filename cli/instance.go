@@ -61,6 +61,8 @@ func printHTTPS(out io.Writer, h *admin.HTTPS) {
 			fmt.Fprintf(out, "  passed through unpaced: %s (%d tunnels; %s)\n", t.Host, t.Count, t.Reason)
 		case "refused":
 			fmt.Fprintf(out, "  refused: %s (%d tunnels; %s)\n", t.Host, t.Count, t.Reason)
+		case "rejected":
+			fmt.Fprintf(out, "  rejected by the client: %s (%d handshakes; %s)\n", t.Host, t.Count, t.Reason)
 		}
 	}
 	for _, f := range h.Forwarded {

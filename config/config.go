@@ -48,6 +48,7 @@ type Config struct {
 	Events          EventsConfig   // see events.go
 	Memory          MemoryConfig   // see memory.go
 	Inbound         []InboundRoute // see inbound.go
+	Capture         CaptureConfig  // see capture.go
 	Path            string         // file it was loaded from (the name given to Parse); "" for Default()
 
 	hosts *hostIndex     // precomputed for Lookup
@@ -381,6 +382,7 @@ func RestartRequired(old, new *Config) []string {
 	}{
 		{"listen", old.Listen != new.Listen},
 		{"admin", old.Admin != new.Admin},
+		{"capture.listen", old.Capture.Listen != new.Capture.Listen},
 		{"proxy.max_connections", old.Proxy.MaxConnections != new.Proxy.MaxConnections},
 		{"spool.max_header_bytes", old.Spool.MaxHeader != new.Spool.MaxHeader},
 		{"admin.hosts", !slices.Equal(old.AdminAccess.Hosts, new.AdminAccess.Hosts)},

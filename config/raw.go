@@ -89,6 +89,7 @@ type rawConfig struct {
 	Memory    rawMemory    `yaml:"memory"`
 	Inbound   yaml.Node    `yaml:"inbound"` // see resolveInbound
 	Webhooks  []rawWebhook `yaml:"webhooks"`
+	Capture   rawCapture   `yaml:"capture"`
 }
 
 type rawLog struct {

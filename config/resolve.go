@@ -64,6 +64,7 @@ func resolve(raw *rawConfig, doc *docIndex, p *problems) *Config {
 	resolveJournal(p, &raw.Journal, &c.Journal)
 	resolveProxy(p, &raw.Proxy, &c.Proxy)
 	resolveMemory(p, &raw.Memory, &c.Memory)
+	resolveCapture(p, &raw.Capture, &c.Capture)
 
 	// CONNECT: an operator's CA intercepts everything, as before; without
 	// one, a host named in hosts is intercepted by hookpace's own CA and

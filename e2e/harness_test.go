@@ -103,6 +103,9 @@ type Hookpace struct {
 	// test binary's own: tests run in parallel, so none sets a variable
 	// in the shared environment for its hookpace to inherit.
 	env []string
+	// prefix, if set, is a command hookpace is started under, which
+	// execs it (ip netns exec NAME: capture_test.go).
+	prefix []string
 }
 
 // deadPort returns a loopback address where nothing listens (a port the
@@ -207,6 +210,9 @@ func StartResolving(t *testing.T, cfg string, names ...string) *Hookpace {
 func (h *Hookpace) start() {
 	h.t.Helper()
 	h.cmd = exec.Command(binary, "run", "--config", h.Config)
+	if len(h.prefix) > 0 {
+		h.cmd = exec.Command(h.prefix[0], append(h.prefix[1:], binary, "run", "--config", h.Config)...)
+	}
 	if h.hosts != "" {
 		// exec: the process the harness signals is hookpace itself.
 		h.cmd = exec.Command("unshare", append(unshareMount(), "sh", "-c", `mount --bind "$0" /etc/hosts && exec "$1" run --config "$2"`,

@@ -336,9 +336,23 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 		return reject(unauthorized())
 	}
 	ctx.UserData = &ctxInfo{authorized: true, user: user}
+	t, d := p.connectPolicy(r, target, start)
+	if t == nil {
+		return reject(d)
+	}
+	return p.sniffConnect(t), target
+}
+
+// connectPolicy decides what a tunnel to target (host:port) becomes, for
+// a CONNECT and for a captured TLS connection alike: a tunnel to serve
+// (intercepted, spliced or refused in TLS), or, when t is nil, the
+// refusal d to answer at once. r is the CONNECT, or the captured
+// connection's stand-in for one.
+func (p *Proxy) connectPolicy(r *http.Request, target string, start time.Time) (t *tunnel, d decision) {
+	pol := p.policy.Load()
 	u := &url.URL{Scheme: "https", Host: target}
 	if err := CheckTarget(u); err != nil {
-		return reject(badRequest(err.Error()))
+		return nil, badRequest(err.Error())
 	}
 	host := HostKey(u)
 	mode := pol.Host(host).Connect
@@ -347,7 +361,7 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 	if mode == config.ConnectMITM {
 		if ca != nil && ca.Covers(u.Hostname()) {
 			p.countTunnel(r.Context(), host, TunnelIntercepted, "")
-			return p.sniffConnect(&tunnel{req: r, target: target, host: host, ca: ca, start: start}), target
+			return &tunnel{req: r, target: target, host: host, ca: ca, start: start}, decision{}
 		}
 		// Never refuse what cannot be intercepted: the app's call goes
 		// through as it would without hookpace, counted and warned of.
@@ -373,11 +387,11 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 	case config.ConnectTunnel:
 		if _, err := p.opts.Guard.CheckPort(r.Context(), u.Hostname(), destPort(u)); err != nil {
 			if d, ok := refused(err); ok {
-				return reject(d)
+				return nil, d
 			}
 		}
 		// A TLS tunnel is spliced through; plain HTTP inside is spooled (tunnel.go).
-		return p.sniffConnect(&tunnel{req: r, target: target, host: host, start: start, why: why}), target
+		return &tunnel{req: r, target: target, host: host, start: start, why: why}, decision{}
 	default:
 		deny := "CONNECT to " + host + " denied (connect: deny): hookpace cannot spool or pace an encrypted tunnel " +
 			"it does not intercept. Name the host in hosts (connect: mitm, the default there) and trust hookpace's " +
@@ -385,12 +399,12 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 		if destPort(u) == 443 {
 			// HTTPS for certain: refuse now, with a reason the client shows.
 			p.countTunnel(r.Context(), host, TunnelRefused, "connect: deny")
-			return reject(decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: deny})
+			return nil, decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: deny}
 		}
 		if _, err := p.opts.Guard.CheckPort(r.Context(), u.Hostname(), destPort(u)); err != nil && egress.IsDenied(err) {
-			return reject(decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: err.Error()})
+			return nil, decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: err.Error()}
 		}
 		// Plain HTTP inside is spooled like an absolute-form POST; TLS is refused.
-		return p.sniffConnect(&tunnel{req: r, target: target, host: host, deny: deny, start: start}), target
+		return &tunnel{req: r, target: target, host: host, deny: deny, start: start}, decision{}
 	}
 }

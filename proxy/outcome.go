@@ -53,4 +53,7 @@ const (
 	TunnelIntercepted = "intercepted" // decrypted with the CA: spooled and paced
 	TunnelPassthrough = "passthrough" // bytes passed through: NOT spooled, NOT paced
 	TunnelRefused     = "refused"     // connect: deny
+	// TunnelRejected: the client refused hookpace's certificate (a TLS
+	// alert in the intercepting handshake): its webhook failed, loudly.
+	TunnelRejected = "rejected"
 )

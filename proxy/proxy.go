@@ -258,7 +258,7 @@ type ctxInfo struct {
 // says which user the request authenticated as ("" without auth).
 // Requests inside a MITM'd tunnel were authorized at the CONNECT.
 func (p *Proxy) authorize(r *http.Request, ctx *goproxy.ProxyCtx, pol *Policy) (string, bool) {
-	if len(pol.Users) == 0 {
+	if len(pol.Users) == 0 || r.Context().Value(capturedKey{}) != nil {
 		return "", true
 	}
 	if ctx != nil {

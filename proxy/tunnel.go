@@ -11,6 +11,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +56,10 @@ type tunnel struct {
 	ca    *mitm.CA
 	why   string // why a TLS tunnel passes through (the tunnel's reason)
 	start time.Time
+	// captured: the kernel redirected this connection to the capture
+	// listener; there was no CONNECT and no proxy credentials, and the
+	// redirect is its authorization (capture.go).
+	captured bool
 }
 
 // sniffConnect accepts the CONNECT and hands its connection to t.serve.
@@ -73,7 +79,17 @@ func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
 		conn.Close()
 		return
 	}
-	br := bufio.NewReader(conn)
+	p.serveSniffed(t, conn, nil)
+}
+
+// serveSniffed serves a tunnel whose destination is decided: a CONNECT
+// answered 200, or a captured connection (capture.go). pre are bytes
+// already read from conn (a captured ClientHello), read again first.
+// Its first bytes say what it is: TLS is intercepted, spliced through or
+// refused as t says; anything else is HTTP/1.1.
+func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
+	r := t.req
+	br := newReplayReader(pre, conn)
 	c := &peekedConn{Conn: conn, r: br}
 	wait := sniffTimeout
 	if t.deny == "" && t.ca == nil {
@@ -104,7 +120,12 @@ func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
 			c.Close()
 			return
 		}
-		p.serveInside(t, tls.Server(c, cfg), "https")
+		ac := &alertConn{Conn: c}
+		tc := tls.Server(ac, cfg)
+		if !p.handshake(t, tc, ac) {
+			return
+		}
+		p.serveInside(t, tc, "https")
 	case t.deny != "":
 		p.countTunnel(r.Context(), t.host, TunnelRefused, "connect: deny")
 		p.record(r, t.start, t.host, 0, decision{outcome: outcomeRefused, status: http.StatusForbidden, reason: t.deny})
@@ -115,6 +136,85 @@ func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
 	default:
 		p.splice(t, c)
 	}
+}
+
+// rejections are the alerts a client sends when it does not trust the
+// certificate it was given, by their description in an encrypted alert
+// (crypto/tls's error) and their code in a plaintext one.
+var rejections = map[string]bool{
+	"tls: bad certificate": true, "tls: unsupported certificate": true,
+	"tls: unknown certificate": true, "tls: unknown certificate authority": true,
+}
+
+var rejectionCodes = map[byte]string{
+	42: "bad certificate", 43: "unsupported certificate", 46: "unknown certificate", 48: "unknown certificate authority",
+}
+
+// alertConn remembers the start of the last read during a handshake: a
+// TLS 1.3 client that rejects the server's certificate (OpenSSL: curl,
+// Python) says so in a plaintext alert, before it has keys to encrypt
+// one, which crypto/tls reports only as "bad record MAC".
+type alertConn struct {
+	net.Conn
+	last []byte
+	done bool // the handshake is over: reads pass through
+}
+
+func (c *alertConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.done {
+		c.last = append(c.last[:0], b[:min(n, 64)]...)
+	}
+	return n, err
+}
+
+// CloseWrite half-closes the connection underneath.
+func (c *alertConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
+// plainAlert is the description of a plaintext alert record in the last
+// read, after any change_cipher_spec records.
+func (c *alertConn) plainAlert() (byte, bool) {
+	b := c.last
+	for len(b) >= 5 && b[0] == 20 { // change_cipher_spec, sent for middleboxes
+		b = b[min(len(b), 5+int(b[3])<<8|int(b[4])):]
+	}
+	if len(b) >= 7 && b[0] == 21 && b[3] == 0 && b[4] == 2 {
+		return b[6], true
+	}
+	return 0, false
+}
+
+// handshake completes the intercepting handshake of tc, within
+// sniffTimeout. A client that rejects hookpace's certificate is counted
+// (TunnelRejected), warned of once per host and listed; it closes tc and
+// reports false on any failure.
+func (p *Proxy) handshake(t *tunnel, tc *tls.Conn, ac *alertConn) bool {
+	ctx, cancel := context.WithTimeout(t.req.Context(), sniffTimeout)
+	defer cancel()
+	err := tc.HandshakeContext(ctx)
+	ac.done = true
+	if err == nil {
+		return true
+	}
+	tc.Close()
+	alert := ""
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "remote error" && rejections[oe.Err.Error()] {
+		alert = strings.TrimPrefix(oe.Err.Error(), "tls: ")
+	} else if code, ok := ac.plainAlert(); ok {
+		alert = rejectionCodes[code]
+	}
+	if alert != "" {
+		p.countTunnel(t.req.Context(), t.host, TunnelRejected, "the client does not trust hookpace's CA ("+alert+")")
+		return false
+	}
+	p.log.Debug("connect: TLS handshake failed", "host", t.host, "remote", t.req.RemoteAddr, "error", err)
+	return false
 }
 
 // splice passes a tunnel's bytes (TLS, or a protocol where the server
@@ -193,6 +293,9 @@ func (p *Proxy) serveInside(t *tunnel, c net.Conn, scheme string) {
 		if auth != "" && in.Header.Get("Proxy-Authorization") == "" {
 			in.Header.Set("Proxy-Authorization", auth)
 		}
+		if t.captured {
+			in = in.WithContext(context.WithValue(in.Context(), capturedKey{}, true))
+		}
 		p.ServeHTTP(w, in)
 	})
 	srv := innerServer(t.req, h)
@@ -238,6 +341,14 @@ func tunnelURL(in *http.Request, target, scheme string) error {
 	}
 	in.URL = u
 	return nil
+}
+
+// newReplayReader reads pre, then conn.
+func newReplayReader(pre []byte, conn net.Conn) *bufio.Reader {
+	if len(pre) == 0 {
+		return bufio.NewReader(conn)
+	}
+	return bufio.NewReader(io.MultiReader(bytes.NewReader(pre), conn))
 }
 
 // peekedConn is a connection whose first bytes were read ahead into r.

@@ -30,10 +30,17 @@ type TunnelStat struct {
 }
 
 // tunnelBook keeps a TunnelStat per host, for the status page, hookpace
-// status and the once-per-host warning.
+// status and the once-per-host warning. A host's rejections (a client
+// that refused hookpace's certificate) have an entry of their own, which
+// the host's later tunnels leave listed: a failed webhook stays in view.
 type tunnelBook struct {
 	mu    sync.Mutex
-	hosts map[string]*TunnelStat
+	hosts map[bookKey]*TunnelStat
+}
+
+type bookKey struct {
+	host     string
+	rejected bool
 }
 
 // add counts one CONNECT and reports whether it is the first to host in
@@ -42,16 +49,17 @@ func (b *tunnelBook) add(host, mode, reason string, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.hosts == nil {
-		b.hosts = map[string]*TunnelStat{}
+		b.hosts = map[bookKey]*TunnelStat{}
 	}
-	s, ok := b.hosts[host]
+	k := bookKey{host, mode == TunnelRejected}
+	s, ok := b.hosts[k]
 	if !ok && len(b.hosts) >= maxTunnelHosts {
-		host = otherTunnels
-		s, ok = b.hosts[host]
+		k.host = otherTunnels
+		s, ok = b.hosts[k]
 	}
 	if !ok {
-		s = &TunnelStat{Host: host, First: now}
-		b.hosts[host] = s
+		s = &TunnelStat{Host: k.host, First: now}
+		b.hosts[k] = s
 	}
 	first := !ok || s.Mode != mode
 	s.Mode, s.Reason, s.Last = mode, reason, now
@@ -90,10 +98,20 @@ func (p *Proxy) countTunnel(ctx context.Context, host, mode, reason string) {
 	if !p.tunnels.add(host, mode, reason, time.Now()) || mode == TunnelIntercepted {
 		return
 	}
-	if mode == TunnelPassthrough {
+	switch mode {
+	case TunnelPassthrough:
 		p.log.Warn("connect: https passed through unpaced: not spooled, not paced, not retried", "host", host, "reason", reason)
+	case TunnelRejected:
+		p.log.Warn("connect: a client rejected hookpace's certificate: its https webhook failed", "host", host, "reason", reason,
+			"fix", trustFix)
 	}
 }
+
+// trustFix is what each runtime needs to trust hookpace's CA: the bundle
+// (hookpace ca bundle) or, for Java, truststore.p12 beside it.
+const trustFix = "point the app at the trust bundle (hookpace ca bundle): SSL_CERT_FILE (Go, OpenSSL, Ruby, httpx), " +
+	"REQUESTS_CA_BUNDLE (Python requests), CURL_CA_BUNDLE (curl), NODE_EXTRA_CA_CERTS (Node), " +
+	"JAVA_TOOL_OPTIONS=-Djavax.net.ssl.trustStore=DIR/truststore.p12 -Djavax.net.ssl.trustStoreType=PKCS12 -Djavax.net.ssl.trustStorePassword=changeit (Java)"
 
 // SetCA replaces the CA that intercepts CONNECT (a reload re-issued it);
 // nil turns interception off. Spliced tunnels to hosts it now intercepts

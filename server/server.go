@@ -81,6 +81,7 @@ type app struct {
 
 	started            time.Time // when build began
 	proxyLn, adminLn   net.Listener
+	captureLn          net.Listener // capture.listen; nil when off (capture.go)
 	proxySrv, adminSrv *http.Server
 
 	spoolClosing bool        // shutdown closes the spool (see closeSpool)
@@ -143,7 +144,7 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 		return nil, err
 	}
 	// Our own listeners are never a delivery target, whatever was allowed.
-	if a.guard, err = egress.NewSwap(cfg.Egress.Allow, cfg.Egress.Deny, a.proxyLn.Addr().String(), a.adminLn.Addr().String()); err != nil {
+	if a.guard, err = egress.NewSwap(cfg.Egress.Allow, cfg.Egress.Deny, a.selfAddrs()...); err != nil {
 		return nil, err
 	}
 	files.bindCredentials(a.tel, a.guard, roots)
@@ -239,7 +240,7 @@ func (a *app) listen(cfg *config.Config) error {
 	}
 	a.adminLn = connlimit.Quiet(a.adminLn, a.log, "admin")
 	a.undo = append(a.undo, func() { a.adminLn.Close() })
-	return nil
+	return a.listenCapture(cfg)
 }
 
 // buildParts makes the dispatcher, the proxy and the two HTTP servers.
@@ -305,14 +306,23 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 // until ctx is done or a listener fails.
 func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(proxyAddr, adminAddr string)) {
 	a.history.Sample(time.Now()) // the history counts from here, before any webhook comes in
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- serveHTTP(a.proxySrv, a.proxyLn) }()
 	go func() { errc <- serveHTTP(a.adminSrv, a.adminLn) }()
 	a.inbound.serve()
+	go func() {
+		if err := a.serveCapture(); err != nil {
+			errc <- err
+		}
+	}()
 	cfg, u := a.current.Load(), a.spool.Usage()
 	proxyAddr, adminAddr := a.proxyLn.Addr().String(), a.adminLn.Addr().String()
 	https := a.trust.status(cfg, nil, nil)
-	a.log.Info("hookpace started", "listen", proxyAddr, "admin", adminAddr,
+	captureAddr := ""
+	if a.captureLn != nil {
+		captureAddr = a.captureLn.Addr().String()
+	}
+	a.log.Info("hookpace started", "listen", proxyAddr, "admin", adminAddr, "capture", captureAddr,
 		"spool", cfg.Spool.Dir, "queued", u.Messages, "dead_letters", u.Dead, "hosts", u.Hosts, "paused", pausedHosts(a.disp),
 		"mitm_ca", https.CA, "trust_bundle", https.Bundle, "config", cfg.Path)
 	logResume(a.log, u, pausedHosts(a.disp))

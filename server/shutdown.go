@@ -36,6 +36,9 @@ func (a *app) shutdown() error {
 	if sh.Handoff != "" {
 		a.handoff(deadline, sh)
 	}
+	if a.captureLn != nil {
+		a.captureLn.Close()
+	}
 	a.proxySrv.Shutdown(deadline)
 	a.inbound.shutdown(deadline)
 	a.adminSrv.Shutdown(deadline)

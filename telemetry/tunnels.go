@@ -21,7 +21,7 @@ const MetricForwarded = "hookpace_forwarded_total"
 func (m *Metrics) initTunnels(meter metric.Meter) error {
 	var err error
 	if m.tunnels, err = meter.Int64Counter(MetricTunnels,
-		metric.WithDescription("CONNECT tunnels by destination host and mode: intercepted (spooled and paced), passthrough (NOT paced) or refused."),
+		metric.WithDescription("CONNECT tunnels by destination host and mode: intercepted (spooled and paced), passthrough (NOT paced) or refused; rejected counts, besides, the intercepted ones whose client refused hookpace's certificate."),
 		metric.WithUnit("{tunnel}")); err != nil {
 		return fmt.Errorf("create %s: %w", MetricTunnels, err)
 	}

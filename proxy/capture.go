@@ -1,0 +1,194 @@
+package proxy
+
+// Capture: connections the kernel redirected to the capture listener
+// (iptables REDIRECT; `hookpace capture rules`). There was no CONNECT and
+// no proxy variable: the app dialled its partner, and dst is where it was
+// going (SO_ORIGINAL_DST). What the first bytes are decides the rest:
+//
+//   - TLS: the ClientHello's server name (SNI) is read without answering
+//     it, and the connection is decided exactly as a CONNECT to
+//     name:port would be (connectPolicy, then serveSniffed with the
+//     ClientHello read again), with the same counters, lines and status
+//     page. Without SNI the destination address stands for the name.
+//   - Anything else is HTTP/1.1, each request served as proxy-form to
+//     its Host name on dst's port (captureURL says why Host wins).
+//
+// The redirect is the authorization: proxy credentials are neither asked
+// for nor read (the capture listener is reachable only by the redirect,
+// from the pod or the VM itself).
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// capturedKey marks a request's context: it came through the capture
+// listener, and authorize lets it in without proxy credentials.
+type capturedKey struct{}
+
+// errHelloRead stops the handshake that read a ClientHello: it is never
+// answered.
+var errHelloRead = errors.New("client hello read")
+
+// ServeCapture serves one connection redirected to the capture listener;
+// dst is where the app was connecting. ctx may carry http.ServerContextKey,
+// the proxy listener's server, whose limits the requests inside are held
+// to. It closes conn.
+func (p *Proxy) ServeCapture(ctx context.Context, conn net.Conn, dst netip.AddrPort) {
+	start := time.Now()
+	dst = netip.AddrPortFrom(dst.Addr().Unmap().WithZone(""), dst.Port())
+	req := (&http.Request{Method: http.MethodConnect, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, RemoteAddr: conn.RemoteAddr().String(), Host: dst.String(),
+		URL: &url.URL{Host: dst.String()}}).WithContext(context.WithValue(ctx, capturedKey{}, true))
+	if self, ok := addrPort(conn.LocalAddr()); ok && self == dst {
+		// Not redirected: someone dialled the capture listener itself.
+		// Serving it would make hookpace its own destination.
+		p.record(req, start, dst.String(), 0, decision{outcome: outcomeRefused, status: http.StatusForbidden,
+			reason: "capture: connection to the capture listener itself, not redirected to it: refused"})
+		conn.Close()
+		return
+	}
+	conn.SetReadDeadline(time.Now().Add(sniffTimeout))
+	var first [1]byte
+	if _, err := io.ReadFull(conn, first[:]); err != nil {
+		p.log.Debug("capture: connection closed before its first bytes", "destination", dst.String(), "remote", req.RemoteAddr, "error", err)
+		conn.Close()
+		return
+	}
+	if first[0] != tlsHandshake {
+		conn.SetReadDeadline(time.Time{})
+		p.serveCapturedHTTP(req, conn, first[:], dst)
+		return
+	}
+	var seen bytes.Buffer
+	seen.WriteByte(first[0])
+	hello, err := readClientHello(io.MultiReader(bytes.NewReader(first[:]), io.TeeReader(conn, &seen)))
+	conn.SetReadDeadline(time.Time{})
+	if err != nil {
+		p.record(req, start, dst.String(), 0, badRequest("capture: TLS without a readable ClientHello: "+err.Error()))
+		conn.Close()
+		return
+	}
+	name := hello.ServerName
+	if name == "" {
+		name = dst.Addr().String() // no SNI: the address is the name
+	}
+	target := net.JoinHostPort(name, strconv.Itoa(int(dst.Port())))
+	req.Host, req.URL.Host = target, target
+	t, d := p.connectPolicy(req, target, start)
+	if t == nil {
+		p.record(req, start, target, 0, d)
+		conn.Write([]byte{21, 3, 3, 0, 2, 2, 49}) // a fatal access_denied alert
+		conn.Close()
+		return
+	}
+	t.captured = true
+	p.serveSniffed(t, conn, seen.Bytes())
+}
+
+// serveCapturedHTTP serves plain HTTP/1.1 redirected to the capture
+// listener: each request goes to ServeHTTP as proxy-form to captureURL.
+func (p *Proxy) serveCapturedHTTP(req *http.Request, conn net.Conn, pre []byte, dst netip.AddrPort) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
+		if err := captureURL(in, dst); err != nil {
+			d := badRequest(err.Error())
+			p.record(in, time.Now(), dst.String(), 0, d)
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(d.status)
+			io.WriteString(w, "hookpace: "+d.reason+"\n")
+			return
+		}
+		in.RemoteAddr = req.RemoteAddr
+		p.ServeHTTP(w, in.WithContext(context.WithValue(in.Context(), capturedKey{}, true)))
+	})
+	srv := innerServer(req, h)
+	if srv.ErrorLog == nil {
+		srv.ErrorLog = slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
+	}
+	srv.Serve(newOneConnListener(&peekedConn{Conn: conn, r: newReplayReader(pre, conn)}))
+}
+
+// captureURL makes a captured plain-HTTP request proxy-form:
+// http://name:port/path, the port always the one the app dialled (dst's:
+// that is the port the rules captured). The name is Host's when Host
+// names a host: the app resolved that name to dial dst, the hosts
+// settings, pacing and egress rules are keyed by name, a partner behind a
+// shared address needs it, and delivery resolves it again under the egress
+// rules. The address dialled wins when Host is missing or is an address
+// other than dst's: an address in Host names nothing more than the one
+// the kernel saw, and that one is a fact.
+func captureURL(in *http.Request, dst netip.AddrPort) error {
+	host := in.Host
+	if in.URL.IsAbs() {
+		host = in.URL.Host
+	}
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	if a, err := netip.ParseAddr(name); name == "" || (err == nil && a.Unmap() != dst.Addr()) {
+		name = dst.Addr().String()
+	}
+	u, err := url.Parse("http://" + net.JoinHostPort(name, strconv.Itoa(int(dst.Port()))) + in.URL.RequestURI())
+	if err != nil {
+		return fmt.Errorf("capture: request target: %w", err)
+	}
+	if err := CheckTarget(u); err != nil {
+		return fmt.Errorf("capture: %w", err)
+	}
+	in.URL = u
+	return nil
+}
+
+// readClientHello reads a TLS ClientHello from r and answers nothing.
+func readClientHello(r io.Reader) (*tls.ClientHelloInfo, error) {
+	var hello *tls.ClientHelloInfo
+	err := tls.Server(readOnlyConn{r: r}, &tls.Config{
+		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			c := *h
+			c.Conn = nil
+			hello = &c
+			return nil, errHelloRead
+		},
+	}).Handshake()
+	if hello == nil {
+		if err == nil {
+			err = errors.New("no ClientHello")
+		}
+		return nil, err
+	}
+	return hello, nil
+}
+
+// readOnlyConn lets crypto/tls read a ClientHello and write nothing.
+type readOnlyConn struct{ r io.Reader }
+
+func (c readOnlyConn) Read(b []byte) (int, error)     { return c.r.Read(b) }
+func (readOnlyConn) Write([]byte) (int, error)        { return 0, io.ErrClosedPipe }
+func (readOnlyConn) Close() error                     { return nil }
+func (readOnlyConn) LocalAddr() net.Addr              { return nil }
+func (readOnlyConn) RemoteAddr() net.Addr             { return nil }
+func (readOnlyConn) SetDeadline(time.Time) error      { return nil }
+func (readOnlyConn) SetReadDeadline(time.Time) error  { return nil }
+func (readOnlyConn) SetWriteDeadline(time.Time) error { return nil }
+
+// addrPort is a TCP address as a netip.AddrPort, unmapped and without zone.
+func addrPort(a net.Addr) (netip.AddrPort, bool) {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.AddrPort{}, false
+	}
+	ap := ta.AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap().WithZone(""), ap.Port()), true
+}
