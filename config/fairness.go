@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -154,7 +156,9 @@ func resolvePriority(p *problems, path string, n *yaml.Node, base Priority) Prio
 }
 
 // CheckLaneKey checks a fairness or ordering key: 1 to MaxFairnessKey
-// bytes, none of them a control character. The proxy checks the keys
+// bytes of UTF-8, with no control character and no bidirectional override
+// or isolate (U+202A-202E, U+2066-2069), which would make a key read as
+// another wherever it is shown. The proxy checks the keys
 // requests carry with it, and config the keys weights name.
 func CheckLaneKey(s string) error {
 	if s == "" {
@@ -163,9 +167,20 @@ func CheckLaneKey(s string) error {
 	if len(s) > MaxFairnessKey {
 		return fmt.Errorf("is %d bytes, more than %d", len(s), MaxFairnessKey)
 	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f {
+	return CheckKeyText(s)
+}
+
+// CheckKeyText checks that a key hookpace shows is UTF-8 with no control
+// character and no bidirectional override or isolate.
+func CheckKeyText(s string) error {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			return fmt.Errorf("is not UTF-8 (byte %d)", i)
+		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0:
 			return fmt.Errorf("has a control character (byte %d)", i)
+		case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+			return fmt.Errorf("has a bidirectional override or isolate, U+%04X (byte %d)", r, i)
 		}
 	}
 	return nil
