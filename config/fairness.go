@@ -1,7 +1,10 @@
 package config
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/hookpace/hookpace/spool"
 	"gopkg.in/yaml.v3"
@@ -154,7 +157,29 @@ func resolvePriority(p *problems, path string, n *yaml.Node, base Priority) Prio
 }
 
 // CheckLaneKey checks a fairness or ordering key by the spool's rule
-// (spool.CheckLaneKey) with the policy's limit, LaneKeyLimit. The proxy
-// checks the keys requests carry with it, and config the keys weights
-// name.
-func CheckLaneKey(s string) error { return spool.CheckLaneKey(s, LaneKeyLimit) }
+// (spool.CheckLaneKey) with the policy's limit, LaneKeyLimit, and as
+// CheckKeyText: UTF-8 with no control character and no bidirectional
+// override or isolate (U+202A-202E, U+2066-2069), which would make a key
+// read as another wherever it is shown. The proxy checks the keys
+// requests carry with it, and config the keys weights name.
+func CheckLaneKey(s string) error {
+	if err := spool.CheckLaneKey(s, LaneKeyLimit); err != nil {
+		return err
+	}
+	return CheckKeyText(s)
+}
+// CheckKeyText checks that a key hookpace shows is UTF-8 with no control
+// character and no bidirectional override or isolate.
+func CheckKeyText(s string) error {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			return fmt.Errorf("is not UTF-8 (byte %d)", i)
+		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0:
+			return fmt.Errorf("has a control character (byte %d)", i)
+		case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+			return fmt.Errorf("has a bidirectional override or isolate, U+%04X (byte %d)", r, i)
+		}
+	}
+	return nil
+}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -63,6 +64,10 @@ func coalesceKey(stored http.Header, pol *Policy) (string, *decision) {
 		return "", nil
 	case len(vs) > 1 || vs[0] == "" || len(vs[0]) > spool.MaxIdempotencyKey:
 		d := badRequest(pol.CoalesceHeader + " must be given once, 1 to " + strconv.Itoa(spool.MaxIdempotencyKey) + " bytes")
+		return "", &d
+	}
+	if err := config.CheckKeyText(vs[0]); err != nil {
+		d := badRequest(pol.CoalesceHeader + " " + err.Error() + ": want printable UTF-8")
 		return "", &d
 	}
 	return vs[0], nil

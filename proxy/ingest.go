@@ -179,7 +179,7 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 	if d, refused := p.handoff(r, pol, host, hp.FairnessKey, m); refused {
 		return d, len(m.Body)
 	}
-	ok, err := p.appendKeys(ctx, m, hp, spool.Keys{Idempotency: key, Coalesce: ckey})
+	ok, err := p.appendKeys(ctx, m, hp, spool.Keys{Idempotency: key, Coalesce: ckey, Scope: user})
 	return p.appended(ok, err), len(m.Body)
 }
 

@@ -53,7 +53,7 @@ func readLane(r *http.Request, hp *HostPolicy, user string, now time.Time) (lane
 			return l, badLane(HeaderOrderingKey + " given more than once")
 		}
 		if err := config.CheckLaneKey(vs[0]); err != nil {
-			return l, badLane(HeaderOrderingKey + " " + err.Error() + ": want 1 to " + strconv.Itoa(config.LaneKeyLimit) + " printable bytes")
+			return l, badLane(HeaderOrderingKey + " " + err.Error() + ": want 1 to " + strconv.Itoa(config.LaneKeyLimit) + " bytes of printable UTF-8")
 		}
 		l.ordering = vs[0]
 	}
@@ -102,7 +102,7 @@ func fairnessKey(r *http.Request, hp *HostPolicy, user string) (string, *decisio
 		return "", nil
 	}
 	if err := config.CheckLaneKey(key); err != nil {
-		return "", badLane(what + " " + err.Error() + ": want 1 to " + strconv.Itoa(config.LaneKeyLimit) + " printable bytes")
+		return "", badLane(what + " " + err.Error() + ": want 1 to " + strconv.Itoa(config.LaneKeyLimit) + " bytes of printable UTF-8")
 	}
 	return key, nil
 }
@@ -182,7 +182,9 @@ func parseDelay(s string) (time.Duration, bool) {
 	}
 	if c := s[len(s)-1]; c >= '0' && c <= '9' || c == '.' {
 		secs, err := strconv.ParseFloat(s, 64)
-		if err != nil || secs < 0 || math.IsNaN(secs) || secs > math.MaxInt64/float64(time.Second) {
+		// float64(math.MaxInt64) is 2^63: a product at or past it does
+		// not fit a Duration.
+		if err != nil || secs < 0 || math.IsNaN(secs) || secs*float64(time.Second) >= float64(math.MaxInt64) {
 			return 0, false
 		}
 		return time.Duration(secs * float64(time.Second)), true

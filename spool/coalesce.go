@@ -3,6 +3,7 @@ package spool
 import (
 	"context"
 	"math"
+	"strconv"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -33,6 +34,10 @@ type Keys struct {
 	Idempotency string        // "" or dedupe off: none
 	Window      time.Duration // how long Idempotency is remembered
 	Coalesce    string        // "": none
+	// Scope is who the keys belong to (the authenticated proxy user; ""
+	// without proxy auth): a key names only webhooks appended with the
+	// same scope, so one tenant's key never reaches another's webhook.
+	Scope string
 }
 
 // Appended says what an append with Keys did.
@@ -62,7 +67,12 @@ type coalState struct {
 	done      chan struct{}       // closed and renewed when replacements finish
 }
 
-func coalKey(host, key string) string { return host + "\x00" + key }
+// coalKey is where the index keeps a coalesce key of scope for host. The
+// scope's length comes first, so that no scope and key pair can spell
+// another's.
+func coalKey(host, scope, key string) string {
+	return host + "\x00" + strconv.Itoa(len(scope)) + ":" + scope + key
+}
 
 // coalRef is the message a coalesce key names: its id and its lane, where
 // its record is. A replacement stays in the lane of the message it
@@ -74,7 +84,8 @@ type coalRef struct {
 
 // coal is an append's coalesce key and what the writer decided for it.
 type coal struct {
-	key     string
+	key     string // in the index (coalKey)
+	name    string // as the app gave it, for the journal
 	target  uint64 // set: replace this message
 	lane    Lane   // the target's lane
 	marked  uint64 // the target as resolved, marked replacing until settled
@@ -92,8 +103,8 @@ func (s *Spool) AppendKeys(ctx context.Context, m *Message, hostLimit int64, k K
 		if len(k.Idempotency) > MaxIdempotencyKey {
 			return Stored, errKeyTooLong
 		}
-		on = &once{key: onceKey(m.Host, k.Idempotency), expires: s.now().Add(k.Window), fp: fingerprint(m)}
-		if id, fp, ok := s.lookupOnce(on.key); ok {
+		on = &once{key: scopedOnceKey(m.Host, k.Scope, k.Idempotency), expires: s.now().Add(k.Window), fp: fingerprint(m)}
+		if id, fp, ok := s.lookupScopedOnce(on, m.Host, k); ok {
 			m.ID = id
 			if fp != 0 && fp != on.fp {
 				return Conflict, nil
@@ -104,7 +115,7 @@ func (s *Spool) AppendKeys(ctx context.Context, m *Message, hostLimit int64, k K
 	}
 	var co *coal
 	if k.Coalesce != "" {
-		co = &coal{key: coalKey(m.Host, k.Coalesce)}
+		co = &coal{key: coalKey(m.Host, k.Scope, k.Coalesce), name: k.Coalesce}
 	}
 	err := s.append(m, hostLimit, on, co)
 	switch {

@@ -66,12 +66,49 @@ func fingerprint(m *Message) uint64 {
 	return beUint64(h.Sum(nil))
 }
 
+// onceKey is the record of key for host without a scope (no proxy auth),
+// as every record was kept before keys had scopes.
 func onceKey(host, key string) []byte {
 	k := make([]byte, 0, len(host)+len(key)+2)
 	k = append(k, prefixOnce)
 	k = append(k, host...)
 	k = append(k, 0)
 	return append(k, key...)
+}
+
+// scopedOnceKey is the record of key for host within scope:
+//
+//	k <host> 0x00 0x01 <scope> 0x00 <key>
+//
+// A header value cannot hold 0x01 (a control character), so no unscoped
+// key (onceKey) spells a scoped one, and scope "" is onceKey's layout.
+func scopedOnceKey(host, scope, key string) []byte {
+	if scope == "" {
+		return onceKey(host, key)
+	}
+	k := make([]byte, 0, len(host)+len(scope)+len(key)+4)
+	k = append(k, prefixOnce)
+	k = append(k, host...)
+	k = append(k, 0, 1)
+	k = append(k, scope...)
+	k = append(k, 0)
+	return append(k, key...)
+}
+
+// lookupScopedOnce finds on's record; for a scoped key without one, a
+// record written before keys had scopes (onceKey) counts only for the very
+// same request (its fingerprint): a retry across an upgrade is still a
+// duplicate, while another tenant's different request under that key is
+// neither answered with its id nor refused for it.
+func (s *Spool) lookupScopedOnce(on *once, host string, k Keys) (id, fp uint64, ok bool) {
+	if id, fp, ok = s.lookupOnce(on.key); ok || k.Scope == "" {
+		return id, fp, ok
+	}
+	id, fp, ok = s.lookupOnce(onceKey(host, k.Idempotency))
+	if !ok || fp == 0 || fp != on.fp {
+		return 0, 0, false
+	}
+	return id, fp, true
 }
 
 // once is an append's idempotency key, and what the writer found for it.

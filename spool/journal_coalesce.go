@@ -1,7 +1,6 @@
 package spool
 
 import (
-	"strings"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -50,7 +49,7 @@ func (s *Spool) acceptedRecLocked(o op, m *Message) journalRec {
 		return r
 	}
 	e := r.e
-	e.Coalesce = strings.TrimPrefix(a.coal.key, m.Host+"\x00")
+	e.Coalesce = a.coal.name
 	if a.coal.target == 0 { // queued anew: the key names it now
 		if len(s.jr.coal) >= maxJournalCoal {
 			s.jr.coal, s.jr.coalFrom = nil, s.seq // those queued now are forgotten
