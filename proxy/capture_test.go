@@ -110,7 +110,7 @@ func postOver(t *testing.T, conn net.Conn, target, host string) *http.Response {
 
 func TestServeCaptureInterceptsBySNI(t *testing.T) {
 	var log bytes.Buffer
-	p, sp := laneProxy(t, HostPolicy{Connect: config.ConnectMITM}, []config.User{{Username: "u", Password: "p"}}, &log)
+	p, sp := laneProxy(t, HostPolicy{Connect: config.ConnectMITM, Named: true}, []config.User{{Username: "u", Password: "p"}}, &log)
 	ca, pool := testCA(t)
 	p.SetCA(ca)
 	// The app dialled 127.0.0.1:9 for "127.0.0.1" by name: the SNI wins,
@@ -202,7 +202,7 @@ func TestServeCaptureRefusesItself(t *testing.T) {
 // interceptions, and warned of once, with the variables that fix it.
 func TestRejectedCertificateIsCounted(t *testing.T) {
 	var log bytes.Buffer
-	p, _ := laneProxy(t, HostPolicy{Connect: config.ConnectMITM}, nil, &log)
+	p, _ := laneProxy(t, HostPolicy{Connect: config.ConnectMITM, Named: true}, nil, &log)
 	ca, _ := testCA(t)
 	p.SetCA(ca)
 	addr, done := captureListenerDone(t, p, func(netip.AddrPort) netip.AddrPort { return netip.MustParseAddrPort("127.0.0.1:443") })
