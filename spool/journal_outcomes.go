@@ -28,33 +28,7 @@ func outcomeIndexKey(outcome string, id uint64) []byte {
 // listOutcome is List for one outcome, from its index: newest first, and
 // the cursor of the next page.
 func (s *Spool) listOutcome(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
-	prefix := outcomeIndexPrefix(q.State)
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
-	defer it.Close()
-	seek := outcomeIndexKey(q.State, ^uint64(0))
-	if q.Before != 0 {
-		seek = outcomeIndexKey(q.State, q.Before-1)
-	}
-	scanned := 0
-	for it.Seek(seek); it.Valid(); it.Next() {
-		k := it.Item().Key()
-		if len(k) != len(prefix)+8 {
-			continue
-		}
-		id := beUint64(k[len(prefix):])
-		if len(*out) == q.Limit || scanned == queryScanMax {
-			return id + 1, nil
-		}
-		scanned++
-		item, err := txn.Get(journalKey(id))
-		if err != nil {
-			continue // swept meanwhile
-		}
-		if e, ok := s.matchItem(txn, q, id, item); ok {
-			*out = append(*out, e)
-		}
-	}
-	return 0, nil
+	return s.listIndex(txn, q, outcomeIndexPrefix(q.State), func(id uint64) []byte { return outcomeIndexKey(q.State, id) }, out)
 }
 
 // indexOutcomes builds the outcome index of a journal written before it,

@@ -240,12 +240,18 @@ func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
 // listHost is List for one host, from its index: newest first, and the
 // cursor of the next page.
 func (s *Spool) listHost(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
-	prefix := hostIndexPrefix(q.Host)
+	return s.listIndex(txn, q, hostIndexPrefix(q.Host), func(id uint64) []byte { return hostIndexKey(q.Host, id) }, out)
+}
+
+// listIndex is List over one index of journal ids (keys prefix + a
+// big-endian id, key(id) one of them): newest first, at most
+// queryScanMax entries read, and the cursor of the next page.
+func (s *Spool) listIndex(txn *badger.Txn, q *Query, prefix []byte, key func(id uint64) []byte, out *[]*Entry) (uint64, error) {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
 	defer it.Close()
-	seek := hostIndexKey(q.Host, ^uint64(0))
+	seek := key(^uint64(0))
 	if q.Before != 0 {
-		seek = hostIndexKey(q.Host, q.Before-1)
+		seek = key(q.Before - 1)
 	}
 	scanned := 0
 	for it.Seek(seek); it.Valid(); it.Next() {
