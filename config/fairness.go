@@ -168,6 +168,7 @@ func CheckLaneKey(s string) error {
 	}
 	return CheckKeyText(s)
 }
+
 // CheckKeyText checks that a key hookpace shows is UTF-8 with no control
 // character and no bidirectional override or isolate.
 func CheckKeyText(s string) error {
