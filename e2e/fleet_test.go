@@ -189,7 +189,7 @@ func busiestSecond(as []Arrival) int {
 // in any second and 4 at once, each delivered once; the same with Redis
 // killed (each replica on its share), and shared again after a restart.
 func TestFleetSharedLimits(t *testing.T) {
-	t.Parallel()
+	// Alone, not in parallel: see "Fleet bounds" in harness_test.go.
 	srv := redistest.Start(t)
 	rc := newSlowPartner(t, 150*time.Millisecond)
 	hps := startFleet(t, srv, 3, fmt.Sprintf(`"%s": {rate: 20/s, burst: 10, concurrency: 4}`, rc.Host()))
@@ -277,7 +277,7 @@ func degradedLogs(hps []*Hookpace) string {
 // Concurrency 1 makes "sent after the 429" unambiguous: the lease of the
 // throttled attempt is given back in the same script that starts the hold.
 func TestFleet429(t *testing.T) {
-	t.Parallel()
+	// Alone, not in parallel: see "Fleet bounds" in harness_test.go.
 	srv := redistest.Start(t)
 	rc := NewReceiver(t)
 	var mu sync.Mutex
@@ -331,7 +331,7 @@ func checkOnce429(t *testing.T, rc *Receiver, n int) {
 // whole concurrency back once its leases expire, within one lease period
 // (plus the time to notice: they look again at least every 250 ms).
 func TestFleetKill9(t *testing.T) {
-	t.Parallel()
+	// Alone, not in parallel: see "Fleet bounds" in harness_test.go.
 	srv := redistest.Start(t)
 	rc := newSlowPartner(t, 500*time.Millisecond)
 	hps := startFleet(t, srv, 3, fmt.Sprintf(`"%s": {rate: 100/s, burst: 10, concurrency: 4}`, rc.Host()))

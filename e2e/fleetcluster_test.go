@@ -14,7 +14,7 @@ import (
 // to a 50 ms partner at 20/s, burst 10, concurrency 4: each arrives once,
 // at most 30 in any second and 4 at once.
 func TestFleetOnCluster(t *testing.T) {
-	t.Parallel()
+	// Alone, not in parallel: see "Fleet bounds" in harness_test.go.
 	c := redistest.StartCluster(t, 3)
 	rc := newSlowPartner(t, 50*time.Millisecond)
 	const n = 3

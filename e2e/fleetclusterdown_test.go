@@ -20,7 +20,7 @@ import (
 // it, each replica logs it once, and every webhook of both arrives once,
 // the shared one within its bound.
 func TestFleetClusterMasterDown(t *testing.T) {
-	t.Parallel()
+	// Alone, not in parallel: see "Fleet bounds" in harness_test.go.
 	c := redistest.StartCluster(t, 3)
 	ctx := context.Background()
 	for _, n := range c.Nodes {

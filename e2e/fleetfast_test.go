@@ -14,7 +14,7 @@ import (
 // and take tokens ahead (4 each: see fleet.Reserve), stay within B + R·W
 // at the partner and within the concurrency, and deliver each webhook once.
 func TestFleetFastHostBound(t *testing.T) {
-	t.Parallel()
+	// Alone, not in parallel: see "Fleet bounds" in harness_test.go.
 	srv := redistest.Start(t)
 	rc := newSlowPartner(t, 5*time.Millisecond)
 	hps := startFleet(t, srv, 3, fmt.Sprintf(`"%s": {rate: 1000/s, burst: 100, concurrency: 8}`, rc.Host()))

@@ -17,7 +17,7 @@ import (
 // leases): the busiest second stays within B + R·W = 30, and at most 10
 // are in flight at once; each webhook arrives once.
 func TestFleetRedisRestartedEmpty(t *testing.T) {
-	t.Parallel()
+	// Alone, not in parallel: see "Fleet bounds" in harness_test.go.
 	srv := redistest.Start(t)
 	rc := newSlowPartner(t, 5*time.Millisecond)
 	hps := startFleet(t, srv, 3, fmt.Sprintf(`"%s": {rate: 20/s, burst: 10, concurrency: 10}`, rc.Host()))
@@ -63,7 +63,7 @@ func tenths(as []Arrival, k time.Time) string {
 // most 10 are in flight at once, through the freeze and after it; each
 // webhook arrives once.
 func TestFleetRedisFrozen(t *testing.T) {
-	t.Parallel()
+	// Alone, not in parallel: see "Fleet bounds" in harness_test.go.
 	srv := redistest.Start(t)
 	rc := newSlowPartner(t, 5*time.Millisecond)
 	hps := startFleet(t, srv, 3, fmt.Sprintf(`"%s": {rate: 20/s, burst: 10, concurrency: 10}`, rc.Host()))

@@ -16,7 +16,7 @@ import (
 // sentinel promotes the replica, then share its limits again; each
 // webhook arrives once, at most 30 in any second and 4 at once.
 func TestFleetOnSentinel(t *testing.T) {
-	t.Parallel()
+	// Alone, not in parallel: see "Fleet bounds" in harness_test.go.
 	st := redistest.StartSentinel(t)
 	rc := newSlowPartner(t, 50*time.Millisecond)
 	const n = 3

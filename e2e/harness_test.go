@@ -72,6 +72,14 @@ const slack = 3
 // own ports, spool, processes and (where it needs them) namespaces.
 const e2eParallel = 8
 
+// Fleet bounds: the tests that check a fleet's shared limits to the
+// request (the busiest second within burst + rate, never more in flight
+// than the cap) on arrival times at the partner do not call t.Parallel.
+// Those are exact bounds, and on a busy 2-core machine the scheduling of
+// eight other tests' processes moves arrivals enough to cross them (31 and
+// 32 for a bound of 30, 5 at once for a cap of 4), so they run one at a
+// time, before the parallel tests start.
+
 // parallelTests raises -test.parallel (GOMAXPROCS by default) to
 // e2eParallel, unless the command line set it.
 func parallelTests() {
