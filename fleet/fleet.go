@@ -110,7 +110,8 @@ type Limiter struct {
 	mu       sync.Mutex
 	degraded bool
 	lastErr  string
-	live     int // replicas seen by the last heartbeat, at least 1
+	live     int       // replicas seen by the last heartbeat, at least 1
+	rejoinAt time.Time // degraded, Redis answers: back to shared limits then (heartbeat.go)
 	onChange []func()
 	lostLog  time.Time           // the last "state lost" log line
 	down     map[uint16]slotDown // Cluster slots that do not answer (slots.go)

@@ -102,9 +102,13 @@ func (gs *Gates) Status() *deliver.FleetStatus {
 // per host on a Cluster, live replicas) to every host. It is the
 // limiter's OnChange callback.
 func (gs *Gates) changed() {
-	degraded, live, _ := gs.lim.State()
-	isDegraded := gs.lim.degradedNow()
 	gs.wake(func() []string {
+		// The state as it is when applied, not when the change was
+		// told: two changes told at once (an ask failing, a heartbeat
+		// answered) may be applied in either order, and the last
+		// applied must be the limiter's state now.
+		degraded, live, _ := gs.lim.State()
+		isDegraded := gs.lim.degradedNow()
 		gs.mu.Lock()
 		defer gs.mu.Unlock()
 		gs.degraded, gs.live = degraded, live

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -43,27 +44,66 @@ func (l *Limiter) interval() time.Duration {
 	d := l.opts.LeasePeriod / 3
 	deg, _, _ := l.State()
 	if n, _ := l.SlotsDown(); deg || n > 0 {
-		d = min(d, 500*time.Millisecond)
+		d = min(d, degradedBeat)
+	}
+	l.mu.Lock()
+	at := l.rejoinAt
+	l.mu.Unlock()
+	if deg && !at.IsZero() {
+		d = min(d, max(time.Until(at), 0)+time.Millisecond) // the beat that goes back to shared
 	}
 	return d
 }
 
+// degradedBeat is the heartbeat's interval while degraded.
+const degradedBeat = 500 * time.Millisecond
+
+// rejoinWait is how long the replicas that paced alone keep pacing on
+// their shares after Redis answers again, all until one time: long enough
+// for every one of them to hear from Redis (a degraded heartbeat, and an
+// operation's timeout). Were each to go back to the shared limits as soon
+// as it heard, those going first would take the whole limits from a Redis
+// that knows nothing of the sends of those still on their shares.
+func (l *Limiter) rejoinWait() time.Duration {
+	return degradedBeat + l.opts.Timeout + 100*time.Millisecond
+}
+
 // Heartbeat announces the replica once and updates the live count; if
-// Redis answers, the limiter is shared again. On a Cluster it first asks
-// the slots that are down whether they answer again (probeSlots): their
-// hosts are shared again if so.
+// Redis answers, the limiter is shared again: at once if it was, or at
+// the fleet's rejoin time if it paced alone (see rejoinWait), keeping its
+// share meanwhile (Redis, restarted empty, counts only the replicas back
+// so far). On a Cluster it first asks the slots that are down whether
+// they answer again (probeSlots): their hosts are shared again if so.
 func (l *Limiter) Heartbeat(ctx context.Context) error {
 	l.probeSlots(ctx)
-	v, err := l.run(ctx, "heartbeat", heartbeatScript, []string{l.replicasKey()},
-		l.nowArg(), us(l.opts.LeasePeriod), l.opts.Replica, "0")
+	deg, _, _ := l.State()
+	wait := time.Duration(0)
+	if deg {
+		wait = l.rejoinWait()
+	}
+	v, err := l.run(ctx, "heartbeat", heartbeatScript, []string{l.replicasKey(), l.rejoinKey()},
+		l.nowArg(), us(l.opts.LeasePeriod), l.opts.Replica, "0", us(wait))
 	if err != nil {
 		return err
 	}
-	live, _ := v.(int64)
-	l.recall.answered(l.now())
+	live, rejoin := heartbeatReply(v)
 	l.mu.Lock()
 	was, before := l.degraded, l.live
-	l.degraded, l.lastErr, l.live = false, "", max(int(live), 1)
+	if was && rejoin > 0 {
+		at := time.Now().Add(rejoin)
+		first := l.rejoinAt.IsZero()
+		l.rejoinAt, l.live = at, max(before, live)
+		l.mu.Unlock()
+		if first {
+			l.log.Info("fleet: redis answers again; pacing on the local share until the replicas go back to shared limits together",
+				"rejoin_in", rejoin.String(), "share", fmt.Sprintf("1/%d", max(before, live)))
+		}
+		return nil
+	}
+	l.mu.Unlock()
+	l.recall.answered(l.now())
+	l.mu.Lock()
+	l.degraded, l.lastErr, l.live, l.rejoinAt = false, "", live, time.Time{}
 	changed := was || before != l.live
 	fns := l.onChange
 	l.mu.Unlock()
@@ -78,7 +118,27 @@ func (l *Limiter) Heartbeat(ctx context.Context) error {
 	return nil
 }
 
+// heartbeatReply reads heartbeat.lua's answer: the live replicas (at
+// least 1) and the time until the rejoin.
+func heartbeatReply(v any) (live int, rejoin time.Duration) {
+	live = 1
+	r, _ := v.([]any)
+	if len(r) > 0 {
+		if n, ok := r[0].(int64); ok && n > 1 {
+			live = int(n)
+		}
+	}
+	if len(r) > 1 {
+		if us, ok := r[1].(int64); ok && us > 0 {
+			rejoin = time.Duration(us) * time.Microsecond
+		}
+	}
+	return live, rejoin
+}
+
 func (l *Limiter) replicasKey() string { return "{" + l.opts.KeyPrefix + "}:replicas" }
+
+func (l *Limiter) rejoinKey() string { return "{" + l.opts.KeyPrefix + "}:rejoin" }
 
 // Close stops the heartbeat, leaves the fleet (the others' share grows at
 // once rather than when this replica's entry expires) and closes the
@@ -95,7 +155,7 @@ func (l *Limiter) Close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
 	defer cancel()
-	heartbeatScript.Run(ctx, l.rdb, []string{l.replicasKey()}, l.nowArg(), us(l.opts.LeasePeriod), l.opts.Replica, "1")
+	heartbeatScript.Run(ctx, l.rdb, []string{l.replicasKey(), l.rejoinKey()}, l.nowArg(), us(l.opts.LeasePeriod), l.opts.Replica, "1", "0")
 	l.rdb.Del(ctx, l.viewKey(l.opts.Replica))
 	return l.rdb.Close()
 }

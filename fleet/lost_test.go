@@ -134,6 +134,10 @@ func TestOutageCharged(t *testing.T) {
 	}
 	clk.Add(2 * time.Second)
 	srv.Restart()
+	if err := a.Heartbeat(ctx); err != nil { // Redis answers: on its share until the rejoin
+		t.Fatal(err)
+	}
+	clk.Add(a.rejoinWait())
 	if err := a.Heartbeat(ctx); err != nil {
 		t.Fatal(err)
 	}
