@@ -1,0 +1,63 @@
+package fleet
+
+import (
+	"context"
+	"testing"
+
+	"github.com/hookpace/hookpace/internal/redistest"
+)
+
+// TestRejoinTogether: Redis restarted empty while three replicas paced
+// alone. The first to hear it again sets the rejoin time; each keeps its
+// share of 3 until then (Redis counts fewer), the later ones until the
+// same time, and all are shared again at it.
+func TestRejoinTogether(t *testing.T) {
+	srv, clk := redistest.Start(t), newClock()
+	ctx := context.Background()
+	ls := []*Limiter{newLimiter(t, srv, clk, "a"), newLimiter(t, srv, clk, "b"), newLimiter(t, srv, clk, "c")}
+	for _, l := range ls {
+		if err := l.Heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range ls { // every one knows the fleet is three
+		l.Heartbeat(ctx)
+	}
+	srv.Kill()
+	for _, l := range ls {
+		if err := l.Heartbeat(ctx); err == nil {
+			t.Fatal("heartbeat answered with redis down")
+		}
+	}
+	srv.Restart()
+	wait := ls[0].rejoinWait()
+	if err := ls[0].Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(wait / 2)
+	if err := ls[1].Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls[:2] {
+		if deg, live, _ := l.State(); !deg || live != 3 {
+			t.Fatalf("%s before the rejoin: degraded %v, live %d; want its share of 3", l.Replica(), deg, live)
+		}
+	}
+	// b heard Redis wait/2 later on the scripts' clock (real time barely
+	// moved): the same rejoin time is wait/2 nearer for it.
+	if d := ls[0].rejoinAt.Sub(ls[1].rejoinAt) - wait/2; d > wait/10 || d < -wait/10 {
+		t.Fatalf("b's rejoin %v off the one a set", d)
+	}
+	clk.Add(wait/2 + 1)
+	for _, l := range ls {
+		if err := l.Heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if deg, _, _ := l.State(); deg {
+			t.Fatalf("%s still degraded at the rejoin time", l.Replica())
+		}
+	}
+	if _, live, _ := ls[2].State(); live != 3 {
+		t.Fatalf("live %d after the rejoin, want 3", live)
+	}
+}
