@@ -16,7 +16,7 @@ import (
 // arrives once, and afterwards every replica paces the host shared again,
 // none on a local share, and one replica alone gets the whole rate.
 func TestFleetRedisRestartedEmptyFast(t *testing.T) {
-	t.Parallel()
+	// Alone, not in parallel: see "Fleet bounds" in harness_test.go.
 	srv := redistest.Start(t)
 	rc := newSlowPartner(t, 20*time.Millisecond)
 	hps := startFleet(t, srv, 3, fmt.Sprintf(`"%s": {rate: 200/s, burst: 20, concurrency: 8}`, rc.Host()))
