@@ -179,6 +179,15 @@ func (g *gate) Acquire(now time.Time) (ok bool, wake time.Time, lease string) {
 	g.gs.mu.Lock()
 	defer g.gs.mu.Unlock()
 	if !g.shared() {
+		if !g.degraded {
+			// Redis answers again and attempts started on the share are
+			// still out: none more starts on the share (a host with a
+			// backlog would otherwise never be without one, and pace on
+			// its share beside the others' shared limits for as long as
+			// the backlog lasts), and the host asks the fleet once they
+			// are done. The last one's end pumps the host.
+			return false, time.Time{}, ""
+		}
 		ok, wake = g.pace.Acquire(now)
 		if ok {
 			g.fl.StartUnleased()
