@@ -1,6 +1,11 @@
 package deliver
 
-import "time"
+import (
+	"errors"
+	"time"
+
+	"github.com/hookpace/hookpace/spool"
+)
 
 // A host's pause is kept in the queue's durable record (which Start
 // applies again after a restart), in its gate, and, with shared gates, in
@@ -14,7 +19,8 @@ const byElsewhere = "fleet"
 
 // Pause stops sending to host (attempts in flight finish) until Resume,
 // on every replica of a fleet. The pause is recorded in the queue first,
-// so that it holds across a restart; if that fails, nothing changes.
+// so that it holds across a restart; if that fails, nothing changes
+// (but for a full disk: see setPause).
 // Pausing a host hookpace has not seen yet is allowed.
 func (d *Dispatcher) Pause(name string) error {
 	d.pauseMu.Lock()
@@ -77,8 +83,15 @@ func (d *Dispatcher) Resume(name string) (bool, error) {
 // (if that fails, nothing changes), then the other replicas', unless the
 // change came from them, then the host's gate. Called with pauseMu held
 // and mu not.
+//
+// With the disk filled by something else, the record cannot be written;
+// the pause or resume applies all the same, until a restart (which goes
+// by the last record), and the log says so: an operator pausing for a
+// partner, or resuming to drain, must not wait for space.
 func (d *Dispatcher) setPause(name string, paused bool, by string) error {
-	if err := d.opts.Store.SetPaused(name, paused); err != nil {
+	if err := d.opts.Store.SetPaused(name, paused); errors.Is(err, spool.ErrDiskFull) {
+		d.log.Warn("pause not recorded: the spool's disk is full; it applies until a restart", "host", name, "paused", paused, "error", err.Error())
+	} else if err != nil {
 		return err
 	}
 	if by != byElsewhere && d.opts.Gates != nil {

@@ -50,9 +50,14 @@ hosts:
 	if out, err := exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=64k").CombinedOutput(); !strings.Contains(string(out), "No space left") {
 		t.Fatalf("dd filling the tmpfs: %v: %s", err, out)
 	}
+	// The resume applies, unrecorded: its record would be a write into
+	// the full disk.
 	if out, err := hp.CLI("resume", rc.Host()); err != nil {
 		t.Fatalf("resume: %v: %s\nhookpace's log:\n%s", err, out, hp.Log())
 	}
+	Poll(t, 20*time.Second, "a log line saying the resume went unrecorded", func() bool {
+		return strings.Contains(hp.Log(), "pause not recorded")
+	})
 	died := func() bool {
 		select {
 		case <-hp.exited:

@@ -200,6 +200,11 @@ hosts:
 		}
 	}
 	mu.Unlock()
+	// The receiver prints its verdict after it answers, and another
+	// goroutine reads it: every answer's verdict, then the check.
+	Poll(t, 20*time.Second, "a verdict for every webhook the receiver answered", func() bool {
+		return len(verdicts()) >= plain+2 // the middleman answered the first 503 itself
+	})
 	var bad []nodeVerdict
 	for _, v := range verdicts() {
 		if !v.Verified || v.Duplicate {

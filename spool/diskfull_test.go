@@ -220,3 +220,30 @@ func TestDirGoneRefusesThenRecovers(t *testing.T) {
 		t.Fatalf("read %d messages (%v), want the 2 acknowledged", len(got), err)
 	}
 }
+
+// TestPauseRecordWaitsForSpace: with the disk filled by something else, a
+// pause record is not written (a write into the kept database's mapped log
+// could fault); it is written again once there is room.
+func TestPauseRecordWaitsForSpace(t *testing.T) {
+	var free atomic.Int64
+	free.Store(1 << 40)
+	s := openTest(t, t.TempDir(), Options{MinFree: MinFreeFloor(), diskFree: func(string) (int64, error) { return free.Load(), nil }})
+	defer s.Close()
+	if err := s.SetPaused("a.example", true); err != nil {
+		t.Fatal(err)
+	}
+	free.Store(0)
+	if err := s.SetPaused("a.example", false); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("resume recorded on a full disk: %v, want ErrDiskFull", err)
+	}
+	if hosts, _ := s.Paused(); len(hosts) != 1 {
+		t.Fatalf("paused %v, want the record as it was", hosts)
+	}
+	free.Store(1 << 40)
+	if err := s.SetPaused("a.example", false); err != nil {
+		t.Fatal(err)
+	}
+	if hosts, _ := s.Paused(); len(hosts) != 0 {
+		t.Fatalf("paused %v after the resume, want none", hosts)
+	}
+}
