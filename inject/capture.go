@@ -171,7 +171,7 @@ func (in *Injector) captureInit() *yaml.Node {
 // captureRefusals names what capture would clash with in w: a container
 // already named like the init container, and an app container that runs
 // as hookpace's uid (the rules would leave its traffic uncaptured).
-func (in *Injector) captureRefusals(w workload, targets []target) []error {
+func (in *Injector) captureRefusals(w workload) []error {
 	if !in.o.Capture {
 		return nil
 	}

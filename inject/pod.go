@@ -202,7 +202,7 @@ func (in *Injector) check(w workload, targets []target) (int64, error) {
 				in.o.SpoolPVC, w.many(n, ok))
 		}
 	}
-	errs = append(errs, in.captureRefusals(w, targets)...)
+	errs = append(errs, in.captureRefusals(w)...)
 	// The app stops first, then hookpace: its shutdown.timeout (in-flight
 	// deliveries, drain, hand-off) and 10 s to close the spool.
 	want := int64((in.o.AppStop + in.o.ShutdownTimeout + 10*time.Second + time.Second - 1) / time.Second)
