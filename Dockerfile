@@ -14,6 +14,18 @@ ARG VERSION=""
 ARG COMMIT=""
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags="-s -w -X github.com/hookpace/hookpace/cli.Version=${VERSION} -X github.com/hookpace/hookpace/cli.Commit=${COMMIT}" -o /out/hookpace ./cmd/hookpace
 
+# The init container of `hookpace inject --capture`: hookpace and
+# iptables (Debian's, nf_tables backend), run once as root with NET_ADMIN
+# and NET_RAW to apply `hookpace capture rules --apply` in the pod's
+# network namespace. Not the default target:
+#   docker build --target capture-init -t REGISTRY/hookpace-capture-init:TAG .
+FROM debian:12-slim AS capture-init
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends iptables && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/hookpace /usr/local/bin/hookpace
+ENTRYPOINT ["/usr/local/bin/hookpace"]
+CMD ["capture", "rules", "--help"]
+
+# The default target, the last stage: hookpace itself.
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG COMMIT=""
 LABEL org.opencontainers.image.title="hookpace" \

@@ -23,6 +23,7 @@
 //	go run ./bench -quick     # smaller, shorter: a smoke test
 //	go run ./bench -only ingest -profile /tmp/hookpace.cpu.pprof
 //	go run ./bench -only sender
+//	go run ./bench -only capture     # as root: capture.listen against the proxy listener
 //
 // It builds ./cmd/hookpace (or tests -binary) and starts every process it
 // measures itself: hookpace on a fresh spool per measurement, and the no-op
@@ -47,6 +48,13 @@ func main() {
 	flag.Parse()
 	if flags.role == "sink" {
 		sinkMain(flags.sinkListeners, flags.sinkStatus, flags.sinkRecord)
+		return
+	}
+	if flags.role == "capture" {
+		if err := captureMain(flags); err != nil {
+			fmt.Fprintln(os.Stderr, "bench -role capture:", err)
+			os.Exit(1)
+		}
 		return
 	}
 	if err := run(flags); err != nil {
@@ -131,6 +139,7 @@ func (b *bench) runSections() error {
 		{"adaptive", b.adaptive},
 		{"fairness", b.fairness},
 		{"inbound", b.inbound},
+		{"capture", b.capture},
 	}
 	for _, st := range steps {
 		if st.name != "profile" && !b.settings.sections[st.name] {

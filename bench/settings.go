@@ -55,14 +55,14 @@ var flags = register(flag.CommandLine)
 
 func register(fs *flag.FlagSet) *settings {
 	s := &settings{}
-	fs.StringVar(&s.role, "role", "", "internal: run as a helper process (sink)")
+	fs.StringVar(&s.role, "role", "", "internal: run as a helper process (sink, capture)")
 	fs.IntVar(&s.sinkListeners, "sink-listeners", 1, "internal: sink listeners")
 	fs.IntVar(&s.sinkStatus, "sink-status", 202, "internal: sink answer status")
 	fs.StringVar(&s.sinkRecord, "sink-record", "none", "internal: sink recording (none|last|all)")
 
 	fs.StringVar(&s.binary, "binary", "", "hookpace binary to test (default: build ./cmd/hookpace)")
 	fs.BoolVar(&s.quick, "quick", false, "smaller and shorter runs (a smoke test, not the measurement)")
-	fs.StringVar(&s.only, "only", "ingest,replay,rss,pacing,sender", "comma-separated sections to run (fleet, adaptive and inbound too, on request)")
+	fs.StringVar(&s.only, "only", "ingest,replay,rss,pacing,sender", "comma-separated sections to run (fleet, adaptive, inbound and capture too, on request)")
 	fs.StringVar(&s.gen, "gen", "auto", "ingest load generators, comma-separated: wrk, go (raw keep-alive TCP), gohttp (net/http Transport via proxy); auto = wrk,go (go alone without wrk)")
 	fs.IntVar(&s.conns, "conns", 64, "ingest: connections")
 	fs.DurationVar(&s.dur, "d", 0, "ingest: length of each measured run (default 10s; -quick 4s)")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -89,6 +90,11 @@ func captureCmd(args []string, stdout, stderr io.Writer) error {
 		family          int
 		restore, tables string
 	}{{4, "iptables-restore", "iptables"}, {6, "ip6tables-restore", "ip6tables"}} {
+		if _, err := os.Stat("/proc/net/if_inet6"); fam.family == 6 && err != nil {
+			// A kernel without IPv6 (ipv6.disable=1) has no ip6tables nat table, and nothing to capture there.
+			fmt.Fprintln(stderr, "IPv6 is off in this kernel (no /proc/net/if_inet6): IPv4 rules only")
+			continue
+		}
 		// OUTPUT's jump is added once: applying again replaces the chain's rules only.
 		jumped := exec.Command(fam.tables, "-w", "-t", "nat", "-C", "OUTPUT", "-p", "tcp", "-j", captureChain).Run() == nil
 		cmd := exec.Command(fam.restore, "-w", "--noflush")

@@ -58,6 +58,7 @@ func injectCmd(args []string, stdout, stderr io.Writer) error {
 	fs.Var((*listFlag)(&o.NoTrust), "no-trust", "`CONTAINER` that gets no trust variables nor trust mount (repeatable; * for all)")
 	fs.BoolVar(&o.Java, "java", false, "add JAVA_TOOL_OPTIONS with the proxy, nonProxyHosts and the trust store")
 	fs.BoolVar(&o.InitContainers, "init-containers", false, "give the app's init containers the variables too")
+	captureFlags(fs, &o.CaptureOptions)
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ type Injector struct {
 	noTrust map[string]bool // container names named by Options.NoTrust
 	seen    map[string]bool // of those, the ones some object has
 	fleet   fleetBook
+	capture captureBook
 }
 
 // New checks o and returns an Injector.
@@ -104,6 +105,7 @@ func (in *Injector) Inject(out, log io.Writer, inputs ...Input) error {
 		}
 	}
 	errs = append(errs, in.fleetWarnings(log))
+	in.captureNotes(log)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -130,6 +132,9 @@ func (in *Injector) object(obj *yaml.Node, where string, log io.Writer) error {
 			errs = append(errs, in.object(item, where+name+": ", log))
 		}
 		return errors.Join(errs...)
+	}
+	if err := in.captureConfigMap(obj, where+name); err != nil {
+		return err
 	}
 	if ok, err := in.configMap(obj, where+name); ok || err != nil {
 		if err != nil {

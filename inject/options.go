@@ -81,6 +81,8 @@ type Options struct {
 	NoTrust        []string // containers that get no trust variables; "*" = all
 	Java           bool     // JAVA_TOOL_OPTIONS with the proxy and the trust store
 	InitContainers bool     // the app's init containers get the variables too
+
+	CaptureOptions // --capture: the kernel redirects the app's outbound TCP to hookpace
 }
 
 // Defaults are the chart's sidecar-mode settings.
@@ -97,6 +99,7 @@ func Defaults() Options {
 		CPURequest:      "50m",
 		MemoryRequest:   "48Mi",
 		MemoryLimit:     "192Mi",
+		CaptureOptions:  DefaultCaptureOptions(),
 	}
 }
 
@@ -157,6 +160,7 @@ func (o *Options) check() (resources, error) {
 	if strings.Count(o.RedisPasswordSecret, ":") > 1 {
 		bad("redis-password-secret", "want NAME or NAME:KEY, got %q", o.RedisPasswordSecret)
 	}
+	errs = append(errs, o.checkCapture()...)
 	return r, errors.Join(errs...)
 }
 

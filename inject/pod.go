@@ -48,12 +48,28 @@ func (in *Injector) workload(w workload) (string, error) {
 	}
 	inits := child(w.spec, "initContainers", yaml.SequenceNode, "containers")
 	inits.Content = slices.Insert(inits.Content, 0, in.sidecar()) // first: the app's other init containers may send too
+	if in.o.Capture {
+		// Before the sidecar: the rules are in place before any container
+		// that may send starts (hookpace's own uid is excluded anyway).
+		inits.Content = slices.Insert(inits.Content, 0, in.captureInit())
+		in.capture.pods++
+	}
 	vols := child(w.spec, "volumes", yaml.SequenceNode, "")
 	vols.Content = append(vols.Content, in.volumes()...)
-	var plain, noTrust []string
+	var plain, noTrust, javaKept []string
 	for _, t := range targets {
 		env := child(t.c, "env", yaml.SequenceNode, "")
 		for _, e := range in.appEnv(t.trust) {
+			if e.Name == javaVar {
+				add, kept := mergeJava(env, e)
+				if kept {
+					javaKept = append(javaKept, t.name)
+				}
+				if add == nil {
+					continue
+				}
+				e = *add
+			}
 			env.Content = append(env.Content, toNode(e, "name"))
 		}
 		if !t.trust {
@@ -65,11 +81,22 @@ func (in *Injector) workload(w workload) (string, error) {
 		mounts.Content = append(mounts.Content, trustMount())
 	}
 	msg := "injected"
-	if len(plain) > 0 {
-		msg += "; proxy and trust variables on " + strings.Join(plain, ", ")
+	if in.o.Capture {
+		c := in.o.CaptureOptions
+		msg += fmt.Sprintf("; %s redirects TCP to ports %s to hookpace's port %d (hookpace runs as uid %d)", CaptureContainerName, c.portList(), c.Port, c.UID)
 	}
-	if len(noTrust) > 0 {
+	if len(plain) > 0 {
+		if in.proxyEnv() {
+			msg += "; proxy and trust variables on " + strings.Join(plain, ", ")
+		} else {
+			msg += "; trust variables on " + strings.Join(plain, ", ")
+		}
+	}
+	if len(noTrust) > 0 && in.proxyEnv() {
 		msg += "; proxy variables only on " + strings.Join(noTrust, ", ")
+	}
+	if len(javaKept) > 0 {
+		msg += "; JAVA_TOOL_OPTIONS kept, hookpace's options appended, on " + strings.Join(javaKept, ", ")
 	}
 	if in.o.SpoolPVC != "" {
 		// The PVC must be writable by hookpace's user: fsGroup adds a group
@@ -154,6 +181,9 @@ func (in *Injector) check(w workload, targets []target) (int64, error) {
 		ours := in.appEnv(t.trust)
 		for _, e := range items(get(t.c, "env")) {
 			n := str(e, "name")
+			if n == javaVar {
+				continue // hookpace's options are appended to the app's
+			}
 			if slices.ContainsFunc(ours, func(o corev1.EnvVar) bool { return o.Name == n }) {
 				hint := ""
 				switch {
@@ -172,6 +202,7 @@ func (in *Injector) check(w workload, targets []target) (int64, error) {
 				in.o.SpoolPVC, w.many(n, ok))
 		}
 	}
+	errs = append(errs, in.captureRefusals(w)...)
 	// The app stops first, then hookpace: its shutdown.timeout (in-flight
 	// deliveries, drain, hand-off) and 10 s to close the spool.
 	want := int64((in.o.AppStop + in.o.ShutdownTimeout + 10*time.Second + time.Second - 1) / time.Second)

@@ -61,12 +61,6 @@ func TestRefuses(t *testing.T) {
           env:
             - {name: SSL_CERT_FILE, value: /etc/corp/roots.pem}
 `), nil, []string{`container "app"`, "SSL_CERT_FILE", "--no-trust=app"}},
-		{"JAVA_TOOL_OPTIONS with --java", deployment(`      containers:
-        - name: app
-          image: registry.example.com/web:1
-          env:
-            - {name: JAVA_TOOL_OPTIONS, value: -Xmx1g}
-`), func(o *Options) { o.Java = true }, []string{`container "app"`, "JAVA_TOOL_OPTIONS"}},
 		{"proxy variable on an init container with --init-containers", deployment(`      initContainers:
         - name: fetch
           image: curlimages/curl:8.10.1

@@ -38,7 +38,7 @@ func (in *Injector) sidecar() *yaml.Node {
 		Resources:     corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             ptr(true),
-			RunAsUser:                ptr(int64(nonRootID)),
+			RunAsUser:                ptr(in.hookpaceUID()),
 			RunAsGroup:               ptr(int64(nonRootID)),
 			ReadOnlyRootFilesystem:   ptr(true),
 			AllowPrivilegeEscalation: ptr(false),
@@ -126,10 +126,13 @@ func (in *Injector) appEnv(trust bool) []corev1.EnvVar {
 	o := in.o
 	proxy := fmt.Sprintf("http://127.0.0.1:%d", o.ProxyPort)
 	noProxy := o.noProxy()
-	env := []corev1.EnvVar{
-		{Name: "HTTP_PROXY", Value: proxy}, {Name: "http_proxy", Value: proxy},
-		{Name: "HTTPS_PROXY", Value: proxy}, {Name: "https_proxy", Value: proxy},
-		{Name: "NO_PROXY", Value: strings.Join(noProxy, ",")}, {Name: "no_proxy", Value: strings.Join(noProxy, ",")},
+	var env []corev1.EnvVar
+	if in.proxyEnv() {
+		env = []corev1.EnvVar{
+			{Name: "HTTP_PROXY", Value: proxy}, {Name: "http_proxy", Value: proxy},
+			{Name: "HTTPS_PROXY", Value: proxy}, {Name: "https_proxy", Value: proxy},
+			{Name: "NO_PROXY", Value: strings.Join(noProxy, ",")}, {Name: "no_proxy", Value: strings.Join(noProxy, ",")},
+		}
 	}
 	if trust {
 		// SSL_CERT_FILE replaces the runtime's roots (Go, OpenSSL, Ruby):
@@ -142,14 +145,20 @@ func (in *Injector) appEnv(trust bool) []corev1.EnvVar {
 		}
 	}
 	if o.Java {
-		// Java reads neither the proxy nor the CA variables.
-		java := fmt.Sprintf("-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=%[1]d -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=%[1]d -Dhttp.nonProxyHosts=%[2]s",
-			o.ProxyPort, javaNonProxyHosts(noProxy))
-		if trust {
-			java += " -Djavax.net.ssl.trustStore=" + path.Join(TrustDir, "truststore.p12") +
-				" -Djavax.net.ssl.trustStoreType=PKCS12 -Djavax.net.ssl.trustStorePassword=changeit"
+		// Java reads neither the proxy nor the CA variables. With capture
+		// and without the proxy variables, it needs only the trust store.
+		var java []string
+		if in.proxyEnv() {
+			java = append(java, fmt.Sprintf("-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=%[1]d -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=%[1]d -Dhttp.nonProxyHosts=%[2]s",
+				o.ProxyPort, javaNonProxyHosts(noProxy)))
 		}
-		env = append(env, corev1.EnvVar{Name: "JAVA_TOOL_OPTIONS", Value: java})
+		if trust {
+			java = append(java, "-Djavax.net.ssl.trustStore="+path.Join(TrustDir, "truststore.p12")+
+				" -Djavax.net.ssl.trustStoreType=PKCS12 -Djavax.net.ssl.trustStorePassword=changeit")
+		}
+		if len(java) > 0 {
+			env = append(env, corev1.EnvVar{Name: javaVar, Value: strings.Join(java, " ")})
+		}
 	}
 	return env
 }

@@ -116,7 +116,25 @@ func (p *Proxy) serveCapturedHTTP(req *http.Request, conn net.Conn, pre []byte, 
 	if srv.ErrorLog == nil {
 		srv.ErrorLog = slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
 	}
-	srv.Serve(newOneConnListener(&peekedConn{Conn: conn, r: newReplayReader(pre, conn)}))
+	srv.Serve(newOneConnListener(&prefixConn{peekedConn: &peekedConn{Conn: conn}, pre: pre}))
+}
+
+// prefixConn is a connection with pre, the bytes read to tell HTTP from
+// TLS, read again before it. Past pre, reads go straight to the
+// connection: http.Server buffers its own, a second buffer would copy
+// every byte twice.
+type prefixConn struct {
+	*peekedConn // its CloseWrite
+	pre         []byte
+}
+
+func (c *prefixConn) Read(b []byte) (int, error) {
+	if len(c.pre) > 0 {
+		n := copy(b, c.pre)
+		c.pre = c.pre[n:]
+		return n, nil
+	}
+	return c.peekedConn.Conn.Read(b)
 }
 
 // captureURL makes a captured plain-HTTP request proxy-form:
@@ -140,14 +158,17 @@ func captureURL(in *http.Request, dst netip.AddrPort) error {
 	if a, err := netip.ParseAddr(name); name == "" || (err == nil && a.Unmap() != dst.Addr()) {
 		name = dst.Addr().String()
 	}
-	u, err := url.Parse("http://" + net.JoinHostPort(name, strconv.Itoa(int(dst.Port()))) + in.URL.RequestURI())
-	if err != nil {
-		return fmt.Errorf("capture: request target: %w", err)
+	// The request target's path and query as the server parsed them,
+	// under the new scheme and authority.
+	u := *in.URL
+	if u.Opaque != "" || u.Path != "" && u.Path[0] != '/' {
+		return fmt.Errorf("capture: request target %q is not a path", in.RequestURI)
 	}
-	if err := CheckTarget(u); err != nil {
+	u.Scheme, u.User, u.Host = "http", nil, net.JoinHostPort(name, strconv.Itoa(int(dst.Port())))
+	if err := CheckTarget(&u); err != nil {
 		return fmt.Errorf("capture: %w", err)
 	}
-	in.URL = u
+	in.URL = &u
 	return nil
 }
 

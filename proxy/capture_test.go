@@ -42,6 +42,11 @@ func TestCaptureURL(t *testing.T) {
 			t.Errorf("Host %q %s: %s, want %s", tc.host, tc.uri, in.URL, tc.want)
 		}
 	}
+	// A request target that is no path (OPTIONS *) names no webhook.
+	star := &http.Request{Host: "partner.example", RequestURI: "*", URL: &url.URL{Path: "*"}}
+	if err := captureURL(star, dst); err == nil {
+		t.Errorf("OPTIONS * became %s", star.URL)
+	}
 }
 
 // captureListener serves each connection to a loopback listener as if it

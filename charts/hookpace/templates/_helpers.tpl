@@ -153,6 +153,13 @@ in gateway mode its listener and proxy users. */}}
 {{- $_ := set $admin "token_file" "/etc/hookpace-admin/token" -}}
 {{- $_ := set $cfg "admin" $admin -}}
 {{- end -}}
+{{- if and (eq $v.mode "sidecar") $v.sidecar.capture.enabled -}}
+{{- /* Capture: every address of the pod (IPv4 redirects arrive at 127.0.0.1, IPv6 ones at ::1). */ -}}
+{{- $capture := dict -}}
+{{- if kindIs "map" $cfg.capture -}}{{- $capture = $cfg.capture -}}{{- end -}}
+{{- if not $capture.listen -}}{{- $_ := set $capture "listen" (printf ":%d" (int $v.sidecar.capture.port)) -}}{{- end -}}
+{{- $_ := set $cfg "capture" $capture -}}
+{{- end -}}
 {{- if eq $v.mode "gateway" -}}
 {{- $_ := set $cfg "listen" (printf "0.0.0.0:%d" (int $v.gateway.port)) -}}
 {{- if $v.gateway.mitm.caSecret -}}
@@ -258,5 +265,17 @@ defaults. */}}
 {{- with $v.hookpace.shutdown.handoffSecret -}}{{- $flags = append $flags (printf "--handoff-secret %s" .) -}}{{- end -}}
 {{- if $v.monitoring.serviceMonitor.enabled -}}{{- $flags = append $flags (printf "--admin-token-secret %s-hookpace-admin" $.Release.Name) -}}{{- end -}}
 {{- with $v.hookpace.fleet.passwordSecret -}}{{- $flags = append $flags (printf "--redis-password-secret %s:%s" . $v.hookpace.fleet.passwordKey) -}}{{- end -}}
+{{- with $v.sidecar.capture -}}
+{{- if .enabled -}}
+{{- if not .serviceCIDRs -}}
+{{- fail "sidecar.capture.serviceCIDRs: give the cluster's service range (the kube-apiserver's --service-cluster-ip-range): without it the apps' calls to other Services would be captured too" -}}
+{{- end -}}
+{{- $flags = append $flags "--capture" -}}
+{{- $lport := regexFind "[0-9]+$" (dig "capture" "listen" (printf ":%d" (int .port)) $v.hookpace.config) -}}
+{{- if ne $lport "15001" -}}{{- $flags = append $flags (printf "--capture-port %s" $lport) -}}{{- end -}}
+{{- range .serviceCIDRs -}}{{- $flags = append $flags (printf "--service-cidr %s" .) -}}{{- end -}}
+{{- range .clusterCIDRs -}}{{- $flags = append $flags (printf "--cluster-cidr %s" .) -}}{{- end -}}
+{{- end -}}
+{{- end -}}
 {{ join " " $flags }}
 {{- end }}
