@@ -57,6 +57,7 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 	res := d.send(ctx, m, pol)
 	now := time.Now()
 	res.verdict, res.outcome, res.reason = classify(res.status, res.err, pol.Retry4xx)
+	res.scrub(pol.Auth)
 	d.journalAttempt(m, res, now, 1)
 	d.autoPause(h.name, pol, res, now)
 	if res.verdict == vDone {
