@@ -105,6 +105,9 @@ func (d *Dispatcher) post(ctx context.Context, pol Policy, method, url string, h
 	if pol.UpgradeTLS && strings.HasPrefix(url, "http://") {
 		url = "https://" + url[len("http://"):]
 	}
+	// hookpace's own queueing headers never reach the partner, whichever
+	// version spooled the webhook.
+	spool.StripControlHeaders(hdr)
 	if _, ok := hdr["User-Agent"]; !ok {
 		hdr["User-Agent"] = nil // send none rather than Go's default
 	}
