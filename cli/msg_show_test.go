@@ -30,7 +30,7 @@ func TestMsgShowEntry(t *testing.T) {
 	var m *spool.Message
 	for i := range 3 {
 		u := &spool.Message{Host: "p.example", Method: "POST", URL: "http://p.example/hook", Body: []byte(`{}`), Enqueued: time.Now(),
-			Header: http.Header{"Cookie": {"sid=s3cret"}, "X-Request": {"r1"}}, Fairness: "tenant-1", Ordering: "acct-9"}
+			Header: http.Header{"Cookie": {"sid=s3cret"}, "X-Request-Id": {"r1"}}, Fairness: "tenant-1", Ordering: "acct-9"}
 		if _, err := sp.AppendKeys(context.Background(), u, 0, spool.Keys{Coalesce: "order-7"}); err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +43,7 @@ func TestMsgShowEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"coalesce  order-7 (content replaced 2 times, last at ", "lane      fairness key tenant-1, priority normal, ordering key acct-9\n",
-		"headers\n  Cookie: " + spool.Redacted + "\n  X-Request: r1\n"} {
+		"headers\n  Cookie: " + spool.Redacted + "\n  X-Request-Id: r1\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("no %q in\n%s", want, out.String())
 		}

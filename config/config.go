@@ -393,7 +393,7 @@ func RestartRequired(old, new *Config) []string {
 		{"spool.min_free", old.Spool.MinFree != new.Spool.MinFree},
 		{"dedupe.max_keys", old.Dedupe.MaxKeys != new.Dedupe.MaxKeys},
 		{"dedupe.max_bytes", old.Dedupe.MaxBytes != new.Dedupe.MaxBytes},
-		{"journal", old.Journal != new.Journal},
+		{"journal", journalRestart(old.Journal, new.Journal)},
 		{"mitm.ca_cert", old.MITM.CACert != new.MITM.CACert},
 		{"mitm.ca_key", old.MITM.CAKey != new.MITM.CAKey},
 		{"mitm.cache_size", old.MITM.CacheSize != new.MITM.CacheSize},

@@ -26,3 +26,21 @@ func TestJournalConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestJournalRedactPaths(t *testing.T) {
+	c := mustParse(t, "journal:\n  redact_paths:\n    - in.example.com/t/*\n    - \"*.hooks.example\"\n")
+	if got := strings.Join(c.Journal.RedactPaths, " "); got != "in.example.com/t/* *.hooks.example" {
+		t.Fatalf("redact_paths %q", got)
+	}
+	_, err := Parse("test.yaml", []byte("journal:\n  retain: 48h\n  redact_paths:\n    - ok.example/x\n    - https://bad.example/x\n"))
+	if err == nil || !strings.Contains(err.Error(), "journal.redact_paths[1]") || !strings.Contains(err.Error(), "test.yaml:5:") {
+		t.Errorf("a pattern with a scheme: %v; want an error naming journal.redact_paths[1] at line 5", err)
+	}
+	old := mustParse(t, "journal:\n  redact_paths: [a.example]\n")
+	if got := RestartRequired(old, mustParse(t, "journal:\n  redact_paths: [b.example]\n")); len(got) != 0 {
+		t.Errorf("a redact_paths change needs a restart: %v", got)
+	}
+	if got := RestartRequired(old, mustParse(t, "journal:\n  retain: 48h\n  redact_paths: [a.example]\n")); len(got) != 1 || got[0] != "journal" {
+		t.Errorf("a retain change: %v, want [journal]", got)
+	}
+}

@@ -27,6 +27,7 @@ type Credentials struct {
 	cert    *certFiles   // nil without mtls
 	client  *http.Client // presents cert; nil without mtls
 	token   *tokenSource // nil without oauth2
+	tokens  recentTokens // the latest tokens Apply set, for Scrub
 }
 
 type header struct {
@@ -173,6 +174,7 @@ func (c *Credentials) Apply(ctx context.Context, h http.Header) error {
 		if err != nil {
 			return err
 		}
+		c.tokens.add(tok)
 		h.Set("Authorization", "Bearer "+tok)
 	}
 	return nil

@@ -74,7 +74,7 @@ func (t *tokenSource) get(ctx context.Context) (string, error) {
 	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, t.client))
 	t.fetches++
 	if err != nil {
-		t.lastErr = describe(err)
+		t.lastErr = describe(err, clientForms(t.cfg.ClientID, cs))
 		return "", fmt.Errorf("auth: token endpoint: %s", t.lastErr)
 	}
 	t.tok, t.expiry, t.lastErr = tok.AccessToken, tok.Expiry, ""
@@ -104,15 +104,16 @@ func (t *tokenSource) status() (*time.Time, int64, string) {
 }
 
 // describe says what the token endpoint answered, briefly: its status and
-// the start of its body (an error code and description, by RFC 6749).
-func describe(err error) string {
+// the start of its body (an error code and description, by RFC 6749), the
+// client secret's forms scrubbed from it (an endpoint may echo its request).
+func describe(err error, secret []string) string {
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) && re.Response != nil {
-		body := strings.TrimSpace(string(re.Body))
+		body := scrub(strings.TrimSpace(string(re.Body)), secret)
 		if len(body) > 200 {
 			body = body[:200] + "..."
 		}
 		return fmt.Sprintf("%s: %s", re.Response.Status, body)
 	}
-	return err.Error()
+	return scrub(err.Error(), secret)
 }

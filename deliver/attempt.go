@@ -57,6 +57,7 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 	res := d.send(ctx, m, pol)
 	now := time.Now()
 	res.verdict, res.outcome, res.reason = classify(res.status, res.err, pol.Retry4xx)
+	res.scrub(pol.Auth)
 	d.journalAttempt(m, res, now, 1)
 	d.autoPause(h.name, pol, res, now)
 	if res.verdict == vDone {
@@ -104,6 +105,9 @@ func (d *Dispatcher) post(ctx context.Context, pol Policy, method, url string, h
 	if pol.UpgradeTLS && strings.HasPrefix(url, "http://") {
 		url = "https://" + url[len("http://"):]
 	}
+	// hookpace's own queueing headers never reach the partner, whichever
+	// version spooled the webhook.
+	spool.StripControlHeaders(hdr)
 	if _, ok := hdr["User-Agent"]; !ok {
 		hdr["User-Agent"] = nil // send none rather than Go's default
 	}

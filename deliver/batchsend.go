@@ -46,6 +46,7 @@ func (d *Dispatcher) attemptBatch(h *host, ms []*spool.Message, pol Policy, sent
 	res := d.post(ctx, pol, ms[0].Method, ms[0].URL, batchHeader(ms), encodeBatch(pol.Batch, ms), id, n)
 	now := time.Now()
 	res.verdict, res.outcome, res.reason = classify(res.status, res.err, pol.Retry4xx)
+	res.scrub(pol.Auth)
 	if len(ms) > 1 && tooLarge(res.status, res.answer) {
 		res.verdict, res.reason = vSplit, fmt.Sprintf("status %d: too large, split in two", res.status)
 	}

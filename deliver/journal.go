@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hookpace/hookpace/credential"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -100,8 +101,14 @@ func (d *Dispatcher) headExpiry(h *host, wake time.Time) time.Time {
 
 // readAnswer reads the start of an answer's body: what a 400 says of a
 // batch's size (batchsplit.go), and the journal's excerpt with the header.
+// The excerpt is read scrubSlack bytes longer than the journal keeps, so
+// that a credential cut by the journal's limit is still whole, and
+// scrubbed, when the journal cuts it (scrub, spool.RecordAttempt).
 func (r *result) readAnswer(resp *http.Response, excerpt int) {
 	n := excerpt
+	if excerpt > 0 {
+		n += scrubSlack
+	}
 	if r.status == http.StatusBadRequest {
 		n = max(n, answerMax)
 	}
@@ -113,7 +120,27 @@ func (r *result) readAnswer(resp *http.Response, excerpt int) {
 		r.answer = b[:min(len(b), answerMax)]
 	}
 	if excerpt > 0 {
-		r.excerpt, r.header = b[:min(len(b), excerpt)], answerHeader(resp.Header)
+		r.excerpt, r.header = b, answerHeader(resp.Header)
+	}
+}
+
+// scrubSlack is how much more of an answer than journal.response_body an
+// attempt reads: longer than any credential's encoded forms.
+const scrubSlack = 4 << 10
+
+// scrub replaces in what the attempt learned (the answer's header and
+// excerpt, the reason) every credential value the host's credentials sent
+// (credential.Credentials.Scrub): a partner that echoes its request puts
+// them in its answer, and from there they would reach the journal, the
+// log, the span and the host's last error.
+func (r *result) scrub(auth *credential.Credentials) {
+	if auth == nil {
+		return
+	}
+	r.reason = auth.Scrub(r.reason)
+	r.header = auth.ScrubHeader(r.header)
+	if len(r.excerpt) > 0 {
+		r.excerpt = []byte(auth.Scrub(string(r.excerpt)))
 	}
 }
 

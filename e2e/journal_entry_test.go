@@ -29,7 +29,7 @@ hosts:
 	var id string
 	for n := 1; n <= 3; n++ {
 		status, h, _ := PostRaw(t, hp.Client(), rc.URL+"/orders/7", []byte(fmt.Sprintf(`{"v":%d}`, n)), http.Header{
-			"Hookpace-Coalesce-Key": {"order-7"}, "Authorization": {"Bearer s3cret"}, "X-App": {fmt.Sprint(n)},
+			"Hookpace-Coalesce-Key": {"order-7"}, "Authorization": {"Bearer s3cret"}, "X-Request-Id": {fmt.Sprint(n)},
 			"Hookpace-Fairness-Key": {"tenant-1"}, "Hookpace-Priority": {"high"}, "Hookpace-Delay": {"1s"}})
 		if status != http.StatusAccepted {
 			t.Fatalf("update %d: %d", n, status)
@@ -55,7 +55,7 @@ hosts:
 		hp.AdminJSON("/v1/messages/"+id, &m)
 		if m.State != state || m.Coalesce != "order-7" || m.Replaced != 2 || m.ReplacedAt == nil || m.Fairness != "tenant-1" ||
 			m.Priority != "high" || m.NotBefore == nil || strings.Join(m.Header["Authorization"], "") != "REDACTED" ||
-			strings.Join(m.Header["X-App"], "") != "3" {
+			strings.Join(m.Header["X-Request-Id"], "") != "3" {
 			t.Fatalf("GET /v1/messages/%s: %+v", id, m)
 		}
 		out, err := hp.CLI("msg", "show", id)

@@ -117,6 +117,9 @@ func (r *reloader) reload(why string) {
 		r.proxy.SetCA(r.trust.CA())
 	}
 	r.current.Store(cfg)
+	if err := spool.SetRedactPaths(cfg.Journal.RedactPaths); err != nil {
+		r.log.Error("journal.redact_paths not applied: the old patterns stay in force", "error", err)
+	}
 	files.bindCredentials(r.tel, r.guard, files.Roots)
 	r.files.Store(files)
 	r.proxy.SetPolicy(proxyPolicy(cfg, files))

@@ -106,6 +106,10 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 	cfg := o.Config
 	a := &app{started: time.Now()}
 	a.current.Store(cfg)
+	// Every view of a URL from now on, the journal's first records too.
+	if err := spool.SetRedactPaths(cfg.Journal.RedactPaths); err != nil {
+		return nil, fmt.Errorf("journal.redact_paths: %w", err)
+	}
 	defer func() {
 		if err != nil {
 			a.release()

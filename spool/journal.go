@@ -180,7 +180,7 @@ func (e *Entry) encode() []byte {
 }
 
 // appendHeader appends h as one length-prefixed string: the count, then
-// each name and its values joined, secret values redacted (redact.go) and
+// each name and its values joined, values redacted but for the allow-list (redact.go) and
 // long ones cut, at most maxEntryHeaders of them.
 func appendHeader(b []byte, h http.Header) []byte {
 	if len(h) == 0 {
@@ -197,33 +197,12 @@ func appendHeader(b []byte, h http.Header) []byte {
 		n--
 		b = appendString(b, k)
 		v := Redacted
-		if !secretHeader(k) {
-			v = strings.Join(vs, ", ")
+		if showOf(k) != showNone {
+			v = RedactHeaderValue(k, strings.Join(vs, ", "))
 		}
 		b = appendString(b, v[:min(len(v), maxEntryHeaderValue)])
 	}
 	return putLength(b, start)
-}
-
-// commonHeaders holds SecretHeader's verdict on the names most requests
-// carry, worked out once: an entry is written for every webhook, and
-// SecretHeader lower-cases the name.
-var commonHeaders = func() map[string]bool {
-	m := map[string]bool{}
-	for _, k := range []string{"Accept", "Accept-Encoding", "Authorization", "Content-Length", "Content-Type", "Cookie",
-		"Traceparent", "Tracestate", "User-Agent", "X-Request-Id", "Idempotency-Key", "Webhook-Id", "Webhook-Timestamp",
-		"Webhook-Signature", "X-Hub-Signature-256"} {
-		m[k] = SecretHeader(k)
-	}
-	return m
-}()
-
-// secretHeader is SecretHeader, from commonHeaders when it can.
-func secretHeader(k string) bool {
-	if secret, ok := commonHeaders[k]; ok {
-		return secret
-	}
-	return SecretHeader(k)
 }
 
 // putLength writes the length of what follows b[start+2:] at b[start:],

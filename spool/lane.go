@@ -1,5 +1,7 @@
 package spool
 
+import "net/http"
+
 // Lanes (issue 34): within a host, a webhook waits in the lane of its
 // fairness key and priority, so that the dispatcher can serve the keys in
 // turn and find each key's next webhook without reading another key's
@@ -70,4 +72,21 @@ func (m *Message) Lane() Lane {
 type LaneUsage struct {
 	Lane
 	Queued int
+}
+
+// ControlHeaders are the request headers that tell hookpace how to queue a
+// webhook (its lane, its delay, its coalesce key under the default name):
+// hookpace's, never the partner's. Ingest takes them out of what it
+// stores; a webhook spooled by a version that kept them still has them,
+// so delivery strips them too (StripControlHeaders).
+var ControlHeaders = []string{
+	"Hookpace-Fairness-Key", "Hookpace-Ordering-Key", "Hookpace-Priority",
+	"Hookpace-Delay", "Hookpace-Not-Before", "Hookpace-Coalesce-Key",
+}
+
+// StripControlHeaders deletes the ControlHeaders from h, in place.
+func StripControlHeaders(h http.Header) {
+	for _, k := range ControlHeaders {
+		delete(h, k)
+	}
 }

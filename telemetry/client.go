@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/egress"
+	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -153,7 +154,8 @@ func (c *clientTransport) attributeSet(k clientKey) metric.MeasurementOption {
 }
 
 // requestSpanAttrs are a client span's request attributes: method, the URL
-// without credentials, the server's address and port.
+// as every other view shows it (spool.RedactURL: query values, a password,
+// a fragment and path secrets hidden), the server's address and port.
 func requestSpanAttrs(r *http.Request, method string) []attribute.KeyValue {
 	attrs := []attribute.KeyValue{semconv.HTTPRequestMethodKey.String(method)}
 	if method == "_OTHER" {
@@ -164,7 +166,7 @@ func requestSpanAttrs(r *http.Request, method string) []attribute.KeyValue {
 	}
 	u := *r.URL
 	u.User = nil
-	attrs = append(attrs, semconv.URLFull(u.String()), semconv.ServerAddress(u.Hostname()))
+	attrs = append(attrs, semconv.URLFull(spool.RedactURL(u.String())), semconv.ServerAddress(u.Hostname()))
 	port, _ := strconv.Atoi(u.Port())
 	if port == 0 {
 		port = 80

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hookpace/hookpace/proxy"
+	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -224,5 +225,39 @@ func TestStdoutExporter(t *testing.T) {
 	}
 	if strings.Count(buf.String(), "\n") != 1 {
 		t.Errorf("want one line per span, got %q", buf.String())
+	}
+}
+
+// A client span's url.full shows the URL as every other view does: query
+// values and path secrets hidden (spool.RedactURL).
+func TestClientSpanURLRedacted(t *testing.T) {
+	// Not parallel: the path rules are the process's.
+	t.Cleanup(func() { _ = spool.SetRedactPaths(nil) })
+	if err := spool.SetRedactPaths([]string{"127.0.0.1/services"}); err != nil {
+		t.Fatal(err)
+	}
+	exp := tracetest.NewInMemoryExporter()
+	tel := newTelemetry(t, Options{SpanExporter: exp})
+	srv, received := traceparentReceiver(t)
+
+	post(t, context.Background(), tel.WrapTransport(srv.Client().Transport), srv.URL+"/services/T1/B2/PATHSECRET?sig=QUERYSECRET&token=T0K")
+	if len(received()) != 1 {
+		t.Fatal("the destination got nothing")
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("spans %v", spans.Snapshots())
+	}
+	var full string
+	for _, kv := range spans[0].Attributes {
+		if strings.Contains(kv.Value.Emit(), "SECRET") || strings.Contains(kv.Value.Emit(), "T0K") {
+			t.Errorf("attribute %s = %q shows a secret", kv.Key, kv.Value.Emit())
+		}
+		if kv.Key == "url.full" {
+			full = kv.Value.AsString()
+		}
+	}
+	if want := srv.URL + "/services/REDACTED?sig=REDACTED&token=REDACTED"; full != want {
+		t.Errorf("url.full %q, want %q", full, want)
 	}
 }
