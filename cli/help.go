@@ -131,8 +131,13 @@ To each pod template it adds:
     NODE_EXTRA_CA_CERTS (bundle.pem) from hookpace's trust directory, mounted
     read-only at /var/run/hookpace/trust (--no-trust=CONTAINER: none);
   - terminationGracePeriodSeconds of at least --app-stop +
-    --shutdown-timeout + 10 s, and the annotation hookpace.dev/injected.
-Its output injected again is unchanged. It refuses, writing nothing, an
+    --shutdown-timeout + 10 s, and the annotations hookpace.dev/injected
+    and hookpace.dev/injected-parts (what it added, for uninject and
+    upgrades).
+Its output injected again with the same flags is unchanged; with other
+flags (a new --image) hookpace's parts are replaced and nothing else, so
+a new version rolls out as: hookpace inject --image NEW -f injected.yaml.
+hookpace uninject takes them out again. It refuses, writing nothing, an
 object that has a container, volume, port or proxy variable of these
 names that it did not add. The ports, spool dir and shutdown timeout must
 match config.yaml in the ConfigMap (the chart's sidecar mode prints them).
@@ -141,6 +146,20 @@ Example:
   helm install hooks charts/hookpace          # the ConfigMap "hookpace"
   hookpace inject -f deploy.yaml --service-cidr 10.96.0.0/12 | kubectl apply -f -
   kubectl get deploy web -o yaml | hookpace inject | kubectl apply -f -
+`,
+	"uninject": `Usage: hookpace uninject [-f FILE]... > plain.yaml
+
+Takes out of Kubernetes manifests what hookpace inject added to them, as
+the annotation hookpace.dev/injected-parts records it: the sidecar, its
+volumes (and volumeClaimTemplate), the variables and trust mount on the
+app's containers, the fields inject created, the terminationGracePeriodSeconds
+and fsGroup it set, and both annotations. What was edited since (another
+variable, a volume) stays. Objects that were not injected, and ConfigMaps,
+pass through unchanged. Reads -f files (- or none: stdin), writes one
+stream to stdout; nothing if an object's record cannot be read.
+
+Example:
+  hookpace uninject -f injected.yaml | kubectl apply -f -
 `,
 	"dead": `Usage:
   hookpace dead list [--host H] [--limit N] [--json]

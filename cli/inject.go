@@ -69,10 +69,28 @@ func injectCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	inputs, closeAll, err := openInputs(files)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	if err := in.Inject(stdout, stderr, inputs...); err != nil {
+		return fmt.Errorf("nothing written:\n%w", err)
+	}
+	return nil
+}
+
+// openInputs opens the -f files (none: stdin); closeAll closes them.
+func openInputs(files fileFlag) (inputs []inject.Input, closeAll func(), err error) {
 	if len(files) == 0 {
 		files = fileFlag{"-"}
 	}
-	var inputs []inject.Input
+	var open []*os.File
+	closeAll = func() {
+		for _, f := range open {
+			f.Close()
+		}
+	}
 	for _, f := range files {
 		if f == "-" {
 			inputs = append(inputs, inject.Input{Name: "stdin", R: stdin})
@@ -80,12 +98,31 @@ func injectCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		fh, err := os.Open(f)
 		if err != nil {
-			return err
+			closeAll()
+			return nil, nil, err
 		}
-		defer fh.Close()
+		open = append(open, fh)
 		inputs = append(inputs, inject.Input{Name: f, R: fh})
 	}
-	if err := in.Inject(stdout, stderr, inputs...); err != nil {
+	return inputs, closeAll, nil
+}
+
+func uninjectCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("uninject")
+	var files fileFlag
+	fs.Var(&files, "f", "manifest `FILE` to read, - for stdin (repeatable; default stdin)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"unexpected argument " + fs.Arg(0) + " (files go after -f)"}
+	}
+	inputs, closeAll, err := openInputs(files)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	if err := inject.Uninject(stdout, stderr, inputs...); err != nil {
 		return fmt.Errorf("nothing written:\n%w", err)
 	}
 	return nil

@@ -219,6 +219,7 @@ func strip(a, b object) {
 		}
 	}
 	delete(a.meta.Annotations, Annotation)
+	delete(a.meta.Annotations, PartsAnnotation)
 	spec.TerminationGracePeriodSeconds = b.spec.TerminationGracePeriodSeconds
 	if spec.SecurityContext != nil && (b.spec.SecurityContext == nil || b.spec.SecurityContext.FSGroup == nil) {
 		spec.SecurityContext.FSGroup = nil

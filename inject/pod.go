@@ -35,13 +35,14 @@ func (in *Injector) workload(w workload) (string, error) {
 		if v != Format {
 			return "", fmt.Errorf("%s: injected in format %q, this hookpace writes %q: inject the original manifest", w.name, v, Format)
 		}
-		return "already injected (" + Annotation + "), unchanged", nil
+		return in.reinject(w)
 	}
 	targets := in.targets(w.spec)
 	grace, err := in.check(w, targets)
 	if err != nil {
 		return "", err
 	}
+	rec := in.newRecord(w, targets, grace)
 
 	if grace > 0 {
 		set(w.spec, "terminationGracePeriodSeconds", intScalar(grace), "containers")
@@ -85,6 +86,7 @@ func (in *Injector) workload(w workload) (string, error) {
 	}
 	meta := child(w.holder, "metadata", yaml.MappingNode, "spec")
 	set(child(meta, "annotations", yaml.MappingNode, ""), Annotation, scalar(Format), "")
+	rec.annotate(w)
 	return msg, nil
 }
 
