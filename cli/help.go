@@ -137,7 +137,10 @@ To each pod template it adds:
 Its output injected again with the same flags is unchanged; with other
 flags (a new --image) hookpace's parts are replaced and nothing else, so
 a new version rolls out as: hookpace inject --image NEW -f injected.yaml.
-hookpace uninject takes them out again. It refuses, writing nothing, an
+hookpace uninject takes them out again. Jobs and CronJobs are refused
+without a hand-off target (shutdown.handoff in the ConfigMap given with
+-f, or --handoff-secret) or --accept-loss: what is queued when their
+containers finish would be lost. It refuses, writing nothing, an
 object that has a container, volume, port or proxy variable of these
 names that it did not add. The ports, spool dir and shutdown timeout must
 match config.yaml in the ConfigMap (the chart's sidecar mode prints them).

@@ -41,6 +41,8 @@ func injectCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.SpoolDir, "spool-dir", o.SpoolDir, "the config's spool.dir; the spool volume is mounted there")
 	fs.StringVar(&o.SpoolPVC, "spool-pvc", "", "an existing PersistentVolumeClaim `NAME` for the spool (one pod only); default an emptyDir")
 	fs.StringVar(&o.SpoolSize, "spool-size", o.SpoolSize, "the spool emptyDir's sizeLimit (empty: none)")
+	fs.StringVar(&o.SpoolClaim, "spool-volume-claim", "", "StatefulSets: a claim of `SIZE` (1Gi) per pod for the spool, from a volumeClaimTemplate")
+	fs.BoolVar(&o.AcceptLoss, "accept-loss", false, "inject Jobs and CronJobs without a hand-off target: what is queued when they finish is lost")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "the config's shutdown.timeout (drain and hand-off)")
 	fs.DurationVar(&o.AppStop, "app-stop", o.AppStop, "how long the app takes to stop after SIGTERM; hookpace stops after it")
 	fs.StringVar(&o.HandoffSecret, "handoff-secret", "", "Secret `NAME` with key handoff-credentials, mounted for shutdown.handoff_auth_file")

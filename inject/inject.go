@@ -38,6 +38,8 @@ type Injector struct {
 	noTrust map[string]bool // container names named by Options.NoTrust
 	seen    map[string]bool // of those, the ones some object has
 	fleet   fleetBook
+	jobs    []string // Jobs that need a hand-off target
+	handoff bool     // the ConfigMap among the manifests sets shutdown.handoff
 }
 
 // New checks o and returns an Injector.
@@ -72,7 +74,7 @@ func (in *Injector) Inject(out, log io.Writer, inputs ...Input) error {
 				fmt.Fprintf(log, "warning: --no-trust=%s: no container of that name\n", n)
 			}
 		}
-		return in.fleetWarnings(log)
+		return errors.Join(in.fleetWarnings(log), in.jobsRefused())
 	})
 }
 
@@ -130,6 +132,7 @@ func stream(out, log io.Writer, inputs []Input, each func(root *yaml.Node, where
 // object injects one object, or each item of a List.
 func (in *Injector) object(obj *yaml.Node, where string, log io.Writer) error {
 	return visit(obj, where, func(obj *yaml.Node, name string) error {
+		in.noteHandoff(obj)
 		if ok, err := in.configMap(obj, name); ok || err != nil {
 			if err != nil {
 				return err
@@ -150,6 +153,7 @@ func (in *Injector) object(obj *yaml.Node, where string, log io.Writer) error {
 			return err
 		}
 		in.noteWorkload(w)
+		in.noteJob(w)
 		fmt.Fprintf(log, "%s: %s\n", w.name, msg)
 		return nil
 	})

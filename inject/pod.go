@@ -51,6 +51,11 @@ func (in *Injector) workload(w workload) (string, error) {
 	inits.Content = slices.Insert(inits.Content, 0, in.sidecar()) // first: the app's other init containers may send too
 	vols := child(w.spec, "volumes", yaml.SequenceNode, "")
 	vols.Content = append(vols.Content, in.volumes()...)
+	if in.o.SpoolClaim != "" {
+		claims := child(get(w.obj, "spec"), "volumeClaimTemplates", yaml.SequenceNode, "")
+		claims.Content = append(claims.Content, in.claimTemplate())
+		rec.Claim = SpoolVolume
+	}
 	var plain, noTrust []string
 	for _, t := range targets {
 		env := child(t.c, "env", yaml.SequenceNode, "")
@@ -72,7 +77,7 @@ func (in *Injector) workload(w workload) (string, error) {
 	if len(noTrust) > 0 {
 		msg += "; proxy variables only on " + strings.Join(noTrust, ", ")
 	}
-	if in.o.SpoolPVC != "" {
+	if in.o.SpoolPVC != "" || in.o.SpoolClaim != "" {
 		// The PVC must be writable by hookpace's user: fsGroup adds a group
 		// the volume belongs to, to every container of the pod.
 		sc := child(w.spec, "securityContext", yaml.MappingNode, "initContainers")
@@ -151,6 +156,14 @@ func (in *Injector) check(w workload, targets []target) (int64, error) {
 		if n := str(v, "name"); slices.Contains([]string{SpoolVolume, ConfigVolume, HandoffVolume, TokenVolume}, n) {
 			refuse("a volume is named %q already; %s", n, unmarked)
 		}
+	}
+	for _, v := range items(dig(w.obj, "spec", "volumeClaimTemplates")) {
+		if w.kind == "StatefulSet" && str(get(v, "metadata"), "name") == SpoolVolume {
+			refuse("a volumeClaimTemplate is named %q already; %s", SpoolVolume, unmarked)
+		}
+	}
+	if in.o.SpoolClaim != "" && w.kind != "StatefulSet" {
+		refuse("--spool-volume-claim: only a StatefulSet gives each pod a claim of its own (volumeClaimTemplates); for a %s use an emptyDir with a hand-off, or --spool-pvc for a single pod", w.kind)
 	}
 	for _, t := range targets {
 		ours := in.appEnv(t.trust)

@@ -85,7 +85,7 @@ func (in *Injector) newRecord(w workload, targets []target, grace int64) record 
 		}
 		r.Grace = &was
 	}
-	if in.o.SpoolPVC != "" && get(get(w.spec, "securityContext"), "fsGroup") == nil {
+	if (in.o.SpoolPVC != "" || in.o.SpoolClaim != "") && get(get(w.spec, "securityContext"), "fsGroup") == nil {
 		r.FSGroup = true
 	}
 	return r

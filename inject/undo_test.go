@@ -59,7 +59,7 @@ func TestUpgradeAndUninject(t *testing.T) {
 		t.Run(file, func(t *testing.T) {
 			input := readTestdata(t, file)
 			o1 := Defaults()
-			o1.Image = "reg/hookpace:0.1.0"
+			o1.Image, o1.AcceptLoss = "reg/hookpace:0.1.0", true
 			v1, log, err := injectBytes(t, o1, input)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, log)
