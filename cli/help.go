@@ -150,6 +150,23 @@ Example:
   hookpace inject -f deploy.yaml --service-cidr 10.96.0.0/12 | kubectl apply -f -
   kubectl get deploy web -o yaml | hookpace inject | kubectl apply -f -
 `,
+	"injector": `Usage: hookpace injector --tls-cert FILE --tls-key FILE [--listen ADDR] [inject's flags]
+
+Serves hookpace's mutating admission webhook over HTTPS (the chart's
+injector.enabled runs it): an AdmissionReview (admission.k8s.io/v1) for a
+Pod being created is answered with a JSONPatch that adds exactly what
+hookpace inject adds to that Pod.
+  POST /inject            Pods labelled hookpace.dev/inject=enabled
+  POST /inject/namespace  any Pod (the webhook's namespaceSelector chose
+                          it) unless labelled hookpace.dev/inject=disabled
+  GET  /healthz
+Never a Pod in kube-system or in --namespace (its own). inject's flags
+are the defaults for every Pod; a Pod's annotations hookpace.dev/FLAG
+(hookpace.dev/java: "true") set the others for that Pod, except image,
+fleet-redis and spool-volume-claim. A Pod refused by inject (a Job's
+without a hand-off target, a clash of names, a bad annotation) is denied
+with the reason. One JSON log line per review. See docs/kubernetes.md.
+`,
 	"uninject": `Usage: hookpace uninject [-f FILE]... > plain.yaml
 
 Takes out of Kubernetes manifests what hookpace inject added to them, as

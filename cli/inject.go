@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,32 +35,7 @@ func injectCmd(args []string, stdout, stderr io.Writer) error {
 	var files fileFlag
 	var cidrs, services listFlag
 	fs.Var(&files, "f", "manifest `FILE` to read, - for stdin (repeatable; default stdin)")
-	fs.StringVar(&o.Image, "image", o.Image, "hookpace's image")
-	fs.StringVar(&o.ConfigMap, "configmap", o.ConfigMap, "`NAME` of the ConfigMap holding config.yaml (the chart's sidecar mode renders it)")
-	fs.IntVar(&o.ProxyPort, "proxy-port", o.ProxyPort, "the config's listen port, on 127.0.0.1 or a wildcard address")
-	fs.IntVar(&o.AdminPort, "admin-port", o.AdminPort, "the config's admin port (for the probes)")
-	fs.StringVar(&o.SpoolDir, "spool-dir", o.SpoolDir, "the config's spool.dir; the spool volume is mounted there")
-	fs.StringVar(&o.SpoolPVC, "spool-pvc", "", "an existing PersistentVolumeClaim `NAME` for the spool (one pod only); default an emptyDir")
-	fs.StringVar(&o.SpoolSize, "spool-size", o.SpoolSize, "the spool emptyDir's sizeLimit (empty: none)")
-	fs.StringVar(&o.SpoolClaim, "spool-volume-claim", "", "StatefulSets: a claim of `SIZE` (1Gi) per pod for the spool, from a volumeClaimTemplate")
-	fs.BoolVar(&o.AcceptLoss, "accept-loss", false, "inject Jobs and CronJobs without a hand-off target: what is queued when they finish is lost")
-	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "the config's shutdown.timeout (drain and hand-off)")
-	fs.DurationVar(&o.AppStop, "app-stop", o.AppStop, "how long the app takes to stop after SIGTERM; hookpace stops after it")
-	fs.StringVar(&o.HandoffSecret, "handoff-secret", "", "Secret `NAME` with key handoff-credentials, mounted for shutdown.handoff_auth_file")
-	fs.StringVar(&o.AdminTokenSecret, "admin-token-secret", "", "Secret `NAME` with key token, mounted for admin.token_file (the chart's ServiceMonitor)")
-	fs.StringVar(&o.RedisPasswordSecret, "redis-password-secret", "", "Secret `NAME[:KEY]` (key redis-password) for HOOKPACE_REDIS_PASSWORD (fleet mode)")
-	fs.StringVar(&o.FleetRedis, "fleet-redis", "", "`URL` set as fleet.redis in the ConfigMap's config.yaml (give the ConfigMap with -f): pacing shared by the replicas")
-	fs.StringVar(&o.CPURequest, "cpu-request", o.CPURequest, "hookpace's CPU request (empty: none)")
-	fs.StringVar(&o.MemoryRequest, "memory-request", o.MemoryRequest, "hookpace's memory request (empty: none)")
-	fs.StringVar(&o.CPULimit, "cpu-limit", o.CPULimit, "hookpace's CPU limit (empty: none)")
-	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "hookpace's memory limit; GOMEMLIMIT is 3/4 of it (empty: none)")
-	fs.BoolVar(&o.ReadinessProbe, "readiness-probe", false, "probe /readyz too (while the spool refuses, the whole pod leaves its Services)")
-	fs.Var((*listFlag)(&o.NoProxy), "no-proxy", "`HOSTS` the apps reach directly, added to NO_PROXY (repeatable, comma-separated)")
-	fs.Var(&cidrs, "cluster-cidr", "the cluster's pod `CIDR` range(s), added to NO_PROXY")
-	fs.Var(&services, "service-cidr", "the cluster's service `CIDR` range(s), added to NO_PROXY")
-	fs.Var((*listFlag)(&o.NoTrust), "no-trust", "`CONTAINER` that gets no trust variables nor trust mount (repeatable; * for all)")
-	fs.BoolVar(&o.Java, "java", false, "add JAVA_TOOL_OPTIONS with the proxy, nonProxyHosts and the trust store")
-	fs.BoolVar(&o.InitContainers, "init-containers", false, "give the app's init containers the variables too")
+	injectFlags(fs, &o, &cidrs, &services)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -128,4 +104,36 @@ func uninjectCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("nothing written:\n%w", err)
 	}
 	return nil
+}
+
+// injectFlags are inject's flags, on the command line and, for one Pod,
+// as the injector's annotations; cidrs and services collect
+// --cluster-cidr and --service-cidr.
+func injectFlags(fs *flag.FlagSet, o *inject.Options, cidrs, services *listFlag) {
+	fs.StringVar(&o.Image, "image", o.Image, "hookpace's image")
+	fs.StringVar(&o.ConfigMap, "configmap", o.ConfigMap, "`NAME` of the ConfigMap holding config.yaml (the chart's sidecar mode renders it)")
+	fs.IntVar(&o.ProxyPort, "proxy-port", o.ProxyPort, "the config's listen port, on 127.0.0.1 or a wildcard address")
+	fs.IntVar(&o.AdminPort, "admin-port", o.AdminPort, "the config's admin port (for the probes)")
+	fs.StringVar(&o.SpoolDir, "spool-dir", o.SpoolDir, "the config's spool.dir; the spool volume is mounted there")
+	fs.StringVar(&o.SpoolPVC, "spool-pvc", "", "an existing PersistentVolumeClaim `NAME` for the spool (one pod only); default an emptyDir")
+	fs.StringVar(&o.SpoolSize, "spool-size", o.SpoolSize, "the spool emptyDir's sizeLimit (empty: none)")
+	fs.StringVar(&o.SpoolClaim, "spool-volume-claim", "", "StatefulSets: a claim of `SIZE` (1Gi) per pod for the spool, from a volumeClaimTemplate")
+	fs.BoolVar(&o.AcceptLoss, "accept-loss", false, "inject Jobs and CronJobs without a hand-off target: what is queued when they finish is lost")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "the config's shutdown.timeout (drain and hand-off)")
+	fs.DurationVar(&o.AppStop, "app-stop", o.AppStop, "how long the app takes to stop after SIGTERM; hookpace stops after it")
+	fs.StringVar(&o.HandoffSecret, "handoff-secret", "", "Secret `NAME` with key handoff-credentials, mounted for shutdown.handoff_auth_file")
+	fs.StringVar(&o.AdminTokenSecret, "admin-token-secret", "", "Secret `NAME` with key token, mounted for admin.token_file (the chart's ServiceMonitor)")
+	fs.StringVar(&o.RedisPasswordSecret, "redis-password-secret", "", "Secret `NAME[:KEY]` (key redis-password) for HOOKPACE_REDIS_PASSWORD (fleet mode)")
+	fs.StringVar(&o.FleetRedis, "fleet-redis", "", "`URL` set as fleet.redis in the ConfigMap's config.yaml (give the ConfigMap with -f): pacing shared by the replicas")
+	fs.StringVar(&o.CPURequest, "cpu-request", o.CPURequest, "hookpace's CPU request (empty: none)")
+	fs.StringVar(&o.MemoryRequest, "memory-request", o.MemoryRequest, "hookpace's memory request (empty: none)")
+	fs.StringVar(&o.CPULimit, "cpu-limit", o.CPULimit, "hookpace's CPU limit (empty: none)")
+	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "hookpace's memory limit; GOMEMLIMIT is 3/4 of it (empty: none)")
+	fs.BoolVar(&o.ReadinessProbe, "readiness-probe", false, "probe /readyz too (while the spool refuses, the whole pod leaves its Services)")
+	fs.Var((*listFlag)(&o.NoProxy), "no-proxy", "`HOSTS` the apps reach directly, added to NO_PROXY (repeatable, comma-separated)")
+	fs.Var(cidrs, "cluster-cidr", "the cluster's pod `CIDR` range(s), added to NO_PROXY")
+	fs.Var(services, "service-cidr", "the cluster's service `CIDR` range(s), added to NO_PROXY")
+	fs.Var((*listFlag)(&o.NoTrust), "no-trust", "`CONTAINER` that gets no trust variables nor trust mount (repeatable; * for all)")
+	fs.BoolVar(&o.Java, "java", false, "add JAVA_TOOL_OPTIONS with the proxy, nonProxyHosts and the trust store")
+	fs.BoolVar(&o.InitContainers, "init-containers", false, "give the app's init containers the variables too")
 }

@@ -34,7 +34,7 @@ func (w workload) isJob() bool {
 
 // noteJob remembers w if it is a Job that needs a hand-off target.
 func (in *Injector) noteJob(w workload) {
-	if w.isJob() && !in.o.AcceptLoss && in.o.HandoffSecret == "" {
+	if w.isJob() && !in.o.AcceptLoss && in.o.HandoffSecret == "" && !in.o.HandoffConfigured {
 		in.jobs = append(in.jobs, w.name)
 	}
 }

@@ -72,6 +72,10 @@ type Options struct {
 	// AcceptLoss injects Jobs and CronJobs without a hand-off target: what
 	// is still queued when their containers finish is lost.
 	AcceptLoss bool
+	// HandoffConfigured says the ConfigMap's config.yaml sets
+	// shutdown.handoff when the ConfigMap is not among the manifests (the
+	// injector's chart knows it).
+	HandoffConfigured bool
 
 	HandoffSecret       string // Secret with keys handoff-credentials and handoff-secret (shutdown.handoff_auth_file, handoff_secret_file)
 	AdminTokenSecret    string // Secret with key token, for admin.token_file (the chart's ServiceMonitor)
