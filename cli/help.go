@@ -167,6 +167,22 @@ fleet-redis and spool-volume-claim. A Pod refused by inject (a Job's
 without a hand-off target, a clash of names, a bad annotation) is denied
 with the reason. One JSON log line per review. See docs/kubernetes.md.
 `,
+	"check": `Usage: hookpace check [-f FILE]... [--image IMAGE] [--configmap NAME]
+
+Reads Kubernetes manifests, or a cluster's objects as exported by
+  kubectl get ns,cm,deploy,sts,ds,job,cronjob,pod -A -o yaml
+and prints one line per finding:
+  - an injected pod (template) whose hookpace image is not --image;
+  - a pod labelled hookpace.dev/inject=enabled, or in a Namespace so
+    labelled (given among the objects), without the hookpace container:
+    created while the injector was down or before it was installed;
+  - an injected workload of more than one pod (replicas, parallelism, a
+    DaemonSet) whose namespace's ConfigMap sets no fleet.redis, or is not
+    among the objects;
+  - an injected Job, CronJob or Job's pod with no hand-off target
+    (shutdown.handoff in the ConfigMap, or the hand-off Secret mounted).
+Exit 0 with "no findings", 1 with findings.
+`,
 	"uninject": `Usage: hookpace uninject [-f FILE]... > plain.yaml
 
 Takes out of Kubernetes manifests what hookpace inject added to them, as

@@ -137,3 +137,35 @@ func injectFlags(fs *flag.FlagSet, o *inject.Options, cidrs, services *listFlag)
 	fs.BoolVar(&o.Java, "java", false, "add JAVA_TOOL_OPTIONS with the proxy, nonProxyHosts and the trust store")
 	fs.BoolVar(&o.InitContainers, "init-containers", false, "give the app's init containers the variables too")
 }
+
+func checkCmd(args []string, stdout io.Writer) error {
+	fs := newFlags("check")
+	var files fileFlag
+	o := inject.CheckOptions{}
+	fs.Var(&files, "f", "manifest `FILE` to read, - for stdin (repeatable; default stdin): kubectl get -o yaml output works")
+	fs.StringVar(&o.Image, "image", inject.DefaultImage, "the hookpace `IMAGE` every injected pod should run")
+	fs.StringVar(&o.ConfigMap, "configmap", inject.Defaults().ConfigMap, "`NAME` of hookpace's ConfigMap (fleet.redis, shutdown.handoff)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"unexpected argument " + fs.Arg(0) + " (files go after -f)"}
+	}
+	inputs, closeAll, err := openInputs(files)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	found, err := inject.Check(o, inputs...)
+	if err != nil {
+		return err
+	}
+	for _, f := range found {
+		fmt.Fprintln(stdout, f)
+	}
+	if len(found) > 0 {
+		return fmt.Errorf("%d finding(s)", len(found))
+	}
+	fmt.Fprintln(stdout, "no findings")
+	return nil
+}
