@@ -1,8 +1,15 @@
+// The Kubernetes control-plane binaries that internal/kubetest builds:
+// k8s.io/kubernetes with every staging module at its published version.
 module github.com/hookpace/hookpace/internal/kubetest/tools
 
 go 1.26.8
 
-require k8s.io/kubernetes v1.37.2
+tool (
+	k8s.io/kubernetes/cmd/kube-apiserver
+	k8s.io/kubernetes/cmd/kube-controller-manager
+)
+
+require k8s.io/kubernetes v1.37.2 // indirect
 
 require (
 	cel.dev/expr v0.25.1 // indirect
