@@ -197,6 +197,13 @@ func TestKubeAPIServer(t *testing.T) {
 					t.Errorf("%v: %s/%v refused: %d %s", sets, obj["kind"], obj["metadata"].(map[string]any)["name"], code, b)
 				}
 			}
+			// helm's own check against the server: its lookups (the
+			// injector's certificate, the gateway's users) and schema.
+			args[0] = "install"
+			args = append(args, "--dry-run=server", "--kubeconfig", c.Kubeconfig())
+			if out, err := exec.Command(helmBin(t), args...).CombinedOutput(); err != nil {
+				t.Errorf("helm %v: %v\n%s", args, err, out)
+			}
 		}
 	})
 

@@ -201,17 +201,23 @@ func Start(t testing.TB) *Cluster {
 func (c *Cluster) ControllerManager(t testing.TB, controllers string) {
 	t.Helper()
 	bin := Binary(t, "kube-controller-manager")
-	kubeconfig := filepath.Join(c.dir, "kubeconfig")
-	os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+	start(t, c.dir, "kube-controller-manager", bin, "--kubeconfig", c.Kubeconfig(), "--controllers", controllers,
+		"--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(FreePort(t)),
+		"--use-service-account-credentials=false", "--profiling=false")
+}
+
+// Kubeconfig is the path of a kubeconfig file for c (helm, the
+// controller manager).
+func (c *Cluster) Kubeconfig() string {
+	path := filepath.Join(c.dir, "kubeconfig")
+	os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters: [{name: kubetest, cluster: {server: %q, insecure-skip-tls-verify: true}}]
 users: [{name: kubetest, user: {token: %q}}]
 contexts: [{name: kubetest, context: {cluster: kubetest, user: kubetest}}]
 current-context: kubetest
 `, c.URL, c.Token)), 0o600)
-	start(t, c.dir, "kube-controller-manager", bin, "--kubeconfig", kubeconfig, "--controllers", controllers,
-		"--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(FreePort(t)),
-		"--use-service-account-credentials=false", "--profiling=false")
+	return path
 }
 
 // Do sends one request with the token; body is JSON unless contentType says otherwise.
