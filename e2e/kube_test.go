@@ -211,22 +211,32 @@ func TestKubeAPIServer(t *testing.T) {
 		dir := t.TempDir()
 		caPEM := serveCert(t, dir)
 		port := kubetest.FreePort(t)
-		stop := startInjector(t, dir, port)
-		// The chart's webhook configuration, pointed at this injector.
+		// The chart's injector: its webhook configuration, pointed at this
+		// injector, and its arguments (the release's inject flags), with
+		// this test's address and certificate in place of the pod's.
+		const image = "reg/hookpace:0.2.0"
 		out, err := exec.Command(helmBin(t), "template", "rel", "../charts/hookpace", "--namespace", "hookpace-system",
-			"--set", "injector.enabled=true").Output()
+			"--set", "injector.enabled=true", "--set", "hookpace.image="+image,
+			"--set", "hookpace.shutdown.handoff=http://gw-hookpace.gw.svc.cluster.local:8080", "--set", "hookpace.shutdown.handoffSecret=gw-hookpace").Output()
 		if err != nil {
 			t.Fatal(err)
 		}
 		var mwc map[string]any
+		var args []string
 		for _, obj := range objects(t, out) {
-			if obj["kind"] == "MutatingWebhookConfiguration" {
+			switch obj["kind"] {
+			case "MutatingWebhookConfiguration":
 				mwc = obj
+			case "Deployment":
+				for _, a := range obj["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"].([]any) {
+					args = append(args, a.(string))
+				}
 			}
 		}
-		if mwc == nil {
-			t.Fatal("the chart rendered no MutatingWebhookConfiguration")
+		if mwc == nil || len(args) == 0 || args[0] != "injector" {
+			t.Fatalf("the chart rendered no MutatingWebhookConfiguration or injector Deployment (args %v)", args)
 		}
+		stop := startInjector(t, dir, port, args)
 		for _, w := range mwc["webhooks"].([]any) {
 			cc := w.(map[string]any)["clientConfig"].(map[string]any)
 			path := cc["service"].(map[string]any)["path"].(string)
@@ -276,6 +286,17 @@ func TestKubeAPIServer(t *testing.T) {
 		}
 		if ann := first["metadata"].(map[string]any)["annotations"].(map[string]any); ann["hookpace.dev/injected"] != "v1" {
 			t.Errorf("annotations %v", ann)
+		}
+		if b, _ := json.Marshal(first); !bytes.Contains(b, []byte(`"image":"`+image+`"`)) || !bytes.Contains(b, []byte(`"secretName":"gw-hookpace"`)) {
+			t.Errorf("the chart's image and hand-off Secret are not in the injected pod:\n%s", b)
+		}
+		// A Job's pod: the release has a hand-off, so it is injected too.
+		job := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "backfill-x1", "labels": enabled,
+			"ownerReferences": []any{map[string]any{"apiVersion": "batch/v1", "kind": "Job", "name": "backfill", "uid": "0b7a3c9e-0000-4000-8000-000000000001"}}},
+			"spec": map[string]any{"restartPolicy": "Never", "containers": []any{map[string]any{"name": "app", "image": "registry.example.com/backfill:3"}}}}
+		body, _ := json.Marshal(job)
+		if b := c.Must(201, "POST", "/api/v1/namespaces/plain/pods", "", body); !bytes.Contains(b, []byte(`"name":"hookpace"`)) {
+			t.Errorf("a Job's pod with the release's hand-off was not injected:\n%s", b)
 		}
 		if p := create("plain", "unlabelled", nil); injected(p) {
 			t.Errorf("an unlabelled pod in an unlabelled namespace was injected")
@@ -328,14 +349,29 @@ func TestKubeAPIServer(t *testing.T) {
 		if p := create("plain", "labelled-while-down", enabled); injected(p) {
 			t.Errorf("injected while down?")
 		}
+		// hookpace check, on the cluster's own lists, finds that pod and no
+		// other of its namespace.
+		nsList := c.Must(200, "GET", "/api/v1/namespaces", "", nil)
+		pods := c.Must(200, "GET", "/api/v1/namespaces/plain/pods", "", nil)
+		check := exec.Command(binary, "check", "--image", image)
+		check.Stdin = bytes.NewReader(append(append(nsList, "\n---\n"...), pods...))
+		var checkErr bytes.Buffer
+		check.Stderr = &checkErr
+		report, err := check.Output()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !bytes.Contains(report, []byte("Pod/labelled-while-down (namespace plain): labelled for injection")) ||
+			bytes.Count(report, []byte("labelled for injection")) != 1 {
+			t.Errorf("hookpace check: %v\n%s%s", err, report, checkErr.String())
+		}
 	})
 }
 
 // startInjector runs hookpace injector on port until stop (or the test's end).
-func startInjector(t *testing.T, dir string, port int) (stop func()) {
+// args are the chart's; the flags added after them win.
+func startInjector(t *testing.T, dir string, port int, args []string) (stop func()) {
 	t.Helper()
-	cmd := exec.Command(binary, "injector", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--tls-cert", filepath.Join(dir, "tls.crt"), "--tls-key", filepath.Join(dir, "tls.key"), "--namespace", "hookpace-system")
+	cmd := exec.Command(binary, append(args, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--tls-cert", filepath.Join(dir, "tls.crt"), "--tls-key", filepath.Join(dir, "tls.key"), "--namespace", "hookpace-system")...)
 	var logb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logb, &logb
 	if err := cmd.Start(); err != nil {

@@ -100,3 +100,15 @@ spec: {containers: [{name: app, image: registry.example.com/other:1}]}
 		t.Errorf("with fleet.redis and a hand-off:\n%s", strings.Join(got, "\n"))
 	}
 }
+
+// TestCheckAPIList: the API's own lists (a PodList, as GET /api/v1/pods
+// answers) leave their items' kind out; Check reads them all the same.
+func TestCheckAPIList(t *testing.T) {
+	list := `{"kind":"PodList","apiVersion":"v1","items":[
+	  {"metadata":{"name":"late","namespace":"shop","labels":{"hookpace.dev/inject":"enabled"}},"spec":{"containers":[{"name":"app","image":"a:1"}]}},
+	  {"metadata":{"name":"plain","namespace":"shop"},"spec":{"containers":[{"name":"app","image":"a:1"}]}}]}`
+	fs, err := Check(CheckOptions{Image: DefaultImage, ConfigMap: "hookpace"}, Input{Name: "pods.json", R: strings.NewReader(list)})
+	if err != nil || len(fs) != 1 || !strings.Contains(fs[0].String(), "Pod/late (namespace shop)") {
+		t.Errorf("%v %v", fs, err)
+	}
+}

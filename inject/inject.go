@@ -173,6 +173,10 @@ func visit(obj *yaml.Node, where string, fn func(obj *yaml.Node, name string) er
 	if items := get(obj, "items"); strings.HasSuffix(kind, "List") && items != nil && items.Kind == yaml.SequenceNode {
 		var errs []error
 		for _, item := range items.Content {
+			if k := strings.TrimSuffix(kind, "List"); k != "" && item.Kind == yaml.MappingNode && str(item, "kind") == "" {
+				// The API's own lists (PodList) leave their items' kind out.
+				set(item, "kind", scalar(k), "")
+			}
 			errs = append(errs, visit(item, where+name+": ", fn))
 		}
 		return errors.Join(errs...)
