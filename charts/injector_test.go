@@ -92,3 +92,17 @@ func TestInjectorChart(t *testing.T) {
 		}
 	}
 }
+
+// TestInjectorNotes: with the injector, NOTES say how pods opt in and
+// where their ConfigMap must be; without it, that the release runs nothing.
+func TestInjectorNotes(t *testing.T) {
+	n := notes(t, "injector.enabled=true")
+	for _, want := range []string{"hookpace.dev/inject=enabled", "failurePolicy Ignore", "kubectl rollout restart", "hookpace inject -f deploy.yaml"} {
+		if !strings.Contains(n, want) {
+			t.Errorf("NOTES lack %q:\n%s", want, n)
+		}
+	}
+	if n := notes(t); !strings.Contains(n, "It runs no workload") || strings.Contains(n, "hookpace.dev/inject") {
+		t.Errorf("NOTES without the injector:\n%s", n)
+	}
+}
