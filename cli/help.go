@@ -160,7 +160,8 @@ hookpace inject adds to that Pod.
   POST /inject/namespace  any Pod (the webhook's namespaceSelector chose
                           it) unless labelled hookpace.dev/inject=disabled
   GET  /healthz
-Never a Pod in kube-system or in --namespace (its own). inject's flags
+Never a Pod in kube-system or in --namespace (its own), nor one that
+hookpace inject injected already (hookpace.dev/injected). inject's flags
 are the defaults for every Pod; a Pod's annotations hookpace.dev/FLAG
 (hookpace.dev/java: "true") set the others for that Pod, except image,
 fleet-redis and spool-volume-claim. A Pod refused by inject (a Job's

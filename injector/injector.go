@@ -131,6 +131,12 @@ func (o Options) decide(req *admissionv1.AdmissionRequest, byNamespace bool) *ad
 		log("skip", "not labelled "+LabelKey+"="+LabelEnabled)
 		return allow
 	}
+	if meta.Metadata.Annotations[inject.Annotation] != "" {
+		// Injected already (from a template hookpace inject wrote): the
+		// manifest's owner chose those parts and upgrades them there.
+		log("skip", "already injected ("+inject.Annotation+")")
+		return allow
+	}
 	opts, err := o.options(meta.Metadata.Annotations)
 	if err != nil {
 		log("deny", "bad annotation", "error", err)

@@ -145,6 +145,7 @@ func TestNotInjected(t *testing.T) {
 		{"kube-system", injector.PathLabel, "kube-system", pod(`,"hookpace.dev/inject":"enabled"`, "")},
 		{"own namespace", injector.PathNamespace, "hookpace-system", pod("", "")},
 		{"namespace path, disabled", injector.PathNamespace, "shop", pod(`,"hookpace.dev/inject":"disabled"`, "")},
+		{"injected by the CLI", injector.PathLabel, "shop", injected(t, inject.Defaults(), pod(`,"hookpace.dev/inject":"enabled"`, ""))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := post(t, srv, tc.path, tc.ns, tc.obj)
