@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -60,6 +61,7 @@ type rendered struct {
 	pdbs         map[string]*policyv1.PodDisruptionBudget
 	rules        map[string]*prometheusRule // monitoring_test.go
 	monitors     map[string]*serviceMonitor // monitoring_test.go
+	webhooks     map[string]*admissionregistrationv1.MutatingWebhookConfiguration
 }
 
 func render(t *testing.T, sets ...string) *rendered {
@@ -74,7 +76,7 @@ func render(t *testing.T, sets ...string) *rendered {
 	}
 	r := &rendered{map[string]*appsv1.Deployment{}, map[string]*appsv1.StatefulSet{}, map[string]*corev1.Service{},
 		map[string]*corev1.ConfigMap{}, map[string]*corev1.Secret{}, map[string]*policyv1.PodDisruptionBudget{},
-		map[string]*prometheusRule{}, map[string]*serviceMonitor{}}
+		map[string]*prometheusRule{}, map[string]*serviceMonitor{}, map[string]*admissionregistrationv1.MutatingWebhookConfiguration{}}
 	for _, doc := range strings.Split(out, "\n---\n") {
 		var head struct {
 			Kind     string `json:"kind"`
@@ -106,6 +108,8 @@ func render(t *testing.T, sets ...string) *rendered {
 			obj = put(r.rules, head.Metadata.Name)
 		case "ServiceMonitor":
 			obj = put(r.monitors, head.Metadata.Name)
+		case "MutatingWebhookConfiguration":
+			obj = put(r.webhooks, head.Metadata.Name)
 		default:
 			t.Fatalf("rendered a %s (%s) that the test does not know", head.Kind, head.Metadata.Name)
 		}

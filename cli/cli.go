@@ -34,6 +34,9 @@ Usage:
   hookpace pause HOST | resume HOST    stop / restart sending to one host
   hookpace health [--ready]            exit 0 if the admin API is healthy (for probes)
   hookpace inject [-f FILE]...         add hookpace as a native sidecar to Kubernetes manifests
+  hookpace uninject [-f FILE]...       take out of manifests what inject added
+  hookpace check [-f FILE]... [--image IMAGE]   find pods without hookpace, old images, Jobs without hand-off
+  hookpace injector --tls-cert F --tls-key F   admission webhook: inject pods labelled hookpace.dev/inject=enabled
   hookpace capture rules --to PORT --exclude-uid UID [--apply]   iptables rules for capture mode
   hookpace dead list [--host H] [--limit N] [--json]
   hookpace dead export [--host H] [ID...]   every dead letter as JSON lines (whole URL, headers, body)
@@ -87,6 +90,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = health(args, stdout)
 	case "inject":
 		err = injectCmd(args, stdout, stderr)
+	case "uninject":
+		err = uninjectCmd(args, stdout, stderr)
+	case "injector":
+		err = injectorCmd(args, stderr)
+	case "check":
+		err = checkCmd(args, stdout)
 	case "capture":
 		err = captureCmd(args, stdout, stderr)
 	case "pause", "resume":
@@ -131,7 +140,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // commands are the command names Main knows.
 var commands = map[string]bool{"run": true, "check-config": true, "ca": true, "status": true, "health": true,
-	"inject": true, "pause": true, "resume": true, "dead": true, "msg": true, "queue": true, "version": true, "help": true}
+	"inject": true, "uninject": true, "injector": true, "check": true, "pause": true, "resume": true, "dead": true, "msg": true, "queue": true, "version": true, "help": true}
 
 // valueFlags are the flags given before a command that take a value as
 // the next argument ("--config F pause HOST").

@@ -131,8 +131,16 @@ To each pod template it adds:
     NODE_EXTRA_CA_CERTS (bundle.pem) from hookpace's trust directory, mounted
     read-only at /var/run/hookpace/trust (--no-trust=CONTAINER: none);
   - terminationGracePeriodSeconds of at least --app-stop +
-    --shutdown-timeout + 10 s, and the annotation hookpace.dev/injected.
-Its output injected again is unchanged. It refuses, writing nothing, an
+    --shutdown-timeout + 10 s, and the annotations hookpace.dev/injected
+    and hookpace.dev/injected-parts (what it added, for uninject and
+    upgrades).
+Its output injected again with the same flags is unchanged; with other
+flags (a new --image) hookpace's parts are replaced and nothing else, so
+a new version rolls out as: hookpace inject --image NEW -f injected.yaml.
+hookpace uninject takes them out again. Jobs and CronJobs are refused
+without a hand-off target (shutdown.handoff in the ConfigMap given with
+-f, or --handoff-secret) or --accept-loss: what is queued when their
+containers finish would be lost. It refuses, writing nothing, an
 object that has a container, volume, port or proxy variable of these
 names that it did not add. The ports, spool dir and shutdown timeout must
 match config.yaml in the ConfigMap (the chart's sidecar mode prints them).
@@ -141,6 +149,54 @@ Example:
   helm install hooks charts/hookpace          # the ConfigMap "hookpace"
   hookpace inject -f deploy.yaml --service-cidr 10.96.0.0/12 | kubectl apply -f -
   kubectl get deploy web -o yaml | hookpace inject | kubectl apply -f -
+`,
+	"injector": `Usage: hookpace injector --tls-cert FILE --tls-key FILE [--listen ADDR] [inject's flags]
+
+Serves hookpace's mutating admission webhook over HTTPS (the chart's
+injector.enabled runs it): an AdmissionReview (admission.k8s.io/v1) for a
+Pod being created is answered with a JSONPatch that adds exactly what
+hookpace inject adds to that Pod.
+  POST /inject            Pods labelled hookpace.dev/inject=enabled
+  POST /inject/namespace  any Pod (the webhook's namespaceSelector chose
+                          it) unless labelled hookpace.dev/inject=disabled
+  GET  /healthz
+Never a Pod in kube-system or in --namespace (its own), nor one that
+hookpace inject injected already (hookpace.dev/injected). inject's flags
+are the defaults for every Pod; a Pod's annotations hookpace.dev/FLAG
+(hookpace.dev/java: "true") set the others for that Pod, except image,
+fleet-redis and spool-volume-claim. A Pod refused by inject (a Job's
+without a hand-off target, a clash of names, a bad annotation) is denied
+with the reason. One JSON log line per review. See docs/kubernetes.md.
+`,
+	"check": `Usage: hookpace check [-f FILE]... [--image IMAGE] [--configmap NAME]
+
+Reads Kubernetes manifests, or a cluster's objects as exported by
+  kubectl get ns,cm,deploy,sts,ds,job,cronjob,pod -A -o yaml
+and prints one line per finding:
+  - an injected pod (template) whose hookpace image is not --image;
+  - a pod labelled hookpace.dev/inject=enabled, or in a Namespace so
+    labelled (given among the objects), without the hookpace container:
+    created while the injector was down or before it was installed;
+  - an injected workload of more than one pod (replicas, parallelism, a
+    DaemonSet) whose namespace's ConfigMap sets no fleet.redis, or is not
+    among the objects;
+  - an injected Job, CronJob or Job's pod with no hand-off target
+    (shutdown.handoff in the ConfigMap, or the hand-off Secret mounted).
+Exit 0 with "no findings", 1 with findings.
+`,
+	"uninject": `Usage: hookpace uninject [-f FILE]... > plain.yaml
+
+Takes out of Kubernetes manifests what hookpace inject added to them, as
+the annotation hookpace.dev/injected-parts records it: the sidecar, its
+volumes (and volumeClaimTemplate), the variables and trust mount on the
+app's containers, the fields inject created, the terminationGracePeriodSeconds
+and fsGroup it set, and both annotations. What was edited since (another
+variable, a volume) stays. Objects that were not injected, and ConfigMaps,
+pass through unchanged. Reads -f files (- or none: stdin), writes one
+stream to stdout; nothing if an object's record cannot be read.
+
+Example:
+  hookpace uninject -f injected.yaml | kubectl apply -f -
 `,
 	"dead": `Usage:
   hookpace dead list [--host H] [--limit N] [--json]

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,6 +35,81 @@ func injectCmd(args []string, stdout, stderr io.Writer) error {
 	var files fileFlag
 	var cidrs, services listFlag
 	fs.Var(&files, "f", "manifest `FILE` to read, - for stdin (repeatable; default stdin)")
+	injectFlags(fs, &o, &cidrs, &services)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"unexpected argument " + fs.Arg(0) + " (files go after -f)"}
+	}
+	o.CIDRs = append(cidrs, services...)
+	in, err := inject.New(o)
+	if err != nil {
+		return err
+	}
+	inputs, closeAll, err := openInputs(files)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	if err := in.Inject(stdout, stderr, inputs...); err != nil {
+		return fmt.Errorf("nothing written:\n%w", err)
+	}
+	return nil
+}
+
+// openInputs opens the -f files (none: stdin); closeAll closes them.
+func openInputs(files fileFlag) (inputs []inject.Input, closeAll func(), err error) {
+	if len(files) == 0 {
+		files = fileFlag{"-"}
+	}
+	var open []*os.File
+	closeAll = func() {
+		for _, f := range open {
+			f.Close()
+		}
+	}
+	for _, f := range files {
+		if f == "-" {
+			inputs = append(inputs, inject.Input{Name: "stdin", R: stdin})
+			continue
+		}
+		fh, err := os.Open(f)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		open = append(open, fh)
+		inputs = append(inputs, inject.Input{Name: f, R: fh})
+	}
+	return inputs, closeAll, nil
+}
+
+func uninjectCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("uninject")
+	var files fileFlag
+	fs.Var(&files, "f", "manifest `FILE` to read, - for stdin (repeatable; default stdin)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"unexpected argument " + fs.Arg(0) + " (files go after -f)"}
+	}
+	inputs, closeAll, err := openInputs(files)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	if err := inject.Uninject(stdout, stderr, inputs...); err != nil {
+		return fmt.Errorf("nothing written:\n%w", err)
+	}
+	return nil
+}
+
+// injectFlags are inject's flags, on the command line and, for one Pod,
+// as the injector's annotations; cidrs and services collect
+// --cluster-cidr and --service-cidr.
+func injectFlags(fs *flag.FlagSet, o *inject.Options, cidrs, services *listFlag) {
 	fs.StringVar(&o.Image, "image", o.Image, "hookpace's image")
 	fs.StringVar(&o.ConfigMap, "configmap", o.ConfigMap, "`NAME` of the ConfigMap holding config.yaml (the chart's sidecar mode renders it)")
 	fs.IntVar(&o.ProxyPort, "proxy-port", o.ProxyPort, "the config's listen port, on 127.0.0.1 or a wildcard address")
@@ -41,6 +117,8 @@ func injectCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.SpoolDir, "spool-dir", o.SpoolDir, "the config's spool.dir; the spool volume is mounted there")
 	fs.StringVar(&o.SpoolPVC, "spool-pvc", "", "an existing PersistentVolumeClaim `NAME` for the spool (one pod only); default an emptyDir")
 	fs.StringVar(&o.SpoolSize, "spool-size", o.SpoolSize, "the spool emptyDir's sizeLimit (empty: none)")
+	fs.StringVar(&o.SpoolClaim, "spool-volume-claim", "", "StatefulSets: a claim of `SIZE` (1Gi) per pod for the spool, from a volumeClaimTemplate")
+	fs.BoolVar(&o.AcceptLoss, "accept-loss", false, "inject Jobs and CronJobs without a hand-off target: what is queued when they finish is lost")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "the config's shutdown.timeout (drain and hand-off)")
 	fs.DurationVar(&o.AppStop, "app-stop", o.AppStop, "how long the app takes to stop after SIGTERM; hookpace stops after it")
 	fs.StringVar(&o.HandoffSecret, "handoff-secret", "", "Secret `NAME` with key handoff-credentials, mounted for shutdown.handoff_auth_file")
@@ -53,41 +131,42 @@ func injectCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "hookpace's memory limit; GOMEMLIMIT is 3/4 of it (empty: none)")
 	fs.BoolVar(&o.ReadinessProbe, "readiness-probe", false, "probe /readyz too (while the spool refuses, the whole pod leaves its Services)")
 	fs.Var((*listFlag)(&o.NoProxy), "no-proxy", "`HOSTS` the apps reach directly, added to NO_PROXY (repeatable, comma-separated)")
-	fs.Var(&cidrs, "cluster-cidr", "the cluster's pod `CIDR` range(s), added to NO_PROXY")
-	fs.Var(&services, "service-cidr", "the cluster's service `CIDR` range(s), added to NO_PROXY")
+	fs.Var(cidrs, "cluster-cidr", "the cluster's pod `CIDR` range(s), added to NO_PROXY")
+	fs.Var(services, "service-cidr", "the cluster's service `CIDR` range(s), added to NO_PROXY")
 	fs.Var((*listFlag)(&o.NoTrust), "no-trust", "`CONTAINER` that gets no trust variables nor trust mount (repeatable; * for all)")
 	fs.BoolVar(&o.Java, "java", false, "add JAVA_TOOL_OPTIONS with the proxy, nonProxyHosts and the trust store")
 	fs.BoolVar(&o.InitContainers, "init-containers", false, "give the app's init containers the variables too")
 	captureFlags(fs, &o.CaptureOptions)
+}
+
+func checkCmd(args []string, stdout io.Writer) error {
+	fs := newFlags("check")
+	var files fileFlag
+	o := inject.CheckOptions{}
+	fs.Var(&files, "f", "manifest `FILE` to read, - for stdin (repeatable; default stdin): kubectl get -o yaml output works")
+	fs.StringVar(&o.Image, "image", inject.DefaultImage, "the hookpace `IMAGE` every injected pod should run")
+	fs.StringVar(&o.ConfigMap, "configmap", inject.Defaults().ConfigMap, "`NAME` of hookpace's ConfigMap (fleet.redis, shutdown.handoff)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{"unexpected argument " + fs.Arg(0) + " (files go after -f)"}
 	}
-	o.CIDRs = append(cidrs, services...)
-	in, err := inject.New(o)
+	inputs, closeAll, err := openInputs(files)
 	if err != nil {
 		return err
 	}
-	if len(files) == 0 {
-		files = fileFlag{"-"}
+	defer closeAll()
+	found, err := inject.Check(o, inputs...)
+	if err != nil {
+		return err
 	}
-	var inputs []inject.Input
-	for _, f := range files {
-		if f == "-" {
-			inputs = append(inputs, inject.Input{Name: "stdin", R: stdin})
-			continue
-		}
-		fh, err := os.Open(f)
-		if err != nil {
-			return err
-		}
-		defer fh.Close()
-		inputs = append(inputs, inject.Input{Name: f, R: fh})
+	for _, f := range found {
+		fmt.Fprintln(stdout, f)
 	}
-	if err := in.Inject(stdout, stderr, inputs...); err != nil {
-		return fmt.Errorf("nothing written:\n%w", err)
+	if len(found) > 0 {
+		return fmt.Errorf("%d finding(s)", len(found))
 	}
+	fmt.Fprintln(stdout, "no findings")
 	return nil
 }

@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -120,6 +121,28 @@ func TestJavaKeepsItsOptions(t *testing.T) {
 			again, _, err := injectBytes(t, o, out)
 			if err != nil || string(again) != string(out) {
 				t.Errorf("injecting the output again changed it (%v)", err)
+			}
+			// An upgrade changes the image only; uninject gives back the
+			// app's own JAVA_TOOL_OPTIONS (the literal and the valueFrom)
+			// and takes the capture init container out.
+			up := o
+			up.Image = "reg/hookpace:9.9.9"
+			upgraded, log, err := injectBytes(t, up, out)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log)
+			}
+			if want := strings.ReplaceAll(string(out), "image: "+o.Image, "image: "+up.Image); string(upgraded) != want {
+				t.Errorf("the upgrade changed more than the image:\n%s", upgraded)
+			}
+			for name, injected := range map[string][]byte{"injected": out, "upgraded": upgraded} {
+				back, log, err := uninjectBytes(t, injected)
+				if err != nil {
+					t.Fatalf("uninject %s: %v\n%s", name, err, log)
+				}
+				// ConfigMaps are left as inject made them (capture.listen).
+				if got, want := workloads(generic(t, back)), workloads(generic(t, []byte(javaApp))); !reflect.DeepEqual(got, want) {
+					t.Errorf("uninject of %s gives:\n%s\nwant the objects of:\n%s", name, back, javaApp)
+				}
 			}
 		})
 	}
@@ -242,4 +265,16 @@ func TestCaptureRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// workloads are the objects of docs that are not ConfigMaps.
+func workloads(docs []any) []any {
+	var out []any
+	for _, d := range docs {
+		if m, ok := d.(map[string]any); ok && m["kind"] == "ConfigMap" {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
 }

@@ -39,6 +39,8 @@ type Injector struct {
 	seen    map[string]bool // of those, the ones some object has
 	fleet   fleetBook
 	capture captureBook
+	jobs    []string // Jobs that need a hand-off target
+	handoff bool     // the ConfigMap among the manifests sets shutdown.handoff
 }
 
 // New checks o and returns an Injector.
@@ -65,6 +67,23 @@ type Input struct {
 // If any object is refused, or an input does not parse, out gets nothing
 // and the error names each object, container and variable at fault.
 func (in *Injector) Inject(out, log io.Writer, inputs ...Input) error {
+	return stream(out, log, inputs, func(root *yaml.Node, where string) error {
+		return in.object(root, where, log)
+	}, func() error {
+		for _, n := range in.o.NoTrust {
+			if n != "*" && !in.seen[n] {
+				fmt.Fprintf(log, "warning: --no-trust=%s: no container of that name\n", n)
+			}
+		}
+		in.captureNotes(log)
+		return errors.Join(in.fleetWarnings(log), in.jobsRefused())
+	})
+}
+
+// stream calls each on the root of every document of the inputs, then
+// done (if not nil), and writes the documents as one stream to out,
+// unless one of them returned an error.
+func stream(out, log io.Writer, inputs []Input, each func(root *yaml.Node, where string) error, done func() error) error {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -93,19 +112,15 @@ func (in *Injector) Inject(out, log io.Writer, inputs ...Input) error {
 				blockStyle(&doc) // JSON in, YAML out
 			}
 			expandAliases(&doc)
-			errs = append(errs, in.object(root, fmt.Sprintf("%s: ", input.Name), log))
+			errs = append(errs, each(root, fmt.Sprintf("%s: ", input.Name)))
 			if err := enc.Encode(&doc); err != nil {
 				errs = append(errs, fmt.Errorf("%s: document %d: %w", input.Name, i, err))
 			}
 		}
 	}
-	for _, n := range in.o.NoTrust {
-		if n != "*" && !in.seen[n] {
-			fmt.Fprintf(log, "warning: --no-trust=%s: no container of that name\n", n)
-		}
+	if done != nil {
+		errs = append(errs, done())
 	}
-	errs = append(errs, in.fleetWarnings(log))
-	in.captureNotes(log)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -118,6 +133,40 @@ func (in *Injector) Inject(out, log io.Writer, inputs ...Input) error {
 
 // object injects one object, or each item of a List.
 func (in *Injector) object(obj *yaml.Node, where string, log io.Writer) error {
+	return visit(obj, where, func(obj *yaml.Node, name string) error {
+		in.noteHandoff(obj)
+		if err := in.captureConfigMap(obj, name); err != nil {
+			return err
+		}
+		if ok, err := in.configMap(obj, name); ok || err != nil {
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(log, "%s: hookpace's config\n", name)
+			return nil
+		}
+		w, ok, err := asWorkload(obj, name)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			fmt.Fprintf(log, "%s: not a workload, unchanged\n", name)
+			return nil
+		}
+		msg, err := in.workload(w)
+		if err != nil {
+			return err
+		}
+		in.noteWorkload(w)
+		in.noteJob(w)
+		fmt.Fprintf(log, "%s: %s\n", w.name, msg)
+		return nil
+	})
+}
+
+// visit calls fn on obj, or on each item of a List, with the name
+// messages give it ("deploy.yaml: Deployment/web (namespace shop)").
+func visit(obj *yaml.Node, where string, fn func(obj *yaml.Node, name string) error) error {
 	kind := str(obj, "kind")
 	name := kind
 	if n := str(dig(obj, "metadata"), "name"); n != "" {
@@ -129,38 +178,31 @@ func (in *Injector) object(obj *yaml.Node, where string, log io.Writer) error {
 	if items := get(obj, "items"); strings.HasSuffix(kind, "List") && items != nil && items.Kind == yaml.SequenceNode {
 		var errs []error
 		for _, item := range items.Content {
-			errs = append(errs, in.object(item, where+name+": ", log))
+			if k := strings.TrimSuffix(kind, "List"); k != "" && item.Kind == yaml.MappingNode && str(item, "kind") == "" {
+				// The API's own lists (PodList) leave their items' kind out.
+				set(item, "kind", scalar(k), "")
+			}
+			errs = append(errs, visit(item, where+name+": ", fn))
 		}
 		return errors.Join(errs...)
 	}
-	if err := in.captureConfigMap(obj, where+name); err != nil {
-		return err
-	}
-	if ok, err := in.configMap(obj, where+name); ok || err != nil {
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(log, "%s%s: hookpace's config\n", where, name)
-		return nil
-	}
+	return fn(obj, where+name)
+}
+
+// asWorkload finds obj's pod template; false if its kind has none.
+func asWorkload(obj *yaml.Node, name string) (workload, bool, error) {
+	kind := str(obj, "kind")
 	keys, ok := podSpecPath[kind]
 	if !ok {
-		fmt.Fprintf(log, "%s%s: not a workload, unchanged\n", where, name)
-		return nil
+		return workload{}, false, nil
 	}
-	w := workload{name: where + name, kind: kind, obj: obj, holder: obj}
+	w := workload{name: name, kind: kind, obj: obj, holder: obj}
 	if len(keys) > 1 {
 		w.holder = dig(obj, keys[:len(keys)-1]...)
 	}
 	w.spec = get(w.holder, "spec")
 	if w.spec == nil || w.spec.Kind != yaml.MappingNode {
-		return fmt.Errorf("%s: no pod spec at %s", w.name, strings.Join(keys, "."))
+		return workload{}, true, fmt.Errorf("%s: no pod spec at %s", w.name, strings.Join(keys, "."))
 	}
-	msg, err := in.workload(w)
-	if err != nil {
-		return err
-	}
-	in.noteWorkload(w)
-	fmt.Fprintf(log, "%s: %s\n", w.name, msg)
-	return nil
+	return w, true, nil
 }

@@ -28,16 +28,16 @@ func TestInjectManifests(t *testing.T) {
 		{file: "deployment.yaml", injected: []string{"Deployment/web"}},
 		{file: "statefulset.yaml", injected: []string{"StatefulSet/ledger"}},
 		{file: "daemonset.yaml", injected: []string{"DaemonSet/node-reporter"}},
-		{file: "job.yaml", injected: []string{"Job/backfill"}},
-		{file: "cronjob.yaml", injected: []string{"CronJob/nightly-invoices"}},
+		{file: "job.yaml", injected: []string{"Job/backfill"}, opts: func(o *Options) { o.AcceptLoss = true }},
+		{file: "cronjob.yaml", injected: []string{"CronJob/nightly-invoices"}, opts: func(o *Options) { o.HandoffSecret = "handoff" }},
 		{file: "pod.yaml", injected: []string{"Pod/debug"}},
-		{file: "list.yaml", injected: []string{"Deployment/web", "CronJob/cleanup"}},
+		{file: "list.yaml", injected: []string{"Deployment/web", "CronJob/cleanup"}, opts: func(o *Options) { o.AcceptLoss = true }},
 		{file: "stream.yaml", injected: []string{"Deployment/mailer"}},
 		{file: "deployment.json", injected: []string{"Deployment/exported"}},
 		{file: "anchors.yaml", injected: []string{"Deployment/twins"}},
 		{file: "deployment.yaml", injected: []string{"Deployment/web"}, notTrust: []string{"worker"},
 			opts: func(o *Options) { o.NoTrust = []string{"worker"} }},
-		{file: "job.yaml", injected: []string{"Job/backfill"}, opts: func(o *Options) { o.InitContainers = true }},
+		{file: "job.yaml", injected: []string{"Job/backfill"}, opts: func(o *Options) { o.InitContainers, o.AcceptLoss = true, true }},
 		{file: "statefulset.yaml", injected: []string{"StatefulSet/ledger"}, opts: func(o *Options) {
 			o.SpoolPVC, o.Java, o.CIDRs, o.NoProxy = "ledger-spool", true, []string{"10.96.0.0/12"}, []string{"ledger-db"}
 		}},
@@ -219,6 +219,7 @@ func strip(a, b object) {
 		}
 	}
 	delete(a.meta.Annotations, Annotation)
+	delete(a.meta.Annotations, PartsAnnotation)
 	spec.TerminationGracePeriodSeconds = b.spec.TerminationGracePeriodSeconds
 	if spec.SecurityContext != nil && (b.spec.SecurityContext == nil || b.spec.SecurityContext.FSGroup == nil) {
 		spec.SecurityContext.FSGroup = nil

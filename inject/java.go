@@ -40,3 +40,13 @@ func mergeJava(env *yaml.Node, ours corev1.EnvVar) (add *corev1.EnvVar, kept boo
 	}
 	return &ours, false
 }
+
+// javaEntry is the JAVA_TOOL_OPTIONS entry of the env list env, or nil.
+func javaEntry(env *yaml.Node) *yaml.Node {
+	for _, e := range items(env) {
+		if str(e, "name") == javaVar {
+			return e
+		}
+	}
+	return nil
+}

@@ -62,9 +62,20 @@ type Options struct {
 	SpoolDir  string // config's spool.dir: the spool volume is mounted there
 	SpoolPVC  string // an existing PersistentVolumeClaim for the spool; "" = emptyDir
 	SpoolSize string // the emptyDir's sizeLimit; "" = none
+	// SpoolClaim is the size of a claim per pod from a volumeClaimTemplate
+	// (StatefulSets only); "" = none.
+	SpoolClaim string
 
 	ShutdownTimeout time.Duration // config's shutdown.timeout
 	AppStop         time.Duration // how long the app takes to stop; hookpace stops after it
+
+	// AcceptLoss injects Jobs and CronJobs without a hand-off target: what
+	// is still queued when their containers finish is lost.
+	AcceptLoss bool
+	// HandoffConfigured says the ConfigMap's config.yaml sets
+	// shutdown.handoff when the ConfigMap is not among the manifests (the
+	// injector's chart knows it).
+	HandoffConfigured bool
 
 	HandoffSecret       string // Secret with keys handoff-credentials and handoff-secret (shutdown.handoff_auth_file, handoff_secret_file)
 	AdminTokenSecret    string // Secret with key token, for admin.token_file (the chart's ServiceMonitor)
@@ -136,6 +147,7 @@ func (o *Options) check() (resources, error) {
 	}{
 		{"cpu-request", o.CPURequest, &r.cpuReq}, {"memory-request", o.MemoryRequest, &r.memReq},
 		{"cpu-limit", o.CPULimit, &r.cpuLim}, {"memory-limit", o.MemoryLimit, &r.memLim}, {"spool-size", o.SpoolSize, &r.spool},
+		{"spool-volume-claim", o.SpoolClaim, &r.claim},
 	} {
 		if q.val == "" {
 			continue
@@ -146,6 +158,9 @@ func (o *Options) check() (resources, error) {
 			continue
 		}
 		*q.dst = &v
+	}
+	if o.SpoolClaim != "" && o.SpoolPVC != "" {
+		bad("spool-volume-claim", "and --spool-pvc: give one")
 	}
 	for _, c := range o.CIDRs {
 		if _, err := netip.ParsePrefix(c); err != nil {
@@ -164,7 +179,7 @@ func (o *Options) check() (resources, error) {
 	return r, errors.Join(errs...)
 }
 
-type resources struct{ cpuReq, memReq, cpuLim, memLim, spool *resource.Quantity }
+type resources struct{ cpuReq, memReq, cpuLim, memLim, spool, claim *resource.Quantity }
 
 // noProxy is the NO_PROXY list.
 func (o *Options) noProxy() []string {

@@ -35,13 +35,14 @@ func (in *Injector) workload(w workload) (string, error) {
 		if v != Format {
 			return "", fmt.Errorf("%s: injected in format %q, this hookpace writes %q: inject the original manifest", w.name, v, Format)
 		}
-		return "already injected (" + Annotation + "), unchanged", nil
+		return in.reinject(w)
 	}
 	targets := in.targets(w.spec)
 	grace, err := in.check(w, targets)
 	if err != nil {
 		return "", err
 	}
+	rec := in.newRecord(w, targets, grace)
 
 	if grace > 0 {
 		set(w.spec, "terminationGracePeriodSeconds", intScalar(grace), "containers")
@@ -56,6 +57,11 @@ func (in *Injector) workload(w workload) (string, error) {
 	}
 	vols := child(w.spec, "volumes", yaml.SequenceNode, "")
 	vols.Content = append(vols.Content, in.volumes()...)
+	if in.o.SpoolClaim != "" {
+		claims := child(get(w.obj, "spec"), "volumeClaimTemplates", yaml.SequenceNode, "")
+		claims.Content = append(claims.Content, in.claimTemplate())
+		rec.Claim = SpoolVolume
+	}
 	var plain, noTrust, javaKept []string
 	for _, t := range targets {
 		env := child(t.c, "env", yaml.SequenceNode, "")
@@ -98,7 +104,7 @@ func (in *Injector) workload(w workload) (string, error) {
 	if len(javaKept) > 0 {
 		msg += "; JAVA_TOOL_OPTIONS kept, hookpace's options appended, on " + strings.Join(javaKept, ", ")
 	}
-	if in.o.SpoolPVC != "" {
+	if in.o.SpoolPVC != "" || in.o.SpoolClaim != "" {
 		// The PVC must be writable by hookpace's user: fsGroup adds a group
 		// the volume belongs to, to every container of the pod.
 		sc := child(w.spec, "securityContext", yaml.MappingNode, "initContainers")
@@ -112,6 +118,7 @@ func (in *Injector) workload(w workload) (string, error) {
 	}
 	meta := child(w.holder, "metadata", yaml.MappingNode, "spec")
 	set(child(meta, "annotations", yaml.MappingNode, ""), Annotation, scalar(Format), "")
+	rec.annotate(w)
 	return msg, nil
 }
 
@@ -176,6 +183,14 @@ func (in *Injector) check(w workload, targets []target) (int64, error) {
 		if n := str(v, "name"); slices.Contains([]string{SpoolVolume, ConfigVolume, HandoffVolume, TokenVolume}, n) {
 			refuse("a volume is named %q already; %s", n, unmarked)
 		}
+	}
+	for _, v := range items(dig(w.obj, "spec", "volumeClaimTemplates")) {
+		if w.kind == "StatefulSet" && str(get(v, "metadata"), "name") == SpoolVolume {
+			refuse("a volumeClaimTemplate is named %q already; %s", SpoolVolume, unmarked)
+		}
+	}
+	if in.o.SpoolClaim != "" && w.kind != "StatefulSet" {
+		refuse("--spool-volume-claim: only a StatefulSet gives each pod a claim of its own (volumeClaimTemplates); for a %s use an emptyDir with a hand-off, or --spool-pvc for a single pod", w.kind)
 	}
 	for _, t := range targets {
 		ours := in.appEnv(t.trust)

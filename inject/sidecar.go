@@ -112,6 +112,9 @@ func (in *Injector) volumes() []*yaml.Node {
 		vols = append(vols, corev1.Volume{Name: TokenVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: o.AdminTokenSecret, Items: []corev1.KeyToPath{{Key: "token", Path: "token"}}}}})
 	}
+	if o.SpoolClaim != "" {
+		vols = vols[1:] // the StatefulSet's volumeClaimTemplate names the pod's spool volume
+	}
 	nodes := make([]*yaml.Node, len(vols))
 	for i, v := range vols {
 		nodes[i] = toNode(v, "name")
