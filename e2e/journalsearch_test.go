@@ -23,7 +23,7 @@ egress: {allow: ["127.0.0.0/8"]}
 	c := hp.Client()
 	ids := map[string]string{}
 	for i := range 40 {
-		hdr := http.Header{"Idempotency-Key": {fmt.Sprintf("evt-%d", i)}, "X-Tenant": {fmt.Sprintf("tenant-%d", i)}}
+		hdr := http.Header{"Idempotency-Key": {fmt.Sprintf("evt-%d", i)}, "X-Request-Id": {fmt.Sprintf("tenant-%d", i)}}
 		status, id := hp.Post(c, rc.URL+"/orders", []byte(fmt.Sprintf(`{"order":"ord-%d"}`, i)), hdr)
 		if status != http.StatusAccepted {
 			t.Fatalf("POST %d: %d", i, status)

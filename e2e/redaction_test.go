@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookpace/hookpace/spool"
 )
 
 // adminText GETs an admin path and returns its body, whatever it is.
@@ -196,5 +200,44 @@ hosts:
 	}
 	if len(refused.Arrivals()) != 0 {
 		t.Errorf("the host without a token got %d requests", len(refused.Arrivals()))
+	}
+}
+
+// TestOldRecordControlHeadersStripped: a webhook in the spool whose
+// stored headers still carry hookpace's queueing headers, as a version
+// before lanes wrote it (put there with the spool package while hookpace
+// is down), reaches the partner after the restart without any of them.
+func TestOldRecordControlHeadersStripped(t *testing.T) {
+	t.Parallel()
+	rc := NewReceiver(t)
+	hp := Start(t, `
+egress: {allow: ["127.0.0.1"]}
+`)
+	hp.Kill()
+	sp, err := spool.Open(spool.Options{Dir: filepath.Join(hp.Dir, "spool"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := http.Header{"X-App": {"kept"}, "Content-Type": {"application/json"}}
+	for _, k := range spool.ControlHeaders {
+		hdr.Set(k, "from-an-old-version")
+	}
+	m := &spool.Message{Host: rc.Host(), Method: "POST", URL: rc.URL + "/old", Header: hdr, Body: []byte(`{"old":true}`), Enqueued: time.Now()}
+	if err := sp.Append(context.Background(), m, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	hp.Restart()
+	rc.WaitFor(t, 30*time.Second, "the old record delivered", func(as []Arrival) bool { return Delivered2xx(as) == 1 })
+	a := rc.Arrivals()[0]
+	for k := range a.Header {
+		if strings.HasPrefix(k, "Hookpace-") {
+			t.Errorf("the partner got %s: %s", k, a.Header.Get(k))
+		}
+	}
+	if a.Header.Get("X-App") != "kept" || string(a.Body) != `{"old":true}` {
+		t.Errorf("the partner got %v %q", a.Header, a.Body)
 	}
 }
