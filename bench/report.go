@@ -23,7 +23,8 @@ type report struct {
 	fleet        []*fleetRow
 	sender       []*senderRow
 	adaptive     []*adaptiveRow
-	inbound      *inboundRow // inbound.go
+	inbound      *inboundRow    // inbound.go
+	reuse        []*reuseResult // reuse.go
 	fairness     []*fairnessRow
 	profile      string
 	loadEnd      string
@@ -68,6 +69,9 @@ func (r *report) String() string {
 	}
 	if r.inbound != nil {
 		r.writeInbound(&s)
+	}
+	if len(r.reuse) > 0 {
+		r.writeReuse(&s)
 	}
 	s.WriteString("\nTargets\n")
 	tw := tabwriter.NewWriter(&s, 0, 0, 2, ' ', 0)
