@@ -13,7 +13,9 @@
 //     B + R·W, and the achieved rate against R;
 //  5. sender: 50 sequential POSTs from one Python requests.Session through
 //     hookpace versus straight to the no-op server (python3-requests);
-//  6. adaptive (on request: -only adaptive): fixed concurrency 4,
+//  6. reuse (on request: -only reuse): new connections per delivery over
+//     5,000 hosts (reuse.go);
+//  7. adaptive (on request: -only adaptive): fixed concurrency 4,
 //     concurrency: auto and a fixed 64 against an overloadable partner and
 //     a fast healthy one, side by side (adaptive.go).
 //
@@ -140,6 +142,7 @@ func (b *bench) runSections() error {
 		{"fairness", b.fairness},
 		{"inbound", b.inbound},
 		{"capture", b.capture},
+		{"reuse", b.reuse},
 	}
 	for _, st := range steps {
 		if st.name != "profile" && !b.settings.sections[st.name] {

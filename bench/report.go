@@ -23,8 +23,9 @@ type report struct {
 	fleet        []*fleetRow
 	sender       []*senderRow
 	adaptive     []*adaptiveRow
-	inbound      *inboundRow   // inbound.go
-	capture      []*captureArm // capture.go
+	inbound      *inboundRow    // inbound.go
+	capture      []*captureArm  // capture.go
+	reuse        []*reuseResult // reuse.go
 	fairness     []*fairnessRow
 	profile      string
 	loadEnd      string
@@ -72,6 +73,9 @@ func (r *report) String() string {
 	}
 	if len(r.capture) > 0 {
 		r.writeCapture(&s)
+	}
+	if len(r.reuse) > 0 {
+		r.writeReuse(&s)
 	}
 	s.WriteString("\nTargets\n")
 	tw := tabwriter.NewWriter(&s, 0, 0, 2, ' ', 0)

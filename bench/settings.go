@@ -17,27 +17,29 @@ type settings struct {
 	sinkStatus    int
 	sinkRecord    string
 
-	binary     string
-	quick      bool
-	only       string
-	gen        string
-	conns      int
-	dur        time.Duration // ingest: each measured run
-	reps       int
-	logLevel   string
-	infoRow    bool
-	n          int // replay: webhooks
-	c          int // replay: concurrency
-	queued     int // RSS: webhooks queued
-	rssHosts   int // RSS: hosts they are spread over in the second case
-	backlog    time.Duration
-	senderN    int // sender: sequential POSTs per run
-	senderRuns int // sender: runs per rep
-	workdir    string
-	keep       bool
-	profile    string
-	fleetProf  string
-	out        string
+	binary      string
+	quick       bool
+	only        string
+	gen         string
+	conns       int
+	dur         time.Duration // ingest: each measured run
+	reps        int
+	logLevel    string
+	infoRow     bool
+	n           int // replay: webhooks
+	c           int // replay: concurrency
+	queued      int // RSS: webhooks queued
+	rssHosts    int // RSS: hosts they are spread over in the second case
+	backlog     time.Duration
+	senderN     int // sender: sequential POSTs per run
+	reuseHosts  int // reuse: hosts
+	reuseRounds int // reuse: one webhook per host per round
+	senderRuns  int // sender: runs per rep
+	workdir     string
+	keep        bool
+	profile     string
+	fleetProf   string
+	out         string
 
 	quiet     float64
 	disturbed float64
@@ -73,6 +75,8 @@ func register(fs *flag.FlagSet) *settings {
 	fs.IntVar(&s.c, "c", 64, "replay: concurrency of hookpace's host and of the plain client")
 	fs.IntVar(&s.queued, "queued", 0, "RSS: webhooks to queue behind a 1/s host (default 200000; -quick 50000)")
 	fs.IntVar(&s.rssHosts, "rss-hosts", 0, "RSS: then queue the same webhooks spread over this many hosts at 1/h (default 5000; -quick 1000; -1: skip)")
+	fs.IntVar(&s.reuseHosts, "reuse-hosts", 5000, "reuse: hosts, one webhook each per round")
+	fs.IntVar(&s.reuseRounds, "reuse-rounds", 10, "reuse: rounds")
 	fs.IntVar(&s.senderN, "sender-n", 50, "sender: sequential POSTs from one Python requests.Session per run")
 	fs.IntVar(&s.senderRuns, "sender-runs", 5, "sender: runs per rep, each direct then through hookpace")
 	fs.DurationVar(&s.backlog, "pacing-backlog", 0, "pacing: backlog per host, in time at its rate (default 15s; -quick 6s)")

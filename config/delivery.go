@@ -12,17 +12,21 @@ import (
 // attempt, after a restart and after a dead-letter replay, and the attempt
 // number (1 for the first). An empty name sends no such header.
 // MaxInFlight bounds the attempts in flight over all hosts together (each
-// host's concurrency bounds its own).
+// host's concurrency bounds its own). MaxIdleConnections bounds the idle
+// outbound connections kept over all hosts together (0: no bound; each
+// host keeps at most its concurrency, each for 90 s).
 type DeliveryConfig struct {
-	IDHeader      string
-	AttemptHeader string
-	MaxInFlight   int
+	IDHeader           string
+	AttemptHeader      string
+	MaxInFlight        int
+	MaxIdleConnections int
 }
 
 type rawDelivery struct {
 	IDHeader      opt[string] `yaml:"id_header"`
 	AttemptHeader opt[string] `yaml:"attempt_header"`
 	MaxInFlight   opt[int]    `yaml:"max_in_flight"`
+	MaxIdleConns  opt[int]    `yaml:"max_idle_connections"`
 }
 
 // defaultMaxInFlight is deliver.DefaultMaxInFlight (config does not import
@@ -37,6 +41,7 @@ func resolveDelivery(p *problems, r *rawDelivery, d *DeliveryConfig) {
 	field(p, "delivery.id_header", r.IDHeader, &d.IDHeader, checkHeaderName)
 	field(p, "delivery.attempt_header", r.AttemptHeader, &d.AttemptHeader, checkHeaderName)
 	field(p, "delivery.max_in_flight", r.MaxInFlight, &d.MaxInFlight, atLeast(1))
+	field(p, "delivery.max_idle_connections", r.MaxIdleConns, &d.MaxIdleConnections, atLeast(0))
 	if d.IDHeader != "" && http.CanonicalHeaderKey(d.IDHeader) == http.CanonicalHeaderKey(d.AttemptHeader) {
 		p.add(firstLine(r.AttemptHeader.Line, r.IDHeader.Line), "delivery.attempt_header", "same header as delivery.id_header (%s)", d.IDHeader)
 	}

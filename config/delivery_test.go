@@ -31,3 +31,16 @@ func TestDeliveryHeaders(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxIdleConnections(t *testing.T) {
+	if c := mustParse(t, "listen: 127.0.0.1:1\n"); c.Delivery.MaxIdleConnections != 0 {
+		t.Fatalf("default %d, want 0 (no total bound)", c.Delivery.MaxIdleConnections)
+	}
+	if c := mustParse(t, "delivery:\n  max_idle_connections: 20000\n"); c.Delivery.MaxIdleConnections != 20000 {
+		t.Fatalf("set: %d", c.Delivery.MaxIdleConnections)
+	}
+	_, err := Parse("config.yaml", []byte("delivery:\n  max_idle_connections: -1\n"))
+	if want := "config.yaml:2: delivery.max_idle_connections: must be at least 0, got -1"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("-1: %v, want %s", err, want)
+	}
+}

@@ -63,12 +63,12 @@ func (f *Files) bindCredentials(tel *telemetry.Telemetry, guard *egress.Swap, ro
 	}
 	cl := credential.Clients{
 		Delivery: func(getCert func(*tls.CertificateRequestInfo) (*tls.Certificate, error)) *http.Client {
-			t := transport(guard, roots, false)
+			t := transport(guard, roots, false, oneHostIdle)
 			t.TLSClientConfig.GetClientCertificate = getCert
 			return &http.Client{Transport: tel.WrapTransport(egress.Checked{Policy: guard, Next: t}),
 				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		},
-		Token: &http.Client{Transport: egress.Checked{Policy: guard, Next: transport(guard, roots, false)},
+		Token: &http.Client{Transport: egress.Checked{Policy: guard, Next: transport(guard, roots, false, oneHostIdle)},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}
 	for _, c := range f.creds {

@@ -40,7 +40,7 @@ func (a *app) buildInbound(cfg *config.Config, roots *x509.CertPool) error {
 	if len(cfg.Inbound) == 0 {
 		return nil
 	}
-	appTransport := transport(a.guard, roots, false)
+	appTransport := transport(a.guard, roots, false, oneHostIdle)
 	files := a.files.Load()
 	for _, rc := range cfg.Inbound {
 		v := files.verifiers[rc.Verify]

@@ -97,18 +97,55 @@ func Policy(hc config.HostConfig, signer *sign.Signer) deliver.Policy {
 	}
 }
 
+// idleTimeout is how long an idle outbound connection is kept: about what
+// partners' servers keep theirs (nginx 75 s, Go 90 s idle defaults behind
+// most load balancers' 60-350 s), so that a host sent to once a minute
+// still reuses its connection.
+const idleTimeout = 90 * time.Second
+
+// idlePerHost is the most idle connections kept to one host: the largest
+// number of attempts cfg lets one host have in flight, since more can
+// never be in use at once; at least config.DefaultMaxConcurrency, so that
+// a reload that raises a host's concurrency still finds room.
+func idlePerHost(cfg *config.Config) int {
+	n := max(cfg.Defaults.ConcurrencyCap(), config.DefaultMaxConcurrency)
+	for _, hc := range cfg.Hosts {
+		n = max(n, hc.ConcurrencyCap())
+	}
+	return n
+}
+
+// idle is what a transport keeps for reuse: at most PerHost idle
+// connections to one host and Total over all hosts (0: no total bound),
+// each for idleTimeout. A total below the hosts in use evicts the least
+// recently used host's connection on every delivery, so deliveries to
+// thousands of hosts would each open a new connection (and TLS
+// handshake); without one, what is kept is bounded by the hosts sent to
+// within idleTimeout times PerHost.
+type idle struct{ PerHost, Total int }
+
+// deliveryIdle is the delivery clients' idle pool for cfg.
+func deliveryIdle(cfg *config.Config) idle {
+	return idle{PerHost: idlePerHost(cfg), Total: cfg.Delivery.MaxIdleConnections}
+}
+
+// oneHostIdle is the idle pool of a transport that serves one host (an
+// app, a token endpoint, one host's client certificate).
+var oneHostIdle = idle{PerHost: config.DefaultMaxConcurrency}
+
 // transport is an outbound transport that never reads proxy settings from
 // the environment (hookpace's own HTTP_PROXY may point at itself), dials
-// only what the egress guard allows, and verifies TLS.
-func transport(guard *egress.Swap, roots *x509.CertPool, insecure bool) *http.Transport {
+// only what the egress guard allows, verifies TLS and keeps idle
+// connections as keep says.
+func transport(guard *egress.Swap, roots *x509.CertPool, insecure bool, keep idle) *http.Transport {
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           guard.DialContext,
 		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure},
 		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConns:          keep.Total,
+		MaxIdleConnsPerHost:   keep.PerHost,
+		IdleConnTimeout:       idleTimeout,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
@@ -120,9 +157,9 @@ func transport(guard *egress.Swap, roots *x509.CertPool, insecure bool) *http.Tr
 // deliveryClient sends webhooks: no redirects are followed (a redirect is a
 // permanent failure), the egress policy is asked before every attempt, and
 // requests are traced and measured.
-func deliveryClient(tel *telemetry.Telemetry, guard *egress.Swap, roots *x509.CertPool, insecure bool) *http.Client {
+func deliveryClient(tel *telemetry.Telemetry, guard *egress.Swap, roots *x509.CertPool, insecure bool, keep idle) *http.Client {
 	return &http.Client{
-		Transport:     tel.WrapTransport(egress.Checked{Policy: guard, Next: transport(guard, roots, insecure)}),
+		Transport:     tel.WrapTransport(egress.Checked{Policy: guard, Next: transport(guard, roots, insecure, keep)}),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
