@@ -35,8 +35,14 @@ func (a *app) shutdown() error {
 	}
 	unsettled := a.stopDeliveries(deadline, sh, begin)
 	a.events.Flush() // what the dispatcher reported is in the spool: handed off, or kept
-	if sh.Handoff != "" {
-		a.handoff(deadline, sh)
+	if sh.Handoff != "" && !within(deadline, handoffGrace, func() { a.handoff(deadline, sh) }) {
+		// The hand-off removes each webhook it handed off, a write that
+		// waits for space on a disk another process filled.
+		a.log.Error("shutdown: the hand-off did not end within shutdown.timeout; exiting without it, what it did not remove stays queued "+
+			"(the other hookpace may deliver some of those too)", "timeout", sh.Timeout.D().String())
+		if unsettled == nil {
+			unsettled = errors.New("shutdown: the hand-off did not end within shutdown.timeout")
+		}
 	}
 	if a.captureLn != nil {
 		a.captureLn.Close()
@@ -99,6 +105,33 @@ func (a *app) stopDeliveries(deadline context.Context, sh config.ShutdownConfig,
 		a.log.Warn("shutdown: in-flight deliveries abandoned, they stay queued", "error", err)
 	}
 	return nil
+}
+
+// handoffGrace is how long the hand-off still gets, past the shutdown
+// deadline that cancelled it, to notice.
+const handoffGrace = time.Second
+
+// within runs fn and reports whether it returned by ctx's end plus grace;
+// if not, fn is left running.
+func within(ctx context.Context, grace time.Duration, fn func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 func later(a, b time.Time) time.Time {
