@@ -181,6 +181,33 @@ func (d *Dispatcher) Hosts() []HostStatus {
 	return out
 }
 
+// HostNames lists the hosts the dispatcher knows, in no order: what a
+// page of hosts is chosen from before any status is built.
+func (d *Dispatcher) HostNames() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, 0, len(d.hosts))
+	for name := range d.hosts {
+		out = append(out, name)
+	}
+	return out
+}
+
+// HostsNamed reports the named hosts, as Hosts does, in the order given;
+// a name the dispatcher does not know (any more) is left out.
+func (d *Dispatcher) HostsNamed(names []string) []HostStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	out := make([]HostStatus, 0, len(names))
+	for _, name := range names {
+		if h := d.hosts[name]; h != nil {
+			out = append(out, d.statusLocked(h, now))
+		}
+	}
+	return out
+}
+
 // Host reports one host; ok is false if the dispatcher has never seen it.
 func (d *Dispatcher) Host(name string) (HostStatus, bool) {
 	d.mu.Lock()
