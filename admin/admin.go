@@ -49,6 +49,10 @@ import (
 // the change durably, so that it holds across a restart.
 type Hosts interface {
 	Hosts() []deliver.HostStatus
+	// HostNames lists the hosts known, and HostsNamed reports those
+	// named: a page of GET /v1/hosts builds only its own hosts' status.
+	HostNames() []string
+	HostsNamed(names []string) []deliver.HostStatus
 	Host(name string) (deliver.HostStatus, bool)
 	Pause(name string) error
 	Resume(name string) (known bool, err error)

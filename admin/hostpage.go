@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hookpace/hookpace/deliver"
 )
@@ -46,34 +45,34 @@ func (a *api) listHosts(w http.ResponseWriter, r *http.Request) {
 		}
 		hq.Limit = n
 	}
-	snap := TakeSnapshot(a.Hosts, a.Spool, time.Now(), false)
-	page := pageHosts(snap.Hosts, hq)
-	page.Fleet = snap.Fleet
+	names, page := pageNames(a.Hosts.HostNames(), hq)
+	page.Hosts = a.Hosts.HostsNamed(names)
+	page.Fleet = a.Hosts.Fleet()
 	writeJSON(w, http.StatusOK, page)
 }
 
-// pageHosts selects q's page of all.
-func pageHosts(all []deliver.HostStatus, q HostQuery) HostPage {
+// pageNames selects q's page of all, by name: the names in it, and the
+// page's total and cursor.
+func pageNames(all []string, q HostQuery) ([]string, HostPage) {
 	want := strings.ToLower(q.Host)
-	kept := make([]deliver.HostStatus, 0, len(all))
+	kept := make([]string, 0, len(all))
 	for _, h := range all {
-		if want == "" || strings.Contains(strings.ToLower(h.Host), want) {
+		if want == "" || strings.Contains(strings.ToLower(h), want) {
 			kept = append(kept, h)
 		}
 	}
-	slices.SortFunc(kept, func(a, b deliver.HostStatus) int { return strings.Compare(a.Host, b.Host) })
+	slices.Sort(kept)
 	page := HostPage{Total: len(kept)}
 	if q.Cursor != "" {
-		i, _ := slices.BinarySearchFunc(kept, q.Cursor, func(h deliver.HostStatus, c string) int { return strings.Compare(h.Host, c) })
-		for i < len(kept) && kept[i].Host <= q.Cursor {
+		i, _ := slices.BinarySearch(kept, q.Cursor)
+		for i < len(kept) && kept[i] <= q.Cursor {
 			i++
 		}
 		kept = kept[i:]
 	}
 	if q.Limit > 0 && len(kept) > q.Limit {
 		kept = kept[:q.Limit]
-		page.NextCursor = kept[len(kept)-1].Host
+		page.NextCursor = kept[len(kept)-1]
 	}
-	page.Hosts = kept
-	return page
+	return kept, page
 }

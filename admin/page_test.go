@@ -39,6 +39,24 @@ func (h *hostsTable) Hosts() []deliver.HostStatus {
 	return out
 }
 
+func (h *hostsTable) HostNames() []string {
+	var out []string
+	for _, s := range h.Hosts() {
+		out = append(out, s.Host)
+	}
+	return out
+}
+
+func (h *hostsTable) HostsNamed(names []string) []deliver.HostStatus {
+	var out []deliver.HostStatus
+	for _, n := range names {
+		if s, ok := h.Host(n); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func (h *hostsTable) Host(name string) (deliver.HostStatus, bool) {
 	for _, s := range h.Hosts() {
 		if s.Host == name {

@@ -285,5 +285,8 @@ func checkConfig(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "https: %s\n", describeHTTPS(cfg))
 	printRewrites(stdout, cfg)
 	fmt.Fprintf(stdout, "webhooks: %s\n", describeWebhooks(cfg))
+	for _, w := range cfg.PlainTokenURLs() {
+		fmt.Fprintf(stdout, "WARNING: %s\n", w)
+	}
 	return nil
 }

@@ -54,6 +54,7 @@ type OAuth2 struct {
 	Params       map[string]string // further token request parameters
 	Field        string
 	Line         int
+	TokenURLLine int // the line of token_url
 }
 
 // AuthHeader is a header whose value is a secret, set on each attempt.
@@ -148,6 +149,7 @@ func resolveOAuth2(p *problems, path string, n *yaml.Node) *OAuth2 {
 		p.add(n.Line, f("token_url"), "required")
 	}
 	field(p, f("token_url"), r.TokenURL, &o.TokenURL, checkTokenURL)
+	o.TokenURLLine = r.TokenURL.Line
 	if !r.ClientID.Set && r.ClientID.Err == nil {
 		p.add(n.Line, f("client_id"), "required")
 	}
@@ -176,6 +178,34 @@ func resolveOAuth2(p *problems, path string, n *yaml.Node) *OAuth2 {
 		return nil
 	})
 	return o
+}
+
+// PlainTokenURLs names each auth.oauth2.token_url that is http://: the
+// client secret goes to it in clear. check-config and the start warn of
+// each, with its field and line; hosts without their own auth block share
+// defaults' and are not named again.
+func (c *Config) PlainTokenURLs() []string {
+	var out []string
+	seen := map[*OAuth2]bool{}
+	add := func(a *Auth) {
+		if a == nil || a.OAuth2 == nil || seen[a.OAuth2] || !strings.HasPrefix(strings.ToLower(a.OAuth2.TokenURL), "http://") {
+			return
+		}
+		seen[a.OAuth2] = true
+		o := a.OAuth2
+		out = append(out, fmt.Sprintf("line %d: %s.token_url is http:// (%s): the client secret and the tokens cross the network in clear; use https://",
+			o.TokenURLLine, o.Field, o.TokenURL))
+	}
+	add(c.Defaults.Auth)
+	keys := make([]string, 0, len(c.Hosts))
+	for k := range c.Hosts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		add(c.Hosts[k].Auth)
+	}
+	return out
 }
 
 // checkTokenURL accepts an absolute http(s) URL; the token endpoint is

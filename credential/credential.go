@@ -181,9 +181,11 @@ func (c *Credentials) Apply(ctx context.Context, h http.Header) error {
 }
 
 // Rejected is what a 401 from the partner means: the token is dropped.
-// It reports whether one retry with a new token may succeed.
-func (c *Credentials) Rejected() bool {
-	if c == nil || c.token == nil {
+// sent is the attempt's header before Apply. It reports whether the 401
+// was to the host's token (not to the app's own Authorization, kept by
+// keep_app_headers), so that one retry with a new token may succeed.
+func (c *Credentials) Rejected(sent http.Header) bool {
+	if c == nil || c.token == nil || c.keep && sent.Get("Authorization") != "" {
 		return false
 	}
 	c.token.invalidate()

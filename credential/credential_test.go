@@ -66,7 +66,7 @@ func TestTokenReusedUntilAQuarterOfItsLife(t *testing.T) {
 		if get() == first || asked.Load() != 2 {
 			t.Errorf("life %v: the token was kept past %v (asked %d)", tc.life, tc.reuse, asked.Load())
 		}
-		if !c.Rejected() || get() == "" || asked.Load() != 3 {
+		if !c.Rejected(http.Header{}) || get() == "" || asked.Load() != 3 {
 			t.Errorf("life %v: a 401 did not drop the token (asked %d)", tc.life, asked.Load())
 		}
 	}
@@ -116,5 +116,84 @@ func TestNewNamesTheField(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
+	}
+}
+
+// TestStatusNeverWaitsForAFetch: while the token endpoint takes its time,
+// Status answers at once, and the attempts that need a token share the
+// one fetch under way.
+func TestStatusNeverWaitsForAFetch(t *testing.T) {
+	var asked atomic.Int64
+	arrived, release := make(chan struct{}, 4), make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		arrived <- struct{}{}
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"access_token": "slow", "token_type": "Bearer", "expires_in": 3600})
+	}))
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	c := newOAuth(t, ts.URL)
+	got := make(chan string, 2)
+	apply := func() {
+		h := http.Header{}
+		if err := c.Apply(context.Background(), h); err != nil {
+			got <- "error: " + err.Error()
+			return
+		}
+		got <- h.Get("Authorization")
+	}
+	go apply()
+	<-arrived // the first fetch is under way
+	go apply()
+	// The fetch holds nothing Status needs: this returns while it runs
+	// (it hung until the fetch ended when the fetch held the lock).
+	if st := c.Status(); st.TokenExpiry != nil || st.TokenFetch != 0 {
+		t.Errorf("status during the first fetch: %+v, want no token and no fetch yet", st)
+	}
+	close(release)
+	for range 2 {
+		if a := <-got; a != "Bearer slow" {
+			t.Errorf("Authorization = %q, want Bearer slow", a)
+		}
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the token endpoint was asked %d times, want once for both attempts", n)
+	}
+	if st := c.Status(); st.TokenExpiry == nil || st.TokenFetch != 1 {
+		t.Errorf("status after the fetch: %+v", st)
+	}
+}
+
+// TestTokenExpiredOnArrivalIsAFailure: a token issued with expires_in 0
+// or less is no token: Apply fails (the attempt holds the host, as for
+// any token failure) and the status says why.
+func TestTokenExpiredOnArrivalIsAFailure(t *testing.T) {
+	for _, expires := range []any{0, -30, "0"} {
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{"access_token": "stale", "token_type": "Bearer", "expires_in": expires})
+		}))
+		c := newOAuth(t, ts.URL)
+		err := c.Apply(context.Background(), http.Header{})
+		if err == nil || !strings.Contains(err.Error(), "expired on arrival") {
+			t.Errorf("expires_in %v: Apply = %v, want a token endpoint failure", expires, err)
+		}
+		if st := c.Status(); !strings.Contains(st.LastError, "expired on arrival") || st.TokenExpiry != nil {
+			t.Errorf("expires_in %v: status %+v", expires, st)
+		}
+		ts.Close()
+	}
+	var asked atomic.Int64
+	c := newOAuth(t, tokenEndpoint(t, time.Hour, &asked).URL)
+	if err := c.Apply(context.Background(), http.Header{}); err != nil {
+		t.Errorf("a token valid for an hour: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,20 +22,32 @@ import (
 const maxEarly = 10 * time.Second
 
 // tokenSource fetches client-credentials tokens and keeps the current one
-// until shortly before it expires. One fetch at a time: attempts that need
-// a token while one is being fetched wait for it.
+// until shortly before it expires. One fetch at a time, made outside the
+// lock: attempts that need a token while one is being fetched wait for
+// that fetch (or their own context), and readers of the state (status)
+// never wait for a fetch.
 type tokenSource struct {
 	cfg    clientcredentials.Config
 	secret *secret
 	client *http.Client
 	now    func() time.Time
 
-	mu      sync.Mutex
-	tok     string
-	expiry  time.Time // zero: none given, kept until a 401
-	early   time.Duration
-	fetches int64
-	lastErr string
+	mu       sync.Mutex
+	tok      string
+	expiry   time.Time // zero: none given, kept until a 401
+	early    time.Duration
+	fetches  int64
+	lastErr  string
+	fetching *fetch // the fetch under way; nil: none
+}
+
+// fetch is one request to the token endpoint, shared by every attempt
+// that asked for a token while it ran; tok and err are set before done is
+// closed.
+type fetch struct {
+	done chan struct{}
+	tok  string
+	err  error
 }
 
 func newTokenSource(o *OAuth2, s *secret, client *http.Client, now func() time.Time) *tokenSource {
@@ -53,36 +66,102 @@ func newTokenSource(o *OAuth2, s *secret, client *http.Client, now func() time.T
 }
 
 // get returns a token valid now, fetching one when there is none or it
-// is about to expire.
+// is about to expire. The first caller to find none makes the fetch; the
+// others wait for it, each at most until its own ctx is done.
 func (t *tokenSource) get(ctx context.Context) (string, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.tok != "" && (t.expiry.IsZero() || t.now().Before(t.expiry.Add(-t.early))) {
-		return t.tok, nil
+		tok := t.tok
+		t.mu.Unlock()
+		return tok, nil
 	}
+	f := t.fetching
+	if f == nil {
+		f = &fetch{done: make(chan struct{})}
+		t.fetching = f
+		t.mu.Unlock()
+		f.tok, f.err = t.fetch(ctx)
+		t.mu.Lock()
+		t.fetching = nil
+		t.mu.Unlock()
+		close(f.done)
+		return f.tok, f.err
+	}
+	t.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.tok, f.err
+	case <-ctx.Done():
+		return "", fmt.Errorf("auth: waiting for the token endpoint: %w", ctx.Err())
+	}
+}
+
+// fetch asks the token endpoint for a token, off the lock, and records
+// the outcome.
+func (t *tokenSource) fetch(ctx context.Context) (string, error) {
 	if t.secret == nil {
 		return "", errors.New("auth: no client secret")
 	}
 	cs, err := t.secret.get()
 	if err != nil {
+		t.mu.Lock()
 		t.lastErr = "client secret: " + err.Error()
+		t.mu.Unlock()
 		return "", fmt.Errorf("auth: client secret: %w", err)
 	}
 	cfg := t.cfg
 	cfg.ClientSecret = cs
 	fetched := t.now()
 	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, t.client))
-	t.fetches++
-	if err != nil {
-		t.lastErr = describe(err, clientForms(t.cfg.ClientID, cs))
-		return "", fmt.Errorf("auth: token endpoint: %s", t.lastErr)
+	if err == nil && expiredOnArrival(tok, fetched) {
+		err = fmt.Errorf("issued a token that had expired on arrival (expires_in %v)", tok.Extra("expires_in"))
 	}
+	if err != nil {
+		why := describe(err, clientForms(t.cfg.ClientID, cs))
+		t.failed(why)
+		return "", fmt.Errorf("auth: token endpoint: %s", why)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.fetches++
 	t.tok, t.expiry, t.lastErr = tok.AccessToken, tok.Expiry, ""
 	t.early = 0
 	if !tok.Expiry.IsZero() {
 		t.early = min(maxEarly, tok.Expiry.Sub(fetched)/4)
 	}
 	return t.tok, nil
+}
+
+// failed records a fetch that got no token.
+func (t *tokenSource) failed(why string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.fetches++
+	t.lastErr = why
+}
+
+// expiredOnArrival reports whether tok could not be used at all: an
+// expires_in of 0 or less (the oauth2 package reads 0 as "no expiry
+// given", and a negative one as an expiry in the past), or an expiry not
+// after the moment it was asked for.
+func expiredOnArrival(tok *oauth2.Token, asked time.Time) bool {
+	if !tok.Expiry.IsZero() && !tok.Expiry.After(asked) {
+		return true
+	}
+	var secs float64
+	switch v := tok.Extra("expires_in").(type) {
+	case float64:
+		secs = v
+	case string:
+		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return false
+		}
+		secs = n
+	default:
+		return false
+	}
+	return secs <= 0
 }
 
 // invalidate drops the token (the partner refused it).

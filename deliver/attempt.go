@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -150,12 +151,17 @@ func (d *Dispatcher) post(ctx context.Context, pol Policy, method, url string, h
 			return result{err: err, took: time.Since(start)}
 		}
 		// A 401 to a token: the partner refused it (revoked, rotated
-		// early). One more try with a new token, within this attempt.
-		if resp.StatusCode != http.StatusUnauthorized || try > 0 || !pol.Auth.Rejected() {
+		// early). One more try with a new token, within this attempt; a
+		// 401 to that fresh token too is a token failure like the
+		// endpoint's own: the host is held, the webhook's attempts kept.
+		if resp.StatusCode != http.StatusUnauthorized || !pol.Auth.Rejected(hdr) {
 			break
 		}
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
+		if try > 0 {
+			return result{err: authError{errors.New("auth: the partner refused a freshly fetched token (401)")}, took: time.Since(start)}
+		}
 	}
 	took := time.Since(start)
 	r := result{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), took: took}

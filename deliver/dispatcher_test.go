@@ -46,7 +46,10 @@ type memQueue struct {
 	updates int
 
 	deleteTakes time.Duration // how long a delete takes to become durable
-	deleted     int
+	// deleteHeld, if set, holds every delete until it is closed (the
+	// spool's deletes wait for space on a disk another process filled).
+	deleteHeld chan struct{}
+	deleted    int
 }
 
 func newMemQueue() *memQueue {
@@ -267,9 +270,12 @@ func (q *memQueue) Get(host string, l spool.Lane, id uint64) (*spool.Message, er
 }
 func (q *memQueue) Delete(m *spool.Message) error {
 	q.mu.Lock()
-	wait := q.deleteTakes
+	wait, held := q.deleteTakes, q.deleteHeld
 	q.mu.Unlock()
 	time.Sleep(wait)
+	if held != nil {
+		<-held
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.queued[m.Host], m.ID)
@@ -891,6 +897,44 @@ func TestStopAbandonsWithoutCountingAttempts(t *testing.T) {
 		}
 		if n := len(rc.arrivals("")); n != 2 {
 			t.Fatalf("%d attempts started, want the 2 the concurrency allows", n)
+		}
+	})
+}
+
+// TestStopIsBoundedWhileDeletesWait: attempts whose deletes wait on the
+// queue (nothing cancels them) do not hold Stop past its deadline and the
+// grace: it returns an *UnsettledError counting them, and their webhooks
+// stay queued.
+func TestStopIsBoundedWhileDeletesWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		q := newMemQueue()
+		q.deleteHeld = make(chan struct{})
+		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return policy(10, 10, 2) },
+			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
+		if err := d.Start(); err != nil {
+			t.Fatal(err)
+		}
+		q.add("full.example", 5)
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		err := d.Stop(ctx)
+		var unsettled *UnsettledError
+		if !errors.As(err, &unsettled) || unsettled.Attempts != 2 || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Stop with 2 deletes held = %v, want an UnsettledError for 2 attempts past the deadline", err)
+		}
+		if took := time.Since(start); took != time.Second+settleGrace {
+			t.Fatalf("Stop took %v, want its deadline plus settleGrace (%v)", took, time.Second+settleGrace)
+		}
+		if q.left() != 5 {
+			t.Fatalf("%d queued after the stop, want all 5 (2 delivered, their deletes held)", q.left())
+		}
+		close(q.deleteHeld) // the spool's close answers held deletes
+		synctest.Wait()
+		if q.left() != 3 {
+			t.Fatalf("%d queued once the held deletes went ahead, want 3", q.left())
 		}
 	})
 }

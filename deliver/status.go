@@ -181,6 +181,33 @@ func (d *Dispatcher) Hosts() []HostStatus {
 	return out
 }
 
+// HostNames lists the hosts the dispatcher knows, in no order: what a
+// page of hosts is chosen from before any status is built.
+func (d *Dispatcher) HostNames() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, 0, len(d.hosts))
+	for name := range d.hosts {
+		out = append(out, name)
+	}
+	return out
+}
+
+// HostsNamed reports the named hosts, as Hosts does, in the order given;
+// a name the dispatcher does not know (any more) is left out.
+func (d *Dispatcher) HostsNamed(names []string) []HostStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	out := make([]HostStatus, 0, len(names))
+	for _, name := range names {
+		if h := d.hosts[name]; h != nil {
+			out = append(out, d.statusLocked(h, now))
+		}
+	}
+	return out
+}
+
 // Host reports one host; ok is false if the dispatcher has never seen it.
 func (d *Dispatcher) Host(name string) (HostStatus, bool) {
 	d.mu.Lock()
@@ -244,9 +271,35 @@ func (d *Dispatcher) SetPolicy(policy func(host string) Policy) {
 	}
 }
 
+// settleGrace is how long Stop still waits, once its context is done and
+// the attempts in flight are abandoned, for them to settle. An abandoned
+// request ends at once; an attempt waiting on the spool (a delete held
+// while another process has filled the disk) waits for nothing Stop can
+// cancel, and is left behind.
+const settleGrace = time.Second
+
+// UnsettledError is Stop's error when attempts in flight had not settled
+// (their outcome written to the spool) by its deadline and settleGrace
+// after it. Their webhooks are still queued in the spool: the next start
+// delivers them again (at least once).
+type UnsettledError struct {
+	Attempts int // attempts still in flight
+	Err      error
+}
+
+func (e *UnsettledError) Error() string {
+	return fmt.Sprintf("%d deliveries did not settle (their outcome was not written to the spool, e.g. a delete waiting for disk space): "+
+		"their webhooks stay queued and are delivered again after the next start: %v", e.Attempts, e.Err)
+}
+
+func (e *UnsettledError) Unwrap() error { return e.Err }
+
 // Stop stops starting attempts and waits for those in flight until ctx is
-// done; then it abandons them (their messages stay queued) and waits for
-// their goroutines to notice. Queued messages stay in the spool.
+// done; then it abandons them (their messages stay queued) and waits at
+// most settleGrace for their goroutines to notice. Attempts that still
+// have not settled then are left running, and Stop returns an
+// *UnsettledError: it never waits longer than ctx plus settleGrace for an
+// attempt. Queued messages stay in the spool.
 func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.mu.Lock()
 	d.stopping = true
@@ -260,9 +313,11 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 		}
 	}
 	d.mu.Unlock()
+	settled := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		d.wg.Wait()
+		close(settled)
 		if d.opts.Gates != nil {
 			d.opts.Gates.Stop()
 		}
@@ -273,8 +328,18 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		d.cancel()
-		<-done
-		return ctx.Err()
 	}
+	d.cancel()
+	grace := time.NewTimer(settleGrace)
+	defer grace.Stop()
+	select {
+	case <-settled:
+		<-done // the gates' Stop is bounded; the pause records are not attempts
+		return ctx.Err()
+	case <-grace.C:
+	}
+	d.mu.Lock()
+	n := d.inFlight
+	d.mu.Unlock()
+	return &UnsettledError{Attempts: max(n, 1), Err: ctx.Err()}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -340,7 +341,50 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 	if t == nil {
 		return reject(d)
 	}
+	if t.deny == "" && t.ca == nil {
+		if d, ok := p.openTunnel(t); !ok {
+			return reject(d)
+		}
+	}
 	return p.sniffConnect(t), target
+}
+
+// openTunnel makes sure that a tunnel passed through can be opened before
+// its CONNECT is answered 200. To port 443 (TLS for certain, spliced
+// through) it dials the target, and the splice uses that connection. To
+// another port, where plain HTTP inside is served by hookpace itself
+// (spooled, and held while DNS fails), only a name that does not exist is
+// refused. Either refusal is a 502 saying why (a 403 for egress).
+func (p *Proxy) openTunnel(t *tunnel) (decision, bool) {
+	u := &url.URL{Scheme: "https", Host: t.target}
+	if destPort(u) == 443 {
+		up, err := p.opts.Guard.DialContext(t.req.Context(), "tcp", t.target)
+		if err != nil {
+			return unreachable(t.target, err), false
+		}
+		t.up = up
+		return decision{}, true
+	}
+	if _, err := p.opts.Guard.CheckPort(t.req.Context(), u.Hostname(), destPort(u)); err != nil {
+		var dns *net.DNSError
+		if errors.As(err, &dns) && dns.IsNotFound {
+			return unreachable(t.target, err), false
+		}
+	}
+	return decision{}, true
+}
+
+// unreachable is the answer to a CONNECT whose tunnel cannot be opened.
+func unreachable(target string, err error) decision {
+	if d, ok := refused(err); ok {
+		return d
+	}
+	why := err.Error()
+	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound {
+		why = "the name does not resolve"
+	}
+	return decision{outcome: outcomeError, status: http.StatusBadGateway, reason: "connect: cannot open a tunnel to " + target + ": " + why}
 }
 
 // connectPolicy decides what a tunnel to target (host:port) becomes, for

@@ -60,6 +60,9 @@ type tunnel struct {
 	// listener; there was no CONNECT and no proxy credentials, and the
 	// redirect is its authorization (capture.go).
 	captured bool
+	// up is the connection to target dialled before the CONNECT was
+	// answered (openTunnel); the splice takes it, anything else closes it.
+	up net.Conn
 }
 
 // sniffConnect accepts the CONNECT and hands its connection to t.serve.
@@ -89,6 +92,13 @@ func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
 // refused as t says; anything else is HTTP/1.1.
 func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
 	r := t.req
+	if t.up != nil {
+		defer func() {
+			if t.up != nil {
+				t.up.Close()
+			}
+		}()
+	}
 	br := newReplayReader(pre, conn)
 	c := &peekedConn{Conn: conn, r: br}
 	wait := sniffTimeout
@@ -223,7 +233,11 @@ func (p *Proxy) handshake(t *tunnel, tc *tls.Conn, ac *alertConn) bool {
 func (p *Proxy) splice(t *tunnel, c *peekedConn) {
 	r := t.req
 	defer c.Close()
-	up, err := p.opts.Guard.DialContext(context.Background(), "tcp", t.target)
+	up, err := t.up, error(nil)
+	t.up = nil
+	if up == nil {
+		up, err = p.opts.Guard.DialContext(context.Background(), "tcp", t.target)
+	}
 	if err != nil {
 		// The CONNECT was answered 200 already: the client sees the
 		// tunnel close; the line says what a request would have got.

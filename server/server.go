@@ -330,6 +330,9 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 		"spool", cfg.Spool.Dir, "queued", u.Messages, "dead_letters", u.Dead, "hosts", u.Hosts, "paused", pausedHosts(a.disp),
 		"mitm_ca", https.CA, "trust_bundle", https.Bundle, "config", cfg.Path)
 	logResume(a.log, u, pausedHosts(a.disp))
+	for _, w := range cfg.PlainTokenURLs() {
+		a.log.Warn("auth: a token endpoint over plain http", "problem", w)
+	}
 	if ready != nil {
 		ready(proxyAddr, adminAddr)
 	}

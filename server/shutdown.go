@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -31,10 +33,16 @@ func (a *app) shutdown() error {
 	if sh.Drain > 0 {
 		a.drain(begin.Add(sh.Drain.D()), before)
 	}
-	a.stopDeliveries(deadline, sh, begin)
+	unsettled := a.stopDeliveries(deadline, sh, begin)
 	a.events.Flush() // what the dispatcher reported is in the spool: handed off, or kept
-	if sh.Handoff != "" {
-		a.handoff(deadline, sh)
+	if sh.Handoff != "" && !within(deadline, handoffGrace, func() { a.handoff(deadline, sh) }) {
+		// The hand-off removes each webhook it handed off, a write that
+		// waits for space on a disk another process filled.
+		a.log.Error("shutdown: the hand-off did not end within shutdown.timeout; exiting without it, what it did not remove stays queued "+
+			"(the other hookpace may deliver some of those too)", "timeout", sh.Timeout.D().String())
+		if unsettled == nil {
+			unsettled = errors.New("shutdown: the hand-off did not end within shutdown.timeout")
+		}
 	}
 	if a.captureLn != nil {
 		a.captureLn.Close()
@@ -55,6 +63,9 @@ func (a *app) shutdown() error {
 		a.log.Warn("webhooks left in the spool", "left", left.Messages, "spool", cfg.Spool.Dir,
 			"note", "a start on this spool directory delivers them; on an emptyDir they are lost with the pod")
 	}
+	if unsettled != nil {
+		return unsettled
+	}
 	if left.Messages > 0 && (sh.Drain > 0 || sh.Handoff != "") {
 		return fmt.Errorf("%d webhooks still queued in %s after the drain and hand-off: they wait there for a restart on the same spool",
 			left.Messages, cfg.Spool.Dir)
@@ -70,8 +81,11 @@ const inFlightGrace = 2 * time.Second
 // stopDeliveries stops the dispatcher: it starts no more attempts and
 // waits for those in flight until deadline or, with a hand-off, until the
 // hand-off's share of the timeout begins (but at least inFlightGrace);
-// then it abandons them (they stay queued, and are handed off).
-func (a *app) stopDeliveries(deadline context.Context, sh config.ShutdownConfig, begin time.Time) {
+// then it abandons them (they stay queued, and are handed off). Attempts
+// that do not settle even then (a delete waiting for disk space that
+// another process took) are left behind: it returns the error that makes
+// hookpace exit 1, rather than wait past shutdown.timeout.
+func (a *app) stopDeliveries(deadline context.Context, sh config.ShutdownConfig, begin time.Time) error {
 	stopBy := deadline
 	if sh.Handoff != "" {
 		by := begin.Add(sh.Timeout.D() - config.HandoffMinRoom)
@@ -80,8 +94,43 @@ func (a *app) stopDeliveries(deadline context.Context, sh config.ShutdownConfig,
 		stopBy, cancel = context.WithDeadline(deadline, by)
 		defer cancel()
 	}
-	if err := a.disp.Stop(stopBy); err != nil {
+	err := a.disp.Stop(stopBy)
+	var unsettled *deliver.UnsettledError
+	switch {
+	case errors.As(err, &unsettled):
+		a.log.Error("shutdown: deliveries did not settle within shutdown.timeout; exiting without them, they stay queued "+
+			"and are delivered again after the next start", "attempts", unsettled.Attempts, "timeout", sh.Timeout.D().String())
+		return fmt.Errorf("shutdown: %w", err)
+	case err != nil:
 		a.log.Warn("shutdown: in-flight deliveries abandoned, they stay queued", "error", err)
+	}
+	return nil
+}
+
+// handoffGrace is how long the hand-off still gets, past the shutdown
+// deadline that cancelled it, to notice.
+const handoffGrace = time.Second
+
+// within runs fn and reports whether it returned by ctx's end plus grace;
+// if not, fn is left running.
+func within(ctx context.Context, grace time.Duration, fn func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 

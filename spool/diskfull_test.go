@@ -247,3 +247,32 @@ func TestPauseRecordWaitsForSpace(t *testing.T) {
 		t.Fatalf("paused %v after the resume, want none", hosts)
 	}
 }
+
+// TestCloseOnAFilledDiskLeavesBadgerOpen: with less free than closing
+// writes (Badger's memtable flushes, through mappings: a SIGBUS without
+// the space), Close says so with ErrDiskFull instead of flushing; what
+// was committed is there at the next open.
+func TestCloseOnAFilledDiskLeavesBadgerOpen(t *testing.T) {
+	var free atomic.Int64
+	free.Store(1 << 30)
+	dir := t.TempDir()
+	s := openTest(t, dir, Options{MinFree: MinFreeFloor(), diskFree: func(string) (int64, error) { return free.Load(), nil }})
+	for i := range 50 {
+		if err := s.Append(context.Background(), newMsg("a.example", i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	free.Store(1 << 10) // another process took the rest
+	if err := s.Close(); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("Close on a filled disk = %v, want ErrDiskFull", err)
+	}
+	// The process would exit here; the test closes Badger itself to open
+	// the directory again.
+	s.queue.Close()
+	s.kept.Close()
+	again := openTest(t, dir, Options{})
+	defer again.Close()
+	if got, err := again.Read("a.example", 0, 100); err != nil || len(got) != 50 {
+		t.Fatalf("after the reopen: %d of 50 messages (%v)", len(got), err)
+	}
+}

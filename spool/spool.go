@@ -334,7 +334,11 @@ func (s *Spool) load() error {
 }
 
 // Close stops the writer after it has committed everything pending, syncs
-// and closes Badger.
+// and closes Badger. On a disk that another process has filled below what
+// closing writes (Badger flushes its memtables to tables through memory
+// mappings: a crash, not an error, without the space), it leaves Badger
+// open and returns an error wrapping ErrDiskFull: every committed write is
+// fsync'd, and the next start recovers it as after a crash.
 func (s *Spool) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -349,6 +353,12 @@ func (s *Spool) Close() error {
 	s.failHeld()
 	close(s.gcStop)
 	<-s.gcDone
+	if room, limited := s.headroom(); limited && room+s.opts.MinFree < MinFreeFloor() {
+		free := room + s.opts.MinFree
+		s.log.Error("spool not closed: the disk is too full for Badger to flush its memtables; the next start recovers what was committed",
+			"free", free, "needs", MinFreeFloor())
+		return fmt.Errorf("%w: %d bytes free, closing writes up to %d", ErrDiskFull, free, MinFreeFloor())
+	}
 	s.saveSeq()
 	err := s.queue.Close()
 	if kerr := s.kept.Close(); err == nil {
