@@ -30,6 +30,7 @@ type settings struct {
 	c          int // replay: concurrency
 	queued     int // RSS: webhooks queued
 	rssHosts   int // RSS: hosts they are spread over in the second case
+	fairKeys   int // fairness: keys the many-keys backlog is spread over
 	backlog    time.Duration
 	senderN    int // sender: sequential POSTs per run
 	senderRuns int // sender: runs per rep
@@ -73,6 +74,7 @@ func register(fs *flag.FlagSet) *settings {
 	fs.IntVar(&s.c, "c", 64, "replay: concurrency of hookpace's host and of the plain client")
 	fs.IntVar(&s.queued, "queued", 0, "RSS: webhooks to queue behind a 1/s host (default 200000; -quick 50000)")
 	fs.IntVar(&s.rssHosts, "rss-hosts", 0, "RSS: then queue the same webhooks spread over this many hosts at 1/h (default 5000; -quick 1000; -1: skip)")
+	fs.IntVar(&s.fairKeys, "fair-keys", 50000, "fairness: keys the many-tenants backlog is spread over (one webhook each)")
 	fs.IntVar(&s.senderN, "sender-n", 50, "sender: sequential POSTs from one Python requests.Session per run")
 	fs.IntVar(&s.senderRuns, "sender-runs", 5, "sender: runs per rep, each direct then through hookpace")
 	fs.DurationVar(&s.backlog, "pacing-backlog", 0, "pacing: backlog per host, in time at its rate (default 15s; -quick 6s)")
