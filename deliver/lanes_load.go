@@ -23,6 +23,9 @@ type laneRead struct {
 
 // enqueueLane takes a message the spool announced for a host in lanes.
 func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
+	if usesLanes(m) {
+		h.lanes.keyed = true
+	}
 	l := h.lanes.lanes[m.Lane()]
 	if l == nil && h.lanes.capped {
 		// Its lane may have webhooks on disk from while there was no room
@@ -61,15 +64,14 @@ func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
 }
 
 // resume marks h's queue as on disk, at a start: its default lane, and
-// every other lane the spool has, which takes h into lanes.
+// every other lane the spool has.
 func (d *Dispatcher) resume(h *host) {
-	lanes := d.opts.Reader.Lanes(h.name)
-	if len(lanes) == 1 && lanes[0].Lane == (spool.Lane{}) || len(lanes) == 0 {
-		h.onDisk = true
-		return
-	}
-	h.enterLanes()
-	for _, u := range lanes {
+	h.setOnDisk(h.defaultLane(), true)
+	for _, u := range d.opts.Reader.Lanes(h.name) {
+		if u.Lane == (spool.Lane{}) {
+			continue
+		}
+		h.lanes.keyed = true
 		l := h.lane(u.Lane, 0)
 		if l == nil {
 			h.untrack()
@@ -143,6 +145,9 @@ func (d *Dispatcher) laneLoaded(h *host, l *lane, msgs []*spool.Message, n int, 
 	}
 	now := time.Now()
 	for _, m := range msgs {
+		if usesLanes(m) {
+			h.lanes.keyed = true
+		}
 		if m.ID > l.cursor && !d.skipPurged(h.name, m) {
 			l.cursor = m.ID
 			if !h.lanes.settledRecently(m.ID) {

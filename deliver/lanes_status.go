@@ -110,8 +110,8 @@ func (s *LaneStatus) Text() string {
 // spool's counts.
 func (d *Dispatcher) laneStatus(h *host) *LaneStatus {
 	ls := h.lanes
-	if ls == nil {
-		return nil
+	if !ls.keyed {
+		return nil // one lane: the host's status says all of it
 	}
 	st := &LaneStatus{Keys: len(ls.units), OrderingKeys: len(ls.order), Delayed: ls.delayed.Len(),
 		OrderedDead: ls.dead, LastDeadKey: ls.lastDeadKey, LastDeadWhy: ls.lastDeadWhy}
