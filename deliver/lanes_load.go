@@ -54,13 +54,53 @@ func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
 	if l.leaving {
 		return // read from its start when taken up again (lanes_cap.go)
 	}
-	room := l.q.len() == 0 || h.lanes.mem < h.window() && l.q.len() < h.quota()
+	room := h.count() < h.window() && l.q.len() < h.quota()
+	if !room && !l.onDisk && l.q.len() == 0 && h.count() >= h.window() {
+		room = d.makeRoom(h) // a key's first webhook waits one turn, not for a load
+	}
 	if !l.onDisk && room && d.fits(h, m) {
 		l.cursor = m.ID
 		d.admit(h, l, m, now)
 		return
 	}
+	if l.q.len() == 0 {
+		h.readSoon(l) // read at the next load, ahead of the lanes waiting for theirs
+		return
+	}
 	h.setOnDisk(l, true)
+}
+
+// roomScan bounds the lanes makeRoom looks at.
+const roomScan = 64
+
+// makeRoom lets go of the newest webhook of the fullest lane among the
+// next keys in the rotation, so that a key's first webhook is held
+// without going over the window. The webhook stays queued on disk and
+// its lane is read again from before it. A lane with webhooks waiting as
+// ids or being read keeps what it has (its cursor must not go back), and
+// so does a lane with one webhook (its key keeps its turn).
+func (d *Dispatcher) makeRoom(h *host) bool {
+	ls := h.lanes
+	var big *lane
+	for i, u := range ls.ring.buf[ls.ring.head:] {
+		if i >= roomScan {
+			break
+		}
+		for _, l := range u.lanes {
+			if l != nil && l.refs == 0 && !l.loading && !l.leaving && l.q.len() > 1 && (big == nil || l.q.len() > big.q.len()) {
+				big = l
+			}
+		}
+	}
+	if big == nil {
+		return false
+	}
+	m := big.q.popBack()
+	ls.mem--
+	d.unkeep(h, m)
+	big.cursor = m.ID - 1
+	h.setOnDisk(big, true)
+	return true
 }
 
 // resume marks h's queue as on disk, at a start: its default lane, and
