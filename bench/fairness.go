@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// 7. Fair delivery within a host (issue 34), on request (-only fairness):
+// 7. Fair delivery within a host, on request (-only fairness):
 // the issue's acceptance, measured. A partner at 50/s burst 5 with
 // fairness: {key: header}. Tenant A's backlog (-fair-backlog webhooks,
 // 50,000) is queued behind a pause, hookpace is killed and started again

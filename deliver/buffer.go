@@ -1,6 +1,6 @@
 package deliver
 
-// What the dispatcher holds in memory (issue 36). MaxBuffered bounds the
+// What the dispatcher holds in memory. MaxBuffered bounds the
 // messages held over all hosts, counted with what a decoded message costs
 // besides its body, and the bound holds for the total: a host reads from
 // the spool only what fits in its share (an equal part for each host the

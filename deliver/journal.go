@@ -1,6 +1,6 @@
 package deliver
 
-// The dispatcher's side of the journal and of backlog control (issue 32):
+// The dispatcher's side of the journal and of backlog control:
 // it records each attempt with the partner's answer, purges or buries a
 // host's queue including what it holds in memory, and sends a webhook
 // that waited past max_age at the head of its queue to the dead letters.

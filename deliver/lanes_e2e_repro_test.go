@@ -1,7 +1,7 @@
 package deliver
 
-// Repros of what the e2e tests of issue 34 found (e2e/lanes_test.go),
-// for the owner of deliver/ to fix.
+// Fairness cases seen from outside (e2e/lanes_test.go), held here at
+// the dispatcher with a fake clock.
 
 import (
 	"slices"

@@ -1,6 +1,6 @@
 package deliver
 
-// What operators see of a host's lanes (issue 34, "Visible"): its busiest
+// What operators see of a host's lanes: its busiest
 // fairness keys, what it has queued per priority, and the ordering keys
 // that are blocked and on what. The counts come from the spool's memory
 // (QueueReader.Lanes) and the dispatcher's; the oldest webhook of each busy key
