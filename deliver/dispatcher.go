@@ -61,7 +61,7 @@ type QueueStore interface {
 	Bury(m *spool.Message, reason string, at time.Time)
 	// Drop removes ms from the queue (a purge by by); DropLater removes m
 	// once its attempt in flight has ended; BuryAll moves ms to the dead
-	// letters (journal_queue.go).
+	// letters (backlog.go).
 	Drop(ms []*spool.Message, by string) (int, error)
 	DropLater(m *spool.Message, by string)
 	BuryAll(ms []*spool.Message, reason string, at time.Time) (int, error)
@@ -224,7 +224,7 @@ type Dispatcher struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	purges purges // backlog control (journal_queue.go), guarded by mu
+	purges purges // backlog control (backlog.go), guarded by mu
 
 	delivered atomic.Int64 // webhooks delivered since the start (Delivered)
 

@@ -1,5 +1,9 @@
 package deliver
 
+// Backlog control: an operator purges or buries the queued webhooks of a
+// host that a Selection picks, those on disk and those the dispatcher
+// holds, in memory or in flight.
+
 import (
 	"time"
 
