@@ -57,7 +57,7 @@ func (m manyHosts) BuryQueue(host string, _ deliver.Selection) (deliver.BacklogR
 	return deliver.BacklogResult{Host: host}, nil
 }
 
-// Issue 36: at 50,000 hosts /v1/hosts was 28 MB in one answer. It pages
+// At 50,000 hosts /v1/hosts was 28 MB in one answer. It pages
 // (limit, cursor) in host order, filters by name (host=), and says the
 // total; following next_cursor gives every host once.
 func TestHostsPaged(t *testing.T) {

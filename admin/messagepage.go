@@ -1,6 +1,6 @@
 package admin
 
-// The status page's view of the journal (issue 32): a host's recent
+// The status page's view of the journal: a host's recent
 // webhooks, a webhook's attempts with the partner's answers, and a purge
 // of the host's queue that asks for confirmation.
 //

@@ -1,6 +1,6 @@
 package admin
 
-// The journal's API (issue 32):
+// The journal's API:
 //
 //	GET /v1/messages/{id}    one webhook: state, where it is, its attempts;
 //	                         for an id of another replica, which (messages_fleet.go)

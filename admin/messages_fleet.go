@@ -11,7 +11,7 @@ import (
 	"github.com/hookpace/hookpace/spool"
 )
 
-// A webhook's id names the spool that accepted it (issue 32, "Fleet"), so
+// A webhook's id names the spool that accepted it, so
 // GET /v1/messages/{id} can say where to look for one this replica does
 // not hold: a webhook handed off to this replica (it keeps its id) is
 // found in its journal; one of another replica's spool gets a 404 that

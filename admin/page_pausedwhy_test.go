@@ -6,7 +6,7 @@ import (
 	"github.com/hookpace/hookpace/deliver"
 )
 
-// A paused host's row says why it is paused (issue 32: auto_pause_after).
+// A paused host's row says why it is paused (auto_pause_after).
 func TestPageSaysWhyPaused(t *testing.T) {
 	why := "auto_pause_after 10m0s: failing without a single success since 2026-11-25T15:00:00Z (last: status 502)"
 	f := newFixture(t, deliver.HostStatus{Host: "auto.example", Paused: true, PausedWhy: why, Breaker: "closed"})

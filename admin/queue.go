@@ -1,6 +1,6 @@
 package admin
 
-// Backlog control (issue 32):
+// Backlog control:
 //
 //	GET  /v1/queue?host=H&limit=N                 H's queue, oldest first, with ages
 //	POST /v1/queue/purge?host=H[&older_than=D][&id=ID...]   drop for good, in memory too

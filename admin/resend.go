@@ -1,6 +1,6 @@
 package admin
 
-// POST /v1/messages/{id}/resend (issue 32): a delivered webhook queued
+// POST /v1/messages/{id}/resend: a delivered webhook queued
 // again from the request the journal kept (journal.bodies).
 
 import (

@@ -11,7 +11,7 @@ import (
 	"github.com/hookpace/hookpace/internal/overload"
 )
 
-// 6. Adaptive concurrency (issue 33), on request (-only adaptive): the
+// 6. Adaptive concurrency, on request (-only adaptive): the
 // same backlog delivered with a hand-tuned fixed concurrency, with
 // concurrency: auto (max 64) and with a fixed concurrency far too high,
 // to two partners, side by side in one run:

@@ -1,6 +1,6 @@
 package main
 
-// The cost of idempotent enqueue (issue 20): the proxy's handler on the
+// The cost of idempotent enqueue: the proxy's handler on the
 // real spool, with a unique Idempotency-Key on every request
 // (BenchmarkIngestSpoolKeyed) against none (BenchmarkIngestSpool). Run
 // them alternately, in one process each time:

@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// 7. Fair delivery within a host (issue 34), on request (-only fairness):
+// 7. Fair delivery within a host, on request (-only fairness):
 // the issue's acceptance, measured. A partner at 50/s burst 5 with
 // fairness: {key: header}. Tenant A's backlog (-fair-backlog webhooks,
 // 50,000) is queued behind a pause, hookpace is killed and started again
@@ -25,7 +25,7 @@ import (
 // webhooks one after another while A drains: the time from each of B's
 // 202s to its arrival, A's rate meanwhile, and hookpace's peak RSS. The
 // same run without A's backlog is the baseline, and the same backlog
-// spread over 50,000 keys (one webhook each: many tenants) checks the
+// spread over -fair-keys keys (one webhook each: many tenants) checks the
 // dispatcher's bound for many keys. In one FIFO, B's webhooks would wait
 // behind A's whole backlog: backlog ÷ 49.5/s.
 
@@ -85,7 +85,7 @@ func (p *fairPartner) bArrivals() map[int]time.Time {
 
 func (b *bench) fairness() error {
 	for rep := 1; rep <= b.reps; rep++ {
-		for _, c := range [][2]int{{0, 1}, {50000, 1}, {50000, 50000}} {
+		for _, c := range [][2]int{{0, 1}, {50000, 1}, {b.fairKeys, b.fairKeys}} {
 			row, err := b.fairnessOnce(c[0], c[1])
 			if err != nil {
 				return fmt.Errorf("backlog %d over %d keys: %w", c[0], c[1], err)

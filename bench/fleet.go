@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// 5. Fleet (issue 17): replay throughput with fleet mode on a local
+// 5. Fleet: replay throughput with fleet mode on a local
 // redis-server against local pacing, in the same run, to one fast host and
 // to 1,000 hosts, and the Redis round trips per delivery. Not in the
 // default sections (it needs redis-server): -only fleet.

@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// 5b. The fleet at scale (issue 37): three replicas on one redis-server,
+// 5b. The fleet at scale: three replicas on one redis-server,
 // H hosts (10,000; -quick 1,000) at 127.0.x.y on one receiver, each host
 // paused fleet-wide while 3 webhooks per host are queued spread over the
 // replicas, then resumed: from the resume to the last arrival, Redis

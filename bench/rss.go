@@ -22,7 +22,7 @@ type rssResult struct {
 	restartRSS, restartHWM       int64
 	restartMsgs                  int64
 
-	// The same number of webhooks spread over many hosts (issue 36).
+	// The same number of webhooks spread over many hosts.
 	hosts                                    int
 	manyFillTime                             time.Duration
 	manyRejected                             int64
@@ -84,7 +84,7 @@ func (b *bench) rss() error {
 // rssManyHosts queues the same webhooks spread evenly over b.rssHosts
 // hosts, each at 1/h with a burst of 1, so that nearly all stay queued:
 // what a dispatcher that holds a window per host costs when there are
-// thousands (issue 36). The hosts are loopback addresses 127.0.x.y on the
+// thousands. The hosts are loopback addresses 127.0.x.y on the
 // sink's port; only 127.0.0.1 answers, the others refuse, and their one
 // retry waits an hour for its token.
 func (b *bench) rssManyHosts(r *rssResult, recv *sinkProc) error {

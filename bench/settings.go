@@ -30,6 +30,7 @@ type settings struct {
 	c           int // replay: concurrency
 	queued      int // RSS: webhooks queued
 	rssHosts    int // RSS: hosts they are spread over in the second case
+	fairKeys    int // fairness: keys the many-keys backlog is spread over
 	backlog     time.Duration
 	senderN     int // sender: sequential POSTs per run
 	reuseHosts  int // reuse: hosts
@@ -77,6 +78,7 @@ func register(fs *flag.FlagSet) *settings {
 	fs.IntVar(&s.rssHosts, "rss-hosts", 0, "RSS: then queue the same webhooks spread over this many hosts at 1/h (default 5000; -quick 1000; -1: skip)")
 	fs.IntVar(&s.reuseHosts, "reuse-hosts", 5000, "reuse: hosts, one webhook each per round")
 	fs.IntVar(&s.reuseRounds, "reuse-rounds", 10, "reuse: rounds")
+	fs.IntVar(&s.fairKeys, "fair-keys", 50000, "fairness: keys the many-tenants backlog is spread over (one webhook each)")
 	fs.IntVar(&s.senderN, "sender-n", 50, "sender: sequential POSTs from one Python requests.Session per run")
 	fs.IntVar(&s.senderRuns, "sender-runs", 5, "sender: runs per rep, each direct then through hookpace")
 	fs.DurationVar(&s.backlog, "pacing-backlog", 0, "pacing: backlog per host, in time at its rate (default 15s; -quick 6s)")

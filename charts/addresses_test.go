@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// TestAddressesFromValues (issue 23): the probes' admin address and the
+// TestAddressesFromValues: the probes' admin address and the
 // app's HTTP_PROXY follow hookpace.config's admin and listen instead of
 // 127.0.0.1:9090 and :8080; a wildcard listener is dialled on 127.0.0.1;
 // with a ServiceMonitor the admin listener keeps its port on all of the

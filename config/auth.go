@@ -10,7 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Auth is a host's `auth` block (issue 35): the credentials hookpace
+// Auth is a host's `auth` block: the credentials hookpace
 // attaches to each delivery attempt, so that apps need not hold partners'
 // secrets and a webhook that waited in the spool goes with a fresh token.
 // The config says where the secrets are, never what they are; the loader

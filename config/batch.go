@@ -8,7 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Batching is a host's `batch` block (issue 24): webhooks to the same URL
+// Batching is a host's `batch` block: webhooks to the same URL
 // with JSON bodies are sent together, many to a request, at delivery
 // time. The spool keeps one record per webhook.
 //

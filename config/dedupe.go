@@ -6,7 +6,7 @@ import (
 )
 
 // DedupeConfig names the ingest headers of idempotent enqueue and
-// coalescing (issue 20), and bounds the idempotency keys the spool
+// coalescing, and bounds the idempotency keys the spool
 // remembers. How long a key is remembered is set per host (dedupe_window).
 type DedupeConfig struct {
 	// IdempotencyHeader is the request header whose value makes a POST a

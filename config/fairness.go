@@ -10,7 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Fairness is a host's `fairness` block (issue 34): what a webhook's
+// Fairness is a host's `fairness` block: what a webhook's
 // fairness key is, so that the host's queue is served in turns across the
 // keys that have work instead of as one FIFO.
 //

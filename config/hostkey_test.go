@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Issue 36: ":80" and ":443", and the spellings of one IPv6 address, name
+// ":80" and ":443", and the spellings of one IPv6 address, name
 // the key they would without them: two such keys are duplicates.
 func TestHostKeySpellingsAreDuplicates(t *testing.T) {
 	for _, tc := range []struct{ a, b, key string }{

@@ -8,7 +8,7 @@ import (
 )
 
 // JournalConfig bounds the journal: the history of every webhook and its
-// attempts, kept in the spool's kept database (issue 32). It has its own
+// attempts, kept in the spool's kept database. It has its own
 // budget and never counts toward the spool's limits.
 type JournalConfig struct {
 	Off          bool     // keep no history

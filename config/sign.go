@@ -9,7 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Signing is a host's `sign` block (issue 24): how hookpace signs each
+// Signing is a host's `sign` block: how hookpace signs each
 // delivery attempt. The config says where the secrets are; they are read,
 // and the signer built, by the loader of the files the config names
 // (server.LoadFiles) at check-config, at start and on each reload, so a

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Issue 36: a 50 MB config took 29.5 s and 4.5 GB to check. One over
+// A 50 MB config took 29.5 s and 4.5 GB to check. One over
 // MaxFileSize is refused at once, saying so.
 func TestParseRefusesAnOversizedFile(t *testing.T) {
 	big := "# " + strings.Repeat("x", MaxFileSize) + "\n"
@@ -18,7 +18,7 @@ func TestParseRefusesAnOversizedFile(t *testing.T) {
 	}
 }
 
-// Issue 36: at the old default of 1,000 host labels, half of 2,000
+// At the old default of 1,000 host labels, half of 2,000
 // partners read as host="other". The default fits thousands.
 func TestDefaultHostLabelsFitThousandsOfPartners(t *testing.T) {
 	if n := Default().Telemetry.MaxHostLabels; n < 10000 {

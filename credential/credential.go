@@ -1,5 +1,5 @@
 // Package credential attaches a partner's credentials to each delivery
-// attempt (issue 35): a client certificate (mTLS), an OAuth2
+// attempt: a client certificate (mTLS), an OAuth2
 // client-credentials token, and static secret headers. Secrets are read
 // from files (re-read when the file changes, as when the kubelet swaps a
 // Secret's symlink) or environment variables, at the moment of each

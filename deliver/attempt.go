@@ -77,15 +77,8 @@ func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.
 	d.mu.Unlock()
 	d.end(m)
 
-	if res.status != 0 {
-		span.SetAttributes(attribute.Int("http.response.status_code", res.status))
-	}
-	span.SetAttributes(attribute.String("hookpace.outcome", v.String()))
-	if v != vDone {
-		span.SetStatus(codes.Error, reason)
-	}
-	span.End()
-	d.logAttempt(h.name, m.Ref().String(), m.Enqueued, n, res, v, reason, next, now)
+	d.attemptEnded(span, attemptEnd{host: h.name, id: m.Ref().String(), enqueued: m.Enqueued, n: n,
+		res: res, v: v, reason: reason, next: next, now: now})
 }
 
 // send makes one HTTP request for m.
@@ -315,19 +308,53 @@ func (d *Dispatcher) breakerChanged(h *host, was, why string) {
 	}
 }
 
-// logAttempt writes the canonical line for one delivery attempt. Failures
-// that repeat (same host and reason) are throttled.
-func (d *Dispatcher) logAttempt(host, id string, enqueued time.Time, n int, res result, v verdict, reason string, next, now time.Time, more ...any) {
+// attemptEnd is what one finished attempt, of a webhook or a batch, says
+// in its span and its canonical log line.
+type attemptEnd struct {
+	host, id string
+	enqueued time.Time // of the (first) webhook sent
+	n        int       // the attempt's number
+	res      result
+	v        verdict
+	reason   string
+	next     time.Time // when it goes again; zero: not
+	now      time.Time
+	webhooks int // a batch's members; 0 for a webhook sent alone
+	dead     int // a batch's members that died while the batch did not
+}
+
+// attemptEnded closes an attempt's span and writes its canonical line.
+// Failures that repeat (same host and reason) are throttled.
+func (d *Dispatcher) attemptEnded(span trace.Span, e attemptEnd) {
+	if e.res.status != 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", e.res.status))
+	}
+	span.SetAttributes(attribute.String("hookpace.outcome", e.v.String()))
+	if e.v != vDone {
+		span.SetStatus(codes.Error, e.reason)
+	}
+	span.End()
+	d.logAttempt(e)
+}
+
+// logAttempt writes the canonical line for one delivery attempt.
+func (d *Dispatcher) logAttempt(e attemptEnd) {
+	res, v, reason, next, now := e.res, e.v, e.reason, e.next, e.now
 	attrs := []any{
-		"host", host,
-		"id", id,
-		"attempt", n,
+		"host", e.host,
+		"id", e.id,
+		"attempt", e.n,
 		"outcome", v.String(),
 		"status", res.status,
 		"duration_ms", float64(res.took.Microseconds()) / 1000,
-		"age_ms", now.Sub(enqueued).Milliseconds(),
+		"age_ms", now.Sub(e.enqueued).Milliseconds(),
 	}
-	attrs = append(attrs, more...)
+	if e.webhooks > 0 {
+		attrs = append(attrs, "webhooks", e.webhooks)
+	}
+	if e.dead > 0 {
+		attrs = append(attrs, "dead", e.dead)
+	}
 	if reason != "" {
 		attrs = append(attrs, "reason", reason)
 	}
@@ -348,7 +375,7 @@ func (d *Dispatcher) logAttempt(host, id string, enqueued time.Time, n int, res 
 		d.log.Info("delivery", attrs...)
 		return
 	}
-	ok, suppressed := d.opts.Throttle.Allow(host+"|"+reason, now)
+	ok, suppressed := d.opts.Throttle.Allow(e.host+"|"+reason, now)
 	if !ok {
 		return
 	}

@@ -1,6 +1,6 @@
 package deliver
 
-// Batching (issue 24): for a host with a batch policy, webhooks to the
+// Batching: for a host with a batch policy, webhooks to the
 // same URL with JSON bodies go together, many to one request, as a JSON
 // array of their bodies or as an envelope that carries each one's id,
 // arrival and chosen headers. The spool keeps one record per webhook; a

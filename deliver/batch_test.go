@@ -346,7 +346,7 @@ func TestEnvelope(t *testing.T) {
 	})
 }
 
-// The acceptance case of issue 24: 200 queued for a paused host, then
+// Batching holds for a backlog: 200 queued for a paused host, then
 // resumed, go in at most 5 requests.
 func TestPausedBacklogGoesInFullBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -457,7 +457,7 @@ func TestAllReplacedByNonJSONGoAlone(t *testing.T) {
 	})
 }
 
-// Issue 36: a partner that takes at most 3 webhooks a request and answers
+// A partner that takes at most 3 webhooks a request and answers
 // 413 above that. The batch of 10 is split in halves, at once, down to
 // what the partner takes: all 10 arrive, none is a dead letter, and no
 // member used up an attempt on the way.

@@ -9,7 +9,6 @@ import (
 	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -68,19 +67,12 @@ func (d *Dispatcher) attemptBatch(h *host, ms []*spool.Message, pol Policy, sent
 		d.end(m)
 	}
 
-	if res.status != 0 {
-		span.SetAttributes(attribute.Int("http.response.status_code", res.status))
+	e := attemptEnd{host: h.name, id: id, enqueued: ms[0].Enqueued, n: n, res: res, v: v, reason: reason,
+		next: next, now: now, webhooks: len(ms)}
+	if v != vDead {
+		e.dead = dead // members past max_age or max_attempts
 	}
-	span.SetAttributes(attribute.String("hookpace.outcome", v.String()))
-	if v != vDone {
-		span.SetStatus(codes.Error, reason)
-	}
-	span.End()
-	more := []any{"webhooks", len(ms)}
-	if dead > 0 && v != vDead {
-		more = append(more, "dead", dead) // members past max_age or max_attempts
-	}
-	d.logAttempt(h.name, id, ms[0].Enqueued, n, res, v, reason, next, now, more...)
+	d.attemptEnded(span, e)
 }
 
 // keepBatchable returns the members of ms that may still be batched. A

@@ -1,6 +1,6 @@
 package deliver
 
-// Splitting a batch the partner finds too large (issue 36): a 413, or a
+// Splitting a batch the partner finds too large: a 413, or a
 // 400 whose answer speaks of a size, to a batch of two or more sends its
 // two halves again at once, first in line, and so on down to single
 // webhooks; only a webhook alone is judged by the answer (a 413 to one

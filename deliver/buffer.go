@@ -1,6 +1,6 @@
 package deliver
 
-// What the dispatcher holds in memory (issue 36). MaxBuffered bounds the
+// What the dispatcher holds in memory. MaxBuffered bounds the
 // messages held over all hosts, counted with what a decoded message costs
 // besides its body, and the bound holds for the total: a host reads from
 // the spool only what fits in its share (an equal part for each host the
@@ -34,12 +34,10 @@ func (d *Dispatcher) keep(h *host, m *spool.Message) {
 // release counts m, no longer held in memory for h: it left for good.
 func (d *Dispatcher) release(h *host, m *spool.Message) {
 	d.unkeep(h, m)
-	if h.lanes != nil {
-		if m.Ordering != "" {
-			d.orderDone(h, m) // it left for good: its key moves on
-		}
-		h.settle(m) // lanes_cap.go
+	if m.Ordering != "" {
+		d.orderDone(h, m) // it left for good: its key moves on
 	}
+	h.settle(m) // lanes_cap.go
 }
 
 // unkeep counts m, no longer held in memory for h, where it stays queued

@@ -26,7 +26,7 @@ func held(d *Dispatcher) (msgs int, bytes int64) {
 	return msgs, int64(msgs) * perMsg
 }
 
-// Issue 36: 40 webhooks of 1 KiB each for 500 hosts at 1/m. What the
+// 40 webhooks of 1 KiB each for 500 hosts at 1/m. What the
 // dispatcher holds stays within MaxBuffered, give or take one webhook a
 // host, as the webhooks arrive and all the while they are delivered; and
 // every host gets all of its webhooks delivered.

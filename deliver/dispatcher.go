@@ -38,10 +38,10 @@ type QueueReader interface {
 	// Notify makes the queue announce, from then on, every message that
 	// becomes durable, in id order (see spool.Spool.Notify).
 	Notify(fn func([]*spool.Message))
-	Read(host string, after uint64, max int) ([]*spool.Message, error)
-	// ReadLane is Read for one lane of host's queue (lanes.go), Lanes
-	// lists the lanes with webhooks queued, and Get reads back one queued
-	// webhook (spool.ErrNotQueued: it is not queued any more).
+	// ReadLane reads, in id order, up to max webhooks of lane l of host's
+	// queue with ids above after (lanes.go); Lanes lists the lanes with
+	// webhooks queued, and Get reads back one queued webhook
+	// (spool.ErrNotQueued: it is not queued any more).
 	ReadLane(host string, l spool.Lane, after uint64, max int) ([]*spool.Message, error)
 	Lanes(host string) []spool.LaneUsage
 	Get(host string, l spool.Lane, id uint64) (*spool.Message, error)
@@ -61,7 +61,7 @@ type QueueStore interface {
 	Bury(m *spool.Message, reason string, at time.Time)
 	// Drop removes ms from the queue (a purge by by); DropLater removes m
 	// once its attempt in flight has ended; BuryAll moves ms to the dead
-	// letters (journal_queue.go).
+	// letters (backlog.go).
 	Drop(ms []*spool.Message, by string) (int, error)
 	DropLater(m *spool.Message, by string)
 	BuryAll(ms []*spool.Message, reason string, at time.Time) (int, error)
@@ -224,7 +224,7 @@ type Dispatcher struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	purges purges // backlog control (journal_queue.go), guarded by mu
+	purges purges // backlog control (backlog.go), guarded by mu
 
 	delivered atomic.Int64 // webhooks delivered since the start (Delivered)
 
@@ -331,15 +331,14 @@ type host struct {
 	ready deque      // loaded, waiting for a token, in FIFO order
 	retry retryQueue // failed, waiting for their backoff
 
-	lanes *laneSet // fairness keys, priorities, ordering keys, delays (lanes.go); nil: one FIFO
+	lanes *laneSet // fairness keys, priorities, ordering keys, delays (lanes.go)
 	// spilled: h let go of its messages until its gate lets it send
 	// (spill.go), and reads none before then.
 	spilled time.Time
 
-	cursor   uint64 // highest id read into memory
 	buffered int64  // what h's messages in memory cost (buffer.go)
 	lastSeen uint64 // highest id announced by the spool
-	onDisk   bool   // the spool holds messages above cursor
+	onDisk   bool   // the spool holds messages of a lane above its cursor
 	loading  bool
 
 	timer  *time.Timer
@@ -375,6 +374,7 @@ func (d *Dispatcher) hostLocked(name string) *host {
 		pol := d.opts.Policy(name)
 		now := time.Now()
 		h = &host{name: name, pol: pol, active: now}
+		h.newLanes()
 		if d.opts.Gates != nil {
 			h.gate = d.opts.Gates.Gate(name, h.limits(), now, h)
 		} else {
@@ -392,10 +392,7 @@ func (h *host) count() int {
 
 // readyLen is how many of h's messages in memory wait for their turn.
 func (h *host) readyLen() int {
-	if h.lanes != nil {
-		return h.ready.len() + h.lanes.mem
-	}
-	return h.ready.len()
+	return h.ready.len() + h.lanes.mem
 }
 
 // pump starts every attempt host may make now, arranges to be called again
@@ -441,18 +438,17 @@ func (d *Dispatcher) pump(h *host) {
 		}
 	}
 	h.gate.Pumped(now)
-	if h.lanes != nil {
-		wake = earliest(wake, d.dueDelayed(h, now))
-		d.demote(h)
-		h.takeArrived()
+	wake = earliest(wake, d.dueDelayed(h, now))
+	if h.blockedLong(blocked, now) {
+		d.spill(h, blocked) // spill.go: read again when it may send
+	}
+	d.demote(h)
+	h.takeArrived()
+	if h.mayLoad(now) {
 		d.loadLanes(h)
 		d.rediscover(h)
-	} else if h.blockedLong(blocked, now) {
-		d.spill(h, blocked) // spill.go: read again when it may send
-	} else if h.onDisk && !h.loading && h.ready.len() < h.window()/2 && h.mayLoad(now) {
-		d.load(h)
 	}
-	if !h.mayLoad(now) && h.onDisk {
+	if !h.mayLoad(now) && (h.onDisk || h.lanes.untracked) {
 		wake = earliest(wake, h.spilled) // spill.go: then it reads again
 	}
 	if at, ok := h.retry.peekAt(); ok && at.After(now) && (wake.IsZero() || at.Before(wake)) {

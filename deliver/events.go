@@ -1,6 +1,6 @@
 package deliver
 
-// The dispatcher's operational events (issue 32), which Options.Events
+// The dispatcher's operational events, which Options.Events
 // receives and package events sends to events.url: a webhook died, a
 // breaker opened or closed, a host paused itself. Each is reported where
 // it happens, on the dispatcher's lock or off it; Options.Events never
@@ -19,7 +19,7 @@ const (
 	// EventMessageDead: a webhook went to the dead letters (max_attempts,
 	// max_age, a permanent answer). Data: id, method, url (redacted),
 	// reason, attempts, enqueued_at, last_status (when there was one),
-	// ordering_key (for a webhook of an ordered key, issue 34).
+	// ordering_key (for a webhook of an ordered key).
 	EventMessageDead = "message.dead"
 	// EventBreakerOpened and EventBreakerClosed: a host's breaker opened
 	// (Data: from, reason, probe_at) or closed again (Data: from,

@@ -1,9 +1,9 @@
 package deliver
 
-// The dispatcher's side of the journal and of backlog control (issue 32):
-// it records each attempt with the partner's answer, purges or buries a
-// host's queue including what it holds in memory, and sends a webhook
-// that waited past max_age at the head of its queue to the dead letters.
+// The dispatcher's side of the journal: it records each attempt with the
+// partner's answer, sends a webhook that waited past max_age at the head
+// of its queue to the dead letters, and pauses a host that failed for
+// auto_pause_after. Backlog control (purge, bury) is backlog.go.
 
 import (
 	"fmt"

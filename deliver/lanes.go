@@ -1,10 +1,10 @@
 package deliver
 
-// Fair and ordered delivery within a host (issue 34). A host works as one
-// FIFO until it meets a webhook with a fairness key, a priority, an
-// ordering key or a delay; from then on it keeps its messages in lanes
-// (spool.Lane: a fairness key and a priority), each read from the spool
-// on its own, and serves the fairness keys in turn:
+// Fair and ordered delivery within a host. A host keeps its messages in
+// lanes (spool.Lane: a fairness key and a priority), each read from the
+// spool on its own; a host whose webhooks carry no key, priority,
+// ordering key or delay is a lane set of one lane, the default one. It
+// serves the fairness keys in turn:
 //
 //   - Keys take turns round-robin, a key with weight w taking w messages
 //     a turn. A key that gets work joins the end of the rotation, so its
@@ -19,8 +19,7 @@ package deliver
 //     until then, without holding back the webhooks behind it.
 //
 // What the lanes pick goes to h.ready, a short stage (one request's
-// worth), from which pump, batching, holds and max_age work as they do
-// for a plain host.
+// worth), from which pump, batching, holds and max_age work.
 
 import (
 	"container/heap"
@@ -45,6 +44,8 @@ type laneSet struct {
 	reading int // parked or delayed messages being read back
 
 	onDisk int // lanes with onDisk set
+
+	keyed bool // a webhook with a key, priority, ordering key or delay was seen (status)
 
 	// Dead letters of ordering keys (orderedDead).
 	dead                     int64
@@ -101,48 +102,33 @@ type orderState struct {
 }
 
 // waiting reports whether webhooks wait as ids (parked or delayed) or are
-// being read back; false for nil.
+// being read back.
 func (ls *laneSet) waiting() bool {
-	return ls != nil && (len(ls.order) > 0 || ls.delayed.Len() > 0 || ls.reading > 0)
+	return len(ls.order) > 0 || ls.delayed.Len() > 0 || ls.reading > 0
 }
 
-// reweigh applies reloaded fairness weights; nil does nothing.
+// reweigh applies reloaded fairness weights.
 func (ls *laneSet) reweigh(w map[string]int) {
-	if ls == nil {
-		return
-	}
 	for k, u := range ls.units {
 		u.weight = max(w[k], 1)
 	}
 }
 
-// needsLanes reports whether m takes a host into lanes.
-func needsLanes(m *spool.Message) bool {
+// usesLanes reports whether m uses more than the default lane: a fairness
+// key, a priority, an ordering key or a delay.
+func usesLanes(m *spool.Message) bool {
 	return m.Fairness != "" || m.Priority != spool.PriorityNormal || m.Ordering != "" || !m.NotBefore.IsZero()
 }
 
-// enterLanes makes h keep its messages in lanes from now on. What h.ready
-// holds moves to the default lane, in its order, so that a new key's
-// webhook waits one turn of it, not for the whole window; the default
-// lane goes on reading from h's cursor.
-func (h *host) enterLanes() {
-	ls := &laneSet{lanes: map[spool.Lane]*lane{}, units: map[string]*unit{}, order: map[orderKey]*orderState{}}
-	h.lanes = ls
-	l := h.lane(spool.Lane{}, h.cursor)
-	l.lastSeen = h.lastSeen
-	for h.ready.len() > 0 {
-		l.q.push(h.ready.peek())
-		h.ready.pop()
-		ls.mem++
-	}
-	h.fit = nil // what a batch may take is picked afresh from the lanes
-	if l.q.len() > 0 {
-		ls.hasWork(l.unit)
-	}
-	if h.onDisk {
-		h.setOnDisk(l, true)
-	}
+// newLanes gives h its lane set: the default lane, read from the start.
+func (h *host) newLanes() {
+	h.lanes = &laneSet{lanes: map[spool.Lane]*lane{}, units: map[string]*unit{}, order: map[orderKey]*orderState{}}
+	h.lane(spool.Lane{}, 0)
 }
+
+// defaultLane is h's lane of webhooks without a key or priority; it is
+// never forgotten.
+func (h *host) defaultLane() *lane { return h.lanes.lanes[spool.Lane{}] }
 
 // lane returns h's lane id, made with the given cursor if h has none;
 // nil if h holds maxLanes lanes already (lanes_cap.go).
@@ -249,9 +235,6 @@ func (ls *laneSet) hasWork(u *unit) {
 // stage moves what the lanes pick next into h.ready, up to one request's
 // worth.
 func (h *host) stage() {
-	if h.lanes == nil {
-		return
-	}
 	for h.ready.len() < h.pol.Batch.events() {
 		m := h.pick()
 		if m == nil {
@@ -267,7 +250,7 @@ func (h *host) stage() {
 // go back to stays staged.
 func (h *host) unstage() {
 	ls := h.lanes
-	if ls == nil || h.ready.len() == 0 {
+	if h.ready.len() == 0 {
 		return
 	}
 	var keep []*spool.Message

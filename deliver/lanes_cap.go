@@ -1,6 +1,6 @@
 package deliver
 
-// The bound for many keys (issue 34): a host keeps at most maxLanes lanes
+// The bound for many keys: a host keeps at most maxLanes lanes
 // in memory. A lane that has nothing left in memory, on its way or
 // waiting as an id is forgotten; a webhook announced for a lane the host
 // has no room for stays on disk, and once lanes have been forgotten the

@@ -70,7 +70,7 @@ func lanesBounded(t *testing.T, restart bool) {
 		time.Sleep(10 * time.Millisecond)
 		synctest.Wait()
 		d.mu.Lock()
-		if h := d.hosts["p.example"]; h != nil && h.lanes != nil {
+		if h := d.hosts["p.example"]; h != nil {
 			most = max(most, len(h.lanes.lanes))
 		}
 		d.mu.Unlock()
@@ -108,7 +108,6 @@ func TestSettledNotReadAgain(t *testing.T) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		h := d.hostLocked("p.example")
-		h.enterLanes()
 		h.untrack()
 		gone := &spool.Message{ID: 7, Host: "p.example", Fairness: "k", Enqueued: time.Now()}
 		h.settle(gone)

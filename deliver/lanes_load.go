@@ -23,6 +23,9 @@ type laneRead struct {
 
 // enqueueLane takes a message the spool announced for a host in lanes.
 func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
+	if usesLanes(m) {
+		h.lanes.keyed = true
+	}
 	l := h.lanes.lanes[m.Lane()]
 	if l == nil && h.lanes.capped {
 		// Its lane may have webhooks on disk from while there was no room
@@ -51,25 +54,64 @@ func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
 	if l.leaving {
 		return // read from its start when taken up again (lanes_cap.go)
 	}
-	room := l.q.len() == 0 || h.lanes.mem < h.window() && l.q.len() < h.quota()
+	room := h.count() < h.window() && l.q.len() < h.quota()
+	if !room && !l.onDisk && l.q.len() == 0 && h.count() >= h.window() {
+		room = d.makeRoom(h) // a key's first webhook waits one turn, not for a load
+	}
 	if !l.onDisk && room && d.fits(h, m) {
 		l.cursor = m.ID
 		d.admit(h, l, m, now)
 		return
 	}
+	if l.q.len() == 0 {
+		h.readSoon(l) // read at the next load, ahead of the lanes waiting for theirs
+		return
+	}
 	h.setOnDisk(l, true)
 }
 
-// resume marks h's queue as on disk, at a start: its default lane, and
-// every other lane the spool has, which takes h into lanes.
-func (d *Dispatcher) resume(h *host) {
-	lanes := d.opts.Reader.Lanes(h.name)
-	if len(lanes) == 1 && lanes[0].Lane == (spool.Lane{}) || len(lanes) == 0 {
-		h.onDisk = true
-		return
+// roomScan bounds the lanes makeRoom looks at.
+const roomScan = 64
+
+// makeRoom lets go of the newest webhook of the fullest lane among the
+// next keys in the rotation, so that a key's first webhook is held
+// without going over the window. The webhook stays queued on disk and
+// its lane is read again from before it. A lane with webhooks waiting as
+// ids or being read keeps what it has (its cursor must not go back), and
+// so does a lane with one webhook (its key keeps its turn).
+func (d *Dispatcher) makeRoom(h *host) bool {
+	ls := h.lanes
+	var big *lane
+	for i, u := range ls.ring.buf[ls.ring.head:] {
+		if i >= roomScan {
+			break
+		}
+		for _, l := range u.lanes {
+			if l != nil && l.refs == 0 && !l.loading && !l.leaving && l.q.len() > 1 && (big == nil || l.q.len() > big.q.len()) {
+				big = l
+			}
+		}
 	}
-	h.enterLanes()
-	for _, u := range lanes {
+	if big == nil {
+		return false
+	}
+	m := big.q.popBack()
+	ls.mem--
+	d.unkeep(h, m)
+	big.cursor = m.ID - 1
+	h.setOnDisk(big, true)
+	return true
+}
+
+// resume marks h's queue as on disk, at a start: its default lane, and
+// every other lane the spool has.
+func (d *Dispatcher) resume(h *host) {
+	h.setOnDisk(h.defaultLane(), true)
+	for _, u := range d.opts.Reader.Lanes(h.name) {
+		if u.Lane == (spool.Lane{}) {
+			continue
+		}
+		h.lanes.keyed = true
 		l := h.lane(u.Lane, 0)
 		if l == nil {
 			h.untrack()
@@ -143,6 +185,9 @@ func (d *Dispatcher) laneLoaded(h *host, l *lane, msgs []*spool.Message, n int, 
 	}
 	now := time.Now()
 	for _, m := range msgs {
+		if usesLanes(m) {
+			h.lanes.keyed = true
+		}
 		if m.ID > l.cursor && !d.skipPurged(h.name, m) {
 			l.cursor = m.ID
 			if !h.lanes.settledRecently(m.ID) {

@@ -189,7 +189,7 @@ func (d *Dispatcher) takeLaned(h *host, want map[uint64]bool, out map[uint64]*sp
 // receiver that relies on the order must know. Package events reports it
 // too (message.dead with ordering_key).
 func (d *Dispatcher) orderedDead(h *host, m *spool.Message, reason string) {
-	if m.Ordering == "" || h.lanes == nil {
+	if m.Ordering == "" {
 		return
 	}
 	ls := h.lanes

@@ -1,6 +1,6 @@
 package deliver
 
-// What operators see of a host's lanes (issue 34, "Visible"): its busiest
+// What operators see of a host's lanes: its busiest
 // fairness keys, what it has queued per priority, and the ordering keys
 // that are blocked and on what. The counts come from the spool's memory
 // (QueueReader.Lanes) and the dispatcher's; the oldest webhook of each busy key
@@ -110,8 +110,8 @@ func (s *LaneStatus) Text() string {
 // spool's counts.
 func (d *Dispatcher) laneStatus(h *host) *LaneStatus {
 	ls := h.lanes
-	if ls == nil {
-		return nil
+	if !ls.keyed {
+		return nil // one lane: the host's status says all of it
 	}
 	st := &LaneStatus{Keys: len(ls.units), OrderingKeys: len(ls.order), Delayed: ls.delayed.Len(),
 		OrderedDead: ls.dead, LastDeadKey: ls.lastDeadKey, LastDeadWhy: ls.lastDeadWhy}

@@ -10,7 +10,7 @@ import (
 	"github.com/hookpace/hookpace/partnerlimit"
 )
 
-// Partner limits (Policy.PartnerLimits, issue 19): what a partner says of
+// Partner limits (Policy.PartnerLimits): what a partner says of
 // its own limits in its answers paces the host before any 429.
 //
 //   - A quota (RateLimit r=, X-RateLimit-Remaining) with nothing left

@@ -34,6 +34,14 @@ func (q *deque) pop() {
 	q.head++
 }
 
+// popBack removes and returns the message at the back.
+func (q *deque) popBack() *spool.Message {
+	m := q.buf[len(q.buf)-1]
+	q.buf[len(q.buf)-1] = nil
+	q.buf = q.buf[:len(q.buf)-1]
+	return m
+}
+
 // at returns the i-th message from the front.
 func (q *deque) at(i int) *spool.Message { return q.buf[q.head+i] }
 

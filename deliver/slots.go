@@ -5,7 +5,7 @@ package deliver
 // Each host's concurrency bounds what it has in flight, but not what all
 // of them have together: after a restart with a backlog over 5,000 hosts,
 // every host that had a token sent at once, 5,000 goroutines each with a
-// connection and a grown stack, 270 MiB resident (issue 36). With the
+// connection and a grown stack, 270 MiB resident. With the
 // bound, a host that finds every slot taken waits in a FIFO, and each slot
 // that frees goes to the host at its head, one attempt at a time, so hosts
 // take turns and none is passed over. A host that waits holds no token:

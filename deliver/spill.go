@@ -1,11 +1,13 @@
 package deliver
 
 // A host that can't send for a long while (its tokens refill at 1/h, a
-// long hold, an open breaker) holds nothing in memory meanwhile (issue
-// 36): what it held goes back to the spool, where it is anyway, and the
-// host reads it again when its gate lets it send. With thousands of such
-// hosts, one message each waiting for its retry and one loaded next
-// would otherwise stay in memory for hours.
+// long hold, an open breaker) holds nothing in memory meanwhile: what it
+// held goes back to the spool, where it is anyway, and the host reads it
+// again when its gate lets it send. With thousands of such hosts, one
+// message each waiting for its retry and one loaded next would otherwise
+// stay in memory for hours. The policy is the same for every host, one
+// lane or many: each lane it let go of is read again from before the
+// first of its messages it held.
 
 import (
 	"time"
@@ -20,56 +22,118 @@ const spillAfter = 10 * time.Second
 // blockedLong reports whether h's gate said it can't send before blocked,
 // far enough ahead that h should hold nothing until then.
 func (h *host) blockedLong(blocked, now time.Time) bool {
-	return !blocked.IsZero() && blocked.Sub(now) > spillAfter && h.lanes == nil && !h.gate.Paused()
+	return !blocked.IsZero() && blocked.Sub(now) > spillAfter && !h.gate.Paused()
 }
 
 // spill lets go of every message h holds, if it is safe to read them
 // again from the spool: nothing of h's is in flight or being read or
-// purged, no batching, and every retry and every message's max_age falls
-// after blocked (so waiting on disk changes neither when it is sent nor
-// whether it dies). h's cursor goes back to just before the first of
-// them, so the next load reads them again, in id order, a retry's
-// attempts as its last Update recorded them. Updates and burials are
-// written without waiting, but in order and within milliseconds, and the
-// next load is at least spillAfter away; only a disk stalled for longer
-// could let a load see a webhook just buried still queued and send it
-// once more (at-least-once still holds).
+// purged, no batching, no webhook waits as an id (an ordering key's turn
+// or a delay), and every retry and every message's max_age falls after
+// blocked (so waiting on disk changes neither when it is sent nor whether
+// it dies). Each lane's cursor goes back to just before the first of its
+// messages let go of, so the next load reads them again, in id order, a
+// retry's attempts as its last Update recorded them. Updates and burials
+// are written without waiting, but in order and within milliseconds, and
+// the next load is at least spillAfter away; only a disk stalled for
+// longer could let a load see a webhook just buried still queued and
+// send it once more (at-least-once still holds).
 func (d *Dispatcher) spill(h *host, blocked time.Time) {
+	ls := h.lanes
 	if h.gate.InFlight() > 0 || h.extra > 0 || h.loading || h.pol.Batch != nil || h.count() == 0 ||
-		len(d.purges.loading[h.name]) > 0 {
+		ls.waiting() || ls.discovering || len(d.purges.loading[h.name]) > 0 {
 		return
-	}
-	first := uint64(0)
-	ok := true
-	each := func(m *spool.Message) {
-		if first == 0 || m.ID < first {
-			first = m.ID
-		}
-		if h.pol.MaxAge > 0 && !m.Enqueued.Add(h.pol.MaxAge).After(blocked) {
-			ok = false
-		}
-	}
-	for i := range h.ready.len() {
-		each(h.ready.at(i))
 	}
 	for _, it := range h.retry.items {
 		if it.m == nil || it.at.After(blocked) {
 			return
 		}
-		each(it.m)
 	}
-	if !ok {
-		return
+	// The keys come back in the order they would have gone: those with a
+	// retry (due first), those with a pick staged (their turn was not
+	// used), then the rotation's.
+	var order []*unit
+	seen := map[*unit]bool{}
+	add := func(u *unit) {
+		if !seen[u] {
+			seen[u] = true
+			order = append(order, u)
+		}
 	}
-	for h.ready.len() > 0 {
-		d.release(h, h.ready.peek())
-		h.ready.pop()
-	}
+	var held []*spool.Message
 	for _, it := range h.retry.items {
-		d.release(h, it.m)
+		held = append(held, it.m)
+		if l := ls.outs[it.m.ID]; l != nil {
+			add(l.unit)
+		}
 	}
+	for i := range h.ready.len() {
+		if l := ls.outs[h.ready.at(i).ID]; l != nil {
+			add(l.unit)
+		}
+	}
+	h.unstage() // back at the front of their lanes
+	held = append(held, h.ready.buf[h.ready.head:]...)
+	for _, u := range ls.ring.buf[ls.ring.head:] {
+		add(u)
+	}
+	for _, l := range ls.lanes {
+		add(l.unit)
+		for i := range l.q.len() {
+			held = append(held, l.q.at(i))
+		}
+	}
+	first := map[spool.Lane]uint64{}
+	for _, m := range held {
+		if h.pol.MaxAge > 0 && !m.Enqueued.Add(h.pol.MaxAge).After(blocked) {
+			return
+		}
+		if f, ok := first[m.Lane()]; !ok || m.ID < f {
+			first[m.Lane()] = m.ID
+		}
+	}
+	for _, m := range held {
+		d.unkeep(h, m)
+		if l := ls.outs[m.ID]; l != nil {
+			delete(ls.outs, m.ID)
+			l.out--
+		}
+	}
+	h.ready = deque{}
 	h.retry = retryQueue{}
-	h.cursor, h.onDisk = first-1, true
+	h.fit = nil
+	for _, l := range ls.lanes {
+		ls.mem -= l.q.len()
+		l.q = deque{}
+	}
+	// Read again in that order: the keys rejoin the rotation as they are
+	// read.
+	waiting := ls.loadQ.buf[ls.loadQ.head:]
+	ls.loadQ = fifo[*lane]{}
+	for _, l := range waiting {
+		l.inLoadQ = false
+	}
+	for _, u := range order {
+		for _, l := range u.lanes {
+			if l == nil || l.leaving {
+				continue // a leaving lane is read from its start when taken up again (lanes_cap.go)
+			}
+			f, ok := first[l.id]
+			if ok {
+				l.cursor = min(l.cursor, f-1)
+			}
+			if ok || l.onDisk {
+				h.setOnDisk(l, true)
+			}
+		}
+	}
+	for _, l := range waiting {
+		if l.onDisk && ls.lanes[l.id] == l {
+			h.setOnDisk(l, true)
+		}
+	}
+	for _, l := range ls.lanes {
+		h.forget(l)
+	}
 	// Not read again before then (a minute at most, in case the gate
 	// frees sooner by a way that does not clear it: a reload does).
 	h.spilled = earliest(blocked, time.Now().Add(time.Minute))

@@ -55,3 +55,46 @@ func TestBlockedHostHoldsNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestBlockedLanedHostHoldsNothing: the same for a host with fairness
+// keys: what its lanes held waits on disk while it can't send, and every
+// webhook is still sent once (the failed one twice, its retry as attempt
+// 2), the keys taking turns.
+func TestBlockedLanedHostHoldsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		failed := false
+		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+			if !failed {
+				failed = true
+				return 500, nil
+			}
+			return 200, nil
+		}}
+		pol := policy(1.0/3600, 1, 1)
+		pol.AttemptHeader = "X-Attempt"
+		d, q := setup(t, rc, map[string]Policy{"slow.example": pol}, 0)
+		for _, k := range []string{"a", "b", "c"} {
+			q.addLaned("slow.example", k, 2, fairKey(k))
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		d.mu.Lock()
+		held, n := d.buffered, d.bufferedN
+		d.mu.Unlock()
+		if n != 0 || held != 0 {
+			t.Fatalf("a laned host that can't send for an hour holds %d messages (%d bytes)", n, held)
+		}
+		waitEmpty(t, q, 8*time.Hour)
+		as := rc.arrivals("")
+		var paths []string
+		for _, a := range as {
+			paths = append(paths, a.path)
+		}
+		if got := fmt.Sprint(paths); got != "[/a/0 /a/0 /b/0 /c/0 /a/1 /b/1 /c/1]" {
+			t.Fatalf("arrivals %s", got)
+		}
+		if got := as[1].hdr.Get("X-Attempt"); got != "2" {
+			t.Fatalf("the retry, read again from the spool, went as attempt %q, want 2", got)
+		}
+	})
+}

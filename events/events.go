@@ -1,4 +1,4 @@
-// Package events sends hookpace's own operational events (issue 32) to
+// Package events sends hookpace's own operational events to
 // the operator's endpoint, events.url: a webhook died, a breaker opened or
 // closed, a host was held too long or paused itself, the spool crossed its
 // watermarks, a hand-off ended.

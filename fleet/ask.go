@@ -172,6 +172,36 @@ func (l *Limiter) restoreCall(host, base string, ids []string) scriptCall {
 	return scriptCall{keys: []string{l.key(host, "leases")}, args: args}
 }
 
+// askArg names ask.lua's ARGV slots (1-based): the script reads each into
+// the local named in askSlotNames (TestAskSlots), and the releases
+// follow, 5 each, from askArgs+1.
+const (
+	argNow = iota + 1
+	argRate
+	argCapacity
+	argConcurrency
+	argWant
+	argLeaseTTL
+	argLeaseBase
+	argAdaptive
+	argMinRate
+	argBreakerFailures
+	argBreakerCooldown
+	argHoldSchedule
+	argMaxRetryAfter
+	argReleases
+	argAhead
+	argGiveBack
+	argBurst
+	argVersion
+	argDebt
+	argDown
+	argSinceDown
+	argLiveLeases
+	argMark
+	askArgs = argMark
+)
+
 // askCall is the ask script's keys and arguments for req, and the base of
 // the lease ids it grants.
 func (l *Limiter) askCall(req Request, m memory) (scriptCall, string) {
@@ -181,12 +211,31 @@ func (l *Limiter) askCall(req Request, m memory) (scriptCall, string) {
 	for i, d := range lim.HoldSchedule {
 		sched[i] = us(d)
 	}
-	args := make([]any, 0, 23+5*len(req.Releases))
-	args = append(args, l.nowArg(), ff(lim.Rate), ff(pacer.Capacity(lim)), max(lim.Concurrency, 1), req.Want,
-		us(l.opts.LeasePeriod), base, b01(lim.Adaptive), ff(lim.MinRate), max(lim.BreakerFailures, 1),
-		us(lim.BreakerCooldown), strings.Join(sched, ","), us(lim.MaxRetryAfter), len(req.Releases),
-		max(req.Ahead, 0), max(req.GiveBack, 0), lim.Burst,
-		i64(m.v), i64(m.floor), i64(m.down), i64(m.since), i64(m.leases), l.mark)
+	args := make([]any, askArgs, askArgs+5*len(req.Releases))
+	set := func(slot int, v any) { args[slot-1] = v }
+	set(argNow, l.nowArg())
+	set(argRate, ff(lim.Rate))
+	set(argCapacity, ff(pacer.Capacity(lim)))
+	set(argConcurrency, max(lim.Concurrency, 1))
+	set(argWant, req.Want)
+	set(argLeaseTTL, us(l.opts.LeasePeriod))
+	set(argLeaseBase, base)
+	set(argAdaptive, b01(lim.Adaptive))
+	set(argMinRate, ff(lim.MinRate))
+	set(argBreakerFailures, max(lim.BreakerFailures, 1))
+	set(argBreakerCooldown, us(lim.BreakerCooldown))
+	set(argHoldSchedule, strings.Join(sched, ","))
+	set(argMaxRetryAfter, us(lim.MaxRetryAfter))
+	set(argReleases, len(req.Releases))
+	set(argAhead, max(req.Ahead, 0))
+	set(argGiveBack, max(req.GiveBack, 0))
+	set(argBurst, lim.Burst)
+	set(argVersion, i64(m.v))
+	set(argDebt, i64(m.floor))
+	set(argDown, i64(m.down))
+	set(argSinceDown, i64(m.since))
+	set(argLiveLeases, i64(m.leases))
+	set(argMark, l.mark)
 	for _, r := range req.Releases {
 		ra := "-1"
 		if r.HasRetry {

@@ -61,9 +61,22 @@ local adaptive = ARGV[8] == '1'
 local min_rate = tonumber(ARGV[9])
 local br_failures = tonumber(ARGV[10])
 local cooldown = tonumber(ARGV[11])
+local schedule_arg = ARGV[12]
 local max_ra = tonumber(ARGV[13])
+local nrel = tonumber(ARGV[14])
+local want_tokens = tonumber(ARGV[15])
+local give_back = tonumber(ARGV[16])
+local burst = tonumber(ARGV[17])
+local expect = tonumber(ARGV[18])
+local recalled_debt = tonumber(ARGV[19])
+local down = tonumber(ARGV[20])
+local since_down = tonumber(ARGV[21])
+local live_leases = tonumber(ARGV[22])
+local mark_name = ARGV[23]
+-- The slots above are ask.go's askArg constants, one name each
+-- (TestAskSlots holds the two together); the releases follow from 24.
 local schedule = {}
-for v in string.gmatch(ARGV[12], '[^,]+') do schedule[#schedule + 1] = tonumber(v) end
+for v in string.gmatch(schedule_arg, '[^,]+') do schedule[#schedule + 1] = tonumber(v) end
 
 local st = {}
 local raw = redis.call('HGETALL', KEYS[3])
@@ -72,16 +85,16 @@ local function num(k) return tonumber(st[k] or '0') end
 local held_until, hold_start = num('held_until'), num('hold_start')
 local c429, streak, failures, cdns = num('c429'), num('streak'), num('failures'), num('cdns')
 local open_until, probe_until = num('open_until'), num('probe_until')
-local rate = tonumber(st['rate'] or ARGV[2])
+local rate = tonumber(st['rate']) or conf_rate
 if not adaptive or rate > conf_rate then rate = conf_rate end
 if rate < min_rate then rate = min_rate end
 local reason = st['reason'] or ''
 local dirty, hold_set = false, false
 -- A mark is "version:seconds written"; marks older than 11 minutes go (a
 -- replica expects its mark for 10 minutes after its write: recall.go).
-local me = 'm:' .. ARGV[23]
+local me = 'm:' .. mark_name
 local function mark(k) return tonumber(string.match(st[k] or '0', '^%d+')) end
-local v, expect = num('v'), tonumber(ARGV[18])
+local v = num('v')
 local lost = expect > mark(me)
 if lost then v, dirty = math.max(v, expect), true end
 local frozen = 0 -- µs the bucket does not fill for: quota holds (pacer's quotaHold)
@@ -97,7 +110,6 @@ local function chunked(key, items, cmd, opt)
   end
 end
 
-local nrel = tonumber(ARGV[14])
 local released, kept = {}, {}
 for i = 0, nrel - 1 do
   local j = 24 + i * 5
@@ -116,7 +128,7 @@ for i = 0, nrel - 1 do
     c429 = 0
     if adaptive and rate < conf_rate then
       streak = streak + 1
-      if streak >= math.max(10, tonumber(ARGV[17])) then
+      if streak >= math.max(10, burst) then
         streak, rate = 0, math.min(conf_rate, rate + conf_rate * 0.05)
       end
     else
@@ -175,7 +187,6 @@ if #kept > 0 then redis.call('PEXPIRE', KEYS[2], math.ceil(lease_ttl / 500)) end
 local T = 1000000 / (rate * 0.99)
 local ahead = math.max(tonumber(redis.call('GET', KEYS[1]) or '0') - now, 0)
 local tat_dirty = false
-local give_back = tonumber(ARGV[16])
 if give_back > 0 then
   ahead, tat_dirty = math.max(ahead - give_back * T, 0), true
 end
@@ -185,16 +196,15 @@ if frozen > 0 then
 end
 if lost then
   -- The debt the replica recalls, and its leases, until their period ends.
-  ahead, tat_dirty = math.max(ahead, tonumber(ARGV[19])), true
+  ahead, tat_dirty = math.max(ahead, recalled_debt), true
   local held = {}
-  for i = 1, tonumber(ARGV[22]) do held[2 * i - 1], held[2 * i] = now + lease_ttl, base .. ':r' .. i end
+  for i = 1, live_leases do held[2 * i - 1], held[2 * i] = now + lease_ttl, base .. ':r' .. i end
   chunked(KEYS[2], held, 'ZADD')
   if #held > 0 then redis.call('PEXPIRE', KEYS[2], math.ceil(lease_ttl / 500)) end
 end
-local down = tonumber(ARGV[20])
 if down > 0 then
   -- What the replica's share may have sent while it paced alone.
-  local owed = math.min(down, cap * T) - tonumber(ARGV[21])
+  local owed = math.min(down, cap * T) - since_down
   if owed > ahead then ahead, tat_dirty = owed, true end
 end
 if hold_set then
@@ -211,10 +221,10 @@ local inflight = redis.call('ZCARD', KEYS[2])
 -- go back (a client gives them back when an ask for tokens ahead brings
 -- none) to the replicas waiting.
 local room, others, waiting = conc, 0, false
-if want > 0 or tonumber(ARGV[15]) > 0 then
+if want > 0 or want_tokens > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
   others = redis.call('ZCARD', KEYS[5])
-  if others > 0 and redis.call('ZSCORE', KEYS[5], ARGV[23]) then others, waiting = others - 1, true end
+  if others > 0 and redis.call('ZSCORE', KEYS[5], mark_name) then others, waiting = others - 1, true end
   if others > 0 then
     local prefix, mine = string.match(base, '^(.*:)[^:]*$'), 0
     for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
@@ -264,14 +274,13 @@ else
 end
 if want > 0 and why ~= 'paused' then
   if granted < want and (inflight >= conc or why == 'fair share') then
-    redis.call('ZADD', KEYS[5], now + 1000000, ARGV[23])
+    redis.call('ZADD', KEYS[5], now + 1000000, mark_name)
     redis.call('PEXPIRE', KEYS[5], 2000)
   elseif granted >= want and waiting then
-    redis.call('ZREM', KEYS[5], ARGV[23])
+    redis.call('ZREM', KEYS[5], mark_name)
   end
 end
 local tokens = 0
-local want_tokens = tonumber(ARGV[15])
 if want_tokens > 0 and not paused and held_until <= now and breaker == 'closed' and (others == 0 or granted < room) then
   tokens = math.max(math.min(want_tokens, math.floor((cap * T - ahead + 2) / T)), 0)
   if tokens > 0 then ahead, tat_dirty = ahead + tokens * T, true end

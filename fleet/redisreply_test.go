@@ -10,7 +10,7 @@ import (
 	"github.com/hookpace/hookpace/internal/redistest"
 )
 
-// Issue 36: a Redis that answers OOM is not "unreachable": the degraded
+// A Redis that answers OOM is not "unreachable": the degraded
 // line says Redis answered with an error, and what it said.
 func TestRedisErrorReplyIsLoggedAsSuch(t *testing.T) {
 	srv, clk := redistest.Start(t), newClock()

@@ -130,7 +130,7 @@ func TestRefusalsKeepWebhooks(t *testing.T) {
 		{"503", func(w http.ResponseWriter, n int64) { w.WriteHeader(http.StatusServiceUnavailable) }, "status_503"},
 		{"407", func(w http.ResponseWriter, n int64) { w.WriteHeader(http.StatusProxyAuthRequired) }, "status_407"},
 		{"200 is not 202", func(w http.ResponseWriter, n int64) { w.WriteHeader(http.StatusOK) }, "status_200"},
-		// Issue 36: a bare 202 is not a hookpace's acknowledgement.
+		// A bare 202 is not a hookpace's acknowledgement.
 		{"202 without an id", func(w http.ResponseWriter, n int64) { w.WriteHeader(http.StatusAccepted) }, "202_without_id"},
 		{"429 beyond the budget", func(w http.ResponseWriter, n int64) {
 			w.Header().Set("Retry-After", "3600")

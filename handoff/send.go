@@ -130,7 +130,7 @@ func (s *sender) send(ctx context.Context, m *spool.Message, st HostState) (answ
 	return answer{status: resp.StatusCode, id: resp.Header.Get("X-Hookpace-Id"), retryAfter: resp.Header.Get("Retry-After")}, nil
 }
 
-// The lane headers (issue 34) as the receiving hookpace's proxy reads
+// The lane headers as the receiving hookpace's proxy reads
 // them (proxy.HeaderFairnessKey and the others; proxy imports this
 // package, so they are spelled out here, and a test checks they agree).
 const (

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// Issue 36: with a secret, every hand-off carries a signature over its
+// With a secret, every hand-off carries a signature over its
 // claim, method, host and body, which Verify accepts with the same secret
 // and refuses with another secret, another body or another claim.
 func TestSignsHandoffs(t *testing.T) {

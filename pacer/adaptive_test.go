@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The acceptance partner of issue 33: 4 workers, 20 ms a request plus
+// An overloadable partner: 4 workers, 20 ms a request plus
 // 5 ms for each request still waiting, 503 after 500 ms waiting.
 func acceptancePartner() *partner {
 	return newPartner(4, 20*time.Millisecond, 5*time.Millisecond, 500*time.Millisecond)

@@ -10,7 +10,7 @@ import (
 	"github.com/hookpace/hookpace/spool"
 )
 
-// Idempotent enqueue (issue 20): a POST whose idempotency header repeats
+// Idempotent enqueue: a POST whose idempotency header repeats
 // one accepted for the same host within its dedupe window is answered 202
 // with the first webhook's id and X-Hookpace-Duplicate: true, and nothing
 // is stored. The spool decides, atomically with its group commit (see

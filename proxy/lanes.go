@@ -11,7 +11,7 @@ import (
 	"github.com/hookpace/hookpace/spool"
 )
 
-// Lanes (issue 34): the headers that say where a webhook waits within its
+// Lanes: the headers that say where a webhook waits within its
 // host. They are hookpace's, never the partner's: storedHeader drops them
 // (hopHeaders) whatever the config says, and ingest reads them from the
 // request into the message before its body is read.

@@ -7,7 +7,7 @@ import (
 	"github.com/hookpace/hookpace/config"
 )
 
-// Issue 36: a changed file is reloaded only once two polls in a row read
+// A changed file is reloaded only once two polls in a row read
 // the same bytes: an editor's or kubectl's write caught half-way is not.
 func TestSettle(t *testing.T) {
 	var st settle
@@ -32,7 +32,7 @@ func TestSettle(t *testing.T) {
 	}
 }
 
-// Issue 36: a reload may not turn off proxy auth or egress rules without
+// A reload may not turn off proxy auth or egress rules without
 // naming them, nor take an empty file.
 func TestKeepsGuards(t *testing.T) {
 	parse := func(s string) *config.Config {

@@ -6,7 +6,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-// Backlog control (issue 32): an operator drops queued webhooks for good
+// Backlog control: an operator drops queued webhooks for good
 // (purge) or moves them to the dead letters (bury). The dispatcher decides
 // which, since it holds some of them in memory; these write the change.
 

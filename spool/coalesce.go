@@ -9,7 +9,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-// Coalescing (issue 20). An append with a coalesce key C for host H, when
+// Coalescing. An append with a coalesce key C for host H, when
 // the last webhook appended with (H, C) is still queued and not in flight,
 // replaces that webhook's method, URL, headers and body in place: it keeps
 // its id, its position, its arrival time and its delivery state. The

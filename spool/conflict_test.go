@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Issue 36: an idempotency key reused, within its window, for another
+// An idempotency key reused, within its window, for another
 // request (here another body) is a Conflict, answered with the first
 // one's id, and stores nothing; the same request again is a Duplicate.
 // Concurrent appends of one key in one round are told apart the same way.

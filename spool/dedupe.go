@@ -11,7 +11,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-// Idempotency keys (issue 20). A webhook appended with a key is
+// Idempotency keys. A webhook appended with a key is
 // remembered for its host's dedupe window:
 //
 //	queue/  k <host> 0x00 <key>   → <id:8 bytes big-endian> <expires: unix ns, 8 bytes>

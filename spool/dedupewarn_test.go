@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Issue 36: the warning at dedupe.max_keys named spool.dedupe_max_keys,
+// The warning at dedupe.max_keys named spool.dedupe_max_keys,
 // which no config has. It names the settings as the config does.
 func TestKeysFullWarningNamesTheSettings(t *testing.T) {
 	var log bytes.Buffer

@@ -1,6 +1,6 @@
 package spool
 
-// Deletes while another process fills the disk (issue 36). A delete
+// Deletes while another process fills the disk. A delete
 // writes a tombstone into Badger's memtable, a memory-mapped file that
 // Badger sizes up front as a sparse file: a page of it that the file
 // system can no longer allocate is a SIGBUS, not an error. MinFree keeps

@@ -1,6 +1,6 @@
 package spool
 
-// The journal (issue 32): what became of every webhook, kept in the kept
+// The journal: what became of every webhook, kept in the kept
 // database after it has left the queue.
 //
 //	dead/   j <id:8>              entry: what was accepted, and its outcome once known

@@ -1,6 +1,6 @@
 package spool
 
-// Request bodies in the journal (journal.bodies: true, issue 32): a
+// Request bodies in the journal (journal.bodies: true): a
 // delivered webhook's whole request, kept so that it can be sent again
 // (Resend). Each is one record beside the webhook's attempts,
 //

@@ -6,7 +6,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-// A journal entry's coalesce key (issue 32): the key is not part of a
+// A journal entry's coalesce key: the key is not part of a
 // queued webhook's record (proxy takes the header out; coalesce.go keeps
 // which webhook a key names in memory), so the journal remembers, for the
 // queued webhooks this run accepted with one, the key, the arrival, and

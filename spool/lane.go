@@ -2,7 +2,7 @@ package spool
 
 import "net/http"
 
-// Lanes (issue 34): within a host, a webhook waits in the lane of its
+// Lanes: within a host, a webhook waits in the lane of its
 // fairness key and priority, so that the dispatcher can serve the keys in
 // turn and find each key's next webhook without reading another key's
 // backlog. Lane{} (no fairness key, normal priority) is where every

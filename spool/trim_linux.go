@@ -19,7 +19,7 @@ import (
 // memtable WAL of each database) are trimmed only up to writeMargin behind
 // their write head: reclaiming the pages under its writes would stall
 // them, but what lies behind is as finished as any older file, and during
-// a burst those two files are most of what is resident (issue 36: 100 MiB
+// a burst those two files are most of what is resident (100 MiB
 // of 216 at the peak of 200,000 webhooks over 5,000 hosts). It only runs
 // when the spool's mappings hold more than limit bytes.
 func trimResident(dir string, limit int64) {

@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Idempotent enqueue and coalescing (issue 20).
+// Idempotent enqueue and coalescing.
 const (
 	MetricDeduplicated = "hookpace_ingest_deduplicated_total" // counter {host}: answered with an earlier webhook's id
 	MetricCoalesced    = "hookpace_ingest_coalesced_total"    // counter {host}: replaced a queued webhook

@@ -92,7 +92,7 @@ type hostEntry struct {
 	// delivered holds the host's series per delivery outcome, each made
 	// the first time the host has that outcome: most hosts see two or
 	// three of them, and thousands of hosts each made all of them up
-	// front (issue 36: BenchmarkHostEntryMemory, 1,200 B a host before,
+	// front (BenchmarkHostEntryMemory, 1,200 B a host before,
 	// 472 B with one outcome).
 	delivered [deliver.NumOutcomes]atomic.Pointer[[]metric.AddOption]
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // MetricTunnels counts CONNECTs by destination host and what became of
-// them (issue 29), so that an operator can see which HTTPS destinations go
+// them, so that an operator can see which HTTPS destinations go
 // around the pacing.
 const MetricTunnels = "hookpace_tunnels_total"
 

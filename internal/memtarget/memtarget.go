@@ -4,7 +4,7 @@
 // By default (GOGC=100) the Go heap grows to twice what was live at the
 // last collection before the next one starts. For hookpace that headroom
 // was most of its memory: 200,000 webhooks queued over 5,000 hosts kept
-// ~55 MB live during ingest, and the heap grew past 110 MB (issue 36). A
+// ~55 MB live during ingest, and the heap grew past 110 MB. A
 // plain memory limit (GOMEMLIMIT) holds the heap down, but once what is
 // live nears the limit the collector runs back to back, up to half the
 // CPU. So the limit set here follows what is live: after every collection

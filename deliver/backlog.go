@@ -1,5 +1,9 @@
 package deliver
 
+// Backlog control: an operator purges or buries the queued webhooks of a
+// host that a Selection picks, those on disk and those the dispatcher
+// holds, in memory or in flight.
+
 import (
 	"time"
 
@@ -210,9 +214,6 @@ func (d *Dispatcher) purgedInFlight(h *host, m *spool.Message, v verdict, now ti
 // wasRead reports whether m was read from the spool into h: the loads
 // are past it.
 func (h *host) wasRead(m *spool.Message) bool {
-	if h.lanes == nil {
-		return m.ID <= h.cursor
-	}
 	l := h.lanes.lanes[m.Lane()]
 	return l == nil || m.ID <= l.cursor // a lane is forgotten once all of it was read
 }
@@ -226,9 +227,7 @@ func (d *Dispatcher) takeHeld(h *host, picked []*spool.Message) (out map[uint64]
 		want[m.ID] = true
 	}
 	out = map[uint64]*spool.Message{}
-	if h.lanes != nil {
-		refs = d.takeLaned(h, want, out)
-	}
+	refs = d.takeLaned(h, want, out)
 	var idx []int
 	for i := range h.ready.len() {
 		if m := h.ready.at(i); want[m.ID] {

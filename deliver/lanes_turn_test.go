@@ -1,7 +1,7 @@
 package deliver
 
-// Repros of what the e2e tests of issue 34 found (e2e/lanes_test.go),
-// for the owner of deliver/ to fix.
+// Fairness cases seen from outside (e2e/lanes_test.go), held here at
+// the dispatcher with a fake clock.
 
 import (
 	"slices"
@@ -13,11 +13,10 @@ import (
 )
 
 // TestUntaggedBacklogThenKeyWaitsOneTurn: webhooks without a fairness
-// key share the key "", a key like the others (README). A host whose
-// backlog so far had no key is not in lanes: its window (32 here) is in
-// h.ready, and enterLanes leaves it there, ahead of everything. Tenant
-// B's first webhook then waits behind the whole window of "" instead of
-// one turn (e2e: TestFairnessUntaggedBulkE2E, 27 arrivals at 20/s).
+// key share the key "", a key like the others (README): a backlog
+// without keys, its window (32 here) in memory, holds tenant B's first
+// webhook back for one turn of "", not for the whole window
+// (e2e: TestFairnessUntaggedBulkE2E).
 func TestUntaggedBacklogThenKeyWaitsOneTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rc := &receiver{}
