@@ -1,7 +1,7 @@
 // Package kubetest runs a real Kubernetes control plane for tests: etcd
-// (Debian's etcd-server) and kube-apiserver, and kube-controller-manager
-// when a test needs controllers, each on free loopback ports, stopped by
-// pid when the test ends.
+// (Debian's etcd-server) and kube-apiserver, each on free loopback ports,
+// stopped by pid when the test ends. No controllers run: a test creates
+// the Pods itself, through the API, as a controller would.
 //
 // The Kubernetes binaries are built from the Go module proxy by the tool
 // module in tools/ (k8s.io/kubernetes with every staging module at its
@@ -44,7 +44,7 @@ func Dir() (string, error) {
 	return filepath.Join(filepath.Dir(strings.TrimSpace(string(out))), "hookpace-kube", Version), nil
 }
 
-// Binary returns the path of cmd (kube-apiserver, kube-controller-manager),
+// Binary returns the path of cmd (kube-apiserver),
 // building it first if Dir has none. Concurrent callers, in this process
 // or another, wait for one build (an flock on Dir/.lock).
 func Binary(t testing.TB, cmd string) string {
@@ -196,18 +196,7 @@ func Start(t testing.TB) *Cluster {
 	}
 }
 
-// ControllerManager runs kube-controller-manager with the given
-// controllers (deployment,replicaset,job) against c.
-func (c *Cluster) ControllerManager(t testing.TB, controllers string) {
-	t.Helper()
-	bin := Binary(t, "kube-controller-manager")
-	start(t, c.dir, "kube-controller-manager", bin, "--kubeconfig", c.Kubeconfig(), "--controllers", controllers,
-		"--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(FreePort(t)),
-		"--use-service-account-credentials=false", "--profiling=false")
-}
-
-// Kubeconfig is the path of a kubeconfig file for c (helm, the
-// controller manager).
+// Kubeconfig is the path of a kubeconfig file for c (helm).
 func (c *Cluster) Kubeconfig() string {
 	path := filepath.Join(c.dir, "kubeconfig")
 	os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: v1
