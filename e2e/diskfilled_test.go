@@ -21,43 +21,8 @@ import (
 // mounts the tmpfs, which needs root (as CI has); it fails without.
 func TestDiskFilledFromOutsideDuringDeletes(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("this test mounts a 32 MiB tmpfs, which needs root: mount -t tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
-	rc := NewReceiver(t)
-	hp := &Hookpace{t: t, Dir: dir}
-	hp.Config = filepath.Join(t.TempDir(), "hookpace.yaml")
-	writeConfig(t, hp.Config, "127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "spool"), fmt.Sprintf(`
-spool:
-  min_free: 13MiB
-egress:
-  allow: ["127.0.0.0/8"]
-hosts:
-  %q: {rate: 1000/s, burst: 100, concurrency: 4}
-`, rc.Host()))
-	hp.start()
-	t.Cleanup(hp.Kill)
-	if out, err := hp.CLI("pause", rc.Host()); err != nil {
-		t.Fatalf("pause: %v: %s", err, out)
-	}
 	const n = 600
-	PostAll(t, hp, n, 8, func(i int) string { return fmt.Sprintf("%s/hook/%d", rc.URL, i) })
-
-	// Another process takes every byte left.
-	filler := filepath.Join(dir, "filler")
-	if out, err := exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=64k").CombinedOutput(); !strings.Contains(string(out), "No space left") {
-		t.Fatalf("dd filling the tmpfs: %v: %s", err, out)
-	}
-	// The resume applies, unrecorded: its record would be a write into
-	// the full disk.
-	if out, err := hp.CLI("resume", rc.Host()); err != nil {
-		t.Fatalf("resume: %v: %s\nhookpace's log:\n%s", err, out, hp.Log())
-	}
-	Poll(t, 20*time.Second, "a log line saying the resume went unrecorded", func() bool {
-		return strings.Contains(hp.Log(), "pause not recorded")
-	})
+	hp, rc, filler := filledDuringDeletes(t, "", n)
 	died := func() bool {
 		select {
 		case <-hp.exited:
@@ -100,6 +65,49 @@ hosts:
 	if !strings.Contains(hp.Log(), "held deletes go ahead") {
 		t.Errorf("the log does not say the deletes went ahead:\n%s", hp.Log())
 	}
+}
+
+// filledDuringDeletes mounts a 32 MiB tmpfs (root, as CI has) for the
+// spool of a hookpace with extra config, queues n webhooks behind a
+// paused host, fills the file system to the last byte from another
+// process (dd) and resumes the host: the resume applies unrecorded, and
+// the deliveries' deletes wait for space. It returns the filler's path,
+// for the test to remove.
+func filledDuringDeletes(t *testing.T, extra string, n int) (*Hookpace, *Receiver, string) {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("this test mounts a 32 MiB tmpfs, which needs root: mount -t tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	rc := NewReceiver(t)
+	hp := &Hookpace{t: t, Dir: dir}
+	hp.Config = filepath.Join(t.TempDir(), "hookpace.yaml")
+	writeConfig(t, hp.Config, "127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "spool"), fmt.Sprintf(`
+spool:
+  min_free: 13MiB
+egress:
+  allow: ["127.0.0.0/8"]
+hosts:
+  %q: {rate: 1000/s, burst: 100, concurrency: 4}
+%s`, rc.Host(), extra))
+	hp.start()
+	t.Cleanup(hp.Kill)
+	if out, err := hp.CLI("pause", rc.Host()); err != nil {
+		t.Fatalf("pause: %v: %s", err, out)
+	}
+	PostAll(t, hp, n, 8, func(i int) string { return fmt.Sprintf("%s/hook/%d", rc.URL, i) })
+	filler := filepath.Join(dir, "filler")
+	if out, err := exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=64k").CombinedOutput(); !strings.Contains(string(out), "No space left") {
+		t.Fatalf("dd filling the tmpfs: %v: %s", err, out)
+	}
+	if out, err := hp.CLI("resume", rc.Host()); err != nil {
+		t.Fatalf("resume: %v: %s\nhookpace's log:\n%s", err, out, hp.Log())
+	}
+	Poll(t, 20*time.Second, "a log line saying the resume went unrecorded", func() bool {
+		return strings.Contains(hp.Log(), "pause not recorded")
+	})
+	return hp, rc, filler
 }
 
 // fault is the lines of a crashed Go program's output that say why.
