@@ -36,26 +36,32 @@ func injectCmd(args []string, stdout, stderr io.Writer) error {
 	var cidrs, services listFlag
 	fs.Var(&files, "f", "manifest `FILE` to read, - for stdin (repeatable; default stdin)")
 	injectFlags(fs, &o, &cidrs, &services)
-	if err := parse(fs, args); err != nil {
+	inputs, closeAll, err := parseFiles(fs, args, &files)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{"unexpected argument " + fs.Arg(0) + " (files go after -f)"}
-	}
+	defer closeAll()
 	o.CIDRs = append(cidrs, services...)
 	in, err := inject.New(o)
 	if err != nil {
 		return err
 	}
-	inputs, closeAll, err := openInputs(files)
-	if err != nil {
-		return err
-	}
-	defer closeAll()
 	if err := in.Inject(stdout, stderr, inputs...); err != nil {
 		return fmt.Errorf("nothing written:\n%w", err)
 	}
 	return nil
+}
+
+// parseFiles parses a manifest command's flags (no arguments: files go
+// after -f) and opens its -f files; closeAll closes them.
+func parseFiles(fs *flag.FlagSet, args []string, files *fileFlag) (inputs []inject.Input, closeAll func(), err error) {
+	if err := parse(fs, args); err != nil {
+		return nil, nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, nil, usageError{"unexpected argument " + fs.Arg(0) + " (files go after -f)"}
+	}
+	return openInputs(*files)
 }
 
 // openInputs opens the -f files (none: stdin); closeAll closes them.
@@ -89,13 +95,7 @@ func uninjectCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("uninject")
 	var files fileFlag
 	fs.Var(&files, "f", "manifest `FILE` to read, - for stdin (repeatable; default stdin)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{"unexpected argument " + fs.Arg(0) + " (files go after -f)"}
-	}
-	inputs, closeAll, err := openInputs(files)
+	inputs, closeAll, err := parseFiles(fs, args, &files)
 	if err != nil {
 		return err
 	}
@@ -146,13 +146,7 @@ func checkCmd(args []string, stdout io.Writer) error {
 	fs.Var(&files, "f", "manifest `FILE` to read, - for stdin (repeatable; default stdin): kubectl get -o yaml output works")
 	fs.StringVar(&o.Image, "image", inject.DefaultImage, "the hookpace `IMAGE` every injected pod should run")
 	fs.StringVar(&o.ConfigMap, "configmap", inject.Defaults().ConfigMap, "`NAME` of hookpace's ConfigMap (fleet.redis, shutdown.handoff)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{"unexpected argument " + fs.Arg(0) + " (files go after -f)"}
-	}
-	inputs, closeAll, err := openInputs(files)
+	inputs, closeAll, err := parseFiles(fs, args, &files)
 	if err != nil {
 		return err
 	}
