@@ -11,13 +11,13 @@ import (
 	"github.com/hookpace/hookpace/internal/redistest"
 )
 
-// newQueuePartner is the 4-worker partner of issue 33: 20 ms a request
+// newQueuePartner is a 4-worker partner: 20 ms a request
 // plus 5 ms for each one still waiting, 503 after 500 ms waiting.
 func newQueuePartner(workers int) *overload.Partner {
 	return overload.New(workers, 20*time.Millisecond, 5*time.Millisecond, 500*time.Millisecond)
 }
 
-// Issue 33: with concurrency: auto (max 64) and a rate set far too high
+// With concurrency: auto (max 64) and a rate set far too high
 // (1000/s, burst 100), hookpace finds the capacity of a partner with 4
 // workers that queues, slows down and then answers 503: every webhook
 // arrives, the partner sees far fewer than 64 at once and few 503s, and
@@ -78,7 +78,7 @@ defaults: {rate: 1000/s, burst: 100, concurrency: auto, max_concurrency: 64, bac
 	}
 }
 
-// Issue 33, fleet: three replicas sharing limits through a real Redis,
+// Three replicas sharing limits through a real Redis,
 // each with concurrency: auto, against the same 4-worker partner. Each
 // replica's controller reacts to the latency they cause together, so
 // they do not add up to an overload: every webhook arrives once, the

@@ -51,7 +51,7 @@ func goneReceiver(t *testing.T) *Receiver {
 	return rc
 }
 
-// Issue 22: a web page's form cannot pause a host or purge dead letters,
+// A web page's form cannot pause a host or purge dead letters,
 // and what the listing shows of URLs keeps their query values hidden.
 func TestAdminRefusesCrossSiteForms(t *testing.T) {
 	t.Parallel()
@@ -108,7 +108,7 @@ func TestAdminRefusesCrossSiteForms(t *testing.T) {
 	}
 }
 
-// Issue 22: a DNS-rebinding page names its own host; every admin path
+// A DNS-rebinding page names its own host; every admin path
 // refuses it, while loopback names and addresses are served.
 func TestAdminRefusesForeignHost(t *testing.T) {
 	t.Parallel()
@@ -139,7 +139,7 @@ func TestAdminRefusesForeignHost(t *testing.T) {
 	}
 }
 
-// Issue 22: with admin.token_file, the API wants the token (probes and
+// With admin.token_file, the API wants the token (probes and
 // metrics excepted), the CLI sends it when told where it is, and listings
 // show whole URLs to the token's holder.
 func TestAdminToken(t *testing.T) {
@@ -195,7 +195,7 @@ func TestAdminToken(t *testing.T) {
 	}
 }
 
-// Issue 22: an admin listener off loopback needs a token, or an explicit
+// An admin listener off loopback needs a token, or an explicit
 // admin.insecure_no_auth; without either, hookpace does not start.
 func TestAdminNonLoopbackNeedsToken(t *testing.T) {
 	t.Parallel()
@@ -229,7 +229,7 @@ func TestAdminNonLoopbackNeedsToken(t *testing.T) {
 	}
 }
 
-// Issue 22: pause takes a host, host:port or URL, refuses junk, and bounds
+// Pause takes a host, host:port or URL, refuses junk, and bounds
 // how many hosts outside the config it keeps paused.
 func TestAdminPauseHostsValidatedAndBounded(t *testing.T) {
 	t.Parallel()

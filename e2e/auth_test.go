@@ -83,7 +83,7 @@ func replaceFile(t *testing.T, path string, data []byte) {
 	}
 }
 
-// TestMTLSPartner (issue 35): a partner that requires a client
+// TestMTLSPartner: a partner that requires a client
 // certificate from a CA it trusts. Without auth.mtls the webhooks are not
 // delivered and hookpace status says why; with it, all 20 arrive; after
 // the files are rotated, the new certificate is presented without a
@@ -243,7 +243,7 @@ func (ts *tokenServer) tokens() []string {
 	return out
 }
 
-// TestOAuth2Partner (issue 35): a partner that accepts only bearer tokens
+// TestOAuth2Partner: a partner that accepts only bearer tokens
 // from its token endpoint, which issues 2-second tokens. 50 webhooks
 // queued behind a pause all arrive with valid tokens, over about two
 // token lifetimes, and the endpoint is asked at most 10 times; a revoked

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Issue 4 acceptance: with max_messages 1000, watermarks 0.8/0.5 and a
+// With max_messages 1000, watermarks 0.8/0.5 and a
 // host draining at 100/s, a burst of 2,000 gets about 800 202s and 429s
 // with Retry-After for the rest; still 429 a second later; 202 again once
 // the backlog is below 500; every accepted webhook is delivered.
@@ -177,7 +177,7 @@ hosts:
 	}
 }
 
-// TestSpoolFullNothingDrainingE2E (issue 23): with its only host paused
+// TestSpoolFullNothingDrainingE2E: with its only host paused
 // just after a fast drain, the spool past its high-water mark advises the
 // most it ever does (300 s) on its first 429, not the 1 s a rate measured
 // before the pause would give.

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// TestBatchedBacklog is issue 24's acceptance: 200 webhooks queued for a
+// TestBatchedBacklog: 200 webhooks queued for a
 // paused host with batch {max_events: 50, max_wait: 1s, format:
 // json-array}, then resumed, reach the receiver in at most 5 requests,
 // each a JSON array, which together hold each of the 200 bodies exactly
@@ -209,7 +209,7 @@ hosts:
 	}
 }
 
-// TestTooLargeBatchIsSplit is issue 36's acceptance: a partner that takes
+// TestTooLargeBatchIsSplit: a partner that takes
 // at most 3 webhooks a request and answers 413 above that. A batch of 10
 // (queued behind a pause, so that it goes whole) is split in halves down
 // to what the partner takes: all 10 arrive, each once, none is a dead

@@ -19,7 +19,7 @@ import (
 	"time"
 )
 
-// Issue 2 acceptance: 2,000 webhooks to a host at 200/s burst 20 all get
+// 2,000 webhooks to a host at 200/s burst 20 all get
 // 202, all arrive exactly once and byte-identical, and no 1-second window at
 // the receiver holds more than 220.
 func TestPacedExactlyOnce(t *testing.T) {
@@ -145,7 +145,7 @@ func (l *coreTally) update(as []Arrival) {
 
 func (l *coreTally) all() bool { return l.unique == len(l.count) }
 
-// Issue 2 acceptance: kill -9 right after 1,500 webhooks were acknowledged,
+// Kill -9 right after 1,500 webhooks were acknowledged,
 // with most still queued, loses none of them.
 func TestKill9Durability(t *testing.T) {
 	t.Parallel()
@@ -181,7 +181,7 @@ hosts:
 	}
 }
 
-// Issue 2 acceptance: a slow host's backlog does not slow a fast host.
+// A slow host's backlog does not slow a fast host.
 func TestHostIsolation(t *testing.T) {
 	t.Parallel()
 	slow, fast := NewReceiver(t), NewReceiver(t)
@@ -215,7 +215,7 @@ hosts:
 	}
 }
 
-// Issue 2 acceptance: check-config names a typo'd field and its line, and
+// Check-config names a typo'd field and its line, and
 // exits 1; the shipped example is valid.
 func TestCheckConfig(t *testing.T) {
 	t.Parallel()
@@ -244,7 +244,7 @@ func TestCheckConfig(t *testing.T) {
 	}
 }
 
-// Issue 2 acceptance: curl, a real client that is not Go, can use hookpace
+// Curl, a real client that is not Go, can use hookpace
 // as its proxy; the webhook arrives byte-identical.
 func TestCurlClient(t *testing.T) {
 	t.Parallel()
@@ -286,7 +286,7 @@ func TestCurlClient(t *testing.T) {
 	t.Logf("curl: 202 %s; %d bytes arrived identical", bytes.TrimSpace(answer), len(a.Body))
 }
 
-// Issue 2 acceptance: non-POST requests pass through synchronously with the
+// Non-POST requests pass through synchronously with the
 // receiver's answer; origin-form requests to the proxy get 400.
 func TestGetPassthrough(t *testing.T) {
 	t.Parallel()
@@ -348,7 +348,7 @@ func TestGetPassthrough(t *testing.T) {
 	}
 }
 
-// Issue 2 acceptance: a body over spool.max_body gets 413 and is not
+// A body over spool.max_body gets 413 and is not
 // delivered, whether its length is declared or streamed.
 func TestBodyLimit(t *testing.T) {
 	t.Parallel()

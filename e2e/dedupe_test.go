@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Issue 23: a receiver can de-duplicate. Every attempt carries the id of
+// A receiver can de-duplicate. Every attempt carries the id of
 // the 202 and the attempt number, the same id on a retry after a 503 and
 // after the message was dead-lettered and replayed; a replay or purge of
 // an id that does not exist says so and exits non-zero.

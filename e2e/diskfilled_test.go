@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TestDiskFilledFromOutsideDuringDeletes: issue 36's SIGBUS. On a 32 MiB
+// TestDiskFilledFromOutsideDuringDeletes: the SIGBUS of a full disk. On a 32 MiB
 // tmpfs, 600 webhooks wait behind a paused host; then another process
 // fills the file system to the last byte, and the host is resumed. Each
 // delivery's delete would write a tombstone into a page of Badger's

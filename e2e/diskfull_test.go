@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// TestFullDiskIs503NeverACrash: issue 22's full disk, from outside. On a
+// TestFullDiskIs503NeverACrash: a full disk, from outside. On a
 // 20 MiB tmpfs with the smallest min_free that check-config accepts,
 // filling the spool behind a paused host gives 503s with a fixed reason,
 // never a crash (Badger writes through memory mappings: a page the file

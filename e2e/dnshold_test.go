@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestUnresolvedHostHeldE2E (issue 23): a webhook to a name that never
+// TestUnresolvedHostHeldE2E: a webhook to a name that never
 // resolves (.invalid) gets its 202, then the host is held with reason dns,
 // escalating along hold_schedule, instead of spending the message's
 // attempts; /v1/hosts, hookpace status and the status page say dns, and

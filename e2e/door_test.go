@@ -26,7 +26,7 @@ func trickle(t *testing.T, proxyAddr, target string, n int, interval time.Durati
 		target, strings.SplitN(target, "/", 4)[2], n), n, interval)
 }
 
-// Issue 22: a client trickling its body is cut off at proxy.body_timeout
+// A client trickling its body is cut off at proxy.body_timeout
 // with 408, and nothing is stored.
 func TestSlowBodyGets408(t *testing.T) {
 	t.Parallel()
@@ -50,7 +50,7 @@ func TestSlowBodyGets408(t *testing.T) {
 	})
 }
 
-// Issue 22: with more connections than proxy.max_connections, /healthz
+// With more connections than proxy.max_connections, /healthz
 // still answers and a normal webhook gets its 202 once a slot frees.
 func TestMaxConnectionsKeepsAdminAndQueuesClients(t *testing.T) {
 	t.Parallel()
@@ -99,7 +99,7 @@ func TestMaxConnectionsKeepsAdminAndQueuesClients(t *testing.T) {
 	rc.WaitFor(t, 10*time.Second, "the normal webhook", func(as []Arrival) bool { return len(as) == 1 })
 }
 
-// Issue 22: a body over max_body, sent by a client that writes all of it
+// A body over max_body, sent by a client that writes all of it
 // before reading (Python's urllib), reads the 413 and its reason.
 func TestTooLargeReadByWriteFirstClient(t *testing.T) {
 	t.Parallel()
@@ -130,7 +130,7 @@ except urllib.error.HTTPError as e:
 	}
 }
 
-// Issue 22: headers are bounded by spool.max_header_bytes (431).
+// Headers are bounded by spool.max_header_bytes (431).
 func TestHeadersOverMaxHeaderBytesGet431(t *testing.T) {
 	t.Parallel()
 	rc := NewReceiver(t)

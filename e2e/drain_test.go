@@ -89,7 +89,7 @@ func checkOnce(t *testing.T, as []Arrival, n int) {
 	}
 }
 
-// Issue 18: 120 webhooks queued for a 2/s partner, SIGTERM with a 3 s
+// 120 webhooks queued for a 2/s partner, SIGTERM with a 3 s
 // drain and no hand-off: hookpace goes on delivering for the drain,
 // refuses new webhooks, exits 1 saying how many are left, and a restart
 // on the same spool delivers them all.
@@ -135,7 +135,7 @@ shutdown: {timeout: 10s, drain: 3s}
 	checkOnce(t, rc.Arrivals(), n)
 }
 
-// Issue 18 acceptance: the same with a hand-off to a second hookpace. A
+// The same with a hand-off to a second hookpace. A
 // exits 0 within its budget, every webhook reaches the partner once and
 // byte-identical, those handed off paced by B's own limits.
 func TestHandoffToSecondHookpace(t *testing.T) {

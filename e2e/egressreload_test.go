@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Issue 22 acceptance: a host is paused with webhooks queued and a
+// A host is paused with webhooks queued and a
 // keep-alive connection to it open; egress.deny gains it by reload, and the
 // host is resumed: nothing is delivered, and the webhooks become dead
 // letters with the egress reason.

@@ -57,7 +57,7 @@ func senders() []sender {
 
 var senderOutput = regexp.MustCompile(`^(\d{3}) (\S+)$`)
 
-// Issue 23: the example senders in Go, Python (requests, urllib, httpx)
+// The example senders in Go, Python (requests, urllib, httpx)
 // and Node (fetch with undici's EnvHttpProxyAgent at its defaults, which
 // tunnels) each get hookpace's 202 with an X-Hookpace-Id, not the
 // partner's answer, and each webhook then arrives, paced.

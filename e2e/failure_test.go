@@ -89,7 +89,7 @@ func (p *failWindowPartner) counts() (unique, delivered, throttled, windows int)
 	return len(p.delivered), delivered, p.throttled, p.windows
 }
 
-// Issue 3 acceptance: a partner that allows 10 requests per second and
+// A partner that allows 10 requests per second and
 // answers 429 beyond, with hookpace configured five times too fast. With
 // Retry-After (either form) hookpace learns quickly: every webhook is
 // delivered and fewer than 20 requests are refused.
@@ -166,7 +166,7 @@ func failDeadList(t *testing.T, hp *Hookpace) (total int, dead []failDeadLetter)
 	return l.Total, l.Dead
 }
 
-// Issue 3 acceptance: 410 is permanent: tried once, dead-lettered, listed
+// 410 is permanent: tried once, dead-lettered, listed
 // by the CLI, replayed on request, purged on request.
 func TestDeadLetters410(t *testing.T) {
 	t.Parallel()
@@ -295,7 +295,7 @@ func TestCLIFlagsAfterArguments(t *testing.T) {
 	}
 }
 
-// Issue 3 acceptance: three kill -9s during delivery of 3,000 webhooks
+// Three kill -9s during delivery of 3,000 webhooks
 // lose none, and duplicate at most the attempts in flight at each kill.
 func TestKill9Loop(t *testing.T) {
 	t.Parallel()
@@ -332,7 +332,7 @@ hosts:
 	}
 }
 
-// Issue 3 acceptance: host A held for 30 s by Retry-After does not hold up
+// Host A held for 30 s by Retry-After does not hold up
 // host B, and the admin API shows why A waits.
 func TestHeldHostDoesNotBlockOthers(t *testing.T) {
 	t.Parallel()
@@ -402,7 +402,7 @@ hosts:
 	}
 }
 
-// Issue 3 acceptance: 5xx is retried with backoff, and enough consecutive
+// 5xx is retried with backoff, and enough consecutive
 // failures open the host's breaker, visible in the admin API.
 func TestServerErrorRetriesAndBreaker(t *testing.T) {
 	t.Parallel()

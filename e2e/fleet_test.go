@@ -12,7 +12,7 @@ import (
 	"github.com/hookpace/hookpace/internal/redistest"
 )
 
-// Issue 17: fleet mode. Three real hookpace processes share one real
+// Fleet mode. Three real hookpace processes share one real
 // redis-server; a slow partner counts what arrives and how many at once.
 
 // slowPartner answers after a delay and records when each request was in

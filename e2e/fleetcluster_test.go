@@ -9,7 +9,7 @@ import (
 	"github.com/hookpace/hookpace/internal/redistest"
 )
 
-// TestFleetOnCluster is issue 37's acceptance on a real three-master Redis
+// TestFleetOnCluster: on a real three-master Redis
 // Cluster: three replicas naming its nodes in fleet.cluster, 300 webhooks
 // to a 50 ms partner at 20/s, burst 10, concurrency 4: each arrives once,
 // at most 30 in any second and 4 at once.

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Issue 37: on a Redis Cluster, a failed master degrades only the hosts
+// On a Redis Cluster, a failed master degrades only the hosts
 // in its slots. Two real replicas on a real three-master Cluster (that
 // serves the live masters' slots when one fails:
 // cluster-require-full-coverage no), two partners, one whose keys live on

@@ -9,7 +9,7 @@ import (
 	"github.com/hookpace/hookpace/internal/redistest"
 )
 
-// TestFleetRedisRestartedEmpty is issue 37's acceptance: three replicas
+// TestFleetRedisRestartedEmpty: three replicas
 // drain 300 webhooks to a fast partner at 20/s, burst 10, concurrency 10,
 // and Redis is killed and restarted empty when a third have arrived. The
 // replicas pace on their shares until it answers, then find every host's

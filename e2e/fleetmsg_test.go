@@ -24,7 +24,7 @@ type notHere struct {
 	} `json:"elsewhere"`
 }
 
-// Issue 32, "Fleet": two real hookpace replicas on a real Redis. A
+// Fleet: two real hookpace replicas on a real Redis. A
 // webhook accepted by A and queued there: B's API names A, live, and its
 // admin address, and hookpace msg show asked of B shows it from A. Then A
 // stops and hands its queue off to B, which keeps the id: B finds it in

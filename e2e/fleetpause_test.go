@@ -9,7 +9,7 @@ import (
 	"github.com/hookpace/hookpace/internal/redistest"
 )
 
-// Issue 31: a resume anywhere clears the pause everywhere, the durable
+// A resume anywhere clears the pause everywhere, the durable
 // record included. Replica A pauses a host it has nothing queued for,
 // replica B (which never saw the host) resumes it, A restarts while Redis
 // is down: A delivers to the host. Before, A's record still said paused,

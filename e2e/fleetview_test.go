@@ -26,7 +26,7 @@ type fleetViewPage struct {
 	NextCursor string   `json:"next_cursor"`
 }
 
-// TestFleetView is issue 37's acceptance for the fleet's view: two real
+// TestFleetView checks the fleet's view: two real
 // replicas on one Redis, one host paused with 3 webhooks queued at one
 // replica and 5 at the other, another host delivered to. Either
 // replica's `hookpace status --fleet` shows one line for the paused host

@@ -72,7 +72,7 @@ type opener func(path string) (c net.Conn, target, host string)
 
 var doorNames = []string{"door", "tunnel", "mitm"}
 
-// Issue 36: a request with both Content-Length and Transfer-Encoding:
+// A request with both Content-Length and Transfer-Encoding:
 // chunked, whose chunks end before its Content-Length does, followed on
 // the same connection by a second request. A front end going by the
 // Content-Length sees one request; hookpace reads the chunks, so it must
@@ -118,7 +118,7 @@ func TestSmugglingClosesTheConnection(t *testing.T) {
 	}
 }
 
-// Issue 36: a body trickled inside a tunnel (plain or intercepted) is cut
+// A body trickled inside a tunnel (plain or intercepted) is cut
 // off with 408 at proxy.body_timeout, as on the proxy listener, and
 // nothing is stored.
 func TestSlowBodyInsideTunnelGets408(t *testing.T) {

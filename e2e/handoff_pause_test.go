@@ -46,7 +46,7 @@ func stopHandingOff(t *testing.T, a *Hookpace) {
 	}
 }
 
-// Issue 37, Pause travels: A has partner P paused by an operator with 20
+// Pause travels: A has partner P paused by an operator with 20
 // webhooks queued; at A's SIGTERM they go to B with the pause. B shows P
 // paused (by the hand-off) and delivers nothing to it until `hookpace
 // resume` there; then all 20 arrive, under A's ids. A plain client's

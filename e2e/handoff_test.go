@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Issue 18: a hand-off whose target is down, or answers 503, deletes
+// A hand-off whose target is down, or answers 503, deletes
 // nothing here: hookpace exits 1 with everything still in its spool, and
 // a restart delivers it all.
 func TestHandoffTargetRefuses(t *testing.T) {
@@ -62,7 +62,7 @@ shutdown: {timeout: 6s, drain: 1s, handoff: "http://%s"}
 	}
 }
 
-// Issue 18: kill -9 in the middle of a hand-off. After a restart every
+// Kill -9 in the middle of a hand-off. After a restart every
 // webhook is delivered at least once; duplicates are bounded by the
 // hand-offs in flight when A died (its 64 workers): each keeps its slot
 // until its local delete is durable.

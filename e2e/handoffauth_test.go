@@ -31,7 +31,7 @@ func nextID(t *testing.T, id string) string {
 	return fmt.Sprintf("%s%016x", id[:16], seq+1)
 }
 
-// Issue 36: a client of the receiving hookpace sends webhooks claiming,
+// A client of the receiving hookpace sends webhooks claiming,
 // through X-Hookpace-Handoff-From, ids of another replica's spool (the
 // ids of its queued webhooks, and the next one). With the hand-off secret
 // on both ends those claims are refused, and the real webhooks, handed

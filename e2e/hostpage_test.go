@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Issue 36: hookpace status --host keeps the hosts whose name contains
+// Hookpace status --host keeps the hosts whose name contains
 // its text, and /v1/hosts pages with limit and cursor.
 func TestStatusHostFilterAndPaging(t *testing.T) {
 	t.Parallel()

@@ -121,7 +121,7 @@ func busiest(as []Arrival, w time.Duration) int {
 	return most
 }
 
-// TestHTTPSWithoutCodeChange (issue 29): a partner at an https:// URL,
+// TestHTTPSWithoutCodeChange: a partner at an https:// URL,
 // served over TLS with its own certificate, and apps that only set
 // environment variables: HTTPS_PROXY and the one variable that makes each
 // runtime trust the bundle `hookpace ca bundle` names. Every client gets

@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// Issue 20: the same POST sent 3 times with one Idempotency-Key gets three
+// The same POST sent 3 times with one Idempotency-Key gets three
 // 202s with one id and reaches the partner once, with the header; a 4th
 // after a kill -9 and a restart gets the same id and is not delivered.
-// Issue 36: the key with another body gets 422 (the IETF Idempotency-Key
+// The key with another body gets 422 (the IETF Idempotency-Key
 // draft's answer) naming the first one's id, and nothing is stored.
 func TestIdempotencyKeySurvivesKill(t *testing.T) {
 	t.Parallel()
@@ -113,7 +113,7 @@ hosts:
 	}
 }
 
-// Issue 20: with the host paused, 10 updates with one coalesce key become
+// With the host paused, 10 updates with one coalesce key become
 // one queued webhook; on resume the partner gets it once, with the last
 // body, and without the coalesce header.
 func TestCoalesceWhilePaused(t *testing.T) {

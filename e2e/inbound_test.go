@@ -39,7 +39,7 @@ func inboundAddrs(t *testing.T, hp *Hookpace) map[string]string {
 	return out
 }
 
-// The receiving side (issue 45), checked from outside: a provider posts
+// The receiving side, checked from outside: a provider posts
 // 3,000 Standard Webhooks-signed webhooks with 64 connections, 20 forged
 // and 100 repeats of earlier webhook-ids, to an inbound route in front of
 // an app with 4 workers of 20 ms that answers 503 after 500 ms of

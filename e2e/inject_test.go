@@ -13,7 +13,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
-// TestInjectDeployment is issue 30's acceptance for hookpace inject: on a
+// TestInjectDeployment checks hookpace inject: on a
 // plain two-container Deployment the real binary writes YAML that decodes
 // strictly, with hookpace as a native sidecar and HTTP_PROXY, HTTPS_PROXY
 // and NO_PROXY (with .svc and .cluster.local) on both app containers; its

@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// TestInstanceAndCanonicalLinesE2E (issue 23): hookpace status with no
+// TestInstanceAndCanonicalLinesE2E: hookpace status with no
 // --admin takes the admin address from --config or $HOOKPACE_CONFIG and
 // says which instance answered (spool directory, start time) and what came
 // through it; /v1/instance counts ingests and passthrough requests; every

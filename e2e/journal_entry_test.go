@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Issue 32's journal entry, from outside: three updates with one coalesce
+// The journal entry, from outside: three updates with one coalesce
 // key to a paused host, with a secret header, a fairness key, a priority
 // and a delay. GET /v1/messages/{id} and msg show give the coalesce key
 // with two replacements, the lane, and the request's headers as the app

@@ -36,7 +36,7 @@ func lookup(t *testing.T, hp *Hookpace, id string) journalMessage {
 	return m
 }
 
-// Issue 32's first acceptance item, and the e2e test it asks for: a partner
+// A partner
 // answers 500 with a JSON body, then 200; another webhook gets 422. The
 // journal gives the attempts with their statuses and the body's excerpt,
 // the states delivered and dead, through the API and the CLI, and again

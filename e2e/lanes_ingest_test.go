@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// laneHeaderNames are hookpace's lane headers (issue 34): read at ingest,
+// laneHeaderNames are hookpace's lane headers: read at ingest,
 // never sent to the partner.
 var laneHeaderNames = []string{"Hookpace-Fairness-Key", "Hookpace-Ordering-Key", "Hookpace-Priority", "Hookpace-Delay", "Hookpace-Not-Before"}
 
-// Issue 34, from outside: the lane headers never reach the partner, to a
+// The lane headers never reach the partner, to a
 // host with fairness keys or without, and a Hookpace-Priority hookpace
 // cannot honour is a 400 that says why, with nothing stored.
 func TestLaneHeadersNeverReachPartner(t *testing.T) {
@@ -62,7 +62,7 @@ hosts:
 	}
 }
 
-// Issue 34: with fairness.max_queued_per_key, one key's producer gets 429
+// With fairness.max_queued_per_key, one key's producer gets 429
 // with a Retry-After from its key's share of the host's rate, while other
 // keys are still accepted; the metrics count it as its own outcome.
 func TestMaxQueuedPerKeyE2E(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Issue 34 from outside, continued: a delay and a key's cap across a
+// Lanes from outside, continued: a delay and a key's cap across a
 // kill -9, ordering keys across a kill -9 in the middle of delivery,
 // weights, and an ordered key's active webhook purged.
 

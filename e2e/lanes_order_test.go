@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// More of issue 34's ordering from outside (lanes_test.go has the main
+// More of the lanes' ordering from outside (lanes_test.go has the main
 // cases): a key's first webhook retrying across a kill -9, a delayed
 // first webhook, a dead letter in a key, and the acceptance's 20 keys.
 

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Issue 34, checked from outside with the real binary: fair, ordered,
+// Fair, ordered,
 // prioritised and delayed delivery within one partner host.
 
 // postKeyed POSTs webhooks from..to-1 to rc through hp, parallel at a

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Issue 6 acceptance: metrics values, tracing across the spool, live
+// Metrics values, tracing across the spool, live
 // reload, graceful shutdown, the operator CLI and health endpoints.
 
 const (

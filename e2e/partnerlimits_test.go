@@ -45,7 +45,7 @@ func untilSeconds(end time.Time) string {
 	return strconv.FormatInt(int64((time.Until(end)+time.Second-1)/time.Second), 10)
 }
 
-// Issue 19 acceptance: a partner allowing 10 per 1 s window that says so,
+// A partner allowing 10 per 1 s window that says so,
 // with hookpace set 5x too high (50/s burst 10 concurrency 4): 200
 // webhooks draw at most 5 429s and all arrive once. The delivery time is
 // logged, not asserted (measured from outside by hand; see the issue).

@@ -21,7 +21,7 @@ func hostQueued(t *testing.T, hp *Hookpace, host string) int64 {
 	return st.Queued
 }
 
-// Issue 32's second acceptance item: hookpace queue purge --host
+// hookpace queue purge --host
 // 127.0.0.1:P on a paused host with 100 queued leaves none queued for it,
 // leaves another host on the same IP untouched, and nothing purged arrives
 // once the host is resumed.
@@ -85,7 +85,7 @@ func TestQueuePurgePausedHost(t *testing.T) {
 	}
 }
 
-// Issue 32's third acceptance item: with max_age 2s, webhooks held behind
+// With max_age 2s, webhooks held behind
 // a pause are dead letters with the reason max_age, not deliveries.
 func TestMaxAgeBehindPause(t *testing.T) {
 	t.Parallel()

@@ -49,7 +49,7 @@ func (k *kubeletDir) update(write func(path string)) {
 	}
 }
 
-// Issue 30: a ConfigMap update reaches a running hookpace through its file
+// A ConfigMap update reaches a running hookpace through its file
 // watch alone (no signal, no restart): a host paced at 1/m gets 100/s, and
 // its queued webhooks go at once.
 func TestReloadOnKubeletSymlinkSwap(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Issue 36: a config truncated while hookpace runs (`: > config.yaml`,
+// A config truncated while hookpace runs (`: > config.yaml`,
 // or an editor caught half-way) is refused on reload, and the running
 // config stays: proxy auth and the egress allow-list hold, and what was
 // queued is delivered under them. A file cut short that still parses is

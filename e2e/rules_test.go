@@ -22,7 +22,7 @@ import (
 	"time"
 )
 
-// Issue 16 item 1: check-config refuses exactly what run refuses. Each
+// Check-config refuses exactly what run refuses. Each
 // config goes to the real binary twice: `hookpace check-config --config F`
 // and `hookpace run --config F`. Both exit 1 naming the same field, or
 // check-config says ok and run starts.
@@ -37,7 +37,7 @@ func TestCheckConfigAgreesWithRun(t *testing.T) {
 		{"trailing hyphen in egress", `egress: {deny: ["foo-.example"]}`, "egress.deny[0]"},
 		{"trailing hyphen in hosts key", `hosts: {"foo-.example": {}}`, "hosts"},
 		{"numeric hosts key", `hosts: {"*.123": {}}`, "hosts"},
-		{"absurd rate (issue 22 item 10)", `defaults: {rate: 1e308/s}`, "defaults.rate"},
+		{"absurd rate", `defaults: {rate: 1e308/s}`, "defaults.rate"},
 		{"absurd burst", `hosts: {"a.example": {burst: 1000000000}}`, `hosts["a.example"].burst`},
 		{"rates at the bounds", `{defaults: {rate: 1000000/s, burst: 1000000}, hosts: {"a.example": {rate: 0.1/h}}}`, ""},
 		{"good names", `{egress: {allow: ["*.partner.example", "Partner.Example.", "::1", "10.0.0.0/8"]}, hosts: {"Partner.Example.:8443": {}, "10.0.0.5:80": {}}}`, ""},
@@ -152,7 +152,7 @@ func rawRequest(t *testing.T, proxyAddr, method, target, host string) (int, stri
 	return resp.StatusCode, string(b)
 }
 
-// Issue 22 item 6: a destination no delivery could reach is 400 at the
+// A destination no delivery could reach is 400 at the
 // door, with the reason, on every path: ingest, passthrough and CONNECT.
 func TestUnreachableTargetIs400(t *testing.T) {
 	t.Parallel()
@@ -188,7 +188,7 @@ func TestUnreachableTargetIs400(t *testing.T) {
 	}
 }
 
-// Issue 22 item 12: check-config loads every file run loads, with the same
+// Check-config loads every file run loads, with the same
 // errors: a missing tls.ca_file, a private key as tls.ca_file, missing MITM
 // files, a certificate that is not a CA as the MITM CA.
 func TestCheckConfigLoadsFiles(t *testing.T) {
@@ -214,7 +214,7 @@ func TestCheckConfigLoadsFiles(t *testing.T) {
 		{"private key as tls.ca_file", "tls: {ca_file: " + caKey + "}", "tls.ca_file: " + caKey + ": no PEM certificates found"},
 		{"missing mitm CA", "mitm: {ca_cert: " + missing + ", ca_key: " + missing + "}", "mitm.ca_cert: read CA certificate"},
 		{"non-CA as mitm CA", "mitm: {ca_cert: " + leaf + ", ca_key: " + caKey + "}", "is not a CA certificate"},
-		// Issue 31: every file the config names, not only the CA files.
+		// Every file the config names, not only the CA files.
 		// yaml.v3 writes the keys sorted: shutdown's second key is line 5.
 		{"missing shutdown.handoff_auth_file", "shutdown: {handoff: \"http://127.0.0.1:1\", handoff_auth_file: " + missing + "}",
 			"f.yaml:5: shutdown.handoff_auth_file: open " + missing},
@@ -246,7 +246,7 @@ func writeLeafPEM(t *testing.T, path string) {
 	}
 }
 
-// Issue 22 item 12: a reload names each changed setting that needs a
+// A reload names each changed setting that needs a
 // restart, gives the warnings a start gives, and refuses a file a start
 // would refuse (the old config stays).
 func TestReloadNamesRestartAndWarns(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 	"github.com/hookpace/hookpace/internal/procenv"
 )
 
-// Issue 5 acceptance: MITM with an operator CA, upgrade_tls, SSRF refusals,
+// MITM with an operator CA, upgrade_tls, SSRF refusals,
 // proxy auth, and hookpace's own listeners as forbidden targets.
 
 // TestMITMWithOperatorCA: `hookpace ca init` makes a CA; an app that trusts

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Issue 30: with no shutdown settings (a sidecar's ConfigMap as most
+// With no shutdown settings (a sidecar's ConfigMap as most
 // teams write it), SIGTERM drains: a 5/s host's backlog is delivered; the
 // drain ends once only a paused host's webhooks are left, rather than
 // waiting out its 20 s; and the exit code and the log say how many are

@@ -70,7 +70,7 @@ func tunnelDial(proxy, addr, auth string) (net.Conn, error) {
 	return c, nil
 }
 
-// Issue 23: plain HTTP inside a CONNECT tunnel. POSTs are spooled and
+// Plain HTTP inside a CONNECT tunnel. POSTs are spooled and
 // paced like absolute-form ones (202 with an id, delivered later), other
 // methods pass through, and a request for another host is refused.
 func TestPlainHTTPInsideTunnel(t *testing.T) {
