@@ -14,17 +14,7 @@ import (
 // retry with its attempts counted, when its tokens come.
 func TestBlockedHostHoldsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		failed := false
-		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
-			if !failed {
-				failed = true
-				return 500, nil
-			}
-			return 200, nil
-		}}
-		pol := policy(1.0/3600, 1, 1)
-		pol.AttemptHeader = "X-Attempt"
-		d, q := setup(t, rc, map[string]Policy{"slow.example": pol}, 0)
+		d, q, rc := slowFailingOnce(t)
 		q.add("slow.example", 3)
 		time.Sleep(time.Minute)
 		synctest.Wait()
@@ -62,17 +52,7 @@ func TestBlockedHostHoldsNothing(t *testing.T) {
 // 2), the keys taking turns.
 func TestBlockedLanedHostHoldsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		failed := false
-		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
-			if !failed {
-				failed = true
-				return 500, nil
-			}
-			return 200, nil
-		}}
-		pol := policy(1.0/3600, 1, 1)
-		pol.AttemptHeader = "X-Attempt"
-		d, q := setup(t, rc, map[string]Policy{"slow.example": pol}, 0)
+		d, q, rc := slowFailingOnce(t)
 		for _, k := range []string{"a", "b", "c"} {
 			q.addLaned("slow.example", k, 2, fairKey(k))
 		}
@@ -97,4 +77,23 @@ func TestBlockedLanedHostHoldsNothing(t *testing.T) {
 			t.Fatalf("the retry, read again from the spool, went as attempt %q, want 2", got)
 		}
 	})
+}
+
+// slowFailingOnce is a dispatcher whose host slow.example gets a token an
+// hour (one at first) and one send at a time, in front of a receiver that
+// answers its first request 500 and every other 200; attempts are counted
+// in X-Attempt.
+func slowFailingOnce(t *testing.T) (*Dispatcher, *memQueue, *receiver) {
+	failed := false
+	rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+		if !failed {
+			failed = true
+			return 500, nil
+		}
+		return 200, nil
+	}}
+	pol := policy(1.0/3600, 1, 1)
+	pol.AttemptHeader = "X-Attempt"
+	d, q := setup(t, rc, map[string]Policy{"slow.example": pol}, 0)
+	return d, q, rc
 }
