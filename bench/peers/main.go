@@ -38,6 +38,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -80,6 +81,9 @@ func logf(format string, a ...any) {
 }
 
 func runBench(ctx context.Context, o options) error {
+	if o.pairs < 1 || o.n < 1 || o.conns < 1 || o.rate < 1 || o.latencyFor < time.Second/time.Duration(o.rate) {
+		return fmt.Errorf("-pairs, -n, -conns and -rate must be at least 1, and -latency-for at least one webhook's interval")
+	}
 	if o.webhookx == "" {
 		return fmt.Errorf("-webhookx is required: the path of a webhookx v1.2.0 binary (see docs/performance.md#peer-benchmark-kit)")
 	}
@@ -274,7 +278,7 @@ type machine struct {
 	nproc              int
 	cpuModel, mem      string
 	kernel, goVersion  string
-	fs                 string
+	fs, disk           string
 	loadStart, loadEnd string
 	commit             string
 	webhookx, pg, red  string
@@ -301,6 +305,7 @@ func describeMachine(o options) *machine {
 	k, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	m.kernel = strings.TrimSpace(string(k))
 	m.fs = fsOf(o.work)
+	m.disk = diskProbe(o.work, 3*time.Second)
 	c, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
 	m.commit = strings.TrimSpace(string(c))
 	if d, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); len(d) > 0 {
@@ -318,7 +323,7 @@ func describeMachine(o options) *machine {
 func (m *machine) text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "nproc=%d  cpu=%q  mem=%s  kernel=%s  %s\n", m.nproc, m.cpuModel, m.mem, m.kernel, m.goVersion)
-	fmt.Fprintf(&b, "stores on: %s\n", m.fs)
+	fmt.Fprintf(&b, "stores on: %s; %s\n", m.fs, m.disk)
 	fmt.Fprintf(&b, "hookpace at %s; %s; %s; %s\n", m.commit, m.webhookx, m.pg, m.red)
 	fmt.Fprintf(&b, "load average: %s at the start", m.loadStart)
 	if m.loadEnd != "" {
@@ -326,6 +331,32 @@ func (m *machine) text() string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// diskProbe appends 22 KB to a file in dir and fdatasyncs it, back to back
+// for d: the floor under every durable write both systems make.
+func diskProbe(dir string, d time.Duration) string {
+	f, err := os.CreateTemp(dir, "disk-probe-*")
+	if err != nil {
+		return "disk probe failed: " + err.Error()
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 22000)
+	var lat []time.Duration
+	for start := time.Now(); time.Since(start) < d; {
+		t0 := time.Now()
+		if _, err := f.Write(buf); err != nil {
+			return "disk probe failed: " + err.Error()
+		}
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			return "disk probe failed: " + err.Error()
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	n := len(lat)
+	return fmt.Sprintf("write+fdatasync of 22 KB there: p50 %s, p99 %s (%d in %v)", msStr(lat[n/2]), msStr(lat[n*99/100]), n, d)
 }
 
 // fsOf names the file system that holds dir, from /proc/mounts.
