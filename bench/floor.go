@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -113,18 +114,60 @@ func (l *floorLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // floorMain runs the floor role: it appends to path, listens on
-// 127.0.0.1, prints "FLOOR addr" on stdout and serves until killed.
-func floorMain(path string) error {
+// 127.0.0.1, prints "FLOOR addr" on stdout and serves until killed. With
+// quickAck each read that returned data re-arms TCP_QUICKACK, so that a
+// client that sends a request's headers and body apart with Nagle on
+// (Python's requests through a proxy) is not held by a delayed ACK: the
+// sender section uses the floor as that client's proxy.
+func floorMain(path string, quickAck bool) error {
 	l, err := newFloorLog(path)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	var ln net.Listener
+	if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		return err
+	}
+	if quickAck {
+		ln = quickAckListener{ln}
 	}
 	fmt.Printf("FLOOR %s\n", ln.Addr())
 	return (&http.Server{Handler: l}).Serve(ln)
+}
+
+// quickAckListener's connections re-arm TCP_QUICKACK after each read that
+// returned data.
+type quickAckListener struct{ net.Listener }
+
+func (l quickAckListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c, nil
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return c, nil
+	}
+	return &quickAckConn{Conn: c, raw: raw}, nil
+}
+
+type quickAckConn struct {
+	net.Conn
+	raw syscall.RawConn
+}
+
+func (c *quickAckConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.raw.Control(func(fd uintptr) {
+			syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_QUICKACK, 1)
+		})
+	}
+	return n, err
 }
 
 // floorProc is a running floor server.
@@ -133,12 +176,12 @@ type floorProc struct {
 	addr string
 }
 
-func startFloor(path string) (*floorProc, error) {
+func startFloor(path string, quickAck bool) (*floorProc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, "-role", "floor", "-floor-file", path)
+	cmd := exec.Command(self, "-role", "floor", "-floor-file", path, "-floor-quickack="+strconv.FormatBool(quickAck))
 	cmd.Stderr = os.Stderr
 	cmd.Env = procenv.WithoutProxy()
 	out, err := cmd.StdoutPipe()
@@ -203,13 +246,26 @@ func (b *bench) floor() error {
 			return err
 		}
 	}
-	bins := []struct{ label, path string }{{"hookpace", b.bin}}
+	var extra string
+	if b.compareYAML != "" {
+		y, err := os.ReadFile(b.compareYAML)
+		if err != nil {
+			return fmt.Errorf("-compare-config: %w", err)
+		}
+		extra = string(y)
+	}
+	type bin struct{ label, path, extra string }
+	bins := []bin{{"hookpace", b.bin, ""}}
 	for i, p := range b.compare {
-		bins = append(bins, struct{ label, path string }{fmt.Sprintf("compare%d", i+1), p})
+		bins = append(bins, bin{fmt.Sprintf("compare%d", i+1), p, extra})
 	}
 	b.rep.floorBins = nil
 	for _, x := range bins {
-		b.rep.floorBins = append(b.rep.floorBins, x.label+"="+x.path)
+		d := x.label + "=" + x.path
+		if x.extra != "" {
+			d += " + " + b.compareYAML
+		}
+		b.rep.floorBins = append(b.rep.floorBins, d)
 	}
 	for pair := 1; pair <= b.floorPairs; pair++ {
 		logf("floor pair %d: wrk -t1 -c%d -> floor", pair, b.conns)
@@ -220,7 +276,7 @@ func (b *bench) floor() error {
 		b.rep.floor = append(b.rep.floor, row)
 		for _, x := range bins {
 			logf("floor pair %d: wrk -t1 -c%d -> %s", pair, b.conns, x.label)
-			row, err := b.floorHookpace(rig, pair, x.label, x.path)
+			row, err := b.floorHookpace(rig, pair, x.label, x.path, x.extra)
 			if err != nil {
 				return err
 			}
@@ -255,7 +311,7 @@ func (b *bench) floorOnce(rig *ingestRig, pair int) (*floorRow, error) {
 			os.RemoveAll(dir)
 		}
 	}()
-	fp, err := startFloor(filepath.Join(dir, "floor.log"))
+	fp, err := startFloor(filepath.Join(dir, "floor.log"), false)
 	if err != nil {
 		return nil, err
 	}
@@ -267,9 +323,9 @@ func (b *bench) floorOnce(rig *ingestRig, pair int) (*floorRow, error) {
 	return &floorRow{pair: pair, target: "floor", res: res, cpu: cpu, dist: cpu.disturbance(res.Elapsed)}, nil
 }
 
-func (b *bench) floorHookpace(rig *ingestRig, pair int, label, bin string) (*floorRow, error) {
+func (b *bench) floorHookpace(rig *ingestRig, pair int, label, bin, extra string) (*floorRow, error) {
 	hp, err := startHookpace(bin, b.work, "floor-"+label, hpConfig{logLevel: "info", bigSpool: true,
-		hosts: []hostCfg{{key: rig.recvKey, rate: "1/s", burst: 1, concurrency: 1}}})
+		hosts: []hostCfg{{key: rig.recvKey, rate: "1/s", burst: 1, concurrency: 1}}, extra: extra})
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ type settings struct {
 	sinkStatus    int
 	sinkRecord    string
 	floorFile     string
+	floorQuickAck bool
 
 	binary      string
 	quick       bool
@@ -44,6 +45,7 @@ type settings struct {
 	out         string
 	floorPairs  int
 	compare     stringList // floor: more hookpace binaries, measured in the same pairs
+	compareYAML string     // floor: a YAML file appended to the -compare binaries' config
 
 	quiet     float64
 	disturbed float64
@@ -67,6 +69,7 @@ func register(fs *flag.FlagSet) *settings {
 	fs.StringVar(&s.sinkRecord, "sink-record", "none", "internal: sink recording (none|last|all)")
 
 	fs.StringVar(&s.floorFile, "floor-file", "", "internal: the floor server's log file")
+	fs.BoolVar(&s.floorQuickAck, "floor-quickack", false, "internal: the floor server re-arms TCP_QUICKACK after each read")
 	fs.StringVar(&s.binary, "binary", "", "hookpace binary to test (default: build ./cmd/hookpace)")
 	fs.BoolVar(&s.quick, "quick", false, "smaller and shorter runs (a smoke test, not the measurement)")
 	fs.StringVar(&s.only, "only", "ingest,replay,rss,pacing,sender", "comma-separated sections to run (fleet, adaptive, inbound and capture too, on request)")
@@ -92,6 +95,7 @@ func register(fs *flag.FlagSet) *settings {
 	fs.StringVar(&s.fleetProf, "fleet-profile", "", "fleet: run hookpace built from ./bench/pprofwrap and write a CPU profile of each replay (resume to drained) into this directory")
 	fs.IntVar(&s.floorPairs, "floor-pairs", 3, "floor: alternating pairs of the group-commit floor and hookpace")
 	fs.Var(&s.compare, "compare", "floor: another hookpace binary to measure in the same pairs (repeatable), e.g. one built from main")
+	fs.StringVar(&s.compareYAML, "compare-config", "", "floor: YAML appended to the config of the -compare binaries (e.g. journal: {off: true}), to compare settings in pairs")
 	fs.StringVar(&s.out, "out", "", "also write the report to this file")
 	fs.Float64Var(&s.quiet, "quiet", 0.35, "before each measured run, wait until other processes plus hypervisor steal take fewer than this many cores (0: don't wait)")
 	fs.Float64Var(&s.disturbed, "disturbed", 0.3, "a measured run during which other processes plus hypervisor steal took more than this many cores is repeated (see -retries) and flagged with !")
