@@ -64,7 +64,10 @@ type quickAckConn struct {
 // Read re-arms TCP_QUICKACK first when a read returned data since the last
 // write, unless p is a single byte: net/http's read that only watches for
 // the client going away while a handler runs wants nothing from the
-// client, and the answer that follows carries the ACK.
+// client, and the answer that follows carries the ACK. (net/http's 4 KiB
+// read buffer asks for a single byte too when it holds 4,095 unread bytes
+// of one request's headers; such a request may then wait for a delayed
+// ACK once.)
 func (c *quickAckConn) Read(p []byte) (int, error) {
 	if len(p) > 1 && c.unacked.Load() {
 		c.rearm()
