@@ -24,7 +24,9 @@
 //	go run ./bench            # full run (7-10 minutes on 2 cores)
 //	go run ./bench -quick     # smaller, shorter: a smoke test
 //	go run ./bench -only ingest -profile /tmp/hookpace.cpu.pprof
+//	go run ./bench -only profile -profile /tmp/hookpace.cpu.pprof -log-level info   # the profile alone
 //	go run ./bench -only sender
+//	go run ./bench -only floor -compare /tmp/old/hookpace   # vs the group-commit floor (floor.go)
 //	go run ./bench -only capture     # as root: capture.listen against the proxy listener
 //
 // It builds ./cmd/hookpace (or tests -binary) and starts every process it
@@ -50,6 +52,13 @@ func main() {
 	flag.Parse()
 	if flags.role == "sink" {
 		sinkMain(flags.sinkListeners, flags.sinkStatus, flags.sinkRecord)
+		return
+	}
+	if flags.role == "floor" {
+		if err := floorMain(flags.floorFile, flags.floorQuickAck); err != nil {
+			fmt.Fprintln(os.Stderr, "bench -role floor:", err)
+			os.Exit(1)
+		}
 		return
 	}
 	if flags.role == "capture" {
@@ -126,8 +135,9 @@ func (b *bench) runSections() error {
 		run  func() error
 	}{
 		{"ingest", b.ingest},
+		{"floor", b.floor},
 		{"profile", func() error {
-			if b.profile == "" || !b.settings.sections["ingest"] {
+			if b.profile == "" || !b.settings.sections["ingest"] && !b.settings.sections["profile"] {
 				return nil
 			}
 			return b.runProfile(b.profile)

@@ -27,6 +27,8 @@ type report struct {
 	capture      []*captureArm  // capture.go
 	reuse        []*reuseResult // reuse.go
 	fairness     []*fairnessRow
+	floor        []*floorRow // floor.go
+	floorBins    []string
 	profile      string
 	loadEnd      string
 	halfGen      string
@@ -46,6 +48,9 @@ func (r *report) String() string {
 	}
 	if len(r.half) > 0 {
 		r.writeHalf(&s)
+	}
+	if len(r.floor) > 0 {
+		r.writeFloor(&s)
 	}
 	if len(r.replay) > 0 {
 		r.writeReplay(&s)

@@ -16,6 +16,8 @@ type settings struct {
 	sinkListeners int
 	sinkStatus    int
 	sinkRecord    string
+	floorFile     string
+	floorQuickAck bool
 
 	binary      string
 	quick       bool
@@ -41,6 +43,9 @@ type settings struct {
 	profile     string
 	fleetProf   string
 	out         string
+	floorPairs  int
+	compare     stringList // floor: more hookpace binaries, measured in the same pairs
+	compareYAML string     // floor: a YAML file appended to the -compare binaries' config
 
 	quiet     float64
 	disturbed float64
@@ -58,11 +63,13 @@ var flags = register(flag.CommandLine)
 
 func register(fs *flag.FlagSet) *settings {
 	s := &settings{}
-	fs.StringVar(&s.role, "role", "", "internal: run as a helper process (sink, capture)")
+	fs.StringVar(&s.role, "role", "", "internal: run as a helper process (sink, floor, capture)")
 	fs.IntVar(&s.sinkListeners, "sink-listeners", 1, "internal: sink listeners")
 	fs.IntVar(&s.sinkStatus, "sink-status", 202, "internal: sink answer status")
 	fs.StringVar(&s.sinkRecord, "sink-record", "none", "internal: sink recording (none|last|all)")
 
+	fs.StringVar(&s.floorFile, "floor-file", "", "internal: the floor server's log file")
+	fs.BoolVar(&s.floorQuickAck, "floor-quickack", false, "internal: the floor server re-arms TCP_QUICKACK after each read")
 	fs.StringVar(&s.binary, "binary", "", "hookpace binary to test (default: build ./cmd/hookpace)")
 	fs.BoolVar(&s.quick, "quick", false, "smaller and shorter runs (a smoke test, not the measurement)")
 	fs.StringVar(&s.only, "only", "ingest,replay,rss,pacing,sender", "comma-separated sections to run (fleet, adaptive, inbound and capture too, on request)")
@@ -86,6 +93,9 @@ func register(fs *flag.FlagSet) *settings {
 	fs.BoolVar(&s.keep, "keep", false, "keep spool dirs and logs")
 	fs.StringVar(&s.profile, "profile", "", "after the ingest section, CPU-profile hookpace (built from ./bench/pprofwrap) during a wrk ingest run and write the profile here")
 	fs.StringVar(&s.fleetProf, "fleet-profile", "", "fleet: run hookpace built from ./bench/pprofwrap and write a CPU profile of each replay (resume to drained) into this directory")
+	fs.IntVar(&s.floorPairs, "floor-pairs", 3, "floor: alternating pairs of the group-commit floor and hookpace")
+	fs.Var(&s.compare, "compare", "floor: another hookpace binary to measure in the same pairs (repeatable), e.g. one built from main")
+	fs.StringVar(&s.compareYAML, "compare-config", "", "floor: YAML appended to the config of the -compare binaries (e.g. journal: {off: true}), to compare settings in pairs")
 	fs.StringVar(&s.out, "out", "", "also write the report to this file")
 	fs.Float64Var(&s.quiet, "quiet", 0.35, "before each measured run, wait until other processes plus hypervisor steal take fewer than this many cores (0: don't wait)")
 	fs.Float64Var(&s.disturbed, "disturbed", 0.3, "a measured run during which other processes plus hypervisor steal took more than this many cores is repeated (see -retries) and flagged with !")
@@ -146,3 +156,9 @@ func orDefault[T int | time.Duration](v, def T) T {
 	}
 	return def
 }
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

@@ -27,6 +27,9 @@ func (r *report) targets() []target {
 	if len(r.half) > 0 {
 		ts = append(ts, r.halfTarget())
 	}
+	if len(r.floor) > 0 {
+		ts = append(ts, r.floorTarget())
+	}
 	if len(r.replay) > 0 {
 		ts = append(ts, r.replayTarget())
 	}

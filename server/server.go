@@ -235,8 +235,8 @@ func (a *app) listen(cfg *config.Config) error {
 	if a.proxyLn, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
-	// Each read re-arms TCP_QUICKACK (quickack_linux.go), and connections
-	// are limited (listen.go).
+	// Reads re-arm TCP_QUICKACK while an ACK may be pending
+	// (quickack_linux.go), and connections are limited (listen.go).
 	a.proxyLn = connlimit.New(quickAckListener{a.proxyLn}, maxConnections(cfg), a.log, "proxy")
 	a.undo = append(a.undo, func() { a.proxyLn.Close() })
 	if a.adminLn, err = net.Listen("tcp", cfg.Admin); err != nil {

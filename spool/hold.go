@@ -33,6 +33,11 @@ const holdBelow = txnBudget / 2
 // their weight.
 func (s *Spool) tooFullToRemove(ops []op) bool {
 	room, limited := s.headroom()
+	return s.tooFullToRemoveIn(room, limited, ops)
+}
+
+// tooFullToRemoveIn is tooFullToRemove given the headroom (see headroom).
+func (s *Spool) tooFullToRemoveIn(room int64, limited bool, ops []op) bool {
 	if !limited {
 		return false
 	}

@@ -224,10 +224,13 @@ func (s *Spool) waitJournalLocked(seq uint64) {
 
 // journalLinger is how long the journal's records wait for company
 // before they are committed, when nobody waits for them: each commit
-// costs an fsync of the kept database, which the queue's commits would
-// otherwise queue behind. journalBatch ends the wait early.
+// costs two fsyncs of the kept database (its value log and WAL), on the
+// disk the queue's commits wait for, and a webhook's 202 waits for its
+// queue commit alone. A delete or a lookup that waits ends the linger, so
+// it bounds only how much history a crash can lose. journalBatch ends
+// the wait early.
 const (
-	journalLinger = 20 * time.Millisecond
+	journalLinger = 100 * time.Millisecond
 	journalBatch  = 8192
 )
 

@@ -21,7 +21,9 @@ import (
 // Deletes are never refused: they are what frees space. When something
 // else has filled the disk, they wait for space (hold.go).
 func (s *Spool) refuseUnsafe(batch []op) []op {
-	if s.tooFullToRemove(batch) {
+	// One statfs a round: the free space it reads serves both checks.
+	room, limited := s.headroom()
+	if s.tooFullToRemoveIn(room, limited, batch) {
 		batch = s.holdShrinking(batch)
 	}
 	adds, grows := false, false
@@ -36,7 +38,6 @@ func (s *Spool) refuseUnsafe(batch []op) []op {
 	if adds {
 		gone = s.checkQueueDir()
 	}
-	room, limited := s.headroom()
 	need := int64(0) // the least new message that was refused for space
 	kept := batch[:0:0]
 	var refused []op
