@@ -94,6 +94,14 @@ type Options struct {
 	InitContainers bool     // the app's init containers get the variables too
 
 	CaptureOptions // --capture: the kernel redirects the app's outbound TCP to hookpace
+
+	// Inbound are the app ports hookpace's inbound listener stands in
+	// front of (--inbound): a named port on the sidecar each, a route in
+	// the ConfigMap, and the Services that reach them moved to it.
+	Inbound []InboundPort
+	// InboundSecret is a Secret mounted at InboundSecretDir in the
+	// sidecar, for the routes' verify.secret_file; "" = none.
+	InboundSecret string
 }
 
 // Defaults are the chart's sidecar-mode settings.
@@ -176,6 +184,7 @@ func (o *Options) check() (resources, error) {
 		bad("redis-password-secret", "want NAME or NAME:KEY, got %q", o.RedisPasswordSecret)
 	}
 	errs = append(errs, o.checkCapture()...)
+	errs = append(errs, o.checkInbound()...)
 	return r, errors.Join(errs...)
 }
 
