@@ -88,6 +88,9 @@ func (o *Options) checkInbound() []error {
 		if apps[p.Port] {
 			bad("%d given twice", p.Port)
 		}
+		if taken[p.Port] != "" {
+			bad("%d is hookpace's own %s in the pod: the app cannot listen there too", p.Port, taken[p.Port])
+		}
 		apps[p.Port] = true
 	}
 	for _, p := range o.Inbound {

@@ -317,6 +317,7 @@ func TestInboundRefuses(t *testing.T) {
 		{[]InboundPort{{Port: 3000, Listen: 8080}}, "hookpace's port 8080 is its --proxy-port"},
 		{[]InboundPort{{Port: 3000, Listen: 4000}, {Port: 4000}}, "hookpace's port 4000 is an app port given to --inbound too"},
 		{[]InboundPort{{Port: 3000, Listen: 80}}, "give one from 1024 to 65535"},
+		{[]InboundPort{{Port: 9090}}, "9090 is hookpace's own --admin-port in the pod"},
 	} {
 		o := Defaults()
 		o.Inbound = tc.ports
