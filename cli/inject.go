@@ -148,6 +148,8 @@ func injectFlags(fs *flag.FlagSet, o *inject.Options, cidrs, services *listFlag)
 		}
 		return nil
 	})
+	fs.BoolVar(&o.InboundTargetNumber, "inbound-target-number", false, "move Services' targetPort to the number of hookpace's inbound port, not its name "+
+		"(Kubernetes before 1.32 does not resolve a native sidecar's named port for a Service)")
 	fs.StringVar(&o.InboundSecret, "inbound-secret", "", "Secret `NAME` mounted in hookpace at "+inject.InboundSecretDir+", for the inbound routes' verify.secret_file")
 }
 

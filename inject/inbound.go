@@ -304,8 +304,12 @@ func (in *Injector) inboundNotes(log io.Writer, reached map[int]bool) {
 	}
 	for _, p := range in.o.Inbound {
 		if !reached[p.Port] {
+			target := p.PortName()
+			if in.o.InboundTargetNumber {
+				target = strconv.Itoa(p.ListenPort())
+			}
 			fmt.Fprintf(log, "note: --inbound %d: no Service among the manifests sends the injected pods' port %d to hookpace: in the Service that providers reach, set targetPort: %s "+
-				"on the port whose targetPort is %d (or that port's name); until then they reach the app directly\n", p.Port, p.Port, p.PortName(), p.Port)
+				"on the port whose targetPort is %d (or that port's name); until then they reach the app directly\n", p.Port, p.Port, target, p.Port)
 		}
 	}
 }

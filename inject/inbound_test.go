@@ -187,7 +187,7 @@ func TestInboundServices(t *testing.T) {
 			t.Errorf("Service %s: record %v, changed %v", key, marked, moved)
 		}
 	}
-	for _, line := range []string{"Service/web (namespace shop): port 80: targetPort http → hp-in-3000",
+	for _, line := range []string{"Service/web (namespace shop): port 80: targetPort http → hp-in-3000 (hookpace's inbound port)",
 		"Service/web-direct (namespace shop): port 3000: targetPort 3000 → hp-in-3000", "Service/db (namespace shop): not a workload, unchanged"} {
 		if !strings.Contains(log, line) {
 			t.Errorf("the log lacks %q:\n%s", line, log)
@@ -214,6 +214,21 @@ func TestInboundServices(t *testing.T) {
 	}
 	if !strings.Contains(log, "targetPorts put back") {
 		t.Errorf("the re-inject does not say it put the Services back:\n%s", log)
+	}
+
+	// For clusters before 1.32: the number, the same record.
+	o.InboundTargetNumber = true
+	num, log, err := injectBytes(t, o, out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	for _, obj := range decodeStrict(t, num) {
+		if svc, ok := obj.obj.(*corev1.Service); ok && svc.Namespace+"/"+svc.Name == "shop/web-direct" && svc.Spec.Ports[0].TargetPort != intstr.FromInt32(13000) {
+			t.Errorf("with InboundTargetNumber: targetPort %v, want 13000", svc.Spec.Ports[0].TargetPort)
+		}
+	}
+	if back, _, err := uninjectBytes(t, num); err != nil || string(back) != inboundStream {
+		t.Errorf("uninject of the numbered targetPorts: %v\n%s", err, back)
 	}
 }
 

@@ -102,6 +102,10 @@ type Options struct {
 	// InboundSecret is a Secret mounted at InboundSecretDir in the
 	// sidecar, for the routes' verify.secret_file; "" = none.
 	InboundSecret string
+	// InboundTargetNumber moves Services' targetPort to the number of
+	// hookpace's port rather than its name: Kubernetes before 1.32 does
+	// not resolve a named port of a native sidecar for a Service.
+	InboundTargetNumber bool
 }
 
 // Defaults are the chart's sidecar-mode settings.

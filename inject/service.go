@@ -125,6 +125,9 @@ func (in *Injector) moveTargets(svc *yaml.Node, reached map[int]bool) string {
 			}
 		}
 		for _, p := range in.o.Inbound {
+			if target == p.ListenPort() {
+				reached[p.Port] = true // pointed there by hand
+			}
 			if target != p.Port {
 				continue
 			}
@@ -134,7 +137,11 @@ func (in *Injector) moveTargets(svc *yaml.Node, reached map[int]bool) string {
 				sp.TargetPort, sp.Int = &v, tp.ShortTag() == "!!int"
 			}
 			rec.Ports = append(rec.Ports, sp)
-			set(port, "targetPort", scalar(p.PortName()), "")
+			now := scalar(p.PortName())
+			if in.o.InboundTargetNumber {
+				now = intScalar(int64(p.ListenPort()))
+			}
+			set(port, "targetPort", now, "")
 			reached[p.Port] = true
 			was := str(port, "port")
 			if sp.TargetPort != nil {
@@ -143,7 +150,11 @@ func (in *Injector) moveTargets(svc *yaml.Node, reached map[int]bool) string {
 			if msg != "" {
 				msg += "; "
 			}
-			msg += fmt.Sprintf("port %s: targetPort %s → %s (hookpace's inbound port)", str(port, "port"), was, p.PortName())
+			what := "hookpace's inbound port"
+			if now.Value != p.PortName() {
+				what += " " + p.PortName()
+			}
+			msg += fmt.Sprintf("port %s: targetPort %s → %s (%s)", str(port, "port"), was, now.Value, what)
 		}
 	}
 	if len(rec.Ports) == 0 {
