@@ -69,6 +69,9 @@ func TestSidecarInbound(t *testing.T) {
 		t.Errorf("inbound Secret volume %+v", v)
 	}
 
+	if flags := strings.Join(injectFlags(t, "sidecar.inbound[0]=3000", "sidecar.inboundTargetNumber=true"), " "); flags != "--inbound 3000 --inbound-target-number" {
+		t.Errorf("with inboundTargetNumber, inject flags %q", flags)
+	}
 	if _, err := helm(t, "template", "rel", chart, "--set", "sidecar.inbound[0]=60000"); err == nil || !strings.Contains(err.Error(), "set listenPort") {
 		t.Errorf("port 60000 without listenPort: %v", err)
 	}

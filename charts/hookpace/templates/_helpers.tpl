@@ -325,5 +325,6 @@ defaults. */}}
 {{- end -}}
 {{- end -}}
 {{- with $v.sidecar.inboundSecret -}}{{- $flags = append $flags (printf "--inbound-secret %s" .) -}}{{- end -}}
+{{- if and $v.sidecar.inbound $v.sidecar.inboundTargetNumber -}}{{- $flags = append $flags "--inbound-target-number" -}}{{- end -}}
 {{ join " " $flags }}
 {{- end }}
