@@ -146,6 +146,28 @@ func (in *Injector) inboundRefusals(w workload) []error {
 	return errs
 }
 
+// undeclared warns of the inbound ports no container of w declares: a
+// typo, or an app that does not list its ports (then all is well if it
+// listens there).
+func (in *Injector) undeclared(w workload) string {
+	declared := map[string]bool{}
+	for _, c := range items(get(w.spec, "containers")) {
+		for _, cp := range items(get(c, "ports")) {
+			declared[str(cp, "containerPort")] = true
+		}
+	}
+	var missing []string
+	for _, p := range in.o.Inbound {
+		if !declared[strconv.Itoa(p.Port)] {
+			missing = append(missing, strconv.Itoa(p.Port))
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return "; warning: --inbound " + strings.Join(missing, ",") + ": no container declares that port; hookpace's door forwards to it all the same (check that the app listens there)"
+}
+
 // inboundBook is what inject learns of the inbound ports while it reads
 // the manifests.
 type inboundBook struct {

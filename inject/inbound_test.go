@@ -245,6 +245,7 @@ func TestInboundNoService(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log)
 	}
 	for _, want := range []string{
+		"warning: --inbound 3000,8443: no container declares that port",
 		"--inbound 3000: no Service among the manifests sends the injected pods' port 3000 to hookpace: in the Service that providers reach, set targetPort: hp-in-3000",
 		"--inbound 8443: no Service among the manifests sends the injected pods' port 8443 to hookpace: in the Service that providers reach, set targetPort: hp-in-8443",
 		`the ConfigMap "hookpace" must have the inbound routes {name: hp-in-3000, listen: ":13000", to: "http://127.0.0.1:3000"}, {name: hp-in-8443, listen: ":9443", to: "http://127.0.0.1:8443"}`,

@@ -179,7 +179,7 @@ func (in *Injector) object(obj *yaml.Node, where string, log io.Writer) error {
 		in.noteWorkload(w)
 		in.noteJob(w)
 		in.notePod(w)
-		fmt.Fprintf(log, "%s: %s\n", w.name, msg)
+		fmt.Fprintf(log, "%s: %s%s\n", w.name, msg, in.undeclared(w))
 		return nil
 	})
 }
