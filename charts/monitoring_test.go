@@ -197,7 +197,7 @@ func TestRestartFieldsComplete(t *testing.T) {
 	body = body[i:]
 	body = body[:strings.Index(body, "\n}\n")]
 	names := regexp.MustCompile(`\{"([a-z_.]+)", old\.`).FindAllStringSubmatch(body, -1)
-	if len(names) < 10 || !strings.Contains(body, "fleetRestart(") || !strings.Contains(body, "eventsRestart(") {
+	if len(names) < 10 || !strings.Contains(body, "fleetRestart(") || !strings.Contains(body, "eventsRestart(") || !strings.Contains(body, "inboundRestart(") {
 		t.Fatalf("found %d restart fields in RestartRequired: the test no longer reads it", len(names))
 	}
 	tpl, err := os.ReadFile(filepath.Join(chart, "templates", "_helpers.tpl"))
@@ -217,7 +217,7 @@ func TestRestartFieldsComplete(t *testing.T) {
 		}
 		return false
 	}
-	fields := []string{"fleet.redis", "events"} // and the rest of fleetRestart; eventsRestart names "events"
+	fields := []string{"fleet.redis", "events", "inbound"} // and the rest of fleetRestart; eventsRestart names "events", inboundRestart "inbound"
 	for _, n := range names {
 		fields = append(fields, n[1])
 	}

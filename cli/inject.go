@@ -137,6 +137,20 @@ func injectFlags(fs *flag.FlagSet, o *inject.Options, cidrs, services *listFlag)
 	fs.BoolVar(&o.Java, "java", false, "add JAVA_TOOL_OPTIONS with the proxy, nonProxyHosts and the trust store")
 	fs.BoolVar(&o.InitContainers, "init-containers", false, "give the app's init containers the variables too")
 	captureFlags(fs, &o.CaptureOptions)
+	fs.Func("inbound", "put hookpace's inbound listener in front of the app's container `PORT`, or PORT:LISTEN (default LISTEN: PORT+10000): "+
+		"a sidecar port named "+inject.InboundPortPrefix+"PORT, a route in the ConfigMap, and the Services' targetPort moved to it (repeatable, comma-separated)", func(s string) error {
+		for _, v := range strings.Split(s, ",") {
+			p, err := inject.ParseInboundPort(v)
+			if err != nil {
+				return err
+			}
+			o.Inbound = append(o.Inbound, p)
+		}
+		return nil
+	})
+	fs.BoolVar(&o.InboundTargetNumber, "inbound-target-number", false, "move Services' targetPort to the number of hookpace's inbound port, not its name "+
+		"(Kubernetes before 1.32 does not resolve a native sidecar's named port for a Service)")
+	fs.StringVar(&o.InboundSecret, "inbound-secret", "", "Secret `NAME` mounted in hookpace at "+inject.InboundSecretDir+", for the inbound routes' verify.secret_file")
 }
 
 func checkCmd(args []string, stdout io.Writer) error {

@@ -39,6 +39,7 @@ type Injector struct {
 	seen    map[string]bool // of those, the ones some object has
 	fleet   fleetBook
 	capture captureBook
+	inbound inboundBook
 	jobs    []string // Jobs that need a hand-off target
 	handoff bool     // the ConfigMap among the manifests sets shutdown.handoff
 }
@@ -76,17 +77,22 @@ func (in *Injector) Inject(out, log io.Writer, inputs ...Input) error {
 			}
 		}
 		in.captureNotes(log)
+		reached, err := in.services(log)
+		if err != nil {
+			return err
+		}
+		in.inboundNotes(log, reached)
 		return errors.Join(in.fleetWarnings(log), in.jobsRefused())
 	})
 }
 
 // stream calls each on the root of every document of the inputs, then
 // done (if not nil), and writes the documents as one stream to out,
-// unless one of them returned an error.
+// unless one of them returned an error. Nothing is encoded before done
+// returns: done may still edit any document (a Service read before the
+// workload it selects).
 func stream(out, log io.Writer, inputs []Input, each func(root *yaml.Node, where string) error, done func() error) error {
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
+	var docs []*yaml.Node
 	var errs []error
 	for _, input := range inputs {
 		dec := yaml.NewDecoder(input.R)
@@ -113,9 +119,7 @@ func stream(out, log io.Writer, inputs []Input, each func(root *yaml.Node, where
 			}
 			expandAliases(&doc)
 			errs = append(errs, each(root, fmt.Sprintf("%s: ", input.Name)))
-			if err := enc.Encode(&doc); err != nil {
-				errs = append(errs, fmt.Errorf("%s: document %d: %w", input.Name, i, err))
-			}
+			docs = append(docs, &doc)
 		}
 	}
 	if done != nil {
@@ -123,6 +127,14 @@ func stream(out, log io.Writer, inputs []Input, each func(root *yaml.Node, where
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	for _, doc := range docs {
+		if err := enc.Encode(doc); err != nil {
+			return fmt.Errorf("%s: %w", str(doc.Content[0], "kind"), err)
+		}
 	}
 	if err := enc.Close(); err != nil {
 		return err
@@ -134,8 +146,15 @@ func stream(out, log io.Writer, inputs []Input, each func(root *yaml.Node, where
 // object injects one object, or each item of a List.
 func (in *Injector) object(obj *yaml.Node, where string, log io.Writer) error {
 	return visit(obj, where, func(obj *yaml.Node, name string) error {
+		if str(obj, "kind") == "Service" {
+			in.noteService(obj, name) // edited once every pod is known
+			return nil
+		}
 		in.noteHandoff(obj)
 		if err := in.captureConfigMap(obj, name); err != nil {
+			return err
+		}
+		if err := in.inboundConfigMap(obj, name); err != nil {
 			return err
 		}
 		if ok, err := in.configMap(obj, name); ok || err != nil {
@@ -159,7 +178,8 @@ func (in *Injector) object(obj *yaml.Node, where string, log io.Writer) error {
 		}
 		in.noteWorkload(w)
 		in.noteJob(w)
-		fmt.Fprintf(log, "%s: %s\n", w.name, msg)
+		in.notePod(w)
+		fmt.Fprintf(log, "%s: %s%s\n", w.name, msg, in.undeclared(w))
 		return nil
 	})
 }

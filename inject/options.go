@@ -94,6 +94,18 @@ type Options struct {
 	InitContainers bool     // the app's init containers get the variables too
 
 	CaptureOptions // --capture: the kernel redirects the app's outbound TCP to hookpace
+
+	// Inbound are the app ports hookpace's inbound listener stands in
+	// front of (--inbound): a named port on the sidecar each, a route in
+	// the ConfigMap, and the Services that reach them moved to it.
+	Inbound []InboundPort
+	// InboundSecret is a Secret mounted at InboundSecretDir in the
+	// sidecar, for the routes' verify.secret_file; "" = none.
+	InboundSecret string
+	// InboundTargetNumber moves Services' targetPort to the number of
+	// hookpace's port rather than its name: Kubernetes before 1.32 does
+	// not resolve a named port of a native sidecar for a Service.
+	InboundTargetNumber bool
 }
 
 // Defaults are the chart's sidecar-mode settings.
@@ -176,6 +188,7 @@ func (o *Options) check() (resources, error) {
 		bad("redis-password-secret", "want NAME or NAME:KEY, got %q", o.RedisPasswordSecret)
 	}
 	errs = append(errs, o.checkCapture()...)
+	errs = append(errs, o.checkInbound()...)
 	return r, errors.Join(errs...)
 }
 

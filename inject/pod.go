@@ -180,7 +180,7 @@ func (in *Injector) check(w workload, targets []target) (int64, error) {
 		}
 	}
 	for _, v := range items(get(w.spec, "volumes")) {
-		if n := str(v, "name"); slices.Contains([]string{SpoolVolume, ConfigVolume, HandoffVolume, TokenVolume}, n) {
+		if n := str(v, "name"); slices.Contains(ourVolumes, n) {
 			refuse("a volume is named %q already; %s", n, unmarked)
 		}
 	}
@@ -218,6 +218,7 @@ func (in *Injector) check(w workload, targets []target) (int64, error) {
 		}
 	}
 	errs = append(errs, in.captureRefusals(w)...)
+	errs = append(errs, in.inboundRefusals(w)...)
 	// The app stops first, then hookpace: its shutdown.timeout (in-flight
 	// deliveries, drain, hand-off) and 10 s to close the spool.
 	want := int64((in.o.AppStop + in.o.ShutdownTimeout + 10*time.Second + time.Second - 1) / time.Second)

@@ -50,6 +50,10 @@ func (in *Injector) sidecar() *yaml.Node {
 			{Name: SpoolVolume, MountPath: o.SpoolDir},
 		},
 	}
+	c.Ports = append(c.Ports, in.inboundPorts()...)
+	if o.InboundSecret != "" {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: InboundSecretVolume, MountPath: InboundSecretDir, ReadOnly: true})
+	}
 	if o.ReadinessProbe {
 		c.ReadinessProbe = probe(5, 0, true)
 	}
@@ -111,6 +115,9 @@ func (in *Injector) volumes() []*yaml.Node {
 	if o.AdminTokenSecret != "" {
 		vols = append(vols, corev1.Volume{Name: TokenVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: o.AdminTokenSecret, Items: []corev1.KeyToPath{{Key: "token", Path: "token"}}}}})
+	}
+	if o.InboundSecret != "" {
+		vols = append(vols, corev1.Volume{Name: InboundSecretVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: o.InboundSecret}}})
 	}
 	if o.SpoolClaim != "" {
 		vols = vols[1:] // the StatefulSet's volumeClaimTemplate names the pod's spool volume

@@ -17,6 +17,9 @@ import (
 // out again, so the user's own edits made after injecting stay.
 const PartsAnnotation = "hookpace.dev/injected-parts"
 
+// ourVolumes are the pod volumes inject adds, by name.
+var ourVolumes = []string{SpoolVolume, ConfigVolume, HandoffVolume, TokenVolume, InboundSecretVolume}
+
 // record is PartsAnnotation's value, as JSON.
 type record struct {
 	Env     map[string][]string `json:"env,omitempty"`     // container → the variables inject added to it
@@ -129,11 +132,10 @@ func takeOut(w workload) error {
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
 		return fmt.Errorf("%s: %s: %w", w.name, PartsAnnotation, err)
 	}
-	ours := []string{SpoolVolume, ConfigVolume, HandoffVolume, TokenVolume}
 	drop(get(w.spec, "initContainers"), func(c *yaml.Node) bool {
 		return str(c, "name") == ContainerName || str(c, "name") == CaptureContainerName
 	})
-	drop(get(w.spec, "volumes"), func(v *yaml.Node) bool { return slices.Contains(ours, str(v, "name")) })
+	drop(get(w.spec, "volumes"), func(v *yaml.Node) bool { return slices.Contains(ourVolumes, str(v, "name")) })
 	if r.Claim != "" {
 		drop(dig(w.obj, "spec", "volumeClaimTemplates"), func(v *yaml.Node) bool { return str(dig(v, "metadata"), "name") == r.Claim })
 	}
@@ -236,6 +238,16 @@ func (in *Injector) reinject(w workload) (string, error) {
 func Uninject(out, log io.Writer, inputs ...Input) error {
 	return stream(out, log, inputs, func(root *yaml.Node, where string) error {
 		return visit(root, where, func(obj *yaml.Node, name string) error {
+			if str(obj, "kind") == "Service" {
+				msg, err := serviceBack(obj, name)
+				if msg == "" {
+					msg = "not a workload, unchanged"
+				}
+				if err == nil {
+					fmt.Fprintf(log, "%s: %s\n", name, msg)
+				}
+				return err
+			}
 			w, ok, err := asWorkload(obj, name)
 			if err != nil {
 				return err

@@ -77,7 +77,7 @@ reaches the pods through the mounted file and hookpace's reload. */}}
 
 {{/* Config paths that need a restart; a section name covers all of it. */}}
 {{- define "hookpace.restartFields" -}}
-listen admin proxy.max_connections spool.dir spool.max_header_bytes spool.min_free log.format dedupe.max_keys dedupe.max_bytes mitm.ca_cert mitm.ca_key mitm.cache_size mitm.public_dir tls.ca_file telemetry fleet journal delivery.max_in_flight delivery.max_idle_connections events capture.listen
+listen admin proxy.max_connections spool.dir spool.max_header_bytes spool.min_free log.format dedupe.max_keys dedupe.max_bytes mitm.ca_cert mitm.ca_key mitm.cache_size mitm.public_dir tls.ca_file telemetry fleet journal delivery.max_in_flight delivery.max_idle_connections events capture.listen inbound
 {{- end }}
 
 {{/* The handoff URL in force, or "". */}}
@@ -160,6 +160,25 @@ in gateway mode its listener and proxy users. */}}
 {{- if not $capture.listen -}}{{- $_ := set $capture "listen" (printf ":%d" (int $v.sidecar.capture.port)) -}}{{- end -}}
 {{- $_ := set $cfg "capture" $capture -}}
 {{- end -}}
+{{- if and (eq $v.mode "sidecar") $v.sidecar.inbound -}}
+{{- /* A route per app port, from the sidecar's hp-in-PORT, and the app's hosts entry unless the config has one. */ -}}
+{{- $routes := list -}}
+{{- if kindIs "slice" $cfg.inbound -}}{{- $routes = $cfg.inbound -}}{{- end -}}
+{{- $hosts := dict -}}
+{{- if kindIs "map" $cfg.hosts -}}{{- $hosts = $cfg.hosts -}}{{- end -}}
+{{- range $e := $v.sidecar.inbound -}}
+{{- $in := include "hookpace.inboundPort" $e | fromJson -}}
+{{- $r := dict "name" (printf "hp-in-%d" (int $in.port)) "listen" (printf ":%d" (int $in.listen)) "to" (printf "http://127.0.0.1:%d" (int $in.port)) -}}
+{{- if kindIs "map" $e -}}
+{{- range $k := list "paths" "answer" "verify" "dedupe" "sync" "sign" -}}{{- if hasKey $e $k -}}{{- $_ := set $r $k (get $e $k) -}}{{- end -}}{{- end -}}
+{{- end -}}
+{{- $routes = append $routes $r -}}
+{{- $app := printf "127.0.0.1:%d" (int $in.port) -}}
+{{- if not (hasKey $hosts $app) -}}{{- $_ := set $hosts $app (dict "rate" "1000/s" "burst" 100 "concurrency" "auto") -}}{{- end -}}
+{{- end -}}
+{{- $_ := set $cfg "inbound" $routes -}}
+{{- $_ := set $cfg "hosts" $hosts -}}
+{{- end -}}
 {{- if eq $v.mode "gateway" -}}
 {{- $_ := set $cfg "listen" (printf "0.0.0.0:%d" (int $v.gateway.port)) -}}
 {{- if $v.gateway.mitm.caSecret -}}
@@ -174,6 +193,26 @@ in gateway mode its listener and proxy users. */}}
 {{- end -}}
 {{- end -}}
 {{ toYaml $cfg }}
+{{- end }}
+
+{{/* One sidecar.inbound entry (a port, or {port, listenPort, ...}) as
+JSON: the app's port, hookpace's port in front of it (default port+10000,
+as hookpace inject's), and whether listenPort named it. */}}
+{{- define "hookpace.inboundPort" -}}
+{{- $port := 0 -}}
+{{- $listen := 0 -}}
+{{- if kindIs "map" . -}}
+{{- $port = int .port -}}
+{{- $listen = int (default 0 .listenPort) -}}
+{{- else -}}
+{{- $port = int . -}}
+{{- end -}}
+{{- $explicit := ne $listen 0 -}}
+{{- if not $explicit -}}{{- $listen = add $port 10000 -}}{{- end -}}
+{{- if or (gt (int $listen) 65535) (lt (int $listen) 1024) -}}
+{{- fail (printf "sidecar.inbound: port %d: hookpace's port in front of it would be %d; set listenPort from 1024 to 65535" $port (int $listen)) -}}
+{{- end -}}
+{{ dict "port" $port "listen" $listen "explicit" $explicit | toJson }}
 {{- end }}
 
 {{/* Labels of the Service that the ServiceMonitor selects. */}}
@@ -277,5 +316,15 @@ defaults. */}}
 {{- range .clusterCIDRs -}}{{- $flags = append $flags (printf "--cluster-cidr %s" .) -}}{{- end -}}
 {{- end -}}
 {{- end -}}
+{{- range $e := $v.sidecar.inbound -}}
+{{- $in := include "hookpace.inboundPort" $e | fromJson -}}
+{{- if $in.explicit -}}
+{{- $flags = append $flags (printf "--inbound %d:%d" (int $in.port) (int $in.listen)) -}}
+{{- else -}}
+{{- $flags = append $flags (printf "--inbound %d" (int $in.port)) -}}
+{{- end -}}
+{{- end -}}
+{{- with $v.sidecar.inboundSecret -}}{{- $flags = append $flags (printf "--inbound-secret %s" .) -}}{{- end -}}
+{{- if and $v.sidecar.inbound $v.sidecar.inboundTargetNumber -}}{{- $flags = append $flags "--inbound-target-number" -}}{{- end -}}
 {{ join " " $flags }}
 {{- end }}
