@@ -430,12 +430,8 @@ func (d *Dispatcher) pump(h *host) {
 		d.wg.Add(1)
 		d.tookSlot(h)
 		pol, sentAt := h.pol, now
-		if m := h.take(&p, fromRetry); m != nil {
-			d.run(func() { d.attempt(h, m, pol, sentAt, lease) })
-		} else {
-			ms := p.batch
-			d.run(func() { d.attemptBatch(h, ms, pol, sentAt, lease) })
-		}
+		r := h.take(p, fromRetry)
+		d.run(func() { d.attempt(h, r, pol, sentAt, lease) })
 	}
 	h.gate.Pumped(now)
 	wake = earliest(wake, d.dueDelayed(h, now))
