@@ -23,6 +23,7 @@ package deliver
 
 import (
 	"container/heap"
+	"iter"
 	"math"
 	"time"
 
@@ -32,8 +33,13 @@ import (
 // laneSet is a host's lanes and what it remembers of ordering keys and
 // delays.
 type laneSet struct {
+	// def is the default lane (no key, normal priority), which every host
+	// has; the other lanes and the fairness keys but "" are in the maps,
+	// made on a host's first keyed webhook, so that a plain host carries
+	// none.
+	def   *lane
 	lanes map[spool.Lane]*lane
-	units map[string]*unit // by fairness key
+	units map[string]*unit // by fairness key, but ""
 	ring  fifo[*unit]      // the keys with messages in memory, in turn order
 	mem   int              // messages in the lanes' deques
 
@@ -109,9 +115,43 @@ func (ls *laneSet) waiting() bool {
 
 // reweigh applies reloaded fairness weights.
 func (ls *laneSet) reweigh(w map[string]int) {
+	ls.def.unit.weight = max(w[""], 1)
 	for k, u := range ls.units {
 		u.weight = max(w[k], 1)
 	}
+}
+
+// get is lane id, nil if the host holds none.
+func (ls *laneSet) get(id spool.Lane) *lane {
+	if id == (spool.Lane{}) {
+		return ls.def
+	}
+	return ls.lanes[id]
+}
+
+// count is how many lanes the host holds, the default one included.
+func (ls *laneSet) count() int { return len(ls.lanes) + 1 }
+
+// all yields every lane the host holds, the default one first.
+func (ls *laneSet) all() iter.Seq[*lane] {
+	return func(yield func(*lane) bool) {
+		if !yield(ls.def) {
+			return
+		}
+		for _, l := range ls.lanes {
+			if !yield(l) {
+				return
+			}
+		}
+	}
+}
+
+// unit is fairness key key's, nil if the host holds no lane of it.
+func (ls *laneSet) unit(key string) *unit {
+	if key == "" {
+		return ls.def.unit
+	}
+	return ls.units[key]
 }
 
 // usesLanes reports whether m uses more than the default lane: a fairness
@@ -122,31 +162,39 @@ func usesLanes(m *spool.Message) bool {
 
 // newLanes gives h its lane set: the default lane, read from the start.
 func (h *host) newLanes() {
-	h.lanes = &laneSet{lanes: map[spool.Lane]*lane{}, units: map[string]*unit{}, order: map[orderKey]*orderState{}}
-	h.lane(spool.Lane{}, 0)
+	u := &unit{weight: max(h.pol.Weights[""], 1)}
+	l := &lane{unit: u}
+	u.lanes[l.id.Priority.Rank()] = l
+	h.lanes = &laneSet{def: l}
 }
 
 // defaultLane is h's lane of webhooks without a key or priority; it is
 // never forgotten.
-func (h *host) defaultLane() *lane { return h.lanes.lanes[spool.Lane{}] }
+func (h *host) defaultLane() *lane { return h.lanes.def }
 
 // lane returns h's lane id, made with the given cursor if h has none;
 // nil if h holds maxLanes lanes already (lanes_cap.go).
 func (h *host) lane(id spool.Lane, cursor uint64) *lane {
 	ls := h.lanes
-	if l := ls.lanes[id]; l != nil {
+	if l := ls.get(id); l != nil {
 		return l
 	}
-	if len(ls.lanes) >= maxLanes && id != (spool.Lane{}) {
+	if ls.count() >= maxLanes {
 		return nil
 	}
-	u := ls.units[id.Key]
+	u := ls.unit(id.Key)
 	if u == nil {
 		u = &unit{key: id.Key, weight: max(h.pol.Weights[id.Key], 1)}
+		if ls.units == nil {
+			ls.units = map[string]*unit{}
+		}
 		ls.units[id.Key] = u
 	}
 	l := &lane{id: id, unit: u, cursor: cursor, lastSeen: cursor}
 	u.lanes[id.Priority.Rank()] = l
+	if ls.lanes == nil {
+		ls.lanes = map[spool.Lane]*lane{}
+	}
 	ls.lanes[id] = l
 	return l
 }
@@ -185,7 +233,7 @@ func (h *host) forget(l *lane) {
 	delete(ls.lanes, l.id)
 	u := l.unit
 	u.lanes[l.id.Priority.Rank()] = nil
-	if u.lanes == [3]*lane{} && !u.inRing {
+	if u.lanes == [3]*lane{} && !u.inRing { // never the default lane's
 		delete(ls.units, u.key)
 	}
 }
@@ -193,7 +241,7 @@ func (h *host) forget(l *lane) {
 // quota is how many messages one lane may hold in memory: an equal part
 // of the window, at least one.
 func (h *host) quota() int {
-	return max(h.window()/max(len(h.lanes.lanes), 1), 1)
+	return max(h.window()/h.lanes.count(), 1)
 }
 
 // admit places m, just read from the spool, in h's lanes: in l's deque,
@@ -205,6 +253,9 @@ func (d *Dispatcher) admit(h *host, l *lane, m *spool.Message, now time.Time) {
 		st := ls.order[k]
 		if st == nil {
 			st = &orderState{lane: l.id, active: m.ID}
+			if ls.order == nil {
+				ls.order = map[orderKey]*orderState{}
+			}
 			ls.order[k] = st
 		}
 		if st.active != m.ID {
@@ -262,7 +313,7 @@ func (h *host) unstage() {
 	for i := len(back) - 1; i >= 0; i-- {
 		m := back[i]
 		l := ls.outs[m.ID]
-		if l == nil || l.leaving || ls.lanes[l.id] != l {
+		if l == nil || l.leaving || ls.get(l.id) != l {
 			keep = append(keep, m)
 			continue
 		}

@@ -48,7 +48,7 @@ func (h *host) settle(m *spool.Message) {
 		l.out--
 		h.forget(l)
 	}
-	if len(ls.lanes) >= maxLanes/2 || ls.capped {
+	if ls.count() >= maxLanes/2 || ls.capped {
 		if len(ls.settled) < settledKept {
 			ls.settled = append(ls.settled, m.ID)
 		} else {
@@ -86,9 +86,9 @@ func (h *host) arrivedWithoutRoom(id spool.Lane) {
 // was no room, as room is made, from their start.
 func (h *host) takeArrived() {
 	ls := h.lanes
-	for ls.arrived.len() > 0 && len(ls.lanes) < maxLanes {
+	for ls.arrived.len() > 0 && ls.count() < maxLanes {
 		id := ls.arrived.pop()
-		if ls.lanes[id] == nil {
+		if ls.get(id) == nil {
 			h.readSoon(h.lane(id, 0))
 		}
 	}
@@ -143,7 +143,7 @@ func (d *Dispatcher) demote(h *host) {
 // comes round.
 func (d *Dispatcher) rediscover(h *host) {
 	ls := h.lanes
-	if !ls.untracked || ls.discovering || len(ls.lanes) > maxLanes*3/4 || d.stopping {
+	if !ls.untracked || ls.discovering || ls.count() > maxLanes*3/4 || d.stopping {
 		return
 	}
 	ls.discovering = true
@@ -163,7 +163,7 @@ func (d *Dispatcher) rediscover(h *host) {
 		}
 		for i := range lanes {
 			u := lanes[(start+i)%len(lanes)]
-			if ls.lanes[u.Lane] != nil {
+			if ls.get(u.Lane) != nil {
 				continue
 			}
 			l := h.lane(u.Lane, 0)

@@ -26,7 +26,7 @@ func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
 	if usesLanes(m) {
 		h.lanes.keyed = true
 	}
-	l := h.lanes.lanes[m.Lane()]
+	l := h.lanes.get(m.Lane())
 	if l == nil && h.lanes.capped {
 		// Its lane may have webhooks on disk from while there was no room
 		// for it: take it up from its start (lanes_cap.go).
@@ -133,7 +133,7 @@ func (d *Dispatcher) loadLanes(h *host) {
 	for ls.loadQ.len() > 0 && budget > 0 && len(jobs) < maxLaneReads {
 		l := ls.loadQ.pop()
 		l.inLoadQ = false
-		if l.leaving || ls.lanes[l.id] != l {
+		if l.leaving || ls.get(l.id) != l {
 			continue // let go of (lanes_cap.go)
 		}
 		if !l.onDisk || l.q.len() >= quota {

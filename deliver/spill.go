@@ -76,7 +76,7 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 	for _, u := range ls.ring.buf[ls.ring.head:] {
 		add(u)
 	}
-	for _, l := range ls.lanes {
+	for l := range ls.all() {
 		add(l.unit)
 		for i := range l.q.len() {
 			held = append(held, l.q.at(i))
@@ -101,7 +101,7 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 	h.ready = deque{}
 	h.retry = retryQueue{}
 	h.fit = nil
-	for _, l := range ls.lanes {
+	for l := range ls.all() {
 		ls.mem -= l.q.len()
 		l.q = deque{}
 	}
@@ -127,11 +127,11 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 		}
 	}
 	for _, l := range waiting {
-		if l.onDisk && ls.lanes[l.id] == l {
+		if l.onDisk && ls.get(l.id) == l {
 			h.setOnDisk(l, true)
 		}
 	}
-	for _, l := range ls.lanes {
+	for l := range ls.all() {
 		h.forget(l)
 	}
 	// Not read again before then (a minute at most, in case the gate
