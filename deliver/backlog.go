@@ -119,7 +119,7 @@ func (d *Dispatcher) withhold(host string, picked []*spool.Message, by string, b
 	defer d.mu.Unlock()
 	h := d.hosts[host]
 	held := map[uint64]*spool.Message{}
-	var refs map[uint64]bool // waiting as ids (lanes_park.go)
+	var refs map[uint64]bool // waiting as ids (parked.go)
 	if h != nil {
 		held, refs = d.takeHeld(h, picked)
 		for _, m := range held {

@@ -39,7 +39,7 @@ type QueueReader interface {
 	// becomes durable, in id order (see spool.Spool.Notify).
 	Notify(fn func([]*spool.Message))
 	// ReadLane reads, in id order, up to max webhooks of lane l of host's
-	// queue with ids above after (lanes.go); Lanes lists the lanes with
+	// queue with ids above after (laneset.go); Lanes lists the lanes with
 	// webhooks queued, and Get reads back one queued webhook
 	// (spool.ErrNotQueued: it is not queued any more).
 	ReadLane(host string, l spool.Lane, after uint64, max int) ([]*spool.Message, error)
@@ -331,7 +331,7 @@ type host struct {
 	ready deque      // loaded, waiting for a token, in FIFO order
 	retry retryQueue // failed, waiting for their backoff
 
-	lanes *laneSet // fairness keys, priorities, ordering keys, delays (lanes.go)
+	lanes *laneSet // fairness keys, priorities, ordering keys, delays (laneset.go)
 	// spilled: h let go of its messages until its gate lets it send
 	// (spill.go), and reads none before then.
 	spilled time.Time

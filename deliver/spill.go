@@ -115,7 +115,7 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 	for _, u := range order {
 		for _, l := range u.lanes {
 			if l == nil || l.leaving {
-				continue // a leaving lane is read from its start when taken up again (lanes_cap.go)
+				continue // a leaving lane is read from its start when taken up again (the bound, laneset.go)
 			}
 			f, ok := first[l.id]
 			if ok {

@@ -1,6 +1,6 @@
 package deliver
 
-// Webhooks that wait as ids, not in memory (lanes.go): those parked
+// Webhooks that wait as ids, not in memory (laneset.go): those parked
 // behind their ordering key's active webhook, and those delayed until
 // their NotBefore. Each is read back from the spool when its time comes.
 
