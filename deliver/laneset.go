@@ -210,13 +210,40 @@ func (ls *laneSet) hasWork(u *unit) {
 	}
 }
 
-// out counts m, picked from lane l, as on its way.
+// setOut counts m, picked from lane l, as on its way. The default lane
+// is never forgotten, so nothing out of it is counted: a plain host
+// carries no map of what is out.
 func (ls *laneSet) setOut(m *spool.Message, l *lane) {
+	if l == ls.def {
+		return
+	}
 	if ls.outs == nil {
 		ls.outs = map[uint64]*lane{}
 	}
 	ls.outs[m.ID] = l
 	l.out++
+}
+
+// outOf is the lane m was picked from while m is on its way: the one
+// setOut counted, or the default lane for a webhook of it.
+func (ls *laneSet) outOf(m *spool.Message) *lane {
+	if l := ls.outs[m.ID]; l != nil {
+		return l
+	}
+	if m.Lane() == (spool.Lane{}) {
+		return ls.def
+	}
+	return nil
+}
+
+// takeOut counts m as no longer on its way and returns its lane (outOf).
+func (ls *laneSet) takeOut(m *spool.Message) *lane {
+	l := ls.outOf(m)
+	if l != nil && l != ls.def {
+		delete(ls.outs, m.ID)
+		l.out--
+	}
+	return l
 }
 
 // settledRecently reports whether id left h for good lately.
@@ -325,13 +352,12 @@ func (h *host) unstage() {
 	}
 	for i := len(back) - 1; i >= 0; i-- {
 		m := back[i]
-		l := ls.outs[m.ID]
+		l := ls.outOf(m)
 		if l == nil || l.leaving || ls.get(l.id) != l {
 			keep = append(keep, m)
 			continue
 		}
-		delete(ls.outs, m.ID)
-		l.out--
+		ls.takeOut(m)
 		delete(h.fit, m)
 		l.q.pushFront(m)
 		ls.mem++
@@ -392,9 +418,7 @@ func (h *host) forgetUnit(u *unit) {
 // counts it as out, and while h is near its bound, its id is remembered.
 func (h *host) settle(m *spool.Message) {
 	ls := h.lanes
-	if l := ls.outs[m.ID]; l != nil {
-		delete(ls.outs, m.ID)
-		l.out--
+	if l := ls.takeOut(m); l != nil {
 		h.forget(l)
 	}
 	if ls.count() >= maxLanes/2 || ls.capped {

@@ -62,12 +62,12 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 	var held []*spool.Message
 	for _, it := range h.retry.items {
 		held = append(held, it.m)
-		if l := ls.outs[it.m.ID]; l != nil {
+		if l := ls.outOf(it.m); l != nil {
 			add(l.unit)
 		}
 	}
 	for i := range h.ready.len() {
-		if l := ls.outs[h.ready.at(i).ID]; l != nil {
+		if l := ls.outOf(h.ready.at(i)); l != nil {
 			add(l.unit)
 		}
 	}
@@ -93,10 +93,7 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 	}
 	for _, m := range held {
 		d.unkeep(h, m)
-		if l := ls.outs[m.ID]; l != nil {
-			delete(ls.outs, m.ID)
-			l.out--
-		}
+		ls.takeOut(m)
 	}
 	h.ready = deque{}
 	h.retry = retryQueue{}

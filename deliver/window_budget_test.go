@@ -52,8 +52,8 @@ func TestManyKeysWithinWindow(t *testing.T) {
 
 // TestPlainHostCarriesNoLaneMaps: a host whose webhooks carry no key,
 // priority or ordering key holds its default lane alone, without the
-// maps of lanes, keys and ordering keys; its first keyed webhook and its
-// first ordered one make them.
+// maps of lanes, keys, ordering keys and webhooks out; its first keyed
+// webhook and its first ordered one make them.
 func TestPlainHostCarriesNoLaneMaps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rc := &receiver{}
@@ -63,7 +63,7 @@ func TestPlainHostCarriesNoLaneMaps(t *testing.T) {
 			d.mu.Lock()
 			defer d.mu.Unlock()
 			ls := d.hosts["p.example"].lanes
-			return ls.lanes != nil, ls.units != nil, ls.order != nil
+			return ls.lanes != nil || ls.outs != nil, ls.units != nil, ls.order != nil
 		}
 		q.add("p.example", 20)
 		waitEmpty(t, q, time.Minute)
