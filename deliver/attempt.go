@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,52 +43,118 @@ type result struct {
 	excerpt []byte
 }
 
-// attempt sends m once and applies the verdict. It runs on its own
-// goroutine, holding one of the host's slots.
-func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.Time, lease string) {
+// request is what one attempt sends: a webhook alone, or the members of
+// a batch as one request (batch.go). A webhook alone is a batch of one
+// that goes as it came, with its own header, body and id.
+type request struct {
+	ms    []*spool.Message // in the order they are sent
+	batch bool             // ms go as a batch's body, even a batch of one
+}
+
+// id is what the receiver de-duplicates r on: the webhook's id, or the
+// batch's (batchID).
+func (r request) id() string {
+	if r.batch {
+		return batchID(r.ms)
+	}
+	return r.ms[0].Ref().String()
+}
+
+// attempt sends r once and applies the verdict to each of its webhooks.
+// It runs on its own goroutine, holding one of the host's slots.
+func (d *Dispatcher) attempt(h *host, r request, pol Policy, sentAt time.Time, lease string) {
 	defer d.wg.Done()
-	d.begin(h, m) // see coalesce.go
-	ctx := d.opts.Prop.Extract(d.ctx, propagation.HeaderCarrier(m.Header))
-	ctx, span := d.opts.Tracer.Start(ctx, "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(
-			attribute.String("hookpace.host", m.Host),
-			attribute.String("hookpace.message_id", m.Ref().String()),
-			attribute.Int("hookpace.attempt", m.Attempts+1),
-		))
-	n := m.Attempts + 1 // m is ours until finish puts it back
-	res := d.send(ctx, m, pol)
+	for _, m := range r.ms {
+		d.begin(h, m) // see coalesce.go: a webhook's content may be replaced
+	}
+	if r.batch {
+		if r.ms = d.keepBatchable(h, r.ms, sentAt, lease); len(r.ms) == 0 {
+			return
+		}
+	}
+	n := 0 // the attempt's number; the webhooks are ours until finish puts them back
+	for _, m := range r.ms {
+		n = max(n, m.Attempts+1)
+	}
+	id := r.id()
+	ctx, span := d.startSpan(h, r, id, n)
+	res := d.send(ctx, r, pol, id, n)
 	now := time.Now()
 	res.verdict, res.outcome, res.reason = classify(res.status, res.err, pol.Retry4xx)
 	res.scrub(pol.Auth)
-	d.journalAttempt(m, res, now, 1)
+	if len(r.ms) > 1 && tooLarge(res.status, res.answer) {
+		res.verdict, res.reason = vSplit, fmt.Sprintf("status %d: too large, split in two", res.status)
+	}
+	for _, m := range r.ms {
+		d.journalAttempt(m, res, now, len(r.ms))
+	}
 	d.autoPause(h.name, pol, res, now)
 	if res.verdict == vDone {
 		// Keep the slot until the delete is durable: a crash can then repeat
 		// only deliveries that hold a slot, at most the host's concurrency.
-		// If the delete fails (the writer logs why), the webhook stays on
-		// disk and is sent again after a restart (at-least-once).
-		d.opts.Store.Delete(m)
+		// If the delete fails (the writer logs why), the webhooks stay on
+		// disk and are sent again after a restart (at-least-once).
+		if len(r.ms) == 1 {
+			d.opts.Store.Delete(r.ms[0])
+		} else {
+			d.opts.Store.DeleteAll(r.ms)
+		}
 	}
 
 	d.mu.Lock()
-	v, reason, next := d.finish(ctx, h, m, pol, res, sentAt, now, lease)
-	res.quotaUntil = d.partnerLocked(h, pol, res.partner, v, now)
+	e := d.finish(ctx, h, r, pol, res, sentAt, now, lease)
+	e.res.quotaUntil = d.partnerLocked(h, pol, res.partner, e.v, now)
 	h.active = now
 	d.slotDone(h)
 	d.mu.Unlock()
-	d.end(m)
+	for _, m := range r.ms {
+		d.end(m)
+	}
 
-	d.attemptEnded(span, attemptEnd{host: h.name, id: m.Ref().String(), enqueued: m.Enqueued, n: n,
-		res: res, v: v, reason: reason, next: next, now: now})
+	e.host, e.id, e.enqueued, e.n, e.now = h.name, id, r.ms[0].Enqueued, n, now
+	if r.batch {
+		e.webhooks = len(r.ms)
+	}
+	d.attemptEnded(span, e)
 }
 
-// send makes one HTTP request for m.
-func (d *Dispatcher) send(ctx context.Context, m *spool.Message, pol Policy) result {
+// startSpan starts the span of an attempt of r: a child of the webhook's
+// own trace, or for a batch a span linked to each member's.
+func (d *Dispatcher) startSpan(h *host, r request, id string, n int) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{
+		attribute.String("hookpace.host", h.name),
+		attribute.String("hookpace.message_id", id),
+		attribute.Int("hookpace.attempt", n),
+	}
+	if !r.batch {
+		ctx := d.opts.Prop.Extract(d.ctx, propagation.HeaderCarrier(r.ms[0].Header))
+		return d.opts.Tracer.Start(ctx, "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithAttributes(attrs...))
+	}
+	links := make([]trace.Link, 0, len(r.ms))
+	for _, m := range r.ms {
+		ctx := d.opts.Prop.Extract(d.ctx, propagation.HeaderCarrier(m.Header))
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	attrs = append(attrs, attribute.Int("hookpace.batch_size", len(r.ms)))
+	return d.opts.Tracer.Start(d.ctx, "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithLinks(links...), trace.WithAttributes(attrs...))
+}
+
+// send makes r's HTTP request: a webhook with a copy of its own header,
+// or a batch with the header its members share and their encoded bodies.
+func (d *Dispatcher) send(ctx context.Context, r request, pol Policy, id string, n int) result {
+	m := r.ms[0]
+	if r.batch {
+		return d.post(ctx, pol, m.Method, m.URL, batchHeader(r.ms), encodeBatch(pol.Batch, r.ms), id, n)
+	}
 	hdr := m.Header.Clone()
 	if hdr == nil {
 		hdr = http.Header{}
 	}
-	return d.post(ctx, pol, m.Method, m.URL, hdr, m.Body, m.Ref().String(), m.Attempts+1)
+	return d.post(ctx, pol, m.Method, m.URL, hdr, m.Body, id, n)
 }
 
 // post makes one HTTP request: a webhook, or a batch of them. id is what
@@ -169,34 +236,82 @@ func (d *Dispatcher) post(ctx context.Context, pol Policy, method, url string, h
 	return r
 }
 
-// finish applies an attempt's verdict to m and h. It returns the verdict,
-// a reason for anything but success, and when m is due again (retries and
-// holds).
-func (d *Dispatcher) finish(ctx context.Context, h *host, m *spool.Message, pol Policy, res result, sentAt, now time.Time, lease string) (verdict, string, time.Time) {
+// finish applies an attempt's verdict to each webhook of r and to h.
+// Its answer says the request's verdict (a webhook alone: its own, after
+// max_age and max_attempts), the reason for anything but success, when
+// the webhooks are due again (retries and holds), and how many of a
+// batch's members went to the dead letters although the request's
+// verdict was not dead.
+func (d *Dispatcher) finish(ctx context.Context, h *host, r request, pol Policy, res result, sentAt, now time.Time, lease string) attemptEnd {
+	e := attemptEnd{res: res, v: res.verdict, reason: res.reason}
+	h.extra -= len(r.ms) - 1
 	if d.abandoned(h, res, sentAt, now, lease) {
-		// The message stays queued on disk, untouched, for the next start.
-		d.release(h, m)
-		return vRetry, "abandoned at shutdown", time.Time{}
+		for _, m := range r.ms {
+			d.release(h, m) // they stay queued on disk, untouched, for the next start
+		}
+		e.v, e.reason = vRetry, "abandoned at shutdown"
+		return e
 	}
 	hold, ra, hasRA := d.settle(h, pol, res, sentAt, now, lease)
-	v, reason := d.judge(h, m, pol, res, now)
-	var next time.Time
-	switch v {
-	case vDone:
-		// attempt has deleted m from the queue already.
-		d.countDelivered(h, 1)
-		d.opts.Observer.DeliveryLatency(ctx, h.name, now.Sub(m.Enqueued))
-	case vHold:
-		// The held message goes first when the hold ends, and a 429 does
-		// not use up an attempt.
-		h.ready.pushFront(m)
-		next = d.held(h, pol, hold)
-	case vRetry:
-		next = now.Add(retryDelay(m.Attempts, pol, res, ra, hasRA))
-		h.retry.add(next, m)
+	if res.verdict == vSplit { // not an attempt: the members are not judged
+		h.split(r.ms, now)
+		d.opts.Observer.Delivery(ctx, h.name, vSplit)
+		d.opts.Observer.BatchWebhooks(ctx, h.name, vSplit, len(r.ms))
+		return e
 	}
-	d.opts.Observer.Delivery(ctx, h.name, v)
-	return v, reason, next
+	var held, retry []*spool.Message
+	var counts [NumOutcomes]int
+	attempts := 0
+	for _, m := range r.ms {
+		v, reason := d.judge(h, m, pol, res, now)
+		if !r.batch {
+			e.v, e.reason = v, reason
+		}
+		counts[v]++
+		switch v {
+		case vDone:
+			// attempt has deleted m from the queue already.
+			d.countDelivered(h, 1)
+			d.opts.Observer.DeliveryLatency(ctx, h.name, now.Sub(m.Enqueued))
+		case vHold:
+			held = append(held, m)
+		case vRetry:
+			retry = append(retry, m)
+			attempts = max(attempts, m.Attempts)
+		}
+	}
+	if len(held) > 0 {
+		// First in line again when the hold ends, in their order, and a
+		// 429 does not use up an attempt.
+		for _, m := range slices.Backward(held) {
+			h.ready.pushFront(m)
+		}
+		e.next = d.held(h, pol, hold)
+	}
+	if len(retry) > 0 {
+		e.next = now.Add(retryDelay(attempts, pol, res, ra, hasRA))
+		if r.batch {
+			h.retry.addBatch(e.next, retry)
+		} else {
+			h.retry.add(e.next, retry[0])
+		}
+	}
+	d.opts.Observer.Delivery(ctx, h.name, e.v)
+	if r.batch {
+		if res.verdict == vDone {
+			h.batches.requests++
+			h.batches.webhooks += int64(len(r.ms))
+		}
+		for v, n := range counts {
+			if n > 0 {
+				d.opts.Observer.BatchWebhooks(ctx, h.name, verdict(v), n)
+			}
+		}
+		if e.v != vDead {
+			e.dead = counts[vDead] // members past max_age or max_attempts
+		}
+	}
+	return e
 }
 
 // abandoned reports whether the attempt was cut short by shutdown (not

@@ -119,7 +119,7 @@ func (d *Dispatcher) withhold(host string, picked []*spool.Message, by string, b
 	defer d.mu.Unlock()
 	h := d.hosts[host]
 	held := map[uint64]*spool.Message{}
-	var refs map[uint64]bool // waiting as ids (lanes_park.go)
+	var refs map[uint64]bool // waiting as ids (parked.go)
 	if h != nil {
 		held, refs = d.takeHeld(h, picked)
 		for _, m := range held {
@@ -214,7 +214,7 @@ func (d *Dispatcher) purgedInFlight(h *host, m *spool.Message, v verdict, now ti
 // wasRead reports whether m was read from the spool into h: the loads
 // are past it.
 func (h *host) wasRead(m *spool.Message) bool {
-	l := h.lanes.lanes[m.Lane()]
+	l := h.lanes.get(m.Lane())
 	return l == nil || m.ID <= l.cursor // a lane is forgotten once all of it was read
 }
 

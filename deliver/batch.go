@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -240,4 +241,42 @@ func batchHeader(ms []*spool.Message) http.Header {
 // its first and last members' ids. A batch retried whole keeps it.
 func batchID(ms []*spool.Message) string {
 	return ms[0].Ref().String() + "-" + ms[len(ms)-1].Ref().String()
+}
+
+// keepBatchable returns the members of ms that may still be batched. A
+// member whose content was replaced by one that is not JSON (coalescing)
+// goes back to the head of h's queue, to go alone; if none is left, the
+// slot is given back unused.
+func (d *Dispatcher) keepBatchable(h *host, ms []*spool.Message, sentAt time.Time, lease string) []*spool.Message {
+	keep := make([]*spool.Message, 0, len(ms))
+	var alone []*spool.Message
+	for _, m := range ms {
+		if batchable(m) {
+			keep = append(keep, m)
+		} else {
+			alone = append(alone, m)
+		}
+	}
+	if len(alone) == 0 {
+		return ms
+	}
+	d.mu.Lock()
+	for i := len(alone) - 1; i >= 0; i-- {
+		h.ready.pushFront(alone[i])
+		if h.fit != nil {
+			h.fit[alone[i]] = -1
+		}
+	}
+	h.extra -= len(alone)
+	if len(keep) == 0 {
+		h.extra++ // the slot's own message was among them
+		pr := pacer.Result{Outcome: pacer.NoSend, SentAt: sentAt}
+		h.gate.Release(time.Now(), lease, pr)
+		d.slotDone(h)
+	}
+	d.mu.Unlock()
+	for _, m := range alone {
+		d.end(m)
+	}
+	return keep
 }

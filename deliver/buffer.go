@@ -37,11 +37,11 @@ func (d *Dispatcher) release(h *host, m *spool.Message) {
 	if m.Ordering != "" {
 		d.orderDone(h, m) // it left for good: its key moves on
 	}
-	h.settle(m) // lanes_cap.go
+	h.settle(m) // laneset.go
 }
 
 // unkeep counts m, no longer held in memory for h, where it stays queued
-// (lanes_cap.go) or has left (release).
+// (the bound, laneset.go) or has left (release).
 func (d *Dispatcher) unkeep(h *host, m *spool.Message) {
 	c := cost(m)
 	d.buffered -= c

@@ -39,7 +39,7 @@ type QueueReader interface {
 	// becomes durable, in id order (see spool.Spool.Notify).
 	Notify(fn func([]*spool.Message))
 	// ReadLane reads, in id order, up to max webhooks of lane l of host's
-	// queue with ids above after (lanes.go); Lanes lists the lanes with
+	// queue with ids above after (laneset.go); Lanes lists the lanes with
 	// webhooks queued, and Get reads back one queued webhook
 	// (spool.ErrNotQueued: it is not queued any more).
 	ReadLane(host string, l spool.Lane, after uint64, max int) ([]*spool.Message, error)
@@ -331,7 +331,7 @@ type host struct {
 	ready deque      // loaded, waiting for a token, in FIFO order
 	retry retryQueue // failed, waiting for their backoff
 
-	lanes *laneSet // fairness keys, priorities, ordering keys, delays (lanes.go)
+	lanes *laneSet // fairness keys, priorities, ordering keys, delays (laneset.go)
 	// spilled: h let go of its messages until its gate lets it send
 	// (spill.go), and reads none before then.
 	spilled time.Time
@@ -395,8 +395,8 @@ func (h *host) readyLen() int {
 	return h.ready.len() + h.lanes.mem
 }
 
-// pump starts every attempt host may make now, arranges to be called again
-// when it could make the next one, and tops up its window from the spool.
+// pump starts every attempt h may make now: while its window has a pick
+// and its gate allows, attempt; then upkeep.
 func (d *Dispatcher) pump(h *host) {
 	if d.stopping {
 		return
@@ -405,40 +405,65 @@ func (d *Dispatcher) pump(h *host) {
 	if h.learn != nil {
 		d.expireLocked(h, now)
 	}
-	var wake, blocked time.Time
+	var wait, blocked time.Time
 	for {
-		if d.expireHead(h, now) { // max_age (journal.go)
-			continue
-		}
-		p, fromRetry, until := h.next(now)
+		p, fromRetry, until := d.nextPick(h, now)
 		if p.empty() {
-			wake = until // a batch waits for company (batch.go)
+			wait = until // a batch waits for company (batch.go)
 			break
 		}
-		if !d.haveSlot(h) {
-			break // slotDone pumps h again when its turn comes
-		}
-		breaker, _ := h.gate.Breaker()
-		ok, at, lease := h.gate.Acquire(now)
-		if breaker == pacer.BreakerOpen {
-			d.breakerChanged(h, breaker, "")
-		}
+		lease, ok, at := d.allow(h, now)
 		if !ok {
-			wake, blocked = at, at
+			wait, blocked = at, at
 			break
 		}
-		d.wg.Add(1)
-		d.tookSlot(h)
-		pol, sentAt := h.pol, now
-		if m := h.take(&p, fromRetry); m != nil {
-			d.run(func() { d.attempt(h, m, pol, sentAt, lease) })
-		} else {
-			ms := p.batch
-			d.run(func() { d.attemptBatch(h, ms, pol, sentAt, lease) })
-		}
+		d.launch(h, h.take(p, fromRetry), now, lease)
 	}
+	d.upkeep(h, now, wait, blocked)
+}
+
+// nextPick is what h sends next (host.next), once every webhook at the
+// head that passed max_age has gone to the dead letters (journal.go).
+func (d *Dispatcher) nextPick(h *host, now time.Time) (pick, bool, time.Time) {
+	for d.expireHead(h, now) {
+		// the next at the head may be past max_age too
+	}
+	return h.next(now)
+}
+
+// allow takes one of the global slots for h and asks its gate for an
+// attempt now. If the gate refuses, at is when it may allow one; without
+// a slot, at is zero (slotDone pumps h again when its turn comes).
+func (d *Dispatcher) allow(h *host, now time.Time) (lease string, ok bool, at time.Time) {
+	if !d.haveSlot(h) {
+		return "", false, time.Time{}
+	}
+	breaker, _ := h.gate.Breaker()
+	ok, at, lease = h.gate.Acquire(now)
+	if breaker == pacer.BreakerOpen {
+		d.breakerChanged(h, breaker, "")
+	}
+	return lease, ok, at
+}
+
+// launch runs an attempt of r on a delivery goroutine, holding the slot
+// and the gate's lease allow took.
+func (d *Dispatcher) launch(h *host, r request, sentAt time.Time, lease string) {
+	d.wg.Add(1)
+	d.tookSlot(h)
+	pol := h.pol
+	d.run(func() { d.attempt(h, r, pol, sentAt, lease) })
+}
+
+// upkeep, after pump's attempts, keeps h's window: it reads back what is
+// due of the delayed, lets go of what h holds if its gate blocked it
+// for long (spill.go), makes room for keys waiting on disk, tops the
+// window up from the spool, and arranges for pump again when the
+// earliest of wait, a retry, a delay, the head's max_age or the end of a
+// spill is due.
+func (d *Dispatcher) upkeep(h *host, now, wait, blocked time.Time) {
 	h.gate.Pumped(now)
-	wake = earliest(wake, d.dueDelayed(h, now))
+	wake := earliest(wait, d.dueDelayed(h, now))
 	if h.blockedLong(blocked, now) {
 		d.spill(h, blocked) // spill.go: read again when it may send
 	}

@@ -71,7 +71,7 @@ func lanesBounded(t *testing.T, restart bool) {
 		synctest.Wait()
 		d.mu.Lock()
 		if h := d.hosts["p.example"]; h != nil {
-			most = max(most, len(h.lanes.lanes))
+			most = max(most, h.lanes.count())
 		}
 		d.mu.Unlock()
 	}

@@ -1,7 +1,7 @@
 package deliver
 
 // Filling a host's window with the messages the spool announces; reading
-// the rest of its queue, lane by lane, is lanes_load.go.
+// the rest of its queue, lane by lane, is lanereads.go.
 
 import (
 	"time"

@@ -149,9 +149,9 @@ func (h *host) next(now time.Time) (p pick, fromRetry bool, until time.Time) {
 	return h.gather(m, now)
 }
 
-// take removes what next picked from h's queues. It returns the message
-// to send alone, or nil for a batch (p.batch, filled in).
-func (h *host) take(p *pick, fromRetry bool) *spool.Message {
+// take removes what next picked from h's queues and returns it as the
+// request to send: a webhook alone, or a batch.
+func (h *host) take(p pick, fromRetry bool) request {
 	switch {
 	case fromRetry:
 		h.retry.pop()
@@ -163,8 +163,9 @@ func (h *host) take(p *pick, fromRetry bool) *spool.Message {
 	default:
 		h.ready.pop()
 	}
-	if p.batch != nil {
-		h.extra += len(p.batch) - 1
+	if p.batch == nil {
+		return request{ms: []*spool.Message{p.m}}
 	}
-	return p.m
+	h.extra += len(p.batch) - 1
+	return request{ms: p.batch, batch: true}
 }

@@ -62,12 +62,12 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 	var held []*spool.Message
 	for _, it := range h.retry.items {
 		held = append(held, it.m)
-		if l := ls.outs[it.m.ID]; l != nil {
+		if l := ls.outOf(it.m); l != nil {
 			add(l.unit)
 		}
 	}
 	for i := range h.ready.len() {
-		if l := ls.outs[h.ready.at(i).ID]; l != nil {
+		if l := ls.outOf(h.ready.at(i)); l != nil {
 			add(l.unit)
 		}
 	}
@@ -76,7 +76,7 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 	for _, u := range ls.ring.buf[ls.ring.head:] {
 		add(u)
 	}
-	for _, l := range ls.lanes {
+	for l := range ls.all() {
 		add(l.unit)
 		for i := range l.q.len() {
 			held = append(held, l.q.at(i))
@@ -93,15 +93,12 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 	}
 	for _, m := range held {
 		d.unkeep(h, m)
-		if l := ls.outs[m.ID]; l != nil {
-			delete(ls.outs, m.ID)
-			l.out--
-		}
+		ls.takeOut(m)
 	}
 	h.ready = deque{}
 	h.retry = retryQueue{}
 	h.fit = nil
-	for _, l := range ls.lanes {
+	for l := range ls.all() {
 		ls.mem -= l.q.len()
 		l.q = deque{}
 	}
@@ -115,7 +112,7 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 	for _, u := range order {
 		for _, l := range u.lanes {
 			if l == nil || l.leaving {
-				continue // a leaving lane is read from its start when taken up again (lanes_cap.go)
+				continue // a leaving lane is read from its start when taken up again (the bound, laneset.go)
 			}
 			f, ok := first[l.id]
 			if ok {
@@ -127,11 +124,11 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 		}
 	}
 	for _, l := range waiting {
-		if l.onDisk && ls.lanes[l.id] == l {
+		if l.onDisk && ls.get(l.id) == l {
 			h.setOnDisk(l, true)
 		}
 	}
-	for _, l := range ls.lanes {
+	for l := range ls.all() {
 		h.forget(l)
 	}
 	// Not read again before then (a minute at most, in case the gate

@@ -49,3 +49,41 @@ func TestManyKeysWithinWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestPlainHostCarriesNoLaneMaps: a host whose webhooks carry no key,
+// priority or ordering key holds its default lane alone, without the
+// maps of lanes, keys, ordering keys and webhooks out; its first keyed
+// webhook and its first ordered one make them.
+func TestPlainHostCarriesNoLaneMaps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		q := newMemQueue()
+		d := startWith(t, q, policy(1000, 10, 2), &http.Client{Transport: rc})
+		maps := func() (lanes, units, order bool) {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			ls := d.hosts["p.example"].lanes
+			return ls.lanes != nil || ls.outs != nil, ls.units != nil, ls.order != nil
+		}
+		q.add("p.example", 20)
+		waitEmpty(t, q, time.Minute)
+		if l, u, o := maps(); l || u || o {
+			t.Fatalf("a plain host made lane maps: lanes %v, keys %v, ordering keys %v", l, u, o)
+		}
+		q.addLaned("p.example", "k", 3, func(i int, m *spool.Message) { m.Fairness = fmt.Sprint("tenant-", i) })
+		waitEmpty(t, q, time.Minute)
+		if l, u, _ := maps(); !l || !u {
+			t.Fatalf("keyed webhooks made no lane maps: lanes %v, keys %v", l, u)
+		}
+		q.addLaned("p.example", "o", 3, func(i int, m *spool.Message) { m.Ordering = "order-1" })
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		if _, _, o := maps(); !o {
+			t.Fatal("ordered webhooks made no map of ordering keys")
+		}
+		waitEmpty(t, q, time.Minute)
+		if n := len(rc.arrivals("p.example")); n != 26 {
+			t.Fatalf("%d webhooks arrived, want 26", n)
+		}
+	})
+}

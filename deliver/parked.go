@@ -1,6 +1,6 @@
 package deliver
 
-// Webhooks that wait as ids, not in memory (lanes.go): those parked
+// Webhooks that wait as ids, not in memory (laneset.go): those parked
 // behind their ordering key's active webhook, and those delayed until
 // their NotBefore. Each is read back from the spool when its time comes.
 
@@ -58,7 +58,7 @@ func (d *Dispatcher) orderNext(h *host, k orderKey, st *orderState) {
 	st.active = st.parked[0]
 	st.parked = st.parked[1:]
 	// The parked ref becomes a read: the lane's refs count it until then.
-	d.readBack(h, []readRef{{ls.lanes[st.lane], st.active}})
+	d.readBack(h, []readRef{{ls.get(st.lane), st.active}})
 }
 
 // dueDelayed reads back the delayed webhooks that are due, as many as h's
@@ -137,7 +137,7 @@ func (d *Dispatcher) goneWhileParked(h *host, r readRef) {
 func (d *Dispatcher) takeLaned(h *host, want map[uint64]bool, out map[uint64]*spool.Message) map[uint64]bool {
 	ls := h.lanes
 	refs := map[uint64]bool{}
-	for _, l := range ls.lanes {
+	for l := range ls.all() {
 		var idx []int
 		for i := range l.q.len() {
 			if want[l.q.at(i).ID] {
@@ -170,7 +170,7 @@ func (d *Dispatcher) takeLaned(h *host, want map[uint64]bool, out map[uint64]*sp
 		for _, id := range st.parked {
 			if want[id] {
 				refs[id] = true
-				ls.lanes[st.lane].refs--
+				ls.get(st.lane).refs--
 			} else {
 				parked = append(parked, id)
 			}

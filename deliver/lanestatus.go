@@ -113,7 +113,7 @@ func (d *Dispatcher) laneStatus(h *host) *LaneStatus {
 	if !ls.keyed {
 		return nil // one lane: the host's status says all of it
 	}
-	st := &LaneStatus{Keys: len(ls.units), OrderingKeys: len(ls.order), Delayed: ls.delayed.Len(),
+	st := &LaneStatus{Keys: len(ls.units) + 1, OrderingKeys: len(ls.order), Delayed: ls.delayed.Len(),
 		OrderedDead: ls.dead, LastDeadKey: ls.lastDeadKey, LastDeadWhy: ls.lastDeadWhy}
 	byKey := map[string]int{}
 	for _, u := range d.opts.Reader.Lanes(h.name) {

@@ -1,10 +1,16 @@
 package deliver
 
-// Reading lanes from the spool (lanes.go): each lane from its own cursor,
+// Reading lanes from the spool (laneset.go): each lane from its own cursor,
 // the lanes with the least in memory first, each within its part of the
 // window, so that one key's backlog is never read to reach another's.
+//
+// The reads of the bound (see laneset.go): a key's lanes let go of when
+// its turn ends while others wait on disk (demote), and the lanes the
+// spool has that the host does not hold, taken up again (rediscover).
 
 import (
+	"container/heap"
+	"slices"
 	"time"
 
 	"github.com/hookpace/hookpace/spool"
@@ -26,10 +32,10 @@ func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
 	if usesLanes(m) {
 		h.lanes.keyed = true
 	}
-	l := h.lanes.lanes[m.Lane()]
+	l := h.lanes.get(m.Lane())
 	if l == nil && h.lanes.capped {
 		// Its lane may have webhooks on disk from while there was no room
-		// for it: take it up from its start (lanes_cap.go).
+		// for it: take it up from its start (the bound, laneset.go).
 		h.lastSeen = max(h.lastSeen, m.ID)
 		if l = h.lane(m.Lane(), 0); l == nil {
 			h.arrivedWithoutRoom(m.Lane())
@@ -52,7 +58,7 @@ func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
 	}
 	l.lastSeen = max(l.lastSeen, m.ID)
 	if l.leaving {
-		return // read from its start when taken up again (lanes_cap.go)
+		return // read from its start when taken up again (the bound, laneset.go)
 	}
 	room := h.count() < h.window() && l.q.len() < h.quota()
 	if !room && !l.onDisk && l.q.len() == 0 && h.count() >= h.window() {
@@ -68,6 +74,37 @@ func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
 		return
 	}
 	h.setOnDisk(l, true)
+}
+
+// admit places m, just read from the spool, in h's lanes: in l's deque,
+// parked behind its ordering key's active webhook, or delayed.
+func (d *Dispatcher) admit(h *host, l *lane, m *spool.Message, now time.Time) {
+	ls := h.lanes
+	if m.Ordering != "" {
+		k := orderKey{m.Fairness, m.Ordering}
+		st := ls.order[k]
+		if st == nil {
+			st = &orderState{lane: l.id, active: m.ID}
+			if ls.order == nil {
+				ls.order = map[orderKey]*orderState{}
+			}
+			ls.order[k] = st
+		}
+		if st.active != m.ID {
+			st.parked = append(st.parked, m.ID)
+			l.refs++
+			return
+		}
+	}
+	if m.NotBefore.After(now) {
+		heap.Push(&ls.delayed, delayRef{at: m.NotBefore, id: m.ID, lane: l})
+		l.refs++
+		return
+	}
+	l.q.push(m)
+	ls.mem++
+	d.keep(h, m)
+	ls.hasWork(l.unit)
 }
 
 // roomScan bounds the lanes makeRoom looks at.
@@ -133,8 +170,8 @@ func (d *Dispatcher) loadLanes(h *host) {
 	for ls.loadQ.len() > 0 && budget > 0 && len(jobs) < maxLaneReads {
 		l := ls.loadQ.pop()
 		l.inLoadQ = false
-		if l.leaving || ls.lanes[l.id] != l {
-			continue // let go of (lanes_cap.go)
+		if l.leaving || ls.get(l.id) != l {
+			continue // let go of (the bound, laneset.go)
 		}
 		if !l.onDisk || l.q.len() >= quota {
 			h.forget(l) // a full lane is queued again as pick drains it
@@ -199,37 +236,74 @@ func (d *Dispatcher) laneLoaded(h *host, l *lane, msgs []*spool.Message, n int, 
 	h.forget(l)
 }
 
-// fifo is a queue that reuses its buffer.
-type fifo[T any] struct {
-	buf  []T
-	head int
-}
-
-func (q *fifo[T]) len() int { return len(q.buf) - q.head }
-func (q *fifo[T]) peek() T  { return q.buf[q.head] }
-func (q *fifo[T]) push(v T) {
-	if q.head > 0 && q.head >= len(q.buf)/2 {
-		n := copy(q.buf, q.buf[q.head:])
-		clear(q.buf[n:])
-		q.buf, q.head = q.buf[:n], 0
+// demote lets go, while keys wait on disk without a lane, of the lanes
+// of the keys whose turn just ended (pick), so that turns go round the
+// whole key space, not only the lanes held: what such a lane held in
+// memory stays queued on disk, and the lane is forgotten (at once, or
+// once its webhooks out are gone for good) and read again from its start
+// when its key's turn comes round (rediscover). A lane with webhooks
+// parked or delayed stays, as it is.
+func (d *Dispatcher) demote(h *host) {
+	ls := h.lanes
+	for _, u := range ls.demote {
+		for _, l := range u.lanes {
+			if l == nil || l.refs > 0 {
+				continue
+			}
+			for l.q.len() > 0 {
+				d.unkeep(h, l.q.peek())
+				l.q.pop()
+				ls.mem--
+			}
+			l.leaving = true
+			ls.untracked = true
+			h.forget(l)
+		}
+		if u.choose0() != nil {
+			ls.hasWork(u) // a lane that stays
+		}
 	}
-	q.buf = append(q.buf, v)
+	clear(ls.demote)
+	ls.demote = ls.demote[:0]
 }
 
-// pushFront puts v at the front, to be popped next.
-func (q *fifo[T]) pushFront(v T) {
-	if q.head > 0 {
-		q.head--
-		q.buf[q.head] = v
+// rediscover takes up, when h has room again, the lanes with webhooks on
+// disk that it does not hold, off the lock: in the order of their keys,
+// going on from where it stopped last time, so that each key's turn
+// comes round.
+func (d *Dispatcher) rediscover(h *host) {
+	ls := h.lanes
+	if !ls.untracked || ls.discovering || ls.count() > maxLanes*3/4 || d.stopping {
 		return
 	}
-	q.buf = append([]T{v}, q.buf...)
-}
-
-func (q *fifo[T]) pop() T {
-	v := q.buf[q.head]
-	var zero T
-	q.buf[q.head] = zero
-	q.head++
-	return v
+	ls.discovering = true
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		lanes := d.opts.Reader.Lanes(h.name)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		ls.discovering = false
+		ls.untracked = false
+		start, found := slices.BinarySearchFunc(lanes, ls.resumeAt, func(u spool.LaneUsage, at spool.Lane) int {
+			return compareLanes(u.Lane, at)
+		})
+		if found {
+			start++ // the last one taken up: the next after it
+		}
+		for i := range lanes {
+			u := lanes[(start+i)%len(lanes)]
+			if ls.get(u.Lane) != nil {
+				continue
+			}
+			l := h.lane(u.Lane, 0)
+			if l == nil {
+				ls.untracked = true // more than there is room for: again later
+				break
+			}
+			h.setOnDisk(l, true)
+			ls.resumeAt = u.Lane
+		}
+		d.pump(h)
+	}()
 }

@@ -1,6 +1,9 @@
 package deliver
 
-// Fair and ordered delivery within a host. A host keeps its messages in
+// A host's lane set: what of its queue is in memory, in lanes, and how
+// it takes turns between them.
+//
+// Fair and ordered delivery within a host: A host keeps its messages in
 // lanes (spool.Lane: a fairness key and a priority), each read from the
 // spool on its own; a host whose webhooks carry no key, priority,
 // ordering key or delay is a lane set of one lane, the default one. It
@@ -20,11 +23,27 @@ package deliver
 //
 // What the lanes pick goes to h.ready, a short stage (one request's
 // worth), from which pump, batching, holds and max_age work.
+//
+// The bound for many keys: a host keeps at most maxLanes lanes
+// in memory. A lane that has nothing left in memory, on its way or
+// waiting as an id is forgotten; a webhook announced for a lane the host
+// has no room for stays on disk, and once lanes have been forgotten the
+// host asks the spool which lanes have webhooks and takes up those it
+// does not hold, reading each from its start.
+//
+// Reading a lane from its start is safe because a lane is never forgotten
+// while any of its webhooks is out (picked: staged, in flight, retrying
+// or held): what is left of it on disk is what was never read, or what
+// has just left for good but whose removal may not be written yet (a
+// burial or a purge is written without waiting). Those last are
+// remembered, by id, in a ring of the latest ones (settled), and skipped.
 
 import (
-	"container/heap"
+	"cmp"
+	"iter"
 	"math"
-	"time"
+	"slices"
+	"strings"
 
 	"github.com/hookpace/hookpace/spool"
 )
@@ -32,8 +51,13 @@ import (
 // laneSet is a host's lanes and what it remembers of ordering keys and
 // delays.
 type laneSet struct {
+	// def is the default lane (no key, normal priority), which every host
+	// has; the other lanes and the fairness keys but "" are in the maps,
+	// made on a host's first keyed webhook, so that a plain host carries
+	// none.
+	def   *lane
 	lanes map[spool.Lane]*lane
-	units map[string]*unit // by fairness key
+	units map[string]*unit // by fairness key, but ""
 	ring  fifo[*unit]      // the keys with messages in memory, in turn order
 	mem   int              // messages in the lanes' deques
 
@@ -51,12 +75,12 @@ type laneSet struct {
 	dead                     int64
 	lastDeadKey, lastDeadWhy string
 
-	// The bound on lanes (lanes_cap.go): the lane of each message on its
+	// The bound on lanes (the bound): the lane of each message on its
 	// way, whether webhooks wait in lanes not held, and the latest
 	// webhooks to leave for good.
 	outs        map[uint64]*lane
 	demote      []*unit          // keys whose turn ended while others waited on disk
-	arrived     fifo[spool.Lane] // lanes announced while there was no room (lanes_cap.go)
+	arrived     fifo[spool.Lane] // lanes announced while there was no room (the bound)
 	resumeAt    spool.Lane       // where in the keys rediscover goes on from
 	untracked   bool             // webhooks wait in lanes not held
 	capped      bool             // the bound was reached once: a lane taken up is read from its start
@@ -77,7 +101,7 @@ type lane struct {
 	loading  bool
 	inLoadQ  bool
 	refs     int  // parked, delayed or being read back
-	out      int  // picked and not yet gone for good (lanes_cap.go)
+	out      int  // picked and not yet gone for good (the bound)
 	leaving  bool // let go of to make room (demote): forgotten once nothing of it is out
 }
 
@@ -101,18 +125,17 @@ type orderState struct {
 	parked []uint64
 }
 
-// waiting reports whether webhooks wait as ids (parked or delayed) or are
-// being read back.
-func (ls *laneSet) waiting() bool {
-	return len(ls.order) > 0 || ls.delayed.Len() > 0 || ls.reading > 0
-}
+// maxLanes bounds the lanes a host keeps in memory (a var for tests).
+var maxLanes = 4096
 
-// reweigh applies reloaded fairness weights.
-func (ls *laneSet) reweigh(w map[string]int) {
-	for k, u := range ls.units {
-		u.weight = max(w[k], 1)
-	}
-}
+// settledKept is how many of the latest webhooks to leave a host in
+// lanes for good are remembered, while it is near maxLanes: far more
+// than the writer has pending at once.
+const settledKept = 4096
+
+// arrivedKept bounds the lanes remembered as having had a webhook
+// announced while there was no room for them.
+const arrivedKept = 1024
 
 // usesLanes reports whether m uses more than the default lane: a fairness
 // key, a priority, an ordering key or a delay.
@@ -122,31 +145,135 @@ func usesLanes(m *spool.Message) bool {
 
 // newLanes gives h its lane set: the default lane, read from the start.
 func (h *host) newLanes() {
-	h.lanes = &laneSet{lanes: map[spool.Lane]*lane{}, units: map[string]*unit{}, order: map[orderKey]*orderState{}}
-	h.lane(spool.Lane{}, 0)
+	u := &unit{weight: max(h.pol.Weights[""], 1)}
+	l := &lane{unit: u}
+	u.lanes[l.id.Priority.Rank()] = l
+	h.lanes = &laneSet{def: l}
 }
 
 // defaultLane is h's lane of webhooks without a key or priority; it is
 // never forgotten.
-func (h *host) defaultLane() *lane { return h.lanes.lanes[spool.Lane{}] }
+func (h *host) defaultLane() *lane { return h.lanes.def }
 
-// lane returns h's lane id, made with the given cursor if h has none;
-// nil if h holds maxLanes lanes already (lanes_cap.go).
-func (h *host) lane(id spool.Lane, cursor uint64) *lane {
-	ls := h.lanes
-	if l := ls.lanes[id]; l != nil {
+// waiting reports whether webhooks wait as ids (parked or delayed) or are
+// being read back.
+func (ls *laneSet) waiting() bool {
+	return len(ls.order) > 0 || ls.delayed.Len() > 0 || ls.reading > 0
+}
+
+// reweigh applies reloaded fairness weights.
+func (ls *laneSet) reweigh(w map[string]int) {
+	ls.def.unit.weight = max(w[""], 1)
+	for k, u := range ls.units {
+		u.weight = max(w[k], 1)
+	}
+}
+
+// get is lane id, nil if the host holds none.
+func (ls *laneSet) get(id spool.Lane) *lane {
+	if id == (spool.Lane{}) {
+		return ls.def
+	}
+	return ls.lanes[id]
+}
+
+// count is how many lanes the host holds, the default one included.
+func (ls *laneSet) count() int { return len(ls.lanes) + 1 }
+
+// all yields every lane the host holds, the default one first.
+func (ls *laneSet) all() iter.Seq[*lane] {
+	return func(yield func(*lane) bool) {
+		if !yield(ls.def) {
+			return
+		}
+		for _, l := range ls.lanes {
+			if !yield(l) {
+				return
+			}
+		}
+	}
+}
+
+// unit is fairness key key's, nil if the host holds no lane of it.
+func (ls *laneSet) unit(key string) *unit {
+	if key == "" {
+		return ls.def.unit
+	}
+	return ls.units[key]
+}
+
+// hasWork puts u in the rotation, at its end, if it is not in it.
+func (ls *laneSet) hasWork(u *unit) {
+	if !u.inRing {
+		u.inRing, u.credit = true, u.weight
+		ls.ring.push(u)
+	}
+}
+
+// setOut counts m, picked from lane l, as on its way. The default lane
+// is never forgotten, so nothing out of it is counted: a plain host
+// carries no map of what is out.
+func (ls *laneSet) setOut(m *spool.Message, l *lane) {
+	if l == ls.def {
+		return
+	}
+	if ls.outs == nil {
+		ls.outs = map[uint64]*lane{}
+	}
+	ls.outs[m.ID] = l
+	l.out++
+}
+
+// outOf is the lane m was picked from while m is on its way: the one
+// setOut counted, or the default lane for a webhook of it.
+func (ls *laneSet) outOf(m *spool.Message) *lane {
+	if l := ls.outs[m.ID]; l != nil {
 		return l
 	}
-	if len(ls.lanes) >= maxLanes && id != (spool.Lane{}) {
+	if m.Lane() == (spool.Lane{}) {
+		return ls.def
+	}
+	return nil
+}
+
+// takeOut counts m as no longer on its way and returns its lane (outOf).
+func (ls *laneSet) takeOut(m *spool.Message) *lane {
+	l := ls.outOf(m)
+	if l != nil && l != ls.def {
+		delete(ls.outs, m.ID)
+		l.out--
+	}
+	return l
+}
+
+// settledRecently reports whether id left h for good lately.
+func (ls *laneSet) settledRecently(id uint64) bool {
+	return len(ls.settled) > 0 && slices.Contains(ls.settled, id)
+}
+
+// lane returns h's lane id, made with the given cursor if h has none;
+// nil if h holds maxLanes lanes already (the bound).
+func (h *host) lane(id spool.Lane, cursor uint64) *lane {
+	ls := h.lanes
+	if l := ls.get(id); l != nil {
+		return l
+	}
+	if ls.count() >= maxLanes {
 		return nil
 	}
-	u := ls.units[id.Key]
+	u := ls.unit(id.Key)
 	if u == nil {
 		u = &unit{key: id.Key, weight: max(h.pol.Weights[id.Key], 1)}
+		if ls.units == nil {
+			ls.units = map[string]*unit{}
+		}
 		ls.units[id.Key] = u
 	}
 	l := &lane{id: id, unit: u, cursor: cursor, lastSeen: cursor}
 	u.lanes[id.Priority.Rank()] = l
+	if ls.lanes == nil {
+		ls.lanes = map[spool.Lane]*lane{}
+	}
 	ls.lanes[id] = l
 	return l
 }
@@ -185,7 +312,7 @@ func (h *host) forget(l *lane) {
 	delete(ls.lanes, l.id)
 	u := l.unit
 	u.lanes[l.id.Priority.Rank()] = nil
-	if u.lanes == [3]*lane{} && !u.inRing {
+	if u.lanes == [3]*lane{} && !u.inRing { // never the default lane's
 		delete(ls.units, u.key)
 	}
 }
@@ -193,43 +320,7 @@ func (h *host) forget(l *lane) {
 // quota is how many messages one lane may hold in memory: an equal part
 // of the window, at least one.
 func (h *host) quota() int {
-	return max(h.window()/max(len(h.lanes.lanes), 1), 1)
-}
-
-// admit places m, just read from the spool, in h's lanes: in l's deque,
-// parked behind its ordering key's active webhook, or delayed.
-func (d *Dispatcher) admit(h *host, l *lane, m *spool.Message, now time.Time) {
-	ls := h.lanes
-	if m.Ordering != "" {
-		k := orderKey{m.Fairness, m.Ordering}
-		st := ls.order[k]
-		if st == nil {
-			st = &orderState{lane: l.id, active: m.ID}
-			ls.order[k] = st
-		}
-		if st.active != m.ID {
-			st.parked = append(st.parked, m.ID)
-			l.refs++
-			return
-		}
-	}
-	if m.NotBefore.After(now) {
-		heap.Push(&ls.delayed, delayRef{at: m.NotBefore, id: m.ID, lane: l})
-		l.refs++
-		return
-	}
-	l.q.push(m)
-	ls.mem++
-	d.keep(h, m)
-	ls.hasWork(l.unit)
-}
-
-// hasWork puts u in the rotation, at its end, if it is not in it.
-func (ls *laneSet) hasWork(u *unit) {
-	if !u.inRing {
-		u.inRing, u.credit = true, u.weight
-		ls.ring.push(u)
-	}
+	return max(h.window()/h.lanes.count(), 1)
 }
 
 // stage moves what the lanes pick next into h.ready, up to one request's
@@ -261,13 +352,12 @@ func (h *host) unstage() {
 	}
 	for i := len(back) - 1; i >= 0; i-- {
 		m := back[i]
-		l := ls.outs[m.ID]
-		if l == nil || l.leaving || ls.lanes[l.id] != l {
+		l := ls.outOf(m)
+		if l == nil || l.leaving || ls.get(l.id) != l {
 			keep = append(keep, m)
 			continue
 		}
-		delete(ls.outs, m.ID)
-		l.out--
+		ls.takeOut(m)
 		delete(h.fit, m)
 		l.q.pushFront(m)
 		ls.mem++
@@ -304,7 +394,7 @@ func (h *host) pick() *spool.Message {
 			u.inRing = false
 			switch {
 			case ls.untracked && u.key != "":
-				ls.demote = append(ls.demote, u) // makes room for keys waiting on disk (lanes_cap.go)
+				ls.demote = append(ls.demote, u) // makes room for keys waiting on disk (the bound)
 			case u.choose0() != nil:
 				ls.hasWork(u) // its next turn, at the end
 			}
@@ -322,6 +412,62 @@ func (h *host) forgetUnit(u *unit) {
 			h.forget(l)
 		}
 	}
+}
+
+// settle notes that m left h for good (release): its lane no longer
+// counts it as out, and while h is near its bound, its id is remembered.
+func (h *host) settle(m *spool.Message) {
+	ls := h.lanes
+	if l := ls.takeOut(m); l != nil {
+		h.forget(l)
+	}
+	if ls.count() >= maxLanes/2 || ls.capped {
+		if len(ls.settled) < settledKept {
+			ls.settled = append(ls.settled, m.ID)
+		} else {
+			ls.settled[ls.settledAt] = m.ID
+			ls.settledAt = (ls.settledAt + 1) % settledKept
+		}
+	}
+}
+
+// untrack notes that a webhook waits on disk in a lane h has no room
+// for. From then on, a lane h takes up is read from its start.
+func (h *host) untrack() { h.lanes.untracked, h.lanes.capped = true, true }
+
+// arrivedWithoutRoom remembers that a webhook was announced for lane id
+// while h had no room for it: it is taken up first when room is made
+// (takeArrived), so a new key waits for a lane to free, not for the turn
+// of the whole key space.
+func (h *host) arrivedWithoutRoom(id spool.Lane) {
+	h.untrack()
+	if ls := h.lanes; ls.arrived.len() < arrivedKept {
+		ls.arrived.push(id)
+	}
+}
+
+// takeArrived takes up the lanes that had webhooks announced while there
+// was no room, as room is made, from their start.
+func (h *host) takeArrived() {
+	ls := h.lanes
+	for ls.arrived.len() > 0 && ls.count() < maxLanes {
+		id := ls.arrived.pop()
+		if ls.get(id) == nil {
+			h.readSoon(h.lane(id, 0))
+		}
+	}
+}
+
+// readSoon marks l, just taken up for a webhook announced for it, as on
+// disk and reads it at the next load, ahead of the lanes waiting for
+// theirs: a new key's first webhook does not wait for the loads of
+// thousands of lanes.
+func (h *host) readSoon(l *lane) {
+	if !l.inLoadQ && !l.loading {
+		l.inLoadQ = true
+		h.lanes.loadQ.pushFront(l)
+	}
+	h.setOnDisk(l, true)
 }
 
 // choose0 is the highest-priority lane of u with messages in memory.
@@ -371,4 +517,45 @@ func (u *unit) choose(minShare float64) *lane {
 		return u.lanes[owed]
 	}
 	return u.lanes[top]
+}
+
+// compareLanes orders lanes as the spool lists them: by key, then
+// priority rank.
+func compareLanes(a, b spool.Lane) int {
+	return cmp.Or(strings.Compare(a.Key, b.Key), a.Priority.Rank()-b.Priority.Rank())
+}
+
+// fifo is a queue that reuses its buffer.
+type fifo[T any] struct {
+	buf  []T
+	head int
+}
+
+func (q *fifo[T]) len() int { return len(q.buf) - q.head }
+func (q *fifo[T]) peek() T  { return q.buf[q.head] }
+func (q *fifo[T]) push(v T) {
+	if q.head > 0 && q.head >= len(q.buf)/2 {
+		n := copy(q.buf, q.buf[q.head:])
+		clear(q.buf[n:])
+		q.buf, q.head = q.buf[:n], 0
+	}
+	q.buf = append(q.buf, v)
+}
+
+// pushFront puts v at the front, to be popped next.
+func (q *fifo[T]) pushFront(v T) {
+	if q.head > 0 {
+		q.head--
+		q.buf[q.head] = v
+		return
+	}
+	q.buf = append([]T{v}, q.buf...)
+}
+
+func (q *fifo[T]) pop() T {
+	v := q.buf[q.head]
+	var zero T
+	q.buf[q.head] = zero
+	q.head++
+	return v
 }
