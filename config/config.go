@@ -408,6 +408,7 @@ func RestartRequired(old, new *Config) []string {
 		{"telemetry.max_host_labels", old.Telemetry.MaxHostLabels != new.Telemetry.MaxHostLabels},
 		{"delivery.max_in_flight", old.Delivery.MaxInFlight != new.Delivery.MaxInFlight},
 		{"delivery.max_idle_connections", old.Delivery.MaxIdleConnections != new.Delivery.MaxIdleConnections},
+		{"delivery.idle_connection_timeout", old.Delivery.IdleConnectionTimeout != new.Delivery.IdleConnectionTimeout},
 		{"telemetry.metrics_otlp_endpoint", old.Telemetry.MetricsOTLPEndpoint != new.Telemetry.MetricsOTLPEndpoint},
 		{"telemetry.traces", old.Telemetry.Traces != new.Telemetry.Traces},
 	} {
