@@ -56,7 +56,7 @@ func TestHostGaugesAgreeWithHosts(t *testing.T) {
 	for i, hs := range status {
 		want := HostGauge{Host: hs.Host, Queued: hs.Queued, QueuedBytes: hs.QueuedBytes, InFlight: hs.InFlight,
 			Rate: hs.Rate, Held: hs.HeldUntil != nil || hs.Paused, Paused: hs.Paused,
-			BreakerOpen: hs.Breaker != pacer.BreakerClosed, ConcurrencyLimit: hs.ConcurrencyLimit}
+			BreakerOpen: hs.Breaker != pacer.BreakerClosed, ConcurrencyLimit: hs.ConcurrencyLimit, Delivered: hs.Delivered}
 		if gauges[i] != want {
 			t.Errorf("host %d: gauges %+v, status says %+v", i, gauges[i], want)
 		}

@@ -192,12 +192,14 @@ type HostGauge struct {
 	Paused              bool
 	BreakerOpen         bool // open or half-open
 	ConcurrencyLimit    int
+	Delivered           int64 // webhooks delivered since the host was taken up
 }
 
 // HostGauges reports every host's gauges, busiest first as Hosts does
 // (the metrics give labels in this order up to their cap): what a scrape
-// of /metrics reads of each of tens of thousands of hosts while d.mu is
-// held, so it builds nothing but these numbers.
+// of /metrics and the status page's history read of each of tens of
+// thousands of hosts while d.mu is held, so it builds nothing but these
+// numbers.
 func (d *Dispatcher) HostGauges() []HostGauge {
 	out := d.hostGauges()
 	sort.Slice(out, func(i, j int) bool {
@@ -219,7 +221,7 @@ func (d *Dispatcher) hostGauges() []HostGauge {
 		u := d.opts.Stats.HostUsage(h.name)
 		out = append(out, HostGauge{Host: h.name, Queued: u.Messages, QueuedBytes: u.Bytes,
 			InFlight: st.InFlight, Rate: st.Rate, Held: !st.HeldUntil.IsZero() || st.Paused, Paused: st.Paused,
-			BreakerOpen: st.Breaker != pacer.BreakerClosed, ConcurrencyLimit: st.Concurrency})
+			BreakerOpen: st.Breaker != pacer.BreakerClosed, ConcurrencyLimit: st.Concurrency, Delivered: h.delivered})
 	}
 	return out
 }

@@ -299,7 +299,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Accepted:  func() int64 { return a.proxy.Counts()[proxy.OutcomeAccepted.String()] },
 		Delivered: a.disp.Delivered,
 		Queued:    func() int64 { return a.spool.Usage().Messages },
-		Hosts:     a.disp.Hosts,
+		Hosts:     a.disp.HostGauges,
 	})
 	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Metrics: tel.Handler(), Logger: log, Guard: ag,
 		Stopping: a.stopping.Load, Instance: a.instance, Fleet: a.fleetViewer(), History: a.history}, &a.current),
