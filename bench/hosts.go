@@ -23,6 +23,7 @@ type hostsResult struct {
 	bin                   string
 	hosts, per            int
 	delivered, conns      int64
+	refused               int64 // posts that got no 2xx
 	idleKiB, hwmKiB       int64
 	afterKiB              int64
 	cpu                   time.Duration
@@ -72,11 +73,18 @@ func (b *bench) manyHosts(bin string, recv *connCounter, targets []string) (*hos
 	served0, opened0 := recv.served.Load(), recv.opened.Load()
 	cpu0, t0 := cpuTime(hp.pid()), time.Now()
 	for round := 0; round < b.hostsPer; round++ {
-		if bad, err := postSpread(hp.proxy, targets, []byte(`{"n":1}`), len(targets), 64); bad > 0 {
-			return nil, fmt.Errorf("round %d: %d not accepted (%v)", round, bad, err)
+		bad, err := postSpread(hp.proxy, targets, []byte(`{"n":1}`), len(targets), 64)
+		if bad > 0 {
+			// A refusal is a result (an unbounded idle pool ran out of
+			// file descriptors at 50,000 hosts): counted, and the rest
+			// are still delivered and measured.
+			logf("hosts: %s: round %d: %d not accepted (%v)", bin, round, bad, err)
+			r.refused += bad
 		}
 	}
-	want := served0 + int64(len(targets)*b.hostsPer)
+	time.Sleep(time.Second) // the refusals' retries in flight have settled
+	accepted, _ := hp.ingestOutcomes()
+	want := served0 + int64(accepted["accepted"])
 	deadline := time.Now().Add(15 * time.Minute)
 	for recv.served.Load() < want {
 		if time.Now().After(deadline) {
@@ -142,10 +150,10 @@ func countHostLabels(metrics string) int {
 func (r *report) writeHosts(s io.Writer) {
 	fmt.Fprintf(s, "\nMany hosts: K webhooks to each of H hosts, all delivered; then one scrape of each view\n")
 	tw := table(s)
-	fmt.Fprintln(tw, "  binary\thosts\tK\tdelivered\tnew conns\tCPU/webhook\tVmRSS idle\tpeak VmHWM\tVmRSS after\t/metrics\thost labels\t/v1/hosts page\t/v1/hosts?limit=0\t")
+	fmt.Fprintln(tw, "  binary\thosts\tK\tdelivered\tnot accepted\tnew conns\tCPU/webhook\tVmRSS idle\tpeak VmHWM\tVmRSS after\t/metrics\thost labels\t/v1/hosts page\t/v1/hosts?limit=0\t")
 	for _, x := range r.hosts {
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%.0f µs\t%.1f MiB\t%.1f MiB\t%.1f MiB\t%s in %.2f s\t%d\t%s in %.2f s\t%s in %.2f s\t\n",
-			x.bin, x.hosts, x.per, x.delivered, x.conns, float64(x.cpu.Microseconds())/float64(max(x.delivered, 1)),
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%.0f µs\t%.1f MiB\t%.1f MiB\t%.1f MiB\t%s in %.2f s\t%d\t%s in %.2f s\t%s in %.2f s\t\n",
+			x.bin, x.hosts, x.per, x.delivered, x.refused, x.conns, float64(x.cpu.Microseconds())/float64(max(x.delivered, 1)),
 			float64(x.idleKiB)/1024, float64(x.hwmKiB)/1024, float64(x.afterKiB)/1024,
 			mb(x.metricsB), x.metricsT.Seconds(), x.hostLabels, mb(x.pageB), x.pageT.Seconds(), mb(x.allB), x.allT.Seconds())
 	}
