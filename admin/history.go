@@ -29,12 +29,13 @@ const (
 // HistorySource is what the sampler reads. Accepted and Delivered count
 // since the start (webhooks accepted into the spool by the proxy, webhooks
 // delivered), Queued is the spool's depth now, Hosts every host the
-// dispatcher knows (its Queued and Delivered are read).
+// dispatcher knows (its Queued and Delivered are read: the gauges, not a
+// full status, since every host is read every HostStep).
 type HistorySource struct {
 	Accepted  func() int64
 	Delivered func() int64
 	Queued    func() int64
-	Hosts     func() []deliver.HostStatus
+	Hosts     func() []deliver.HostGauge
 }
 
 // ring keeps the last len(v) samples, oldest overwritten first.

@@ -32,7 +32,7 @@ func TestRingKeepsTheLastSamplesOldestFirst(t *testing.T) {
 // fakeSource is what the sampler reads, set by the test between samples.
 type fakeSource struct {
 	accepted, delivered, queued int64
-	hosts                       []deliver.HostStatus
+	hosts                       []deliver.HostGauge
 	hostReads                   int
 }
 
@@ -41,7 +41,7 @@ func (f *fakeSource) source() HistorySource {
 		Accepted:  func() int64 { return f.accepted },
 		Delivered: func() int64 { return f.delivered },
 		Queued:    func() int64 { return f.queued },
-		Hosts: func() []deliver.HostStatus {
+		Hosts: func() []deliver.HostGauge {
 			f.hostReads++
 			return slices.Clone(f.hosts)
 		},
@@ -82,7 +82,7 @@ func TestHistorySamplesTheSpoolEverySecond(t *testing.T) {
 }
 
 func TestHistorySamplesHostsEvery10sAndForgetsThem(t *testing.T) {
-	f := &fakeSource{hosts: []deliver.HostStatus{{Host: "a.example", Queued: 5, Delivered: 2}}}
+	f := &fakeSource{hosts: []deliver.HostGauge{{Host: "a.example", Queued: 5, Delivered: 2}}}
 	h := NewHistory(f.source())
 	h.Sample(t0) // a step boundary: the hosts are read
 	for i := 1; i <= 9; i++ {
@@ -91,11 +91,11 @@ func TestHistorySamplesHostsEvery10sAndForgetsThem(t *testing.T) {
 	if f.hostReads != 1 {
 		t.Fatalf("hosts read %d times in 10 s, want once", f.hostReads)
 	}
-	f.hosts = []deliver.HostStatus{{Host: "a.example", Queued: 70000, Delivered: 9}, {Host: "b.example", Queued: 1, Delivered: 4}}
+	f.hosts = []deliver.HostGauge{{Host: "a.example", Queued: 70000, Delivered: 9}, {Host: "b.example", Queued: 1, Delivered: 4}}
 	h.Sample(t0.Add(10 * time.Second))
 	// 30 s later, a.example forgotten by the dispatcher in between and
 	// taken up again (its count starts again), b.example forgotten.
-	f.hosts = []deliver.HostStatus{{Host: "a.example", Queued: 3, Delivered: 6}}
+	f.hosts = []deliver.HostGauge{{Host: "a.example", Queued: 3, Delivered: 6}}
 	h.Sample(t0.Add(40 * time.Second))
 	a, ok := h.Host("a.example")
 	if !ok {
@@ -118,7 +118,7 @@ func TestHistorySamplesHostsEvery10sAndForgetsThem(t *testing.T) {
 func TestHistoryHostsAreBounded(t *testing.T) {
 	f := &fakeSource{}
 	for i := range 5000 {
-		f.hosts = append(f.hosts, deliver.HostStatus{Host: fmt.Sprintf("h%d.example", i), Queued: int64(i), Delivered: int64(i)})
+		f.hosts = append(f.hosts, deliver.HostGauge{Host: fmt.Sprintf("h%d.example", i), Queued: int64(i), Delivered: int64(i)})
 	}
 	h := NewHistory(f.source())
 	for i := range 200 { // 2,000 s: more than the span
@@ -156,7 +156,7 @@ func TestStepPath(t *testing.T) {
 }
 
 func TestHostTrendMarkup(t *testing.T) {
-	f := &fakeSource{hosts: []deliver.HostStatus{{Host: "a.example", Queued: 4, Delivered: 3}}}
+	f := &fakeSource{hosts: []deliver.HostGauge{{Host: "a.example", Queued: 4, Delivered: 3}}}
 	h := NewHistory(f.source())
 	h.Sample(t0)
 	f.hosts[0].Queued, f.hosts[0].Delivered = 8, 10
@@ -180,7 +180,10 @@ func TestHostTrendMarkup(t *testing.T) {
 // fullHistory is a history of 15 minutes for every host in hosts, their
 // queues and deliveries changing at every sample (the longest paths).
 func fullHistory(hosts []deliver.HostStatus) *History {
-	f := &fakeSource{hosts: slices.Clone(hosts)}
+	f := &fakeSource{}
+	for _, st := range hosts {
+		f.hosts = append(f.hosts, deliver.HostGauge{Host: st.Host, Queued: st.Queued, Delivered: st.Delivered})
+	}
 	h := NewHistory(f.source())
 	for i := range spoolSlots + 1 {
 		f.accepted += int64(i % 13)

@@ -1,6 +1,10 @@
 package admin
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -12,8 +16,8 @@ import (
 // GET /v1/hosts pages: at 50,000 hosts the whole list is tens of MB.
 // Hosts come sorted by name; host= keeps those whose name contains it
 // (any case); limit= is the most per page (DefaultHostsLimit unless given;
-// 0: all); cursor= is the next_cursor of the page before. The answer's
-// total counts every host the filter keeps.
+// 0: all, streamed); cursor= is the next_cursor of the page before. The
+// answer's total counts every host the filter keeps.
 
 // DefaultHostsLimit is the page size of GET /v1/hosts without limit=.
 const DefaultHostsLimit = 1000
@@ -46,9 +50,66 @@ func (a *api) listHosts(w http.ResponseWriter, r *http.Request) {
 		hq.Limit = n
 	}
 	names, page := pageNames(a.Hosts.HostNames(), hq)
-	page.Hosts = a.Hosts.HostsNamed(names)
 	page.Fleet = a.Hosts.Fleet()
+	if hq.Limit == 0 {
+		a.streamHosts(w, names, page)
+		return
+	}
+	page.Hosts = a.Hosts.HostsNamed(names)
 	writeJSON(w, http.StatusOK, page)
+}
+
+// streamChunk is how many hosts' statuses a streamed answer builds at a
+// time: what it holds in memory, however many hosts there are.
+const streamChunk = 500
+
+// streamHosts writes page with the statuses of names, byte for byte as
+// writeJSON would, building and writing them streamChunk at a time, so
+// that limit=0 at 50,000 hosts holds a chunk rather than the whole answer
+// (28 MB) and its first bytes leave at once.
+func (a *api) streamHosts(w http.ResponseWriter, names []string, page HostPage) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString("{\n  \"hosts\": [")
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("    ", "  ")
+	for i := 0; i < len(names); i += streamChunk {
+		for j, st := range a.Hosts.HostsNamed(names[i:min(i+streamChunk, len(names))]) {
+			if i+j > 0 {
+				bw.WriteByte(',')
+			}
+			bw.WriteString("\n    ")
+			buf.Reset()
+			if err := enc.Encode(st); err != nil {
+				// The status line is gone: a cut answer is invalid JSON,
+				// which the client sees, and the log says why.
+				slog.Warn("hosts stream", "host", st.Host, "err", err)
+				bw.Flush()
+				return
+			}
+			bw.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+		}
+	}
+	if len(names) > 0 {
+		bw.WriteString("\n  ")
+	}
+	bw.WriteString("],")
+	page.Hosts = nil
+	buf.Reset()
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(struct {
+		Total      int                  `json:"total"`
+		NextCursor string               `json:"next_cursor,omitempty"`
+		Fleet      *deliver.FleetStatus `json:"fleet,omitempty"`
+	}{page.Total, page.NextCursor, page.Fleet}); err != nil {
+		slog.Warn("hosts stream", "err", err)
+		bw.Flush()
+		return
+	}
+	bw.Write(bytes.TrimPrefix(buf.Bytes(), []byte("{")))
+	bw.Flush()
 }
 
 // pageNames selects q's page of all, by name: the names in it, and the

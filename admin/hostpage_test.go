@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/hookpace/hookpace/deliver"
@@ -114,11 +115,13 @@ type statusCounter struct {
 	manyHosts
 	all   int // calls of Hosts: every host's status
 	built int // statuses built by name
+	most  int // the most built by one call
 }
 
 func (c *statusCounter) Hosts() []deliver.HostStatus { c.all++; return c.manyHosts }
 func (c *statusCounter) HostsNamed(names []string) []deliver.HostStatus {
 	c.built += len(names)
+	c.most = max(c.most, len(names))
 	return c.manyHosts.HostsNamed(names)
 }
 
@@ -141,5 +144,37 @@ func TestHostsPageBuildsOnlyItsHosts(t *testing.T) {
 	}
 	if c.all != 0 || c.built != 10 {
 		t.Errorf("one page of 10 built %d statuses by name and asked for every host's %d times, want 10 and 0", c.built, c.all)
+	}
+}
+
+// limit=0 streams every host: the answer is byte for byte what one
+// encoding of the whole page gives, built a chunk of statuses at a time.
+func TestHostsAllStreamed(t *testing.T) {
+	for _, n := range []int{0, 1, streamChunk, 2*streamChunk + 7} {
+		c := &statusCounter{}
+		for i := range n {
+			c.manyHosts = append(c.manyHosts, deliver.HostStatus{Host: fmt.Sprintf("p%04d.example", n-1-i),
+				Queued: int64(i), LastError: "<b> & \"quoted\"", Paused: i%2 == 0})
+		}
+		h := Handler(Options{Hosts: c, Spool: emptySpool(t)})
+		r := httptest.NewRequest(http.MethodGet, "/v1/hosts?limit=0", nil)
+		r.Host = "127.0.0.1"
+		got := httptest.NewRecorder()
+		h.ServeHTTP(got, r)
+
+		all := append([]deliver.HostStatus{}, c.manyHosts...) // "hosts": [] when there are none
+		slices.Reverse(all)
+		want := httptest.NewRecorder()
+		writeJSON(want, http.StatusOK, HostPage{Hosts: all, Total: n})
+		if got.Code != http.StatusOK || got.Body.String() != want.Body.String() {
+			t.Fatalf("%d hosts: status %d, answer differs from one encoding:\n got %.400q\nwant %.400q", n, got.Code, got.Body, want.Body)
+		}
+		if ct := got.Header().Get("Content-Type"); ct != "application/json" {
+			t.Errorf("Content-Type %q", ct)
+		}
+		if c.all != 0 || c.built != n || c.most > streamChunk {
+			t.Errorf("%d hosts: built %d statuses, at most %d at once (Hosts called %d times), want %d, at most %d, 0",
+				n, c.built, c.most, c.all, n, streamChunk)
+		}
 	}
 }

@@ -17,7 +17,10 @@
 //     5,000 hosts (reuse.go);
 //  7. adaptive (on request: -only adaptive): fixed concurrency 4,
 //     concurrency: auto and a fixed 64 against an overloadable partner and
-//     a fast healthy one, side by side (adaptive.go).
+//     a fast healthy one, side by side (adaptive.go);
+//  8. hosts (on request: -only hosts): 4 webhooks to each of 50,000 hosts,
+//     peak memory, and the time and size of /metrics and /v1/hosts
+//     (hosts.go).
 //
 // Run it from the module root:
 //
@@ -153,6 +156,7 @@ func (b *bench) runSections() error {
 		{"inbound", b.inbound},
 		{"capture", b.capture},
 		{"reuse", b.reuse},
+		{"hosts", b.hostsSection},
 	}
 	for _, st := range steps {
 		if st.name != "profile" && !b.settings.sections[st.name] {

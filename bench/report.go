@@ -26,6 +26,7 @@ type report struct {
 	inbound      *inboundRow    // inbound.go
 	capture      []*captureArm  // capture.go
 	reuse        []*reuseResult // reuse.go
+	hosts        []*hostsResult // hosts.go
 	fairness     []*fairnessRow
 	floor        []*floorRow // floor.go
 	floorBins    []string
@@ -81,6 +82,9 @@ func (r *report) String() string {
 	}
 	if len(r.reuse) > 0 {
 		r.writeReuse(&s)
+	}
+	if len(r.hosts) > 0 {
+		r.writeHosts(&s)
 	}
 	s.WriteString("\nTargets\n")
 	tw := tabwriter.NewWriter(&s, 0, 0, 2, ' ', 0)

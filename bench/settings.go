@@ -19,33 +19,36 @@ type settings struct {
 	floorFile     string
 	floorQuickAck bool
 
-	binary      string
-	quick       bool
-	only        string
-	gen         string
-	conns       int
-	dur         time.Duration // ingest: each measured run
-	reps        int
-	logLevel    string
-	infoRow     bool
-	n           int // replay: webhooks
-	c           int // replay: concurrency
-	queued      int // RSS: webhooks queued
-	rssHosts    int // RSS: hosts they are spread over in the second case
-	fairKeys    int // fairness: keys the many-keys backlog is spread over
-	backlog     time.Duration
-	senderN     int // sender: sequential POSTs per run
-	reuseHosts  int // reuse: hosts
-	reuseRounds int // reuse: one webhook per host per round
-	senderRuns  int // sender: runs per rep
-	workdir     string
-	keep        bool
-	profile     string
-	fleetProf   string
-	out         string
-	floorPairs  int
-	compare     stringList // floor: more hookpace binaries, measured in the same pairs
-	compareYAML string     // floor: a YAML file appended to the -compare binaries' config
+	binary       string
+	quick        bool
+	only         string
+	gen          string
+	conns        int
+	dur          time.Duration // ingest: each measured run
+	reps         int
+	logLevel     string
+	infoRow      bool
+	n            int // replay: webhooks
+	c            int // replay: concurrency
+	queued       int // RSS: webhooks queued
+	rssHosts     int // RSS: hosts they are spread over in the second case
+	fairKeys     int // fairness: keys the many-keys backlog is spread over
+	backlog      time.Duration
+	senderN      int    // sender: sequential POSTs per run
+	reuseHosts   int    // reuse: hosts
+	reuseRounds  int    // reuse: one webhook per host per round
+	hostsN       int    // hosts: hosts
+	hostsPer     int    // hosts: webhooks per host
+	hostsAgainst string // hosts: a binary run before the one under test in each rep
+	senderRuns   int    // sender: runs per rep
+	workdir      string
+	keep         bool
+	profile      string
+	fleetProf    string
+	out          string
+	floorPairs   int
+	compare      stringList // floor: more hookpace binaries, measured in the same pairs
+	compareYAML  string     // floor: a YAML file appended to the -compare binaries' config
 
 	quiet     float64
 	disturbed float64
@@ -85,6 +88,9 @@ func register(fs *flag.FlagSet) *settings {
 	fs.IntVar(&s.rssHosts, "rss-hosts", 0, "RSS: then queue the same webhooks spread over this many hosts at 1/h (default 5000; -quick 1000; -1: skip)")
 	fs.IntVar(&s.reuseHosts, "reuse-hosts", 5000, "reuse: hosts, one webhook each per round")
 	fs.IntVar(&s.reuseRounds, "reuse-rounds", 10, "reuse: rounds")
+	fs.IntVar(&s.hostsN, "hosts-n", 50000, "hosts: hosts, at 127.x.y.z")
+	fs.IntVar(&s.hostsPer, "hosts-per", 4, "hosts: webhooks per host")
+	fs.StringVar(&s.hostsAgainst, "hosts-against", "", "hosts: a hookpace binary measured before the one under test in each rep (alternating pairs)")
 	fs.IntVar(&s.fairKeys, "fair-keys", 50000, "fairness: keys the many-tenants backlog is spread over (one webhook each)")
 	fs.IntVar(&s.senderN, "sender-n", 50, "sender: sequential POSTs from one Python requests.Session per run")
 	fs.IntVar(&s.senderRuns, "sender-runs", 5, "sender: runs per rep, each direct then through hookpace")

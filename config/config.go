@@ -220,6 +220,12 @@ type User struct {
 	Password string
 }
 
+// DefaultMaxHostLabels is telemetry.max_host_labels's default: a scrape
+// of /metrics costs about 28 lines a host label, and 2,000 keep it under
+// a second on two cores (telemetry.DefaultMaxHostLabels; config does not
+// import telemetry).
+const DefaultMaxHostLabels = 2000
+
 // TelemetryConfig configures metrics and traces.
 type TelemetryConfig struct {
 	MaxHostLabels       int    // distinct host label values before folding into "other"
@@ -254,7 +260,7 @@ func Default() *Config {
 		Defaults:  defaultHost(),
 		Hosts:     map[string]HostConfig{},
 		MITM:      MITMConfig{CacheSize: 1000, Scope: ScopeListed},
-		Telemetry: TelemetryConfig{MaxHostLabels: 10000, Traces: TracesConfig{Exporter: "none", SampleRatio: 1}},
+		Telemetry: TelemetryConfig{MaxHostLabels: DefaultMaxHostLabels, Traces: TracesConfig{Exporter: "none", SampleRatio: 1}},
 		Shutdown:  ShutdownConfig{Timeout: Duration(30 * time.Second), Drain: Duration(30*time.Second - DrainRoom)},
 		Fleet:     defaultFleet(),
 		Delivery:  defaultDelivery(),
@@ -402,6 +408,7 @@ func RestartRequired(old, new *Config) []string {
 		{"telemetry.max_host_labels", old.Telemetry.MaxHostLabels != new.Telemetry.MaxHostLabels},
 		{"delivery.max_in_flight", old.Delivery.MaxInFlight != new.Delivery.MaxInFlight},
 		{"delivery.max_idle_connections", old.Delivery.MaxIdleConnections != new.Delivery.MaxIdleConnections},
+		{"delivery.idle_connection_timeout", old.Delivery.IdleConnectionTimeout != new.Delivery.IdleConnectionTimeout},
 		{"telemetry.metrics_otlp_endpoint", old.Telemetry.MetricsOTLPEndpoint != new.Telemetry.MetricsOTLPEndpoint},
 		{"telemetry.traces", old.Telemetry.Traces != new.Telemetry.Traces},
 	} {

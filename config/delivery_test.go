@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDeliveryHeaders(t *testing.T) {
@@ -33,8 +34,15 @@ func TestDeliveryHeaders(t *testing.T) {
 }
 
 func TestMaxIdleConnections(t *testing.T) {
-	if c := mustParse(t, "listen: 127.0.0.1:1\n"); c.Delivery.MaxIdleConnections != 0 {
-		t.Fatalf("default %d, want 0 (no total bound)", c.Delivery.MaxIdleConnections)
+	if c := mustParse(t, "listen: 127.0.0.1:1\n"); c.Delivery.MaxIdleConnections != 6000 || c.Delivery.IdleConnectionTimeout != Duration(55*time.Second) {
+		t.Fatalf("default %d for %v, want 6000 for 55s", c.Delivery.MaxIdleConnections, c.Delivery.IdleConnectionTimeout)
+	}
+	if c := mustParse(t, "delivery:\n  max_idle_connections: 0\n  idle_connection_timeout: 2m\n"); c.Delivery.MaxIdleConnections != 0 || c.Delivery.IdleConnectionTimeout != Duration(2*time.Minute) {
+		t.Fatalf("0 and 2m: %d, %v", c.Delivery.MaxIdleConnections, c.Delivery.IdleConnectionTimeout)
+	}
+	_, err0 := Parse("config.yaml", []byte("delivery:\n  idle_connection_timeout: 0s\n"))
+	if want := "config.yaml:2: delivery.idle_connection_timeout: must be positive"; err0 == nil || !strings.Contains(err0.Error(), want) {
+		t.Fatalf("0s: %v, want %s", err0, want)
 	}
 	if c := mustParse(t, "delivery:\n  max_idle_connections: 20000\n"); c.Delivery.MaxIdleConnections != 20000 {
 		t.Fatalf("set: %d", c.Delivery.MaxIdleConnections)

@@ -18,10 +18,11 @@ func TestParseRefusesAnOversizedFile(t *testing.T) {
 	}
 }
 
-// At the old default of 1,000 host labels, half of 2,000
-// partners read as host="other". The default fits thousands.
+// At a default of 1,000 host labels, half of 2,000 partners read as
+// host="other"; at 10,000, a scrape of /metrics took seconds. The default
+// fits a couple of thousand partners.
 func TestDefaultHostLabelsFitThousandsOfPartners(t *testing.T) {
-	if n := Default().Telemetry.MaxHostLabels; n < 10000 {
-		t.Errorf("telemetry.max_host_labels defaults to %d, want at least 10000", n)
+	if n := Default().Telemetry.MaxHostLabels; n < 2000 || n > 5000 {
+		t.Errorf("telemetry.max_host_labels defaults to %d, want 2000 to 5000", n)
 	}
 }

@@ -181,6 +181,51 @@ func (d *Dispatcher) Hosts() []HostStatus {
 	return out
 }
 
+// HostGauge is what the metrics need of one host: a few numbers, where
+// a HostStatus also explains them (lanes, learned limits, why paused).
+type HostGauge struct {
+	Host                string
+	Queued, QueuedBytes int64
+	InFlight            int
+	Rate                float64
+	Held                bool // held until a time (429, quota, DNS) or paused
+	Paused              bool
+	BreakerOpen         bool // open or half-open
+	ConcurrencyLimit    int
+	Delivered           int64 // webhooks delivered since the host was taken up
+}
+
+// HostGauges reports every host's gauges, busiest first as Hosts does
+// (the metrics give labels in this order up to their cap): what a scrape
+// of /metrics and the status page's history read of each of tens of
+// thousands of hosts while d.mu is held, so it builds nothing but these
+// numbers.
+func (d *Dispatcher) HostGauges() []HostGauge {
+	out := d.hostGauges()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Queued != out[j].Queued {
+			return out[i].Queued > out[j].Queued
+		}
+		return out[i].Host < out[j].Host
+	})
+	return out
+}
+
+func (d *Dispatcher) hostGauges() []HostGauge {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	out := make([]HostGauge, 0, len(d.hosts))
+	for _, h := range d.hosts {
+		st := h.gate.State(now)
+		u := d.opts.Stats.HostUsage(h.name)
+		out = append(out, HostGauge{Host: h.name, Queued: u.Messages, QueuedBytes: u.Bytes,
+			InFlight: st.InFlight, Rate: st.Rate, Held: !st.HeldUntil.IsZero() || st.Paused, Paused: st.Paused,
+			BreakerOpen: st.Breaker != pacer.BreakerClosed, ConcurrencyLimit: st.Concurrency, Delivered: h.delivered})
+	}
+	return out
+}
+
 // HostNames lists the hosts the dispatcher knows, in no order: what a
 // page of hosts is chosen from before any status is built.
 func (d *Dispatcher) HostNames() []string {

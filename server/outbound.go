@@ -97,12 +97,6 @@ func Policy(hc config.HostConfig, signer *sign.Signer) deliver.Policy {
 	}
 }
 
-// idleTimeout is how long an idle outbound connection is kept: about what
-// partners' servers keep theirs (nginx 75 s, Go 90 s idle defaults behind
-// most load balancers' 60-350 s), so that a host sent to once a minute
-// still reuses its connection.
-const idleTimeout = 90 * time.Second
-
 // idlePerHost is the most idle connections kept to one host: the largest
 // number of attempts cfg lets one host have in flight, since more can
 // never be in use at once; at least config.DefaultMaxConcurrency, so that
@@ -117,21 +111,25 @@ func idlePerHost(cfg *config.Config) int {
 
 // idle is what a transport keeps for reuse: at most PerHost idle
 // connections to one host and Total over all hosts (0: no total bound),
-// each for idleTimeout. A total below the hosts in use evicts the least
-// recently used host's connection on every delivery, so deliveries to
-// thousands of hosts would each open a new connection (and TLS
-// handshake); without one, what is kept is bounded by the hosts sent to
-// within idleTimeout times PerHost.
-type idle struct{ PerHost, Total int }
+// each for Timeout after its last use. A total below the hosts in use
+// evicts the least recently used host's connection on every delivery, so
+// deliveries to thousands of hosts would each open a new connection (and
+// TLS handshake); without one, what is kept is bounded by the hosts sent
+// to within Timeout times PerHost.
+type idle struct {
+	PerHost, Total int
+	Timeout        time.Duration
+}
 
 // deliveryIdle is the delivery clients' idle pool for cfg.
 func deliveryIdle(cfg *config.Config) idle {
-	return idle{PerHost: idlePerHost(cfg), Total: cfg.Delivery.MaxIdleConnections}
+	return idle{PerHost: idlePerHost(cfg), Total: cfg.Delivery.MaxIdleConnections,
+		Timeout: time.Duration(cfg.Delivery.IdleConnectionTimeout)}
 }
 
 // oneHostIdle is the idle pool of a transport that serves one host (an
 // app, a token endpoint, one host's client certificate).
-var oneHostIdle = idle{PerHost: config.DefaultMaxConcurrency}
+var oneHostIdle = idle{PerHost: config.DefaultMaxConcurrency, Timeout: time.Duration(config.DefaultIdleConnectionTimeout)}
 
 // transport is an outbound transport that never reads proxy settings from
 // the environment (hookpace's own HTTP_PROXY may point at itself), dials
@@ -145,7 +143,7 @@ func transport(guard *egress.Swap, roots *x509.CertPool, insecure bool, keep idl
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          keep.Total,
 		MaxIdleConnsPerHost:   keep.PerHost,
-		IdleConnTimeout:       idleTimeout,
+		IdleConnTimeout:       keep.Timeout,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,

@@ -299,7 +299,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Accepted:  func() int64 { return a.proxy.Counts()[proxy.OutcomeAccepted.String()] },
 		Delivered: a.disp.Delivered,
 		Queued:    func() int64 { return a.spool.Usage().Messages },
-		Hosts:     a.disp.Hosts,
+		Hosts:     a.disp.HostGauges,
 	})
 	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Metrics: tel.Handler(), Logger: log, Guard: ag,
 		Stopping: a.stopping.Load, Instance: a.instance, Fleet: a.fleetViewer(), History: a.history}, &a.current),
@@ -394,11 +394,11 @@ func observe(m *telemetry.Metrics, disp *deliver.Dispatcher, sp *spool.Spool) {
 		return telemetry.SpoolSnapshot{Messages: u.Messages, Bytes: u.Bytes, DedupeKeys: u.DedupeKeys, DedupeBytes: u.DedupeBytes}
 	})
 	m.ObserveHosts(func() []telemetry.HostSnapshot {
-		hosts := admin.TakeSnapshot(disp, sp, time.Now(), false).Hosts
+		hosts := disp.HostGauges()
 		out := make([]telemetry.HostSnapshot, len(hosts))
 		for i, h := range hosts {
 			out[i] = telemetry.HostSnapshot{Host: h.Host, Queued: h.Queued, QueuedBytes: h.QueuedBytes,
-				InFlight: h.InFlight, Rate: h.Rate, Held: h.HeldUntil != nil || h.Paused, ConcurrencyLimit: h.ConcurrencyLimit}
+				InFlight: h.InFlight, Rate: h.Rate, Held: h.Held, ConcurrencyLimit: h.ConcurrencyLimit}
 		}
 		return out
 	})

@@ -1,11 +1,11 @@
 package server
 
 import (
+	"fmt"
+	"log/slog"
 	"time"
 
-	"github.com/hookpace/hookpace/admin"
 	"github.com/hookpace/hookpace/deliver"
-	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/spool"
 	"github.com/hookpace/hookpace/telemetry"
 )
@@ -16,22 +16,31 @@ import (
 // costs one read of a record's head per host with a backlog.
 func observeState(m *telemetry.Metrics, disp *deliver.Dispatcher, sp *spool.Spool, stopping func() bool) {
 	m.ObserveState(func() telemetry.StateSnapshot {
-		snap := admin.TakeSnapshot(disp, sp, time.Now(), true)
-		u, now := snap.Usage, snap.At
+		now, u := time.Now(), sp.Usage()
 		st := telemetry.StateSnapshot{MaxMessages: u.MaxMessages, MaxBytes: u.MaxBytes,
 			HighWater: u.HighWater, LowWater: u.LowWater, Usage: u.Fraction, Accepting: u.Accepting,
 			DeadLetters: u.Dead}
-		st.DeadByHost = snap.Dead
+		if u.Dead > 0 {
+			var err error
+			if st.DeadByHost, err = sp.DeadByHost(); err != nil {
+				slog.Warn("metrics scrape", "err", fmt.Errorf("dead letters per host: %w", err))
+			}
+		}
 		if u.Refusal != spool.RefusalClosed {
 			st.Refusing = u.Refusal.String() // a telemetry.Refusing* reason, or ""
 		}
 		st.Ready, _ = u.Ready(stopping())
-		st.Hosts = make([]telemetry.HostState, len(snap.Hosts))
-		for i, h := range snap.Hosts {
-			hs := telemetry.HostState{Host: h.Host, Paused: h.Paused, BreakerOpen: h.Breaker != pacer.BreakerClosed}
-			if at, ok := snap.Oldest[h.Host]; ok {
-				hs.OldestAge = max(0, now.Sub(at).Seconds())
-				st.OldestAge = max(st.OldestAge, hs.OldestAge)
+		hosts := disp.HostGauges()
+		st.Hosts = make([]telemetry.HostState, len(hosts))
+		for i, h := range hosts {
+			hs := telemetry.HostState{Host: h.Host, Paused: h.Paused, BreakerOpen: h.BreakerOpen}
+			if h.Queued > 0 {
+				if at, ok, err := sp.Oldest(h.Host); err != nil {
+					slog.Warn("metrics scrape", "host", h.Host, "err", fmt.Errorf("oldest message: %w", err))
+				} else if ok {
+					hs.OldestAge = max(0, now.Sub(at).Seconds())
+					st.OldestAge = max(st.OldestAge, hs.OldestAge)
+				}
 			}
 			st.Hosts[i] = hs
 		}

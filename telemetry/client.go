@@ -24,14 +24,15 @@ import (
 // histograms. It replaces otelhttp's Transport, which took ~16 % of the
 // CPU of a replay, much of it building a new attribute set for every
 // request, cloning every request and wrapping every body: here the metric
-// attributes are bounded (hookpace's capped host label in place of
-// server.address and server.port), so each distinct set is built once and
-// kept, and a request is copied only to carry a trace context.
+// attributes are bounded (no server.address and server.port, and no host:
+// hookpace_delivery_latency_seconds is the per-host histogram, and two
+// more per host cost a scrape some 35 lines a host), so each distinct set
+// is built once and kept, and a request is copied only to carry a trace
+// context.
 type clientTransport struct {
-	next    http.RoundTripper
-	tracer  trace.Tracer
-	prop    propagation.TextMapPropagator
-	metrics *Metrics
+	next   http.RoundTripper
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
 	clientInstruments
 	sets sync.Map // clientKey -> metric.MeasurementOption
 }
@@ -44,9 +45,13 @@ type clientInstruments struct {
 
 // clientKey identifies one series of the client histograms.
 type clientKey struct {
-	host, method, scheme, proto, version, errType string
-	status                                        int
+	method, scheme, proto, version, errType string
+	status                                  int
 }
+
+// bodySizeBuckets (bytes) span a webhook's body, from a ping to the
+// largest a partner takes.
+var bodySizeBuckets = []float64{256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20}
 
 // newClientInstruments makes the client histograms, with the names, units
 // and duration buckets of the semantic conventions (and of otelhttp).
@@ -60,7 +65,8 @@ func newClientInstruments(meter metric.Meter) (clientInstruments, error) {
 		return c, err
 	}
 	c.bodySize, err = meter.Int64Histogram("http.client.request.body.size",
-		metric.WithUnit("By"), metric.WithDescription("Size of HTTP client request bodies."))
+		metric.WithUnit("By"), metric.WithDescription("Size of HTTP client request bodies."),
+		metric.WithExplicitBucketBoundaries(bodySizeBuckets...))
 	return c, err
 }
 
@@ -87,11 +93,8 @@ func (c *clientTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := c.next.RoundTrip(r)
 
 	k := clientKey{method: method, scheme: "http"}
-	if r.URL != nil {
-		k.host = c.metrics.HostLabel(r.URL.Host)
-		if r.URL.Scheme == "https" {
-			k.scheme = "https"
-		}
+	if r.URL != nil && r.URL.Scheme == "https" {
+		k.scheme = "https"
 	}
 	proto := r.Proto
 	if resp != nil && resp.Proto != "" {
@@ -133,7 +136,6 @@ func (c *clientTransport) attributeSet(k clientKey) metric.MeasurementOption {
 		return v.(metric.MeasurementOption)
 	}
 	attrs := []attribute.KeyValue{
-		attribute.String(LabelHost, k.host),
 		semconv.HTTPRequestMethodKey.String(k.method),
 		semconv.URLScheme(k.scheme),
 	}

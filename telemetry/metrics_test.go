@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -293,7 +292,6 @@ func TestHTTPClientMetrics(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	srvURL, _ := url.Parse(srv.URL)
 
 	get := func(t *testing.T, rt http.RoundTripper, url string) {
 		t.Helper()
@@ -335,7 +333,7 @@ func TestHTTPClientMetrics(t *testing.T) {
 		if e.types[MetricHTTPClientDuration] != "histogram" {
 			t.Fatalf("%s: type %q, want histogram", MetricHTTPClientDuration, e.types[MetricHTTPClientDuration])
 		}
-		labels := `{host="` + srvURL.Host + `",http_request_method="POST",http_response_status_code="204",network_protocol_name="http",network_protocol_version="1.1",url_scheme="http"}`
+		labels := `{http_request_method="POST",http_response_status_code="204",network_protocol_name="http",network_protocol_version="1.1",url_scheme="http"}`
 		for series, want := range map[string]string{
 			MetricHTTPClientDuration + "_count" + labels: "1",
 			MetricHTTPClientBodySize + "_count" + labels: "1",
@@ -345,29 +343,67 @@ func TestHTTPClientMetrics(t *testing.T) {
 				t.Errorf("%s = %q, want %s", series, got, want)
 			}
 		}
-		u, _ := url.Parse(closedURL)
-		failed := `{error_type="connect",host="` + u.Host + `",http_request_method="GET",network_protocol_name="http",network_protocol_version="1.1",url_scheme="http"}`
+		failed := `{error_type="connect",http_request_method="GET",network_protocol_name="http",network_protocol_version="1.1",url_scheme="http"}`
 		if got := e.series[MetricHTTPClientDuration+"_count"+failed]; got != "1" {
 			t.Errorf("%s_count%s = %q, want 1", MetricHTTPClientDuration, failed, got)
 			t.Logf("scrape:\n%s", e.text)
 		}
 	})
 
-	t.Run("WrapTransport", func(t *testing.T) {
+	t.Run("no host label", func(t *testing.T) {
 		srv2 := httptest.NewServer(srv.Config.Handler)
 		defer srv2.Close()
-		tel := newTelemetry(t, Options{MaxHostLabels: 1})
+		tel := newTelemetry(t, Options{})
 		rt := tel.WrapTransport(srv.Client().Transport)
-		get(t, rt, srv.URL)  // takes the only place
-		get(t, rt, srv2.URL) // past the cap
+		get(t, rt, srv.URL)
+		get(t, rt, srv2.URL)
 		get(t, rt, srv2.URL)
 		e := scrape(t, tel)
-		if got := durationCount(e, `host="`+srvURL.Host+`"`); got != "1" {
-			t.Errorf("%s_count{host=%q} = %q, want 1", MetricHTTPClientDuration, srvURL.Host, got)
+		if got := durationCount(e, `http_response_status_code="204"`); got != "3" {
+			t.Errorf("%s_count{http_response_status_code=\"204\"} = %q, want 3 (two hosts, one series)", MetricHTTPClientDuration, got)
 		}
-		if got := durationCount(e, `host="other"`); got != "2" {
-			t.Errorf("%s_count{host=\"other\"} = %q, want 2", MetricHTTPClientDuration, got)
+		for series := range e.series {
+			if strings.HasPrefix(series, "http_client_") && strings.Contains(series, "host=") {
+				t.Errorf("%s: the client histograms have no host label", series)
+			}
 		}
+	})
+}
+
+// The label cap that applies is MaxHostLabels, also above the SDK's own
+// default cardinality limit (2,000 attribute sets an instrument), and the
+// hosts beyond it share host="other" rather than the SDK's overflow set.
+func TestHostLabelCapAboveSDKLimit(t *testing.T) {
+	const labels, hosts = 2500, 2600
+	tel := newTelemetry(t, Options{MaxHostLabels: labels})
+	m, ctx := tel.Metrics, context.Background()
+	for i := range hosts {
+		h := fmt.Sprintf("h%d.example", i)
+		m.Delivery(ctx, h, deliver.OutcomeDelivered)
+		m.Delivery(ctx, h, deliver.OutcomeRetried)
+		m.DeliveryLatency(ctx, h, time.Millisecond)
+	}
+	e := scrape(t, tel)
+	if strings.Contains(e.text, "otel_metric_overflow") {
+		t.Errorf("the SDK folded series into otel_metric_overflow below max_host_labels")
+	}
+	own := map[string]int{}
+	for series := range e.series {
+		for _, name := range []string{MetricDeliveries + "{", MetricDeliveryLatency + "_count{"} {
+			if strings.HasPrefix(series, name) && !strings.Contains(series, `host="other"`) {
+				own[name]++
+			}
+		}
+	}
+	if got := own[MetricDeliveries+"{"]; got != 2*labels {
+		t.Errorf("%s: %d series with a host of their own, want %d (2 outcomes x %d hosts)", MetricDeliveries, got, 2*labels, labels)
+	}
+	if got := own[MetricDeliveryLatency+"_count{"]; got != labels {
+		t.Errorf("%s_count: %d series with a host of their own, want %d", MetricDeliveryLatency, got, labels)
+	}
+	e.expect(t, map[string]string{
+		`hookpace_deliveries_total{host="other",outcome="delivered"}`: "100",
+		`hookpace_delivery_latency_seconds_count{host="other"}`:       "100",
 	})
 }
 

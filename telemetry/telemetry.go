@@ -43,7 +43,7 @@ const instrumentationName = "github.com/hookpace/hookpace"
 // Options configures Setup. The zero value gives Prometheus metrics only.
 type Options struct {
 	// MaxHostLabels caps the distinct host label values; later hosts are
-	// reported as host="other". <= 0 means 10000.
+	// reported as host="other". <= 0 means DefaultMaxHostLabels.
 	MaxHostLabels int
 	// MetricsOTLPEndpoint, if set, pushes metrics over OTLP/HTTP as well,
 	// e.g. "http://127.0.0.1:4318" (a URL without a path gets /v1/metrics).
@@ -95,6 +95,9 @@ type Telemetry struct {
 func Setup(ctx context.Context, opts Options) (_ *Telemetry, err error) {
 	if opts.ServiceName == "" {
 		opts.ServiceName = "hookpace"
+	}
+	if opts.MaxHostLabels <= 0 {
+		opts.MaxHostLabels = DefaultMaxHostLabels
 	}
 	t := &Telemetry{
 		Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
@@ -161,6 +164,7 @@ func (t *Telemetry) setupMetrics(ctx context.Context, opts Options, res *resourc
 	mpOpts := []sdkmetric.Option{
 		sdkmetric.WithResource(res),
 		sdkmetric.WithReader(exp),
+		sdkmetric.WithCardinalityLimit(cardinalityLimit(opts.MaxHostLabels)),
 	}
 	if !opts.tracing() && os.Getenv("OTEL_METRICS_EXEMPLAR_FILTER") == "" {
 		// Exemplars point at hookpace's spans, and there are none: without
@@ -182,6 +186,20 @@ func (t *Telemetry) setupMetrics(ctx context.Context, opts Options, res *resourc
 	mp := sdkmetric.NewMeterProvider(mpOpts...)
 	t.shutdowns = append(t.shutdowns, mp.Shutdown)
 	return mp, nil
+}
+
+// seriesPerHost bounds the attribute sets one host label has on any one
+// instrument: a delivery outcome each (deliver.NumOutcomes), or a tunnel
+// mode each.
+const seriesPerHost = 8
+
+// cardinalityLimit is the SDK's limit on one instrument's attribute sets
+// for maxHosts host labels: above what hookpace's own cap lets through
+// (every host label with every outcome, and "other"), so that the cap
+// that applies is max_host_labels and never the SDK's (2,000 by default,
+// beyond which it folds series into otel_metric_overflow="true").
+func cardinalityLimit(maxHosts int) int {
+	return (maxHosts+1)*seriesPerHost + 64
 }
 
 // scrapeErrorLog logs what promhttp could not collect through the slog
@@ -233,10 +251,9 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 // WrapTransport instruments rt (nil means http.DefaultTransport): each
 // request gets a client span named "deliver HTTP <method>", the trace
 // context in its headers, and the http_client_request_duration_seconds and
-// http_client_request_body_size_bytes histograms, labelled
-// host=HostLabel(req.URL.Host) (so capped like hookpace's own series)
-// rather than with the server's address and port. The duration runs until
-// the response's headers have arrived. See clientTransport.
+// http_client_request_body_size_bytes histograms, without the server's
+// address, port or host. The duration runs until the response's headers
+// have arrived. See clientTransport.
 func (t *Telemetry) WrapTransport(rt http.RoundTripper) http.RoundTripper {
 	if rt == nil {
 		rt = http.DefaultTransport
@@ -245,7 +262,6 @@ func (t *Telemetry) WrapTransport(rt http.RoundTripper) http.RoundTripper {
 		next:              rt,
 		tracer:            t.TracerProvider.Tracer(instrumentationName),
 		prop:              t.Propagator,
-		metrics:           t.Metrics,
 		clientInstruments: t.client,
 	}
 }
