@@ -17,7 +17,9 @@
 //     5,000 hosts (reuse.go);
 //  7. adaptive (on request: -only adaptive): fixed concurrency 4,
 //     concurrency: auto and a fixed 64 against an overloadable partner and
-//     a fast healthy one, side by side (adaptive.go).
+//     a fast healthy one, side by side (adaptive.go);
+//  8. latency (on request: -only latency): accept→delivery at 200/s,
+//     the receiver's arrival against the sender's 202 (latency.go).
 //
 // Run it from the module root:
 //
@@ -143,6 +145,7 @@ func (b *bench) runSections() error {
 		{"inbound", b.inbound},
 		{"capture", b.capture},
 		{"reuse", b.reuse},
+		{"latency", b.latency},
 	}
 	for _, st := range steps {
 		if st.name != "profile" && !b.settings.sections[st.name] {

@@ -26,6 +26,7 @@ type report struct {
 	inbound      *inboundRow    // inbound.go
 	capture      []*captureArm  // capture.go
 	reuse        []*reuseResult // reuse.go
+	latency      []*latencyRow  // latency.go
 	fairness     []*fairnessRow
 	profile      string
 	loadEnd      string
@@ -76,6 +77,9 @@ func (r *report) String() string {
 	}
 	if len(r.reuse) > 0 {
 		r.writeReuse(&s)
+	}
+	if len(r.latency) > 0 {
+		r.writeLatency(&s)
 	}
 	s.WriteString("\nTargets\n")
 	tw := tabwriter.NewWriter(&s, 0, 0, 2, ' ', 0)

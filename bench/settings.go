@@ -40,6 +40,11 @@ type settings struct {
 	keep        bool
 	profile     string
 	fleetProf   string
+	replayProf  string
+	latRate     float64
+	latDur      time.Duration
+	latOld      string
+	latDump     string
 	out         string
 
 	quiet     float64
@@ -86,6 +91,11 @@ func register(fs *flag.FlagSet) *settings {
 	fs.BoolVar(&s.keep, "keep", false, "keep spool dirs and logs")
 	fs.StringVar(&s.profile, "profile", "", "after the ingest section, CPU-profile hookpace (built from ./bench/pprofwrap) during a wrk ingest run and write the profile here")
 	fs.StringVar(&s.fleetProf, "fleet-profile", "", "fleet: run hookpace built from ./bench/pprofwrap and write a CPU profile of each replay (resume to drained) into this directory")
+	fs.StringVar(&s.replayProf, "replay-profile", "", "replay: run hookpace built from ./bench/pprofwrap and write a CPU profile of each replay (resume to delivered) into this directory")
+	fs.Float64Var(&s.latRate, "lat-rate", 200, "latency: webhooks offered a second")
+	fs.DurationVar(&s.latDur, "lat-d", 15*time.Second, "latency: how long they are offered")
+	fs.StringVar(&s.latOld, "lat-old", "", "latency: also measure this hookpace binary, in alternating pairs before -binary's")
+	fs.StringVar(&s.latDump, "lat-dump", "", "latency: write each webhook's 202 time and latency (ms) to PREFIX-repN-DIR.tsv")
 	fs.StringVar(&s.out, "out", "", "also write the report to this file")
 	fs.Float64Var(&s.quiet, "quiet", 0.35, "before each measured run, wait until other processes plus hypervisor steal take fewer than this many cores (0: don't wait)")
 	fs.Float64Var(&s.disturbed, "disturbed", 0.3, "a measured run during which other processes plus hypervisor steal took more than this many cores is repeated (see -retries) and flagged with !")
