@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,7 +18,6 @@ import (
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -47,8 +47,7 @@ type result struct {
 func (d *Dispatcher) attempt(h *host, m *spool.Message, pol Policy, sentAt time.Time, lease string) {
 	defer d.wg.Done()
 	d.begin(h, m) // see coalesce.go
-	ctx := d.opts.Prop.Extract(d.ctx, propagation.HeaderCarrier(m.Header))
-	ctx, span := d.opts.Tracer.Start(ctx, "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
+	ctx, span := d.opts.Tracer.Start(d.traceParent(m.Header), "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
 			attribute.String("hookpace.host", m.Host),
 			attribute.String("hookpace.message_id", m.Ref().String()),
@@ -339,6 +338,9 @@ func (d *Dispatcher) attemptEnded(span trace.Span, e attemptEnd) {
 
 // logAttempt writes the canonical line for one delivery attempt.
 func (d *Dispatcher) logAttempt(e attemptEnd) {
+	if !d.log.Enabled(d.ctx, slog.LevelInfo) {
+		return // below log.level: not even its attributes are built
+	}
 	res, v, reason, next, now := e.res, e.v, e.reason, e.next, e.now
 	attrs := []any{
 		"host", e.host,

@@ -9,7 +9,6 @@ import (
 	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -29,8 +28,7 @@ func (d *Dispatcher) attemptBatch(h *host, ms []*spool.Message, pol Policy, sent
 	links := make([]trace.Link, 0, len(ms))
 	for _, m := range ms {
 		n = max(n, m.Attempts+1)
-		ctx := d.opts.Prop.Extract(d.ctx, propagation.HeaderCarrier(m.Header))
-		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		if sc := trace.SpanContextFromContext(d.traceParent(m.Header)); sc.IsValid() {
 			links = append(links, trace.Link{SpanContext: sc})
 		}
 	}
