@@ -21,6 +21,8 @@
 //  8. hosts (on request: -only hosts): 4 webhooks to each of 50,000 hosts,
 //     peak memory, and the time and size of /metrics and /v1/hosts
 //     (hosts.go).
+//  9. latency (on request: -only latency): accept→delivery at 200/s,
+//     the receiver's arrival against the sender's 202 (latency.go).
 //
 // Run it from the module root:
 //
@@ -157,6 +159,7 @@ func (b *bench) runSections() error {
 		{"capture", b.capture},
 		{"reuse", b.reuse},
 		{"hosts", b.hostsSection},
+		{"latency", b.latency},
 	}
 	for _, st := range steps {
 		if st.name != "profile" && !b.settings.sections[st.name] {

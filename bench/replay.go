@@ -1,7 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -25,9 +29,20 @@ type replayRow struct {
 }
 
 func (b *bench) replay() error {
+	bin := b.bin
+	if b.replayProf != "" {
+		bin = filepath.Join(b.work, "hookpace-pprof")
+		logf("replay: building ./bench/pprofwrap for -replay-profile")
+		if err := goBuild(b.root, bin, "./bench/pprofwrap"); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(b.replayProf, 0o755); err != nil {
+			return err
+		}
+	}
 	for rep := 1; rep <= b.reps; rep++ {
 		row, err := attempt(b.settings, "replay", func() (*replayRow, float64, error) {
-			r, err := b.replayOnce(rep)
+			r, err := b.replayOnce(rep, bin)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -41,7 +56,7 @@ func (b *bench) replay() error {
 	return nil
 }
 
-func (b *bench) replayOnce(rep int) (*replayRow, error) {
+func (b *bench) replayOnce(rep int, bin string) (*replayRow, error) {
 	c := b.c
 	sink, err := startSink(2, http.StatusOK, "last")
 	if err != nil {
@@ -49,8 +64,16 @@ func (b *bench) replayOnce(rep int) (*replayRow, error) {
 	}
 	defer sink.stop()
 	hpRecv, plainRecv := sink.addrs[0], sink.addrs[1]
-	hp, err := startHookpace(b.bin, b.work, "replay", hpConfig{logLevel: b.logLevel, bigSpool: true,
-		hosts: []hostCfg{{key: hpRecv, rate: "1000000/s", burst: 1000, concurrency: c}}})
+	var env []string
+	if b.replayProf != "" {
+		pp, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		env = []string{"HOOKPACE_PPROF=" + pp}
+	}
+	hp, err := startHookpace(bin, b.work, "replay", hpConfig{logLevel: b.logLevel, bigSpool: true,
+		hosts: []hostCfg{{key: hpRecv, rate: "1000000/s", burst: 1000, concurrency: c}}, extraEnv: env})
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +93,13 @@ func (b *bench) replayOnce(rep int) (*replayRow, error) {
 	time.Sleep(time.Second)
 	b.waitQuiet("replay")
 	logf("replay rep %d: resume; hookpace delivers %d with concurrency %d", rep, b.n, c)
+	prof := ""
+	if len(env) > 0 {
+		prof = filepath.Join(b.replayProf, fmt.Sprintf("replay-rep%d.pprof", rep))
+		if err := pprofCtl(env, "start?file="+url.QueryEscape(prof)); err != nil {
+			return nil, err
+		}
+	}
 	c0 := cpuTime(hp.pid())
 	dist := startDisturbance()
 	t0 := time.Now()
@@ -82,6 +112,12 @@ func (b *bench) replayOnce(rep int) (*replayRow, error) {
 		return nil, err
 	}
 	row.hpCPU = cpuTime(hp.pid()) - c0
+	if prof != "" {
+		if err := pprofCtl(env, "stop"); err != nil {
+			return nil, err
+		}
+		logf("replay: CPU profile of the replay in %s", prof)
+	}
 	row.hpElapsed = time.Duration(st.LastNS - t0.UnixNano())
 	row.hpOthers, row.hpSteal = dist.stop()
 	row.hpCount = st.Count

@@ -27,6 +27,7 @@ type report struct {
 	capture      []*captureArm  // capture.go
 	reuse        []*reuseResult // reuse.go
 	hosts        []*hostsResult // hosts.go
+	latency      []*latencyRow  // latency.go
 	fairness     []*fairnessRow
 	floor        []*floorRow // floor.go
 	floorBins    []string
@@ -85,6 +86,9 @@ func (r *report) String() string {
 	}
 	if len(r.hosts) > 0 {
 		r.writeHosts(&s)
+	}
+	if len(r.latency) > 0 {
+		r.writeLatency(&s)
 	}
 	s.WriteString("\nTargets\n")
 	tw := tabwriter.NewWriter(&s, 0, 0, 2, ' ', 0)

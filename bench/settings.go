@@ -49,6 +49,11 @@ type settings struct {
 	floorPairs   int
 	compare      stringList // floor: more hookpace binaries, measured in the same pairs
 	compareYAML  string     // floor: a YAML file appended to the -compare binaries' config
+	replayProf   string
+	latRate      float64
+	latDur       time.Duration
+	latOld       string
+	latDump      string
 
 	quiet     float64
 	disturbed float64
@@ -102,6 +107,11 @@ func register(fs *flag.FlagSet) *settings {
 	fs.IntVar(&s.floorPairs, "floor-pairs", 3, "floor: alternating pairs of the group-commit floor and hookpace")
 	fs.Var(&s.compare, "compare", "floor: another hookpace binary to measure in the same pairs (repeatable), e.g. one built from main")
 	fs.StringVar(&s.compareYAML, "compare-config", "", "floor: YAML appended to the config of the -compare binaries (e.g. journal: {off: true}), to compare settings in pairs")
+	fs.StringVar(&s.replayProf, "replay-profile", "", "replay: run hookpace built from ./bench/pprofwrap and write a CPU profile of each replay (resume to delivered) into this directory")
+	fs.Float64Var(&s.latRate, "lat-rate", 200, "latency: webhooks offered a second")
+	fs.DurationVar(&s.latDur, "lat-d", 15*time.Second, "latency: how long they are offered")
+	fs.StringVar(&s.latOld, "lat-old", "", "latency: also measure this hookpace binary, in alternating pairs before -binary's")
+	fs.StringVar(&s.latDump, "lat-dump", "", "latency: write each webhook's 202 time and latency (ms) to PREFIX-repN-DIR.tsv")
 	fs.StringVar(&s.out, "out", "", "also write the report to this file")
 	fs.Float64Var(&s.quiet, "quiet", 0.35, "before each measured run, wait until other processes plus hypervisor steal take fewer than this many cores (0: don't wait)")
 	fs.Float64Var(&s.disturbed, "disturbed", 0.3, "a measured run during which other processes plus hypervisor steal took more than this many cores is repeated (see -retries) and flagged with !")

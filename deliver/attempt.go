@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -18,7 +19,6 @@ import (
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -127,14 +127,12 @@ func (d *Dispatcher) startSpan(h *host, r request, id string, n int) (context.Co
 		attribute.Int("hookpace.attempt", n),
 	}
 	if !r.batch {
-		ctx := d.opts.Prop.Extract(d.ctx, propagation.HeaderCarrier(r.ms[0].Header))
-		return d.opts.Tracer.Start(ctx, "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
+		return d.opts.Tracer.Start(d.traceParent(r.ms[0].Header), "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
 			trace.WithAttributes(attrs...))
 	}
 	links := make([]trace.Link, 0, len(r.ms))
 	for _, m := range r.ms {
-		ctx := d.opts.Prop.Extract(d.ctx, propagation.HeaderCarrier(m.Header))
-		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		if sc := trace.SpanContextFromContext(d.traceParent(m.Header)); sc.IsValid() {
 			links = append(links, trace.Link{SpanContext: sc})
 		}
 	}
@@ -454,6 +452,9 @@ func (d *Dispatcher) attemptEnded(span trace.Span, e attemptEnd) {
 
 // logAttempt writes the canonical line for one delivery attempt.
 func (d *Dispatcher) logAttempt(e attemptEnd) {
+	if !d.log.Enabled(d.ctx, slog.LevelInfo) {
+		return // below log.level: not even its attributes are built
+	}
 	res, v, reason, next, now := e.res, e.v, e.reason, e.next, e.now
 	attrs := []any{
 		"host", e.host,

@@ -217,8 +217,9 @@ type Event struct {
 // Dispatcher replays queued webhooks. Create it with New and start it with
 // Start, which connects it to its queue.
 type Dispatcher struct {
-	opts Options
-	log  *slog.Logger
+	opts       Options
+	log        *slog.Logger
+	propFields []string // the headers opts.Prop reads (trace.go)
 
 	ctx    context.Context // attempts run under it; cancelled to abandon them
 	cancel context.CancelFunc
@@ -286,7 +287,7 @@ func New(opts Options) *Dispatcher {
 		opts.Insecure = opts.Client
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &Dispatcher{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, hosts: make(map[string]*host),
+	d := &Dispatcher{opts: opts, log: opts.Logger, propFields: canonicalFields(opts.Prop), ctx: ctx, cancel: cancel, hosts: make(map[string]*host),
 		idle: make(chan func()), quit: make(chan struct{}), loads: make(chan struct{}, maxLoads)}
 	if opts.Gates != nil {
 		opts.Gates.Bind(d.gatesWoke, d.pausedElsewhere)

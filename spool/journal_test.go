@@ -330,3 +330,31 @@ func TestJournalYieldsToMinFree(t *testing.T) {
 		t.Fatalf("%d entries once there is room", u.Entries)
 	}
 }
+
+// An attempt that begins on a webhook whose accepted record is not durable
+// yet has the journal commit it at once, not after its linger: the
+// delete that follows the attempt waits for that record.
+func TestJournalBeginCommitsAcceptedRecord(t *testing.T) {
+	s := openTest(t, t.TempDir(), Options{journalLinger: time.Hour})
+	m := newMsg("a.example", 1)
+	if err := s.Append(context.Background(), m, 0); err != nil {
+		t.Fatal(err)
+	}
+	durable := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.jr.durable >= m.jseq
+	}
+	if durable() {
+		t.Fatal("the accepted record is durable before any attempt: the journal did not linger")
+	}
+	s.Begin(m)
+	deadline := time.Now().Add(30 * time.Second)
+	for !durable() {
+		if time.Now().After(deadline) {
+			t.Fatal("the accepted record is still not durable 30 s after the attempt began")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.End(m)
+}

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"cmp"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ type journalState struct {
 	seq, durable     uint64
 	cond             *sync.Cond // on Spool.mu: the writer waits for records, waiters for commits
 	waiting          int        // goroutines waiting for a commit: it goes at once
+	soon             uint64     // the last record an attempt in flight will wait for (hurry): it goes at once
 	lingerUp         bool       // the writer's linger is over
 	closing, stopped bool
 	done             chan struct{}
@@ -252,10 +254,10 @@ func (s *Spool) journalLoop() {
 		for len(s.jr.pending) == 0 && !s.jr.closing {
 			s.jr.cond.Wait()
 		}
-		if s.jr.waiting == 0 && !s.jr.closing && len(s.jr.pending) < journalBatch {
+		if s.jr.waiting == 0 && s.jr.soon <= s.jr.durable && !s.jr.closing && len(s.jr.pending) < journalBatch {
 			s.jr.lingerUp = false
-			linger.Reset(journalLinger)
-			for !s.jr.lingerUp && s.jr.waiting == 0 && !s.jr.closing && len(s.jr.pending) < journalBatch {
+			linger.Reset(cmp.Or(s.opts.journalLinger, journalLinger))
+			for !s.jr.lingerUp && s.jr.waiting == 0 && s.jr.soon <= s.jr.durable && !s.jr.closing && len(s.jr.pending) < journalBatch {
 				s.jr.cond.Wait()
 			}
 			linger.Stop()
@@ -295,6 +297,19 @@ func (s *Spool) journalRoom(n int) bool {
 		s.log.Warn("spool: too little disk space above spool.min_free for the journal; history is not kept until there is", "records", n, "room", room)
 	}
 	return false
+}
+
+// hurryLocked ends the journal's linger when m's accepted record is not
+// durable yet: an attempt of m has begun, and its delete will wait for
+// that record (journalRound). Committed now, the record becomes durable
+// while the attempt is on the wire, not after it, with the delivery's slot
+// held and the queue's writer waiting.
+func (s *Spool) hurryLocked(m *Message) {
+	if m.jseq <= s.jr.durable || m.jseq <= s.jr.soon {
+		return
+	}
+	s.jr.soon = m.jseq
+	s.jr.cond.Broadcast()
 }
 
 // journalSync waits until every record handed to the journal so far is

@@ -69,6 +69,9 @@ type Options struct {
 	whileCommitting func(*badger.DB)
 	// For tests: the free space on dir's file system (default diskFree).
 	diskFree func(dir string) (int64, error)
+	// For tests: how long the journal's records wait for company
+	// (default journalLinger).
+	journalLinger time.Duration
 }
 
 // limits are the ledger's bounds from o.

@@ -192,6 +192,9 @@ func standardMethod(m string) string {
 
 // netProtocol splits "HTTP/1.1" into "http" and "1.1".
 func netProtocol(proto string) (name, version string) {
+	if proto == "HTTP/1.1" {
+		return "http", "1.1" // nearly every answer: no lower-casing
+	}
 	name, version, _ = strings.Cut(proto, "/")
 	return strings.ToLower(name), version
 }
