@@ -77,7 +77,7 @@ reaches the pods through the mounted file and hookpace's reload. */}}
 
 {{/* Config paths that need a restart; a section name covers all of it. */}}
 {{- define "hookpace.restartFields" -}}
-listen admin proxy.max_connections spool.dir spool.max_header_bytes spool.min_free log.format dedupe.max_keys dedupe.max_bytes mitm.ca_cert mitm.ca_key mitm.cache_size mitm.public_dir tls.ca_file telemetry fleet journal delivery.max_in_flight delivery.max_idle_connections events capture.listen inbound
+listen admin proxy.max_connections spool.dir spool.max_header_bytes spool.min_free log.format dedupe.max_keys dedupe.max_bytes mitm.ca_cert mitm.ca_key mitm.cache_size mitm.public_dir tls.ca_file telemetry fleet journal delivery.max_in_flight delivery.max_idle_connections delivery.idle_connection_timeout events capture.listen inbound
 {{- end }}
 
 {{/* The handoff URL in force, or "". */}}
