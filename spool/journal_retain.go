@@ -47,13 +47,21 @@ func (s *Spool) openJournal() error {
 			return err
 		}
 	}
+	s.jr.from = from
 	if err := s.indexOutcomes(); err != nil {
 		return fmt.Errorf("index the journal's outcomes: %w", err)
+	}
+	if err := s.openIndex(); err != nil {
+		return fmt.Errorf("open the journal's indexes: %w", err)
 	}
 	if last, err = s.countJournal(); err != nil {
 		return err
 	}
-	return s.recoverJournal(max(from, last))
+	if err := s.recoverJournal(max(from, last)); err != nil {
+		return err
+	}
+	s.startIndexBuild()
+	return nil
 }
 
 // countJournal adds up the journal's entries and bytes, reading keys only,
@@ -61,7 +69,7 @@ func (s *Spool) openJournal() error {
 func (s *Spool) countJournal() (last uint64, err error) {
 	var bytes, entries int64
 	err = s.kept.View(func(txn *badger.Txn) error {
-		for _, p := range []byte{prefixJournal, prefixAttempt, prefixHostIndex, prefixOutcomeIndex} {
+		for _, p := range []byte{prefixJournal, prefixAttempt, prefixHostIndex, prefixOutcomeIndex, prefixIndex} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
 			for it.Rewind(); it.Valid(); it.Next() {
 				item := it.Item()
@@ -155,6 +163,7 @@ func (s *Spool) SweepJournal(now time.Time) (int, error) {
 	over := s.jr.bytes.Load() - s.opts.Journal.MaxBytes
 	var dels [][]byte
 	var freed, entries int64
+	legacy := !s.jr.indexed.Load() // the build deletes the rest
 	err := s.kept.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
@@ -175,8 +184,14 @@ func (s *Spool) SweepJournal(now time.Time) (int, error) {
 			if e.Outcome == "" {
 				continue
 			}
-			dels = append(dels, item.KeyCopy(nil), hostIndexKey(e.Host, id), outcomeIndexKey(e.Outcome, id))
-			freed += int64(len(item.Key())) + item.ValueSize() + int64(len(e.Host)+10) + int64(len(e.Outcome)+10)
+			dels = append(dels, item.KeyCopy(nil), queuedIndexKey(e))
+			ix := entryIndex(e)
+			dels = append(dels, ix...)
+			freed += int64(len(item.Key())) + item.ValueSize() + keysLen(ix)
+			if legacy {
+				dels = append(dels, hostIndexKey(e.Host, id), outcomeIndexKey(e.Outcome, id))
+				freed += int64(len(e.Host)+10) + int64(len(e.Outcome)+10)
+			}
 			entries++
 			freed += s.attemptKeys(txn, id, &dels)
 		}
