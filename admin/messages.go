@@ -243,7 +243,11 @@ func journalText(j spool.JournalUsage) string {
 	if j.Off {
 		return "off (journal.off)"
 	}
-	return fmt.Sprintf("%s webhooks · %s of %s · kept %s", num(j.Entries), BytesText(j.Bytes), BytesText(j.MaxBytes), retainText(j.Retain))
+	t := fmt.Sprintf("%s webhooks · %s of %s · kept %s", num(j.Entries), BytesText(j.Bytes), BytesText(j.MaxBytes), retainText(j.Retain))
+	if j.Binds == "max_bytes" {
+		t += fmt.Sprintf(" · max_bytes binds: about %s kept at %.2f webhooks/s of %s each", j.Holds.Round(time.Minute), j.Rate, BytesText(j.BytesPerEntry))
+	}
+	return t
 }
 
 func retainText(d time.Duration) string {

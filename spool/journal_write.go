@@ -32,8 +32,13 @@ type journalState struct {
 	// from: ids at or below it were queued before the journal was kept
 	// (keyJournalFrom); their outcomes write their index keys too.
 	from  uint64
-	build indexBuild  // journal_index_build.go
-	short atomic.Bool // too little room above min_free: records dropped (logged once a spell)
+	build indexBuild // journal_index_build.go
+	// oldest: the Accepted of the oldest entry, Unix nanoseconds, as the
+	// last sweep (or Open) saw it: the span the journal's rate is
+	// measured over.
+	oldest   atomic.Int64
+	capBinds atomic.Bool // the sweep removes entries younger than retain: logged once a spell
+	short    atomic.Bool // too little room above min_free: records dropped (logged once a spell)
 
 	// Guarded by Spool.mu: the coalesce keys of the queued webhooks this
 	// run accepted with one (journal_coalesce.go), complete for ids above
