@@ -13,7 +13,7 @@ package spool
 // at is the entry's Accepted in Unix nanoseconds, big-endian. An accepted
 // record writes t, h, i and s queued; an outcome writes s <outcome> and
 // deletes s queued; the sweep deletes all of them with the entry. They
-// count toward the journal's bytes (JournalOptions.MaxBytes), about 70
+// count toward the journal's bytes (JournalOptions.MaxBytes), about 100
 // bytes an entry. An index key whose entry is gone or says otherwise
 // (a stale one) selects nothing: every entry read is checked against the
 // query.
