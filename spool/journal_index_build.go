@@ -142,6 +142,7 @@ func (s *Spool) buildIndexKeys() (int, error) {
 			return n, fmt.Errorf("write index keys: %w", err)
 		}
 		s.jr.bytes.Add(keysLen(keys))
+		trimResident(s.opts.Dir, s.opts.trimLimit) // a chunk's pages: scanTrim
 		n += read
 		if read < indexBuildChunk {
 			return n, nil

@@ -68,10 +68,12 @@ func (s *Spool) openJournal() error {
 // and returns the highest id with an entry.
 func (s *Spool) countJournal() (last uint64, err error) {
 	var bytes, entries, oldest int64
+	trim := scanTrim{s: s}
 	err = s.kept.View(func(txn *badger.Txn) error {
 		for _, p := range []byte{prefixJournal, prefixAttempt, prefixHostIndex, prefixOutcomeIndex, prefixIndex} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
 			for it.Rewind(); it.Valid(); it.Next() {
+				trim.step()
 				item := it.Item()
 				bytes += int64(len(item.Key())) + item.ValueSize()
 				if k := item.Key(); p == prefixIndex && oldest == 0 && len(k) == 18 && k[1] == ixAll {
@@ -312,4 +314,23 @@ func (s *Spool) deleteKept(keys [][]byte) error {
 		}
 	}
 	return wb.Flush()
+}
+
+// scanTrim keeps a read of the whole journal (Open's count, the index
+// build) from leaving every page of the kept database it touched resident:
+// Badger reads through memory maps, and the pages stay mapped until
+// trimResident pages them out, which gcLoop does only every 250 ms and
+// not before Open returns. Every trimEvery keys it trims at once, so the
+// resident set such a read adds is bounded, not the journal's size.
+type scanTrim struct {
+	s *Spool
+	n int
+}
+
+const trimEvery = 50_000
+
+func (t *scanTrim) step() {
+	if t.n++; t.n%trimEvery == 0 {
+		trimResident(t.s.opts.Dir, t.s.opts.trimLimit)
+	}
 }
