@@ -157,3 +157,42 @@ func BenchmarkJournalQueries(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkJournalIndexBuild times the background build of the indexes
+// for a journal of -journal-entries webhooks written before them (its
+// index keys and mark taken away): from Open to the build's end.
+func BenchmarkJournalIndexBuild(b *testing.B) {
+	m := journalMix{n: *journalEntries, hosts: 5_000, first: 1 << 20, step: 14 * 24 * time.Hour / time.Duration(*journalEntries)}
+	m.start = time.Now().Add(-time.Duration(m.n) * m.step)
+	dir := b.TempDir()
+	opts := Options{MaxBytes: 1 << 40, Journal: JournalOptions{MaxBytes: 1 << 40, Retain: 60 * 24 * time.Hour}}
+	s := openTest(b, dir, opts)
+	m.fill(b, s)
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		s := openTest(b, dir, opts)
+		if err := s.kept.DropPrefix([]byte{prefixIndex}, keyIndexed); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		s = openTest(b, dir, opts)
+		if !s.jr.build.needed {
+			b.Fatal("no build")
+		}
+		<-s.jr.build.done
+		b.StopTimer()
+		if page, _, err := s.List(Query{Idempotency: "evt-7"}); err != nil || len(page) != 1 || !s.jr.indexed.Load() {
+			b.Fatalf("after the build: %v, %v", page, err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

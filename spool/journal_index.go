@@ -131,6 +131,15 @@ type Cursor struct {
 	ID uint64
 }
 
+// cursorAt is the cursor of the listing that goes on at p: the entries
+// at p and before it.
+func cursorAt(p pos) Cursor {
+	if p.id == ^uint64(0) {
+		return Cursor{At: p.at + 1}
+	}
+	return Cursor{At: p.at, ID: p.id + 1}
+}
+
 // IsZero reports whether c is no cursor.
 func (c Cursor) IsZero() bool { return c == Cursor{} }
 
@@ -168,22 +177,25 @@ func (s *Spool) listIndexed(txn *badger.Txn, q *Query, out *[]*Entry) (Cursor, e
 		its[i] = txn.NewIterator(badger.IteratorOptions{Prefix: p, Reverse: true})
 		defer its[i].Close()
 	}
-	cur, ok := s.start(txn, q)
+	cur, ok := s.listStart(txn, q)
 	if !ok {
 		return Cursor{}, nil
 	}
-	w := walk{its: its, prefixes: prefixes}
-	since := atOf(q.Since)
 	began := time.Now()
+	w := walk{its: its, prefixes: prefixes, deadline: began.Add(queryTime)}
+	since := atOf(q.Since)
 	scanned := 0
 	for {
 		p, ok := w.next(cur)
+		if w.late { // everything after p is read
+			return cursorAt(p), nil
+		}
 		if !ok || p.at < since {
 			return Cursor{}, nil
 		}
 		if len(*out) == q.Limit || scanned == queryScanMax ||
 			scanned%queryCheck == queryCheck-1 && time.Since(began) > queryTime {
-			return Cursor{At: p.at, ID: p.id + 1}, nil
+			return cursorAt(p), nil
 		}
 		scanned++
 		if item, err := txn.Get(journalKey(p.id)); err == nil {
@@ -199,9 +211,9 @@ func (s *Spool) listIndexed(txn *badger.Txn, q *Query, out *[]*Entry) (Cursor, e
 	}
 }
 
-// start is the place a listing starts at: the newest entry before q.Before
+// listStart is the place a listing starts at: the newest entry before q.Before
 // and q.Until; ok is false when there is none.
-func (s *Spool) start(txn *badger.Txn, q *Query) (pos, bool) {
+func (s *Spool) listStart(txn *badger.Txn, q *Query) (pos, bool) {
 	cur := pos{int64(^uint64(0) >> 1), ^uint64(0)}
 	if !q.Until.IsZero() {
 		if u, ok := (pos{atOf(q.Until), 0}).before(); !ok {
@@ -236,6 +248,10 @@ type walk struct {
 	its      []*badger.Iterator
 	prefixes [][]byte
 	started  bool
+	// deadline bounds a leapfrog's seeks; late says it ended one there,
+	// at the place next returned.
+	deadline time.Time
+	late     bool
 }
 
 // next is the newest place at or before cur that every iterator holds
@@ -250,15 +266,21 @@ func (w *walk) next(cur pos) (pos, bool) {
 		return posOf(it.Item().Key(), len(w.prefixes[0]))
 	}
 	w.started = true
-	return leapfrog(w.its, w.prefixes, cur)
+	return w.leapfrog(cur)
 }
 
 // leapfrog finds the newest place at or before cur that every iterator
 // (over the index with the prefix of the same number) holds: each seeks
-// to the place the last one found, until all of them agree.
-func leapfrog(its []*badger.Iterator, prefixes [][]byte, cur pos) (pos, bool) {
+// to the place the last one found, until all of them agree, or until the
+// deadline.
+func (w *walk) leapfrog(cur pos) (pos, bool) {
+	its, prefixes := w.its, w.prefixes
 	agreed := 0 // iterators in a row that hold cur
-	for i := 0; agreed < len(its); i = (i + 1) % len(its) {
+	for i, n := 0, 0; agreed < len(its); i, n = (i+1)%len(its), n+1 {
+		if n%queryCheck == queryCheck-1 && time.Now().After(w.deadline) {
+			w.late = true
+			return cur, false
+		}
 		its[i].Seek(indexKey(prefixes[i], cur))
 		if !its[i].Valid() {
 			return pos{}, false
