@@ -118,19 +118,22 @@ func BenchmarkJournalQueries(b *testing.B) {
 		q    Query
 		min  int // entries the page must hold at least
 		want func(*Entry) bool
+		// pages: follow the cursor until min are found, as msg list
+		// --limit 0 does, and time the whole search
+		pages bool
 	}{
-		{"all", Query{}, 50, func(*Entry) bool { return true }},
-		{"state=dead", Query{State: OutcomeDead}, 50, func(e *Entry) bool { return e.Outcome == OutcomeDead }},
-		{"state=queued", Query{State: StateQueued}, 50, func(e *Entry) bool { return e.Outcome == "" }},
-		{"state=dead,since=1h", Query{State: OutcomeDead, Since: time.Now().Add(-hour)}, 0, func(e *Entry) bool { return e.Outcome == OutcomeDead }},
-		{"state=dead,until=7d", Query{State: OutcomeDead, Until: time.Now().Add(-7 * 24 * hour)}, 50, func(e *Entry) bool { return e.Outcome == OutcomeDead }},
-		{"host", Query{Host: m.host(old)}, perHost, func(e *Entry) bool { return e.Host == m.host(old) }},
-		{"host,state=dead", Query{Host: m.host(old), State: OutcomeDead}, 1, func(e *Entry) bool { return e.Host == m.host(old) && e.Outcome == OutcomeDead }},
-		{"host,until=7d", Query{Host: m.host(old), Until: time.Now().Add(-7 * 24 * hour)}, perHost / 3, func(e *Entry) bool { return e.Host == m.host(old) }},
-		{"window=1h,7d_ago", Query{Since: time.Now().Add(-7*24*hour - hour), Until: time.Now().Add(-7 * 24 * hour)}, 50, func(*Entry) bool { return true }},
-		{"idempotency_key", Query{Idempotency: fmt.Sprintf("evt-%d", old)}, 1, func(e *Entry) bool { return e.ID == m.id(old) }},
-		{"contains", Query{Contains: fmt.Sprintf("/order-%d", old)}, 0, func(e *Entry) bool { return e.ID == m.id(old) }},
-		{"contains,host", Query{Host: m.host(old), Contains: fmt.Sprintf("/order-%d", old)}, 1, func(e *Entry) bool { return e.ID == m.id(old) }},
+		{"all", Query{}, 50, func(*Entry) bool { return true }, false},
+		{"state=dead", Query{State: OutcomeDead}, 50, func(e *Entry) bool { return e.Outcome == OutcomeDead }, false},
+		{"state=queued", Query{State: StateQueued}, 50, func(e *Entry) bool { return e.Outcome == "" }, false},
+		{"state=dead,since=1h", Query{State: OutcomeDead, Since: time.Now().Add(-hour)}, 0, func(e *Entry) bool { return e.Outcome == OutcomeDead }, false},
+		{"state=dead,until=7d", Query{State: OutcomeDead, Until: time.Now().Add(-7 * 24 * hour)}, 50, func(e *Entry) bool { return e.Outcome == OutcomeDead }, false},
+		{"host", Query{Host: m.host(old)}, perHost, func(e *Entry) bool { return e.Host == m.host(old) }, false},
+		{"host,state=dead", Query{Host: m.host(old), State: OutcomeDead}, 1, func(e *Entry) bool { return e.Host == m.host(old) && e.Outcome == OutcomeDead }, false},
+		{"host,until=7d", Query{Host: m.host(old), Until: time.Now().Add(-7 * 24 * hour)}, perHost / 3, func(e *Entry) bool { return e.Host == m.host(old) }, false},
+		{"window=1h,7d_ago", Query{Since: time.Now().Add(-7*24*hour - hour), Until: time.Now().Add(-7 * 24 * hour)}, 50, func(*Entry) bool { return true }, false},
+		{"idempotency_key", Query{Idempotency: fmt.Sprintf("evt-%d", old)}, 1, func(e *Entry) bool { return e.ID == m.id(old) }, false},
+		{"contains", Query{Contains: fmt.Sprintf("/order-%d", old)}, 0, func(e *Entry) bool { return e.ID == m.id(old) }, false},
+		{"contains,host", Query{Host: m.host(old), Contains: fmt.Sprintf("/order-%d", old)}, 1, func(e *Entry) bool { return e.ID == m.id(old) }, true},
 	}
 	b.Run("lookup", func(b *testing.B) {
 		for range b.N {
@@ -144,11 +147,23 @@ func BenchmarkJournalQueries(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			c.q.Limit = 50
 			for range b.N {
-				page, _, err := s.List(c.q)
-				if err != nil || len(page) < c.min {
-					b.Fatalf("%d entries, %v", len(page), err)
+				var found []*Entry
+				q := c.q
+				for {
+					page, next, err := s.List(q)
+					if err != nil {
+						b.Fatal(err)
+					}
+					found = append(found, page...)
+					if !c.pages || len(found) >= c.min || next.IsZero() {
+						break
+					}
+					q.Before = next
 				}
-				for _, e := range page {
+				if len(found) < c.min {
+					b.Fatalf("%d entries", len(found))
+				}
+				for _, e := range found {
 					if !c.want(e) {
 						b.Fatalf("entry %d (%s, %q) should not be listed", e.ID, e.Host, e.Outcome)
 					}

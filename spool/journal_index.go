@@ -149,7 +149,7 @@ func (c Cursor) IsZero() bool { return c == Cursor{} }
 // a small journal's listing is never cut.
 const (
 	queryTime  = 50 * time.Millisecond
-	queryCheck = 256
+	queryCheck = 32
 )
 
 // listIndexed is List from the indexes: the one q's filters select the
