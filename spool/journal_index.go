@@ -145,8 +145,9 @@ func (c Cursor) IsZero() bool { return c == Cursor{} }
 
 // queryTime bounds the time one page of a listing reads: a search that
 // finds few entries stops, and says where (the cursor), rather than make
-// its caller wait. It is checked every queryCheck entries read, so that
-// a small journal's listing is never cut.
+// its caller wait. It is checked every queryCheck entries read, once
+// queryCheck of them did not match: a listing whose index selects what
+// it shows (most do) fills its page, and a small journal's is never cut.
 const (
 	queryTime  = 50 * time.Millisecond
 	queryCheck = 32
@@ -194,7 +195,7 @@ func (s *Spool) listIndexed(txn *badger.Txn, q *Query, out *[]*Entry) (Cursor, e
 			return Cursor{}, nil
 		}
 		if len(*out) == q.Limit || scanned == queryScanMax ||
-			scanned%queryCheck == queryCheck-1 && time.Since(began) > queryTime {
+			scanned-len(*out) >= queryCheck && scanned%queryCheck == queryCheck-1 && time.Since(began) > queryTime {
 			return cursorAt(p), nil
 		}
 		scanned++
