@@ -122,9 +122,9 @@ func (a *api) messagesPage(w http.ResponseWriter, r *http.Request) {
 	for _, e := range entries {
 		d.List = append(d.List, a.messageOf(j, e, e.Outcome))
 	}
-	if next != 0 {
+	if !next.IsZero() {
 		v := r.URL.Query()
-		v.Set("cursor", strconv.FormatUint(next, 16))
+		v.Set("cursor", next.String())
 		d.Next = "/messages?" + v.Encode()
 	}
 	a.renderMessages(w, http.StatusOK, d)

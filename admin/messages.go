@@ -23,7 +23,7 @@ import (
 // Journal is the spool's journal; *spool.Spool is one.
 type Journal interface {
 	Lookup(r spool.Ref) (*spool.View, error)
-	List(q spool.Query) ([]*spool.Entry, uint64, error)
+	List(q spool.Query) ([]*spool.Entry, spool.Cursor, error)
 	Instance() uint64
 }
 
@@ -193,9 +193,7 @@ func (a *api) listMessages(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Messages = append(out.Messages, m)
 	}
-	if next != 0 {
-		out.Cursor = strconv.FormatUint(next, 16)
-	}
+	out.Cursor = next.String()
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -224,8 +222,8 @@ func messageQuery(r *http.Request) (spool.Query, error) {
 		}
 	}
 	if s := v.Get("cursor"); s != "" {
-		if q.Before, err = strconv.ParseUint(s, 16, 64); err != nil {
-			return q, fmt.Errorf("bad cursor %q", s)
+		if q.Before, err = spool.ParseCursor(s); err != nil {
+			return q, err
 		}
 	}
 	return q, nil
@@ -245,7 +243,11 @@ func journalText(j spool.JournalUsage) string {
 	if j.Off {
 		return "off (journal.off)"
 	}
-	return fmt.Sprintf("%s webhooks · %s of %s · kept %s", num(j.Entries), BytesText(j.Bytes), BytesText(j.MaxBytes), retainText(j.Retain))
+	t := fmt.Sprintf("%s webhooks · %s of %s · kept %s", num(j.Entries), BytesText(j.Bytes), BytesText(j.MaxBytes), retainText(j.Retain))
+	if j.Binds == "max_bytes" {
+		t += fmt.Sprintf(" · max_bytes binds: about %s kept at %.2f webhooks/s of %s each", j.Holds.Round(time.Minute), j.Rate, BytesText(j.BytesPerEntry))
+	}
+	return t
 }
 
 func retainText(d time.Duration) string {

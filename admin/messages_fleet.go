@@ -99,7 +99,7 @@ func (a *api) owner(ctx context.Context, sp uint64, el *Elsewhere, msg string) s
 // handed off to this replica under ref (its id at the spool that first
 // accepted it); nil if none.
 func handedIn(j Journal, ref spool.Ref) (*spool.Entry, error) {
-	var before uint64
+	var before spool.Cursor
 	for read := 0; read < handedInScan; {
 		entries, next, err := j.List(spool.Query{Before: before, Limit: 1000})
 		if err != nil {
@@ -111,7 +111,7 @@ func handedIn(j Journal, ref spool.Ref) (*spool.Entry, error) {
 			}
 		}
 		read += len(entries)
-		if next == 0 || len(entries) == 0 {
+		if next.IsZero() || len(entries) == 0 {
 			return nil, nil
 		}
 		before = next

@@ -14,8 +14,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/hookpace/hookpace/admin"
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/server"
+	"github.com/hookpace/hookpace/spool"
 )
 
 // usage is usageText with config's default admin address filled in.
@@ -285,8 +287,29 @@ func checkConfig(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "https: %s\n", describeHTTPS(cfg))
 	printRewrites(stdout, cfg)
 	fmt.Fprintf(stdout, "webhooks: %s\n", describeWebhooks(cfg))
+	fmt.Fprintf(stdout, "journal: %s\n", describeJournal(cfg))
 	for _, w := range cfg.PlainTokenURLs() {
 		fmt.Fprintf(stdout, "WARNING: %s\n", w)
 	}
 	return nil
+}
+
+// describeJournal says, for check-config, which of journal.max_bytes and
+// journal.retain binds: the rate above which max_bytes removes entries
+// before retain would, at spool.NominalEntryBytes an entry. The status
+// page says which binds at the rate and size the journal measures.
+func describeJournal(cfg *config.Config) string {
+	j := cfg.Journal
+	if j.Off {
+		return "off"
+	}
+	maxBytes := int64(j.MaxBytes)
+	if maxBytes == 0 {
+		maxBytes = int64(cfg.Spool.MaxBytes) / 4
+	}
+	entries := maxBytes / spool.NominalEntryBytes
+	rate := float64(entries) / j.Retain.D().Seconds()
+	return fmt.Sprintf("max_bytes %s holds about %d entries at ~%d B each; retain %s binds below %.2f webhooks/s, max_bytes above "+
+		"(the status page and /v1/spool say which binds at the measured rate)", admin.BytesText(maxBytes), entries,
+		spool.NominalEntryBytes, j.Retain.D(), rate)
 }

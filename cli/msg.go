@@ -47,8 +47,12 @@ which keeps every webhook with its attempts for journal.retain (default
              still kept of it: the URL (query values redacted), the
              headers (secret values redacted), and the body while it is
              queued or dead, or once delivered with journal.bodies on.
-             A page ends with the --cursor of the next (a search reads
-             at most 200,000 entries a page).
+             Newest accepted first, from the journal's indexes (by
+             state, host, time and Idempotency-Key). A page ends with
+             the --cursor of the next; a page reads for at most about
+             50 ms (200,000 entries), so a --contains search over a big
+             journal may return fewer than --limit, or none, with a
+             cursor to go on from.
   msg resend a delivered webhook again, from the request the journal kept
              (journal.bodies: true when it was delivered): queued at the
              tail of its host's queue and delivered under its first id.

@@ -5,7 +5,8 @@ package spool
 //
 //	dead/   j <id:8>              entry: what was accepted, and its outcome once known
 //	dead/   a <id:8> <at:8>       one attempt: when, how long, status, error, answer
-//	dead/   h <host> 0x00 <id:8>  the entries of a host, for listing them
+//	dead/   x ...                 indexes by time, state, host and idempotency key (journal_index.go)
+//	dead/   h <host> 0x00 <id:8>  the older index of a host's entries, read until those are built
 //
 // Writes are group commits of their own, never one per webhook: the
 // journal's writer (journalLoop) commits whatever records have come in

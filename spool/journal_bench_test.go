@@ -1,7 +1,9 @@
 package spool
 
 import (
+	"flag"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -35,6 +37,177 @@ func BenchmarkListDead(b *testing.B) {
 		page, _, err := s.List(Query{State: OutcomeDead})
 		if err != nil || len(page) != 20 {
 			b.Fatalf("%d dead, %v", len(page), err)
+		}
+	}
+}
+
+var journalEntries = flag.Int("journal-entries", 100_000, "entries BenchmarkJournalQueries fills its journal with")
+
+// journalMix is the journal BenchmarkJournalQueries reads: n webhooks over
+// 14 days and hosts hosts, one accepted every 14d/n, the newest now. Of
+// each 100, 90 were delivered at once (their final attempt in the entry),
+// 5 died after three failed attempts, 5 are retrying (one failed attempt,
+// no outcome). Every webhook has an Idempotency-Key "evt-<i>" and a URL
+// with its own path "/hooks/<i>/order-<i>".
+type journalMix struct {
+	n, hosts int
+	first    uint64 // the first id
+	start    time.Time
+	step     time.Duration
+}
+
+func (m journalMix) id(i int) uint64    { return m.first + uint64(i) }
+func (m journalMix) at(i int) time.Time { return m.start.Add(time.Duration(i) * m.step) }
+func (m journalMix) host(i int) string  { return fmt.Sprintf("p%d.example", i%m.hosts) }
+func (m journalMix) outcome(i int) string {
+	return [...]string{OutcomeDead, "", OutcomeDelivered}[min(i%100/5, 2)]
+}
+func (m journalMix) fill(b *testing.B, s *Spool) {
+	const batch = 5_000
+	for i := 0; i < m.n; i += batch {
+		var recs []journalRec
+		for j := i; j < min(i+batch, m.n); j++ {
+			id, at := m.id(j), m.at(j)
+			e := &Entry{ID: id, Host: m.host(j), Method: "POST", URL: fmt.Sprintf("https://%s/hooks/%d/order-%d", m.host(j), j, j),
+				Idempotency: fmt.Sprintf("evt-%d", j), Size: 900, Accepted: at, Outcome: m.outcome(j),
+				Header: http.Header{"Content-Type": {"application/json"}, "User-Agent": {"shop/2.1"}, "Idempotency-Key": {fmt.Sprintf("evt-%d", j)}}}
+			failed := 0
+			switch e.Outcome {
+			case OutcomeDelivered:
+				e.OutcomeAt = at.Add(40 * time.Millisecond)
+				e.Final = &Attempt{At: at.Add(30 * time.Millisecond), Duration: 9 * time.Millisecond, Status: 200, Body: []byte(`{"ok":true}`), Batch: 1}
+			case OutcomeDead:
+				e.OutcomeAt, e.Reason, failed = at.Add(time.Minute), "3 attempts failed", 3
+			default:
+				failed = 1
+			}
+			recs = append(recs, journalRec{e: e, entry: true})
+			for k := range failed {
+				a := Attempt{At: at.Add(time.Duration(k+1) * time.Second), Duration: 30 * time.Millisecond, Status: 503,
+					Error: "status 503", Body: []byte(`{"error":"busy"}`), Batch: 1}
+				key, v := attemptKey(id, a.At), a.encode()
+				recs = append(recs, journalRec{key: key, val: v, grow: int64(len(key) + len(v))})
+			}
+		}
+		if err := s.writeJournal(recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkJournalQueries times each kind of journal query over a journal
+// of -journal-entries webhooks (journalMix; 100,000 by default):
+//
+//	go test ./spool -run '^$' -bench JournalQueries -benchtime 20x -journal-entries 1000000
+//
+// Each query asks for a page of 50, as msg list does, and checks what
+// it found.
+func BenchmarkJournalQueries(b *testing.B) {
+	m := journalMix{n: *journalEntries, hosts: 5_000, first: 1 << 20, step: 14 * 24 * time.Hour / time.Duration(*journalEntries)}
+	m.start = time.Now().Add(-time.Duration(m.n) * m.step)
+	s := openTest(b, b.TempDir(), Options{MaxBytes: 1 << 40, Journal: JournalOptions{MaxBytes: 1 << 40, Retain: 60 * 24 * time.Hour}})
+	defer s.Close()
+	t0 := time.Now()
+	m.fill(b, s)
+	b.Logf("filled %d entries in %s; journal %d bytes", m.n, time.Since(t0).Round(time.Millisecond), s.JournalUsage().Bytes)
+	old := m.n / 10 // a webhook of the oldest tenth
+	hour := time.Hour
+	perHost := min(50, m.n/m.hosts)
+	cases := []struct {
+		name string
+		q    Query
+		min  int // entries the page must hold at least
+		want func(*Entry) bool
+		// pages: follow the cursor until min are found, as msg list
+		// --limit 0 does, and time the whole search
+		pages bool
+	}{
+		{"all", Query{}, 50, func(*Entry) bool { return true }, false},
+		{"state=dead", Query{State: OutcomeDead}, 50, func(e *Entry) bool { return e.Outcome == OutcomeDead }, false},
+		{"state=queued", Query{State: StateQueued}, 50, func(e *Entry) bool { return e.Outcome == "" }, false},
+		{"state=dead,since=1h", Query{State: OutcomeDead, Since: time.Now().Add(-hour)}, 0, func(e *Entry) bool { return e.Outcome == OutcomeDead }, false},
+		{"state=dead,until=7d", Query{State: OutcomeDead, Until: time.Now().Add(-7 * 24 * hour)}, 50, func(e *Entry) bool { return e.Outcome == OutcomeDead }, false},
+		{"host", Query{Host: m.host(old)}, perHost, func(e *Entry) bool { return e.Host == m.host(old) }, false},
+		{"host,state=dead", Query{Host: m.host(old), State: OutcomeDead}, 1, func(e *Entry) bool { return e.Host == m.host(old) && e.Outcome == OutcomeDead }, false},
+		{"host,until=7d", Query{Host: m.host(old), Until: time.Now().Add(-7 * 24 * hour)}, perHost / 3, func(e *Entry) bool { return e.Host == m.host(old) }, false},
+		{"window=1h,7d_ago", Query{Since: time.Now().Add(-7*24*hour - hour), Until: time.Now().Add(-7 * 24 * hour)}, 50, func(*Entry) bool { return true }, false},
+		{"idempotency_key", Query{Idempotency: fmt.Sprintf("evt-%d", old)}, 1, func(e *Entry) bool { return e.ID == m.id(old) }, false},
+		{"contains", Query{Contains: fmt.Sprintf("/order-%d", old)}, 0, func(e *Entry) bool { return e.ID == m.id(old) }, false},
+		{"contains,host", Query{Host: m.host(old), Contains: fmt.Sprintf("/order-%d", old)}, 1, func(e *Entry) bool { return e.ID == m.id(old) }, true},
+	}
+	b.Run("lookup", func(b *testing.B) {
+		for range b.N {
+			v, err := s.Lookup(Ref{Seq: m.id(old)})
+			if err != nil || v.Entry.ID != m.id(old) {
+				b.Fatalf("lookup: %v", err)
+			}
+		}
+	})
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			c.q.Limit = 50
+			for range b.N {
+				var found []*Entry
+				q := c.q
+				for {
+					page, next, err := s.List(q)
+					if err != nil {
+						b.Fatal(err)
+					}
+					found = append(found, page...)
+					if !c.pages || len(found) >= c.min || next.IsZero() {
+						break
+					}
+					q.Before = next
+				}
+				if len(found) < c.min {
+					b.Fatalf("%d entries", len(found))
+				}
+				for _, e := range found {
+					if !c.want(e) {
+						b.Fatalf("entry %d (%s, %q) should not be listed", e.ID, e.Host, e.Outcome)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkJournalIndexBuild times the background build of the indexes
+// for a journal of -journal-entries webhooks written before them (its
+// index keys and mark taken away): from Open to the build's end.
+func BenchmarkJournalIndexBuild(b *testing.B) {
+	m := journalMix{n: *journalEntries, hosts: 5_000, first: 1 << 20, step: 14 * 24 * time.Hour / time.Duration(*journalEntries)}
+	m.start = time.Now().Add(-time.Duration(m.n) * m.step)
+	dir := b.TempDir()
+	opts := Options{MaxBytes: 1 << 40, Journal: JournalOptions{MaxBytes: 1 << 40, Retain: 60 * 24 * time.Hour}}
+	s := openTest(b, dir, opts)
+	m.fill(b, s)
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		s := openTest(b, dir, opts)
+		if err := s.kept.DropPrefix([]byte{prefixIndex}, keyIndexed); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		s = openTest(b, dir, opts)
+		if !s.jr.build.needed {
+			b.Fatal("no build")
+		}
+		<-s.jr.build.done
+		b.StopTimer()
+		if page, _, err := s.List(Query{Idempotency: "evt-7"}); err != nil || len(page) != 1 || !s.jr.indexed.Load() {
+			b.Fatalf("after the build: %v, %v", page, err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -47,7 +47,9 @@ func (s *Spool) indexOutcomes() error {
 	err := s.kept.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
+		trim := scanTrim{s: s}
 		for it.Rewind(); it.Valid(); it.Next() {
+			trim.step()
 			k := it.Item().Key()
 			if len(k) != 9 {
 				continue

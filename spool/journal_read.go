@@ -173,7 +173,7 @@ type Query struct {
 	Host         string
 	State        string // an Outcome, or "queued" for those without one
 	Since, Until time.Time
-	Before       uint64 // the cursor: entries with lower ids only
+	Before       Cursor // the cursor: the entries before it only
 	Limit        int    // default 50
 	// Idempotency: only the webhooks with this Idempotency-Key. Contains:
 	// only those whose request holds this text, as far as it is kept
@@ -187,34 +187,53 @@ type Query struct {
 // queryScanMax bounds the entries one query reads.
 const queryScanMax = 200_000
 
-// List returns the entries q selects, newest first, and the cursor of the
-// next page (0: none).
-func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
+// List returns the entries q selects, newest first (by acceptance, from
+// the indexes; by id while they are built), and the cursor of the next
+// page (zero: none). A page reads at most queryScanMax entries, for at
+// most about queryTime: a search that finds fewer than q.Limit in that
+// returns what it found and a cursor.
+func (s *Spool) List(q Query) ([]*Entry, Cursor, error) {
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
 	s.journalSync()
 	var out []*Entry
-	var next uint64
+	var next Cursor
 	err := s.kept.View(func(txn *badger.Txn) error {
 		lit := txn.NewIterator(badger.IteratorOptions{})
 		defer lit.Close()
 		q.later = lit
-		if q.Host != "" {
+		if s.jr.indexed.Load() {
 			var err error
-			next, err = s.listHost(txn, &q, &out)
+			next, err = s.listIndexed(txn, &q, &out)
 			return err
 		}
+		n, err := s.listLegacy(txn, &q, &out)
+		next = Cursor{ID: n}
+		return err
+	})
+	return out, next, err
+}
+
+// listLegacy is List from the indexes by id a journal had before those of
+// journal_index.go, while those are built: the host's, the outcome's, or
+// a scan. The cursor is an id.
+func (s *Spool) listLegacy(txn *badger.Txn, q *Query, out *[]*Entry) (next uint64, err error) {
+	if q.Before.At != 0 {
+		q.Before = Cursor{ID: q.Before.ID}
+	}
+	{
+		if q.Host != "" {
+			return s.listHost(txn, q, out)
+		}
 		if q.State != "" && q.State != StateQueued {
-			var err error
-			next, err = s.listOutcome(txn, &q, &out)
-			return err
+			return s.listOutcome(txn, q, out)
 		}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, Reverse: true, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
 		seek := journalKey(^uint64(0))
-		if q.Before != 0 {
-			seek = journalKey(q.Before - 1)
+		if q.Before.ID != 0 {
+			seek = journalKey(q.Before.ID - 1)
 		}
 		scanned := 0
 		for it.Seek(seek); it.Valid(); it.Next() {
@@ -223,18 +242,16 @@ func (s *Spool) List(q Query) ([]*Entry, uint64, error) {
 				continue
 			}
 			id := beUint64(k[1:])
-			if len(out) == q.Limit || scanned == queryScanMax {
-				next = id + 1
-				return nil
+			if len(*out) == q.Limit || scanned == queryScanMax {
+				return id + 1, nil
 			}
 			scanned++
-			if e, ok := s.matchItem(txn, &q, id, it.Item()); ok {
-				out = append(out, e)
+			if e, ok := s.matchItem(txn, q, id, it.Item()); ok {
+				*out = append(*out, e)
 			}
 		}
-		return nil
-	})
-	return out, next, err
+		return 0, nil
+	}
 }
 
 // listHost is List for one host, from its index: newest first, and the
@@ -250,8 +267,8 @@ func (s *Spool) listIndex(txn *badger.Txn, q *Query, prefix []byte, key func(id 
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
 	defer it.Close()
 	seek := key(^uint64(0))
-	if q.Before != 0 {
-		seek = key(q.Before - 1)
+	if q.Before.ID != 0 {
+		seek = key(q.Before.ID - 1)
 	}
 	scanned := 0
 	for it.Seek(seek); it.Valid(); it.Next() {

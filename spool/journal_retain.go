@@ -47,25 +47,38 @@ func (s *Spool) openJournal() error {
 			return err
 		}
 	}
+	s.jr.from = from
 	if err := s.indexOutcomes(); err != nil {
 		return fmt.Errorf("index the journal's outcomes: %w", err)
+	}
+	if err := s.openIndex(); err != nil {
+		return fmt.Errorf("open the journal's indexes: %w", err)
 	}
 	if last, err = s.countJournal(); err != nil {
 		return err
 	}
-	return s.recoverJournal(max(from, last))
+	if err := s.recoverJournal(max(from, last)); err != nil {
+		return err
+	}
+	s.startIndexBuild()
+	return nil
 }
 
 // countJournal adds up the journal's entries and bytes, reading keys only,
 // and returns the highest id with an entry.
 func (s *Spool) countJournal() (last uint64, err error) {
-	var bytes, entries int64
+	var bytes, entries, oldest int64
+	trim := scanTrim{s: s}
 	err = s.kept.View(func(txn *badger.Txn) error {
-		for _, p := range []byte{prefixJournal, prefixAttempt, prefixHostIndex, prefixOutcomeIndex} {
+		for _, p := range []byte{prefixJournal, prefixAttempt, prefixHostIndex, prefixOutcomeIndex, prefixIndex} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
 			for it.Rewind(); it.Valid(); it.Next() {
+				trim.step()
 				item := it.Item()
 				bytes += int64(len(item.Key())) + item.ValueSize()
+				if k := item.Key(); p == prefixIndex && oldest == 0 && len(k) == 18 && k[1] == ixAll {
+					oldest = int64(beUint64(k[2:]))
+				}
 				if p == prefixJournal && len(item.Key()) == 9 {
 					entries++
 					last = max(last, beUint64(item.Key()[1:]))
@@ -77,6 +90,7 @@ func (s *Spool) countJournal() (last uint64, err error) {
 	})
 	s.jr.bytes.Store(bytes)
 	s.jr.entries.Store(entries)
+	s.jr.oldest.Store(oldest)
 	return last, err
 }
 
@@ -131,12 +145,57 @@ type JournalUsage struct {
 	MaxBytes int64         `json:"max_bytes"`
 	Retain   time.Duration `json:"retain_ns"`
 	Off      bool          `json:"off,omitempty"`
+	// Measured from the journal itself, once it spans minRateSpan and
+	// holds minRateEntries: the webhooks a second it took in over the
+	// span of its entries, the bytes an entry takes, how long MaxBytes
+	// keeps entries at that rate (Holds), and which of max_bytes and
+	// retain ends an entry's stay (Binds: "max_bytes" when Holds is
+	// shorter than Retain, else "retain").
+	Rate          float64       `json:"rate_per_s,omitempty"`
+	BytesPerEntry int64         `json:"bytes_per_entry,omitempty"`
+	Holds         time.Duration `json:"max_bytes_holds_ns,omitempty"`
+	Binds         string        `json:"binds,omitempty"`
 }
+
+// What the journal's rate is measured over, at least.
+const (
+	minRateSpan    = 10 * time.Minute
+	minRateEntries = 100
+)
+
+// NominalEntryBytes is about what an entry takes, with its index keys:
+// a webhook delivered at once, a few request headers, its answer's first
+// bytes. Attempts, long URLs and kept bodies take more; check-config says
+// what max_bytes holds at this size, the status page at the measured one.
+const NominalEntryBytes = 590
 
 // JournalUsage says what the journal holds.
 func (s *Spool) JournalUsage() JournalUsage {
 	j := s.opts.Journal
-	return JournalUsage{Entries: s.jr.entries.Load(), Bytes: s.jr.bytes.Load(), MaxBytes: j.MaxBytes, Retain: j.Retain, Off: j.Off}
+	u := JournalUsage{Entries: s.jr.entries.Load(), Bytes: s.jr.bytes.Load(), MaxBytes: j.MaxBytes, Retain: j.Retain, Off: j.Off}
+	oldest := s.jr.oldest.Load()
+	span := s.opts.Now().Sub(time.Unix(0, oldest))
+	if j.Off || oldest == 0 || span < minRateSpan || u.Entries < minRateEntries || u.Bytes <= 0 {
+		return u
+	}
+	u.Rate = float64(u.Entries) / span.Seconds()
+	u.BytesPerEntry = u.Bytes / u.Entries
+	u.Holds, u.Binds = BindingLimit(j.MaxBytes, j.Retain, u.BytesPerEntry, u.Rate)
+	return u
+}
+
+// BindingLimit says how long maxBytes keeps entries of perEntry bytes
+// coming at rate a second, and which of "max_bytes" and "retain" ends
+// their stay.
+func BindingLimit(maxBytes int64, retain time.Duration, perEntry int64, rate float64) (time.Duration, string) {
+	if rate <= 0 || perEntry <= 0 {
+		return 0, "retain"
+	}
+	secs := float64(maxBytes) / (float64(perEntry) * rate)
+	if secs >= retain.Seconds() {
+		return retain, "retain"
+	}
+	return time.Duration(secs * float64(time.Second)), "max_bytes"
 }
 
 // sweepJournalMax bounds the entries one sweep removes, so that a sweep
@@ -154,7 +213,8 @@ func (s *Spool) SweepJournal(now time.Time) (int, error) {
 	cutoff := now.Add(-s.opts.Journal.Retain)
 	over := s.jr.bytes.Load() - s.opts.Journal.MaxBytes
 	var dels [][]byte
-	var freed, entries int64
+	var freed, entries, young, oldest int64
+	legacy := !s.jr.indexed.Load() // the build deletes the rest
 	err := s.kept.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
@@ -169,14 +229,27 @@ func (s *Spool) SweepJournal(now time.Time) (int, error) {
 				continue
 			}
 			old := e.Accepted.Before(cutoff)
-			if !old && freed >= over {
-				break // ids follow acceptance: the rest are younger
-			}
-			if e.Outcome == "" {
+			stop := !old && freed >= over // ids follow acceptance: the rest are younger
+			if stop || e.Outcome == "" {  // an entry still queued stays
+				if oldest == 0 {
+					oldest = unixNano(e.Accepted)
+				}
+				if stop {
+					break
+				}
 				continue
 			}
-			dels = append(dels, item.KeyCopy(nil), hostIndexKey(e.Host, id), outcomeIndexKey(e.Outcome, id))
-			freed += int64(len(item.Key())) + item.ValueSize() + int64(len(e.Host)+10) + int64(len(e.Outcome)+10)
+			if !old {
+				young++
+			}
+			dels = append(dels, item.KeyCopy(nil), queuedIndexKey(e))
+			ix := entryIndex(e)
+			dels = append(dels, ix...)
+			freed += int64(len(item.Key())) + item.ValueSize() + keysLen(ix)
+			if legacy {
+				dels = append(dels, hostIndexKey(e.Host, id), outcomeIndexKey(e.Outcome, id))
+				freed += int64(len(e.Host)+10) + int64(len(e.Outcome)+10)
+			}
 			entries++
 			freed += s.attemptKeys(txn, id, &dels)
 		}
@@ -190,7 +263,28 @@ func (s *Spool) SweepJournal(now time.Time) (int, error) {
 	}
 	s.jr.bytes.Add(-freed)
 	s.jr.entries.Add(-entries)
+	if oldest != 0 {
+		s.jr.oldest.Store(oldest)
+	}
+	s.warnCapBinds(young)
 	return int(entries), nil
+}
+
+// warnCapBinds logs, once a spell, that the sweep removed young entries
+// (younger than retain) for max_bytes: the journal keeps less than retain
+// says.
+func (s *Spool) warnCapBinds(young int64) {
+	if young == 0 {
+		s.jr.capBinds.Store(false)
+		return
+	}
+	if s.jr.capBinds.Swap(true) {
+		return
+	}
+	u := s.JournalUsage()
+	s.log.Warn("spool: journal.max_bytes is removing entries younger than journal.retain; history is kept for less than retain",
+		"removed_young", young, "max_bytes", u.MaxBytes, "retain", u.Retain, "rate_per_s", fmt.Sprintf("%.2f", u.Rate),
+		"bytes_per_entry", u.BytesPerEntry, "kept_about", u.Holds.Round(time.Minute))
 }
 
 // attemptKeys appends the keys of id's attempts to dels and returns their
@@ -220,4 +314,23 @@ func (s *Spool) deleteKept(keys [][]byte) error {
 		}
 	}
 	return wb.Flush()
+}
+
+// scanTrim keeps a read of the whole journal (Open's count, the index
+// build) from leaving every page of the kept database it touched resident:
+// Badger reads through memory maps, and the pages stay mapped until
+// trimResident pages them out, which gcLoop does only every 250 ms and
+// not before Open returns. Every trimEvery keys it trims at once, so the
+// resident set such a read adds is bounded, not the journal's size.
+type scanTrim struct {
+	s *Spool
+	n int
+}
+
+const trimEvery = 50_000
+
+func (t *scanTrim) step() {
+	if t.n++; t.n%trimEvery == 0 {
+		trimResident(t.s.opts.Dir, t.s.opts.trimLimit)
+	}
 }

@@ -71,10 +71,11 @@ func TestJournalSearch(t *testing.T) {
 	}
 }
 
-// A journal from before the outcome index gets it at Open: a listing by
-// state finds its dead letters; the sweep takes an entry's index key
-// with it.
-func TestJournalOutcomeIndexBuiltAtOpen(t *testing.T) {
+// A journal from before the indexes by time (with those by id: h and o)
+// gets them built in the background: until then a listing reads the old
+// ones; once built, the old keys are gone, and the sweep takes an entry's
+// index keys with it.
+func TestJournalIndexBuiltInBackground(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir, Options{})
 	var ms []*Message
@@ -89,47 +90,74 @@ func TestJournalOutcomeIndexBuiltAtOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	settleJournal(t, s)
-	// As a journal written before the index: no keys, no mark.
-	var keys [][]byte
-	s.kept.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixOutcomeIndex}})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			keys = append(keys, it.Item().KeyCopy(nil))
-		}
-		return nil
-	})
-	if len(keys) != 2 {
-		t.Fatalf("%d outcome index keys, want 2", len(keys))
+	// As a journal written before the indexes: their keys and mark gone,
+	// the old ones there.
+	x := keysWith(t, s, prefixIndex)
+	if len(x) != 4*3 {
+		t.Fatalf("%d index keys, want 12", len(x))
 	}
-	if err := s.deleteKept(append(keys, keyOutcomeIndexed)); err != nil {
+	legacy := [][]byte{outcomeIndexKey(OutcomeDead, ms[0].ID), outcomeIndexKey(OutcomeDead, ms[1].ID)}
+	for _, m := range ms {
+		legacy = append(legacy, hostIndexKey(m.Host, m.ID))
+	}
+	if err := s.deleteKept(append(x, keyIndexed)); err != nil {
 		t.Fatal(err)
 	}
-	if page, _, _ := s.List(Query{State: OutcomeDead}); len(page) != 0 {
-		t.Fatalf("without the index: %d dead listed; the test would not tell", len(page))
+	if err := s.setKept(legacy); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s = openTest(t, dir, Options{Journal: JournalOptions{Retain: time.Nanosecond}})
 	defer s.Close()
+	if !s.jr.build.needed {
+		t.Fatal("no build started")
+	}
+	<-s.jr.build.done
+	if !s.jr.indexed.Load() {
+		t.Fatal("not indexed after the build")
+	}
 	page, _, err := s.List(Query{State: OutcomeDead})
 	if err != nil || len(page) != 2 || page[0].ID != ms[1].ID || page[1].ID != ms[0].ID {
-		t.Fatalf("dead after the index was built: %v, %v", page, err)
+		t.Fatalf("dead after the build: %v, %v", page, err)
+	}
+	if page, _, _ := s.List(Query{Host: "o.example", State: StateQueued}); len(page) != 2 || page[0].ID != ms[3].ID {
+		t.Fatalf("queued after the build: %v", page)
+	}
+	if n := len(keysWith(t, s, prefixHostIndex)) + len(keysWith(t, s, prefixOutcomeIndex)); n != 0 {
+		t.Fatalf("%d old index keys left", n)
 	}
 	if n, err := s.SweepJournal(time.Now()); err != nil || n != 2 {
 		t.Fatalf("sweep: %d, %v", n, err)
 	}
-	left := 0
-	s.kept.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixOutcomeIndex}})
+	if n := len(keysWith(t, s, prefixIndex)); n != 2*3 {
+		t.Fatalf("%d index keys left after the sweep, want the queued ones' 6", n)
+	}
+	// A journal that is indexed opens indexed, with nothing to build.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir, Options{})
+	if s.jr.build.needed || !s.jr.indexed.Load() {
+		t.Fatalf("reopened: build needed %v, indexed %v", s.jr.build.needed, s.jr.indexed.Load())
+	}
+}
+
+// keysWith is the keys of s's kept database with prefix p.
+func keysWith(t *testing.T, s *Spool, p byte) [][]byte {
+	t.Helper()
+	var keys [][]byte
+	err := s.kept.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			left++
+			keys = append(keys, it.Item().KeyCopy(nil))
 		}
 		return nil
 	})
-	if left != 0 {
-		t.Fatalf("%d outcome index keys left after the sweep", left)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return keys
 }

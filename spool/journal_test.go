@@ -99,7 +99,7 @@ func TestJournalStatesAndList(t *testing.T) {
 		t.Fatal(err)
 	}
 	page, next, err := s.List(Query{Limit: 2})
-	if err != nil || len(page) != 2 || page[0].ID != ms[4].ID || next != ms[3].ID {
+	if err != nil || len(page) != 2 || page[0].ID != ms[4].ID || next.ID != ms[3].ID {
 		t.Fatalf("%v %d %v", page, next, err)
 	}
 	page, next, _ = s.List(Query{Limit: 2, Before: next})
@@ -115,10 +115,10 @@ func TestJournalStatesAndList(t *testing.T) {
 		t.Fatal(err)
 	}
 	page, next, _ = s.List(Query{Host: "b.example", Limit: 3})
-	if len(page) != 3 || page[0].ID != ms[4].ID || page[2].ID != ms[2].ID || next != ms[1].ID+1 {
+	if len(page) != 3 || page[0].ID != ms[4].ID || page[2].ID != ms[2].ID || next.ID != ms[1].ID+1 {
 		t.Fatalf("host page: %v, next %d", page, next)
 	}
-	if page, next, _ = s.List(Query{Host: "b.example", Limit: 3, Before: next}); len(page) != 2 || next != 0 {
+	if page, next, _ = s.List(Query{Host: "b.example", Limit: 3, Before: next}); len(page) != 2 || !next.IsZero() {
 		t.Fatalf("host's second page: %v, next %d", page, next)
 	}
 	if page, _, _ = s.List(Query{Host: "b.example:8443"}); len(page) != 1 || page[0].ID != other.ID {

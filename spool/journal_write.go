@@ -28,7 +28,19 @@ type journalState struct {
 	bytes   atomic.Int64 // keys and values kept, about
 	entries atomic.Int64
 	failed  atomic.Bool // a journal commit failed: logged once
-	short   atomic.Bool // too little room above min_free: records dropped (logged once a spell)
+	// indexed: the indexes of journal_index.go are complete, and List
+	// reads them.
+	indexed atomic.Bool
+	// from: ids at or below it were queued before the journal was kept
+	// (keyJournalFrom); their outcomes write their index keys too.
+	from  uint64
+	build indexBuild // journal_index_build.go
+	// oldest: the Accepted of the oldest entry, Unix nanoseconds, as the
+	// last sweep (or Open) saw it: the span the journal's rate is
+	// measured over.
+	oldest   atomic.Int64
+	capBinds atomic.Bool // the sweep removes entries younger than retain: logged once a spell
+	short    atomic.Bool // too little room above min_free: records dropped (logged once a spell)
 
 	// Guarded by Spool.mu: the coalesce keys of the queued webhooks this
 	// run accepted with one (journal_coalesce.go), complete for ids above
@@ -45,11 +57,15 @@ type journalState struct {
 // change the message since).
 type journalRec struct {
 	key, val []byte
-	index    []byte // an entry's key in its host's index (encode)
-	oindex   []byte // its key in its outcome's index, once it has one (encode)
+	index    [][]byte // index keys to set (journal_index.go; encode)
+	unindex  [][]byte // and to delete
 	grow     int64
 	entry    bool
-	e        *Entry // to encode
+	// whole: an outcome that writes the entry's index keys too, as an
+	// accepted record does (one of a webhook the journal may not have
+	// an accepted record of).
+	whole bool
+	e     *Entry // to encode
 	// merge: what only the entry's record says (its coalesce key and
 	// replacements; with replaced, its arrival) is read from it
 	// (mergeEntry), the run not knowing it.
@@ -67,25 +83,42 @@ func outcomeRec(m *Message, outcome, reason string, at time.Time) journalRec {
 	return journalRec{e: e}
 }
 
-// encode makes the record of an entry: its URL redacted, and what it adds
-// to the journal (an outcome replaces the accepted record).
-func (r *journalRec) encode() {
+// encode makes the record of an entry: its URL redacted, its index keys,
+// and what it adds to the journal (an outcome replaces the accepted
+// record). legacy: the keys of the indexes before journal_index.go too,
+// while those are still read (journal_index_build.go).
+func (r *journalRec) encode(legacy bool) {
 	if r.e == nil {
 		return
 	}
 	r.e.URL = RedactURL(r.e.URL)
 	r.key, r.val = journalKey(r.e.ID), r.e.encode()
+	if r.entry || r.whole {
+		r.index = entryIndex(r.e)
+		if legacy {
+			r.index = append(r.index, hostIndexKey(r.e.Host, r.e.ID))
+		}
+	}
 	if r.e.Outcome != "" {
-		r.oindex = outcomeIndexKey(r.e.Outcome, r.e.ID)
-		defer func() { r.grow += int64(len(r.oindex)) }()
+		if !r.entry && !r.whole {
+			r.index = append(r.index, indexKey(indexPrefix(ixState, r.e.Outcome), pos{atOf(r.e.Accepted), r.e.ID}))
+		}
+		if !r.entry {
+			r.unindex = append(r.unindex, queuedIndexKey(r.e))
+		}
+		if legacy {
+			r.index = append(r.index, outcomeIndexKey(r.e.Outcome, r.e.ID))
+		}
 	}
 	if r.entry {
 		// An accepted record is durable before its webhook leaves the
-		// queue, or written again at Open: the index goes with it alone.
-		r.index = hostIndexKey(r.e.Host, r.e.ID)
-		r.grow = int64(len(r.key) + len(r.val) + len(r.index))
+		// queue, or written again at Open.
+		r.grow = int64(len(r.key)+len(r.val)) + keysLen(r.index)
 	} else { // it replaces the accepted record: what the outcome added
-		r.grow = int64(strLen(r.e.Outcome) + varintLen(unixNano(r.e.OutcomeAt)) + strLen(r.e.Reason) - 3)
+		r.grow = int64(strLen(r.e.Outcome)+varintLen(unixNano(r.e.OutcomeAt))+strLen(r.e.Reason)-3) + keysLen(r.index)
+		if !r.whole {
+			r.grow -= keysLen(r.unindex) // its queued key, which its accepted record counted
+		}
 		if r.e.Final != nil {
 			r.grow += int64(len(r.val)) // about: the attempt is most of it
 		}
@@ -195,6 +228,9 @@ func (s *Spool) journalRound(batch []op) {
 		return
 	}
 	recs := s.outcomes(batch)
+	for i := range recs {
+		recs[i].whole = recs[i].e.ID <= s.jr.from
+	}
 	var need uint64
 	for _, o := range batch {
 		if m := o.base().msg; m != nil && o.shrinks() && m.jseq > need {
@@ -325,6 +361,7 @@ func (s *Spool) closeJournal() {
 	if s.opts.Journal.Off {
 		return
 	}
+	s.stopIndexBuild()
 	s.mu.Lock()
 	s.jr.closing = true
 	s.jr.cond.Broadcast()
@@ -352,21 +389,24 @@ func (s *Spool) writeJournal(recs []journalRec) error {
 		if err := txn.Set(r.key, r.val); err != nil {
 			return err
 		}
-		if r.oindex != nil {
-			if err := txn.Set(r.oindex, nil); err != nil {
+		for _, k := range r.index {
+			if err := txn.Set(k, nil); err != nil {
 				return err
 			}
 		}
-		if r.index == nil {
-			return nil
+		for _, k := range r.unindex {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
 		}
-		return txn.Set(r.index, nil)
+		return nil
 	}
+	legacy := !s.jr.indexed.Load()
 	for _, r := range recs {
 		if r.merge {
 			mergeEntry(txn, r.e, r.replaced)
 		}
-		r.encode()
+		r.encode(legacy)
 		err := set(&r)
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			if err = flush(); err == nil {

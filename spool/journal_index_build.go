@@ -1,0 +1,200 @@
+package spool
+
+// Building the indexes of journal_index.go for a journal written before
+// them, once, in the background: the spool opens at once, and List reads
+// the older indexes (by id) until the build is done. New entries get their
+// keys as they are written, the older indexes' too meanwhile; the build
+// writes the keys of every entry already there, a chunk at a time, then
+// switches List over, deletes the older indexes' keys and marks the
+// journal indexed (keyIndexed). A build cut short by a stop starts again
+// at the next Open.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+var keyIndexed = []byte("jx")
+
+var errStopped = errors.New("stopped")
+
+// indexBuildChunk is the entries one transaction of the build reads.
+const indexBuildChunk = 10_000
+
+// indexBuild is the background build's: closed stop asks it to stop,
+// done is closed when it has.
+type indexBuild struct {
+	needed     bool
+	stop, done chan struct{}
+}
+
+// openIndex marks the journal indexed (at once for a journal without
+// entries), or readies the build of its indexes (startIndexBuild).
+func (s *Spool) openIndex() error {
+	done, empty := false, true
+	err := s.kept.View(func(txn *badger.Txn) error {
+		if _, err := txn.Get(keyIndexed); err == nil {
+			done = true
+			return nil
+		}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if len(it.Item().Key()) == 9 {
+				empty = false
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !done && empty {
+		if err := s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyIndexed, nil) }); err != nil {
+			return err
+		}
+		done = true
+	}
+	s.jr.indexed.Store(done)
+	s.jr.build.needed = !done
+	return nil
+}
+
+// startIndexBuild starts the build openIndex found needed, if any.
+func (s *Spool) startIndexBuild() {
+	if s.jr.build.needed {
+		s.jr.build.stop, s.jr.build.done = make(chan struct{}), make(chan struct{})
+		go s.buildIndex()
+	}
+}
+
+// stopIndexBuild stops the build, if one runs, and waits for it.
+func (s *Spool) stopIndexBuild() {
+	if s.jr.build.stop == nil {
+		return
+	}
+	close(s.jr.build.stop)
+	<-s.jr.build.done
+}
+
+func (s *Spool) buildIndex() {
+	defer close(s.jr.build.done)
+	began := time.Now()
+	s.log.Info("spool: building the journal's indexes in the background; until done, listings by state, time or key read more of it",
+		"entries", s.jr.entries.Load())
+	n, err := s.buildIndexKeys()
+	if err == nil && n >= 0 {
+		s.jr.indexed.Store(true)
+		if err = s.dropLegacyIndex(); errors.Is(err, errStopped) {
+			return
+		}
+	}
+	if err == nil && n >= 0 {
+		err = s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyIndexed, nil) })
+	}
+	switch {
+	case err != nil:
+		s.log.Error("spool: building the journal's indexes failed; listings read it as before, and the next start tries again", "error", errText(err))
+	case n >= 0:
+		s.log.Info("spool: the journal's indexes are built", "entries", n, "took", time.Since(began).Round(time.Millisecond))
+	}
+}
+
+// buildIndexKeys writes the index keys of every entry; -1 when asked to
+// stop first.
+func (s *Spool) buildIndexKeys() (int, error) {
+	var from uint64
+	n := 0
+	for {
+		select {
+		case <-s.jr.build.stop:
+			return -1, nil
+		default:
+		}
+		var keys [][]byte
+		read, last := 0, from
+		err := s.kept.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, PrefetchValues: true, PrefetchSize: 64})
+			defer it.Close()
+			for it.Seek(journalKey(from)); it.Valid() && read < indexBuildChunk; it.Next() {
+				k := it.Item().Key()
+				if len(k) != 9 {
+					continue
+				}
+				id := beUint64(k[1:])
+				read, last = read+1, id
+				var e *Entry
+				if it.Item().Value(func(v []byte) (err error) { e, err = decodeEntryHead(id, v); return err }) != nil {
+					continue
+				}
+				keys = append(keys, entryIndex(e)...)
+			}
+			return nil
+		})
+		if err != nil {
+			return n, fmt.Errorf("read entries from %s: %w", IDString(from), err)
+		}
+		if err := s.setKept(keys); err != nil {
+			return n, fmt.Errorf("write index keys: %w", err)
+		}
+		s.jr.bytes.Add(keysLen(keys))
+		trimResident(s.opts.Dir, s.opts.trimLimit) // a chunk's pages: scanTrim
+		n += read
+		if read < indexBuildChunk {
+			return n, nil
+		}
+		from = last + 1
+	}
+}
+
+// dropLegacyIndex deletes the keys of the indexes by id (h and o).
+func (s *Spool) dropLegacyIndex() error {
+	for _, p := range []byte{prefixHostIndex, prefixOutcomeIndex} {
+		for {
+			var keys [][]byte
+			err := s.kept.View(func(txn *badger.Txn) error {
+				it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
+				defer it.Close()
+				for it.Rewind(); it.Valid() && len(keys) < indexBuildChunk; it.Next() {
+					keys = append(keys, it.Item().KeyCopy(nil))
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if len(keys) == 0 {
+				break
+			}
+			select {
+			case <-s.jr.build.stop:
+				return errStopped
+			default:
+			}
+			if err := s.deleteKept(keys); err != nil {
+				return err
+			}
+			s.jr.bytes.Add(-keysLen(keys))
+		}
+	}
+	return nil
+}
+
+// setKept sets keys, without values, in the kept database.
+func (s *Spool) setKept(keys [][]byte) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	wb := s.kept.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range keys {
+		if err := wb.Set(k, nil); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
+}
