@@ -1,7 +1,6 @@
 package inject
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/netip"
@@ -210,14 +209,11 @@ func (in *Injector) captureConfigMap(obj *yaml.Node, name string) error {
 	if cfgNode == nil {
 		return fmt.Errorf("%s: no config.yaml to set capture.listen in", name)
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(cfgNode.Value), &doc); err != nil {
-		return fmt.Errorf("%s: config.yaml: %w", name, err)
+	cfg, err := readConfig(cfgNode, name)
+	if err != nil {
+		return err
 	}
-	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
-	}
-	root := doc.Content[0]
+	root := cfg.root()
 	if cur := str(get(root, "capture"), "listen"); cur != "" {
 		if !strings.HasSuffix(cur, ":"+strconv.Itoa(in.o.CaptureOptions.Port)) {
 			return fmt.Errorf("%s: config.yaml's capture.listen is %q: pass its port as --capture-port", name, cur)
@@ -225,14 +221,9 @@ func (in *Injector) captureConfigMap(obj *yaml.Node, name string) error {
 		return nil
 	}
 	set(child(root, "capture", yaml.MappingNode, ""), "listen", scalar(in.captureListen()), "")
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
-		return fmt.Errorf("%s: config.yaml: %w", name, err)
+	if err := cfg.write(name); err != nil {
+		return err
 	}
-	enc.Close()
-	cfgNode.Value, cfgNode.Style = buf.String(), yaml.LiteralStyle
 	in.capture.set = true
 	return nil
 }

@@ -1,7 +1,6 @@
 package inject
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"strconv"
@@ -55,34 +54,21 @@ func (in *Injector) configMap(obj *yaml.Node, name string) (bool, error) {
 	if cfgNode == nil {
 		return true, nil
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(cfgNode.Value), &doc); err != nil {
-		return true, fmt.Errorf("%s: config.yaml: %w", name, err)
+	cfg, err := readConfig(cfgNode, name)
+	if err != nil {
+		return true, err
 	}
-	var root *yaml.Node
-	if len(doc.Content) > 0 && doc.Content[0].Kind == yaml.MappingNode {
-		root = doc.Content[0]
-	}
-	if r := str(get(root, "fleet"), "redis"); r != "" && in.o.FleetRedis == "" {
+	if r := str(get(cfg.root(), "fleet"), "redis"); r != "" && in.o.FleetRedis == "" {
 		in.fleet.redis = true
 		return true, nil
 	}
 	if in.o.FleetRedis == "" {
 		return true, nil
 	}
-	if root == nil {
-		root = &yaml.Node{Kind: yaml.MappingNode}
-		doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}
+	set(child(cfg.root(), "fleet", yaml.MappingNode, ""), "redis", scalar(in.o.FleetRedis), "")
+	if err := cfg.write(name); err != nil {
+		return true, err
 	}
-	set(child(root, "fleet", yaml.MappingNode, ""), "redis", scalar(in.o.FleetRedis), "")
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
-		return true, fmt.Errorf("%s: config.yaml: %w", name, err)
-	}
-	enc.Close()
-	cfgNode.Value, cfgNode.Style = buf.String(), yaml.LiteralStyle
 	in.fleet.redis = true
 	return true, nil
 }

@@ -1,7 +1,6 @@
 package inject
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -221,14 +220,11 @@ func (in *Injector) inboundConfigMap(obj *yaml.Node, name string) error {
 	if cfgNode == nil {
 		return fmt.Errorf("%s: no config.yaml to add the inbound routes to", name)
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(cfgNode.Value), &doc); err != nil {
-		return fmt.Errorf("%s: config.yaml: %w", name, err)
+	cfg, err := readConfig(cfgNode, name)
+	if err != nil {
+		return err
 	}
-	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
-	}
-	root := doc.Content[0]
+	root := cfg.root()
 	changed := false
 	for _, p := range in.o.Inbound {
 		found, err := findRoute(root, p)
@@ -250,15 +246,7 @@ func (in *Injector) inboundConfigMap(obj *yaml.Node, name string) error {
 	if !changed {
 		return nil
 	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
-		return fmt.Errorf("%s: config.yaml: %w", name, err)
-	}
-	enc.Close()
-	cfgNode.Value, cfgNode.Style = buf.String(), yaml.LiteralStyle
-	return nil
+	return cfg.write(name)
 }
 
 // findRoute reports whether root's inbound list has p's route: one that

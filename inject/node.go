@@ -1,6 +1,8 @@
 package inject
 
 import (
+	"bytes"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -174,4 +176,41 @@ func deepCopy(n *yaml.Node) *yaml.Node {
 // keys that get and set would not see.
 func hasMerge(m *yaml.Node) bool {
 	return m != nil && get(m, "<<") != nil
+}
+
+// configDoc is the config.yaml of hookpace's ConfigMap, parsed so that
+// inject can set what it adds and keep the user's keys, order and
+// comments.
+type configDoc struct {
+	value *yaml.Node // the ConfigMap's data entry, rewritten by write
+	doc   yaml.Node  // its document: always a mapping at doc.Content[0]
+}
+
+// readConfig parses value, a ConfigMap's config.yaml; an empty document
+// (or one that is not a mapping) reads as an empty mapping.
+func readConfig(value *yaml.Node, name string) (*configDoc, error) {
+	c := &configDoc{value: value}
+	if err := yaml.Unmarshal([]byte(value.Value), &c.doc); err != nil {
+		return nil, fmt.Errorf("%s: config.yaml: %w", name, err)
+	}
+	if len(c.doc.Content) == 0 || c.doc.Content[0].Kind != yaml.MappingNode {
+		c.doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
+	}
+	return c, nil
+}
+
+// root is the config's top-level mapping.
+func (c *configDoc) root() *yaml.Node { return c.doc.Content[0] }
+
+// write puts the config back into the ConfigMap as a literal block.
+func (c *configDoc) write(name string) error {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&c.doc); err != nil {
+		return fmt.Errorf("%s: config.yaml: %w", name, err)
+	}
+	enc.Close()
+	c.value.Value, c.value.Style = buf.String(), yaml.LiteralStyle
+	return nil
 }
