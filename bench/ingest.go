@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hookpace/hookpace/bench/hostinfo"
 )
 
 // 1. Ingest
@@ -30,7 +32,7 @@ type halfRow struct {
 	cpu    cpuSplit
 	dist   float64
 	tries  int
-	disk   *diskSample // probed during the no-op's run, which leaves the disk alone
+	disk   *hostinfo.DiskSample // probed during the no-op's run, which leaves the disk alone
 }
 
 // ingestRig is what every ingest run shares: the no-op server, the
@@ -286,11 +288,11 @@ func (b *bench) halfLoad(rig *ingestRig, top *ingestRow, rep int) error {
 func (b *bench) halfNoop(rig *ingestRig, rate float64, rep int) (*halfRow, float64, error) {
 	b.waitQuiet("half load")
 	m := startCPU(rig.noop.pid())
-	var disk *diskSample
+	var disk *hostinfo.DiskSample
 	probed := make(chan struct{})
 	go func() {
 		defer close(probed)
-		disk, _ = probeDisk(b.work, b.dur, 2*time.Millisecond)
+		disk, _ = hostinfo.ProbeDisk(b.work, b.dur, 2*time.Millisecond)
 	}()
 	res, lag := rawOpenLoop(rig.noop.addrs[0], rig.req, b.conns, rate, b.dur)
 	cpu := m.stop(0)

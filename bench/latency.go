@@ -21,6 +21,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/hookpace/hookpace/bench/hostinfo"
 )
 
 type latencyRow struct {
@@ -140,7 +142,7 @@ func (b *bench) latencyOnce(rep int, bin string) (*latencyRow, error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	row.others, row.steal = dist.stop()
-	row.load = loadavg()
+	row.load = hostinfo.LoadAvg()
 	mu.Lock()
 	defer mu.Unlock()
 	var lat []time.Duration

@@ -49,6 +49,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/hookpace/hookpace/bench/hostinfo"
 )
 
 const bodySize = 1024
@@ -124,7 +126,7 @@ func run(s *settings) error {
 		return err
 	}
 	o, st := othersCores(3 * time.Second)
-	b.rep.loadEnd = fmt.Sprintf("%s; other processes using %.2f cores, steal %.2f (3s sample)", loadavg(), o, st)
+	b.rep.loadEnd = fmt.Sprintf("%s; other processes using %.2f cores, steal %.2f (3s sample)", hostinfo.LoadAvg(), o, st)
 	out := b.rep.String()
 	fmt.Print(out)
 	if s.out != "" {

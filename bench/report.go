@@ -152,9 +152,9 @@ func (r *report) writeHalf(s io.Writer) {
 	io.WriteString(s, "   latency runs from the scheduler's release of a request (waiting for a free connection counts);\n   gen lag = how late the scheduler released requests (timer granularity), not included.\n")
 	for _, h := range r.half {
 		fmt.Fprintf(s, "   rep %d %s: worst latency in each second of the run, ms: %s\n", h.rep, h.target, wholeMs(h.res.secMax))
-		if h.disk != nil && len(h.disk.lat) > 0 {
+		if h.disk != nil && len(h.disk.Lat) > 0 {
 			fmt.Fprintf(s, "   rep %d disk, probed during the no-op run (22 KB write+fdatasync every 2ms): worst sync in each second, ms: %s; %d of %d over 10ms\n",
-				h.rep, wholeMs(h.disk.secMax), h.disk.over(10*time.Millisecond), len(h.disk.lat))
+				h.rep, wholeMs(h.disk.SecMax), h.disk.Over(10*time.Millisecond), len(h.disk.Lat))
 		}
 	}
 }

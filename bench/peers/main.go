@@ -38,10 +38,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hookpace/hookpace/bench/hostinfo"
 )
 
 type options struct {
@@ -145,7 +146,7 @@ func runBench(ctx context.Context, o options) error {
 		}
 		pairs = append(pairs, pr)
 	}
-	m.loadEnd = loadavg()
+	m.loadEnd = hostinfo.LoadAvg()
 	m.end = time.Now().UTC()
 	rep := report(o, m, pairs)
 	fmt.Print(rep)
@@ -290,7 +291,7 @@ func firstLine(b []byte) string {
 }
 
 func describeMachine(o options) *machine {
-	m := &machine{start: time.Now().UTC(), nproc: runtime.NumCPU(), cpuModel: "?", mem: "?", goVersion: runtime.Version(), loadStart: loadavg()}
+	m := &machine{start: time.Now().UTC(), nproc: runtime.NumCPU(), cpuModel: "?", mem: "?", goVersion: runtime.Version(), loadStart: hostinfo.LoadAvg()}
 	if c, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(c), "\n") {
 			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -304,7 +305,7 @@ func describeMachine(o options) *machine {
 	}
 	k, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	m.kernel = strings.TrimSpace(string(k))
-	m.fs = fsOf(o.work)
+	m.fs = hostinfo.FSType(o.work)
 	m.disk = diskProbe(o.work, 3*time.Second)
 	c, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
 	m.commit = strings.TrimSpace(string(c))
@@ -333,47 +334,14 @@ func (m *machine) text() string {
 	return b.String()
 }
 
-// diskProbe appends 22 KB to a file in dir and fdatasyncs it, back to back
-// for d: the floor under every durable write both systems make.
+// diskProbe reports hostinfo.ProbeDisk's latencies in dir, syncing back
+// to back for d: the floor under every durable write both systems make.
 func diskProbe(dir string, d time.Duration) string {
-	f, err := os.CreateTemp(dir, "disk-probe-*")
+	p, err := hostinfo.ProbeDisk(dir, d, 0)
 	if err != nil {
 		return "disk probe failed: " + err.Error()
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	buf := make([]byte, 22000)
-	var lat []time.Duration
-	for start := time.Now(); time.Since(start) < d; {
-		t0 := time.Now()
-		if _, err := f.Write(buf); err != nil {
-			return "disk probe failed: " + err.Error()
-		}
-		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
-			return "disk probe failed: " + err.Error()
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	slices.Sort(lat)
+	lat := p.Sorted()
 	n := len(lat)
 	return fmt.Sprintf("write+fdatasync of 22 KB there: p50 %s, p99 %s (%d in %v)", msStr(lat[n/2]), msStr(lat[n*99/100]), n, d)
-}
-
-// fsOf names the file system that holds dir, from /proc/mounts.
-func fsOf(dir string) string {
-	b, err := os.ReadFile("/proc/mounts")
-	if err != nil {
-		return "?"
-	}
-	best, typ := "", "?"
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 3 {
-			continue
-		}
-		if (dir == f[1] || strings.HasPrefix(dir, strings.TrimSuffix(f[1], "/")+"/")) && len(f[1]) >= len(best) {
-			best, typ = f[1], f[2]+" on "+f[0]
-		}
-	}
-	return typ
 }

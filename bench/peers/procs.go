@@ -79,13 +79,3 @@ func treeCPU(roots []int) time.Duration {
 	}
 	return total
 }
-
-// loadavg is /proc/loadavg's first three fields.
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
