@@ -89,11 +89,17 @@ func (d *Dispatcher) attempt(h *host, r request, pol Policy, sentAt time.Time, l
 		d.journalAttempt(m, res, now, len(r.ms))
 	}
 	d.autoPause(h.name, pol, res, now)
+	answered := false // the send slot was given back before the delete (slots.go)
+	var quotaUntil time.Time
 	if res.verdict == vDone {
-		// Keep the slot until the delete is durable: a crash can then repeat
-		// only deliveries that hold a slot, at most the host's concurrency.
-		// If the delete fails (the writer logs why), the webhooks stay on
-		// disk and are sent again after a restart (at-least-once).
+		// The partner has answered: its slot goes back now if h's settle
+		// budget has room, and the webhooks stay out (never sent again by
+		// this process) until their delete is durable. Without room, the
+		// slot is kept until then. Either way a crash repeats at most the
+		// host's concurrency in flight plus its settle budget. If the
+		// delete fails (the writer logs why), the webhooks stay on disk
+		// and are sent again after a restart (at-least-once).
+		answered, quotaUntil = d.answered(h, r, pol, res, sentAt, now, lease)
 		if len(r.ms) == 1 {
 			d.opts.Store.Delete(r.ms[0])
 		} else {
@@ -102,10 +108,18 @@ func (d *Dispatcher) attempt(h *host, r request, pol Policy, sentAt time.Time, l
 	}
 
 	d.mu.Lock()
-	e := d.finish(ctx, h, r, pol, res, sentAt, now, lease)
-	e.res.quotaUntil = d.partnerLocked(h, pol, res.partner, e.v, now)
+	e := d.finish(ctx, h, r, pol, res, sentAt, now, lease, answered)
+	if answered {
+		e.res.quotaUntil = quotaUntil
+	} else {
+		e.res.quotaUntil = d.partnerLocked(h, pol, res.partner, e.v, now)
+	}
 	h.active = now
-	d.slotDone(h)
+	if answered {
+		d.settled(h)
+	} else {
+		d.slotDone(h)
+	}
 	d.mu.Unlock()
 	for _, m := range r.ms {
 		d.end(m)
@@ -240,7 +254,9 @@ func (d *Dispatcher) post(ctx context.Context, pol Policy, method, url string, h
 // the webhooks are due again (retries and holds), and how many of a
 // batch's members went to the dead letters although the request's
 // verdict was not dead.
-func (d *Dispatcher) finish(ctx context.Context, h *host, r request, pol Policy, res result, sentAt, now time.Time, lease string) attemptEnd {
+//
+// released says that answered gave the attempt's slot back already.
+func (d *Dispatcher) finish(ctx context.Context, h *host, r request, pol Policy, res result, sentAt, now time.Time, lease string, released bool) attemptEnd {
 	e := attemptEnd{res: res, v: res.verdict, reason: res.reason}
 	h.extra -= len(r.ms) - 1
 	if d.abandoned(h, res, sentAt, now, lease) {
@@ -250,7 +266,12 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, r request, pol Policy,
 		e.v, e.reason = vRetry, "abandoned at shutdown"
 		return e
 	}
-	hold, ra, hasRA := d.settle(h, pol, res, sentAt, now, lease)
+	var hold pacer.Hold
+	var ra time.Duration
+	var hasRA bool
+	if !released {
+		hold, ra, hasRA = d.settle(h, pol, res, sentAt, now, lease)
+	}
 	if res.verdict == vSplit { // not an attempt: the members are not judged
 		h.split(r.ms, now)
 		d.opts.Observer.Delivery(ctx, h.name, vSplit)

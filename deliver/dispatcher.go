@@ -236,10 +236,11 @@ type Dispatcher struct {
 	loads     chan struct{}
 	stopping  bool
 
-	inFlight int         // attempts in flight over all hosts (slots.go)
-	slotQ    slotWait    // hosts waiting for one of them
-	serving  *host       // the host a freed slot was handed to
-	sweeper  *time.Timer // forgets idle hosts; armed while there are hosts
+	inFlight  int         // attempts in flight over all hosts (slots.go)
+	unsettled int         // deliveries answered 2xx, slot given back, delete not durable yet (slots.go)
+	slotQ     slotWait    // hosts waiting for one of them
+	serving   *host       // the host a freed slot was handed to
+	sweeper   *time.Timer // forgets idle hosts; armed while there are hosts
 
 	// pauseMu makes each Pause or Resume record and apply its change as
 	// one step, so that the queue's record and the pacers agree.
@@ -348,6 +349,7 @@ type host struct {
 	learn *learned // the partner's stated limit, if below the configured one (partner.go)
 
 	slotWaiting bool // h is in d.slotQ (slots.go)
+	unsettled   int  // deliveries answered 2xx, slot given back, delete not durable yet (slots.go)
 
 	// Batching (batch.go): extra counts the batch members in flight
 	// beyond one per slot; fit caches what each ready message adds to a
@@ -388,7 +390,7 @@ func (d *Dispatcher) hostLocked(name string) *host {
 }
 
 func (h *host) count() int {
-	return h.readyLen() + h.retry.len() + h.gate.InFlight() + h.extra
+	return h.readyLen() + h.retry.len() + h.gate.InFlight() + h.unsettled + h.extra
 }
 
 // readyLen is how many of h's messages in memory wait for their turn.

@@ -494,11 +494,13 @@ func TestPacedDeliveryExactlyOnce(t *testing.T) {
 	})
 }
 
-// TestSlotHeldUntilDeleteIsDurable: a delivery keeps its slot until its
-// delete is durable, so a crash can repeat at most concurrency deliveries:
-// at every arrival, the webhooks delivered but not yet deleted (this one
-// included) are at most the host's concurrency.
-func TestSlotHeldUntilDeleteIsDurable(t *testing.T) {
+// TestDeliveredNotDeletedBounded: a delivery gives its slot back once
+// answered, within the host's settle budget (its concurrency), and keeps
+// it until its delete is durable beyond that, so a crash can repeat at
+// most 2×concurrency deliveries: at every arrival, the webhooks delivered
+// but not yet deleted (this one included) are at most concurrency plus
+// the settle budget.
+func TestDeliveredNotDeletedBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const conc = 3
 		rc := &receiver{}
@@ -516,8 +518,8 @@ func TestSlotHeldUntilDeleteIsDurable(t *testing.T) {
 		if got := len(rc.arrivals("")); got != 60 {
 			t.Fatalf("%d arrivals, want 60", got)
 		}
-		if worst != conc {
-			t.Fatalf("up to %d webhooks delivered and not yet deleted, want concurrency %d", worst, conc)
+		if worst != 2*conc {
+			t.Fatalf("up to %d webhooks delivered and not yet deleted, want concurrency + settle budget = %d", worst, 2*conc)
 		}
 	})
 }
@@ -903,8 +905,8 @@ func TestStopAbandonsWithoutCountingAttempts(t *testing.T) {
 
 // TestStopIsBoundedWhileDeletesWait: attempts whose deletes wait on the
 // queue (nothing cancels them) do not hold Stop past its deadline and the
-// grace: it returns an *UnsettledError counting them, and their webhooks
-// stay queued.
+// grace: it returns an *UnsettledError counting them (2 holding a slot, 2
+// answered within the settle budget), and their webhooks stay queued.
 func TestStopIsBoundedWhileDeletesWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rc := &receiver{}
@@ -922,19 +924,19 @@ func TestStopIsBoundedWhileDeletesWait(t *testing.T) {
 		start := time.Now()
 		err := d.Stop(ctx)
 		var unsettled *UnsettledError
-		if !errors.As(err, &unsettled) || unsettled.Attempts != 2 || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Stop with 2 deletes held = %v, want an UnsettledError for 2 attempts past the deadline", err)
+		if !errors.As(err, &unsettled) || unsettled.Attempts != 4 || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Stop with 4 deletes held = %v, want an UnsettledError for 4 attempts past the deadline", err)
 		}
 		if took := time.Since(start); took != time.Second+settleGrace {
 			t.Fatalf("Stop took %v, want its deadline plus settleGrace (%v)", took, time.Second+settleGrace)
 		}
 		if q.left() != 5 {
-			t.Fatalf("%d queued after the stop, want all 5 (2 delivered, their deletes held)", q.left())
+			t.Fatalf("%d queued after the stop, want all 5 (4 delivered, their deletes held)", q.left())
 		}
 		close(q.deleteHeld) // the spool's close answers held deletes
 		synctest.Wait()
-		if q.left() != 3 {
-			t.Fatalf("%d queued once the held deletes went ahead, want 3", q.left())
+		if q.left() != 1 {
+			t.Fatalf("%d queued once the held deletes went ahead, want 1", q.left())
 		}
 	})
 }

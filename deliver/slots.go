@@ -1,5 +1,7 @@
 package deliver
 
+import "time"
+
 // The bound on attempts in flight over all hosts (delivery.max_in_flight).
 //
 // Each host's concurrency bounds what it has in flight, but not what all
@@ -85,4 +87,59 @@ func (d *Dispatcher) serveWaiting() {
 		d.pump(h)
 		d.serving = nil
 	}
+}
+
+// The settle budget: a delivery answered 2xx gives its send slot (the
+// host's concurrency and one of MaxInFlight) back as soon as the answer
+// is read, before its delete is durable, so that a slot turns over once
+// per round trip and not once per round trip plus a group commit. The
+// partner still sees at most concurrency requests at once. Until its
+// delete is durable the webhook stays out (counted in the host's window,
+// its lane's out, never picked or read again by this process); a host
+// has at most settleBudget deliveries so answered and unsettled, and
+// MaxInFlight bounds them over all hosts. A delivery answered while the
+// budget is full keeps its slot until its delete is durable, as before.
+// So a crash repeats, per host, at most concurrency deliveries in flight
+// plus settleBudget answered: 2×concurrency (with concurrency: auto,
+// 2×max_concurrency).
+
+// settleBudget is how many of h's deliveries may be answered 2xx with
+// their delete not yet durable, their slot given back: the host's
+// concurrency (its ceiling with concurrency: auto).
+func (h *host) settleBudget() int { return max(h.pol.Limits.Concurrency, 1) }
+
+// answered gives back the slot of an attempt of r answered 2xx, if h's
+// settle budget and the global one have room, before its delete is
+// durable: the gate learns the answer (settle), what the partner said of
+// its limits applies, the next webhook of each of r's ordering keys may
+// go (a delivered webhook's delete is only bookkeeping: it is submitted
+// before the next is sent, and the writer commits in order), and h may
+// start its next attempt. It reports whether it did, with the hold
+// the partner's stated quota put on h.
+func (d *Dispatcher) answered(h *host, r request, pol Policy, res result, sentAt, now time.Time, lease string) (bool, time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if h.unsettled >= h.settleBudget() || d.unsettled >= d.opts.MaxInFlight {
+		return false, time.Time{}
+	}
+	h.unsettled++
+	d.unsettled++
+	d.settle(h, pol, res, sentAt, now, lease)
+	quotaUntil := d.partnerLocked(h, pol, res.partner, vDone, now)
+	for _, m := range r.ms {
+		if m.Ordering != "" {
+			d.orderDone(h, m) // release finds the key moved on
+		}
+	}
+	d.slotDone(h)
+	return true, quotaUntil
+}
+
+// settled ends the settle of one of h's deliveries that answered let go
+// of its slot: its delete is durable (or failed) and finish has released
+// its webhooks. h's window has room again. Call it with d.mu held.
+func (d *Dispatcher) settled(h *host) {
+	h.unsettled--
+	d.unsettled--
+	d.pump(h)
 }

@@ -26,9 +26,9 @@ func (h *host) blockedLong(blocked, now time.Time) bool {
 }
 
 // spill lets go of every message h holds, if it is safe to read them
-// again from the spool: nothing of h's is in flight or being read or
-// purged, no batching, no webhook waits as an id (an ordering key's turn
-// or a delay), and every retry and every message's max_age falls after
+// again from the spool: nothing of h's is in flight, settling (its
+// delete not durable yet, slots.go), being read or purged, no batching,
+// no webhook waits as an id (an ordering key's turn or a delay), and every retry and every message's max_age falls after
 // blocked (so waiting on disk changes neither when it is sent nor whether
 // it dies). Each lane's cursor goes back to just before the first of its
 // messages let go of, so the next load reads them again, in id order, a
@@ -39,7 +39,7 @@ func (h *host) blockedLong(blocked, now time.Time) bool {
 // send it once more (at-least-once still holds).
 func (d *Dispatcher) spill(h *host, blocked time.Time) {
 	ls := h.lanes
-	if h.gate.InFlight() > 0 || h.extra > 0 || h.loading || h.pol.Batch != nil || h.count() == 0 ||
+	if h.gate.InFlight() > 0 || h.unsettled > 0 || h.extra > 0 || h.loading || h.pol.Batch != nil || h.count() == 0 ||
 		ls.waiting() || ls.discovering || len(d.purges.loading[h.name]) > 0 {
 		return
 	}

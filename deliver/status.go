@@ -384,7 +384,7 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	case <-grace.C:
 	}
 	d.mu.Lock()
-	n := d.inFlight
+	n := d.inFlight + d.unsettled
 	d.mu.Unlock()
 	return &UnsettledError{Attempts: max(n, 1), Err: ctx.Err()}
 }

@@ -1,0 +1,208 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hookpace/hookpace/spool"
+)
+
+// slowDeletes is a real spool whose deletes wait for the test: each
+// Delete or DeleteAll is held until open is closed, then goes to the
+// spool and returns once it is durable.
+type slowDeletes struct {
+	*spool.Spool
+	open chan struct{}
+
+	mu      sync.Mutex
+	waiting int // deletes held
+}
+
+func (q *slowDeletes) hold() {
+	q.mu.Lock()
+	q.waiting++
+	q.mu.Unlock()
+	<-q.open
+	q.mu.Lock()
+	q.waiting--
+	q.mu.Unlock()
+}
+
+func (q *slowDeletes) Delete(m *spool.Message) error {
+	q.hold()
+	return q.Spool.Delete(m)
+}
+
+func (q *slowDeletes) DeleteAll(ms []*spool.Message) error {
+	q.hold()
+	return q.Spool.DeleteAll(ms)
+}
+
+func (q *slowDeletes) held() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.waiting
+}
+
+// settleSetup opens a spool in a temporary directory, queues n webhooks
+// for p.example (with ordering key key, if any) and starts a dispatcher
+// on it with concurrency conc, its deletes held until q.open is closed.
+func settleSetup(t *testing.T, rc *receiver, conc, n int, key string) (*Dispatcher, *slowDeletes) {
+	t.Helper()
+	s, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &slowDeletes{Spool: s, open: make(chan struct{})}
+	pol := policy(1e6, 1000, conc)
+	pol.Limits.Adaptive = false
+	pol.IDHeader = "X-Hookpace-Id"
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return pol },
+		Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
+	for i := range n {
+		m := &spool.Message{Host: "p.example", Method: "POST", URL: "http://p.example/hook", Header: http.Header{},
+			Body: fmt.Appendf(nil, `{"n":%d}`, i), Enqueued: time.Now(), Ordering: key}
+		if err := s.Append(context.Background(), m, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-q.open:
+		default:
+			close(q.open)
+		}
+		d.Stop(context.Background())
+		s.Close()
+	})
+	return d, q
+}
+
+// unsettled reports p.example's deliveries answered with their delete
+// not durable yet, and the attempts holding one of its send slots.
+func unsettled(d *Dispatcher) (answered, sending int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.hosts["p.example"]
+	return h.unsettled, h.gate.InFlight()
+}
+
+// TestSlotFreeWhileDeleteIsSlow: a delivery gives its send slot back when
+// the partner's answer is read, not when its delete is durable. With
+// deletes held, the partner never has more than concurrency (2) requests
+// at once; the host has at most its settle budget (2) answered with their
+// delete pending, and then keeps its slots until a delete lands: 4
+// requests in all, none more. Once the deletes land, every webhook has
+// arrived exactly once and the queue is empty. Holding the slot until the
+// delete is durable stops at 2 requests; giving it back without a budget
+// sends all 10.
+func TestSlotFreeWhileDeleteIsSlow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const conc, n = 2, 10
+		answer := make(chan struct{})
+		var mu sync.Mutex
+		now, most := 0, 0
+		rc := &receiver{handle: func(r *http.Request, _ int) (int, http.Header) {
+			mu.Lock()
+			now++
+			most = max(most, now)
+			mu.Unlock()
+			<-answer
+			mu.Lock()
+			now--
+			mu.Unlock()
+			return 200, nil
+		}}
+		d, q := settleSetup(t, rc, conc, n, "")
+		synctest.Wait()
+		if got := len(rc.arrivals("")); got != conc {
+			t.Fatalf("%d requests at the partner before any answer, want concurrency %d", got, conc)
+		}
+
+		close(answer) // the partner answers at once from now on; the deletes wait
+		synctest.Wait()
+		if got := len(rc.arrivals("")); got != 2*conc {
+			t.Errorf("%d requests sent while every delete waited, want concurrency + settle budget = %d", got, 2*conc)
+		}
+		if most > conc {
+			t.Errorf("the partner had %d requests at once, want at most concurrency %d", most, conc)
+		}
+		answered, sending := unsettled(d)
+		if answered != conc || sending != conc {
+			t.Errorf("answered with the delete pending: %d with the slot given back (want the budget, %d), %d holding their slot (want %d)",
+				answered, conc, sending, conc)
+		}
+		if held := q.held(); held != 2*conc {
+			t.Errorf("%d deletes pending, want %d", held, 2*conc)
+		}
+
+		close(q.open)
+		for q.HostUsage("p.example").Messages > 0 {
+			time.Sleep(10 * time.Millisecond)
+			synctest.Wait()
+		}
+		seen := map[string]int{}
+		for _, a := range rc.arrivals("") {
+			seen[a.hdr.Get("X-Hookpace-Id")]++
+		}
+		if len(seen) != n {
+			t.Errorf("%d distinct webhooks arrived, want %d", len(seen), n)
+		}
+		for id, c := range seen {
+			if c != 1 {
+				t.Errorf("%s arrived %d times: a webhook answered 2xx was sent again", id, c)
+			}
+		}
+		if most > conc {
+			t.Errorf("the partner had %d requests at once, want at most %d", most, conc)
+		}
+		synctest.Wait()
+		if answered, sending := unsettled(d); answered != 0 || sending != 0 {
+			t.Errorf("after the queue emptied: %d unsettled, %d sending", answered, sending)
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.inFlight != 0 || d.unsettled != 0 {
+			t.Errorf("after the queue emptied: %d slots taken, %d unsettled over all hosts", d.inFlight, d.unsettled)
+		}
+	})
+}
+
+// TestOrderedNextAfterAnswer: the next webhook of an ordering key goes
+// once the previous one is answered 2xx, without waiting for its delete
+// to be durable, and the key's webhooks arrive in order, each once.
+func TestOrderedNextAfterAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 3
+		rc := &receiver{}
+		_, q := settleSetup(t, rc, 4, n, "order-1")
+		synctest.Wait()
+		if got := len(rc.arrivals("")); got != n {
+			t.Fatalf("%d of the key's webhooks arrived with every delete pending, want all %d: the next goes once the previous is answered",
+				got, n)
+		}
+		close(q.open)
+		for q.HostUsage("p.example").Messages > 0 {
+			time.Sleep(10 * time.Millisecond)
+			synctest.Wait()
+		}
+		got := rc.arrivals("")
+		if len(got) != n {
+			t.Fatalf("%d arrivals, want %d", len(got), n)
+		}
+		for i, a := range got {
+			if want := fmt.Sprintf(`{"n":%d}`, i); a.body != want {
+				t.Errorf("arrival %d is %s, want %s: an ordering key's webhooks go in order, each once", i, a.body, want)
+			}
+		}
+	})
+}
