@@ -94,12 +94,13 @@ func (d *Dispatcher) attempt(h *host, r request, pol Policy, sentAt time.Time, l
 	if res.verdict == vDone {
 		// The partner has answered: its slot goes back now if h's settle
 		// budget has room, and the webhooks stay out (never sent again by
-		// this process) until their delete is durable. Without room, the
+		// this process, the next of their ordering keys held back) until
+		// their delete is durable. Without room, the
 		// slot is kept until then. Either way a crash repeats at most the
 		// host's concurrency in flight plus its settle budget. If the
 		// delete fails (the writer logs why), the webhooks stay on disk
 		// and are sent again after a restart (at-least-once).
-		answered, quotaUntil = d.answered(h, r, pol, res, sentAt, now, lease)
+		answered, quotaUntil = d.answered(h, pol, res, sentAt, now, lease)
 		if len(r.ms) == 1 {
 			d.opts.Store.Delete(r.ms[0])
 		} else {

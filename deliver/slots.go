@@ -111,12 +111,13 @@ func (h *host) settleBudget() int { return max(h.pol.Limits.Concurrency, 1) }
 // answered gives back the slot of an attempt of r answered 2xx, if h's
 // settle budget and the global one have room, before its delete is
 // durable: the gate learns the answer (settle), what the partner said of
-// its limits applies, the next webhook of each of r's ordering keys may
-// go (a delivered webhook's delete is only bookkeeping: it is submitted
-// before the next is sent, and the writer commits in order), and h may
-// start its next attempt. It reports whether it did, with the hold
-// the partner's stated quota put on h.
-func (d *Dispatcher) answered(h *host, r request, pol Policy, res result, sentAt, now time.Time, lease string) (bool, time.Time) {
+// its limits applies, and h may start its next attempt. It reports
+// whether it did, with the hold the partner's stated quota put on h.
+//
+// The next webhook of an ordering key still waits for the delete to be
+// durable (release, in finish): sent earlier, a crash could repeat both,
+// and the partner would see the earlier one again after the later one.
+func (d *Dispatcher) answered(h *host, pol Policy, res result, sentAt, now time.Time, lease string) (bool, time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if h.unsettled >= h.settleBudget() || d.unsettled >= d.opts.MaxInFlight {
@@ -126,11 +127,6 @@ func (d *Dispatcher) answered(h *host, r request, pol Policy, res result, sentAt
 	d.unsettled++
 	d.settle(h, pol, res, sentAt, now, lease)
 	quotaUntil := d.partnerLocked(h, pol, res.partner, vDone, now)
-	for _, m := range r.ms {
-		if m.Ordering != "" {
-			d.orderDone(h, m) // release finds the key moved on
-		}
-	}
 	d.slotDone(h)
 	return true, quotaUntil
 }

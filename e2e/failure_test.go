@@ -325,9 +325,10 @@ hosts:
 	dups := l.total - n
 	t.Logf("all %d delivered in %v; %d duplicates, %d truncated requests", n,
 		time.Since(start).Round(time.Millisecond), dups, l.partial)
-	// Each kill may repeat the deliveries holding a slot: those in flight
-	// and those whose delete is not yet durable, at most concurrency.
-	if limit := 3 * conc; dups > limit {
+	// Each kill may repeat those in flight (at most concurrency) and
+	// those answered whose delete is not yet durable (at most the settle
+	// budget, concurrency): 2 × concurrency.
+	if limit := 3 * 2 * conc; dups > limit {
 		t.Errorf("%d duplicates after 3 kills at concurrency %d, want at most %d", dups, conc, limit)
 	}
 }
