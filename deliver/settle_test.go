@@ -206,3 +206,46 @@ func TestOrderedNextAfterDelete(t *testing.T) {
 		}
 	})
 }
+
+// TestBuryWhileSettling: burying a host's queue while some of its
+// deliveries are answered with their delete pending buries what was not
+// sent and leaves those: they count as in flight, their success stands
+// (deleted, not buried), and nothing is sent again.
+func TestBuryWhileSettling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const conc, n = 2, 10
+		rc := &receiver{}
+		d, q := settleSetup(t, rc, conc, n, "")
+		synctest.Wait()
+		if got := len(rc.arrivals("")); got != 2*conc {
+			t.Fatalf("%d requests with every delete pending, want %d", got, 2*conc)
+		}
+		res, err := d.BuryQueue("p.example", Selection{By: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Done != n-2*conc || res.InFlight != 2*conc {
+			t.Errorf("bury: %d buried, %d in flight; want %d and %d", res.Done, res.InFlight, n-2*conc, 2*conc)
+		}
+		close(q.open)
+		for q.HostUsage("p.example").Messages > 0 {
+			time.Sleep(10 * time.Millisecond)
+			synctest.Wait()
+		}
+		if got := len(rc.arrivals("")); got != 2*conc {
+			t.Errorf("%d requests in all, want the %d sent before the burial", got, 2*conc)
+		}
+		dead, total, err := q.ListDead(spool.DeadFilter{}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total != n-2*conc {
+			t.Errorf("%d dead letters (%d listed), want %d: a delivered webhook was buried too", total, len(dead), n-2*conc)
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if len(d.purges.inFlight) != 0 {
+			t.Errorf("%d webhooks still marked to bury once their attempt ends", len(d.purges.inFlight))
+		}
+	})
+}
