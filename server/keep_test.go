@@ -14,7 +14,7 @@ import (
 )
 
 func TestKeeperDecisions(t *testing.T) {
-	k := newKeeper(nil, 3, 10*time.Second, nil) // a window of 10 s: (sec-10, sec]
+	k := newKeeper(nil, nil, 3, 10*time.Second, nil) // a window of 10 s: (sec-10, sec]
 	for i, s := range []struct {
 		host string
 		sec  int64
@@ -31,19 +31,26 @@ func TestKeeperDecisions(t *testing.T) {
 		{"b", 112, true},  // b's last (100) and a's (102) left it: new, c and e in it
 		{"f", 112, false}, // new, c, e and b in it: full
 	} {
-		if got := k.keep(s.host, s.sec); got != s.keep {
+		if got, _ := k.keep(s.host, s.sec); got != s.keep {
 			t.Fatalf("step %d (%s at %d): keep = %v, want %v", i, s.host, s.sec, got, s.keep)
 		}
 	}
+	// d's connection (at 101) was not kept, c's (at 103) was.
+	if _, was := k.keep("d", 112); was {
+		t.Errorf("d's previous connection reported kept")
+	}
+	if _, was := k.keep("c", 112); !was {
+		t.Errorf("c's previous connection reported not kept")
+	}
 	// A clock set back counts as the newest second.
 	k.keep("e", 50)
-	if got := k.hosts["e"]; got != 112 {
+	if got := k.hosts["e"].sec; got != 112 {
 		t.Fatalf("e sent to at a second set back: recorded at %d, want 112", got)
 	}
 }
 
 func TestKeeperSweepsHostsOutOfTheWindow(t *testing.T) {
-	k := newKeeper(nil, 100, 5*time.Second, nil)
+	k := newKeeper(nil, nil, 100, 5*time.Second, nil)
 	for i := range 50 {
 		k.keep(fmt.Sprintf("h%d", i), 1000)
 	}
@@ -94,7 +101,9 @@ func (c *connCount) rounds(t *testing.T, hosts, rounds, total int, keep bool) {
 	var rt http.RoundTripper = tr
 	if keep {
 		at := time.Unix(1000, 0)
-		rt = newKeeper(tr, total, time.Minute, func() time.Time { return at })
+		once := tr.Clone()
+		once.DisableKeepAlives = true
+		rt = newKeeper(tr, once, total, time.Minute, func() time.Time { return at })
 	}
 	client := &http.Client{Transport: rt}
 	for range rounds {
@@ -142,7 +151,8 @@ func TestKeeperKeepsNothingThePoolCannotUse(t *testing.T) {
 	with := newConnCount(t)
 	with.rounds(t, 40, 3, 10, true)
 	// Round 1 keeps the first 10 hosts' connections; round 2 uses each
-	// once and closes it (39 hosts came between): 110 opened, none kept.
+	// once and closes it (39 hosts came between), the others a
+	// connection each, closed: 110 opened, none kept.
 	if got := with.opened.Load(); got != 110 {
 		t.Fatalf("with keeper: %d connections opened, want 110", got)
 	}

@@ -157,9 +157,11 @@ func transport(guard *egress.Swap, roots *x509.CertPool, insecure bool, keep idl
 // requests are traced and measured, and a connection is kept idle only
 // while the pool can hold it until its host's next delivery (keeper).
 func deliveryClient(tel *telemetry.Telemetry, guard *egress.Swap, roots *x509.CertPool, insecure bool, keep idle) *http.Client {
+	once := transport(guard, roots, insecure, keep)
+	once.DisableKeepAlives = true
 	return &http.Client{
 		Transport: tel.WrapTransport(egress.Checked{Policy: guard,
-			Next: newKeeper(transport(guard, roots, insecure, keep), keep.Total, keep.Timeout, nil)}),
+			Next: newKeeper(transport(guard, roots, insecure, keep), once, keep.Total, keep.Timeout, nil)}),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
