@@ -63,12 +63,48 @@ func (r *ring[T]) appendTo(out []T) []T {
 
 // hostHistory is one host's: its queue depth at each sample and the
 // webhooks delivered in the 10 s before it, as small integers (a depth or
-// count above 65,535 is kept as 65,535): 2 x 90 x 2 bytes, and what
-// the map and the counter take.
+// count above 65,535 is kept as 65,535), and what the map and the counter
+// take. Its ring grows with the samples taken, to 90 x 4 bytes after
+// 15 minutes, so that tens of thousands of hosts seen for a minute or two
+// cost what they recorded.
 type hostHistory struct {
-	queued, delivered ring[uint16]
-	prev              int64 // the host's Delivered at the last sample
-	seen              int64 // the sample round that last saw the host
+	samples hostRing
+	prev    int64 // the host's Delivered at the last sample
+	seen    int64 // the sample round that last saw the host
+}
+
+// hostRing keeps a host's last hostSlots samples, each a depth and a
+// count (depth<<16 | count), oldest overwritten first once full; until
+// then v holds them in order and grows as they come.
+type hostRing struct {
+	v    []uint32
+	next int // once full, where the next sample goes
+}
+
+func (r *hostRing) push(queued, delivered uint16) {
+	x := uint32(queued)<<16 | uint32(delivered)
+	if len(r.v) < hostSlots {
+		if len(r.v) == cap(r.v) {
+			v := make([]uint32, len(r.v), min(max(2*cap(r.v), 4), hostSlots))
+			copy(v, r.v)
+			r.v = v
+		}
+		r.v = append(r.v, x)
+		return
+	}
+	r.v[r.next] = x
+	r.next = (r.next + 1) % hostSlots
+}
+
+func (r *hostRing) len() int { return len(r.v) }
+
+// appendTo appends the depths and the counts held, oldest first.
+func (r *hostRing) appendTo(queued, delivered []uint16) ([]uint16, []uint16) {
+	for i := range r.v {
+		x := r.v[(r.next+i)%len(r.v)]
+		queued, delivered = append(queued, uint16(x>>16)), append(delivered, uint16(x))
+	}
+	return queued, delivered
 }
 
 // History holds the samples. Its methods are safe for concurrent use.
@@ -154,7 +190,7 @@ func (h *History) sampleHosts(steps int) {
 		hh := h.hosts[st.Host]
 		n := steps
 		if hh == nil {
-			hh = &hostHistory{queued: newRing[uint16](hostSlots), delivered: newRing[uint16](hostSlots)}
+			hh = &hostHistory{}
 			h.hosts[st.Host] = hh
 			n = 1 // new: what it delivered so far was since the last step
 		}
@@ -168,8 +204,7 @@ func (h *History) sampleHosts(steps int) {
 			if i == n-1 {
 				each = d - each*int64(n-1)
 			}
-			hh.queued.push(small(st.Queued))
-			hh.delivered.push(small(each))
+			hh.samples.push(small(st.Queued), small(each))
 		}
 	}
 	for name, hh := range h.hosts {
@@ -206,7 +241,8 @@ func (h *History) Host(host string) (HostHistory, bool) {
 	if hh == nil {
 		return HostHistory{}, false
 	}
-	return HostHistory{Queued: hh.queued.appendTo(nil), Delivered: hh.delivered.appendTo(nil)}, true
+	q, d := hh.samples.appendTo(nil, nil)
+	return HostHistory{Queued: q, Delivered: d}, true
 }
 
 // Hosts counts the hosts with a history.

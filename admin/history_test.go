@@ -134,7 +134,7 @@ func TestHistoryHostsAreBounded(t *testing.T) {
 	if len(hh.Queued) != hostSlots || len(hh.Delivered) != hostSlots || hh.Delivered[hostSlots-1] != 4999%7 {
 		t.Errorf("%d and %d samples, last delivered %d; want %d each", len(hh.Queued), len(hh.Delivered), hh.Delivered[hostSlots-1], hostSlots)
 	}
-	if c := cap(h.hosts["h1.example"].queued.v); c != hostSlots {
+	if c := cap(h.hosts["h1.example"].samples.v); c != hostSlots {
 		t.Errorf("a host's ring holds %d, want %d", c, hostSlots)
 	}
 }
@@ -224,5 +224,24 @@ func TestPageDrawsTheHistory(t *testing.T) {
 	}
 	if n := strings.Count(body, `<td data-col="trend"><svg class="spark"`); n != len(rows) || n != 2 {
 		t.Errorf("%d sparklines in %d rows, want one a row", n, len(rows))
+	}
+}
+
+func TestHistoryHostRingGrowsWithItsSamples(t *testing.T) {
+	f := &fakeSource{hosts: []deliver.HostGauge{{Host: "a.example", Queued: 1}}}
+	h := NewHistory(f.source())
+	for i := range 3 {
+		f.hosts[0].Queued, f.hosts[0].Delivered = int64(i+1), int64(10*(i+1))
+		h.Sample(t0.Add(time.Duration(i) * HostStep))
+	}
+	if c := cap(h.hosts["a.example"].samples.v); c != 4 {
+		t.Errorf("3 samples held in a ring of %d, want 4", c)
+	}
+	a, _ := h.Host("a.example")
+	if want := []uint16{1, 2, 3}; !slices.Equal(a.Queued, want) {
+		t.Errorf("queued %v, want %v", a.Queued, want)
+	}
+	if want := []uint16{10, 10, 10}; !slices.Equal(a.Delivered, want) {
+		t.Errorf("delivered %v, want %v", a.Delivered, want)
 	}
 }

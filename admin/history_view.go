@@ -54,14 +54,13 @@ func (h *History) hostTrend(host string, b []byte) ([]byte, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hh := h.hosts[host]
-	if hh == nil || hh.queued.n == 0 {
+	if hh == nil || hh.samples.len() == 0 {
 		return b, false
 	}
 	var qb, db [hostSlots]uint16
-	q := hh.queued.appendTo(qb[:0])
+	q, d := hh.samples.appendTo(qb[:0], db[:0])
 	qTop := top(q)
 	_, qNow := sumLast(q)
-	d := hh.delivered.appendTo(db[:0])
 	dSum, _ := sumLast(d)
 	dTop := top(d)
 	b = append(b, `<svg class="spark" role="img" width="120" height="24" viewBox="0 0 90 18" preserveAspectRatio="none" data-queued="`...)

@@ -17,14 +17,15 @@ const (
 // the breaker does not count it. Attempts sent before the current hold
 // began are stragglers of the same episode and do not escalate it.
 func (h *Host) unresolved(now time.Time, r Result, reason string) Hold {
-	if straggler := !h.holdStart.IsZero() && r.SentAt.Before(h.holdStart); !straggler {
-		until := now.Add(h.lim.HoldSchedule[min(h.cDNS, len(h.lim.HoldSchedule)-1)])
-		h.cDNS++
-		h.holdStart = now
-		if until.After(h.heldUntil) {
-			h.heldUntil, h.holdReason = until, reason
+	e := h.w()
+	if straggler := !e.holdStart.IsZero() && r.SentAt.Before(e.holdStart); !straggler {
+		until := now.Add(h.lim.HoldSchedule[min(e.cDNS, len(h.lim.HoldSchedule)-1)])
+		e.cDNS++
+		e.holdStart = now
+		if until.After(e.heldUntil) {
+			e.heldUntil, e.holdReason = until, reason
 			h.tokens, h.last = 1, until // one token for the held message at the end
 		}
 	}
-	return Hold{Until: h.heldUntil}
+	return Hold{Until: e.heldUntil}
 }

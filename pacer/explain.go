@@ -33,7 +33,7 @@ func (h *Host) cutRate(now time.Time) {
 	from := h.rate
 	h.rate = math.Max(h.rate*decreaseFactor, h.lim.MinRate)
 	if h.rate < from {
-		h.cut = Cut{Cause: "429s", At: now, From: from, To: h.rate}
+		h.w().cut = Cut{Cause: "429s", At: now, From: from, To: h.rate}
 	}
 }
 
@@ -80,15 +80,16 @@ func (h *Host) State(now time.Time) State {
 		ConfiguredRate: h.lim.Rate,
 		InFlight:       h.inFlight,
 		Paused:         h.paused,
-		Consecutive429: h.c429,
+		Consecutive429: h.r().c429,
 		Breaker:        h.breaker,
 	}
 	h.explain(now, &s)
-	if h.breaker == BreakerOpen && !now.Before(h.openUntil) {
+	e := h.r()
+	if h.breaker == BreakerOpen && !now.Before(e.openUntil) {
 		s.Breaker = BreakerHalfOpen
 	}
-	if now.Before(h.heldUntil) {
-		s.HeldUntil, s.HoldReason = h.heldUntil, h.holdReason
+	if now.Before(e.heldUntil) {
+		s.HeldUntil, s.HoldReason = e.heldUntil, e.holdReason
 	}
 	if h.paused {
 		s.HoldReason = "paused"
@@ -103,7 +104,7 @@ func (h *Host) explain(now time.Time, s *State) {
 		s.ConcurrencyAuto = true
 		s.ConcurrencyWhy = h.auto.why(now)
 	}
-	if c := h.cut; h.lim.Adaptive && h.rate < h.lim.Rate && !c.At.IsZero() {
+	if c := h.r().cut; h.lim.Adaptive && h.rate < h.lim.Rate && !c.At.IsZero() {
 		step := h.lim.Rate * increaseShare
 		left := int(math.Ceil((h.lim.Rate-h.rate)/step-1e-9))*h.streakLen() - h.streak
 		s.RateWhy = fmt.Sprintf("cut by %s %s from %s to %s; +%s per %d successes: back to %s after %d more",

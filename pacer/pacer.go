@@ -96,27 +96,57 @@ type Host struct {
 	rate   float64   // effective rate
 	streak int       // successes since the last increase
 	clean  int       // successes since the last 429 episode (capped)
-	cut    Cut       // the last 429 episode that cut the rate
 
 	auto *gradient // adaptive concurrency; nil: the configured cap
 
 	inFlight int
 	paused   bool
 
+	ep *episodes // nil until the host is first held, cut, tripped or told a quota
+
+	breaker  string
+	failures int
+	probing  bool
+}
+
+// episodes is what a host remembers of holds, rate cuts, an open breaker
+// and a partner's quota: most hosts never have any, so it is allocated on
+// the first (Host.w) and read through Host.r, which gives the zero value
+// while there is none.
+type episodes struct {
 	heldUntil  time.Time
 	holdStart  time.Time
 	holdReason string
 	c429       int // consecutive 429 episodes
 	cDNS       int // consecutive episodes of the name not resolving
 
+	cut Cut // the last 429 episode that cut the rate
+
 	quotaUntil time.Time // the partner's window resets then (zero: no budget known)
 	quotaLeft  int64     // sends the partner takes before quotaUntil (see quota.go)
 	quotaRem   int64     // the remaining count of the answer that set quotaUntil
 
-	breaker   string
-	failures  int
 	openUntil time.Time
-	probing   bool
+}
+
+// noEpisodes is what Host.r gives for a host without episodes: never
+// written.
+var noEpisodes episodes
+
+// r returns the host's episodes for reading.
+func (h *Host) r() *episodes {
+	if h.ep == nil {
+		return &noEpisodes
+	}
+	return h.ep
+}
+
+// w returns the host's episodes for writing, allocated on first need.
+func (h *Host) w() *episodes {
+	if h.ep == nil {
+		h.ep = new(episodes)
+	}
+	return h.ep
 }
 
 // New returns a host with a full bucket.
@@ -211,7 +241,7 @@ func (h *Host) Acquire(now time.Time) (ok bool, wake time.Time) {
 	if h.breaker == BreakerHalfOpen {
 		h.probing = true
 	}
-	if !h.quotaUntil.IsZero() {
+	if h.ep != nil && !h.ep.quotaUntil.IsZero() {
 		h.spend(now)
 	}
 	return true, time.Time{}
@@ -235,7 +265,7 @@ func (h *Host) Take(now time.Time) (ok bool, wake time.Time) {
 	if h.auto != nil {
 		h.auto.sent(now, h.inFlight)
 	}
-	if !h.quotaUntil.IsZero() {
+	if h.ep != nil && !h.ep.quotaUntil.IsZero() {
 		h.spend(now)
 	}
 	return true, time.Time{}
@@ -249,13 +279,14 @@ func (h *Host) gate(now time.Time) (ok bool, wake time.Time) {
 	if h.paused {
 		return false, time.Time{}
 	}
-	if now.Before(h.heldUntil) {
-		return false, h.heldUntil
+	e := h.r()
+	if now.Before(e.heldUntil) {
+		return false, e.heldUntil
 	}
 	switch h.breaker {
 	case BreakerOpen:
-		if now.Before(h.openUntil) {
-			return false, h.openUntil
+		if now.Before(e.openUntil) {
+			return false, e.openUntil
 		}
 		h.breaker = BreakerHalfOpen
 		fallthrough
@@ -296,7 +327,9 @@ func (h *Host) Release(now time.Time, r Result) (hold Hold) {
 	h.probing = false
 	switch r.Outcome {
 	case Success:
-		h.c429 = 0
+		if h.ep != nil {
+			h.ep.c429 = 0
+		}
 		h.clean = min(h.clean+1, cleanMax)
 		h.closeBreaker()
 		h.increase(now)
@@ -323,7 +356,7 @@ func (h *Host) Release(now time.Time, r Result) (hold Hold) {
 		h.failures++
 		if probe || h.failures >= h.lim.BreakerFailures {
 			h.breaker = BreakerOpen
-			h.openUntil = now.Add(h.lim.BreakerCooldown)
+			h.w().openUntil = now.Add(h.lim.BreakerCooldown)
 		}
 	case NoSend:
 		// The host was never contacted: nothing learned.
@@ -332,8 +365,8 @@ func (h *Host) Release(now time.Time, r Result) (hold Hold) {
 	case AuthFailed:
 		return h.unresolved(now, r, HoldAuth)
 	}
-	if r.Outcome != NoSend {
-		h.cDNS = 0 // the name resolved
+	if r.Outcome != NoSend && h.ep != nil {
+		h.ep.cDNS = 0 // the name resolved
 	}
 	return hold
 }
@@ -343,7 +376,7 @@ func (h *Host) Release(now time.Time, r Result) (hold Hold) {
 // probe may go.
 func (h *Host) Breaker() (state string, probeAt time.Time) {
 	if h.breaker == BreakerOpen {
-		return h.breaker, h.openUntil
+		return h.breaker, h.r().openUntil
 	}
 	return h.breaker, time.Time{}
 }
@@ -358,7 +391,8 @@ func (h *Host) closeBreaker() {
 // the hold to their Retry-After but neither escalate it nor lower the rate
 // again, so a burst of in-flight 429s counts once.
 func (h *Host) throttle(now time.Time, r Result) Hold {
-	straggler := !h.holdStart.IsZero() && r.SentAt.Before(h.holdStart)
+	e := h.w()
+	straggler := !e.holdStart.IsZero() && r.SentAt.Before(e.holdStart)
 	var d time.Duration
 	var hold Hold
 	switch {
@@ -368,26 +402,26 @@ func (h *Host) throttle(now time.Time, r Result) Hold {
 			hold.Capped, hold.Asked = true, d
 			d = h.lim.MaxRetryAfter
 		}
-		h.holdReason = "429 Retry-After"
+		e.holdReason = "429 Retry-After"
 	case straggler:
 		d = 0
 	default:
-		d = h.lim.HoldSchedule[min(h.c429, len(h.lim.HoldSchedule)-1)]
-		h.holdReason = "429"
+		d = h.lim.HoldSchedule[min(e.c429, len(h.lim.HoldSchedule)-1)]
+		e.holdReason = "429"
 	}
 	until := now.Add(d)
 	if !straggler {
-		h.c429++
-		h.holdStart = now
+		e.c429++
+		e.holdStart = now
 		h.cutRate(now)
 	}
-	if until.After(h.heldUntil) {
-		h.heldUntil = until
+	if until.After(e.heldUntil) {
+		e.heldUntil = until
 		// Gentle resume: the bucket restarts at the end of the hold with
 		// one token, for the held message, and refills at the rate.
 		h.tokens, h.last = 1, until
 	}
-	hold.Until = h.heldUntil
+	hold.Until = e.heldUntil
 	return hold
 }
 
@@ -427,7 +461,8 @@ func (h *Host) Paused() bool { return h.paused }
 // hold starts the schedule over) and the last error shown to operators.
 func (h *Host) Idle(now time.Time) bool {
 	h.refill(now)
-	tripped := h.breaker != BreakerClosed && (h.probing || now.Before(h.openUntil))
-	return h.inFlight == 0 && !h.paused && !now.Before(h.heldUntil) && !tripped &&
+	e := h.r()
+	tripped := h.breaker != BreakerClosed && (h.probing || now.Before(e.openUntil))
+	return h.inFlight == 0 && !h.paused && !now.Before(e.heldUntil) && !tripped &&
 		h.rate >= h.lim.Rate && h.tokens >= Capacity(h.lim)
 }

@@ -136,8 +136,8 @@ func TestHoldOn429(t *testing.T) {
 			want := t0.Add(tc.wantUntil)
 			if r := tc.results[len(tc.results)-1]; r.Outcome == Failure {
 				// The failure was sent at the end of the hold; the hold stays where it was.
-				if !h.heldUntil.Equal(want) {
-					t.Fatalf("5xx moved the hold to +%v, want +%v", h.heldUntil.Sub(t0), tc.wantUntil)
+				if !h.r().heldUntil.Equal(want) {
+					t.Fatalf("5xx moved the hold to +%v, want +%v", h.r().heldUntil.Sub(t0), tc.wantUntil)
 				}
 				return
 			}
@@ -200,7 +200,7 @@ func TestAIMD(t *testing.T) {
 		}
 	}
 	// Clean streaks of max(10, burst) successes add 5% of 50 = 2.5/s each.
-	sends := drive(h, h.heldUntil, 30*time.Second)
+	sends := drive(h, h.r().heldUntil, 30*time.Second)
 	if len(sends) == 0 || h.State(now).Rate != 50 {
 		t.Fatalf("rate after a clean run: %v, want back at 50", h.State(now).Rate)
 	}
@@ -254,13 +254,13 @@ func TestBreaker(t *testing.T) {
 	}
 	// 429s never trip it.
 	for range 10 {
-		now := h.heldUntil
+		now := h.r().heldUntil
 		if ok, _ := h.Acquire(now); !ok {
 			t.Fatal("acquire refused after hold")
 		}
 		h.Release(now, Result{Outcome: Throttled, SentAt: now})
 	}
-	if st := h.State(h.heldUntil); st.Breaker != BreakerClosed {
+	if st := h.State(h.r().heldUntil); st.Breaker != BreakerClosed {
 		t.Fatalf("429s tripped the breaker: %s", st.Breaker)
 	}
 }

@@ -23,15 +23,18 @@ const HoldQuota = "quota"
 // nearly a second more.
 func (h *Host) Quota(now time.Time, remaining int64, reset time.Time) (held bool) {
 	if !reset.After(now) {
-		h.quotaUntil = time.Time{}
+		if h.ep != nil {
+			h.ep.quotaUntil = time.Time{}
+		}
 		return false
 	}
-	if h.quotaUntil.After(now) && remaining <= h.quotaRem && reset.After(h.quotaUntil) {
-		reset = h.quotaUntil
+	e := h.w()
+	if e.quotaUntil.After(now) && remaining <= e.quotaRem && reset.After(e.quotaUntil) {
+		reset = e.quotaUntil
 	}
-	h.quotaUntil, h.quotaRem = reset, remaining
-	h.quotaLeft = remaining - int64(h.inFlight)
-	if h.quotaLeft > 0 {
+	e.quotaUntil, e.quotaRem = reset, remaining
+	e.quotaLeft = remaining - int64(h.inFlight)
+	if e.quotaLeft > 0 {
 		return false
 	}
 	return h.quotaHold(now, reset)
@@ -40,13 +43,14 @@ func (h *Host) Quota(now time.Time, remaining int64, reset time.Time) (held bool
 // spend takes one send from a known budget, holding the host when it is
 // used up.
 func (h *Host) spend(now time.Time) {
-	if !now.Before(h.quotaUntil) {
-		h.quotaUntil = time.Time{}
+	e := h.w()
+	if !now.Before(e.quotaUntil) {
+		e.quotaUntil = time.Time{}
 		return
 	}
-	h.quotaLeft--
-	if h.quotaLeft <= 0 {
-		h.quotaHold(now, h.quotaUntil)
+	e.quotaLeft--
+	if e.quotaLeft <= 0 {
+		h.quotaHold(now, e.quotaUntil)
 	}
 }
 
@@ -54,11 +58,12 @@ func (h *Host) spend(now time.Time) {
 // does not fill while held: sends resume at the rate, not in a burst on
 // top of what the new window will take.
 func (h *Host) quotaHold(now, until time.Time) bool {
-	if !until.After(h.heldUntil) {
-		return now.Before(h.heldUntil)
+	e := h.w()
+	if !until.After(e.heldUntil) {
+		return now.Before(e.heldUntil)
 	}
 	h.refill(now)
-	h.heldUntil, h.holdReason = until, HoldQuota
+	e.heldUntil, e.holdReason = until, HoldQuota
 	h.last = until
 	return true
 }

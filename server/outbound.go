@@ -153,11 +153,15 @@ func transport(guard *egress.Swap, roots *x509.CertPool, insecure bool, keep idl
 }
 
 // deliveryClient sends webhooks: no redirects are followed (a redirect is a
-// permanent failure), the egress policy is asked before every attempt, and
-// requests are traced and measured.
+// permanent failure), the egress policy is asked before every attempt,
+// requests are traced and measured, and a connection is kept idle only
+// while the pool can hold it until its host's next delivery (keeper).
 func deliveryClient(tel *telemetry.Telemetry, guard *egress.Swap, roots *x509.CertPool, insecure bool, keep idle) *http.Client {
+	once := transport(guard, roots, insecure, keep)
+	once.DisableKeepAlives = true
 	return &http.Client{
-		Transport:     tel.WrapTransport(egress.Checked{Policy: guard, Next: transport(guard, roots, insecure, keep)}),
+		Transport: tel.WrapTransport(egress.Checked{Policy: guard,
+			Next: newKeeper(transport(guard, roots, insecure, keep), once, keep.Total, keep.Timeout, nil)}),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

@@ -336,6 +336,7 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 	if ready != nil {
 		ready(proxyAddr, adminAddr)
 	}
+	go memtarget.ReleaseStartup() // start-up's garbage and the executable's pages it read
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()

@@ -1,0 +1,135 @@
+package server
+
+import (
+	"net/http"
+	"sync"
+	"time"
+)
+
+// keeper decides, for each delivery, whether its connection is kept idle
+// for the host's next delivery or closed once the answer is read.
+//
+// The transport's idle pool keeps at most total connections and evicts
+// the least recently used one to make room: a host's connection survives
+// until about total other hosts have been sent to after it. A host whose
+// deliveries are further apart than that (thousands of hosts sent to in
+// turn) finds its connection gone every time, and the pool is then full
+// of connections that cost memory (two goroutines and their buffers each)
+// and are never used again. keeper counts the distinct hosts sent to
+// within the idle timeout, by the second of their last delivery, and
+// keeps a connection only when the pool can hold it until its host is
+// likely to need it again:
+//   - a host sent to before, within the timeout: when the hosts sent to
+//     since (itself included) fit in total;
+//   - a host new to the window: when the hosts in the window fit in total.
+//
+// So while the hosts in use fit the pool every connection is kept, as
+// without keeper; beyond it, the pool holds no more than the hosts that
+// come back soon enough to use it. total <= 0 keeps every connection.
+//
+// A delivery not kept goes through once, a transport without keep-alives,
+// unless its host's previous one was kept: then it goes through pool, on
+// the idle connection left for it, and closes it. pool itself never dials
+// a connection it will not keep, since net/http's Transport remembers,
+// per host, a request that found no idle connection until one is put back
+// for that host: a host that never gets one would hold that memory for as
+// long as the process runs.
+type keeper struct {
+	pool, once http.RoundTripper
+	total      int
+	now        func() time.Time
+
+	mu    sync.Mutex
+	hosts map[string]mark
+	per   []int32 // hosts whose last delivery fell in second s, at per[s%len(per)]
+	last  int64   // the newest second counted in per
+	live  int     // hosts in the window: the sum of per
+	swept int64   // when hosts was last rid of hosts out of the window
+}
+
+// mark is what keeper knows of a host: the second (Unix) of its last
+// delivery and whether that delivery's connection was kept.
+type mark struct {
+	sec  int64
+	kept bool
+}
+
+// newKeeper sends deliveries through pool, a transport keeping total idle
+// connections closed after timeout idle, or once, a transport without
+// keep-alives; now is the clock (nil: time.Now).
+func newKeeper(pool, once http.RoundTripper, total int, timeout time.Duration, now func() time.Time) *keeper {
+	if now == nil {
+		now = time.Now
+	}
+	slots := max(int((timeout+time.Second-1)/time.Second), 1)
+	return &keeper{pool: pool, once: once, total: total, now: now, hosts: make(map[string]mark), per: make([]int32, slots)}
+}
+
+// RoundTrip sends req through pool when its connection is to be kept,
+// else as keeper says.
+func (k *keeper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if k.total <= 0 {
+		return k.pool.RoundTrip(req)
+	}
+	keep, wasKept := k.keep(req.URL.Host, k.now().Unix())
+	switch {
+	case keep:
+		return k.pool.RoundTrip(req)
+	case wasKept:
+		r := req.WithContext(req.Context()) // a shallow copy: a RoundTripper must not change req
+		r.Close = true
+		return k.pool.RoundTrip(r)
+	default:
+		return k.once.RoundTrip(req)
+	}
+}
+
+// keep records a delivery to host in second sec and reports whether its
+// connection should be kept, and whether the host's previous one was (an
+// idle connection may be waiting for it).
+func (k *keeper) keep(host string, sec int64) (keep, wasKept bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	sec = max(sec, k.last) // a clock set back counts as still the newest second
+	k.advance(sec)
+	n := int64(len(k.per))
+	prev, ok := k.hosts[host]
+	if ok && prev.sec > sec-n {
+		since := 0
+		for s := prev.sec; s <= sec; s++ {
+			since += int(k.per[s%n])
+		}
+		keep, wasKept = since <= k.total, prev.kept
+		k.per[prev.sec%n]--
+		k.live--
+	} else {
+		keep = k.live < k.total
+	}
+	k.per[sec%n]++
+	k.live++
+	k.hosts[host] = mark{sec: sec, kept: keep}
+	if sec-k.swept >= n {
+		for h, m := range k.hosts {
+			if m.sec <= sec-n {
+				delete(k.hosts, h)
+			}
+		}
+		k.swept = sec
+	}
+	return keep, wasKept
+}
+
+// advance moves the window to end at sec, dropping the seconds that left
+// it. k.mu is held.
+func (k *keeper) advance(sec int64) {
+	if sec <= k.last {
+		return
+	}
+	n := int64(len(k.per))
+	from := max(k.last+1, sec-n+1)
+	for s := from; s <= sec; s++ {
+		k.live -= int(k.per[s%n])
+		k.per[s%n] = 0
+	}
+	k.last = sec
+}

@@ -1,0 +1,160 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestKeeperDecisions(t *testing.T) {
+	k := newKeeper(nil, nil, 3, 10*time.Second, nil) // a window of 10 s: (sec-10, sec]
+	for i, s := range []struct {
+		host string
+		sec  int64
+		keep bool
+	}{
+		{"a", 100, true},  // new, the window empty
+		{"b", 100, true},  // new, a in the window
+		{"c", 101, true},  // new, a and b
+		{"d", 101, false}, // new, 3 in the window: the pool is full
+		{"a", 102, false}, // a, b, c, d sent to since a's last: 4 > 3
+		{"a", 102, true},  // only a since
+		{"c", 103, true},  // c, d, a since c's last: 3 fit in 3
+		{"e", 111, true},  // 100 and 101 left the window: a (102) and c (103) in it
+		{"b", 112, true},  // b's last (100) and a's (102) left it: new, c and e in it
+		{"f", 112, false}, // new, c, e and b in it: full
+	} {
+		if got, _ := k.keep(s.host, s.sec); got != s.keep {
+			t.Fatalf("step %d (%s at %d): keep = %v, want %v", i, s.host, s.sec, got, s.keep)
+		}
+	}
+	// d's connection (at 101) was not kept, c's (at 103) was.
+	if _, was := k.keep("d", 112); was {
+		t.Errorf("d's previous connection reported kept")
+	}
+	if _, was := k.keep("c", 112); !was {
+		t.Errorf("c's previous connection reported not kept")
+	}
+	// A clock set back counts as the newest second.
+	k.keep("e", 50)
+	if got := k.hosts["e"].sec; got != 112 {
+		t.Fatalf("e sent to at a second set back: recorded at %d, want 112", got)
+	}
+}
+
+func TestKeeperSweepsHostsOutOfTheWindow(t *testing.T) {
+	k := newKeeper(nil, nil, 100, 5*time.Second, nil)
+	for i := range 50 {
+		k.keep(fmt.Sprintf("h%d", i), 1000)
+	}
+	k.keep("late", 1010)
+	if len(k.hosts) != 1 || k.live != 1 {
+		t.Fatalf("after the window passed: %d hosts, %d live; want 1, 1", len(k.hosts), k.live)
+	}
+}
+
+// connCount serves 200s and counts the connections it accepted and those
+// still open.
+type connCount struct {
+	srv          *httptest.Server
+	opened, open atomic.Int64
+}
+
+func newConnCount(t *testing.T) *connCount {
+	c := &connCount{}
+	c.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+	}))
+	c.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			c.opened.Add(1)
+			c.open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			c.open.Add(-1)
+		}
+	}
+	c.srv.Start()
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+// rounds posts rounds times to each of hosts (all dialled to c's
+// server) through a transport keeping total idle connections, wrapped
+// in a keeper or not.
+func (c *connCount) rounds(t *testing.T, hosts, rounds, total int, keep bool) {
+	var d net.Dialer
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, c.srv.Listener.Addr().String())
+		},
+		MaxIdleConns: total, MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute,
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	var rt http.RoundTripper = tr
+	if keep {
+		at := time.Unix(1000, 0)
+		once := tr.Clone()
+		once.DisableKeepAlives = true
+		rt = newKeeper(tr, once, total, time.Minute, func() time.Time { return at })
+	}
+	client := &http.Client{Transport: rt}
+	for range rounds {
+		for h := range hosts {
+			resp, err := client.Post(fmt.Sprintf("http://h%d.test/hook", h), "application/json", strings.NewReader(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+}
+
+// waitOpen waits until c has want connections open, or fails.
+func (c *connCount) waitOpen(t *testing.T, want int64) {
+	deadline := time.Now().Add(30 * time.Second)
+	for c.open.Load() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections open, want %d", c.open.Load(), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestKeeperReusesWhileHostsFitThePool(t *testing.T) {
+	c := newConnCount(t)
+	c.rounds(t, 20, 3, 24, true)
+	if got := c.opened.Load(); got != 20 {
+		t.Fatalf("3 rounds to 20 hosts with 24 kept: %d connections opened, want 20", got)
+	}
+	c.waitOpen(t, 20)
+}
+
+func TestKeeperKeepsNothingThePoolCannotUse(t *testing.T) {
+	// Without keeper, 40 hosts sent to in turn through a pool of 10 open
+	// a connection each delivery and keep 10 idle that are never used.
+	without := newConnCount(t)
+	without.rounds(t, 40, 3, 10, false)
+	if got := without.opened.Load(); got != 120 {
+		t.Fatalf("without keeper: %d connections opened, want 120", got)
+	}
+	without.waitOpen(t, 10)
+
+	with := newConnCount(t)
+	with.rounds(t, 40, 3, 10, true)
+	// Round 1 keeps the first 10 hosts' connections; round 2 uses each
+	// once and closes it (39 hosts came between), the others a
+	// connection each, closed: 110 opened, none kept.
+	if got := with.opened.Load(); got != 110 {
+		t.Fatalf("with keeper: %d connections opened, want 110", got)
+	}
+	with.waitOpen(t, 0)
+}
