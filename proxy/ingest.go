@@ -292,7 +292,10 @@ func (p *Proxy) record(r *http.Request, start time.Time, host string, size int, 
 	if label == "" {
 		label = d.outcome.String()
 	}
-	rec.AddAttrs(
+	// The attributes go in with one AddAttrs: a Record keeps five inline
+	// and allocates the rest once, where each later call would grow it.
+	var attrs [13]slog.Attr
+	a := append(attrs[:0],
 		slog.String("decision", label),
 		slog.Int("status", d.status),
 		slog.String("method", r.Method),
@@ -302,23 +305,24 @@ func (p *Proxy) record(r *http.Request, start time.Time, host string, size int, 
 		slog.String("remote", r.RemoteAddr),
 	)
 	if d.id != "" {
-		rec.AddAttrs(slog.String("id", d.id))
+		a = append(a, slog.String("id", d.id))
 	}
 	if d.route != "" {
-		rec.AddAttrs(slog.String("route", d.route))
+		a = append(a, slog.String("route", d.route))
 	}
 	if d.rule != "" {
-		rec.AddAttrs(slog.String("webhook_rule", d.rule))
+		a = append(a, slog.String("webhook_rule", d.rule))
 	}
 	if d.reason != "" {
-		rec.AddAttrs(slog.String("reason", d.reason))
+		a = append(a, slog.String("reason", d.reason))
 	}
 	if ra := d.header["Retry-After"]; len(ra) > 0 {
-		rec.AddAttrs(slog.String("retry_after", ra[0]))
+		a = append(a, slog.String("retry_after", ra[0]))
 	}
 	if from := r.Header[handoff.Header]; len(from) > 0 {
-		rec.AddAttrs(slog.String("handoff_from", from[0]))
+		a = append(a, slog.String("handoff_from", from[0]))
 	}
+	rec.AddAttrs(a...)
 	_ = p.log.Handler().Handle(ctx, rec)
 }
 

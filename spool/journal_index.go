@@ -100,13 +100,37 @@ func stateOf(e *Entry) string {
 	return e.Outcome
 }
 
-// entryIndex is every index key of e in its state.
+// entryIndex is every index key of e in its state, cut from one buffer:
+// an accepted record makes them for every webhook.
 func entryIndex(e *Entry) [][]byte {
 	p := pos{atOf(e.Accepted), e.ID}
-	keys := [][]byte{indexKey(indexPrefix(ixAll, ""), p), indexKey(indexPrefix(ixHost, e.Host), p),
-		indexKey(indexPrefix(ixState, stateOf(e)), p)}
-	if e.Idempotency != "" {
-		keys = append(keys, indexKey(indexPrefix(ixIdem, e.Idempotency), p))
+	state := stateOf(e)
+	idem := e.Idempotency
+	if len(idem) > maxIndexedKey {
+		idem = idem[:maxIndexedKey]
+	}
+	n := 4 * (3 + 16) // each key: prefix, kind, (name, 0), position
+	n += len(e.Host) + len(state)
+	if idem != "" {
+		n += len(idem)
+	}
+	buf := make([]byte, 0, n)
+	keys := make([][]byte, 0, 4)
+	add := func(kind byte, name string) {
+		start := len(buf)
+		buf = append(buf, prefixIndex, kind)
+		if kind != ixAll {
+			buf = append(append(buf, name...), 0)
+		}
+		buf = binary.BigEndian.AppendUint64(buf, uint64(p.at))
+		buf = binary.BigEndian.AppendUint64(buf, p.id)
+		keys = append(keys, buf[start:len(buf):len(buf)])
+	}
+	add(ixAll, "")
+	add(ixHost, e.Host)
+	add(ixState, state)
+	if idem != "" {
+		add(ixIdem, idem)
 	}
 	return keys
 }
