@@ -22,7 +22,7 @@ func (d *Dispatcher) enqueueLocked(msgs []*spool.Message) {
 	var touched []*host
 	for _, m := range msgs {
 		h := d.hostLocked(m.Host)
-		d.enqueueLane(h, m, now)
+		h.win.Announce(m, now)
 		h.active = now
 		if len(touched) == 0 || touched[len(touched)-1] != h {
 			touched = append(touched, h)
