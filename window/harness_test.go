@@ -20,6 +20,7 @@ type env struct {
 	budget int             // messages all hosts may hold (Fits)
 	out    int             // handed out and not yet done or back
 	reads  []func() func() // started, not yet run
+	read   []func()        // run, not yet applied
 	purged map[uint64]bool
 }
 
@@ -130,3 +131,24 @@ func (f *fixture) upkeep(now time.Time) {
 }
 
 func key(i int) string { return fmt.Sprint("key-", i) }
+
+// readAhead starts the Host's reads and runs their reading half, leaving
+// what they read to be applied later (applyReads), as a read does that
+// waits for the dispatcher's lock; it returns how many reads it ran.
+func (f *fixture) readAhead() int {
+	f.w.Upkeep(time.Now(), time.Time{}, true)
+	for _, r := range f.e.reads {
+		f.e.read = append(f.e.read, r())
+	}
+	f.e.reads = nil
+	return len(f.e.read)
+}
+
+// applyReads applies what readAhead read.
+func (f *fixture) applyReads() {
+	for _, apply := range f.e.read {
+		apply()
+	}
+	f.e.read = nil
+	f.e.runReads()
+}

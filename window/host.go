@@ -262,6 +262,9 @@ func (h *Host) compact() {
 	if len(ls.order) == 0 {
 		ls.order = nil
 	}
+	if len(ls.back) == 0 {
+		ls.back = nil
+	}
 	if ls.delayed.Len() == 0 {
 		ls.delayed = nil
 	}

@@ -66,6 +66,9 @@ type laneSet struct {
 	order   map[orderKey]*orderState
 	delayed delayHeap
 	reading int // parked or delayed messages being read back
+	// back are the ids being read back, true once a purge took them: a
+	// read that brings one in treats it as gone.
+	back map[uint64]bool
 
 	onDisk int // lanes with onDisk set
 

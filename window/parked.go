@@ -92,7 +92,14 @@ func (h *Host) readBack(refs []readRef) {
 		return func() { h.readBackDone(refs, msgs, errs) }
 	})
 	if started {
-		h.lanes.reading += len(refs)
+		ls := &h.lanes
+		ls.reading += len(refs)
+		if ls.back == nil {
+			ls.back = map[uint64]bool{}
+		}
+		for _, r := range refs {
+			ls.back[r.id] = false
+		}
 	}
 }
 
@@ -103,7 +110,11 @@ func (h *Host) readBackDone(refs []readRef, msgs []*spool.Message, errs []error)
 	ls.reading -= len(refs)
 	for i, r := range refs {
 		r.lane.refs--
+		taken := ls.back[r.id]
+		delete(ls.back, r.id)
 		switch err := errs[i]; {
+		case taken:
+			h.goneWhileParked(r)
 		case err == nil && !h.env.Purged(msgs[i]):
 			h.admit(r.lane, msgs[i], now)
 		case err == nil || errors.Is(err, spool.ErrNotQueued):
@@ -134,6 +145,12 @@ func (h *Host) goneWhileParked(r readRef) {
 func (h *Host) takeLaned(want map[uint64]bool, out map[uint64]*spool.Message) map[uint64]bool {
 	ls := &h.lanes
 	refs := map[uint64]bool{}
+	for id := range ls.back {
+		if want[id] {
+			ls.back[id] = true // its read, when done, finds it gone
+			refs[id] = true
+		}
+	}
 	for l := range ls.all() {
 		var idx []int
 		for i := range l.q.Len() {
