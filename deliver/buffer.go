@@ -41,7 +41,7 @@ func (d *Dispatcher) release(h *host, m *spool.Message) {
 }
 
 // unkeep counts m, no longer held in memory for h, where it stays queued
-// (the bound, laneset.go) or has left (release).
+// (window.Host.Upkeep: spill, demote) or has left (release).
 func (d *Dispatcher) unkeep(h *host, m *spool.Message) {
 	c := cost(m)
 	d.buffered -= c

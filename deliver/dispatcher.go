@@ -40,7 +40,7 @@ type QueueReader interface {
 	// becomes durable, in id order (see spool.Spool.Notify).
 	Notify(fn func([]*spool.Message))
 	// ReadLane reads, in id order, up to max webhooks of lane l of host's
-	// queue with ids above after (laneset.go); Lanes lists the lanes with
+	// queue with ids above after (package window); Lanes lists the lanes with
 	// webhooks queued, and Get reads back one queued webhook
 	// (spool.ErrNotQueued: it is not queued any more).
 	ReadLane(host string, l spool.Lane, after uint64, max int) ([]*spool.Message, error)
@@ -333,7 +333,7 @@ type host struct {
 	d    *Dispatcher
 	// win is what of h's queue is in memory: its lanes, what they staged
 	// to go next and what waits for a retry (package window).
-	win *window.Host
+	win window.Host
 
 	buffered int64 // what h's messages in memory cost (buffer.go)
 
@@ -370,7 +370,7 @@ func (d *Dispatcher) hostLocked(name string) *host {
 		pol := d.opts.Policy(name)
 		now := time.Now()
 		h = &host{name: name, pol: pol, active: now, d: d}
-		h.win = window.New(window.Options{Name: name, Reader: d.opts.Reader, Env: h, Log: d.log, Policy: h.windowPolicy()})
+		h.win.Init(window.Options{Name: name, Reader: d.opts.Reader, Env: h, Log: d.log, Policy: h.windowPolicy()})
 		if d.opts.Gates != nil {
 			h.gate = d.opts.Gates.Gate(name, h.limits(), now, h)
 		} else {

@@ -1,7 +1,7 @@
 package deliver
 
-// Filling a host's window with the messages the spool announces; reading
-// the rest of its queue, lane by lane, is lanereads.go.
+// Filling a host's window (package window) with the messages the spool
+// announces; the window reads the rest of its queue, lane by lane, itself.
 
 import (
 	"time"

@@ -70,7 +70,7 @@ type HostStatus struct {
 	Batch *BatchStatus `json:"batch,omitempty"`
 	// Rewrite is the rewrite rules in force for the host ("" for none).
 	Rewrite string `json:"rewrite,omitempty"`
-	// Hosts in lanes only (laneset.go).
+	// Hosts in lanes only (window.Host.Status).
 	Lanes *LaneStatus `json:"lanes,omitempty"`
 	// WaitingForSlot: the host has a webhook to send and waits its turn
 	// because every slot of delivery.max_in_flight is taken (slots.go).

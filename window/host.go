@@ -116,13 +116,20 @@ type Host struct {
 // New returns the Host of o.Name, with its default lane read from the
 // start.
 func New(o Options) *Host {
+	h := &Host{}
+	h.Init(o)
+	return h
+}
+
+// Init makes h, a zero Host (one held by value), the Host of o.Name, as
+// New does.
+func (h *Host) Init(o Options) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	h := &Host{name: o.Name, reader: o.Reader, env: o.Env, log: o.Log}
+	*h = Host{name: o.Name, reader: o.Reader, env: o.Env, log: o.Log}
 	h.SetPolicy(o.Policy)
 	h.newLanes()
-	return h
 }
 
 // SetPolicy applies the host's settings (a reload).
@@ -166,10 +173,6 @@ func (h *Host) count() int { return h.Held() + h.lanes.reading + h.env.Busy() }
 
 // Room is how many more messages the host's window has room for.
 func (h *Host) Room() int { return h.pol.Window - h.count() }
-
-// Incoming reports whether more of the host's messages are on their way
-// into memory: a read under way, or the spool holds more.
-func (h *Host) Incoming() bool { return h.loading || h.onDisk }
 
 // Settled reports whether h has nothing to remember beyond what a new
 // Host would: nothing held, on disk unread, being read or waiting as an
