@@ -312,6 +312,9 @@ func (h *Host) forget(l *lane) {
 		ls.onDisk--
 		h.onDisk = ls.onDisk > 0
 	}
+	if l.leaving {
+		ls.untracked = true // what it let go of waits on disk: rediscover takes it up
+	}
 	delete(ls.lanes, l.id)
 	u := l.unit
 	u.lanes[l.id.Priority.Rank()] = nil

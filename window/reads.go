@@ -278,11 +278,17 @@ func (h *Host) rediscover() {
 	if !ls.untracked || ls.discovering || ls.count() > h.pol.MaxLanes*3/4 {
 		return
 	}
+	// Cleared before the read: a lane let go of or announced without
+	// room while it runs sets it again, for the next rediscover.
+	ls.untracked = false
 	var lanes []spool.LaneUsage
 	ls.discovering = h.env.Read(func() func() {
 		lanes = h.reader.Lanes(h.name)
 		return func() { h.rediscovered(lanes) }
 	})
+	if !ls.discovering {
+		ls.untracked = true
+	}
 }
 
 // rediscovered takes up the lanes of lanes that h does not hold, going
@@ -290,7 +296,6 @@ func (h *Host) rediscover() {
 func (h *Host) rediscovered(lanes []spool.LaneUsage) {
 	ls := &h.lanes
 	ls.discovering = false
-	ls.untracked = false
 	start, found := slices.BinarySearchFunc(lanes, ls.resumeAt, func(u spool.LaneUsage, at spool.Lane) int {
 		return compareLanes(u.Lane, at)
 	})

@@ -2,7 +2,11 @@ package window
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -26,7 +30,7 @@ func TestHandedOutUntilDone(t *testing.T) {
 		order int
 	}{{"plain", 0, 0}, {"keys", 40, 0}, {"keys and order", 12, 4}}
 	for _, c := range cases {
-		for seed := range uint64(4) {
+		for seed := range uint64(seeds) {
 			t.Run(fmt.Sprint(c.name, "/seed=", seed), func(t *testing.T) {
 				handedOutUntilDone(t, seed, c.keys, c.order)
 			})
@@ -85,11 +89,11 @@ func handedOutUntilDone(t *testing.T, seed uint64, keys, orders int) {
 			}
 		}
 	}
-	anyOut := func() *spool.Message {
-		for _, m := range out {
-			return m
+	anyOut := func() *spool.Message { // the oldest out: a run repeats by its seed
+		if len(out) == 0 {
+			return nil
 		}
-		return nil
+		return out[slices.Min(slices.Collect(maps.Keys(out)))]
 	}
 	check := func(step int) {
 		if f.e.kept > pol.Window {
@@ -125,13 +129,13 @@ func handedOutUntilDone(t *testing.T, seed uint64, keys, orders int) {
 	}
 	for step := 0; len(doneIDs) < len(added); step++ {
 		if step > 100_000 {
-			t.Fatalf("%d of %d webhooks done; the rest never handed out", len(doneIDs), len(added))
+			t.Fatalf("%d of %d webhooks done; the rest never handed out\n%s", len(doneIDs), len(added), f.dump())
 		}
 		for pick() {
 			check(step)
 		}
-		for _, m := range out {
-			settle(m, 2)
+		for _, id := range slices.Sorted(maps.Keys(out)) {
+			settle(out[id], 2)
 		}
 		f.upkeep(now)
 		check(step)
@@ -148,7 +152,7 @@ func handedOutUntilDone(t *testing.T, seed uint64, keys, orders int) {
 // read yet it reports as such. Afterwards no webhook purged is handed out
 // again, and every other one is.
 func TestSelectWhilePicksOut(t *testing.T) {
-	for seed := range uint64(8) {
+	for seed := range uint64(seeds * 2) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 7))
 			pol := Policy{Window: 48, Stage: 1, MinShare: 0.1, MaxLanes: 64}
@@ -169,20 +173,21 @@ func TestSelectWhilePicksOut(t *testing.T) {
 					out[m.ID] = m
 				}
 			}
-			for _, m := range out { // one goes back to wait for a retry
+			ids := slices.Sorted(maps.Keys(out))
+			if len(ids) > 0 { // one goes back to wait for a retry
+				m := out[ids[0]]
 				delete(out, m.ID)
 				f.e.out--
 				f.w.Retry().Add(now.Add(time.Hour), m)
-				break
 			}
 			// A read of lanes started before the purge, and done reading
 			// (from the spool, off the lock), is applied after it.
 			delivered := map[uint64]bool{}
-			for _, m := range out { // room for the read
+			if ids := slices.Sorted(maps.Keys(out)); len(ids) > 0 { // room for the read
+				m := out[ids[0]]
 				f.done(m)
 				delete(out, m.ID)
 				delivered[m.ID] = true
-				break
 			}
 			for range 4 {
 				all = append(all, f.add(func(m *spool.Message) { m.Fairness = key(7) }))
@@ -234,9 +239,9 @@ func TestSelectWhilePicksOut(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.applyReads()
-			for _, m := range out {
-				f.done(m)
-				delivered[m.ID] = true
+			for _, id := range slices.Sorted(maps.Keys(out)) {
+				f.done(out[id])
+				delivered[id] = true
 			}
 			f.w.Retry().Unbatch()
 			later := now.Add(2 * time.Hour)
@@ -268,3 +273,14 @@ func TestSelectWhilePicksOut(t *testing.T) {
 		})
 	}
 }
+
+// seeds is how many random runs each property test makes of each case;
+// WINDOW_SEEDS raises it to look for a rare failure.
+var seeds = func() int {
+	if s := os.Getenv("WINDOW_SEEDS"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil {
+			return n
+		}
+	}
+	return 4
+}()
