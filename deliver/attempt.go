@@ -304,16 +304,16 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, r request, pol Policy,
 		// First in line again when the hold ends, in their order, and a
 		// 429 does not use up an attempt.
 		for _, m := range slices.Backward(held) {
-			h.ready.pushFront(m)
+			h.win.Ready().PushFront(m)
 		}
 		e.next = d.held(h, pol, hold)
 	}
 	if len(retry) > 0 {
 		e.next = now.Add(retryDelay(attempts, pol, res, ra, hasRA))
 		if r.batch {
-			h.retry.addBatch(e.next, retry)
+			h.win.Retry().AddBatch(e.next, retry)
 		} else {
-			h.retry.add(e.next, retry[0])
+			h.win.Retry().Add(e.next, retry[0])
 		}
 	}
 	d.opts.Observer.Delivery(ctx, h.name, e.v)
@@ -400,7 +400,7 @@ func (d *Dispatcher) judge(h *host, m *spool.Message, pol Policy, res result, no
 	case vDead:
 		d.opts.Store.Bury(m, reason, now)
 		d.emitDead(m, reason, now)
-		d.orderedDead(h, m, reason)
+		h.win.OrderedDead(m, reason)
 	}
 	return v, reason
 }

@@ -119,9 +119,12 @@ func (d *Dispatcher) withhold(host string, picked []*spool.Message, by string, b
 	defer d.mu.Unlock()
 	h := d.hosts[host]
 	held := map[uint64]*spool.Message{}
-	var refs map[uint64]bool // waiting as ids (parked.go)
+	var refs map[uint64]bool // waiting as ids (parked or delayed)
 	if h != nil {
-		held, refs = d.takeHeld(h, picked)
+		held, refs = h.win.Select(picked)
+		if len(held) > 0 {
+			h.fit = nil // what a batch may take along is counted again
+		}
 		for _, m := range held {
 			d.release(h, m)
 		}
@@ -143,7 +146,7 @@ func (d *Dispatcher) withhold(host string, picked []*spool.Message, by string, b
 			take = append(take, mem)
 		case refs[m.ID]:
 			take = append(take, m)
-		case h == nil || !h.wasRead(m):
+		case h == nil || !h.win.WasRead(m):
 			skip[m.ID] = false
 			take = append(take, m)
 		default:
@@ -166,7 +169,7 @@ func (d *Dispatcher) withheld(host string, taken []*spool.Message) {
 			skip[m.ID] = true
 		}
 	}
-	if h == nil || !h.loading {
+	if h == nil || !h.win.Loading() {
 		d.loadedPurged(host)
 	}
 }
@@ -209,59 +212,4 @@ func (d *Dispatcher) purgedInFlight(h *host, m *spool.Message, v verdict, now ti
 		d.opts.Store.Bury(m, "buried by "+p.by, now)
 	}
 	return true
-}
-
-// wasRead reports whether m was read from the spool into h: the loads
-// are past it.
-func (h *host) wasRead(m *spool.Message) bool {
-	l := h.lanes.get(m.Lane())
-	return l == nil || m.ID <= l.cursor // a lane is forgotten once all of it was read
-}
-
-// takeHeld removes from h the webhooks among picked that it holds: those
-// in memory (ready, retrying, in its lanes) are returned by id, and the
-// ids of those waiting as ids (parked or delayed) in refs.
-func (d *Dispatcher) takeHeld(h *host, picked []*spool.Message) (out map[uint64]*spool.Message, refs map[uint64]bool) {
-	want := make(map[uint64]bool, len(picked))
-	for _, m := range picked {
-		want[m.ID] = true
-	}
-	out = map[uint64]*spool.Message{}
-	refs = d.takeLaned(h, want, out)
-	var idx []int
-	for i := range h.ready.len() {
-		if m := h.ready.at(i); want[m.ID] {
-			idx = append(idx, i)
-		}
-	}
-	if len(idx) > 0 {
-		for _, m := range h.ready.takeAt(idx) {
-			out[m.ID] = m
-			delete(h.fit, m)
-		}
-	}
-	items := h.retry.items
-	h.retry.items, h.retry.msgs = nil, 0
-	for _, it := range items {
-		if it.m != nil {
-			if want[it.m.ID] {
-				out[it.m.ID] = it.m
-			} else {
-				h.retry.insert(it)
-			}
-			continue
-		}
-		var keep []*spool.Message
-		for _, m := range it.batch {
-			if want[m.ID] {
-				out[m.ID] = m
-			} else {
-				keep = append(keep, m)
-			}
-		}
-		if len(keep) > 0 {
-			h.retry.insert(retryItem{at: it.at, batch: keep})
-		}
-	}
-	return out, refs
 }

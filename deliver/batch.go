@@ -75,8 +75,9 @@ func (h *host) gather(head *spool.Message, now time.Time) (pick, bool, time.Time
 	}
 	idx, total := []int{0}, frame(b)+size
 	full := false
-	for i := 1; i < h.ready.len() && len(idx) < b.MaxEvents; i++ {
-		m := h.ready.at(i)
+	ready := h.win.Ready()
+	for i := 1; i < ready.Len() && len(idx) < b.MaxEvents; i++ {
+		m := ready.At(i)
 		if m.URL != head.URL || m.Method != head.Method {
 			continue
 		}
@@ -92,7 +93,7 @@ func (h *host) gather(head *spool.Message, now time.Time) (pick, bool, time.Time
 		total += 1 + n
 	}
 	if !full && len(idx) < b.MaxEvents {
-		if h.loading || h.onDisk && h.gate.InFlight() > 0 {
+		if h.win.Loading() || h.win.OnDisk() && h.gate.InFlight() > 0 {
 			return pick{}, false, time.Time{} // company is on its way; its arrival pumps h
 		}
 		if until := head.Enqueued.Add(b.MaxWait); now.Before(until) {
@@ -262,7 +263,7 @@ func (d *Dispatcher) keepBatchable(h *host, ms []*spool.Message, sentAt time.Tim
 	}
 	d.mu.Lock()
 	for i := len(alone) - 1; i >= 0; i-- {
-		h.ready.pushFront(alone[i])
+		h.win.Ready().PushFront(alone[i])
 		if h.fit != nil {
 			h.fit[alone[i]] = -1
 		}

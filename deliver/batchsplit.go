@@ -48,6 +48,6 @@ func tooLarge(status int, answer []byte) bool {
 // order; each goes as its own batch as soon as a slot and a token allow.
 func (h *host) split(ms []*spool.Message, now time.Time) {
 	half := (len(ms) + 1) / 2
-	h.retry.addBatch(now, ms[:half])
-	h.retry.addBatch(now, ms[half:])
+	h.win.Retry().AddBatch(now, ms[:half])
+	h.win.Retry().AddBatch(now, ms[half:])
 }

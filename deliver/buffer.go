@@ -10,7 +10,10 @@ package deliver
 // run a few at a time, so that thousands of hosts starting at once (a
 // restart with a backlog) don't each hold a read's buffers together.
 
-import "github.com/hookpace/hookpace/spool"
+import (
+	"github.com/hookpace/hookpace/spool"
+	"github.com/hookpace/hookpace/window"
+)
 
 // msgOverhead is what a decoded message costs besides its body: the
 // struct, its header map and strings (about 820 bytes measured with three
@@ -34,14 +37,11 @@ func (d *Dispatcher) keep(h *host, m *spool.Message) {
 // release counts m, no longer held in memory for h: it left for good.
 func (d *Dispatcher) release(h *host, m *spool.Message) {
 	d.unkeep(h, m)
-	if m.Ordering != "" {
-		d.orderDone(h, m) // it left for good: its key moves on
-	}
-	h.settle(m) // laneset.go
+	h.win.Done(m)
 }
 
 // unkeep counts m, no longer held in memory for h, where it stays queued
-// (the bound, laneset.go) or has left (release).
+// (window.Host.Upkeep: spill, demote) or has left (release).
 func (d *Dispatcher) unkeep(h *host, m *spool.Message) {
 	c := cost(m)
 	d.buffered -= c
@@ -72,14 +72,14 @@ func (d *Dispatcher) fits(h *host, m *spool.Message) bool {
 // at the messages' average cost; at least one request's worth when it has
 // nothing ready.
 func (d *Dispatcher) loadSize(h *host) int {
-	n := h.window() - h.count()
+	n := h.win.Room()
 	avg := int64(msgOverhead + 1<<10) // a guess until something is held
 	if d.bufferedN > 0 {
 		avg = max(d.buffered/d.bufferedN, msgOverhead)
 	}
 	room := max(min(d.share()-h.buffered, d.opts.MaxBuffered-d.buffered), 0)
 	fit := int(min(room/avg, int64(n)))
-	if h.readyLen() == 0 {
+	if h.win.Waiting() == 0 {
 		fit = max(fit, h.pol.Batch.events())
 	}
 	return min(n, fit)
@@ -96,4 +96,13 @@ func (h *host) window() int {
 		w = max(w, min(b.MaxEvents*(l.Concurrency+1), 4096))
 	}
 	return w
+}
+
+// maxLanes bounds the lanes a host keeps in memory (a var for tests).
+var maxLanes = 4096
+
+// windowPolicy is what h's window needs of its policy.
+func (h *host) windowPolicy() window.Policy {
+	return window.Policy{Window: h.window(), Stage: h.pol.Batch.events(), Weights: h.pol.Weights,
+		MinShare: h.pol.MinShare, MaxAge: h.pol.MaxAge, Batching: h.pol.Batch != nil, MaxLanes: maxLanes}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/hookpace/hookpace/rewrite"
 	"github.com/hookpace/hookpace/sign"
 	"github.com/hookpace/hookpace/spool"
+	"github.com/hookpace/hookpace/window"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -39,7 +40,7 @@ type QueueReader interface {
 	// becomes durable, in id order (see spool.Spool.Notify).
 	Notify(fn func([]*spool.Message))
 	// ReadLane reads, in id order, up to max webhooks of lane l of host's
-	// queue with ids above after (laneset.go); Lanes lists the lanes with
+	// queue with ids above after (package window); Lanes lists the lanes with
 	// webhooks queued, and Get reads back one queued webhook
 	// (spool.ErrNotQueued: it is not queued any more).
 	ReadLane(host string, l spool.Lane, after uint64, max int) ([]*spool.Message, error)
@@ -316,7 +317,7 @@ func (d *Dispatcher) Start() error {
 	d.opts.Reader.Notify(d.enqueued)
 	for name, u := range d.opts.Stats.Hosts() {
 		if u.Messages > 0 {
-			d.resume(d.hostLocked(name))
+			d.hostLocked(name).win.Resume()
 		}
 	}
 	for _, h := range d.hosts {
@@ -327,21 +328,15 @@ func (d *Dispatcher) Start() error {
 
 // host is the dispatcher's state for one destination.
 type host struct {
-	name  string
-	pol   Policy
-	gate  Gate
-	ready deque      // loaded, waiting for a token, in FIFO order
-	retry retryQueue // failed, waiting for their backoff
+	name string
+	pol  Policy
+	gate Gate
+	d    *Dispatcher
+	// win is what of h's queue is in memory: its lanes, what they staged
+	// to go next and what waits for a retry (package window).
+	win window.Host
 
-	lanes *laneSet // fairness keys, priorities, ordering keys, delays (laneset.go)
-	// spilled: h let go of its messages until its gate lets it send
-	// (spill.go), and reads none before then.
-	spilled time.Time
-
-	buffered int64  // what h's messages in memory cost (buffer.go)
-	lastSeen uint64 // highest id announced by the spool
-	onDisk   bool   // the spool holds messages of a lane above its cursor
-	loading  bool
+	buffered int64 // what h's messages in memory cost (buffer.go)
 
 	timer  *time.Timer
 	wakeAt time.Time
@@ -376,8 +371,8 @@ func (d *Dispatcher) hostLocked(name string) *host {
 	if h == nil {
 		pol := d.opts.Policy(name)
 		now := time.Now()
-		h = &host{name: name, pol: pol, active: now}
-		h.newLanes()
+		h = &host{name: name, pol: pol, active: now, d: d}
+		h.win.Init(window.Options{Name: name, Reader: d.opts.Reader, Env: h, Log: d.log, Policy: h.windowPolicy()})
 		if d.opts.Gates != nil {
 			h.gate = d.opts.Gates.Gate(name, h.limits(), now, h)
 		} else {
@@ -390,12 +385,7 @@ func (d *Dispatcher) hostLocked(name string) *host {
 }
 
 func (h *host) count() int {
-	return h.readyLen() + h.retry.len() + h.gate.InFlight() + h.unsettled + h.extra
-}
-
-// readyLen is how many of h's messages in memory wait for their turn.
-func (h *host) readyLen() int {
-	return h.ready.len() + h.lanes.mem
+	return h.win.Held() + h.Busy()
 }
 
 // pump starts every attempt h may make now: while its window has a pick
@@ -458,30 +448,18 @@ func (d *Dispatcher) launch(h *host, r request, sentAt time.Time, lease string) 
 	d.run(func() { d.attempt(h, r, pol, sentAt, lease) })
 }
 
-// upkeep, after pump's attempts, keeps h's window: it reads back what is
-// due of the delayed, lets go of what h holds if its gate blocked it
-// for long (spill.go), makes room for keys waiting on disk, tops the
-// window up from the spool, and arranges for pump again when the
-// earliest of wait, a retry, a delay, the head's max_age or the end of a
-// spill is due.
+// upkeep, after pump's attempts, keeps h's window (window.Host.Upkeep):
+// it lets go of what h holds if its gate blocked it for long, and not
+// while a purge of h reads its queue; then it arranges for pump again
+// when the earliest of wait, the window's own wake or the head's max_age
+// is due.
 func (d *Dispatcher) upkeep(h *host, now, wait, blocked time.Time) {
 	h.gate.Pumped(now)
-	wake := earliest(wait, d.dueDelayed(h, now))
+	var spillUntil time.Time
 	if h.blockedLong(blocked, now) {
-		d.spill(h, blocked) // spill.go: read again when it may send
+		spillUntil = blocked
 	}
-	d.demote(h)
-	h.takeArrived()
-	if h.mayLoad(now) {
-		d.loadLanes(h)
-		d.rediscover(h)
-	}
-	if !h.mayLoad(now) && (h.onDisk || h.lanes.untracked) {
-		wake = earliest(wake, h.spilled) // spill.go: then it reads again
-	}
-	if at, ok := h.retry.peekAt(); ok && at.After(now) && (wake.IsZero() || at.Before(wake)) {
-		wake = at
-	}
+	wake := earliest(wait, h.win.Upkeep(now, spillUntil, len(d.purges.loading[h.name]) == 0))
 	wake = d.headExpiry(h, wake)
 	if !wake.IsZero() {
 		d.wake(h, wake)

@@ -115,9 +115,9 @@ func (localGate) Close()                        {}
 
 // Due implements Backlog.
 func (h *host) Due(now time.Time) int {
-	n := (h.readyLen() + h.pol.Batch.events() - 1) / h.pol.Batch.events()
-	for _, it := range h.retry.items {
-		if it.at.After(now) {
+	n := (h.win.Waiting() + h.pol.Batch.events() - 1) / h.pol.Batch.events()
+	for _, it := range h.win.Retry().Items() {
+		if it.At.After(now) {
 			break
 		}
 		n++

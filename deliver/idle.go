@@ -30,7 +30,7 @@ func (d *Dispatcher) armSweeper() {
 func (d *Dispatcher) forgetIdleLocked(now time.Time) int {
 	n := 0
 	for name, h := range d.hosts {
-		if now.Sub(h.active) < d.opts.IdleTTL || h.count() > 0 || h.onDisk || h.loading || h.lanes.waiting() ||
+		if now.Sub(h.active) < d.opts.IdleTTL || h.count() > 0 || !h.win.Settled() ||
 			!h.wakeAt.IsZero() || !h.gate.Idle(now) ||
 			h.learn != nil && now.Before(h.learn.until) {
 			continue

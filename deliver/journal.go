@@ -57,18 +57,18 @@ func (d *Dispatcher) expireHead(h *host, now time.Time) bool {
 	if maxAge <= 0 {
 		return false
 	}
-	if at, ok := h.retry.peekAt(); ok && !at.After(now) {
-		if it := h.retry.peek(); it.m != nil && now.Sub(it.m.Enqueued) > maxAge {
-			h.retry.pop()
-			d.expire(h, it.m, now)
+	if at, ok := h.win.Retry().PeekAt(); ok && !at.After(now) {
+		if it := h.win.Retry().Peek(); it.M != nil && now.Sub(it.M.Enqueued) > maxAge {
+			h.win.Retry().Pop()
+			d.expire(h, it.M, now)
 			return true
 		}
 	}
-	m := h.ready.peek()
+	m := h.win.Ready().Peek()
 	if m == nil || now.Sub(m.Enqueued) <= maxAge {
 		return false
 	}
-	h.ready.pop()
+	h.win.Ready().Pop()
 	delete(h.fit, m)
 	d.expire(h, m, now)
 	return true
@@ -80,7 +80,7 @@ func (d *Dispatcher) expire(h *host, m *spool.Message, now time.Time) {
 		h.pol.MaxAge, now.Sub(m.Enqueued).Round(time.Millisecond), m.Attempts)
 	d.opts.Store.Bury(m, reason, now)
 	d.emitDead(m, reason, now)
-	d.orderedDead(h, m, reason)
+	h.win.OrderedDead(m, reason)
 	d.log.Info("delivery", "host", h.name, "id", m.Ref().String(), "attempt", m.Attempts, "outcome", "dead",
 		"age_ms", now.Sub(m.Enqueued).Milliseconds(), "reason", reason)
 }
@@ -88,7 +88,7 @@ func (d *Dispatcher) expire(h *host, m *spool.Message, now time.Time) {
 // headExpiry is wake, or sooner when the head of h's ready queue reaches
 // max_age first: it dies then even if nothing can be sent (a pause).
 func (d *Dispatcher) headExpiry(h *host, wake time.Time) time.Time {
-	m := h.ready.peek()
+	m := h.win.Ready().Peek()
 	if m == nil || h.pol.MaxAge <= 0 {
 		return wake
 	}

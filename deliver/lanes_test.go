@@ -362,20 +362,3 @@ func TestLanesVisible(t *testing.T) {
 		}
 	})
 }
-
-// TestMinShareExact: with min_share 0.1, every tenth pick of a key whose
-// high priority has work goes to its low one, the first at the tenth.
-func TestMinShareExact(t *testing.T) {
-	u := &unit{lanes: [3]*lane{{}, nil, {}}}
-	u.lanes[0].q.push(&spool.Message{})
-	u.lanes[2].q.push(&spool.Message{})
-	var got []int
-	for i := 1; i <= 30; i++ {
-		if u.choose(0.1) == u.lanes[2] {
-			got = append(got, i)
-		}
-	}
-	if fmt.Sprint(got) != "[10 20 30]" {
-		t.Fatalf("low picked at %v, want [10 20 30]", got)
-	}
-}

@@ -1,7 +1,7 @@
 package deliver
 
-// Filling a host's window with the messages the spool announces; reading
-// the rest of its queue, lane by lane, is lanereads.go.
+// Filling a host's window (package window) with the messages the spool
+// announces; the window reads the rest of its queue, lane by lane, itself.
 
 import (
 	"time"
@@ -22,7 +22,7 @@ func (d *Dispatcher) enqueueLocked(msgs []*spool.Message) {
 	var touched []*host
 	for _, m := range msgs {
 		h := d.hostLocked(m.Host)
-		d.enqueueLane(h, m, now)
+		h.win.Announce(m, now)
 		h.active = now
 		if len(touched) == 0 || touched[len(touched)-1] != h {
 			touched = append(touched, h)

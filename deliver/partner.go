@@ -128,7 +128,7 @@ func (d *Dispatcher) expireLocked(h *host, now time.Time) {
 // computed at the old rate.
 func (d *Dispatcher) relimitLocked(h *host, now time.Time) {
 	h.gate.SetLimits(h.limits(), now)
-	h.spilled = time.Time{} // the gate may let it send sooner
+	h.win.Unspill() // the gate may let it send sooner
 	if h.timer != nil {
 		h.timer.Stop()
 		h.wakeAt = time.Time{}

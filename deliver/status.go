@@ -70,7 +70,7 @@ type HostStatus struct {
 	Batch *BatchStatus `json:"batch,omitempty"`
 	// Rewrite is the rewrite rules in force for the host ("" for none).
 	Rewrite string `json:"rewrite,omitempty"`
-	// Hosts in lanes only (laneset.go).
+	// Hosts in lanes only (window.Host.Status).
 	Lanes *LaneStatus `json:"lanes,omitempty"`
 	// WaitingForSlot: the host has a webhook to send and waits its turn
 	// because every slot of delivery.max_in_flight is taken (slots.go).
@@ -101,7 +101,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		Queued:         u.Messages,
 		QueuedBytes:    u.Bytes,
 		InFlight:       st.InFlight,
-		Retrying:       h.retry.len(),
+		Retrying:       h.win.Retry().Len(),
 		Rate:           st.Rate,
 		ConfiguredRate: st.ConfiguredRate,
 		Burst:          h.pol.Limits.Burst,
@@ -148,7 +148,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 	hs.ConcurrencyLimit, hs.ConcurrencyWhy, hs.RateWhy = st.Concurrency, st.ConcurrencyWhy, st.RateWhy
 	hs.Coalesced = d.coalesced(h.name)
 	hs.PausedWhy = d.pausedWhyLocked(h.name, st.Paused)
-	hs.Lanes = d.laneStatus(h)
+	hs.Lanes = h.win.Status()
 	h.gate.Status(now, &hs)
 	return hs
 }
@@ -300,13 +300,9 @@ func (d *Dispatcher) SetPolicy(policy func(host string) Policy) {
 	now := time.Now()
 	for _, h := range d.hosts {
 		h.pol = policy(h.name)
-		h.lanes.reweigh(h.pol.Weights)
-		h.fit = nil // what a message adds to a batch depends on the batch policy
-		if h.pol.Batch == nil {
-			h.retry.unbatch() // batching turned off: each member retries alone
-		}
+		h.win.SetPolicy(h.windowPolicy()) // reweighs; unbatches retries if batching is off
+		h.fit = nil                       // what a message adds to a batch depends on the batch policy
 		h.gate.SetLimits(h.limits(), now)
-		h.spilled = time.Time{} // the gate may let it send sooner
 		if h.timer != nil {
 			// The wake time was computed at the old rate.
 			h.timer.Stop()

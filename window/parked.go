@@ -1,4 +1,4 @@
-package deliver
+package window
 
 // Webhooks that wait as ids, not in memory (laneset.go): those parked
 // behind their ordering key's active webhook, and those delayed until
@@ -42,15 +42,15 @@ type readRef struct {
 // orderDone moves m's ordering key on once m has left for good
 // (delivered, dead or purged): the next parked webhook of the key
 // becomes active and is read back.
-func (d *Dispatcher) orderDone(h *host, m *spool.Message) {
+func (h *Host) orderDone(m *spool.Message) {
 	k := orderKey{m.Fairness, m.Ordering}
 	if st := h.lanes.order[k]; st != nil && st.active == m.ID {
-		d.orderNext(h, k, st)
+		h.orderNext(k, st)
 	}
 }
 
-func (d *Dispatcher) orderNext(h *host, k orderKey, st *orderState) {
-	ls := h.lanes
+func (h *Host) orderNext(k orderKey, st *orderState) {
+	ls := &h.lanes
 	if len(st.parked) == 0 {
 		delete(ls.order, k)
 		return
@@ -58,20 +58,20 @@ func (d *Dispatcher) orderNext(h *host, k orderKey, st *orderState) {
 	st.active = st.parked[0]
 	st.parked = st.parked[1:]
 	// The parked ref becomes a read: the lane's refs count it until then.
-	d.readBack(h, []readRef{{ls.get(st.lane), st.active}})
+	h.readBack([]readRef{{ls.get(st.lane), st.active}})
 }
 
 // dueDelayed reads back the delayed webhooks that are due, as many as h's
 // window has room for, and returns when the next is due (zero: none).
-func (d *Dispatcher) dueDelayed(h *host, now time.Time) time.Time {
-	ls := h.lanes
+func (h *Host) dueDelayed(now time.Time) time.Time {
+	ls := &h.lanes
 	var refs []readRef
-	for ls.delayed.Len() > 0 && !ls.delayed[0].at.After(now) && ls.mem+ls.reading+len(refs) < h.window() {
+	for ls.delayed.Len() > 0 && !ls.delayed[0].at.After(now) && ls.mem+ls.reading+len(refs) < h.pol.Window {
 		r := heap.Pop(&ls.delayed).(delayRef)
 		refs = append(refs, readRef{r.lane, r.id})
 	}
 	if len(refs) > 0 {
-		d.readBack(h, refs)
+		h.readBack(refs)
 	}
 	if ls.delayed.Len() > 0 && ls.delayed[0].at.After(now) {
 		return ls.delayed[0].at
@@ -82,50 +82,58 @@ func (d *Dispatcher) dueDelayed(h *host, now time.Time) time.Time {
 // readBack reads refs from the spool, off the lock, and admits them. A
 // webhook no longer queued (purged meanwhile) moves its ordering key on;
 // one that can't be read now is tried again in a second.
-func (d *Dispatcher) readBack(h *host, refs []readRef) {
-	if d.stopping {
-		return
+func (h *Host) readBack(refs []readRef) {
+	msgs := make([]*spool.Message, len(refs))
+	errs := make([]error, len(refs))
+	started := h.env.Read(func() func() {
+		for i, r := range refs {
+			msgs[i], errs[i] = h.reader.Get(h.name, r.lane.id, r.id)
+		}
+		return func() { h.readBackDone(refs, msgs, errs) }
+	})
+	if started {
+		ls := &h.lanes
+		ls.reading += len(refs)
+		if ls.back == nil {
+			ls.back = map[uint64]bool{}
+		}
+		for _, r := range refs {
+			ls.back[r.id] = false
+		}
 	}
-	h.lanes.reading += len(refs)
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		msgs := make([]*spool.Message, len(refs))
-		errs := make([]error, len(refs))
-		d.loads <- struct{}{}
-		for i, r := range refs {
-			msgs[i], errs[i] = d.opts.Reader.Get(h.name, r.lane.id, r.id)
+}
+
+// readBackDone admits what readBack read.
+func (h *Host) readBackDone(refs []readRef, msgs []*spool.Message, errs []error) {
+	now := time.Now()
+	ls := &h.lanes
+	ls.reading -= len(refs)
+	for i, r := range refs {
+		r.lane.refs--
+		taken := ls.back[r.id]
+		delete(ls.back, r.id)
+		switch err := errs[i]; {
+		case taken:
+			h.goneWhileParked(r)
+		case err == nil && !h.env.Purged(msgs[i]):
+			h.admit(r.lane, msgs[i], now)
+		case err == nil || errors.Is(err, spool.ErrNotQueued):
+			h.goneWhileParked(r)
+		default:
+			h.log.Error("spool read failed", "host", h.name, "id", spool.IDString(r.id), "error", err)
+			r.lane.refs++
+			heap.Push(&ls.delayed, delayRef{at: now.Add(time.Second), id: r.id, lane: r.lane})
 		}
-		<-d.loads
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		now := time.Now()
-		ls := h.lanes
-		ls.reading -= len(refs)
-		for i, r := range refs {
-			r.lane.refs--
-			switch err := errs[i]; {
-			case err == nil && !d.skipPurged(h.name, msgs[i]):
-				d.admit(h, r.lane, msgs[i], now)
-			case err == nil || errors.Is(err, spool.ErrNotQueued):
-				d.goneWhileParked(h, r)
-			default:
-				d.log.Error("spool read failed", "host", h.name, "id", spool.IDString(r.id), "error", err)
-				r.lane.refs++
-				heap.Push(&ls.delayed, delayRef{at: now.Add(time.Second), id: r.id, lane: r.lane})
-			}
-			h.forget(r.lane)
-		}
-		d.pump(h)
-	}()
+		h.forget(r.lane)
+	}
 }
 
 // goneWhileParked handles a webhook that left the spool while it waited
 // as an id: if it held its ordering key, the key moves on.
-func (d *Dispatcher) goneWhileParked(h *host, r readRef) {
+func (h *Host) goneWhileParked(r readRef) {
 	for k, st := range h.lanes.order {
 		if st.active == r.id && st.lane == r.lane.id {
-			d.orderNext(h, k, st)
+			h.orderNext(k, st)
 			return
 		}
 	}
@@ -134,18 +142,24 @@ func (d *Dispatcher) goneWhileParked(h *host, r readRef) {
 // takeLaned removes from h's lanes the webhooks in want (a purge): those
 // in memory go to out, and the ids of those waiting as ids are returned.
 // An ordering key whose active webhook waited as an id moves on.
-func (d *Dispatcher) takeLaned(h *host, want map[uint64]bool, out map[uint64]*spool.Message) map[uint64]bool {
-	ls := h.lanes
+func (h *Host) takeLaned(want map[uint64]bool, out map[uint64]*spool.Message) map[uint64]bool {
+	ls := &h.lanes
 	refs := map[uint64]bool{}
+	for id := range ls.back {
+		if want[id] {
+			ls.back[id] = true // its read, when done, finds it gone
+			refs[id] = true
+		}
+	}
 	for l := range ls.all() {
 		var idx []int
-		for i := range l.q.len() {
-			if want[l.q.at(i).ID] {
+		for i := range l.q.Len() {
+			if want[l.q.At(i).ID] {
 				idx = append(idx, i)
 			}
 		}
 		if len(idx) > 0 {
-			for _, m := range l.q.takeAt(idx) {
+			for _, m := range l.q.TakeAt(idx) {
 				out[m.ID] = m
 				ls.mem--
 			}
@@ -178,7 +192,7 @@ func (d *Dispatcher) takeLaned(h *host, want map[uint64]bool, out map[uint64]*sp
 		st.parked = parked
 	}
 	for _, r := range gone {
-		d.goneWhileParked(h, r)
+		h.goneWhileParked(r)
 		h.forget(r.lane)
 	}
 	return refs
@@ -188,13 +202,13 @@ func (d *Dispatcher) takeLaned(h *host, want map[uint64]bool, out map[uint64]*sp
 // dead letter: the key's next webhooks go on without it, which a
 // receiver that relies on the order must know. Package events reports it
 // too (message.dead with ordering_key).
-func (d *Dispatcher) orderedDead(h *host, m *spool.Message, reason string) {
+func (h *Host) orderedDead(m *spool.Message, reason string) {
 	if m.Ordering == "" {
 		return
 	}
-	ls := h.lanes
+	ls := &h.lanes
 	ls.dead++
 	ls.lastDeadKey, ls.lastDeadWhy = m.Ordering, reason
-	d.log.Warn("dead letter in an ordered key: the key's later webhooks go on without it", "host", h.name,
+	h.log.Warn("dead letter in an ordered key: the key's later webhooks go on without it", "host", h.name,
 		"id", m.Ref().String(), "ordering_key", m.Ordering, "fairness_key", m.Fairness, "reason", reason)
 }

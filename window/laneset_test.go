@@ -1,9 +1,10 @@
-package deliver
+package window
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/hookpace/hookpace/spool"
 )
@@ -20,9 +21,8 @@ func TestLaneSetRotation(t *testing.T) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 47))
 			weights := map[string]int{"k1": 3, "k2": 2}
-			h := &host{name: "p.example", pol: Policy{Weights: weights, MinShare: 0.1}}
-			h.newLanes()
-			ls := h.lanes
+			h := New(Options{Name: "p.example", Policy: Policy{Window: 32, Weights: weights, MinShare: 0.1}})
+			ls := &h.lanes
 			prios := []spool.Priority{spool.PriorityHigh, spool.PriorityNormal, spool.PriorityLow}
 
 			var seq uint64
@@ -42,7 +42,7 @@ func TestLaneSetRotation(t *testing.T) {
 						due[key] = picks + ahead + 1
 					}
 				}
-				l.q.push(m) // as admit places a webhook read from the spool
+				l.q.Push(m) // as admit places a webhook read from the spool
 				ls.mem++
 				ls.hasWork(l.unit)
 				placed[m.ID] = true
@@ -92,15 +92,14 @@ func TestLaneSetRotation(t *testing.T) {
 // gets at least MinShare of the key's turns while a higher one has
 // work too.
 func TestLaneSetPriorityShare(t *testing.T) {
-	h := &host{name: "p.example", pol: Policy{MinShare: 0.2}}
-	h.newLanes()
-	ls := h.lanes
+	h := New(Options{Name: "p.example", Policy: Policy{Window: 32, MinShare: 0.2}})
+	ls := &h.lanes
 	var seq uint64
 	for _, p := range []spool.Priority{spool.PriorityHigh, spool.PriorityLow} {
 		l := h.lane(spool.Lane{Key: "k", Priority: p}, 0)
 		for range 1000 {
 			seq++
-			l.q.push(&spool.Message{ID: seq, Host: h.name, Fairness: "k", Priority: p})
+			l.q.Push(&spool.Message{ID: seq, Host: h.name, Fairness: "k", Priority: p})
 			ls.mem++
 		}
 		ls.hasWork(l.unit)
@@ -115,5 +114,39 @@ func TestLaneSetPriorityShare(t *testing.T) {
 	}
 	if low < 500*20/100 || low > 500*25/100 {
 		t.Fatalf("low got %d of 500 picks while high had work, want its share of 20%% (100)", low)
+	}
+}
+
+// TestMinShareExact: with min_share 0.1, every tenth pick of a key whose
+// high priority has work goes to its low one, the first at the tenth.
+func TestMinShareExact(t *testing.T) {
+	u := &unit{lanes: [3]*lane{{}, nil, {}}}
+	u.lanes[0].q.Push(&spool.Message{})
+	u.lanes[2].q.Push(&spool.Message{})
+	var got []int
+	for i := 1; i <= 30; i++ {
+		if u.choose(0.1) == u.lanes[2] {
+			got = append(got, i)
+		}
+	}
+	if fmt.Sprint(got) != "[10 20 30]" {
+		t.Fatalf("low picked at %v, want [10 20 30]", got)
+	}
+}
+
+// TestSettledNotReadAgain: a webhook that just left a capped host for
+// good (its burial perhaps not written yet) is passed over when its lane,
+// taken up again from its start, reads it from the spool.
+func TestSettledNotReadAgain(t *testing.T) {
+	f := newFixture(t, Policy{Window: 32}, 1<<20)
+	h := f.w
+	h.untrack()
+	gone := &spool.Message{ID: 7, Host: testHost, Fairness: "k", Enqueued: time.Now()}
+	h.settle(gone)
+	l := h.lane(spool.Lane{Key: "k"}, 0)
+	fresh := &spool.Message{ID: 9, Host: testHost, Fairness: "k", Enqueued: time.Now()}
+	h.laneLoaded(l, []*spool.Message{gone, fresh}, 10, nil)
+	if l.q.Len() != 1 || l.q.Peek().ID != 9 || l.cursor != 9 {
+		t.Fatalf("lane holds %d (cursor %d), want only webhook 9", l.q.Len(), l.cursor)
 	}
 }

@@ -1,4 +1,4 @@
-package deliver
+package window
 
 // A host's lane set: what of its queue is in memory, in lanes, and how
 // it takes turns between them.
@@ -24,7 +24,7 @@ package deliver
 // What the lanes pick goes to h.ready, a short stage (one request's
 // worth), from which pump, batching, holds and max_age work.
 //
-// The bound for many keys: a host keeps at most maxLanes lanes
+// The bound for many keys: a host keeps at most h.pol.MaxLanes lanes
 // in memory. A lane that has nothing left in memory, on its way or
 // waiting as an id is forgotten; a webhook announced for a lane the host
 // has no room for stays on disk, and once lanes have been forgotten the
@@ -66,6 +66,9 @@ type laneSet struct {
 	order   map[orderKey]*orderState
 	delayed delayHeap
 	reading int // parked or delayed messages being read back
+	// back are the ids being read back, true once a purge took them: a
+	// read that brings one in treats it as gone.
+	back map[uint64]bool
 
 	onDisk int // lanes with onDisk set
 
@@ -94,7 +97,7 @@ type laneSet struct {
 type lane struct {
 	id       spool.Lane
 	unit     *unit
-	q        deque
+	q        Deque
 	cursor   uint64 // highest id of the lane read from the spool
 	lastSeen uint64 // highest id of the lane announced by the spool
 	onDisk   bool   // the spool holds messages of the lane above cursor
@@ -125,11 +128,11 @@ type orderState struct {
 	parked []uint64
 }
 
-// maxLanes bounds the lanes a host keeps in memory (a var for tests).
-var maxLanes = 4096
+// defaultMaxLanes bounds the lanes a host keeps in memory (Policy.MaxLanes).
+const defaultMaxLanes = 4096
 
 // settledKept is how many of the latest webhooks to leave a host in
-// lanes for good are remembered, while it is near maxLanes: far more
+// lanes for good are remembered, while it is near Policy.MaxLanes: far more
 // than the writer has pending at once.
 const settledKept = 4096
 
@@ -144,16 +147,16 @@ func usesLanes(m *spool.Message) bool {
 }
 
 // newLanes gives h its lane set: the default lane, read from the start.
-func (h *host) newLanes() {
+func (h *Host) newLanes() {
 	u := &unit{weight: max(h.pol.Weights[""], 1)}
 	l := &lane{unit: u}
 	u.lanes[l.id.Priority.Rank()] = l
-	h.lanes = &laneSet{def: l}
+	h.lanes = laneSet{def: l}
 }
 
 // defaultLane is h's lane of webhooks without a key or priority; it is
 // never forgotten.
-func (h *host) defaultLane() *lane { return h.lanes.def }
+func (h *Host) defaultLane() *lane { return h.lanes.def }
 
 // waiting reports whether webhooks wait as ids (parked or delayed) or are
 // being read back.
@@ -252,13 +255,13 @@ func (ls *laneSet) settledRecently(id uint64) bool {
 }
 
 // lane returns h's lane id, made with the given cursor if h has none;
-// nil if h holds maxLanes lanes already (the bound).
-func (h *host) lane(id spool.Lane, cursor uint64) *lane {
-	ls := h.lanes
+// nil if h holds Policy.MaxLanes lanes already (the bound).
+func (h *Host) lane(id spool.Lane, cursor uint64) *lane {
+	ls := &h.lanes
 	if l := ls.get(id); l != nil {
 		return l
 	}
-	if ls.count() >= maxLanes {
+	if ls.count() >= h.pol.MaxLanes {
 		return nil
 	}
 	u := ls.unit(id.Key)
@@ -280,7 +283,7 @@ func (h *host) lane(id spool.Lane, cursor uint64) *lane {
 
 // setOnDisk records whether the spool holds more of l than h has read,
 // and asks for a load when it does.
-func (h *host) setOnDisk(l *lane, on bool) {
+func (h *Host) setOnDisk(l *lane, on bool) {
 	if l.onDisk != on {
 		l.onDisk = on
 		if on {
@@ -299,15 +302,18 @@ func (h *host) setOnDisk(l *lane, on bool) {
 // forget drops l when nothing of it is left in memory or on disk. A lane
 // made again later starts from the highest id announced then: everything
 // of it up to there has been read.
-func (h *host) forget(l *lane) {
+func (h *Host) forget(l *lane) {
 	busy := l.loading || l.refs > 0 || l.out > 0 || l.id == (spool.Lane{})
-	if busy || !l.leaving && (l.q.len() > 0 || l.onDisk || l.inLoadQ) {
+	if busy || !l.leaving && (l.q.Len() > 0 || l.onDisk || l.inLoadQ) {
 		return
 	}
-	ls := h.lanes
+	ls := &h.lanes
 	if l.onDisk {
 		ls.onDisk--
 		h.onDisk = ls.onDisk > 0
+	}
+	if l.leaving {
+		ls.untracked = true // what it let go of waits on disk: rediscover takes it up
 	}
 	delete(ls.lanes, l.id)
 	u := l.unit
@@ -319,19 +325,19 @@ func (h *host) forget(l *lane) {
 
 // quota is how many messages one lane may hold in memory: an equal part
 // of the window, at least one.
-func (h *host) quota() int {
-	return max(h.window()/h.lanes.count(), 1)
+func (h *Host) quota() int {
+	return max(h.pol.Window/h.lanes.count(), 1)
 }
 
 // stage moves what the lanes pick next into h.ready, up to one request's
 // worth.
-func (h *host) stage() {
-	for h.ready.len() < h.pol.Batch.events() {
+func (h *Host) stage() {
+	for h.ready.Len() < h.pol.Stage {
 		m := h.pick()
 		if m == nil {
 			return
 		}
-		h.ready.push(m)
+		h.ready.Push(m)
 	}
 }
 
@@ -339,16 +345,16 @@ func (h *host) stage() {
 // its order: picked while h could not send (a pause), it is picked again
 // with whatever came since, a higher priority first. What has no lane to
 // go back to stays staged.
-func (h *host) unstage() {
-	ls := h.lanes
-	if h.ready.len() == 0 {
+func (h *Host) unstage() {
+	ls := &h.lanes
+	if h.ready.Len() == 0 {
 		return
 	}
 	var keep []*spool.Message
-	back := make([]*spool.Message, 0, h.ready.len())
-	for h.ready.len() > 0 {
-		back = append(back, h.ready.peek())
-		h.ready.pop()
+	back := make([]*spool.Message, 0, h.ready.Len())
+	for h.ready.Len() > 0 {
+		back = append(back, h.ready.Peek())
+		h.ready.Pop()
 	}
 	for i := len(back) - 1; i >= 0; i-- {
 		m := back[i]
@@ -358,20 +364,19 @@ func (h *host) unstage() {
 			continue
 		}
 		ls.takeOut(m)
-		delete(h.fit, m)
-		l.q.pushFront(m)
+		l.q.PushFront(m)
 		ls.mem++
 		ls.hasWork(l.unit)
 	}
 	for _, m := range keep { // in reverse: each goes to the front
-		h.ready.pushFront(m)
+		h.ready.PushFront(m)
 	}
 }
 
 // pick takes the next message from the lanes: the key whose turn it is,
 // the priority its share says.
-func (h *host) pick() *spool.Message {
-	ls := h.lanes
+func (h *Host) pick() *spool.Message {
+	ls := &h.lanes
 	for ls.ring.len() > 0 {
 		u := ls.ring.peek()
 		l := u.choose(h.pol.MinShare)
@@ -381,11 +386,11 @@ func (h *host) pick() *spool.Message {
 			h.forgetUnit(u)
 			continue
 		}
-		m := l.q.peek()
-		l.q.pop()
+		m := l.q.Peek()
+		l.q.Pop()
 		ls.mem--
 		ls.setOut(m, l)
-		if l.onDisk && !l.inLoadQ && !l.loading && l.q.len() <= h.quota()/2 {
+		if l.onDisk && !l.inLoadQ && !l.loading && l.q.Len() <= h.quota()/2 {
 			l.inLoadQ = true
 			ls.loadQ.push(l)
 		}
@@ -406,7 +411,7 @@ func (h *host) pick() *spool.Message {
 }
 
 // forgetUnit forgets u's lanes that have nothing left (forget).
-func (h *host) forgetUnit(u *unit) {
+func (h *Host) forgetUnit(u *unit) {
 	for _, l := range u.lanes {
 		if l != nil {
 			h.forget(l)
@@ -416,12 +421,12 @@ func (h *host) forgetUnit(u *unit) {
 
 // settle notes that m left h for good (release): its lane no longer
 // counts it as out, and while h is near its bound, its id is remembered.
-func (h *host) settle(m *spool.Message) {
-	ls := h.lanes
+func (h *Host) settle(m *spool.Message) {
+	ls := &h.lanes
 	if l := ls.takeOut(m); l != nil {
 		h.forget(l)
 	}
-	if ls.count() >= maxLanes/2 || ls.capped {
+	if ls.count() >= h.pol.MaxLanes/2 || ls.capped {
 		if len(ls.settled) < settledKept {
 			ls.settled = append(ls.settled, m.ID)
 		} else {
@@ -433,24 +438,24 @@ func (h *host) settle(m *spool.Message) {
 
 // untrack notes that a webhook waits on disk in a lane h has no room
 // for. From then on, a lane h takes up is read from its start.
-func (h *host) untrack() { h.lanes.untracked, h.lanes.capped = true, true }
+func (h *Host) untrack() { h.lanes.untracked, h.lanes.capped = true, true }
 
 // arrivedWithoutRoom remembers that a webhook was announced for lane id
 // while h had no room for it: it is taken up first when room is made
 // (takeArrived), so a new key waits for a lane to free, not for the turn
 // of the whole key space.
-func (h *host) arrivedWithoutRoom(id spool.Lane) {
+func (h *Host) arrivedWithoutRoom(id spool.Lane) {
 	h.untrack()
-	if ls := h.lanes; ls.arrived.len() < arrivedKept {
+	if ls := &h.lanes; ls.arrived.len() < arrivedKept {
 		ls.arrived.push(id)
 	}
 }
 
 // takeArrived takes up the lanes that had webhooks announced while there
 // was no room, as room is made, from their start.
-func (h *host) takeArrived() {
-	ls := h.lanes
-	for ls.arrived.len() > 0 && ls.count() < maxLanes {
+func (h *Host) takeArrived() {
+	ls := &h.lanes
+	for ls.arrived.len() > 0 && ls.count() < h.pol.MaxLanes {
 		id := ls.arrived.pop()
 		if ls.get(id) == nil {
 			h.readSoon(h.lane(id, 0))
@@ -462,7 +467,7 @@ func (h *host) takeArrived() {
 // disk and reads it at the next load, ahead of the lanes waiting for
 // theirs: a new key's first webhook does not wait for the loads of
 // thousands of lanes.
-func (h *host) readSoon(l *lane) {
+func (h *Host) readSoon(l *lane) {
 	if !l.inLoadQ && !l.loading {
 		l.inLoadQ = true
 		h.lanes.loadQ.pushFront(l)
@@ -473,7 +478,7 @@ func (h *host) readSoon(l *lane) {
 // choose0 is the highest-priority lane of u with messages in memory.
 func (u *unit) choose0() *lane {
 	for _, l := range u.lanes {
-		if l != nil && l.q.len() > 0 {
+		if l != nil && l.q.Len() > 0 {
 			return l
 		}
 	}
@@ -496,7 +501,7 @@ func (u *unit) choose(minShare float64) *lane {
 	top := -1
 	owed := -1
 	for r, l := range u.lanes {
-		if l == nil || l.q.len() == 0 {
+		if l == nil || l.q.Len() == 0 {
 			u.deficit[r] = 0 // no credit is banked while there is no work
 			continue
 		}
@@ -523,39 +528,4 @@ func (u *unit) choose(minShare float64) *lane {
 // priority rank.
 func compareLanes(a, b spool.Lane) int {
 	return cmp.Or(strings.Compare(a.Key, b.Key), a.Priority.Rank()-b.Priority.Rank())
-}
-
-// fifo is a queue that reuses its buffer.
-type fifo[T any] struct {
-	buf  []T
-	head int
-}
-
-func (q *fifo[T]) len() int { return len(q.buf) - q.head }
-func (q *fifo[T]) peek() T  { return q.buf[q.head] }
-func (q *fifo[T]) push(v T) {
-	if q.head > 0 && q.head >= len(q.buf)/2 {
-		n := copy(q.buf, q.buf[q.head:])
-		clear(q.buf[n:])
-		q.buf, q.head = q.buf[:n], 0
-	}
-	q.buf = append(q.buf, v)
-}
-
-// pushFront puts v at the front, to be popped next.
-func (q *fifo[T]) pushFront(v T) {
-	if q.head > 0 {
-		q.head--
-		q.buf[q.head] = v
-		return
-	}
-	q.buf = append([]T{v}, q.buf...)
-}
-
-func (q *fifo[T]) pop() T {
-	v := q.buf[q.head]
-	var zero T
-	q.buf[q.head] = zero
-	q.head++
-	return v
 }

@@ -1,4 +1,4 @@
-package deliver
+package window
 
 // A host that can't send for a long while (its tokens refill at 1/h, a
 // long hold, an open breaker) holds nothing in memory meanwhile: what it
@@ -15,36 +15,30 @@ import (
 	"github.com/hookpace/hookpace/spool"
 )
 
-// spillAfter is how far ahead a host's next send must be for it to let
+// SpillAfter is how far ahead a host's next send must be for it to let
 // go of what it holds: far enough that reading it again is no cost.
-const spillAfter = 10 * time.Second
-
-// blockedLong reports whether h's gate said it can't send before blocked,
-// far enough ahead that h should hold nothing until then.
-func (h *host) blockedLong(blocked, now time.Time) bool {
-	return !blocked.IsZero() && blocked.Sub(now) > spillAfter && !h.gate.Paused()
-}
+const SpillAfter = 10 * time.Second
 
 // spill lets go of every message h holds, if it is safe to read them
-// again from the spool: nothing of h's is in flight, settling (its
-// delete not durable yet, slots.go), being read or purged, no batching,
-// no webhook waits as an id (an ordering key's turn or a delay), and every retry and every message's max_age falls after
+// again from the spool: nothing of h's is busy (in flight, or answered
+// with its delete not durable yet), being read or purged, no batching,
+// no webhook waits as an id (an ordering key's turn or a delay), and
+// every retry and every message's max_age falls after
 // blocked (so waiting on disk changes neither when it is sent nor whether
 // it dies). Each lane's cursor goes back to just before the first of its
 // messages let go of, so the next load reads them again, in id order, a
 // retry's attempts as its last Update recorded them. Updates and burials
 // are written without waiting, but in order and within milliseconds, and
-// the next load is at least spillAfter away; only a disk stalled for
+// the next load is at least SpillAfter away; only a disk stalled for
 // longer could let a load see a webhook just buried still queued and
 // send it once more (at-least-once still holds).
-func (d *Dispatcher) spill(h *host, blocked time.Time) {
-	ls := h.lanes
-	if h.gate.InFlight() > 0 || h.unsettled > 0 || h.extra > 0 || h.loading || h.pol.Batch != nil || h.count() == 0 ||
-		ls.waiting() || ls.discovering || len(d.purges.loading[h.name]) > 0 {
+func (h *Host) spill(blocked time.Time) {
+	ls := &h.lanes
+	if h.env.Busy() > 0 || h.loading || h.pol.Batching || h.count() == 0 || ls.waiting() || ls.discovering {
 		return
 	}
 	for _, it := range h.retry.items {
-		if it.m == nil || it.at.After(blocked) {
+		if it.M == nil || it.At.After(blocked) {
 			return
 		}
 	}
@@ -61,13 +55,13 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 	}
 	var held []*spool.Message
 	for _, it := range h.retry.items {
-		held = append(held, it.m)
-		if l := ls.outOf(it.m); l != nil {
+		held = append(held, it.M)
+		if l := ls.outOf(it.M); l != nil {
 			add(l.unit)
 		}
 	}
-	for i := range h.ready.len() {
-		if l := ls.outOf(h.ready.at(i)); l != nil {
+	for i := range h.ready.Len() {
+		if l := ls.outOf(h.ready.At(i)); l != nil {
 			add(l.unit)
 		}
 	}
@@ -78,8 +72,8 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 	}
 	for l := range ls.all() {
 		add(l.unit)
-		for i := range l.q.len() {
-			held = append(held, l.q.at(i))
+		for i := range l.q.Len() {
+			held = append(held, l.q.At(i))
 		}
 	}
 	first := map[spool.Lane]uint64{}
@@ -92,15 +86,14 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 		}
 	}
 	for _, m := range held {
-		d.unkeep(h, m)
+		h.env.Unkeep(m)
 		ls.takeOut(m)
 	}
-	h.ready = deque{}
-	h.retry = retryQueue{}
-	h.fit = nil
+	h.ready = Deque{}
+	h.retry = RetryQueue{}
 	for l := range ls.all() {
-		ls.mem -= l.q.len()
-		l.q = deque{}
+		ls.mem -= l.q.Len()
+		l.q = Deque{}
 	}
 	// Read again in that order: the keys rejoin the rotation as they are
 	// read.
@@ -138,6 +131,6 @@ func (d *Dispatcher) spill(h *host, blocked time.Time) {
 
 // mayLoad reports whether h may read from the spool now: not while it
 // has let go of its messages until its gate lets it send.
-func (h *host) mayLoad(now time.Time) bool {
+func (h *Host) mayLoad(now time.Time) bool {
 	return !now.Before(h.spilled)
 }

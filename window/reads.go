@@ -1,4 +1,4 @@
-package deliver
+package window
 
 // Reading lanes from the spool (laneset.go): each lane from its own cursor,
 // the lanes with the least in memory first, each within its part of the
@@ -28,7 +28,7 @@ type laneRead struct {
 }
 
 // enqueueLane takes a message the spool announced for a host in lanes.
-func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
+func (h *Host) enqueueLane(m *spool.Message, now time.Time) {
 	if usesLanes(m) {
 		h.lanes.keyed = true
 	}
@@ -60,26 +60,26 @@ func (d *Dispatcher) enqueueLane(h *host, m *spool.Message, now time.Time) {
 	if l.leaving {
 		return // read from its start when taken up again (the bound, laneset.go)
 	}
-	room := h.count() < h.window() && l.q.len() < h.quota()
-	if !room && !l.onDisk && l.q.len() == 0 && h.count() >= h.window() {
-		room = d.makeRoom(h) // a key's first webhook waits one turn, not for a load
+	room := h.count() < h.pol.Window && l.q.Len() < h.quota()
+	if !room && !l.onDisk && l.q.Len() == 0 && h.count() >= h.pol.Window {
+		room = h.makeRoom() // a key's first webhook waits one turn, not for a load
 	}
-	if !l.onDisk && room && d.fits(h, m) {
+	if !l.onDisk && room && h.env.Fits(m) {
 		l.cursor = m.ID
-		d.admit(h, l, m, now)
+		h.admit(l, m, now)
 		return
 	}
-	if l.q.len() == 0 {
+	if l.q.Len() == 0 {
 		h.readSoon(l) // read at the next load, ahead of the lanes waiting for theirs
 		return
 	}
 	h.setOnDisk(l, true)
 }
 
-// admit places m, just read from the spool, in h's lanes: in l's deque,
+// admit places m, just read from the spool, in h's lanes: in l's Deque,
 // parked behind its ordering key's active webhook, or delayed.
-func (d *Dispatcher) admit(h *host, l *lane, m *spool.Message, now time.Time) {
-	ls := h.lanes
+func (h *Host) admit(l *lane, m *spool.Message, now time.Time) {
+	ls := &h.lanes
 	if m.Ordering != "" {
 		k := orderKey{m.Fairness, m.Ordering}
 		st := ls.order[k]
@@ -101,9 +101,9 @@ func (d *Dispatcher) admit(h *host, l *lane, m *spool.Message, now time.Time) {
 		l.refs++
 		return
 	}
-	l.q.push(m)
+	l.q.Push(m)
 	ls.mem++
-	d.keep(h, m)
+	h.env.Keep(m)
 	ls.hasWork(l.unit)
 }
 
@@ -116,15 +116,15 @@ const roomScan = 64
 // its lane is read again from before it. A lane with webhooks waiting as
 // ids or being read keeps what it has (its cursor must not go back), and
 // so does a lane with one webhook (its key keeps its turn).
-func (d *Dispatcher) makeRoom(h *host) bool {
-	ls := h.lanes
+func (h *Host) makeRoom() bool {
+	ls := &h.lanes
 	var big *lane
 	for i, u := range ls.ring.buf[ls.ring.head:] {
 		if i >= roomScan {
 			break
 		}
 		for _, l := range u.lanes {
-			if l != nil && l.refs == 0 && !l.loading && !l.leaving && l.q.len() > 1 && (big == nil || l.q.len() > big.q.len()) {
+			if l != nil && l.refs == 0 && !l.loading && !l.leaving && l.q.Len() > 1 && (big == nil || l.q.Len() > big.q.Len()) {
 				big = l
 			}
 		}
@@ -134,7 +134,7 @@ func (d *Dispatcher) makeRoom(h *host) bool {
 	}
 	m := big.q.popBack()
 	ls.mem--
-	d.unkeep(h, m)
+	h.env.Unkeep(m)
 	big.cursor = m.ID - 1
 	h.setOnDisk(big, true)
 	return true
@@ -142,9 +142,9 @@ func (d *Dispatcher) makeRoom(h *host) bool {
 
 // resume marks h's queue as on disk, at a start: its default lane, and
 // every other lane the spool has.
-func (d *Dispatcher) resume(h *host) {
+func (h *Host) resume() {
 	h.setOnDisk(h.defaultLane(), true)
-	for _, u := range d.opts.Reader.Lanes(h.name) {
+	for _, u := range h.reader.Lanes(h.name) {
 		if u.Lane == (spool.Lane{}) {
 			continue
 		}
@@ -159,12 +159,12 @@ func (d *Dispatcher) resume(h *host) {
 }
 
 // loadLanes reads the lanes waiting for a load, off the lock.
-func (d *Dispatcher) loadLanes(h *host) {
-	ls := h.lanes
+func (h *Host) loadLanes() {
+	ls := &h.lanes
 	if h.loading || ls.loadQ.len() == 0 {
 		return
 	}
-	budget := d.loadSize(h)
+	budget := h.env.LoadSize()
 	quota := h.quota()
 	var jobs []laneRead
 	for ls.loadQ.len() > 0 && budget > 0 && len(jobs) < maxLaneReads {
@@ -173,11 +173,11 @@ func (d *Dispatcher) loadLanes(h *host) {
 		if l.leaving || ls.get(l.id) != l {
 			continue // let go of (the bound, laneset.go)
 		}
-		if !l.onDisk || l.q.len() >= quota {
+		if !l.onDisk || l.q.Len() >= quota {
 			h.forget(l) // a full lane is queued again as pick drains it
 			continue
 		}
-		n := min(quota-l.q.len(), budget)
+		n := min(quota-l.q.Len(), budget)
 		l.loading = true
 		jobs = append(jobs, laneRead{l: l, after: l.cursor, n: n})
 		budget -= n
@@ -185,37 +185,39 @@ func (d *Dispatcher) loadLanes(h *host) {
 	if len(jobs) == 0 {
 		return
 	}
-	h.loading = true
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		d.loads <- struct{}{}
+	started := h.env.Read(func() func() {
 		for i := range jobs {
 			j := &jobs[i]
-			j.msgs, j.err = d.opts.Reader.ReadLane(h.name, j.l.id, j.after, j.n)
+			j.msgs, j.err = h.reader.ReadLane(h.name, j.l.id, j.after, j.n)
 		}
-		<-d.loads
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		h.loading = false
+		return func() {
+			h.loading = false
+			for _, j := range jobs {
+				h.laneLoaded(j.l, j.msgs, j.n, j.err)
+			}
+		}
+	})
+	if !started {
 		for _, j := range jobs {
-			d.laneLoaded(h, j.l, j.msgs, j.n, j.err)
+			j.l.loading = false
+			j.l.inLoadQ = true
+			ls.loadQ.push(j.l)
 		}
-		d.loadedPurged(h.name)
-		d.pump(h)
-	}()
+		return
+	}
+	h.loading = true
 }
 
 // laneLoaded admits what a read of l returned (n asked for).
-func (d *Dispatcher) laneLoaded(h *host, l *lane, msgs []*spool.Message, n int, err error) {
+func (h *Host) laneLoaded(l *lane, msgs []*spool.Message, n int, err error) {
 	l.loading = false
 	if l.leaving {
 		h.forget(l) // what it read stays on disk, for when it is taken up again
 		return
 	}
 	if err != nil {
-		d.log.Error("spool read failed", "host", h.name, "error", err)
-		d.wake(h, time.Now().Add(time.Second))
+		h.log.Error("spool read failed", "host", h.name, "error", err)
+		h.env.Wake(time.Now().Add(time.Second))
 		l.inLoadQ = true // read again at the next load
 		h.lanes.loadQ.push(l)
 		return
@@ -225,10 +227,10 @@ func (d *Dispatcher) laneLoaded(h *host, l *lane, msgs []*spool.Message, n int, 
 		if usesLanes(m) {
 			h.lanes.keyed = true
 		}
-		if m.ID > l.cursor && !d.skipPurged(h.name, m) {
+		if m.ID > l.cursor && !h.env.Purged(m) {
 			l.cursor = m.ID
 			if !h.lanes.settledRecently(m.ID) {
-				d.admit(h, l, m, now)
+				h.admit(l, m, now)
 			}
 		}
 	}
@@ -243,16 +245,16 @@ func (d *Dispatcher) laneLoaded(h *host, l *lane, msgs []*spool.Message, n int, 
 // once its webhooks out are gone for good) and read again from its start
 // when its key's turn comes round (rediscover). A lane with webhooks
 // parked or delayed stays, as it is.
-func (d *Dispatcher) demote(h *host) {
-	ls := h.lanes
+func (h *Host) demote() {
+	ls := &h.lanes
 	for _, u := range ls.demote {
 		for _, l := range u.lanes {
 			if l == nil || l.refs > 0 {
 				continue
 			}
-			for l.q.len() > 0 {
-				d.unkeep(h, l.q.peek())
-				l.q.pop()
+			for l.q.Len() > 0 {
+				h.env.Unkeep(l.q.Peek())
+				l.q.Pop()
 				ls.mem--
 			}
 			l.leaving = true
@@ -271,39 +273,46 @@ func (d *Dispatcher) demote(h *host) {
 // disk that it does not hold, off the lock: in the order of their keys,
 // going on from where it stopped last time, so that each key's turn
 // comes round.
-func (d *Dispatcher) rediscover(h *host) {
-	ls := h.lanes
-	if !ls.untracked || ls.discovering || ls.count() > maxLanes*3/4 || d.stopping {
+func (h *Host) rediscover() {
+	ls := &h.lanes
+	if !ls.untracked || ls.discovering || ls.count() > h.pol.MaxLanes*3/4 {
 		return
 	}
-	ls.discovering = true
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		lanes := d.opts.Reader.Lanes(h.name)
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		ls.discovering = false
-		ls.untracked = false
-		start, found := slices.BinarySearchFunc(lanes, ls.resumeAt, func(u spool.LaneUsage, at spool.Lane) int {
-			return compareLanes(u.Lane, at)
-		})
-		if found {
-			start++ // the last one taken up: the next after it
+	// Cleared before the read: a lane let go of or announced without
+	// room while it runs sets it again, for the next rediscover.
+	ls.untracked = false
+	var lanes []spool.LaneUsage
+	ls.discovering = h.env.Read(func() func() {
+		lanes = h.reader.Lanes(h.name)
+		return func() { h.rediscovered(lanes) }
+	})
+	if !ls.discovering {
+		ls.untracked = true
+	}
+}
+
+// rediscovered takes up the lanes of lanes that h does not hold, going
+// on from where it stopped last time, as far as there is room.
+func (h *Host) rediscovered(lanes []spool.LaneUsage) {
+	ls := &h.lanes
+	ls.discovering = false
+	start, found := slices.BinarySearchFunc(lanes, ls.resumeAt, func(u spool.LaneUsage, at spool.Lane) int {
+		return compareLanes(u.Lane, at)
+	})
+	if found {
+		start++ // the last one taken up: the next after it
+	}
+	for i := range lanes {
+		u := lanes[(start+i)%len(lanes)]
+		if ls.get(u.Lane) != nil {
+			continue
 		}
-		for i := range lanes {
-			u := lanes[(start+i)%len(lanes)]
-			if ls.get(u.Lane) != nil {
-				continue
-			}
-			l := h.lane(u.Lane, 0)
-			if l == nil {
-				ls.untracked = true // more than there is room for: again later
-				break
-			}
-			h.setOnDisk(l, true)
-			ls.resumeAt = u.Lane
+		l := h.lane(u.Lane, 0)
+		if l == nil {
+			ls.untracked = true // more than there is room for: again later
+			break
 		}
-		d.pump(h)
-	}()
+		h.setOnDisk(l, true)
+		ls.resumeAt = u.Lane
+	}
 }

@@ -1,0 +1,297 @@
+// Package window owns what of each host's durable queue is held in
+// memory: the lanes (fairness keys and priorities) and their turns, the
+// webhooks staged to go next, those waiting for a retry, the ordering
+// keys' and the delayed webhooks' ids, which lanes are read from the
+// spool and from where, what is let go of when memory is short (spill,
+// demote), and the selection of held webhooks for a purge or a burial.
+//
+// The spool is the queue; a Host is a read cache of one host's part of
+// it. A Host is not safe for concurrent use: the dispatcher calls it with
+// its own lock held, as it calls the host's gate. What a Host needs from
+// outside (the memory shared by all hosts, running a spool read off the
+// lock, being pumped again) comes through the Env given to New; a read
+// it starts runs without the lock and its result is applied through the
+// function Env.Read calls back with the lock held.
+package window
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/hookpace/hookpace/spool"
+)
+
+// Reader is what a Host reads of the durable queue; *spool.Spool is one.
+type Reader interface {
+	// ReadLane reads, in id order, up to max webhooks of lane l of host's
+	// queue with ids above after.
+	ReadLane(host string, l spool.Lane, after uint64, max int) ([]*spool.Message, error)
+	// Lanes lists host's lanes with webhooks queued, in key order.
+	Lanes(host string) []spool.LaneUsage
+	// Get reads back one queued webhook (spool.ErrNotQueued: it is not
+	// queued any more).
+	Get(host string, l spool.Lane, id uint64) (*spool.Message, error)
+}
+
+var _ Reader = (*spool.Spool)(nil)
+
+// Env is what a Host asks of the dispatcher that holds it. Its methods
+// are called with the dispatcher's lock held, from the Host's methods.
+type Env interface {
+	// Keep and Unkeep count m as held in memory and as no longer held
+	// (it stays queued on disk, or left for good).
+	Keep(m *spool.Message)
+	Unkeep(m *spool.Message)
+	// Fits reports whether m may be held now, within the memory shared by
+	// all hosts; LoadSize is how many messages a read from the spool may
+	// bring in now.
+	Fits(m *spool.Message) bool
+	LoadSize() int
+	// Busy is how many of the host's messages are out of the Host: in
+	// flight, a batch's members counted each.
+	Busy() int
+	// Purged reports whether m, just read from the spool, was purged or
+	// buried meanwhile: it is not held.
+	Purged(m *spool.Message) bool
+	// Read runs read off the lock (with the dispatcher's limit on reads
+	// at once), then apply, as read returned it, with the lock held, and
+	// then pumps the host. It reports false if no read can start (the
+	// dispatcher is stopping).
+	Read(read func() (apply func())) bool
+	// Wake pumps the host at t.
+	Wake(t time.Time)
+}
+
+// Policy is what a Host needs of its host's settings.
+type Policy struct {
+	// Window is how many of the host's messages may be in memory at once:
+	// held here or out (Env.Busy).
+	Window int
+	// Stage is how many messages one request carries at most (1 without
+	// batching): what is picked from the lanes ahead of sending.
+	Stage int
+	// Weights are the fairness keys' weights; MinShare the least share
+	// of a key's turns its lower priorities get.
+	Weights  map[string]int
+	MinShare float64
+	// MaxAge is how old a webhook may be when sent (0: no limit).
+	MaxAge time.Duration
+	// Batching says whether requests carry several webhooks: what is
+	// staged is then gathered by content, and is not let go of.
+	Batching bool
+	// MaxLanes bounds the lanes held in memory (0: 4096).
+	MaxLanes int
+}
+
+// Options configure a Host.
+type Options struct {
+	Name   string
+	Reader Reader
+	Env    Env
+	Log    *slog.Logger
+	Policy Policy
+}
+
+// Host is what of one host's queue is held in memory.
+type Host struct {
+	name   string
+	reader Reader
+	env    Env
+	log    *slog.Logger
+	pol    Policy
+
+	ready Deque      // picked from the lanes, next to go
+	retry RetryQueue // failed, waiting for their backoff
+
+	lanes laneSet
+	// spilled: h let go of its messages until then (spill.go), and reads
+	// none before.
+	spilled time.Time
+
+	lastSeen uint64 // highest id announced by the spool
+	onDisk   bool   // the spool holds messages of a lane above its cursor
+	loading  bool   // a read of lanes is under way
+}
+
+// New returns the Host of o.Name, with its default lane read from the
+// start.
+func New(o Options) *Host {
+	h := &Host{}
+	h.Init(o)
+	return h
+}
+
+// Init makes h, a zero Host (one held by value), the Host of o.Name, as
+// New does.
+func (h *Host) Init(o Options) {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	*h = Host{name: o.Name, reader: o.Reader, env: o.Env, log: o.Log}
+	h.SetPolicy(o.Policy)
+	h.newLanes()
+}
+
+// SetPolicy applies the host's settings (a reload).
+func (h *Host) SetPolicy(p Policy) {
+	p.Window = max(p.Window, 1)
+	p.Stage = max(p.Stage, 1)
+	if p.MaxLanes <= 0 {
+		p.MaxLanes = defaultMaxLanes
+	}
+	h.pol = p
+	if h.lanes.def != nil {
+		h.lanes.reweigh(p.Weights)
+	}
+	if !p.Batching {
+		h.retry.Unbatch() // each member retries alone
+	}
+	h.spilled = time.Time{} // the gate may let it send sooner
+}
+
+// Ready is what was picked to go next, in order; the dispatcher gathers
+// batches from it and takes from its front.
+func (h *Host) Ready() *Deque { return &h.ready }
+
+// Retry is what waits for its backoff.
+func (h *Host) Retry() *RetryQueue { return &h.retry }
+
+// Held is how many messages h holds in memory: staged, in lanes or
+// waiting for a retry.
+func (h *Host) Held() int { return h.Waiting() + h.retry.Len() }
+
+// Waiting is how many of the messages h holds wait for their turn:
+// staged or in lanes.
+func (h *Host) Waiting() int { return h.ready.Len() + h.lanes.mem }
+
+// count is how many of the host's messages are in memory, out or not,
+// or being read back as ids (an ordering key's next, a delay that is
+// due). A read of lanes is not counted: its size was bounded by the room
+// when it started (LoadSize), and what is announced meanwhile for a lane
+// being read waits on disk.
+func (h *Host) count() int { return h.Held() + h.lanes.reading + h.env.Busy() }
+
+// Room is how many more messages the host's window has room for.
+func (h *Host) Room() int { return h.pol.Window - h.count() }
+
+// Settled reports whether h has nothing to remember beyond what a new
+// Host would: nothing held, on disk unread, being read or waiting as an
+// id.
+func (h *Host) Settled() bool {
+	return h.Held() == 0 && !h.onDisk && !h.loading && !h.lanes.waiting()
+}
+
+// Lanes is how many lanes h holds, the default one included.
+func (h *Host) Lanes() int { return h.lanes.count() }
+
+// Announce takes a message the spool announced as durable.
+func (h *Host) Announce(m *spool.Message, now time.Time) { h.enqueueLane(m, now) }
+
+// Resume marks h's queue as on disk, at a start: its default lane and
+// every other lane the spool has.
+func (h *Host) Resume() { h.resume() }
+
+// Stage picks from the lanes into Ready, up to one request's worth.
+func (h *Host) Stage() { h.stage() }
+
+// Unstage puts what is staged back at the front of its lanes, to be
+// picked again with whatever came since (a pause ended).
+func (h *Host) Unstage() { h.unstage() }
+
+// Done notes that m left for good (delivered, dead, purged, or abandoned
+// where it stays queued for the next start): its ordering key moves on,
+// and its lane no longer counts it as out.
+func (h *Host) Done(m *spool.Message) {
+	if m.Ordering != "" {
+		h.orderDone(m)
+	}
+	h.settle(m)
+}
+
+// OrderedDead reports that m became a dead letter: a webhook of an
+// ordering key is counted and logged (the key goes on without it).
+func (h *Host) OrderedDead(m *spool.Message, reason string) { h.orderedDead(m, reason) }
+
+// Upkeep keeps h's window after a pump: it reads back what is due of the
+// delayed, lets go of what h holds when the host can't send before
+// spillUntil (zero: it can; a spill waits for mayLetGo), makes room for
+// keys waiting on disk, and tops the window up from the spool. It
+// returns when h needs the host pumped again (zero: an event will).
+func (h *Host) Upkeep(now, spillUntil time.Time, mayLetGo bool) time.Time {
+	wake := h.dueDelayed(now)
+	if !spillUntil.IsZero() && mayLetGo {
+		h.spill(spillUntil)
+	}
+	h.demote()
+	h.takeArrived()
+	if h.mayLoad(now) {
+		h.loadLanes()
+		h.rediscover()
+	}
+	if !h.mayLoad(now) && (h.onDisk || h.lanes.untracked) {
+		wake = earliest(wake, h.spilled) // then it reads again
+	}
+	if at, ok := h.retry.PeekAt(); ok && at.After(now) {
+		wake = earliest(wake, at)
+	}
+	if h.Settled() && h.env.Busy() == 0 {
+		h.compact()
+	}
+	return wake
+}
+
+// compact gives back the buffers of a host that holds nothing: a host
+// that was busy once costs, idle, what a new one does.
+func (h *Host) compact() {
+	h.ready = Deque{}
+	h.retry = RetryQueue{}
+	ls := &h.lanes
+	ls.def.q = Deque{}
+	if ls.ring.len() == 0 {
+		ls.ring = fifo[*unit]{}
+	}
+	if ls.loadQ.len() == 0 {
+		ls.loadQ = fifo[*lane]{}
+	}
+	if len(ls.lanes) == 0 {
+		ls.lanes = nil
+	}
+	if len(ls.units) == 0 {
+		ls.units = nil
+	}
+	if len(ls.outs) == 0 {
+		ls.outs = nil
+	}
+	if len(ls.order) == 0 {
+		ls.order = nil
+	}
+	if len(ls.back) == 0 {
+		ls.back = nil
+	}
+	if ls.delayed.Len() == 0 {
+		ls.delayed = nil
+	}
+	if len(ls.demote) == 0 {
+		ls.demote = nil
+	}
+	if !ls.capped && ls.count() < h.pol.MaxLanes/2 {
+		ls.settled, ls.settledAt = nil, 0
+	}
+}
+
+// earliest is the sooner of two wake times (zero: none).
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// Loading reports whether a read of h's lanes is under way; OnDisk
+// whether the spool holds more of them than h has read.
+func (h *Host) Loading() bool { return h.loading }
+func (h *Host) OnDisk() bool  { return h.onDisk }
+
+// Unspill lets h read again at once if it let go of what it held: the
+// host's gate may let it send sooner than it said.
+func (h *Host) Unspill() { h.spilled = time.Time{} }

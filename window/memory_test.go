@@ -1,0 +1,120 @@
+package window
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hookpace/hookpace/spool"
+)
+
+// drain hands out and delivers everything f's host has, reads included.
+func (f *fixture) drain(now time.Time) int {
+	n := 0
+	for step := 0; ; step++ {
+		if step > 10_000 {
+			f.t.Fatal("the host never drained")
+		}
+		m := f.next(now)
+		if m == nil {
+			f.upkeep(now)
+			if m = f.next(now); m == nil {
+				f.upkeep(now) // the upkeep of the pump after the last delivery
+				return n
+			}
+		}
+		f.done(m)
+		n++
+	}
+}
+
+// TestPlainHostCarriesNoLaneMaps: a host whose webhooks carry no key,
+// priority or ordering key holds its default lane alone, without the
+// maps of lanes, keys, ordering keys and webhooks out; its first keyed
+// webhook and its first ordered one make them, and once it has
+// delivered everything it gives them back.
+func TestPlainHostCarriesNoLaneMaps(t *testing.T) {
+	f := newFixture(t, Policy{Window: 32}, 1<<20)
+	maps := func() (lanes, units, order bool) {
+		ls := &f.w.lanes
+		return ls.lanes != nil || ls.outs != nil, ls.units != nil, ls.order != nil
+	}
+	now := time.Now()
+	for range 20 {
+		f.add(nil)
+	}
+	if n := f.drain(now); n != 20 {
+		t.Fatalf("%d delivered, want 20", n)
+	}
+	if l, u, o := maps(); l || u || o {
+		t.Fatalf("a plain host made lane maps: lanes %v, keys %v, ordering keys %v", l, u, o)
+	}
+	for i := range 3 {
+		f.add(func(m *spool.Message) { m.Fairness = fmt.Sprint("tenant-", i) })
+	}
+	if l, u, _ := maps(); !l || !u {
+		t.Fatalf("keyed webhooks made no lane maps: lanes %v, keys %v", l, u)
+	}
+	for range 3 {
+		f.add(func(m *spool.Message) { m.Ordering = "order-1" })
+	}
+	if _, _, o := maps(); !o {
+		t.Fatal("ordered webhooks made no map of ordering keys")
+	}
+	if n := f.drain(now); n != 6 {
+		t.Fatalf("%d delivered, want 6", n)
+	}
+	if l, u, o := maps(); l || u || o {
+		t.Fatalf("an emptied host kept its lane maps: lanes %v, keys %v, ordering keys %v", l, u, o)
+	}
+	if f.w.ready.buf != nil || f.w.lanes.def.q.buf != nil || f.w.lanes.ring.buf != nil {
+		t.Fatal("an emptied host kept the buffers of its queues")
+	}
+}
+
+// TestManyKeysWithinBudget: a host with 1,500 fairness keys (more than its 64 lanes), one webhook
+// each, announced faster than it sends, never keeps more than its window
+// and still delivers every one.
+func TestManyKeysWithinBudget(t *testing.T) {
+	pol := Policy{Window: 32, MaxLanes: 64}
+	f := newFixture(t, pol, 1<<20)
+	now := time.Now()
+	const keys = 1500
+	for i := range keys {
+		f.add(func(m *spool.Message) { m.Fairness = fmt.Sprint("key-", i) })
+		if i%50 == 0 {
+			if m := f.next(now); m != nil {
+				f.done(m)
+			}
+			f.upkeep(now)
+		}
+		if f.e.kept > pol.Window {
+			t.Fatalf("after %d keys the host keeps %d webhooks, window %d", i+1, f.e.kept, pol.Window)
+		}
+	}
+	if left := f.drainWithin(t, now, pol.Window); left != 0 {
+		t.Fatalf("%d webhooks never delivered", left)
+	}
+}
+
+// drainWithin is drain, failing if the host keeps more than window at
+// any step; it returns how many webhooks are left queued in the spool.
+func (f *fixture) drainWithin(t *testing.T, now time.Time, window int) int {
+	for step := 0; ; step++ {
+		if step > 1_000_000 {
+			t.Fatal("the host never drained")
+		}
+		m := f.next(now)
+		if m == nil {
+			f.upkeep(now)
+			if m = f.next(now); m == nil {
+				break
+			}
+		}
+		f.done(m)
+		if f.e.kept > window {
+			t.Fatalf("the host keeps %d webhooks, window %d", f.e.kept, window)
+		}
+	}
+	return int(f.sp.HostUsage(testHost).Messages)
+}
