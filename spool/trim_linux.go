@@ -8,13 +8,15 @@ import (
 	"strings"
 	"syscall"
 	"unsafe"
+
+	"github.com/hookpace/hookpace/internal/pageout"
 )
 
 // Badger maps its files (value log, memtable WAL, tables) into memory and
 // keeps them mapped, so every page it has written or read stays in the
 // process's resident set as page cache, long after it is needed. A sidecar
 // is judged by its RSS, so trimResident asks the kernel to reclaim those
-// pages (MADV_PAGEOUT: contents are preserved; a later read faults them
+// pages (pageout.Release: contents are preserved; a later read faults them
 // back in). The files Badger is appending to (the newest value log and
 // memtable WAL of each database) are trimmed only up to writeMargin behind
 // their write head: reclaiming the pages under its writes would stall
@@ -31,55 +33,38 @@ func trimResident(dir string, limit int64) {
 		return
 	}
 	prefix := abs + string(filepath.Separator)
-	b, err := os.ReadFile("/proc/self/maps")
+	maps, err := pageout.Mappings()
 	if err != nil {
 		return
 	}
-	type region struct {
-		start, end uint64
-		path       string
-	}
-	var regions []region
+	var regions []pageout.Mapping
 	newest := map[string]string{} // directory + extension -> newest file
-	for _, line := range strings.Split(string(b), "\n") {
-		// start-end perms offset dev inode path
-		fields := strings.Fields(line)
-		if len(fields) < 6 || !strings.HasPrefix(fields[5], prefix) {
+	for _, m := range maps {
+		if !strings.HasPrefix(m.Path, prefix) {
 			continue
 		}
-		lo, hi, ok := strings.Cut(fields[0], "-")
-		if !ok {
-			continue
-		}
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil || end <= start {
-			continue
-		}
-		path := fields[5]
-		regions = append(regions, region{start, end, path})
-		if ext := filepath.Ext(path); ext == ".vlog" || ext == ".mem" {
+		regions = append(regions, m)
+		if ext := filepath.Ext(m.Path); ext == ".vlog" || ext == ".mem" {
 			// Badger numbers files in order, zero-padded: the greatest
 			// name is the one being written.
-			k := filepath.Dir(path) + ext
-			if path > newest[k] {
-				newest[k] = path
+			k := filepath.Dir(m.Path) + ext
+			if m.Path > newest[k] {
+				newest[k] = m.Path
 			}
 		}
 	}
 	for _, r := range regions {
-		end := r.end
-		if newest[filepath.Dir(r.path)+filepath.Ext(r.path)] == r.path {
-			end = residentEnd(r.start, r.end)
-			if end < r.start+writeMargin {
+		end := r.End
+		if newest[filepath.Dir(r.Path)+filepath.Ext(r.Path)] == r.Path {
+			end = residentEnd(r.Start, r.End)
+			if end < r.Start+writeMargin {
 				continue
 			}
 			end -= writeMargin
 		}
-		// Errors are ignored on purpose: a mapping Badger has just
-		// unmapped gives ENOMEM, and MADV_PAGEOUT never changes contents,
-		// whatever is mapped at the address by now.
-		syscall.Syscall(syscall.SYS_MADVISE, uintptr(r.start), uintptr(end-r.start), madvPageout)
+		// A mapping Badger has just unmapped is not reclaimed, and a
+		// reclaim never changes contents, whatever is mapped there now.
+		pageout.Release(r.Start, end)
 	}
 }
 
@@ -106,8 +91,6 @@ func residentEnd(start, end uint64) uint64 {
 }
 
 var pageSize = uint64(os.Getpagesize())
-
-const madvPageout = 0x15 // MADV_PAGEOUT, Linux 5.4+
 
 // rssFile is the file-backed part of the resident set, in bytes.
 func rssFile() int64 {
