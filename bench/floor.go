@@ -13,8 +13,10 @@ package main
 
 import (
 	"bufio"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -26,7 +28,10 @@ import (
 	"syscall"
 	"time"
 
+	badger "github.com/dgraph-io/badger/v4"
+
 	"github.com/hookpace/hookpace/internal/procenv"
+	"github.com/hookpace/hookpace/spool"
 )
 
 // floorLog is the floor server's state: the file, and the round that the
@@ -113,18 +118,109 @@ func (l *floorLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
+// badgerFloor is the least an ingest on hookpace's store can do: the
+// floor's group commit, where a round is one Badger transaction that Sets
+// each waiting body under a new key, committed with spool.BadgerOptions
+// (SyncWrites, bodies in the value log). Between the floor and this lies
+// what Badger costs; between this and hookpace, what hookpace adds.
+type badgerFloor struct {
+	db   *badger.DB
+	mu   sync.Mutex
+	cond *sync.Cond // the committer waits for a round with bodies
+	cur  *badgerRound
+	seq  uint64
+}
+
+type badgerRound struct {
+	bodies [][]byte
+	done   chan struct{}
+	err    error
+}
+
+func newBadgerFloor(dir string) (*badgerFloor, error) {
+	db, err := badger.Open(spool.BadgerOptions(dir, slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return nil, err
+	}
+	f := &badgerFloor{db: db, cur: &badgerRound{done: make(chan struct{})}}
+	f.cond = sync.NewCond(&f.mu)
+	go f.commitLoop()
+	return f, nil
+}
+
+func (f *badgerFloor) commitLoop() {
+	for {
+		f.mu.Lock()
+		for len(f.cur.bodies) == 0 {
+			f.cond.Wait()
+		}
+		r := f.cur
+		f.cur = &badgerRound{done: make(chan struct{})}
+		first := f.seq
+		f.seq += uint64(len(r.bodies))
+		f.mu.Unlock()
+		txn := f.db.NewTransaction(true)
+		for i, b := range r.bodies {
+			key := binary.BigEndian.AppendUint64([]byte("q"), first+uint64(i))
+			if r.err = txn.Set(key, b); r.err != nil {
+				break
+			}
+		}
+		if r.err == nil {
+			r.err = txn.Commit()
+		} else {
+			txn.Discard()
+		}
+		close(r.done)
+	}
+}
+
+func (f *badgerFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	round := f.cur
+	round.bodies = append(round.bodies, body)
+	if len(round.bodies) == 1 {
+		f.cond.Signal()
+	}
+	f.mu.Unlock()
+	<-round.done
+	if round.err != nil {
+		http.Error(w, round.err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
 // floorMain runs the floor role: it appends to path, listens on
 // 127.0.0.1, prints "FLOOR addr" on stdout and serves until killed. With
 // quickAck each read that returned data re-arms TCP_QUICKACK, so that a
 // client that sends a request's headers and body apart with Nagle on
 // (Python's requests through a proxy) is not held by a delayed ACK: the
 // sender section uses the floor as that client's proxy.
-func floorMain(path string, quickAck bool) error {
-	l, err := newFloorLog(path)
-	if err != nil {
-		return err
+//
+// With inBadger path is a directory, and the server is the Badger floor.
+func floorMain(path string, quickAck, inBadger bool) error {
+	var h http.Handler
+	if inBadger {
+		f, err := newBadgerFloor(path)
+		if err != nil {
+			return err
+		}
+		h = f
+	} else {
+		l, err := newFloorLog(path)
+		if err != nil {
+			return err
+		}
+		h = l
 	}
 	var ln net.Listener
+	var err error
 	if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		return err
 	}
@@ -132,7 +228,7 @@ func floorMain(path string, quickAck bool) error {
 		ln = quickAckListener{ln}
 	}
 	fmt.Printf("FLOOR %s\n", ln.Addr())
-	return (&http.Server{Handler: l}).Serve(ln)
+	return (&http.Server{Handler: h}).Serve(ln)
 }
 
 // quickAckListener's connections re-arm TCP_QUICKACK after each read that
@@ -176,12 +272,13 @@ type floorProc struct {
 	addr string
 }
 
-func startFloor(path string, quickAck bool) (*floorProc, error) {
+func startFloor(path string, quickAck, inBadger bool) (*floorProc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, "-role", "floor", "-floor-file", path, "-floor-quickack="+strconv.FormatBool(quickAck))
+	cmd := exec.Command(self, "-role", "floor", "-floor-file", path, "-floor-quickack="+strconv.FormatBool(quickAck),
+		"-floor-badger="+strconv.FormatBool(inBadger))
 	cmd.Stderr = os.Stderr
 	cmd.Env = procenv.WithoutProxy()
 	out, err := cmd.StdoutPipe()
@@ -209,7 +306,7 @@ func (f *floorProc) stop() {
 // floorRow is one measured run of the floor section.
 type floorRow struct {
 	pair   int
-	target string // "floor", "hookpace", or a -compare binary's label
+	target string // "floor", "badger floor", "hookpace", or a -compare binary's label
 	res    *loadResult
 	cpu    cpuSplit
 	dist   float64
@@ -268,12 +365,13 @@ func (b *bench) floor() error {
 		b.rep.floorBins = append(b.rep.floorBins, d)
 	}
 	for pair := 1; pair <= b.floorPairs; pair++ {
-		logf("floor pair %d: wrk -t1 -c%d -> floor", pair, b.conns)
-		row, err := b.floorOnce(rig, pair)
-		if err != nil {
-			return err
+		for _, inBadger := range []bool{false, true} {
+			row, err := b.floorOnce(rig, pair, inBadger)
+			if err != nil {
+				return err
+			}
+			b.rep.floor = append(b.rep.floor, row)
 		}
-		b.rep.floor = append(b.rep.floor, row)
 		for _, x := range bins {
 			logf("floor pair %d: wrk -t1 -c%d -> %s", pair, b.conns, x.label)
 			row, err := b.floorHookpace(rig, pair, x.label, x.path, x.extra)
@@ -301,7 +399,12 @@ func (b *bench) floorLoad(rig *ingestRig, server string, pid int) (*loadResult, 
 	return res, m.stop(res.GenCPU), nil
 }
 
-func (b *bench) floorOnce(rig *ingestRig, pair int) (*floorRow, error) {
+func (b *bench) floorOnce(rig *ingestRig, pair int, inBadger bool) (*floorRow, error) {
+	target, path := "floor", "floor.log"
+	if inBadger {
+		target, path = "badger floor", "queue"
+	}
+	logf("floor pair %d: wrk -t1 -c%d -> %s", pair, b.conns, target)
 	dir, err := os.MkdirTemp(b.work, "floor-")
 	if err != nil {
 		return nil, err
@@ -311,7 +414,7 @@ func (b *bench) floorOnce(rig *ingestRig, pair int) (*floorRow, error) {
 			os.RemoveAll(dir)
 		}
 	}()
-	fp, err := startFloor(filepath.Join(dir, "floor.log"), false)
+	fp, err := startFloor(filepath.Join(dir, path), false, inBadger)
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +423,7 @@ func (b *bench) floorOnce(rig *ingestRig, pair int) (*floorRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &floorRow{pair: pair, target: "floor", res: res, cpu: cpu, dist: cpu.disturbance(res.Elapsed)}, nil
+	return &floorRow{pair: pair, target: target, res: res, cpu: cpu, dist: cpu.disturbance(res.Elapsed)}, nil
 }
 
 func (b *bench) floorHookpace(rig *ingestRig, pair int, label, bin, extra string) (*floorRow, error) {
@@ -374,6 +477,26 @@ func (r *report) writeFloor(s io.Writer) {
 		v := ratios[t]
 		fmt.Fprintf(s, "   %s: median CPU per accepted request %.2f× the floor's (pairs %s), rate %.2f× (pairs %s)\n",
 			t, median(v[0]), fmtRatios(v[0]), median(v[1]), fmtRatios(v[1]))
+	}
+	// Against the Badger floor: what hookpace adds to its store's cost.
+	bf := map[int]*floorRow{}
+	vs := map[string][2][]float64{}
+	for _, x := range r.floor {
+		switch {
+		case x.target == "badger floor":
+			bf[x.pair] = x
+		case x.target != "floor" && bf[x.pair] != nil:
+			v := vs[x.target]
+			v[0] = append(v[0], x.cpuPerReq().Seconds()/bf[x.pair].cpuPerReq().Seconds())
+			v[1] = append(v[1], x.okRPS()/bf[x.pair].okRPS())
+			vs[x.target] = v
+		}
+	}
+	for _, t := range order {
+		if v, ok := vs[t]; ok {
+			fmt.Fprintf(s, "   %s: median CPU per accepted request %.2f× the Badger floor's (pairs %s), rate %.2f× (pairs %s)\n",
+				t, median(v[0]), fmtRatios(v[0]), median(v[1]), fmtRatios(v[1]))
+		}
 	}
 }
 

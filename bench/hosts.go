@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,10 @@ import (
 // with every host still known, one GET each of /metrics, /v1/hosts (the
 // default page) and /v1/hosts?limit=0: bytes and seconds. With
 // -hosts-against BIN, each rep runs BIN first, then the binary under test.
+// With -hosts-one, each run is preceded by one that posts the same number
+// of webhooks in the same rounds to a single host, and CPU per webhook is
+// reported against it; both then run with a rate that never holds a host,
+// so that the one host's queue is not paced.
 
 type hostsResult struct {
 	bin                   string
@@ -30,7 +35,8 @@ type hostsResult struct {
 	elapsed               time.Duration
 	metricsB, pageB, allB int64
 	metricsT, pageT, allT time.Duration
-	hostLabels            int // distinct host label values on /metrics
+	hostLabels            int  // distinct host label values on /metrics
+	one                   bool // every webhook to one host (-hosts-one)
 }
 
 func (b *bench) hostsSection() error {
@@ -50,11 +56,22 @@ func (b *bench) hostsSection() error {
 	}
 	for rep := 0; rep < b.reps; rep++ {
 		for _, bin := range bins {
-			r, err := b.manyHosts(bin, recv, targets)
-			if err != nil {
-				return err
+			runs := [][]string{targets}
+			if b.hostsOne {
+				one := make([]string, len(targets))
+				for i := range one {
+					one[i] = targets[0]
+				}
+				runs = [][]string{one, targets}
 			}
-			b.rep.hosts = append(b.rep.hosts, r)
+			for k, ts := range runs {
+				r, err := b.manyHosts(bin, recv, ts)
+				if err != nil {
+					return err
+				}
+				r.one = b.hostsOne && k == 0
+				b.rep.hosts = append(b.rep.hosts, r)
+			}
 		}
 	}
 	return nil
@@ -62,13 +79,25 @@ func (b *bench) hostsSection() error {
 
 func (b *bench) manyHosts(bin string, recv *connCounter, targets []string) (*hostsResult, error) {
 	b.waitQuiet("hosts")
-	hp, err := startHookpace(bin, b.work, "hosts", hpConfig{logLevel: b.logLevel, bigSpool: true})
+	c := hpConfig{logLevel: b.logLevel, bigSpool: true}
+	if b.hostsYAML != "" {
+		y, err := os.ReadFile(b.hostsYAML)
+		if err != nil {
+			return nil, fmt.Errorf("-hosts-config: %w", err)
+		}
+		c.extra = string(y)
+	}
+	if b.hostsOne {
+		c.defaultRate, c.defaultBurst = "1000000/s", 1000000
+	}
+	hp, err := startHookpace(bin, b.work, "hosts", c)
 	if err != nil {
 		return nil, err
 	}
 	defer hp.cleanup(b.keep)
 	time.Sleep(2 * time.Second) // settle: what the process holds before any webhook
-	r := &hostsResult{bin: bin, hosts: len(targets), per: b.hostsPer}
+	r := &hostsResult{bin: bin, hosts: distinct(targets)}
+	r.per = len(targets) * b.hostsPer / r.hosts
 	r.idleKiB, _, _ = memKiB(hp.pid())
 	served0, opened0 := recv.served.Load(), recv.opened.Load()
 	cpu0, t0 := cpuTime(hp.pid()), time.Now()
@@ -153,11 +182,33 @@ func (r *report) writeHosts(s io.Writer) {
 	fmt.Fprintln(tw, "  binary\thosts\tK\tdelivered\tnot accepted\tnew conns\tCPU/webhook\tVmRSS idle\tpeak VmHWM\tVmRSS after\t/metrics\thost labels\t/v1/hosts page\t/v1/hosts?limit=0\t")
 	for _, x := range r.hosts {
 		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%.0f µs\t%.1f MiB\t%.1f MiB\t%.1f MiB\t%s in %.2f s\t%d\t%s in %.2f s\t%s in %.2f s\t\n",
-			x.bin, x.hosts, x.per, x.delivered, x.refused, x.conns, float64(x.cpu.Microseconds())/float64(max(x.delivered, 1)),
+			x.bin, x.hosts, x.per, x.delivered, x.refused, x.conns, x.cpuPerWebhook(),
 			float64(x.idleKiB)/1024, float64(x.hwmKiB)/1024, float64(x.afterKiB)/1024,
 			mb(x.metricsB), x.metricsT.Seconds(), x.hostLabels, mb(x.pageB), x.pageT.Seconds(), mb(x.allB), x.allT.Seconds())
 	}
 	tw.Flush()
+	var ratios []float64
+	for i, x := range r.hosts {
+		if x.one && i+1 < len(r.hosts) {
+			ratios = append(ratios, r.hosts[i+1].cpuPerWebhook()/x.cpuPerWebhook())
+		}
+	}
+	if len(ratios) > 0 {
+		fmt.Fprintf(s, "  CPU per webhook, many hosts against one host (same webhooks, same rounds): median %.2f× (runs %s)\n", median(ratios), fmtRatios(ratios))
+	}
+}
+
+func (x *hostsResult) cpuPerWebhook() float64 {
+	return float64(x.cpu.Microseconds()) / float64(max(x.delivered, 1))
+}
+
+// distinct counts the distinct strings of ts.
+func distinct(ts []string) int {
+	seen := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		seen[t] = true
+	}
+	return len(seen)
 }
 
 func mb(n int64) string { return strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64) + " MB" }

@@ -62,7 +62,7 @@ func main() {
 		return
 	}
 	if flags.role == "floor" {
-		if err := floorMain(flags.floorFile, flags.floorQuickAck); err != nil {
+		if err := floorMain(flags.floorFile, flags.floorQuickAck, flags.floorBadger); err != nil {
 			fmt.Fprintln(os.Stderr, "bench -role floor:", err)
 			os.Exit(1)
 		}

@@ -81,7 +81,7 @@ func (b *bench) sender() error {
 	if err != nil {
 		return err
 	}
-	fp, err := startFloor(filepath.Join(fdir, "floor.log"), true)
+	fp, err := startFloor(filepath.Join(fdir, "floor.log"), true, false)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ type settings struct {
 	sinkRecord    string
 	floorFile     string
 	floorQuickAck bool
+	floorBadger   bool
 
 	binary       string
 	quick        bool
@@ -40,6 +41,8 @@ type settings struct {
 	hostsN       int    // hosts: hosts
 	hostsPer     int    // hosts: webhooks per host
 	hostsAgainst string // hosts: a binary run before the one under test in each rep
+	hostsOne     bool   // hosts: each run is paired with the same webhooks to one host
+	hostsYAML    string // hosts: YAML appended to every run's config
 	senderRuns   int    // sender: runs per rep
 	workdir      string
 	keep         bool
@@ -78,6 +81,7 @@ func register(fs *flag.FlagSet) *settings {
 
 	fs.StringVar(&s.floorFile, "floor-file", "", "internal: the floor server's log file")
 	fs.BoolVar(&s.floorQuickAck, "floor-quickack", false, "internal: the floor server re-arms TCP_QUICKACK after each read")
+	fs.BoolVar(&s.floorBadger, "floor-badger", false, "internal: the floor server commits each body to Badger (-floor-file is its directory)")
 	fs.StringVar(&s.binary, "binary", "", "hookpace binary to test (default: build ./cmd/hookpace)")
 	fs.BoolVar(&s.quick, "quick", false, "smaller and shorter runs (a smoke test, not the measurement)")
 	fs.StringVar(&s.only, "only", "ingest,replay,rss,pacing,sender", "comma-separated sections to run (fleet, adaptive, inbound and capture too, on request)")
@@ -95,6 +99,8 @@ func register(fs *flag.FlagSet) *settings {
 	fs.IntVar(&s.reuseRounds, "reuse-rounds", 10, "reuse: rounds")
 	fs.IntVar(&s.hostsN, "hosts-n", 50000, "hosts: hosts, at 127.x.y.z")
 	fs.IntVar(&s.hostsPer, "hosts-per", 4, "hosts: webhooks per host")
+	fs.StringVar(&s.hostsYAML, "hosts-config", "", "hosts: a YAML file appended to the config of every run (e.g. delivery: {max_idle_connections: 1000})")
+	fs.BoolVar(&s.hostsOne, "hosts-one", false, "hosts: before each run, post the same webhooks in the same rounds to one host, and report CPU per webhook against it (both at a rate that never holds)")
 	fs.StringVar(&s.hostsAgainst, "hosts-against", "", "hosts: a hookpace binary measured before the one under test in each rep (alternating pairs)")
 	fs.IntVar(&s.fairKeys, "fair-keys", 50000, "fairness: keys the many-tenants backlog is spread over (one webhook each)")
 	fs.IntVar(&s.senderN, "sender-n", 50, "sender: sequential POSTs from one Python requests.Session per run")
