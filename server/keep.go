@@ -27,6 +27,18 @@ import (
 // without keeper; beyond it, the pool holds no more than the hosts that
 // come back soon enough to use it. total <= 0 keeps every connection.
 //
+// Nor is a kept connection held past its reach: once more than total
+// distinct hosts have been sent to since the last delivery whose
+// connection was kept, every host with an idle connection has had more
+// than total others sent to since its last delivery. None of those
+// connections would be kept after its next use, and an LRU pool through
+// which every delivery went would have evicted them all. Then the pool's
+// idle connections are closed at once, and their hosts no longer count as
+// having one waiting: at 50,000 hosts sent to in turn, the first round's
+// total of them (~24 KiB each) are not held for their idle timeout for one
+// more use each. (A connection in flight at that moment goes back to the
+// pool and times out there.)
+//
 // A delivery not kept goes through once, a transport without keep-alives,
 // unless its host's previous one was kept: then it goes through pool, on
 // the idle connection left for it, and closes it. pool itself never dials
@@ -35,9 +47,10 @@ import (
 // for that host: a host that never gets one would hold that memory for as
 // long as the process runs.
 type keeper struct {
-	pool, once http.RoundTripper
-	total      int
-	now        func() time.Time
+	pool  idlePool
+	once  http.RoundTripper
+	total int
+	now   func() time.Time
 
 	mu    sync.Mutex
 	hosts map[string]mark
@@ -45,19 +58,32 @@ type keeper struct {
 	last  int64   // the newest second counted in per
 	live  int     // hosts in the window: the sum of per
 	swept int64   // when hosts was last rid of hosts out of the window
+	// gen counts the kept deliveries: each starts a generation. since
+	// counts the distinct hosts sent to, none kept, in the current one.
+	// The idle connections of generations up to closed were closed.
+	gen, closed uint64
+	since       int
+}
+
+// idlePool is the transport whose idle connections keeper keeps.
+type idlePool interface {
+	http.RoundTripper
+	CloseIdleConnections()
 }
 
 // mark is what keeper knows of a host: the second (Unix) of its last
-// delivery and whether that delivery's connection was kept.
+// delivery, whether that delivery's connection was kept, and the
+// generation it fell in.
 type mark struct {
 	sec  int64
 	kept bool
+	gen  uint64
 }
 
 // newKeeper sends deliveries through pool, a transport keeping total idle
 // connections closed after timeout idle, or once, a transport without
 // keep-alives; now is the clock (nil: time.Now).
-func newKeeper(pool, once http.RoundTripper, total int, timeout time.Duration, now func() time.Time) *keeper {
+func newKeeper(pool idlePool, once http.RoundTripper, total int, timeout time.Duration, now func() time.Time) *keeper {
 	if now == nil {
 		now = time.Now
 	}
@@ -71,7 +97,10 @@ func (k *keeper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if k.total <= 0 {
 		return k.pool.RoundTrip(req)
 	}
-	keep, wasKept := k.keep(req.URL.Host, k.now().Unix())
+	keep, wasKept, unused := k.keep(req.URL.Host, k.now().Unix())
+	if unused {
+		k.pool.CloseIdleConnections()
+	}
 	switch {
 	case keep:
 		return k.pool.RoundTrip(req)
@@ -85,9 +114,10 @@ func (k *keeper) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // keep records a delivery to host in second sec and reports whether its
-// connection should be kept, and whether the host's previous one was (an
-// idle connection may be waiting for it).
-func (k *keeper) keep(host string, sec int64) (keep, wasKept bool) {
+// connection should be kept, whether the host's previous one was (an
+// idle connection may be waiting for it), and whether the pool's idle
+// connections are now all beyond use, to be closed.
+func (k *keeper) keep(host string, sec int64) (keep, wasKept, unused bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	sec = max(sec, k.last) // a clock set back counts as still the newest second
@@ -99,15 +129,26 @@ func (k *keeper) keep(host string, sec int64) (keep, wasKept bool) {
 		for s := prev.sec; s <= sec; s++ {
 			since += int(k.per[s%n])
 		}
-		keep, wasKept = since <= k.total, prev.kept
+		keep, wasKept = since <= k.total, prev.kept && prev.gen > k.closed
 		k.per[prev.sec%n]--
 		k.live--
 	} else {
 		keep = k.live < k.total
 	}
+	switch {
+	case keep:
+		k.gen++
+		k.since = 0
+	case !ok || prev.gen != k.gen:
+		k.since++ // first seen in this generation
+		if k.since > k.total && k.closed < k.gen {
+			// host's own idle connection, if any, goes with the rest
+			k.closed, unused, wasKept = k.gen, true, false
+		}
+	}
 	k.per[sec%n]++
 	k.live++
-	k.hosts[host] = mark{sec: sec, kept: keep}
+	k.hosts[host] = mark{sec: sec, kept: keep, gen: k.gen}
 	if sec-k.swept >= n {
 		for h, m := range k.hosts {
 			if m.sec <= sec-n {
@@ -116,7 +157,7 @@ func (k *keeper) keep(host string, sec int64) (keep, wasKept bool) {
 		}
 		k.swept = sec
 	}
-	return keep, wasKept
+	return keep, wasKept, unused
 }
 
 // advance moves the window to end at sec, dropping the seconds that left

@@ -31,15 +31,15 @@ func TestKeeperDecisions(t *testing.T) {
 		{"b", 112, true},  // b's last (100) and a's (102) left it: new, c and e in it
 		{"f", 112, false}, // new, c, e and b in it: full
 	} {
-		if got, _ := k.keep(s.host, s.sec); got != s.keep {
-			t.Fatalf("step %d (%s at %d): keep = %v, want %v", i, s.host, s.sec, got, s.keep)
+		if got, _, unused := k.keep(s.host, s.sec); got != s.keep || unused {
+			t.Fatalf("step %d (%s at %d): keep = %v (idle connections unused: %v), want %v", i, s.host, s.sec, got, unused, s.keep)
 		}
 	}
 	// d's connection (at 101) was not kept, c's (at 103) was.
-	if _, was := k.keep("d", 112); was {
+	if _, was, _ := k.keep("d", 112); was {
 		t.Errorf("d's previous connection reported kept")
 	}
-	if _, was := k.keep("c", 112); !was {
+	if _, was, _ := k.keep("c", 112); !was {
 		t.Errorf("c's previous connection reported not kept")
 	}
 	// A clock set back counts as the newest second.
@@ -47,6 +47,39 @@ func TestKeeperDecisions(t *testing.T) {
 	if got := k.hosts["e"].sec; got != 112 {
 		t.Fatalf("e sent to at a second set back: recorded at %d, want 112", got)
 	}
+}
+
+func TestKeeperClosesIdleConnectionsBeyondUse(t *testing.T) {
+	k := newKeeper(nil, nil, 3, time.Minute, nil)
+	step := func(host string, keep, was, unused bool) {
+		t.Helper()
+		gk, gw, gu := k.keep(host, 1000)
+		if gk != keep || gw != was || gu != unused {
+			t.Fatalf("%s: keep, was kept, unused = %v, %v, %v; want %v, %v, %v", host, gk, gw, gu, keep, was, unused)
+		}
+	}
+	step("a", true, false, false)
+	step("b", true, false, false)
+	step("c", true, false, false) // the pool holds 3: full
+	step("d", false, false, false)
+	step("e", false, false, false)
+	step("e", false, false, false) // e counts once
+	step("f", false, false, false) // 3 hosts since c, the last kept: c's still fits
+	step("g", false, false, true)  // 4: none of a, b, c could be kept again
+	step("h", false, false, false) // closed already
+	step("a", false, false, false) // its connection was closed: not waiting
+	// Hosts that come back within the pool's reach start a generation
+	// again; its connections are closed once it too is out of reach.
+	k = newKeeper(nil, nil, 2, time.Minute, nil)
+	step("a", true, false, false)
+	step("b", true, false, false)
+	step("a", true, true, false) // a, b since a's last: 2 fit
+	step("c", false, false, false)
+	step("d", false, false, false)
+	// b, a, c, d since b's last: 4 > 2, and c, d, b since a, the last
+	// kept: none is in reach. b's own connection is closed with a's.
+	step("b", false, false, true)
+	step("e", false, false, false)
 }
 
 func TestKeeperSweepsHostsOutOfTheWindow(t *testing.T) {
@@ -148,13 +181,16 @@ func TestKeeperKeepsNothingThePoolCannotUse(t *testing.T) {
 	}
 	without.waitOpen(t, 10)
 
+	// With keeper, round 1 keeps the first 10 hosts' connections and
+	// closes them once 11 hosts more have been sent to (none of the 10
+	// could be used again within the pool); then each delivery opens a
+	// connection and closes it: none is held idle.
 	with := newConnCount(t)
-	with.rounds(t, 40, 3, 10, true)
-	// Round 1 keeps the first 10 hosts' connections; round 2 uses each
-	// once and closes it (39 hosts came between), the others a
-	// connection each, closed: 110 opened, none kept.
-	if got := with.opened.Load(); got != 110 {
-		t.Fatalf("with keeper: %d connections opened, want 110", got)
+	with.rounds(t, 40, 1, 10, true)
+	with.waitOpen(t, 0)
+	with.rounds(t, 40, 2, 10, true)
+	if got := with.opened.Load(); got != 120 {
+		t.Fatalf("with keeper: %d connections opened, want 120", got)
 	}
 	with.waitOpen(t, 0)
 }
