@@ -22,7 +22,8 @@ import (
 // round, quick ACKs), and through hookpace, alternating, -sender-runs
 // times per rep. At one request at a time a group commit has no company:
 // the floor's column is what one fdatasync a request costs this client
-// on this disk.
+// on this disk, and the Badger floor's (floor.go) what one commit into
+// hookpace's store does.
 
 // senderScript is run with python3: argv proxy ("" = direct), url, n. It
 // warms the session up with one POST, then prints the seconds the n
@@ -52,6 +53,7 @@ type senderRow struct {
 	n           int
 	direct, hp  time.Duration // per POST
 	floor       time.Duration // per POST, through the floor as the proxy
+	badger      time.Duration // per POST, through the Badger floor as the proxy
 	others      float64       // cores other processes took meanwhile
 	othersSteal float64       // cores the hypervisor stole meanwhile
 }
@@ -86,6 +88,11 @@ func (b *bench) sender() error {
 		return err
 	}
 	defer fp.stop()
+	bfp, err := startFloor(filepath.Join(fdir, "queue"), true, true)
+	if err != nil {
+		return err
+	}
+	defer bfp.stop()
 	for rep := 1; rep <= b.reps; rep++ {
 		hp, err := b.startIngestHookpace(rig, b.logLevel)
 		if err != nil {
@@ -105,15 +112,20 @@ func (b *bench) sender() error {
 				hp.cleanup(b.keep)
 				return err
 			}
+			inBadger, err := runSender("http://"+bfp.addr, rig.target, b.senderN, bodyFile)
+			if err != nil {
+				hp.cleanup(b.keep)
+				return err
+			}
 			through, err := runSender("http://"+hp.proxy, rig.target, b.senderN, bodyFile)
 			if err != nil {
 				hp.cleanup(b.keep)
 				return err
 			}
 			row.others, row.othersSteal = dist.stop()
-			row.direct, row.floor, row.hp = direct, floor, through
-			logf("sender rep %d run %d: %d sequential POSTs, direct %s, through the floor %s, through hookpace %s each",
-				rep, run, b.senderN, ms(direct), ms(floor), ms(through))
+			row.direct, row.floor, row.badger, row.hp = direct, floor, inBadger, through
+			logf("sender rep %d run %d: %d sequential POSTs, direct %s, through the floor %s, the Badger floor %s, hookpace %s each",
+				rep, run, b.senderN, ms(direct), ms(floor), ms(inBadger), ms(through))
 			b.rep.sender = append(b.rep.sender, row)
 		}
 		hp.cleanup(b.keep)
@@ -138,12 +150,12 @@ func (r *report) writeSender(s io.Writer) {
 	n := r.sender[0].n
 	fmt.Fprintf(s, "\n5. One sequential sender: Python requests.Session, %d POSTs of 1 KiB one after another (after one warm-up POST),\n"+
 		"   straight to the no-op server, through the group-commit floor as the proxy (one fdatasync a request, quick ACKs),\n"+
-		"   then through hookpace (receiver paused), alternating\n", n)
+		"   through the Badger floor (one Badger commit a request), then through hookpace (receiver paused), alternating\n", n)
 	tw := table(s)
-	fmt.Fprintln(tw, "rep\trun\tdirect ms/POST\tfloor ms/POST\thookpace ms/POST\thookpace - direct\thookpace - floor\tothers+steal cores\t")
+	fmt.Fprintln(tw, "rep\trun\tdirect ms/POST\tfloor ms/POST\tBadger floor ms/POST\thookpace ms/POST\thookpace - direct\thookpace - floor\thookpace - Badger floor\tothers+steal cores\t")
 	for _, x := range r.sender {
-		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s%.2f\t\n", x.rep, x.run, ms64(x.direct), ms64(x.floor), ms64(x.hp),
-			ms64(x.hp-x.direct), ms64(x.hp-x.floor), r.mark(x.others+x.othersSteal), x.others+x.othersSteal)
+		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s%.2f\t\n", x.rep, x.run, ms64(x.direct), ms64(x.floor), ms64(x.badger), ms64(x.hp),
+			ms64(x.hp-x.direct), ms64(x.hp-x.floor), ms64(x.hp-x.badger), r.mark(x.others+x.othersSteal), x.others+x.othersSteal)
 	}
 	tw.Flush()
 	io.WriteString(s, "   hookpace's CPU per request, and so the cost of acknowledging at once, is in the ingest section (srv µs/req).\n")
