@@ -62,7 +62,7 @@ func (r request) id() string {
 
 // attempt sends r once and applies the verdict to each of its webhooks.
 // It runs on its own goroutine, holding one of the host's slots.
-func (d *Dispatcher) attempt(h *host, r request, pol Policy, sentAt time.Time, lease string) {
+func (d *Dispatcher) attempt(h *host, r request, pol *Policy, sentAt time.Time, lease string) {
 	defer d.wg.Done()
 	for _, m := range r.ms {
 		d.begin(h, m) // see coalesce.go: a webhook's content may be replaced
@@ -158,7 +158,7 @@ func (d *Dispatcher) startSpan(h *host, r request, id string, n int) (context.Co
 
 // send makes r's HTTP request: a webhook with a copy of its own header,
 // or a batch with the header its members share and their encoded bodies.
-func (d *Dispatcher) send(ctx context.Context, r request, pol Policy, id string, n int) result {
+func (d *Dispatcher) send(ctx context.Context, r request, pol *Policy, id string, n int) result {
 	m := r.ms[0]
 	if r.batch {
 		return d.post(ctx, pol, m.Method, m.URL, batchHeader(r.ms), encodeBatch(pol.Batch, r.ms), id, n)
@@ -173,7 +173,7 @@ func (d *Dispatcher) send(ctx context.Context, r request, pol Policy, id string,
 // post makes one HTTP request: a webhook, or a batch of them. id is what
 // the receiver de-duplicates on, attempt counts from 1; hdr is the
 // request's own.
-func (d *Dispatcher) post(ctx context.Context, pol Policy, method, url string, hdr http.Header, body []byte, id string, attempt int) result {
+func (d *Dispatcher) post(ctx context.Context, pol *Policy, method, url string, hdr http.Header, body []byte, id string, attempt int) result {
 	ctx, cancel := context.WithTimeout(ctx, pol.Timeout)
 	defer cancel()
 	if pol.UpgradeTLS && strings.HasPrefix(url, "http://") {
@@ -257,7 +257,7 @@ func (d *Dispatcher) post(ctx context.Context, pol Policy, method, url string, h
 // verdict was not dead.
 //
 // released says that answered gave the attempt's slot back already.
-func (d *Dispatcher) finish(ctx context.Context, h *host, r request, pol Policy, res result, sentAt, now time.Time, lease string, released bool) attemptEnd {
+func (d *Dispatcher) finish(ctx context.Context, h *host, r request, pol *Policy, res result, sentAt, now time.Time, lease string, released bool) attemptEnd {
 	e := attemptEnd{res: res, v: res.verdict, reason: res.reason}
 	h.extra -= len(r.ms) - 1
 	if d.abandoned(h, res, sentAt, now, lease) {
@@ -348,7 +348,7 @@ func (d *Dispatcher) abandoned(h *host, res result, sentAt, now time.Time, lease
 // settle gives the attempt's slot back and tells h's gate what the
 // answer said: a hold, a failure, a success. It returns
 // the hold and the answer's Retry-After (or the partner's reset).
-func (d *Dispatcher) settle(h *host, pol Policy, res result, sentAt, now time.Time, lease string) (pacer.Hold, time.Duration, bool) {
+func (d *Dispatcher) settle(h *host, pol *Policy, res result, sentAt, now time.Time, lease string) (pacer.Hold, time.Duration, bool) {
 	ra, hasRA := ParseRetryAfter(res.retryAfter, now)
 	if !hasRA && res.verdict == vHold && pol.PartnerLimits {
 		ra, hasRA = partnerReset(res.partner) // Retry-After wins when given
@@ -370,7 +370,7 @@ func (d *Dispatcher) settle(h *host, pol Policy, res result, sentAt, now time.Ti
 // max_attempts turn a retry (or a hold) into a dead letter. It records
 // the attempt in m, persists m's state for a retry and buries a dead
 // letter; placing m in h's queues is the caller's.
-func (d *Dispatcher) judge(h *host, m *spool.Message, pol Policy, res result, now time.Time) (verdict, string) {
+func (d *Dispatcher) judge(h *host, m *spool.Message, pol *Policy, res result, now time.Time) (verdict, string) {
 	if d.purgedInFlight(h, m, res.verdict, now) {
 		return vDead, "purged by an operator while in flight"
 	}
@@ -406,7 +406,7 @@ func (d *Dispatcher) judge(h *host, m *spool.Message, pol Policy, res result, no
 }
 
 // held returns when a hold of h ends, warning when Retry-After was capped.
-func (d *Dispatcher) held(h *host, pol Policy, hold pacer.Hold) time.Time {
+func (d *Dispatcher) held(h *host, pol *Policy, hold pacer.Hold) time.Time {
 	if hold.Capped {
 		d.log.Warn("Retry-After capped at max_retry_after", "host", h.name,
 			"retry_after", hold.Asked.String(), "max_retry_after", pol.Limits.MaxRetryAfter.String())
@@ -416,7 +416,7 @@ func (d *Dispatcher) held(h *host, pol Policy, hold pacer.Hold) time.Time {
 
 // retryDelay is how long a message that failed its attempts-th attempt
 // waits: the backoff, or a 503's Retry-After.
-func retryDelay(attempts int, pol Policy, res result, ra time.Duration, hasRA bool) time.Duration {
+func retryDelay(attempts int, pol *Policy, res result, ra time.Duration, hasRA bool) time.Duration {
 	if res.status == http.StatusServiceUnavailable && hasRA {
 		return min(ra, pol.Limits.MaxRetryAfter)
 	}

@@ -386,7 +386,7 @@ func TestBatchingOffSplitsRetries(t *testing.T) {
 		d, q := setup(t, rc, map[string]Policy{"b.example": batchPolicy(10, 1<<20, 0)}, 0)
 		q.put(jsonHooks("b.example", 3, samePath)...)
 		synctest.Wait()
-		d.SetPolicy(func(string) Policy { return policy(100, 10, 2) })
+		d.SetPolicy(fixed(policy(100, 10, 2)))
 		waitEmpty(t, q, time.Minute)
 		got := rc.arrivals("b.example")
 		if len(got) != 4 {
@@ -412,7 +412,7 @@ func TestReplacedByNonJSONGoesAlone(t *testing.T) {
 		q.replace = map[uint64]*spool.Message{
 			2: {Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("now plain text")},
 		}
-		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return batchPolicy(10, 1<<20, 0) },
+		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(batchPolicy(10, 1<<20, 0)),
 			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
 		if err := d.Start(); err != nil {
 			t.Fatal(err)
@@ -442,7 +442,7 @@ func TestAllReplacedByNonJSONGoAlone(t *testing.T) {
 		q.replace = map[uint64]*spool.Message{1: plain, 2: plain}
 		p := batchPolicy(10, 1<<20, 0)
 		p.Limits.Concurrency = 1
-		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return p },
+		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(p),
 			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
 		if err := d.Start(); err != nil {
 			t.Fatal(err)

@@ -170,7 +170,9 @@ type Options struct {
 	Store   QueueStore
 	Stats   QueueStats
 	Journal Journal
-	Policy  func(host string) Policy
+	// Policy gives a host's policy. Hosts may share the one it returns:
+	// the dispatcher never changes a Policy.
+	Policy func(host string) *Policy
 	// Client sends webhooks; Insecure is used for hosts with
 	// insecure_skip_verify. Neither may follow redirects or use a proxy.
 	Client   *http.Client
@@ -329,7 +331,7 @@ func (d *Dispatcher) Start() error {
 // host is the dispatcher's state for one destination.
 type host struct {
 	name string
-	pol  Policy
+	pol  *Policy
 	gate Gate
 	d    *Dispatcher
 	// win is what of h's queue is in memory: its lanes, what they staged
@@ -444,7 +446,7 @@ func (d *Dispatcher) allow(h *host, now time.Time) (lease string, ok bool, at ti
 func (d *Dispatcher) launch(h *host, r request, sentAt time.Time, lease string) {
 	d.wg.Add(1)
 	d.tookSlot(h)
-	pol := h.pol
+	pol := h.pol // a reload replaces h.pol, never changes it
 	d.run(func() { d.attempt(h, r, pol, sentAt, lease) })
 }
 

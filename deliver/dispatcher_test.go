@@ -375,6 +375,11 @@ func (rc *receiver) arrivals(host string) []arrival {
 	return out
 }
 
+// fixed is a policy source giving every host p.
+func fixed(p Policy) func(string) *Policy {
+	return func(string) *Policy { return &p }
+}
+
 func policy(rate float64, burst, conc int) Policy {
 	return Policy{
 		Limits: pacer.Limits{Rate: rate, Burst: burst, Concurrency: conc, Adaptive: true,
@@ -390,11 +395,12 @@ func setup(t *testing.T, rc *receiver, pols map[string]Policy, maxBuffered int64
 	q := newMemQueue()
 	d := New(Options{
 		Reader: q, Store: q, Stats: q, Journal: q,
-		Policy: func(h string) Policy {
-			if p, ok := pols[h]; ok {
-				return p
+		Policy: func(h string) *Policy {
+			p, ok := pols[h]
+			if !ok {
+				p = policy(10, 20, 4)
 			}
-			return policy(10, 20, 4)
+			return &p
 		},
 		Client:      &http.Client{Transport: rc},
 		Logger:      slog.New(slog.DiscardHandler),
@@ -411,7 +417,7 @@ func setup(t *testing.T, rc *receiver, pols map[string]Policy, maxBuffered int64
 // the given client; it is stopped at the end of the test.
 func startWith(t *testing.T, q *memQueue, pol Policy, client *http.Client) *Dispatcher {
 	t.Helper()
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return pol }, Client: client, Logger: slog.New(slog.DiscardHandler)})
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(pol), Client: client, Logger: slog.New(slog.DiscardHandler)})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -701,7 +707,7 @@ func TestBreakerTransitionsAreLogged(t *testing.T) {
 		p.BackoffInitial, p.BackoffMax = 10*time.Millisecond, 20*time.Millisecond
 		logs := &syncBuffer{}
 		q := newMemQueue()
-		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return p }, Client: &http.Client{Transport: rc},
+		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(p), Client: &http.Client{Transport: rc},
 			Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		if err := d.Start(); err != nil {
 			t.Fatal(err)
@@ -813,7 +819,7 @@ func TestPauseIsRecordedAndRestored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rc := &receiver{}
 		q := newMemQueue()
-		opts := Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return policy(100, 10, 2) },
+		opts := Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(policy(100, 10, 2)),
 			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)}
 		first := New(opts)
 		if err := first.Start(); err != nil {
@@ -866,7 +872,7 @@ func TestReloadChangesRate(t *testing.T) {
 		q.add("p.example", 200)
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		d.SetPolicy(func(string) Policy { return policy(100, 1, 2) })
+		d.SetPolicy(fixed(policy(100, 1, 2)))
 		took := waitEmpty(t, q, time.Minute)
 		// ~190 left at 100/s.
 		if took > 2500*time.Millisecond {
@@ -882,7 +888,7 @@ func TestStopAbandonsWithoutCountingAttempts(t *testing.T) {
 			return 0, nil
 		}}
 		q := newMemQueue()
-		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return policy(10, 10, 2) },
+		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(policy(10, 10, 2)),
 			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
 		if err := d.Start(); err != nil {
 			t.Fatal(err)
@@ -912,7 +918,7 @@ func TestStopIsBoundedWhileDeletesWait(t *testing.T) {
 		rc := &receiver{}
 		q := newMemQueue()
 		q.deleteHeld = make(chan struct{})
-		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return policy(10, 10, 2) },
+		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(policy(10, 10, 2)),
 			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
 		if err := d.Start(); err != nil {
 			t.Fatal(err)

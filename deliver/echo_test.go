@@ -59,7 +59,7 @@ func TestEchoedCredentialsScrubbed(t *testing.T) {
 	q := &signalQueue{Spool: s, deleted: make(chan *spool.Message, 10), buried: make(chan string, 10)}
 	pol := policy(100, 10, 1)
 	pol.MaxAttempts, pol.Auth = 1, auth
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return pol },
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(pol),
 		Client: &http.Client{}, Logger: slog.New(slog.DiscardHandler)})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)

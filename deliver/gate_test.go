@@ -158,7 +158,7 @@ func (g *asyncGate) Close() {
 func startAsync(t *testing.T, q *memQueue, rc *receiver) (*Dispatcher, *asyncGates) {
 	t.Helper()
 	gs := newAsyncGates()
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return policy(1000, 100, 8) },
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(policy(1000, 100, 8)),
 		Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler), Gates: gs})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)

@@ -148,7 +148,7 @@ func (r *result) scrub(auth *credential.Credentials) {
 // pol.AutoPauseAfter (auto_pause_after): its queue is kept, unlike the
 // endpoints that other webhook servers disable. A 429 is no failure: the
 // partner answers. It runs off the dispatcher's lock, after an attempt.
-func (d *Dispatcher) autoPause(host string, pol Policy, res result, now time.Time) {
+func (d *Dispatcher) autoPause(host string, pol *Policy, res result, now time.Time) {
 	if pol.AutoPauseAfter <= 0 || res.verdict == vHold || res.verdict == vSplit {
 		return
 	}

@@ -50,7 +50,7 @@ func journalSetup(t *testing.T, pol Policy) (*Dispatcher, *signalQueue) {
 		t.Fatal(err)
 	}
 	q := &signalQueue{Spool: s, deleted: make(chan *spool.Message, 100), buried: make(chan string, 100)}
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return pol }, Client: &http.Client{}, Logger: slog.New(slog.DiscardHandler)})
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(pol), Client: &http.Client{}, Logger: slog.New(slog.DiscardHandler)})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -309,7 +309,7 @@ func TestReloadReweighs(t *testing.T) {
 		q.addLaned("p.example", "small", 60, fairKey("small"))
 		synctest.Wait()
 		pol.Weights = map[string]int{"big": 4}
-		d.SetPolicy(func(string) Policy { return pol })
+		d.SetPolicy(fixed(pol))
 		d.Resume("p.example")
 		waitEmpty(t, q, 2*time.Minute)
 		big := 0

@@ -63,7 +63,7 @@ func partnerReset(in *partnerlimit.Info) (time.Duration, bool) {
 
 // partnerLocked applies what an answer said of the partner's limits. It
 // returns when a quota hold ends, zero if the answer held nothing.
-func (d *Dispatcher) partnerLocked(h *host, pol Policy, in *partnerlimit.Info, v verdict, now time.Time) time.Time {
+func (d *Dispatcher) partnerLocked(h *host, pol *Policy, in *partnerlimit.Info, v verdict, now time.Time) time.Time {
 	if in == nil || !pol.PartnerLimits {
 		return time.Time{}
 	}
@@ -84,7 +84,7 @@ func (d *Dispatcher) partnerLocked(h *host, pol Policy, in *partnerlimit.Info, v
 
 // learnLocked applies a stated policy: a cap below the configured rate,
 // logged when it starts or changes, or the end of one the partner raised.
-func (d *Dispatcher) learnLocked(h *host, pol Policy, in *partnerlimit.Info, now time.Time) {
+func (d *Dispatcher) learnLocked(h *host, pol *Policy, in *partnerlimit.Info, now time.Time) {
 	rate := in.Rate()
 	ttl := pol.PartnerLimitsTTL
 	if ttl <= 0 {

@@ -125,7 +125,7 @@ func partnerPolicy(obey bool) Policy {
 func startRecorded(t *testing.T, q *memQueue, pol Policy, rc *receiver) (*Dispatcher, *logRecorder) {
 	t.Helper()
 	logs := &logRecorder{}
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return pol }, Client: &http.Client{Transport: rc},
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(pol), Client: &http.Client{Transport: rc},
 		Logger: slog.New(logs)})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ func TestReloadReachesWaitingHost(t *testing.T) {
 			if from == pacer.RateMin && before != 1 {
 				t.Fatalf("at %g/s: %d arrivals in the first second, want the burst of 1", from, before)
 			}
-			d.SetPolicy(func(string) Policy { return policy(10, 1, 1) })
+			d.SetPolicy(fixed(policy(10, 1, 1)))
 			// 10/s from now: the rest within about two seconds.
 			took := waitEmpty(t, q, 5*time.Second)
 			if took > 2500*time.Millisecond {

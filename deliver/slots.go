@@ -117,7 +117,7 @@ func (h *host) settleBudget() int { return max(h.pol.Limits.Concurrency, 1) }
 // The next webhook of an ordering key still waits for the delete to be
 // durable (release, in finish): sent earlier, a crash could repeat both,
 // and the partner would see the earlier one again after the later one.
-func (d *Dispatcher) answered(h *host, pol Policy, res result, sentAt, now time.Time, lease string) (bool, time.Time) {
+func (d *Dispatcher) answered(h *host, pol *Policy, res result, sentAt, now time.Time, lease string) (bool, time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if h.unsettled >= h.settleBudget() || d.unsettled >= d.opts.MaxInFlight {

@@ -33,7 +33,7 @@ func TestMaxInFlightBoundsAllHosts(t *testing.T) {
 			return 200, nil
 		}}
 		q := newMemQueue()
-		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(string) Policy { return policy(1000, 100, 4) },
+		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(policy(1000, 100, 4)),
 			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler), MaxInFlight: slots})
 		for i := range hosts {
 			q.add(fmt.Sprintf("h%02d.example", i), each)
@@ -84,7 +84,7 @@ func TestWaitingForSlotKeepsTokens(t *testing.T) {
 		}}
 		q := newMemQueue()
 		pols := map[string]Policy{"busy.example": policy(1000, 100, 1), "slow.example": policy(0.001, 3, 4)}
-		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(h string) Policy { return pols[h] },
+		d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: func(h string) *Policy { p := pols[h]; return &p },
 			Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler), MaxInFlight: 1})
 		q.add("busy.example", 1)
 		if err := d.Start(); err != nil {

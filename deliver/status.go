@@ -293,7 +293,7 @@ func (d *Dispatcher) DrainTime(host string, n int64, now time.Time) (wait time.D
 
 // SetPolicy applies a new policy source (a config reload) to every host.
 // Queued messages, holds, breakers and in-flight attempts are kept.
-func (d *Dispatcher) SetPolicy(policy func(host string) Policy) {
+func (d *Dispatcher) SetPolicy(policy func(host string) *Policy) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.opts.Policy = policy

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/hookpace/hookpace/config"
@@ -16,13 +17,25 @@ import (
 )
 
 // policies turns a config into the dispatcher's per-host policy source.
-func policies(cfg *config.Config, files *Files) func(string) deliver.Policy {
-	return func(host string) deliver.Policy {
-		_, hc := cfg.Lookup(host)
+//
+// A policy depends only on the hosts entry a host matches (or the
+// defaults), so the hosts that match one share its policy: tens of
+// thousands of hosts on the defaults hold one between them.
+func policies(cfg *config.Config, files *Files) func(string) *deliver.Policy {
+	var mu sync.Mutex
+	made := make(map[string]*deliver.Policy) // by hosts key; "" the defaults
+	return func(host string) *deliver.Policy {
+		key, hc := cfg.Lookup(host)
+		mu.Lock()
+		defer mu.Unlock()
+		if p := made[key]; p != nil {
+			return p
+		}
 		p := Policy(hc, files.Signer(hc.Sign))
 		p.Auth = files.Credentials(hc.Auth)
 		p.IDHeader, p.AttemptHeader = cfg.Delivery.IDHeader, cfg.Delivery.AttemptHeader
-		return p
+		made[key] = &p
+		return &p
 	}
 }
 

@@ -2,37 +2,35 @@ package server
 
 import (
 	"testing"
-	"time"
 
 	"github.com/hookpace/hookpace/config"
-	"github.com/hookpace/hookpace/egress"
 )
 
-func TestDeliveryIdle(t *testing.T) {
-	for _, tt := range []struct {
-		yaml           string
-		perHost, total int
-		timeout        time.Duration
-	}{
-		{"listen: 127.0.0.1:1\n", config.DefaultMaxConcurrency, config.DefaultMaxIdleConnections, 55 * time.Second},
-		{"hosts:\n  a.example: {concurrency: 200}\n  b.example: {concurrency: 2}\n", 200, config.DefaultMaxIdleConnections, 55 * time.Second},
-		{"defaults: {concurrency: auto, max_concurrency: 300}\ndelivery: {max_idle_connections: 5000, idle_connection_timeout: 2m}\n", 300, 5000, 2 * time.Minute},
-		{"delivery: {max_idle_connections: 0}\n", config.DefaultMaxConcurrency, 0, 55 * time.Second},
-	} {
-		guard, err := egress.NewSwap(nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := config.Parse("config.yaml", []byte(tt.yaml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := deliveryIdle(cfg); got.PerHost != tt.perHost || got.Total != tt.total {
-			t.Errorf("%q: %+v, want per host %d, total %d", tt.yaml, got, tt.perHost, tt.total)
-		}
-		tr := transport(guard, nil, false, deliveryIdle(cfg))
-		if tr.MaxIdleConns != tt.total || tr.MaxIdleConnsPerHost != tt.perHost || tr.IdleConnTimeout != tt.timeout {
-			t.Errorf("%q: transport keeps %d in all, %d per host, for %v", tt.yaml, tr.MaxIdleConns, tr.MaxIdleConnsPerHost, tr.IdleConnTimeout)
-		}
+func TestPoliciesSharedByHostsEntry(t *testing.T) {
+	cfg, err := config.Parse("p.yaml", []byte("defaults: {rate: 10/s}\n"+
+		"hosts:\n"+
+		"  \"*.a.example\": {rate: 5/s}\n"+
+		"  b.example: {rate: 2/s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := LoadFiles(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := policies(cfg, files)
+	x, y := policy("x.test"), policy("y.test:8443")
+	if x != y || x.Limits.Rate != 10 {
+		t.Errorf("two hosts on the defaults: %p and %p at %v/s; want one policy at 10/s", x, y, x.Limits.Rate)
+	}
+	a1, a2 := policy("one.a.example"), policy("two.a.example")
+	if a1 != a2 || a1 == x || a1.Limits.Rate != 5 {
+		t.Errorf("two hosts of *.a.example: %p and %p at %v/s (defaults %p); want one policy of their own at 5/s", a1, a2, a1.Limits.Rate, x)
+	}
+	if b := policy("b.example"); b == x || b == a1 || b.Limits.Rate != 2 {
+		t.Errorf("b.example: %v/s, shared with another entry: %v", b.Limits.Rate, b == x || b == a1)
+	}
+	if again := policies(cfg, files)("x.test"); again == x {
+		t.Error("a new policy source (a reload) gave the old source's policy")
 	}
 }
