@@ -105,13 +105,16 @@ func (l *floorLog) commitLoop() {
 	}
 }
 
-func (l *floorLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// floorHandler answers 202 once commit has made a request's body durable.
+type floorHandler func(body []byte) error
+
+func (commit floorHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if err := l.append(body); err != nil {
+	if err := commit(body); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -175,12 +178,8 @@ func (f *badgerFloor) commitLoop() {
 	}
 }
 
-func (f *badgerFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
+// append adds body to the current round and waits for its commit.
+func (f *badgerFloor) append(body []byte) error {
 	f.mu.Lock()
 	round := f.cur
 	round.bodies = append(round.bodies, body)
@@ -189,11 +188,7 @@ func (f *badgerFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Unlock()
 	<-round.done
-	if round.err != nil {
-		http.Error(w, round.err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.WriteHeader(http.StatusAccepted)
+	return round.err
 }
 
 // floorMain runs the floor role: it appends to path, listens on
@@ -205,19 +200,19 @@ func (f *badgerFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 //
 // With inBadger path is a directory, and the server is the Badger floor.
 func floorMain(path string, quickAck, inBadger bool) error {
-	var h http.Handler
+	var h floorHandler
 	if inBadger {
 		f, err := newBadgerFloor(path)
 		if err != nil {
 			return err
 		}
-		h = f
+		h = f.append
 	} else {
 		l, err := newFloorLog(path)
 		if err != nil {
 			return err
 		}
-		h = l
+		h = l.append
 	}
 	var ln net.Listener
 	var err error
