@@ -10,8 +10,8 @@ func (f *fixture) dump() string {
 	var b strings.Builder
 	ls := &f.w.lanes
 	fmt.Fprintf(&b, "held %d mem %d ready %d retry %d onDisk %v loading %v reading %d lanes %d untracked %v capped %v loadQ %d reads %d out %d\n",
-		f.w.Held(), ls.mem, f.w.ready.Len(), f.w.retry.Len(), f.w.onDisk, f.w.loading, ls.reading, ls.count(), ls.untracked, ls.capped, ls.loadQ.len(), len(f.e.reads), f.e.out)
-	for k, st := range ls.order {
+		f.w.Held(), ls.mem, f.w.ready.Len(), f.w.retry.Len(), f.w.onDisk, f.w.loading, ls.r().reading, ls.count(), ls.r().untracked, ls.r().capped, ls.loadQ.len(), len(f.e.reads), f.e.out)
+	for k, st := range ls.r().order {
 		fmt.Fprintf(&b, "order %v lane %v active %d parked %v\n", k, st.lane, st.active, st.parked)
 	}
 	for l := range ls.all() {

@@ -169,7 +169,7 @@ func (h *Host) Waiting() int { return h.ready.Len() + h.lanes.mem }
 // due). A read of lanes is not counted: its size was bounded by the room
 // when it started (LoadSize), and what is announced meanwhile for a lane
 // being read waits on disk.
-func (h *Host) count() int { return h.Held() + h.lanes.reading + h.env.Busy() }
+func (h *Host) count() int { return h.Held() + h.lanes.r().reading + h.env.Busy() }
 
 // Room is how many more messages the host's window has room for.
 func (h *Host) Room() int { return h.pol.Window - h.count() }
@@ -228,7 +228,7 @@ func (h *Host) Upkeep(now, spillUntil time.Time, mayLetGo bool) time.Time {
 		h.loadLanes()
 		h.rediscover()
 	}
-	if !h.mayLoad(now) && (h.onDisk || h.lanes.untracked) {
+	if !h.mayLoad(now) && (h.onDisk || h.lanes.r().untracked) {
 		wake = earliest(wake, h.spilled) // then it reads again
 	}
 	if at, ok := h.retry.PeekAt(); ok && at.After(now) {
@@ -262,20 +262,25 @@ func (h *Host) compact() {
 	if len(ls.outs) == 0 {
 		ls.outs = nil
 	}
-	if len(ls.order) == 0 {
-		ls.order = nil
-	}
-	if len(ls.back) == 0 {
-		ls.back = nil
-	}
-	if ls.delayed.Len() == 0 {
-		ls.delayed = nil
-	}
-	if len(ls.demote) == 0 {
-		ls.demote = nil
-	}
-	if !ls.capped && ls.count() < h.pol.MaxLanes/2 {
-		ls.settled, ls.settledAt = nil, 0
+	if x := ls.rare; x != nil {
+		if len(x.order) == 0 {
+			x.order = nil
+		}
+		if len(x.back) == 0 {
+			x.back = nil
+		}
+		if x.delayed.Len() == 0 {
+			x.delayed = nil
+		}
+		if len(x.demote) == 0 {
+			x.demote = nil
+		}
+		if !x.capped && ls.count() < h.pol.MaxLanes/2 {
+			x.settled, x.settledAt = nil, 0
+		}
+		if x.idle() {
+			ls.rare = nil
+		}
 	}
 }
 

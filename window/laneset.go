@@ -63,6 +63,21 @@ type laneSet struct {
 
 	loadQ fifo[*lane] // lanes with more on disk, waiting for a load
 
+	onDisk int // lanes with onDisk set
+
+	keyed bool // a webhook with a key, priority, ordering key or delay was seen (status)
+
+	// outs is the lane of each message on its way.
+	outs map[uint64]*lane
+
+	// rare is what only hosts with ordering keys, delays or more keys
+	// than the bound need: nil until the first of those (w), read
+	// through r, which gives the zero value while there is none.
+	rare *laneRare
+}
+
+// laneRare is the part of a laneSet most hosts never use.
+type laneRare struct {
 	order   map[orderKey]*orderState
 	delayed delayHeap
 	reading int // parked or delayed messages being read back
@@ -70,18 +85,12 @@ type laneSet struct {
 	// read that brings one in treats it as gone.
 	back map[uint64]bool
 
-	onDisk int // lanes with onDisk set
-
-	keyed bool // a webhook with a key, priority, ordering key or delay was seen (status)
-
 	// Dead letters of ordering keys (orderedDead).
 	dead                     int64
 	lastDeadKey, lastDeadWhy string
 
-	// The bound on lanes (the bound): the lane of each message on its
-	// way, whether webhooks wait in lanes not held, and the latest
-	// webhooks to leave for good.
-	outs        map[uint64]*lane
+	// The bound on lanes (the bound): whether webhooks wait in lanes not
+	// held, and the latest webhooks to leave for good.
 	demote      []*unit          // keys whose turn ended while others waited on disk
 	arrived     fifo[spool.Lane] // lanes announced while there was no room (the bound)
 	resumeAt    spool.Lane       // where in the keys rediscover goes on from
@@ -90,6 +99,33 @@ type laneSet struct {
 	discovering bool
 	settled     []uint64
 	settledAt   int
+}
+
+// noRare is what laneSet.r gives a set without a laneRare: never written.
+var noRare laneRare
+
+// r is ls's rare part, to read.
+func (ls *laneSet) r() *laneRare {
+	if ls.rare == nil {
+		return &noRare
+	}
+	return ls.rare
+}
+
+// w is ls's rare part, to write: made on first use.
+func (ls *laneSet) w() *laneRare {
+	if ls.rare == nil {
+		ls.rare = new(laneRare)
+	}
+	return ls.rare
+}
+
+// idle reports whether x holds nothing a host must keep: it may be
+// dropped.
+func (x *laneRare) idle() bool {
+	return len(x.order) == 0 && x.delayed.Len() == 0 && x.reading == 0 && len(x.back) == 0 &&
+		x.dead == 0 && len(x.demote) == 0 && x.arrived.len() == 0 && x.resumeAt == (spool.Lane{}) &&
+		!x.untracked && !x.capped && !x.discovering && len(x.settled) == 0
 }
 
 // lane is one lane of a host: its messages in memory, and where reading
@@ -161,7 +197,8 @@ func (h *Host) defaultLane() *lane { return h.lanes.def }
 // waiting reports whether webhooks wait as ids (parked or delayed) or are
 // being read back.
 func (ls *laneSet) waiting() bool {
-	return len(ls.order) > 0 || ls.delayed.Len() > 0 || ls.reading > 0
+	x := ls.r()
+	return len(x.order) > 0 || x.delayed.Len() > 0 || x.reading > 0
 }
 
 // reweigh applies reloaded fairness weights.
@@ -251,7 +288,7 @@ func (ls *laneSet) takeOut(m *spool.Message) *lane {
 
 // settledRecently reports whether id left h for good lately.
 func (ls *laneSet) settledRecently(id uint64) bool {
-	return len(ls.settled) > 0 && slices.Contains(ls.settled, id)
+	return slices.Contains(ls.r().settled, id)
 }
 
 // lane returns h's lane id, made with the given cursor if h has none;
@@ -313,7 +350,7 @@ func (h *Host) forget(l *lane) {
 		h.onDisk = ls.onDisk > 0
 	}
 	if l.leaving {
-		ls.untracked = true // what it let go of waits on disk: rediscover takes it up
+		ls.w().untracked = true // what it let go of waits on disk: rediscover takes it up
 	}
 	delete(ls.lanes, l.id)
 	u := l.unit
@@ -398,8 +435,9 @@ func (h *Host) pick() *spool.Message {
 			ls.ring.pop()
 			u.inRing = false
 			switch {
-			case ls.untracked && u.key != "":
-				ls.demote = append(ls.demote, u) // makes room for keys waiting on disk (the bound)
+			case ls.r().untracked && u.key != "":
+				x := ls.w()
+				x.demote = append(x.demote, u) // makes room for keys waiting on disk (the bound)
 			case u.choose0() != nil:
 				ls.hasWork(u) // its next turn, at the end
 			}
@@ -426,19 +464,23 @@ func (h *Host) settle(m *spool.Message) {
 	if l := ls.takeOut(m); l != nil {
 		h.forget(l)
 	}
-	if ls.count() >= h.pol.MaxLanes/2 || ls.capped {
-		if len(ls.settled) < settledKept {
-			ls.settled = append(ls.settled, m.ID)
+	if ls.count() >= h.pol.MaxLanes/2 || ls.r().capped {
+		x := ls.w()
+		if len(x.settled) < settledKept {
+			x.settled = append(x.settled, m.ID)
 		} else {
-			ls.settled[ls.settledAt] = m.ID
-			ls.settledAt = (ls.settledAt + 1) % settledKept
+			x.settled[x.settledAt] = m.ID
+			x.settledAt = (x.settledAt + 1) % settledKept
 		}
 	}
 }
 
 // untrack notes that a webhook waits on disk in a lane h has no room
 // for. From then on, a lane h takes up is read from its start.
-func (h *Host) untrack() { h.lanes.untracked, h.lanes.capped = true, true }
+func (h *Host) untrack() {
+	x := h.lanes.w()
+	x.untracked, x.capped = true, true
+}
 
 // arrivedWithoutRoom remembers that a webhook was announced for lane id
 // while h had no room for it: it is taken up first when room is made
@@ -446,8 +488,8 @@ func (h *Host) untrack() { h.lanes.untracked, h.lanes.capped = true, true }
 // of the whole key space.
 func (h *Host) arrivedWithoutRoom(id spool.Lane) {
 	h.untrack()
-	if ls := &h.lanes; ls.arrived.len() < arrivedKept {
-		ls.arrived.push(id)
+	if x := h.lanes.w(); x.arrived.len() < arrivedKept {
+		x.arrived.push(id)
 	}
 }
 
@@ -455,8 +497,8 @@ func (h *Host) arrivedWithoutRoom(id spool.Lane) {
 // was no room, as room is made, from their start.
 func (h *Host) takeArrived() {
 	ls := &h.lanes
-	for ls.arrived.len() > 0 && ls.count() < h.pol.MaxLanes {
-		id := ls.arrived.pop()
+	for x := ls.r(); x.arrived.len() > 0 && ls.count() < h.pol.MaxLanes; {
+		id := x.arrived.pop() // x is ls.rare: noRare has none
 		if ls.get(id) == nil {
 			h.readSoon(h.lane(id, 0))
 		}

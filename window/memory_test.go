@@ -30,14 +30,14 @@ func (f *fixture) drain(now time.Time) int {
 
 // TestPlainHostCarriesNoLaneMaps: a host whose webhooks carry no key,
 // priority or ordering key holds its default lane alone, without the
-// maps of lanes, keys, ordering keys and webhooks out; its first keyed
-// webhook and its first ordered one make them, and once it has
-// delivered everything it gives them back.
+// maps of lanes, keys and webhooks out, or the rare part (ordering keys,
+// delays, the bound); its first keyed webhook and its first ordered one
+// make them, and once it has delivered everything it gives them back.
 func TestPlainHostCarriesNoLaneMaps(t *testing.T) {
-	f := newFixture(t, Policy{Window: 32}, 1<<20)
-	maps := func() (lanes, units, order bool) {
+	f := newFixture(t, Policy{Window: 32, MaxLanes: 64}, 1<<20)
+	maps := func() (lanes, units, rare bool) {
 		ls := &f.w.lanes
-		return ls.lanes != nil || ls.outs != nil, ls.units != nil, ls.order != nil
+		return ls.lanes != nil || ls.outs != nil, ls.units != nil, ls.rare != nil
 	}
 	now := time.Now()
 	for range 20 {
@@ -47,7 +47,7 @@ func TestPlainHostCarriesNoLaneMaps(t *testing.T) {
 		t.Fatalf("%d delivered, want 20", n)
 	}
 	if l, u, o := maps(); l || u || o {
-		t.Fatalf("a plain host made lane maps: lanes %v, keys %v, ordering keys %v", l, u, o)
+		t.Fatalf("a plain host made lane maps: lanes %v, keys %v, rare part %v", l, u, o)
 	}
 	for i := range 3 {
 		f.add(func(m *spool.Message) { m.Fairness = fmt.Sprint("tenant-", i) })
@@ -65,7 +65,7 @@ func TestPlainHostCarriesNoLaneMaps(t *testing.T) {
 		t.Fatalf("%d delivered, want 6", n)
 	}
 	if l, u, o := maps(); l || u || o {
-		t.Fatalf("an emptied host kept its lane maps: lanes %v, keys %v, ordering keys %v", l, u, o)
+		t.Fatalf("an emptied host kept its lane maps: lanes %v, keys %v, rare part %v", l, u, o)
 	}
 	if f.w.ready.buf != nil || f.w.lanes.def.q.buf != nil || f.w.lanes.ring.buf != nil {
 		t.Fatal("an emptied host kept the buffers of its queues")

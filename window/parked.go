@@ -44,7 +44,7 @@ type readRef struct {
 // becomes active and is read back.
 func (h *Host) orderDone(m *spool.Message) {
 	k := orderKey{m.Fairness, m.Ordering}
-	if st := h.lanes.order[k]; st != nil && st.active == m.ID {
+	if st := h.lanes.r().order[k]; st != nil && st.active == m.ID {
 		h.orderNext(k, st)
 	}
 }
@@ -52,7 +52,7 @@ func (h *Host) orderDone(m *spool.Message) {
 func (h *Host) orderNext(k orderKey, st *orderState) {
 	ls := &h.lanes
 	if len(st.parked) == 0 {
-		delete(ls.order, k)
+		delete(ls.r().order, k)
 		return
 	}
 	st.active = st.parked[0]
@@ -65,16 +65,17 @@ func (h *Host) orderNext(k orderKey, st *orderState) {
 // window has room for, and returns when the next is due (zero: none).
 func (h *Host) dueDelayed(now time.Time) time.Time {
 	ls := &h.lanes
+	x := ls.r() // popped only when it has some: ls.rare
 	var refs []readRef
-	for ls.delayed.Len() > 0 && !ls.delayed[0].at.After(now) && ls.mem+ls.reading+len(refs) < h.pol.Window {
-		r := heap.Pop(&ls.delayed).(delayRef)
+	for x.delayed.Len() > 0 && !x.delayed[0].at.After(now) && ls.mem+x.reading+len(refs) < h.pol.Window {
+		r := heap.Pop(&x.delayed).(delayRef)
 		refs = append(refs, readRef{r.lane, r.id})
 	}
 	if len(refs) > 0 {
 		h.readBack(refs)
 	}
-	if ls.delayed.Len() > 0 && ls.delayed[0].at.After(now) {
-		return ls.delayed[0].at
+	if x.delayed.Len() > 0 && x.delayed[0].at.After(now) {
+		return x.delayed[0].at
 	}
 	return time.Time{} // none, or due ones waiting for room: an attempt's end pumps h
 }
@@ -92,13 +93,13 @@ func (h *Host) readBack(refs []readRef) {
 		return func() { h.readBackDone(refs, msgs, errs) }
 	})
 	if started {
-		ls := &h.lanes
-		ls.reading += len(refs)
-		if ls.back == nil {
-			ls.back = map[uint64]bool{}
+		x := h.lanes.w()
+		x.reading += len(refs)
+		if x.back == nil {
+			x.back = map[uint64]bool{}
 		}
 		for _, r := range refs {
-			ls.back[r.id] = false
+			x.back[r.id] = false
 		}
 	}
 }
@@ -106,12 +107,12 @@ func (h *Host) readBack(refs []readRef) {
 // readBackDone admits what readBack read.
 func (h *Host) readBackDone(refs []readRef, msgs []*spool.Message, errs []error) {
 	now := time.Now()
-	ls := &h.lanes
-	ls.reading -= len(refs)
+	x := h.lanes.w()
+	x.reading -= len(refs)
 	for i, r := range refs {
 		r.lane.refs--
-		taken := ls.back[r.id]
-		delete(ls.back, r.id)
+		taken := x.back[r.id]
+		delete(x.back, r.id)
 		switch err := errs[i]; {
 		case taken:
 			h.goneWhileParked(r)
@@ -122,7 +123,7 @@ func (h *Host) readBackDone(refs []readRef, msgs []*spool.Message, errs []error)
 		default:
 			h.log.Error("spool read failed", "host", h.name, "id", spool.IDString(r.id), "error", err)
 			r.lane.refs++
-			heap.Push(&ls.delayed, delayRef{at: now.Add(time.Second), id: r.id, lane: r.lane})
+			heap.Push(&x.delayed, delayRef{at: now.Add(time.Second), id: r.id, lane: r.lane})
 		}
 		h.forget(r.lane)
 	}
@@ -131,7 +132,7 @@ func (h *Host) readBackDone(refs []readRef, msgs []*spool.Message, errs []error)
 // goneWhileParked handles a webhook that left the spool while it waited
 // as an id: if it held its ordering key, the key moves on.
 func (h *Host) goneWhileParked(r readRef) {
-	for k, st := range h.lanes.order {
+	for k, st := range h.lanes.r().order {
 		if st.active == r.id && st.lane == r.lane.id {
 			h.orderNext(k, st)
 			return
@@ -144,10 +145,11 @@ func (h *Host) goneWhileParked(r readRef) {
 // An ordering key whose active webhook waited as an id moves on.
 func (h *Host) takeLaned(want map[uint64]bool, out map[uint64]*spool.Message) map[uint64]bool {
 	ls := &h.lanes
+	x := ls.r() // written only where it has some: ls.rare
 	refs := map[uint64]bool{}
-	for id := range ls.back {
+	for id := range x.back {
 		if want[id] {
-			ls.back[id] = true // its read, when done, finds it gone
+			x.back[id] = true // its read, when done, finds it gone
 			refs[id] = true
 		}
 	}
@@ -165,21 +167,11 @@ func (h *Host) takeLaned(want map[uint64]bool, out map[uint64]*spool.Message) ma
 			}
 		}
 	}
-	kept := ls.delayed[:0]
 	var gone []readRef
-	for _, r := range ls.delayed {
-		if !want[r.id] {
-			kept = append(kept, r)
-			continue
-		}
-		refs[r.id] = true
-		r.lane.refs--
-		gone = append(gone, readRef{r.lane, r.id})
+	if x.delayed.Len() > 0 {
+		x.delayed, gone = takeDelayed(x.delayed, want, refs)
 	}
-	clear(ls.delayed[len(kept):])
-	ls.delayed = kept
-	heap.Init(&ls.delayed)
-	for _, st := range ls.order {
+	for _, st := range x.order {
 		parked := st.parked[:0]
 		for _, id := range st.parked {
 			if want[id] {
@@ -206,9 +198,28 @@ func (h *Host) orderedDead(m *spool.Message, reason string) {
 	if m.Ordering == "" {
 		return
 	}
-	ls := &h.lanes
-	ls.dead++
-	ls.lastDeadKey, ls.lastDeadWhy = m.Ordering, reason
+	x := h.lanes.w()
+	x.dead++
+	x.lastDeadKey, x.lastDeadWhy = m.Ordering, reason
 	h.log.Warn("dead letter in an ordered key: the key's later webhooks go on without it", "host", h.name,
 		"id", m.Ref().String(), "ordering_key", m.Ordering, "fairness_key", m.Fairness, "reason", reason)
+}
+
+// takeDelayed removes from q the webhooks in want, adding their ids to
+// refs, and returns what is kept, still a heap, and those taken.
+func takeDelayed(q delayHeap, want, refs map[uint64]bool) (delayHeap, []readRef) {
+	kept := q[:0]
+	var gone []readRef
+	for _, r := range q {
+		if !want[r.id] {
+			kept = append(kept, r)
+			continue
+		}
+		refs[r.id] = true
+		r.lane.refs--
+		gone = append(gone, readRef{r.lane, r.id})
+	}
+	clear(q[len(kept):])
+	heap.Init(&kept)
+	return kept, gone
 }

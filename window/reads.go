@@ -33,7 +33,7 @@ func (h *Host) enqueueLane(m *spool.Message, now time.Time) {
 		h.lanes.keyed = true
 	}
 	l := h.lanes.get(m.Lane())
-	if l == nil && h.lanes.capped {
+	if l == nil && h.lanes.r().capped {
 		// Its lane may have webhooks on disk from while there was no room
 		// for it: take it up from its start (the bound, laneset.go).
 		h.lastSeen = max(h.lastSeen, m.ID)
@@ -82,13 +82,14 @@ func (h *Host) admit(l *lane, m *spool.Message, now time.Time) {
 	ls := &h.lanes
 	if m.Ordering != "" {
 		k := orderKey{m.Fairness, m.Ordering}
-		st := ls.order[k]
+		x := ls.w()
+		st := x.order[k]
 		if st == nil {
 			st = &orderState{lane: l.id, active: m.ID}
-			if ls.order == nil {
-				ls.order = map[orderKey]*orderState{}
+			if x.order == nil {
+				x.order = map[orderKey]*orderState{}
 			}
-			ls.order[k] = st
+			x.order[k] = st
 		}
 		if st.active != m.ID {
 			st.parked = append(st.parked, m.ID)
@@ -97,7 +98,7 @@ func (h *Host) admit(l *lane, m *spool.Message, now time.Time) {
 		}
 	}
 	if m.NotBefore.After(now) {
-		heap.Push(&ls.delayed, delayRef{at: m.NotBefore, id: m.ID, lane: l})
+		heap.Push(&ls.w().delayed, delayRef{at: m.NotBefore, id: m.ID, lane: l})
 		l.refs++
 		return
 	}
@@ -247,7 +248,11 @@ func (h *Host) laneLoaded(l *lane, msgs []*spool.Message, n int, err error) {
 // parked or delayed stays, as it is.
 func (h *Host) demote() {
 	ls := &h.lanes
-	for _, u := range ls.demote {
+	x := ls.r()
+	if len(x.demote) == 0 {
+		return
+	}
+	for _, u := range x.demote {
 		for _, l := range u.lanes {
 			if l == nil || l.refs > 0 {
 				continue
@@ -258,15 +263,15 @@ func (h *Host) demote() {
 				ls.mem--
 			}
 			l.leaving = true
-			ls.untracked = true
+			x.untracked = true
 			h.forget(l)
 		}
 		if u.choose0() != nil {
 			ls.hasWork(u) // a lane that stays
 		}
 	}
-	clear(ls.demote)
-	ls.demote = ls.demote[:0]
+	clear(x.demote)
+	x.demote = x.demote[:0]
 }
 
 // rediscover takes up, when h has room again, the lanes with webhooks on
@@ -275,19 +280,20 @@ func (h *Host) demote() {
 // comes round.
 func (h *Host) rediscover() {
 	ls := &h.lanes
-	if !ls.untracked || ls.discovering || ls.count() > h.pol.MaxLanes*3/4 {
+	x := ls.r()
+	if !x.untracked || x.discovering || ls.count() > h.pol.MaxLanes*3/4 {
 		return
 	}
 	// Cleared before the read: a lane let go of or announced without
 	// room while it runs sets it again, for the next rediscover.
-	ls.untracked = false
+	x.untracked = false // x is ls.rare: noRare is never untracked
 	var lanes []spool.LaneUsage
-	ls.discovering = h.env.Read(func() func() {
+	x.discovering = h.env.Read(func() func() {
 		lanes = h.reader.Lanes(h.name)
 		return func() { h.rediscovered(lanes) }
 	})
-	if !ls.discovering {
-		ls.untracked = true
+	if !x.discovering {
+		x.untracked = true
 	}
 }
 
@@ -295,8 +301,9 @@ func (h *Host) rediscover() {
 // on from where it stopped last time, as far as there is room.
 func (h *Host) rediscovered(lanes []spool.LaneUsage) {
 	ls := &h.lanes
-	ls.discovering = false
-	start, found := slices.BinarySearchFunc(lanes, ls.resumeAt, func(u spool.LaneUsage, at spool.Lane) int {
+	x := ls.w()
+	x.discovering = false
+	start, found := slices.BinarySearchFunc(lanes, x.resumeAt, func(u spool.LaneUsage, at spool.Lane) int {
 		return compareLanes(u.Lane, at)
 	})
 	if found {
@@ -309,10 +316,10 @@ func (h *Host) rediscovered(lanes []spool.LaneUsage) {
 		}
 		l := h.lane(u.Lane, 0)
 		if l == nil {
-			ls.untracked = true // more than there is room for: again later
+			x.untracked = true // more than there is room for: again later
 			break
 		}
 		h.setOnDisk(l, true)
-		ls.resumeAt = u.Lane
+		x.resumeAt = u.Lane
 	}
 }

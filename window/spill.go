@@ -34,7 +34,7 @@ const SpillAfter = 10 * time.Second
 // send it once more (at-least-once still holds).
 func (h *Host) spill(blocked time.Time) {
 	ls := &h.lanes
-	if h.env.Busy() > 0 || h.loading || h.pol.Batching || h.count() == 0 || ls.waiting() || ls.discovering {
+	if h.env.Busy() > 0 || h.loading || h.pol.Batching || h.count() == 0 || ls.waiting() || ls.r().discovering {
 		return
 	}
 	for _, it := range h.retry.items {

@@ -111,8 +111,9 @@ func (h *Host) Status() *LaneStatus {
 	if !ls.keyed {
 		return nil // one lane: the host's status says all of it
 	}
-	st := &LaneStatus{Keys: len(ls.units) + 1, OrderingKeys: len(ls.order), Delayed: ls.delayed.Len(),
-		OrderedDead: ls.dead, LastDeadKey: ls.lastDeadKey, LastDeadWhy: ls.lastDeadWhy}
+	x := ls.r()
+	st := &LaneStatus{Keys: len(ls.units) + 1, OrderingKeys: len(x.order), Delayed: x.delayed.Len(),
+		OrderedDead: x.dead, LastDeadKey: x.lastDeadKey, LastDeadWhy: x.lastDeadWhy}
 	byKey := map[string]int{}
 	for _, u := range h.reader.Lanes(h.name) {
 		if st.Priorities == nil {
@@ -126,7 +127,7 @@ func (h *Host) Status() *LaneStatus {
 	}
 	slices.SortFunc(st.Busiest, func(a, b KeyStatus) int { return cmp.Or(b.Queued-a.Queued, strings.Compare(a.Key, b.Key)) })
 	st.Busiest = st.Busiest[:min(len(st.Busiest), busiestShown)]
-	for k, o := range ls.order {
+	for k, o := range x.order {
 		st.Parked += len(o.parked)
 		if len(o.parked) > 0 {
 			st.Blocked = append(st.Blocked, h.blocked(k, o))
@@ -149,7 +150,7 @@ func (h *Host) blocked(k orderKey, o *orderState) BlockedKey {
 			return b
 		}
 	}
-	for _, r := range h.lanes.delayed {
+	for _, r := range h.lanes.r().delayed {
 		if r.id == o.active {
 			at := r.at.UTC()
 			b.State, b.NextAt = "delayed", &at
