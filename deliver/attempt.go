@@ -361,7 +361,8 @@ func (d *Dispatcher) settle(h *host, pol *Policy, res result, sentAt, now time.T
 	hold := h.gate.Release(now, lease, pr)
 	d.breakerChanged(h, breaker, res.reason)
 	if res.verdict != vDone {
-		h.lastErr, h.lastErrAt, h.lastStatus = res.reason, now, res.status
+		t := h.troubleW()
+		t.lastErr, t.lastErrAt, t.lastStatus = res.reason, now, res.status
 	}
 	return hold, ra, hasRA
 }

@@ -355,17 +355,44 @@ type host struct {
 	fit     map[*spool.Message]int
 	batches batchCount
 
+	delivered int64 // webhooks delivered since the host was taken up
+
+	// trouble is what h remembers of failures: nil until the first
+	// (troubleW), read through troubleR, which gives the zero value
+	// while there is none.
+	trouble *trouble
+
+	active time.Time // last message announced or attempt finished
+}
+
+// trouble is the part of a host that only failures write.
+type trouble struct {
 	lastErr    string
 	lastErrAt  time.Time
 	lastStatus int
-	delivered  int64 // webhooks delivered since the host was taken up
 
 	// The breaker's outage (events.go): when it opened from closed, and
 	// the half-open probes that failed since.
 	outageAt     time.Time
 	outageProbes int
+}
 
-	active time.Time // last message announced or attempt finished
+// noTrouble is what troubleR gives a host without failures: never
+// written.
+var noTrouble trouble
+
+func (h *host) troubleR() *trouble {
+	if h.trouble == nil {
+		return &noTrouble
+	}
+	return h.trouble
+}
+
+func (h *host) troubleW() *trouble {
+	if h.trouble == nil {
+		h.trouble = new(trouble)
+	}
+	return h.trouble
 }
 
 func (d *Dispatcher) hostLocked(name string) *host {

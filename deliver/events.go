@@ -71,21 +71,25 @@ func (d *Dispatcher) emitDead(m *spool.Message, reason string, at time.Time) {
 func (d *Dispatcher) emitBreaker(h *host, was, state string, probeAt time.Time, why string) {
 	now := time.Now()
 	switch {
-	case state == pacer.BreakerOpen && was == pacer.BreakerHalfOpen && !h.outageAt.IsZero():
-		h.outageProbes++
+	case state == pacer.BreakerOpen && was == pacer.BreakerHalfOpen && !h.troubleR().outageAt.IsZero():
+		h.troubleW().outageProbes++
 	case state == pacer.BreakerOpen:
-		h.outageAt, h.outageProbes = now, 0
+		t := h.troubleW()
+		t.outageAt, t.outageProbes = now, 0
 		data := map[string]any{"from": was, "probe_at": probeAt.UTC()}
 		if why != "" {
 			data["reason"] = why
 		}
 		d.emit(EventBreakerOpened, h.name, now, data)
 	case state == pacer.BreakerClosed:
-		data := map[string]any{"from": was, "failed_probes": h.outageProbes}
-		if !h.outageAt.IsZero() {
-			data["opened_at"] = h.outageAt.UTC()
+		t := h.troubleR()
+		data := map[string]any{"from": was, "failed_probes": t.outageProbes}
+		if !t.outageAt.IsZero() {
+			data["opened_at"] = t.outageAt.UTC()
 		}
-		h.outageAt, h.outageProbes = time.Time{}, 0
+		if h.trouble != nil {
+			h.trouble.outageAt, h.trouble.outageProbes = time.Time{}, 0
+		}
 		d.emit(EventBreakerClosed, h.name, now, data)
 	}
 }

@@ -110,8 +110,8 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		Consecutive429: st.Consecutive429,
 		Breaker:        st.Breaker,
 		Paused:         st.Paused,
-		LastError:      h.lastErr,
-		LastStatus:     h.lastStatus,
+		LastError:      h.troubleR().lastErr,
+		LastStatus:     h.troubleR().lastStatus,
 		Delivered:      h.delivered,
 		WaitingForSlot: h.slotWaiting,
 	}
@@ -134,8 +134,8 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 			hs.Batch.Format = "envelope"
 		}
 	}
-	if !h.lastErrAt.IsZero() {
-		t := h.lastErrAt.UTC()
+	if at := h.troubleR().lastErrAt; !at.IsZero() {
+		t := at.UTC()
 		hs.LastErrorAt = &t
 	}
 	hs.Deduplicated = d.opts.Stats.HostDeduped(h.name)
