@@ -287,6 +287,10 @@ inbound:
 	mu.Lock()
 	holdEnd := t429.Add(hold)
 	mu.Unlock()
+	// The hold starts once the 429 reaches hookpace: a webhook posted
+	// before that may go out on the host's second slot, as it would
+	// before any answer.
+	Poll(t, 10*time.Second, "the held app's host held", func() bool { return failHost(t, hp, held.Host()).HeldUntil != nil })
 	post(heldDoor, 1, 21)
 	post(otherDoor, 100, 120)
 	other.WaitFor(t, 10*time.Second, "20 webhooks at the other app", func(as []Arrival) bool { return Delivered2xx(as) == 20 })
