@@ -341,7 +341,7 @@ func (d *Dispatcher) abandoned(h *host, res result, sentAt, now time.Time, lease
 		return false
 	}
 	pr := pacer.Result{Outcome: pacer.NoSend, SentAt: sentAt}
-	h.gate.Release(now, lease, pr)
+	h.release(now, lease, pr)
 	return true
 }
 
@@ -358,7 +358,7 @@ func (d *Dispatcher) settle(h *host, pol *Policy, res result, sentAt, now time.T
 		pr.RetryAfter, pr.HasRetry = ra, hasRA
 	}
 	breaker, _ := h.gate.Breaker()
-	hold := h.gate.Release(now, lease, pr)
+	hold := h.release(now, lease, pr)
 	d.breakerChanged(h, breaker, res.reason)
 	if res.verdict != vDone {
 		t := h.troubleW()

@@ -93,7 +93,7 @@ func (h *host) gather(head *spool.Message, now time.Time) (pick, bool, time.Time
 		total += 1 + n
 	}
 	if !full && len(idx) < b.MaxEvents {
-		if h.win.Loading() || h.win.OnDisk() && h.gate.InFlight() > 0 {
+		if h.win.Loading() || h.win.OnDisk() && h.sending > 0 {
 			return pick{}, false, time.Time{} // company is on its way; its arrival pumps h
 		}
 		if until := head.Enqueued.Add(b.MaxWait); now.Before(until) {
@@ -272,7 +272,7 @@ func (d *Dispatcher) keepBatchable(h *host, ms []*spool.Message, sentAt time.Tim
 	if len(keep) == 0 {
 		h.extra++ // the slot's own message was among them
 		pr := pacer.Result{Outcome: pacer.NoSend, SentAt: sentAt}
-		h.gate.Release(time.Now(), lease, pr)
+		h.release(time.Now(), lease, pr)
 		d.slotDone(h)
 	}
 	d.mu.Unlock()

@@ -345,6 +345,11 @@ type host struct {
 
 	learn *learned // the partner's stated limit, if below the configured one (partner.go)
 
+	// sending is h's attempts between the gate's Acquire and Release:
+	// what the gate counts in flight, known without asking it, so that
+	// the Backlog methods a gate calls under its own lock never call it.
+	sending int
+
 	slotWaiting bool // h is in d.slotQ (slots.go)
 	unsettled   int  // deliveries answered 2xx, slot given back, delete not durable yet (slots.go)
 
@@ -462,6 +467,9 @@ func (d *Dispatcher) allow(h *host, now time.Time) (lease string, ok bool, at ti
 	}
 	breaker, _ := h.gate.Breaker()
 	ok, at, lease = h.gate.Acquire(now)
+	if ok {
+		h.sending++
+	}
 	if breaker == pacer.BreakerOpen {
 		d.breakerChanged(h, breaker, "")
 	}

@@ -75,6 +75,8 @@ type Gates interface {
 }
 
 // Backlog is what a gate may ask of its host's queue, during a Gate call.
+// A Backlog method never calls the Gate: a gate asks it with its own lock
+// held.
 type Backlog interface {
 	// Due is how many sends the host could start now: its ready messages
 	// (a batch is one send) and its retries that are due.
@@ -93,6 +95,12 @@ type FleetStatus struct {
 	// state can't be reached.
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
+}
+
+// release gives back the gate's slot of one of h's attempts.
+func (h *host) release(now time.Time, lease string, r pacer.Result) pacer.Hold {
+	h.sending--
+	return h.gate.Release(now, lease, r)
 }
 
 // localGate is a host pacing alone: its pacer.Host is its whole gate.

@@ -18,8 +18,12 @@ import (
 // sends only on a lease the test grants, and a grant arrives on the
 // gates' own goroutine, through wake. They keep a pacer.Host for a host's
 // local state (pause, in flight, breaker), as the fleet's gates do, and
-// record every call the scheduler makes.
+// record every call the scheduler makes. Like the fleet's, they ask the
+// host's Backlog from inside Pumped and Release, with their lock held,
+// and fail the test if a Gate method is entered again meanwhile (a
+// Backlog method that calls the Gate would deadlock the fleet's).
 type asyncGates struct {
+	t      *testing.T
 	wake   func(apply func() []string)
 	paused func(host string, paused bool)
 
@@ -32,11 +36,22 @@ type asyncGates struct {
 	tellOK   bool
 	stopped  bool
 	stopSeen int // attempts in flight when Stop was called (all hosts)
+	// emptyAsked counts Pumped calls that found the host's backlog empty.
+	emptyAsked int
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 type asyncGate struct {
 	*pacer.Host
 	gs     *asyncGates
+	b      Backlog
+	inCall bool // a Gate method is running (the dispatcher's lock serializes them)
 	name   string
 	leases []string
 	next   int
@@ -48,18 +63,29 @@ var (
 	_ Gate  = (*asyncGate)(nil)
 )
 
-func newAsyncGates() *asyncGates {
-	return &asyncGates{gates: map[string]*asyncGate{}, asked: map[string]int{}, tellOK: true}
+func newAsyncGates(t *testing.T) *asyncGates {
+	return &asyncGates{t: t, gates: map[string]*asyncGate{}, asked: map[string]int{}, tellOK: true}
+}
+
+// enter marks a Gate call of g as running; the returned func ends it. A
+// call made while another runs is a re-entry from the Backlog.
+func (g *asyncGate) enter(what string) func() {
+	if g.inCall {
+		g.gs.t.Errorf("%s: gate of %s entered again from inside a gate call", what, g.name)
+		return func() {}
+	}
+	g.inCall = true
+	return func() { g.inCall = false }
 }
 
 func (gs *asyncGates) Bind(wake func(apply func() []string), paused func(string, bool)) {
 	gs.wake, gs.paused = wake, paused
 }
 
-func (gs *asyncGates) Gate(host string, l pacer.Limits, now time.Time, _ Backlog) Gate {
+func (gs *asyncGates) Gate(host string, l pacer.Limits, now time.Time, b Backlog) Gate {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	g := &asyncGate{Host: pacer.New(l, now), gs: gs, name: host}
+	g := &asyncGate{Host: pacer.New(l, now), gs: gs, b: b, name: host}
 	gs.gates[host] = g
 	return g
 }
@@ -115,6 +141,7 @@ func (gs *asyncGates) count(m map[string]int, host string) int {
 }
 
 func (g *asyncGate) Acquire(now time.Time) (bool, time.Time, string) {
+	defer g.enter("Acquire")()
 	g.gs.mu.Lock()
 	defer g.gs.mu.Unlock()
 	if g.Paused() {
@@ -133,18 +160,29 @@ func (g *asyncGate) Acquire(now time.Time) (bool, time.Time, string) {
 }
 
 func (g *asyncGate) Release(now time.Time, lease string, r pacer.Result) pacer.Hold {
+	defer g.enter("Release")()
 	g.gs.mu.Lock()
 	defer g.gs.mu.Unlock()
 	g.gs.released = append(g.gs.released, lease)
+	g.b.Due(now) // the fleet's gate asks, to decide whether to keep a lease
 	return g.Host.Release(now, r)
 }
 
-// Pumped gives back the leases the pump left unused, as the fleet's do.
-func (g *asyncGate) Pumped(time.Time) {
+// Pumped gives back the leases the pump left unused, as the fleet's do,
+// and asks the host whether it has more to send, as the fleet's do to
+// decide whether to ask for more.
+func (g *asyncGate) Pumped(now time.Time) {
+	defer g.enter("Pumped")()
 	g.gs.mu.Lock()
 	defer g.gs.mu.Unlock()
+	g.gs.emptyAsked += boolInt(g.b.Empty(now))
 	g.gs.unused = append(g.gs.unused, g.leases...)
 	g.leases = nil
+}
+
+func (g *asyncGate) InFlight() int {
+	defer g.enter("InFlight")()
+	return g.Host.InFlight()
 }
 
 func (g *asyncGate) Status(_ time.Time, hs *HostStatus) { hs.Fleet = "shared" }
@@ -157,9 +195,15 @@ func (g *asyncGate) Close() {
 
 func startAsync(t *testing.T, q *memQueue, rc *receiver) (*Dispatcher, *asyncGates) {
 	t.Helper()
-	gs := newAsyncGates()
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(policy(1000, 100, 8)),
-		Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler), Gates: gs})
+	return startAsyncWith(t, q, rc, policy(1000, 100, 8), 0)
+}
+
+func startAsyncWith(t *testing.T, q *memQueue, rc *receiver, pol Policy, maxBuffered int64) (*Dispatcher, *asyncGates) {
+	t.Helper()
+	gs := newAsyncGates(t)
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(pol),
+		Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler), Gates: gs,
+		MaxBuffered: maxBuffered})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +331,37 @@ func TestAsyncGatesStopAfterLastAttempt(t *testing.T) {
 		defer gs.mu.Unlock()
 		if !gs.stopped || gs.stopSeen != 0 {
 			t.Fatalf("stopped %v with %d in flight", gs.stopped, gs.stopSeen)
+		}
+	})
+}
+
+// A batching host on gates that ask its backlog from inside their calls,
+// as the fleet's do, with more queued than fits in memory: gathering a
+// batch never asks the gate (which would wait on itself), and every
+// webhook, each to its own URL, is delivered.
+func TestAsyncGateBatchingDrains(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{}
+		q := newMemQueue()
+		pol := batchPolicy(50, 1<<20, 200*time.Millisecond)
+		pol.Limits = policy(1000, 100, 8).Limits
+		_, gs := startAsyncWith(t, q, rc, pol, 16<<10)
+		const n = 1000
+		q.put(jsonHooks("b.example", n, func(i int) string { return fmt.Sprint("/hooks/", i) })...)
+		for range 4 * n {
+			synctest.Wait()
+			if q.left() == 0 {
+				break
+			}
+			gs.grant("b.example", 8)
+			time.Sleep(50 * time.Millisecond)
+		}
+		synctest.Wait()
+		if left := q.left(); left != 0 {
+			t.Fatalf("%d of %d webhooks left", left, n)
+		}
+		if got := len(rc.arrivals("")); got != n {
+			t.Errorf("%d requests for %d webhooks to distinct URLs, want one each", got, n)
 		}
 	})
 }

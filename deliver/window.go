@@ -29,7 +29,7 @@ func (h *host) LoadSize() int { return h.d.loadSize(h) }
 // Busy implements window.Env: the attempts in flight, the batch members
 // they carry beyond one each, and the deliveries answered whose delete is
 // not durable yet (slots.go): none of them may be read again.
-func (h *host) Busy() int { return h.gate.InFlight() + h.extra + h.unsettled }
+func (h *host) Busy() int { return h.sending + h.extra + h.unsettled }
 
 // Purged implements window.Env.
 func (h *host) Purged(m *spool.Message) bool { return h.d.skipPurged(h.name, m) }
