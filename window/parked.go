@@ -106,7 +106,7 @@ func (h *Host) readBack(refs []readRef) {
 
 // readBackDone admits what readBack read.
 func (h *Host) readBackDone(refs []readRef, msgs []*spool.Message, errs []error) {
-	now := time.Now()
+	now := h.now()
 	x := h.lanes.w()
 	x.reading -= len(refs)
 	for i, r := range refs {
