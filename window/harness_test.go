@@ -3,6 +3,7 @@ package window
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -91,7 +92,8 @@ func newFixture(t testing.TB, pol Policy, budget int) *fixture {
 func newFixtureOn(t testing.TB, sp *spool.Spool, r Reader, pol Policy, budget int) *fixture {
 	e := &env{budget: budget, purged: map[uint64]bool{}}
 	f := &fixture{t: t, sp: sp, e: e, clock: t0}
-	f.w = New(Options{Name: testHost, Reader: r, Env: e, Policy: pol, Now: func() time.Time { return f.clock }})
+	f.w = New(Options{Name: testHost, Reader: r, Env: e, Policy: pol, Now: func() time.Time { return f.clock },
+		Log: slog.New(slog.DiscardHandler)})
 	e.w = f.w
 	return f
 }

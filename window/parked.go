@@ -67,7 +67,7 @@ func (h *Host) dueDelayed(now time.Time) time.Time {
 	ls := &h.lanes
 	x := ls.r() // popped only when it has some: ls.rare
 	var refs []readRef
-	for x.delayed.Len() > 0 && !x.delayed[0].at.After(now) && ls.mem+x.reading+len(refs) < h.pol.Window {
+	for x.delayed.Len() > 0 && !x.delayed[0].at.After(now) && len(refs) < h.Room() {
 		r := heap.Pop(&x.delayed).(delayRef)
 		refs = append(refs, readRef{r.lane, r.id})
 	}
