@@ -50,17 +50,21 @@ func newFaultyFixture(t *testing.T, pol Policy) (*fixture, *faultyReader) {
 	return newFixtureOn(t, sp, r, pol, 1<<20), r
 }
 
-// handOut hands out what f's host has now, reads run, and delivers it;
-// it returns the ids in the order handed out.
+// handOut hands out what f's host has now, and delivers it, its reads
+// run and the host pumped after each as the dispatcher does, until it
+// has nothing more to hand out before f.clock moves; it returns the ids
+// in the order handed out.
 func (f *fixture) handOut() []uint64 {
 	var ids []uint64
-	for step := 0; step < 1000; step++ {
+	for step := 0; step < 10_000; step++ {
 		m := f.next(f.clock)
 		if m == nil {
-			f.upkeep(f.clock)
-			if m = f.next(f.clock); m == nil {
+			f.w.Upkeep(f.clock, time.Time{}, true)
+			if len(f.e.reads) == 0 {
 				return ids
 			}
+			f.e.runReads()
+			continue
 		}
 		ids = append(ids, m.ID)
 		f.done(m)
