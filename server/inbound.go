@@ -112,11 +112,11 @@ func inboundVerifier(path string, vc *config.InboundVerify) (*inbound.Verifier, 
 	case "env":
 		text = os.Getenv(vc.Secret.Name)
 	}
-	key, err := inbound.ParseVerifySecret(vc.Scheme, text)
+	key, pub, err := inbound.ParseVerifySecret(vc.Scheme, text)
 	if err != nil {
 		return nil, fieldErr(fmt.Errorf("%s: %w", vc.Secret, err))
 	}
-	v, err := inbound.NewVerifier(inbound.VerifyOptions{Scheme: vc.Scheme, Secret: key, Tolerance: vc.Tolerance.D(),
+	v, err := inbound.NewVerifier(inbound.VerifyOptions{Scheme: vc.Scheme, Secret: key, Public: pub, Tolerance: vc.Tolerance.D(),
 		Header: vc.Header, Algorithm: vc.Algorithm, Encoding: vc.Encoding, Prefix: vc.Prefix})
 	if err != nil {
 		return nil, &config.FieldError{File: path, Line: vc.Line, Field: vc.Field, Msg: err.Error()}
