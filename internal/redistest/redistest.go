@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookpace/hookpace/internal/proctest"
 )
 
 // Server is one redis-server process.
@@ -101,7 +103,7 @@ func (s *Server) start() error {
 		a = strings.ReplaceAll(a, "{port2}", strconv.Itoa(s.port2))
 		args = append(args, strings.ReplaceAll(a, "{port}", strconv.Itoa(s.port)))
 	}
-	cmd := exec.Command(s.bin, args...)
+	cmd := proctest.Command(s.bin, args...) // gone with the test process, even one killed hung
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -139,6 +141,7 @@ func (s *Server) start() error {
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
+			<-exited
 			return fmt.Errorf("redis-server on port %d did not answer PING within 10s", s.port)
 		}
 	}
