@@ -335,6 +335,7 @@ while not os.path.exists(stop) and i < 300:
 	py.Env = appEnv("HTTPS_PROXY=http://"+hp.Proxy, "REQUESTS_CA_BUNDLE="+trust)
 	var out bytes.Buffer
 	py.Stdout, py.Stderr = &out, &out
+	dieWithTest(py)
 	if err := py.Start(); err != nil {
 		t.Fatal(err)
 	}
