@@ -25,6 +25,10 @@ type View struct {
 	State    string // an Outcome, or one of the states above
 	Position int    // while queued: 1 for the head of its host's queue
 	Attempts []*Attempt
+	// Requeued is when the last life was queued (a dead letter replayed,
+	// a delivered webhook resent): its max_age counts from then. Zero for
+	// a webhook in its first life. Entry.Accepted is the first life's.
+	Requeued time.Time
 }
 
 // Lookup finds a webhook by its id (see Ref; a short id is of this spool).
@@ -37,6 +41,7 @@ func (s *Spool) Lookup(r Ref) (*View, error) {
 	}
 	s.journalSync()
 	var v *View
+	var first time.Time
 	err := s.kept.View(func(txn *badger.Txn) error {
 		ids := append([]uint64{r.Seq}, lives(txn, r.Seq)...)
 		for i, id := range ids {
@@ -49,6 +54,9 @@ func (s *Spool) Lookup(r Ref) (*View, error) {
 			var before []*Attempt
 			if v != nil {
 				before = v.Attempts
+			}
+			if v == nil {
+				first = e.Accepted
 			}
 			v = &View{Entry: *e, State: e.Outcome}
 			as, err := attempts(txn, id)
@@ -67,6 +75,9 @@ func (s *Spool) Lookup(r Ref) (*View, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if !v.Entry.Accepted.Equal(first) {
+		v.Requeued, v.Entry.Accepted = v.Entry.Accepted, first
 	}
 	if v.State == "" {
 		s.whereNow(v)
