@@ -200,7 +200,7 @@ const queryScanMax = 200_000
 
 // List returns the entries q selects, newest first (by acceptance, from
 // the indexes; by id while they are built), and the cursor of the next
-// page (zero: none). A page reads at most queryScanMax entries, for at
+// page: zero when no entry after the page matches. A page reads at most queryScanMax entries, for at
 // most about queryTime: a search that finds fewer than q.Limit in that
 // returns what it found and a cursor.
 func (s *Spool) List(q Query) ([]*Entry, Cursor, error) {
@@ -253,11 +253,14 @@ func (s *Spool) listLegacy(txn *badger.Txn, q *Query, out *[]*Entry) (next uint6
 				continue
 			}
 			id := beUint64(k[1:])
-			if len(*out) == q.Limit || scanned == queryScanMax {
+			if scanned == queryScanMax {
 				return id + 1, nil
 			}
 			scanned++
 			if e, ok := s.matchItem(txn, q, id, it.Item()); ok {
+				if len(*out) == q.Limit {
+					return id + 1, nil // the next page starts with this one
+				}
 				*out = append(*out, e)
 			}
 		}
@@ -288,7 +291,7 @@ func (s *Spool) listIndex(txn *badger.Txn, q *Query, prefix []byte, key func(id 
 			continue
 		}
 		id := beUint64(k[len(prefix):])
-		if len(*out) == q.Limit || scanned == queryScanMax {
+		if scanned == queryScanMax {
 			return id + 1, nil
 		}
 		scanned++
@@ -297,6 +300,9 @@ func (s *Spool) listIndex(txn *badger.Txn, q *Query, prefix []byte, key func(id 
 			continue // swept meanwhile
 		}
 		if e, ok := s.matchItem(txn, q, id, item); ok {
+			if len(*out) == q.Limit {
+				return id + 1, nil // the next page starts with this one
+			}
 			*out = append(*out, e)
 		}
 	}
