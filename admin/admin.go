@@ -309,15 +309,16 @@ func (a *api) listDead(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (a *api) replayDead(w http.ResponseWriter, r *http.Request) {
-	a.bulk(w, r, "replayed", a.Spool.ReplayDead)
-}
-
 func (a *api) purgeDead(w http.ResponseWriter, r *http.Request) {
-	a.bulk(w, r, "purged", a.Spool.PurgeDead)
+	a.bulk(w, r, "purged", func(f spool.DeadFilter) (int, any, error) {
+		n, err := a.Spool.PurgeDead(f)
+		return n, map[string]int{"purged": n}, err
+	})
 }
 
-func (a *api) bulk(w http.ResponseWriter, r *http.Request, verb string, do func(spool.DeadFilter) (int, error)) {
+// bulk runs do on the dead letters r selects, once every id it names is
+// found; do says how many it took and what to answer.
+func (a *api) bulk(w http.ResponseWriter, r *http.Request, verb string, do func(spool.DeadFilter) (int, any, error)) {
 	f, err := filter(r, true)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -333,13 +334,13 @@ func (a *api) bulk(w http.ResponseWriter, r *http.Request, verb string, do func(
 			strings.Join(missing, ", "), onHost(f.Host), verb))
 		return
 	}
-	n, err := do(f)
+	n, answer, err := do(f)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	a.Logger.Info("dead letters "+verb, "count", n, "host", f.Host, "ids", len(f.IDs))
-	writeJSON(w, http.StatusOK, map[string]int{verb: n})
+	writeJSON(w, http.StatusOK, answer)
 }
 
 // missingDead lists, as shown to users, the ids f names that match no dead

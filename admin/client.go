@@ -197,13 +197,6 @@ func (c *Client) ExportDead(ctx context.Context, s Selector) (DeadList, error) {
 	return out, err
 }
 
-// ReplayDead moves dead letters back into their queues.
-func (c *Client) ReplayDead(ctx context.Context, s Selector) (int, error) {
-	var out map[string]int
-	err := c.do(ctx, http.MethodPost, "/v1/dead/replay", s.query(), &out)
-	return out["replayed"], err
-}
-
 // PurgeDead deletes dead letters for good.
 func (c *Client) PurgeDead(ctx context.Context, s Selector) (int, error) {
 	var out map[string]int

@@ -268,17 +268,25 @@ func dead(args []string, out io.Writer) error {
 		if !sel.All && sel.Host == "" && len(sel.IDs) == 0 && sel.Since == "" && sel.Until == "" {
 			return usageError{"say which: --all, --host HOST, --since/--until or IDs"}
 		}
-		var n int
 		if sub == "replay" {
-			n, err = c.ReplayDead(ctx, sel)
-		} else {
-			n, err = c.PurgeDead(ctx, sel)
+			res, err := c.ReplayDead(ctx, sel)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return printJSON(out, res)
+			}
+			fmt.Fprintf(out, "replayed %d dead letters\n", res.Replayed)
+			for _, h := range res.Hosts {
+				fmt.Fprintf(out, "%s: %s\n", h.Host, h.Next)
+			}
+			return nil
 		}
+		n, err := c.PurgeDead(ctx, sel)
 		if err != nil {
 			return err
 		}
-		verb := map[string]string{"replay": "replayed", "purge": "purged"}[sub]
-		fmt.Fprintf(out, "%s %d dead letters\n", verb, n)
+		fmt.Fprintf(out, "purged %d dead letters\n", n)
 		return nil
 	default:
 		return usageError{"unknown dead subcommand " + sub}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	neturl "net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -170,6 +171,21 @@ func (d *Dispatcher) send(ctx context.Context, r request, pol *Policy, id string
 	return d.post(ctx, pol, m.Method, m.URL, hdr, m.Body, id, n)
 }
 
+// hostHeader is the Host header for u: its host, with the port only when
+// it is not the scheme's default (a URL spooled as https://name:443/
+// sends Host: name, as a client going to the partner directly would).
+func hostHeader(u *neturl.URL) string {
+	port := u.Port()
+	if u.Scheme == "https" && port == "443" || u.Scheme == "http" && port == "80" {
+		h := u.Hostname()
+		if strings.Contains(h, ":") {
+			return "[" + h + "]" // IPv6
+		}
+		return h
+	}
+	return u.Host
+}
+
 // post makes one HTTP request: a webhook, or a batch of them. id is what
 // the receiver de-duplicates on, attempt counts from 1; hdr is the
 // request's own.
@@ -220,6 +236,7 @@ func (d *Dispatcher) post(ctx context.Context, pol *Policy, method, url string, 
 			return result{err: fmt.Errorf("build request: %w", err)}
 		}
 		req.Header = h
+		req.Host = hostHeader(req.URL)
 		if resp, err = client.Do(req); err != nil {
 			return result{err: err, took: time.Since(start)}
 		}
