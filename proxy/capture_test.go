@@ -74,7 +74,7 @@ func captureListenerDone(t *testing.T, p *Proxy, dst func(self netip.AddrPort) n
 				return
 			}
 			go func() {
-				p.ServeCapture(context.Background(), c, dst(self))
+				p.ServeCapture(context.Background(), c, dst(self), nil)
 				done <- struct{}{}
 			}()
 		}
