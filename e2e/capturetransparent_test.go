@@ -104,7 +104,9 @@ func serveIn(t *testing.T, ns *netns, addr string, cfg *tls.Config, h http.Handl
 // 80. It prints exactly what the same app prints run directly (as uid 0,
 // whom the rules exempt). Its 6 signed webhooks to unlisted partners on
 // 203.0.113.10 and 2001:db8::10 get 202 with an id and arrive once with
-// it.
+// it, and so does one to a partner named in hosts on port 8443 (the rules
+// are applied with --config). With --reject-quic, UDP to port 443 is
+// refused to the app and not to hookpace's uid.
 func TestCaptureTransparent(t *testing.T) {
 	t.Parallel()
 	ns := newNetns(t, "partner4.test")
@@ -211,7 +213,24 @@ func TestCaptureTransparent(t *testing.T) {
 	partners := []*Receiver{
 		nsReceiver(t, ns, "203.0.113.10:443", base), nsReceiver(t, ns, "203.0.113.10:80", nil),
 		nsReceiver(t, ns, "[2001:db8::10]:443", base), nsReceiver(t, ns, "[2001:db8::10]:80", nil),
+		nsReceiver(t, ns, "203.0.113.10:8443", base), // named in hosts: captured by capture rules --config
 	}
+	// A UDP (QUIC) echo on 203.0.113.22:443.
+	var udp net.PacketConn
+	if err := ns.do(func() (err error) { udp, err = net.ListenPacket("udp", "203.0.113.22:443"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { udp.Close() })
+	go func() {
+		b := make([]byte, 64)
+		for {
+			n, from, err := udp.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			udp.WriteTo(append([]byte("echo:"), b[:n]...), from)
+		}
+	}()
 
 	// The app, readable by uid 65534.
 	app := filepath.Join(pub, "transparentapp")
@@ -225,6 +244,8 @@ webhooks: [{header: webhook-signature}]
 egress: {allow: ["203.0.113.0/24", "2001:db8::/32"]}
 tls: {ca_file: %s}
 mitm: {public_dir: %s}
+hosts:
+  "partner4.test:8443": {rate: 20/s}
 `, pki.caFile, filepath.Join(pub, "trust")))
 	bundle := hookpaceCA(t, hp, "bundle")
 	trust := filepath.Join(pub, "app-trust.pem")
@@ -244,8 +265,19 @@ mitm: {public_dir: %s}
 	if strings.Contains(string(want), "FAIL") || strings.Count(string(want), "\n") != 11 {
 		t.Fatalf("the app run directly did not make its 11 calls:\n%s", want)
 	}
-	if out, err := ns.exec(binary, "capture", "rules", "--to", "15001", "--exclude-uid", "0", "--apply").CombinedOutput(); err != nil {
-		t.Fatalf("hookpace capture rules --apply: %v\n%s", err, out)
+	if out, err := ns.exec(binary, "capture", "rules", "--to", "15001", "--exclude-uid", "0", "--config", hp.Config, "--reject-quic", "--apply").CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "ports 80,443,8443") {
+		t.Fatalf("hookpace capture rules --config --reject-quic --apply: %v\n%s", err, out)
+	}
+	// UDP 443 is refused to the app (HTTP/3 falls back to TCP), not to uid 0.
+	quic := ns.asNobody(app, pki.certFile, pki.keyFile, "quic")
+	quic.Env = appEnv("HOME=" + pub)
+	// (A locally sent datagram that OUTPUT rejects fails its send: EPERM.)
+	if out, _ := quic.CombinedOutput(); !strings.Contains(string(out), "udp-443 FAIL") {
+		t.Errorf("UDP 443 as the app with --reject-quic: %s, want refused", out)
+	}
+	if out, _ := ns.exec(app, pki.certFile, pki.keyFile, "quic").CombinedOutput(); !strings.Contains(string(out), "udp-443 echo:quic?") {
+		t.Errorf("UDP 443 as hookpace's uid: %s, want the echo", out)
 	}
 	captured := ns.asNobody(app, pki.certFile, pki.keyFile, "webhooks")
 	captured.Env = appEnv("HOME="+pub, "SSL_CERT_FILE="+trust)
@@ -282,8 +314,8 @@ mitm: {public_dir: %s}
 		}
 		ids[f[3]] = true
 	}
-	if len(ids) != 6 {
-		t.Fatalf("%d webhooks accepted with distinct ids, want 6:\n%s", len(ids), got)
+	if len(ids) != 7 {
+		t.Fatalf("%d webhooks accepted with distinct ids, want 7:\n%s", len(ids), got)
 	}
 	all := func() (as []Arrival) {
 		for _, p := range partners {
@@ -291,7 +323,7 @@ mitm: {public_dir: %s}
 		}
 		return as
 	}
-	Poll(t, 60*time.Second, "6 webhooks at the partners", func() bool { return len(all()) >= 6 })
+	Poll(t, 60*time.Second, "7 webhooks at the partners", func() bool { return len(all()) >= 7 })
 	seen := map[string]int{}
 	for _, a := range all() {
 		seen[a.Header.Get("X-Hookpace-Id")]++

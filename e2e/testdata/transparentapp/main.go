@@ -1,8 +1,9 @@
 // transparentapp is an app as capture mode meets it: a Go client with no
 // proxy variable, making the calls of TestCaptureTransparent and printing
 // one line per call, "name result", that a direct run and a captured run
-// must print alike. With "webhooks", it then posts six signed webhooks
-// and prints "webhook URL status id".
+// must print alike. With "webhooks", it then posts seven signed webhooks
+// and prints "webhook URL status id"; with "quic", it sends a UDP
+// datagram to port 443 instead and prints the answer.
 package main
 
 import (
@@ -45,6 +46,23 @@ func main() {
 			s = "FAIL " + err.Error()
 		}
 		fmt.Printf("%s %s\n", name, s)
+	}
+	if len(os.Args) > 3 && os.Args[3] == "quic" {
+		run("udp-443", func() (string, error) {
+			c, err := net.Dial("udp", "stream.test:443")
+			if err != nil {
+				return "", err
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Write([]byte("quic?")); err != nil {
+				return "", err
+			}
+			b := make([]byte, 64)
+			n, err := c.Read(b)
+			return string(b[:n]), err
+		})
+		return
 	}
 	run("internal-get", func() (string, error) { return body(client.Get("http://billing.corp.test/get")) })
 	run("internal-post", func() (string, error) {
@@ -152,6 +170,7 @@ func main() {
 	for _, u := range []string{
 		"https://partner4.test/hooks/1", "http://partner4.test/hooks/2", "http://203.0.113.10/hooks/3",
 		"https://partner6.test/hooks/4", "http://partner6.test/hooks/5", "http://[2001:db8::10]/hooks/6",
+		"https://partner4.test:8443/hooks/7",
 	} {
 		req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(`{"type":"invoice.paid"}`))
 		req.Header.Set("Content-Type", "application/json")
