@@ -97,11 +97,11 @@ func serveIn(t *testing.T, ns *netns, addr string, cfg *tls.Config, h http.Handl
 // product's capture rules (hookpace's uid 0 exempt) and the open-world CA
 // (defaults.connect: mitm, no hosts), egress open to the two
 // documentation ranges only, a Go app as uid 65534 with no proxy variable
-// makes 11 calls that are not webhooks: an internal API on 10.1.2.3 over
+// makes 12 calls that are not webhooks: an internal API on 10.1.2.3 over
 // http (GET, POST) and https (its own certificate), an mTLS API, an
 // h2-only API and a gRPC-style call with trailers, a WebSocket echo, a
-// server-sent event stream, 50 MiB down, 20 MiB up, and raw TCP on port
-// 80. It prints exactly what the same app prints run directly (as uid 0,
+// server-sent event stream, 50 MiB down, 20 MiB up, raw TCP on port 80,
+// and (a 12th) a PUT with Expect: 100-continue. It prints exactly what the same app prints run directly (as uid 0,
 // whom the rules exempt). Its 6 signed webhooks to unlisted partners on
 // 203.0.113.10 and 2001:db8::10 get 202 with an id and arrive once with
 // it, and so does one to a partner named in hosts on port 8443 (the rules
@@ -262,8 +262,8 @@ hosts:
 	if err != nil {
 		t.Fatalf("the app run directly: %v\n%s", err, want)
 	}
-	if strings.Contains(string(want), "FAIL") || strings.Count(string(want), "\n") != 11 {
-		t.Fatalf("the app run directly did not make its 11 calls:\n%s", want)
+	if strings.Contains(string(want), "FAIL") || strings.Count(string(want), "\n") != 12 {
+		t.Fatalf("the app run directly did not make its 12 calls:\n%s", want)
 	}
 	if out, err := ns.exec(binary, "capture", "rules", "--to", "15001", "--exclude-uid", "0", "--config", hp.Config, "--reject-quic", "--apply").CombinedOutput(); err != nil ||
 		!strings.Contains(string(out), "ports 80,443,8443") {
@@ -300,7 +300,7 @@ hosts:
 			t.Errorf("captured output lacks %q:\n%s", must, got)
 		}
 	}
-	t.Logf("%d of 11 non-webhook calls as direct", same)
+	t.Logf("%d of 12 non-webhook calls as direct", same)
 
 	ids := map[string]bool{}
 	for line := range strings.Lines(got) {

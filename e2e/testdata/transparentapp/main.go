@@ -153,6 +153,17 @@ func main() {
 		b, err := io.ReadAll(r.Body)
 		return fmt.Sprintf("%d %q", r.StatusCode, b), err
 	})
+	run("expect-100-continue", func() (string, error) {
+		req, _ := http.NewRequest(http.MethodPut, "https://stream.test/up", io.LimitReader(&pattern{}, 1<<20))
+		req.Header.Set("Expect", "100-continue")
+		r, err := client.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer r.Body.Close()
+		b, err := io.ReadAll(r.Body)
+		return fmt.Sprintf("%d %q", r.StatusCode, b), err
+	})
 	run("raw-tcp-80", func() (string, error) {
 		c, err := net.DialTimeout("tcp", "raw.test:80", 10*time.Second)
 		if err != nil {
