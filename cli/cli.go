@@ -288,7 +288,7 @@ func checkConfig(args []string, stdout io.Writer) error {
 	printRewrites(stdout, cfg)
 	fmt.Fprintf(stdout, "webhooks: %s\n", describeWebhooks(cfg))
 	fmt.Fprintf(stdout, "journal: %s\n", describeJournal(cfg))
-	for _, w := range cfg.PlainTokenURLs() {
+	for _, w := range append(cfg.PlainTokenURLs(), cfg.InboundWarnings()...) {
 		fmt.Fprintf(stdout, "WARNING: %s\n", w)
 	}
 	return nil
