@@ -291,7 +291,7 @@ func checkConfig(args []string, stdout io.Writer) error {
 	if w := captureUncovered(cfg); w != "" {
 		fmt.Fprintf(stdout, "WARNING: %s\n", w)
 	}
-	for _, w := range cfg.PlainTokenURLs() {
+	for _, w := range append(cfg.PlainTokenURLs(), cfg.InboundWarnings()...) {
 		fmt.Fprintf(stdout, "WARNING: %s\n", w)
 	}
 	return nil

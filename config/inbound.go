@@ -19,6 +19,9 @@ import (
 // verified, spooled as a webhook to To+path and answered once durable;
 // everything else on the listener is passed to the app synchronously.
 // The app is a destination like any other: its hosts entry (Host) paces it.
+// Paths match the path as the app routes it (package webpath) and every
+// path below; on them every method but GET, HEAD and OPTIONS is the
+// door's to check.
 //
 //	inbound:
 //	  - listen: 0.0.0.0:8081
@@ -33,12 +36,18 @@ type InboundRoute struct {
 	KeyFile  string
 	To       string   // the app's base URL, without a trailing slash
 	Host     string   // To's queue key (the app's hosts entry)
-	Paths    []string // path.Match globs of webhook paths; nil = every POST
-	Answer   InboundAnswer
-	Verify   *InboundVerify // nil = not verified
-	Dedupe   InboundDedupe
-	Sync     []SyncRule
-	Line     int
+	Paths    []string // path.Match globs of webhook paths, each with what is below it; nil = every path
+	// Passthrough are globs of paths among Paths that go to the app
+	// unverified, whatever the method (a provider's test endpoint).
+	Passthrough []string
+	Answer      InboundAnswer
+	Verify      *InboundVerify // nil = not verified
+	Dedupe      InboundDedupe
+	Sync        []SyncRule
+	// Sign is hookpace's own signature on what this route's door took in
+	// (under InboundSignPrefix); nil: those deliveries are not signed.
+	Sign *Signing
+	Line int
 }
 
 // InboundAnswer is what the door answers a webhook once it is durable.
@@ -102,6 +111,7 @@ type rawInbound struct {
 	KeyFile  opt[string]        `yaml:"key_file"`
 	To       opt[string]        `yaml:"to"`
 	Paths    opt[[]opt[string]] `yaml:"paths"`
+	Pass     opt[[]opt[string]] `yaml:"passthrough"`
 	Answer   yaml.Node          `yaml:"answer"`
 	Verify   yaml.Node          `yaml:"verify"`
 	Dedupe   yaml.Node          `yaml:"dedupe"`
@@ -139,7 +149,7 @@ type rawSync struct {
 
 var (
 	inboundFields = map[string]bool{"name": true, "listen": true, "cert_file": true, "key_file": true, "to": true,
-		"paths": true, "answer": true, "verify": true, "dedupe": true, "sync": true, "sign": true}
+		"paths": true, "passthrough": true, "answer": true, "verify": true, "dedupe": true, "sync": true, "sign": true}
 	answerFields = map[string]bool{"status": true, "body": true}
 	verifyFields = map[string]bool{"scheme": true, "secret_file": true, "secret_env": true, "tolerance": true,
 		"header": true, "algorithm": true, "encoding": true, "prefix": true}
@@ -147,10 +157,10 @@ var (
 	syncFields          = map[string]bool{"path": true, "method": true, "json": true, "value": true}
 )
 
-// resolveInbound resolves the inbound list over c, whose hosts are
-// already resolved: a route's sign block becomes its app's host's, with
-// InboundSignPrefix, and the app's host is allowed by egress (the
-// operator named it as the destination).
+// resolveInbound resolves the inbound list over c. A route's sign block
+// is the route's own, with InboundSignPrefix; what egress opens for the
+// app is its To's host and port alone (the server gives them to the
+// guard), never a host name or address on every port.
 func resolveInbound(p *problems, n *yaml.Node, c *Config) {
 	n = deref(n)
 	if n.Kind == 0 || n.ShortTag() == "!!null" {
@@ -186,7 +196,7 @@ func resolveInbound(p *problems, n *yaml.Node, c *Config) {
 
 func resolveRoute(p *problems, path string, n *yaml.Node, c *Config) (InboundRoute, bool) {
 	var r rawInbound
-	if !decodeBlock(p, path, n, inboundFields, "listen, to, paths, answer, verify, dedupe, sync, sign", &r) {
+	if !decodeBlock(p, path, n, inboundFields, "listen, to, paths, passthrough, answer, verify, dedupe, sync, sign", &r) {
 		if n.Kind == 0 {
 			p.add(n.Line, path, "want a route (listen, to, ...)")
 		}
@@ -213,14 +223,12 @@ func resolveRoute(p *problems, path string, n *yaml.Node, c *Config) (InboundRou
 	u, _ := url.Parse(rt.To)
 	rt.Host = hostname.Key(u)
 	list(p, f("paths"), r.Paths, &rt.Paths, checkGlob, true)
+	list(p, f("passthrough"), r.Pass, &rt.Passthrough, checkGlob, true)
 	resolveAnswer(p, f("answer"), deref(&r.Answer), &rt.Answer)
 	rt.Verify = resolveVerify(p, f("verify"), deref(&r.Verify))
 	resolveInboundDedupe(p, f("dedupe"), deref(&r.Dedupe), &rt.Dedupe)
 	rt.Sync = resolveSync(p, f("sync"), deref(&r.Sync))
-	resolveInboundSign(p, f("sign"), deref(&r.Sign), rt.Host, c)
-	if !containsFold(c.Egress.Allow, u.Hostname()) {
-		c.Egress.Allow = append(c.Egress.Allow, strings.ToLower(u.Hostname()))
-	}
+	rt.Sign = resolveInboundSign(p, f("sign"), deref(&r.Sign))
 	return rt, true
 }
 
@@ -330,30 +338,42 @@ func resolveSync(p *problems, path string, n *yaml.Node) []SyncRule {
 	return out
 }
 
-// resolveInboundSign makes a route's sign block the sign block of its
-// app's host, as events.sign does for the events host, under
-// InboundSignPrefix.
-func resolveInboundSign(p *problems, path string, n *yaml.Node, host string, c *Config) {
+// resolveInboundSign resolves a route's sign block: standard-webhooks
+// under InboundSignPrefix. Nil without one.
+func resolveInboundSign(p *problems, path string, n *yaml.Node) *Signing {
 	if n.Kind == 0 {
-		return
+		return nil
 	}
-	key, hc := c.Lookup(host)
 	sc := resolveSign(p, path, n, nil)
 	if sc == nil {
-		return
+		return nil
 	}
 	if sc.Scheme != sign.StandardWebhooks {
 		p.add(n.Line, path+".scheme", "an inbound route signs with standard-webhooks (under %s*)", InboundSignPrefix)
-		return
-	}
-	if hc.Sign != nil && hc.Sign != c.Defaults.Sign {
-		p.add(n.Line, path, "hosts[%q] has a sign block for %s already: set one of them", key, host)
-		return
+		return nil
 	}
 	sc.Prefix = InboundSignPrefix
-	hc.Sign = sc
-	c.Hosts[host] = hc
-	c.hosts = newHostIndex(c.Hosts)
+	return sc
+}
+
+// InboundWarnings are what check-config and the start say of routes that
+// take a replay as a new webhook: a dedupe key in a header that the
+// provider's signature does not cover (only standard-webhooks signs one,
+// webhook-id) can be changed by whoever holds one validly signed body,
+// and a route without verify checks nothing. Each names the field and
+// line.
+func (c *Config) InboundWarnings() []string {
+	var out []string
+	for i, rt := range c.Inbound {
+		at := fmt.Sprintf("%s:%d: inbound[%d]", c.Path, rt.Line, i)
+		switch v := rt.Verify; {
+		case v == nil && (rt.Dedupe.Header != "" || rt.Dedupe.JSON != ""):
+			out = append(out, fmt.Sprintf("%s.dedupe: the route has no verify: anyone can post a delivery id and take it before the provider does", at))
+		case v != nil && rt.Dedupe.Header != "" && (v.Scheme != VerifyStandardWebhooks || !strings.EqualFold(rt.Dedupe.Header, sign.HeaderID)):
+			out = append(out, fmt.Sprintf("%s.dedupe.header: %s is not covered by %s's signature: a replayed body under a new %s is a new webhook; dedupe by a field of the signed body (json) where the provider has one", at, rt.Dedupe.Header, v.Scheme, rt.Dedupe.Header))
+		}
+	}
+	return out
 }
 
 // checkAppURL accepts an absolute http or https URL with a host and no

@@ -38,8 +38,8 @@ inbound:
 	if v := r.Verify; v == nil || v.Scheme != VerifyStripe || v.Secret.Name != "/run/secrets/stripe" || v.Tolerance.D() != 10*time.Minute {
 		t.Errorf("route 0 verify: %+v", r.Verify)
 	}
-	if s := c.Hosts["127.0.0.1:3000"].Sign; s == nil || s.Prefix != InboundSignPrefix || !c.Hosts["127.0.0.1:3000"].AutoConcurrency {
-		t.Errorf("the app's host: %+v", c.Hosts["127.0.0.1:3000"])
+	if s := r.Sign; s == nil || s.Prefix != InboundSignPrefix || c.Hosts["127.0.0.1:3000"].Sign != nil || !c.Hosts["127.0.0.1:3000"].AutoConcurrency {
+		t.Errorf("the route's sign %+v, the app's host: %+v", r.Sign, c.Hosts["127.0.0.1:3000"])
 	}
 	r = c.Inbound[1]
 	if r.Name != "slack" || r.Answer != (InboundAnswer{Status: 200}) || r.Verify.Algorithm != "sha1" || r.Verify.Encoding != "base64" ||
@@ -47,8 +47,52 @@ inbound:
 		!reflect.DeepEqual(r.Sync, []SyncRule{{JSON: "type", Value: "url_verification"}, {Path: "/slack/commands", Method: "POST"}}) {
 		t.Errorf("route 1: %+v %+v", r, r.Verify)
 	}
-	if !containsFold(c.Egress.Allow, "127.0.0.1") || !containsFold(c.Egress.Allow, "app.internal") {
-		t.Errorf("the apps are not allowed by egress: %v", c.Egress.Allow)
+	if len(c.Egress.Allow) != 0 {
+		t.Errorf("egress.allow opened for the apps' whole hosts: %v", c.Egress.Allow)
+	}
+	if r.Sign != nil {
+		t.Errorf("route 1 signs: %+v", r.Sign)
+	}
+}
+
+// TestInboundSignPerRoute: two routes to one app each sign with their own
+// secret, a third signs nothing; the app's hosts entry signs nothing of
+// theirs.
+func TestInboundSignPerRoute(t *testing.T) {
+	c := mustParse(t, `
+hosts:
+  "127.0.0.1:3000": {rate: 100/s}
+inbound:
+  - {name: stripe, listen: ":8081", to: "http://127.0.0.1:3000", sign: {scheme: standard-webhooks, secret_file: /s/a}}
+  - {name: github, listen: ":8082", to: "http://127.0.0.1:3000", sign: {scheme: standard-webhooks, secret_file: /s/b}}
+  - {name: plain, listen: ":8083", to: "http://127.0.0.1:3000"}
+`)
+	a, b, n := c.Inbound[0].Sign, c.Inbound[1].Sign, c.Inbound[2].Sign
+	if a == nil || b == nil || a == b || a.Secrets[0].Name != "/s/a" || b.Secrets[0].Name != "/s/b" || n != nil {
+		t.Errorf("signs: %+v %+v %+v", a, b, n)
+	}
+	if c.Hosts["127.0.0.1:3000"].Sign != nil {
+		t.Errorf("the app's host signs: %+v", c.Hosts["127.0.0.1:3000"].Sign)
+	}
+}
+
+func TestInboundWarnings(t *testing.T) {
+	c := mustParse(t, `
+inbound:
+  - {listen: ":8081", to: "http://a:1", verify: {scheme: github, secret_file: f}, dedupe: {header: X-GitHub-Delivery}}
+  - {listen: ":8082", to: "http://a:1", verify: {scheme: shopify, secret_file: f}, dedupe: {header: X-Shopify-Webhook-Id}}
+  - {listen: ":8083", to: "http://a:1", verify: {scheme: stripe, secret_file: f}, dedupe: {json: id}}
+  - {listen: ":8084", to: "http://a:1", verify: {scheme: standard-webhooks, secret_file: f}, dedupe: {header: webhook-id}}
+  - {listen: ":8085", to: "http://a:1", dedupe: {json: id}}
+  - {listen: ":8086", to: "http://a:1", paths: [/w], passthrough: [/w/test]}
+`)
+	w := c.InboundWarnings()
+	if len(w) != 3 || !strings.Contains(w[0], "inbound[0].dedupe.header: X-GitHub-Delivery is not covered by github's signature") ||
+		!strings.Contains(w[1], "inbound[1].dedupe.header: X-Shopify-Webhook-Id") || !strings.Contains(w[2], "inbound[4].dedupe: the route has no verify") {
+		t.Errorf("warnings:\n%s", strings.Join(w, "\n"))
+	}
+	if !reflect.DeepEqual(c.Inbound[5].Passthrough, []string{"/w/test"}) {
+		t.Errorf("passthrough: %v", c.Inbound[5].Passthrough)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hookpace/hookpace/hostname"
+	"github.com/hookpace/hookpace/webpath"
 )
 
 // WebhookRule says which requests are webhooks (spooled, 202, paced)
@@ -17,7 +18,7 @@ type WebhookRule struct {
 	Name    string   // "webhooks[0]": what the ingest line and check-config call it
 	Host    string   // a host name, or "*." and a suffix (names below only); "": any host
 	Methods []string // upper case; never empty (POST by default)
-	Path    string   // a path.Match glob, "/**" at the end matching any rest; "": any path
+	Path    string   // a path.Match glob, "/**" at the end matching any rest, case-folded; "": any path
 	Header  string   // a header that must be present (canonical form); "": none needed
 }
 
@@ -33,7 +34,9 @@ const (
 const StandardWebhookSignature = "Webhook-Signature"
 
 // Matches reports whether a request (method, host name without port,
-// URL path, header) matches r.
+// URL path, header) matches r. The path is matched as given, against the
+// rule's in lower case: pass the cleaned, folded path
+// (webpath.Path.Fold), which is what the partner's server routes.
 func (r WebhookRule) Matches(method, host, urlPath string, h http.Header) bool {
 	if !matchMethod(r.Methods, method) {
 		return false
@@ -47,7 +50,7 @@ func (r WebhookRule) Matches(method, host, urlPath string, h http.Header) bool {
 			return false
 		}
 	}
-	if r.Path != "" && !matchPath(r.Path, urlPath) {
+	if r.Path != "" && !webpath.Match(strings.ToLower(r.Path), urlPath) {
 		return false
 	}
 	return r.Header == "" || len(h.Values(r.Header)) > 0
@@ -60,29 +63,6 @@ func matchMethod(ms []string, m string) bool {
 		}
 	}
 	return false
-}
-
-// matchPath is path.Match, with a trailing "/**" matching any rest of
-// the path (and nothing after the slash).
-func matchPath(pattern, p string) bool {
-	if base, ok := strings.CutSuffix(pattern, "/**"); ok {
-		if base == "" {
-			return true
-		}
-		if ok, _ := path.Match(base, p); ok {
-			return true
-		}
-		for i := len(p) - 1; i >= 0; i-- {
-			if p[i] == '/' {
-				if ok, _ := path.Match(base, p[:i]); ok {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	ok, _ := path.Match(pattern, p)
-	return ok
 }
 
 type rawWebhook struct {

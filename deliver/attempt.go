@@ -198,6 +198,10 @@ func (d *Dispatcher) post(ctx context.Context, pol *Policy, method, url string, 
 	// hookpace's own queueing headers never reach the partner, whichever
 	// version spooled the webhook.
 	spool.StripControlHeaders(hdr)
+	signer := pol.Signer
+	if route, ok := spool.Door(hdr); ok {
+		signer = pol.Doors[route] // verified at that door: signed by its route alone
+	}
 	if _, ok := hdr["User-Agent"]; !ok {
 		hdr["User-Agent"] = nil // send none rather than Go's default
 	}
@@ -209,8 +213,8 @@ func (d *Dispatcher) post(ctx context.Context, pol *Policy, method, url string, 
 	if pol.AttemptHeader != "" {
 		hdr.Set(pol.AttemptHeader, strconv.Itoa(attempt))
 	}
-	if pol.Signer != nil { // signed with the id above and a fresh timestamp
-		pol.Signer.Sign(hdr, id, body, time.Now())
+	if signer != nil { // signed with the id above and a fresh timestamp
+		signer.Sign(hdr, id, body, time.Now())
 	}
 	client := d.opts.Client
 	if pol.InsecureSkipVerify {

@@ -129,8 +129,11 @@ type Policy struct {
 	// without being said again (default 10 minutes).
 	PartnerLimits    bool
 	PartnerLimitsTTL time.Duration
-	// Signer signs each attempt (package sign); nil: not signed.
+	// Signer signs each attempt (package sign); nil: not signed. It never
+	// signs a webhook an inbound route's door took in (spool.HeaderDoor):
+	// Doors[route] signs that, and a route without one signs nothing.
 	Signer *sign.Signer
+	Doors  map[string]*sign.Signer
 	// Rewrite sets and removes headers of each attempt, before hookpace's
 	// own are set and before signing (package rewrite); nil: none.
 	Rewrite *rewrite.Headers

@@ -30,6 +30,11 @@ type Options struct {
 	// when allowed. An unspecified or empty IP, or "localhost", means every
 	// loopback and local interface address (as of New) with that port.
 	Self []string
+	// Apps are the inbound routes' apps ("127.0.0.1:3000",
+	// "app.internal:3000"): each opens exactly that host and port, a
+	// name by that name and an IP literal by that address (not another
+	// name that resolves to it), as Allow would, but on no other port.
+	Apps []string
 	// Resolver looks up host names; nil means net.DefaultResolver.
 	Resolver Resolver
 }
@@ -69,6 +74,7 @@ type Guard struct {
 	allowNets, denyNets   []netip.Prefix
 	allowHosts, denyHosts []hostPattern
 	self                  []netip.AddrPort // an unspecified Addr means any local address
+	apps                  []app
 	localAddrs            map[netip.Addr]bool
 	resolver              Resolver
 	dial                  func(ctx context.Context, network, address string) (net.Conn, error)
@@ -95,6 +101,13 @@ func New(opts Options) (*Guard, error) {
 		}
 		anyLocal = anyLocal || ap.Addr().IsUnspecified()
 		g.self = append(g.self, ap)
+	}
+	for i, s := range opts.Apps {
+		a, err := parseApp(s)
+		if err != nil {
+			return nil, fmt.Errorf("egress: apps[%d] %q: %w", i, s, err)
+		}
+		g.apps = append(g.apps, a)
 	}
 	if anyLocal {
 		g.localAddrs = interfaceAddrs()
@@ -234,6 +247,9 @@ func (g *Guard) decide(name string, addr netip.Addr, port uint16) string {
 	if matchNet(g.allowNets, a) {
 		return ""
 	}
+	if port != 0 && reason != ReasonCloudMetadata && g.isApp(name, a, port) {
+		return ""
+	}
 	if reason != ReasonCloudMetadata && matchHost(g.allowHosts, name) {
 		return ""
 	}
@@ -249,6 +265,39 @@ func (g *Guard) isSelf(a netip.Addr, port uint16) bool {
 			return true
 		}
 		if s.Addr().IsUnspecified() && (a.IsLoopback() || a.IsUnspecified() || g.localAddrs[a]) {
+			return true
+		}
+	}
+	return false
+}
+
+// app is one of Options.Apps: a name, or an address when name is "".
+type app struct {
+	name string
+	addr netip.Addr
+	port uint16
+}
+
+func parseApp(s string) (app, error) {
+	host, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return app{}, err
+	}
+	port, err := strconv.ParseUint(p, 10, 16)
+	if err != nil || port == 0 {
+		return app{}, fmt.Errorf("bad port %q", p)
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return app{addr: a.Unmap().WithZone(""), port: uint16(port)}, nil
+	}
+	return app{name: normalizeName(host), port: uint16(port)}, nil
+}
+
+// isApp reports whether name (or, for an IP literal, "" and a) on port
+// is one of the apps.
+func (g *Guard) isApp(name string, a netip.Addr, port uint16) bool {
+	for _, ap := range g.apps {
+		if ap.port == port && (ap.name != "" && ap.name == name || ap.name == "" && name == "" && ap.addr == a) {
 			return true
 		}
 	}

@@ -21,6 +21,7 @@ import (
 type Swap struct {
 	g    atomic.Pointer[Guard]
 	self []string
+	apps []string // Options.Apps, set once at start (Inbound)
 
 	verdicts *Verdicts // of the policy in force
 
@@ -42,7 +43,7 @@ func NewSwap(allow, deny []string, self ...string) (*Swap, error) {
 // Set puts the policy of allow and deny in force. If either list changed,
 // the tracked transports' idle connections are closed.
 func (s *Swap) Set(allow, deny []string) error {
-	g, err := New(Options{Allow: allow, Deny: deny, Self: s.self})
+	g, err := New(Options{Allow: allow, Deny: deny, Self: s.self, Apps: s.apps})
 	if err != nil {
 		return err
 	}
@@ -58,6 +59,19 @@ func (s *Swap) Set(allow, deny []string) error {
 		}
 	}
 	return nil
+}
+
+// Inbound adds the inbound routes' listeners to hookpace's own (Self)
+// and opens their apps (Options.Apps), under the lists in force. It is
+// called once, at start, once the listeners are bound and before any
+// request is served.
+func (s *Swap) Inbound(listeners, apps []string) error {
+	s.mu.Lock()
+	s.self = append(slices.Clip(s.self), listeners...)
+	s.apps = apps
+	allow, deny := s.allow, s.deny
+	s.mu.Unlock()
+	return s.Set(allow, deny)
 }
 
 // Track makes a policy change close tr's idle connections.

@@ -4,18 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"path"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/proxy"
+	"github.com/hookpace/hookpace/webpath"
 )
 
 // HeaderReceivedAt carries to the app when the door received the webhook
@@ -45,7 +47,10 @@ type Options struct {
 	Metrics Counter
 	Logger  *slog.Logger
 	MaxBody int64 // largest webhook body (spool.max_body)
-	Now     func() time.Time
+	// BodyTimeout is how long a webhook's body may take to arrive
+	// (proxy.body_timeout); 0: no limit here.
+	BodyTimeout time.Duration
+	Now         func() time.Time
 }
 
 // Route is the http.Handler of one inbound listener.
@@ -69,23 +74,40 @@ func NewRoute(o Options) (*Route, error) {
 	return &Route{opts: o, base: u}, nil
 }
 
-// ServeHTTP takes a POST to a webhook path in (verified, spooled, answered
-// once durable) and passes everything else, and the handshakes the sync
-// rules name, to the app.
+// ServeHTTP judges r by the path the app will route (webpath) and sends
+// it on with that path. On a webhook path (Paths, and what is below
+// each), a POST is verified, spooled and answered once durable; GET,
+// HEAD and OPTIONS, and what Passthrough names, go to the app as they
+// are; any other method is refused with 405 before the app sees it on a
+// route that verifies, unless a sync rule names it (verified, then
+// passed to the app). Everything off the webhook paths goes to the app.
 func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || !rt.webhookPath(r.URL.Path) {
-		rt.passThrough(w, r, "not a webhook path")
+	start := rt.opts.Now()
+	p, err := webpath.Normalize(r.URL.EscapedPath())
+	if err != nil {
+		rt.refuse(w, r, start, http.StatusBadRequest, "path", "request path: "+err.Error())
 		return
 	}
-	start := rt.opts.Now()
-	body, err := io.ReadAll(io.LimitReader(r.Body, rt.opts.MaxBody+1))
+	proxy.SetPath(r.URL, p.Clean) // the app gets the path that was judged
 	switch {
-	case err != nil:
-		rt.refuse(w, r, start, http.StatusBadRequest, "body", "reading body: "+err.Error())
+	case !rt.webhookPath(p):
+		rt.passThrough(w, r, "not a webhook path")
 		return
-	case int64(len(body)) > rt.opts.MaxBody:
-		rt.refuse(w, r, start, http.StatusRequestEntityTooLarge, "too_large",
-			"body exceeds spool.max_body ("+strconv.FormatInt(rt.opts.MaxBody, 10)+" bytes)")
+	case r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions:
+		rt.passThrough(w, r, "not a webhook method")
+		return
+	case rt.passthroughPath(p):
+		rt.passThrough(w, r, "passthrough")
+		return
+	case r.Method != http.MethodPost && rt.opts.Verifier == nil:
+		rt.passThrough(w, r, "not a webhook method (the route verifies nothing)")
+		return
+	case r.Method != http.MethodPost && !rt.syncMethod(r.Method):
+		rt.notAllowed(w, r, start)
+		return
+	}
+	body, ok := rt.readBody(w, r, start)
+	if !ok {
 		return
 	}
 	if v := rt.opts.Verifier; v != nil {
@@ -99,10 +121,14 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt.wantsJSON() {
 		_ = json.Unmarshal(body, &doc) // not JSON: no field matches
 	}
-	if rt.syncRule(r, doc) {
+	if rt.syncRule(r, p, doc) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		rt.passThrough(w, r, "sync rule")
+		return
+	}
+	if r.Method != http.MethodPost {
+		rt.notAllowed(w, r, start)
 		return
 	}
 	in := proxy.Inbound{Route: rt.opts.Route.Name, Key: rt.deliveryID(r.Header, doc)}
@@ -119,6 +145,47 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.opts.Ingest.ServeInbound(w, fwd, in)
 }
 
+// readBody reads r's body whole, as strictly as the proxy's door: a
+// declared length over MaxBody is a 413 before a byte is read, a body
+// that has not arrived within BodyTimeout a 408; both close the
+// connection. ok false: r is answered.
+func (rt *Route) readBody(w http.ResponseWriter, r *http.Request, start time.Time) (body []byte, ok bool) {
+	tooLarge := "body exceeds spool.max_body (" + strconv.FormatInt(rt.opts.MaxBody, 10) + " bytes)"
+	if r.ContentLength > rt.opts.MaxBody {
+		w.Header().Set("Connection", "close")
+		rt.refuse(w, r, start, http.StatusRequestEntityTooLarge, "too_large", tooLarge)
+		return nil, false
+	}
+	rc := http.NewResponseController(w)
+	timed := rt.opts.BodyTimeout > 0 && rc.SetReadDeadline(rt.opts.Now().Add(rt.opts.BodyTimeout)) == nil
+	body, err := io.ReadAll(io.LimitReader(r.Body, rt.opts.MaxBody+1))
+	if timed {
+		rc.SetReadDeadline(time.Time{})
+	}
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		w.Header().Set("Connection", "close")
+		rt.refuse(w, r, start, http.StatusRequestTimeout, "body_timeout", "request body not received within proxy.body_timeout")
+		return nil, false
+	case err != nil:
+		w.Header().Set("Connection", "close")
+		rt.refuse(w, r, start, http.StatusBadRequest, "body", "reading body: "+err.Error())
+		return nil, false
+	case int64(len(body)) > rt.opts.MaxBody:
+		w.Header().Set("Connection", "close")
+		rt.refuse(w, r, start, http.StatusRequestEntityTooLarge, "too_large", tooLarge)
+		return nil, false
+	}
+	return body, true
+}
+
+// notAllowed refuses a method the door does not take on a webhook path.
+func (rt *Route) notAllowed(w http.ResponseWriter, r *http.Request, start time.Time) {
+	w.Header().Set("Allow", "POST, GET, HEAD, OPTIONS")
+	rt.refuse(w, r, start, http.StatusMethodNotAllowed, "method",
+		"method "+strconv.Quote(r.Method)+" on a webhook path: webhooks are POSTs, verified at this door")
+}
+
 // appURL is the app's URL for a request to u: the route's base, then u's
 // path and query.
 func (rt *Route) appURL(u *url.URL) *url.URL {
@@ -131,12 +198,34 @@ func (rt *Route) appURL(u *url.URL) *url.URL {
 	return &out
 }
 
-func (rt *Route) webhookPath(p string) bool {
+// webhookPath reports whether p is one of the route's webhook paths or
+// below one; every path when the route names none.
+func (rt *Route) webhookPath(p webpath.Path) bool {
 	if len(rt.opts.Route.Paths) == 0 {
 		return true
 	}
 	for _, g := range rt.opts.Route.Paths {
-		if ok, _ := path.Match(g, p); ok {
+		if p.Under(g) {
+			return true
+		}
+	}
+	return false
+}
+
+// passthroughPath reports whether a passthrough glob names p.
+func (rt *Route) passthroughPath(p webpath.Path) bool {
+	for _, g := range rt.opts.Route.Passthrough {
+		if p.Match(g) {
+			return true
+		}
+	}
+	return false
+}
+
+// syncMethod reports whether a sync rule names method.
+func (rt *Route) syncMethod(method string) bool {
+	for _, s := range rt.opts.Route.Sync {
+		if s.Method == method {
 			return true
 		}
 	}
@@ -155,17 +244,15 @@ func (rt *Route) wantsJSON() bool {
 	return false
 }
 
-// syncRule reports whether a rule names r (with JSON body doc) as one the
-// app must answer itself.
-func (rt *Route) syncRule(r *http.Request, doc map[string]json.RawMessage) bool {
+// syncRule reports whether a rule names r (at path p, with JSON body doc)
+// as one the app must answer itself.
+func (rt *Route) syncRule(r *http.Request, p webpath.Path, doc map[string]json.RawMessage) bool {
 	for _, s := range rt.opts.Route.Sync {
 		if s.Method != "" && s.Method != r.Method {
 			continue
 		}
-		if s.Path != "" {
-			if ok, _ := path.Match(s.Path, r.URL.Path); !ok {
-				continue
-			}
+		if s.Path != "" && !p.Match(s.Path) {
+			continue
 		}
 		if s.JSON != "" && jsonString(doc[s.JSON]) != s.Value {
 			continue

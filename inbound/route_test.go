@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/webpath"
 )
 
 func TestRouteMatching(t *testing.T) {
@@ -25,8 +26,13 @@ func TestRouteMatching(t *testing.T) {
 	for _, tc := range []struct {
 		path string
 		want bool
-	}{{"/webhooks/a", true}, {"/stripe", true}, {"/webhooks/a/b", false}, {"/", false}, {"/stripe/x", false}} {
-		if got := rt.webhookPath(tc.path); got != tc.want {
+	}{{"/webhooks/a", true}, {"/stripe", true}, {"/webhooks/a/b", true}, {"/", false}, {"/stripe/x", true},
+		{"/Stripe/", true}, {"/stripex", false}, {"/webhooks", false}, {"/x/../stripe;v=1", true}} {
+		p, err := webpath.Normalize(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rt.webhookPath(p); got != tc.want {
 			t.Errorf("webhookPath(%q) = %v", tc.path, got)
 		}
 	}
@@ -51,7 +57,8 @@ func TestRouteMatching(t *testing.T) {
 		{post("/webhooks/a"), `not json`, false},
 		{post("/webhooks/commands"), `{}`, true},
 	} {
-		if got := rt.syncRule(tc.r, doc(tc.body)); got != tc.want {
+		p, _ := webpath.Normalize(tc.r.URL.Path)
+		if got := rt.syncRule(tc.r, p, doc(tc.body)); got != tc.want {
 			t.Errorf("syncRule(%s, %s) = %v", tc.r.URL.Path, tc.body, got)
 		}
 	}

@@ -2,7 +2,10 @@ package proxy
 
 import (
 	"net/http"
+	"net/netip"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hookpace/hookpace/spool"
@@ -63,4 +66,80 @@ func inboundKey(key string, window time.Duration) (string, *decision) {
 		return "", &d
 	}
 	return key, nil
+}
+
+// markDoor sets m's HeaderDoor mark: the route's name for a webhook that
+// came through an inbound route (in), none for anything else, whatever
+// the client sent.
+func markDoor(m *spool.Message, in *Inbound) {
+	delete(m.Header, spool.HeaderDoor)
+	if in != nil {
+		m.Header.Set(spool.HeaderDoor, in.Route)
+	}
+}
+
+// handedDoor keeps the HeaderDoor mark of a checked hand-off (m.OriginSpool
+// set: handoffOrigin checked its claim with the shared secret): the
+// webhook came through a door of the hookpace that handed it over.
+func handedDoor(m *spool.Message, r *http.Request) {
+	if m.OriginSpool != 0 && len(r.Header[spool.HeaderDoor]) == 1 {
+		m.Header[spool.HeaderDoor] = r.Header[spool.HeaderDoor]
+	}
+}
+
+// keyScope is the dedupe scope of a webhook: the proxy user's for the
+// proxy's doors, the route's own for an inbound route's.
+func keyScope(user string, in *Inbound) string {
+	if in != nil {
+		return spool.DoorScope(in.Route)
+	}
+	return user
+}
+
+// App is the app behind an inbound route: its webhooks enter through the
+// route's door, verified there, and nowhere else.
+type App struct {
+	Route string // the route's name
+	Host  string // To's host: a lower-case name, or an IP literal
+	Port  uint16 // To's port, the scheme's default when it has none
+}
+
+// NewApp is the App of the route named route whose app's base URL is to.
+func NewApp(route, to string) (App, error) {
+	u, err := url.Parse(to)
+	if err != nil {
+		return App{}, err
+	}
+	return App{Route: route, Host: strings.ToLower(strings.TrimSuffix(u.Hostname(), ".")), Port: destPort(u)}, nil
+}
+
+// is reports whether u's host and port are a's (an IP literal by its
+// address, so that ::ffff:127.0.0.1 is 127.0.0.1).
+func (a App) is(u *url.URL) bool {
+	if destPort(u) != a.Port {
+		return false
+	}
+	h := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	if h == a.Host {
+		return true
+	}
+	x, err1 := netip.ParseAddr(h)
+	y, err2 := netip.ParseAddr(a.Host)
+	return err1 == nil && err2 == nil && x.Unmap() == y.Unmap()
+}
+
+// appRefusal is the 403 of a request that a proxy door (the proxy
+// listener, a tunnel, capture) is asked to send to an inbound route's
+// app: what reaches the app's webhook paths must have been verified at
+// its route's door, and only that door's webhooks carry the route's
+// signature and claim its delivery ids.
+func (pol *Policy) appRefusal(u *url.URL) (decision, bool) {
+	for _, a := range pol.Apps {
+		if a.is(u) {
+			return decision{outcome: outcomeRefused, status: http.StatusForbidden,
+				reason: u.Host + " is the app behind inbound route " + strconv.Quote(a.Route) +
+					": requests to it enter through that route's listener, not the proxy"}, true
+		}
+	}
+	return decision{}, false
 }

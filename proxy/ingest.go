@@ -38,6 +38,11 @@ func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 			p.record(r, start, host, 0, d)
 			return nil, d.response(r, host)
 		}
+		if d, refused := pol.appRefusal(r.URL); refused {
+			host := HostKey(r.URL)
+			p.record(r, start, host, 0, d)
+			return nil, d.response(r, host)
+		}
 		if !pol.spools(r.Method) {
 			p.noticePassthrough(pol, r.Method, HostKey(r.URL))
 		}
@@ -112,6 +117,11 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 	if err := CheckTarget(r.URL); err != nil {
 		return badRequest(err.Error()), 0
 	}
+	if in == nil {
+		if d, ok := pol.appRefusal(r.URL); ok {
+			return d, 0
+		}
+	}
 	hp := pol.Host(host)
 	// Refuse forbidden destinations before storing anything: a webhook
 	// that could never be delivered must not get a 202.
@@ -162,6 +172,7 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 		Enqueued: now,
 	}
 	lane.set(m) // before the body is read into the record
+	markDoor(m, in)
 	if n := r.ContentLength; n > spool.MaxRecordSize-(2<<20) && m.RecordSize(int(n)) > spool.MaxRecordSize {
 		return tooLargeForSpool(), 0 // without reading a body that could never be stored
 	}
@@ -180,7 +191,8 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 	if d, refused := p.handoff(r, pol, host, hp.FairnessKey, m); refused {
 		return d, len(m.Body)
 	}
-	ok, err := p.appendKeys(ctx, m, hp, spool.Keys{Idempotency: key, Coalesce: ckey, Scope: user})
+	handedDoor(m, r)
+	ok, err := p.appendKeys(ctx, m, hp, spool.Keys{Idempotency: key, Coalesce: ckey, Scope: keyScope(user, in)})
 	return p.appended(ok, err), len(m.Body)
 }
 
@@ -341,6 +353,9 @@ func (p *Proxy) onConnect(target string, ctx *goproxy.ProxyCtx) (*goproxy.Connec
 		return reject(unauthorized())
 	}
 	ctx.UserData = &ctxInfo{authorized: true, user: user}
+	if d, refused := pol.appRefusal(&url.URL{Scheme: "https", Host: target}); refused {
+		return reject(d)
+	}
 	t, d := p.connectPolicy(r, target, start)
 	if t == nil {
 		return reject(d)

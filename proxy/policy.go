@@ -38,6 +38,9 @@ type Policy struct {
 	// WebhookRulesSet (the config has a webhooks block); see classify.
 	Webhooks        []config.WebhookRule
 	WebhookRulesSet bool
+	// Apps are the inbound routes' apps: the proxy's doors refuse any
+	// request to one (inbound.go).
+	Apps []App
 }
 
 // HostPolicy is what the proxy needs to know about one destination host.

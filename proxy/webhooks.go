@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/webpath"
 )
 
 // Rule names for the webhooks that no webhooks rule made, as the ingest
@@ -20,7 +22,9 @@ const (
 // and answered 202, and which rule made it one; anything else is an API
 // call, forwarded synchronously with the partner's own answer.
 //
-// A host's webhooks: all or none decides first. Then, with a webhooks
+// A host's webhooks: all or none decides first. Rules judge the path as
+// the partner's server routes it (webpath): u's path is cleaned in place
+// first, so the request is forwarded, or spooled, with the path judged. Then, with a webhooks
 // block, its rules alone. Without one: an http:// request of
 // spool.methods (as every version before), a request of spool.methods to
 // a host named under hosts, and any request carrying a Standard Webhooks
@@ -35,8 +39,9 @@ func (pol *Policy) classify(r *http.Request) (rule string, webhook bool) {
 	}
 	if pol.WebhookRulesSet {
 		host := strings.ToLower(strings.TrimSuffix(r.URL.Hostname(), "."))
+		fold, alt := judgedPath(r.URL)
 		for _, w := range pol.Webhooks {
-			if w.Matches(r.Method, host, r.URL.Path, r.Header) {
+			if w.Matches(r.Method, host, fold, r.Header) || (alt != fold && w.Matches(r.Method, host, alt, r.Header)) {
 				return w.Name, true
 			}
 		}
@@ -51,4 +56,27 @@ func (pol *Policy) classify(r *http.Request) (rule string, webhook bool) {
 		return RuleSignature, true
 	}
 	return "", false
+}
+
+// judgedPath cleans u's path in place (webpath.Normalize) and returns it
+// folded, and read with its encoded separators as separators (alt; fold
+// when it has none). A path with a bad escape is left as it is and judged
+// folded.
+func judgedPath(u *url.URL) (fold, alt string) {
+	p, err := webpath.Normalize(u.EscapedPath())
+	if err != nil {
+		fold = strings.ToLower(u.Path)
+		return fold, fold
+	}
+	SetPath(u, p.Clean)
+	return p.Fold(), p.Alt()
+}
+
+// SetPath sets u's path to escaped, an escaped path.
+func SetPath(u *url.URL, escaped string) {
+	if u.EscapedPath() == escaped {
+		return
+	}
+	u.Path, _ = url.PathUnescape(escaped)
+	u.RawPath = escaped
 }

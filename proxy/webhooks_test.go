@@ -89,3 +89,34 @@ hosts:
 		}
 	}
 }
+
+// TestClassifyCleanedPath: rules judge the path the partner's server
+// routes, and the request keeps the path that was judged.
+func TestClassifyCleanedPath(t *testing.T) {
+	pol := classifyPolicy(t, "webhooks:\n  - path: /hooks/**\n")
+	for _, c := range []struct {
+		target, sent string // sent: the path the request goes on with
+		webhook      bool
+	}{
+		{"/hooks/a", "/hooks/a", true},
+		{"/hooks/../api/charge", "/api/charge", false},
+		{"/hooks/%2e%2e/api/charge", "/api/charge", false},
+		{"//hooks/a", "/hooks/a", true},
+		{"/./hooks/a", "/hooks/a", true},
+		{"/Hooks/a", "/Hooks/a", true},
+		{"/hooks;x/a", "/hooks/a", true},
+		{"/%68ooks/a", "/hooks/a", true},
+		{"/hooks%2Fa", "/hooks%2Fa", true}, // judged either way: a webhook if either is
+		{"/api/charge", "/api/charge", false},
+		{"/hooksx/a", "/hooksx/a", false},
+	} {
+		r := httptest.NewRequest("POST", "https://partner.test"+c.target, nil)
+		_, ok := pol.classify(r)
+		if ok != c.webhook || r.URL.EscapedPath() != c.sent {
+			t.Errorf("POST %s: webhook %v, sent as %s; want %v, %s", c.target, ok, r.URL.EscapedPath(), c.webhook, c.sent)
+		}
+		if r.URL.String() != "https://partner.test"+c.sent {
+			t.Errorf("POST %s: URL %s, want https://partner.test%s", c.target, r.URL, c.sent)
+		}
+	}
+}

@@ -10,11 +10,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/connlimit"
 	"github.com/hookpace/hookpace/inbound"
+	"github.com/hookpace/hookpace/proxy"
+	"github.com/hookpace/hookpace/sign"
 )
 
 // inboundRoutes are the listeners in front of apps' own webhook endpoints
@@ -49,7 +52,8 @@ func (a *app) buildInbound(cfg *config.Config, roots *x509.CertPool) error {
 			return cfg.FieldError("inbound", err)
 		}
 		h, err := inbound.NewRoute(inbound.Options{Route: rc, Verifier: v, Ingest: a.proxy, App: app,
-			Metrics: a.tel.Metrics, Logger: a.log, MaxBody: int64(cfg.Spool.MaxBody)})
+			Metrics: a.tel.Metrics, Logger: a.log, MaxBody: int64(cfg.Spool.MaxBody),
+			BodyTimeout: cfg.Proxy.BodyTimeout.D()})
 		if err != nil {
 			return cfg.FieldError("inbound", err)
 		}
@@ -73,7 +77,16 @@ func (a *app) buildInbound(cfg *config.Config, roots *x509.CertPool) error {
 		}
 		a.inbound.routes = append(a.inbound.routes, inboundListener{name: rc.Name, to: rc.To, tls: rc.CertFile != "", ln: ln, srv: srv})
 	}
-	return nil
+	// The routes' listeners are hookpace itself, never a destination; each
+	// app is open to egress on its own host and port alone.
+	var self, apps []string
+	for _, r := range a.inbound.routes {
+		self = append(self, r.ln.Addr().String())
+	}
+	for _, ap := range inboundApps(cfg) {
+		apps = append(apps, net.JoinHostPort(ap.Host, strconv.Itoa(int(ap.Port))))
+	}
+	return a.guard.Inbound(self, apps)
 }
 
 // inboundVerifiers builds the verifier of each inbound route that verifies,
@@ -147,4 +160,26 @@ func (ir *inboundRoutes) shutdown(ctx context.Context) {
 	for _, r := range ir.routes {
 		r.srv.Shutdown(ctx)
 	}
+}
+
+// doorSigners are the inbound routes' signers by route name: what signs a
+// webhook that route's door took in (nil for a route without sign).
+func doorSigners(cfg *config.Config, files *Files) map[string]*sign.Signer {
+	out := make(map[string]*sign.Signer, len(cfg.Inbound))
+	for _, rt := range cfg.Inbound {
+		out[rt.Name] = files.Signer(rt.Sign)
+	}
+	return out
+}
+
+// inboundApps are the inbound routes' apps, which the proxy's doors
+// refuse (config checked their URLs).
+func inboundApps(cfg *config.Config) []proxy.App {
+	var out []proxy.App
+	for _, rt := range cfg.Inbound {
+		if a, err := proxy.NewApp(rt.Name, rt.To); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -24,6 +24,7 @@ import (
 func policies(cfg *config.Config, files *Files) func(string) *deliver.Policy {
 	var mu sync.Mutex
 	made := make(map[string]*deliver.Policy) // by hosts key; "" the defaults
+	doors := doorSigners(cfg, files)
 	return func(host string) *deliver.Policy {
 		key, hc := cfg.Lookup(host)
 		mu.Lock()
@@ -33,6 +34,7 @@ func policies(cfg *config.Config, files *Files) func(string) *deliver.Policy {
 		}
 		p := Policy(hc, files.Signer(hc.Sign))
 		p.Auth = files.Credentials(hc.Auth)
+		p.Doors = doors
 		p.IDHeader, p.AttemptHeader = cfg.Delivery.IDHeader, cfg.Delivery.AttemptHeader
 		made[key] = &p
 		return &p
@@ -62,6 +64,7 @@ func proxyPolicy(cfg *config.Config, files *Files) proxy.Policy {
 		Webhooks:          cfg.Webhooks,
 		WebhookRulesSet:   cfg.WebhookRulesSet,
 		HandoffSecret:     files.HandoffSecret,
+		Apps:              inboundApps(cfg),
 	}
 }
 

@@ -333,6 +333,9 @@ func (a *app) serve(ctx context.Context, reload <-chan struct{}, ready func(prox
 	for _, w := range cfg.PlainTokenURLs() {
 		a.log.Warn("auth: a token endpoint over plain http", "problem", w)
 	}
+	for _, w := range cfg.InboundWarnings() {
+		a.log.Warn("inbound: a dedupe key that does not resist replay", "problem", w)
+	}
 	if ready != nil {
 		ready(proxyAddr, adminAddr)
 	}

@@ -13,15 +13,18 @@ import (
 	"github.com/hookpace/hookpace/sign"
 )
 
-// signers builds a signer for each sign block of cfg (defaults' and the
-// hosts'; a host that inherits defaults' shares its block), reading its
-// secrets.
+// signers builds a signer for each sign block of cfg (defaults', the
+// hosts' and the inbound routes'; a host that inherits defaults' shares
+// its block), reading its secrets.
 func signers(cfg *config.Config) (map[*config.Signing]*sign.Signer, error) {
 	out := map[*config.Signing]*sign.Signer{}
 	var errs []error
 	blocks := []*config.Signing{cfg.Defaults.Sign}
 	for _, k := range slices.Sorted(maps.Keys(cfg.Hosts)) {
 		blocks = append(blocks, cfg.Hosts[k].Sign)
+	}
+	for _, rt := range cfg.Inbound {
+		blocks = append(blocks, rt.Sign)
 	}
 	for _, sc := range blocks {
 		if _, done := out[sc]; done || sc == nil {
