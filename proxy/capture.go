@@ -116,7 +116,7 @@ func (p *Proxy) serveCapturedHTTP(req *http.Request, conn net.Conn, pre []byte, 
 	if srv.ErrorLog == nil {
 		srv.ErrorLog = slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
 	}
-	srv.Serve(newOneConnListener(&prefixConn{peekedConn: &peekedConn{Conn: conn}, pre: pre}))
+	serveOne(srv, &prefixConn{peekedConn: &peekedConn{Conn: conn}, pre: pre})
 }
 
 // prefixConn is a connection with pre, the bytes read to tell HTTP from

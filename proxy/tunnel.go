@@ -316,7 +316,7 @@ func (p *Proxy) serveInside(t *tunnel, c net.Conn, scheme string) {
 	if srv.ErrorLog == nil {
 		srv.ErrorLog = slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
 	}
-	srv.Serve(newOneConnListener(c))
+	serveOne(srv, c)
 }
 
 // innerServer serves the requests inside a tunnel with the limits of the
@@ -326,11 +326,17 @@ func (p *Proxy) serveInside(t *tunnel, c net.Conn, scheme string) {
 func innerServer(connect *http.Request, h http.Handler) *http.Server {
 	outer, ok := connect.Context().Value(http.ServerContextKey).(*http.Server)
 	if !ok {
-		return &http.Server{Handler: h, ReadHeaderTimeout: sniffTimeout, IdleTimeout: 120 * time.Second}
+		return &http.Server{Handler: h, ReadHeaderTimeout: sniffTimeout, IdleTimeout: 120 * time.Second, ConnContext: TapContext}
 	}
 	return &http.Server{Handler: h, ReadHeaderTimeout: outer.ReadHeaderTimeout, ReadTimeout: outer.ReadTimeout,
 		WriteTimeout: outer.WriteTimeout, IdleTimeout: outer.IdleTimeout, MaxHeaderBytes: outer.MaxHeaderBytes,
-		ErrorLog: outer.ErrorLog}
+		ErrorLog: outer.ErrorLog, ConnContext: TapContext}
+}
+
+// serveOne serves the requests of one connection inside a tunnel (or
+// captured) with srv, its raw first header block kept for the judge.
+func serveOne(srv *http.Server, c net.Conn) {
+	srv.Serve(newOneConnListener(newHeadTap(c)))
 }
 
 // tunnelURL makes a request read inside a tunnel to target absolute-form
