@@ -102,11 +102,8 @@ func (p *Proxy) ServeCapture(ctx context.Context, conn net.Conn, dst netip.AddrP
 func (p *Proxy) serveCapturedHTTP(req *http.Request, conn net.Conn, pre []byte, dst netip.AddrPort) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
 		if err := captureURL(in, dst); err != nil {
-			d := badRequest(err.Error())
-			p.record(in, time.Now(), dst.String(), 0, d)
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.WriteHeader(d.status)
-			io.WriteString(w, "hookpace: "+d.reason+"\n")
+			p.record(in, time.Now(), dst.String(), 0, badRequest(err.Error()))
+			refuseFraming(w, err.Error())
 			return
 		}
 		in.RemoteAddr = req.RemoteAddr

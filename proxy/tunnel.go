@@ -295,12 +295,8 @@ func (p *Proxy) serveInside(t *tunnel, c net.Conn, scheme string) {
 	auth := t.req.Header.Get("Proxy-Authorization")
 	h := http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
 		if err := tunnelURL(in, t.target, scheme); err != nil {
-			start := time.Now()
-			d := decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: err.Error()}
-			p.record(in, start, t.host, 0, d)
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.WriteHeader(d.status)
-			io.WriteString(w, "hookpace: "+d.reason+"\n")
+			p.record(in, time.Now(), t.host, 0, badRequest(err.Error()))
+			refuseFraming(w, err.Error()) // and close: the tunnel reaches one destination
 			return
 		}
 		in.RemoteAddr = t.req.RemoteAddr
