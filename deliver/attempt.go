@@ -1,7 +1,6 @@
 package deliver
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -226,20 +225,21 @@ func (d *Dispatcher) post(ctx context.Context, pol *Policy, method, url string, 
 	start := time.Now()
 	var resp *http.Response
 	for try := 0; ; try++ {
-		h := hdr
+		// Built by the builder ingest checked it with; a request that
+		// can't be built is its own failure (unsendable), never the host's.
+		req, err := spool.NewRequest(ctx, method, url, hdr, body)
+		if err != nil {
+			return result{err: unsendable{err}}
+		}
 		if pol.Auth != nil {
 			// The credentials go on a copy, made at the moment of the
 			// attempt: never in what is stored or retried.
-			h = hdr.Clone()
+			h := hdr.Clone()
 			if err := pol.Auth.Apply(ctx, h); err != nil {
 				return result{err: authError{err}, took: time.Since(start)}
 			}
+			req.Header = h
 		}
-		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
-		if err != nil {
-			return result{err: fmt.Errorf("build request: %w", err)}
-		}
-		req.Header = h
 		req.Host = hostHeader(req.URL)
 		if resp, err = client.Do(req); err != nil {
 			return result{err: err, took: time.Since(start)}
@@ -381,7 +381,8 @@ func (d *Dispatcher) settle(h *host, pol *Policy, res result, sentAt, now time.T
 	breaker, _ := h.gate.Breaker()
 	hold := h.release(now, lease, pr)
 	d.breakerChanged(h, breaker, res.reason)
-	if res.verdict != vDone {
+	var un unsendable
+	if res.verdict != vDone && !errors.As(res.err, &un) {
 		t := h.troubleW()
 		t.lastErr, t.lastErrAt, t.lastStatus = res.reason, now, res.status
 	}

@@ -174,11 +174,8 @@ func (p *Proxy) serveCapturedTLS(req *http.Request, conn net.Conn, pre []byte, d
 func (p *Proxy) serveCapturedHTTP(req *http.Request, conn net.Conn, pre []byte, dst netip.AddrPort) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
 		if err := captureURL(in, dst); err != nil {
-			d := badRequest(err.Error())
-			p.record(in, time.Now(), dst.String(), 0, d)
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.WriteHeader(d.status)
-			io.WriteString(w, "hookpace: "+d.reason+"\n")
+			p.record(in, time.Now(), dst.String(), 0, badRequest(err.Error()))
+			refuseFraming(w, err.Error())
 			return
 		}
 		in.RemoteAddr = req.RemoteAddr
@@ -188,7 +185,7 @@ func (p *Proxy) serveCapturedHTTP(req *http.Request, conn net.Conn, pre []byte, 
 	if srv.ErrorLog == nil {
 		srv.ErrorLog = slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
 	}
-	srv.Serve(newOneConnListener(&prefixConn{peekedConn: &peekedConn{Conn: conn}, pre: pre}))
+	serveOne(srv, &prefixConn{peekedConn: &peekedConn{Conn: conn}, pre: pre})
 }
 
 // prefixConn is a connection with pre, the bytes read to tell HTTP from

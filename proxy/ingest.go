@@ -171,6 +171,12 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 	}
 	lane.set(m) // before the body is read into the record
 	markDoor(m, in)
+	// What is acknowledged can be sent: built once here as delivery
+	// builds it, with the one builder delivery uses (the body is a
+	// reader to it, whatever its bytes).
+	if _, err := spool.NewRequest(ctx, m.Method, m.URL, m.Header, nil); err != nil {
+		return badRequest("not deliverable as sent: " + err.Error()), 0
+	}
 	if n := r.ContentLength; n > spool.MaxRecordSize-(2<<20) && m.RecordSize(int(n)) > spool.MaxRecordSize {
 		return tooLargeForSpool(), 0 // without reading a body that could never be stored
 	}

@@ -187,6 +187,15 @@ func New(opts Options) *Proxy {
 // origin-form requests) to goproxy. It serves the proxy listener and the
 // requests inside tunnels alike (see framing.go).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if why := judgeRequest(r); why != "" {
+		host := r.Host
+		if r.URL.IsAbs() {
+			host = HostKey(r.URL)
+		}
+		p.record(r, time.Now(), host, 0, badRequest(why))
+		refuseFraming(w, why)
+		return
+	}
 	pol := p.policy.Load()
 	w = closeAfterChunked(w, r)
 	withBodyDeadline(w, r, pol.BodyTimeout)

@@ -237,7 +237,7 @@ func (a *app) listen(cfg *config.Config) error {
 	}
 	// Reads re-arm TCP_QUICKACK while an ACK may be pending
 	// (quickack_linux.go), and connections are limited (listen.go).
-	a.proxyLn = connlimit.New(quickAckListener{a.proxyLn}, maxConnections(cfg), a.log, "proxy")
+	a.proxyLn = proxy.TapListener(connlimit.New(quickAckListener{a.proxyLn}, maxConnections(cfg), a.log, "proxy"))
 	a.undo = append(a.undo, func() { a.proxyLn.Close() })
 	if a.adminLn, err = net.Listen("tcp", cfg.Admin); err != nil {
 		return fmt.Errorf("admin listen %s: %w", cfg.Admin, err)
@@ -294,7 +294,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 	})
 	a.proxySrv = &http.Server{Handler: a.proxy, ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: int(cfg.Spool.MaxHeader),
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug), ConnContext: proxy.TapContext}
 	a.history = admin.NewHistory(admin.HistorySource{
 		Accepted:  func() int64 { return a.proxy.Counts()[proxy.OutcomeAccepted.String()] },
 		Delivered: a.disp.Delivered,
