@@ -194,7 +194,10 @@ func Connect(ctx context.Context, opts Options) (*NATS, error) {
 
 // setup opens (or creates) the stream and the buckets.
 func (r *NATS) setup(ctx context.Context) error {
-	js, err := jetstream.New(r.nc, jetstream.WithPublishAsyncMaxPending(4096))
+	// An acknowledgement that never comes fails its publish after a while,
+	// so that lost ones do not fill the window of pending publishes.
+	js, err := jetstream.New(r.nc, jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithPublishAsyncTimeout(max(10*time.Second, 2*r.opts.Timeout)))
 	if err != nil {
 		return err
 	}
@@ -259,11 +262,40 @@ func (r *NATS) subject(token, host string) string {
 func (r *NATS) filter(token string) string { return r.opts.Stream + "." + token + ".>" }
 
 // Publish stores a round's records in the stream: all are sent at once,
-// then their acknowledgements are awaited together, for at most Timeout.
-// It implements spool.Replica.
+// then their acknowledgements are awaited together. A round the stream
+// does not take (a server lost, a leader being elected) is sent again
+// until Timeout has passed since the first try; records keep their
+// Nats-Msg-Id, so a resend stores nothing twice. It implements
+// spool.Replica.
 func (r *NATS) Publish(recs []spool.Replicated) error {
+	deadline := time.Now().Add(r.opts.Timeout)
+	var failed [][]jetstream.PubAckFuture // tries whose copies may land late
+	for {
+		acked, futs, err := r.publishOnce(recs, deadline)
+		if err == nil {
+			r.took(recs, acked)
+			return nil
+		}
+		failed = append(failed, futs)
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			if !r.opts.Local {
+				go r.unpublish(failed)
+			}
+			return r.unavailable(err, len(recs))
+		}
+		select {
+		case <-time.After(min(wait, 100*time.Millisecond)):
+		case <-r.stop:
+			return r.unavailable(err, len(recs))
+		}
+	}
+}
+
+// publishOnce sends recs and waits for their acknowledgements until
+// deadline; it returns each record's stream sequence.
+func (r *NATS) publishOnce(recs []spool.Replicated, deadline time.Time) ([]uint64, []jetstream.PubAckFuture, error) {
 	futs := make([]jetstream.PubAckFuture, 0, len(recs))
-	var err error
 	for _, rec := range recs {
 		msg := nats.NewMsg(r.subject(r.token, rec.Host))
 		msg.Data = rec.Record
@@ -274,33 +306,30 @@ func (r *NATS) Publish(recs []spool.Replicated) error {
 		if !rec.Replaces {
 			popts = append(popts, jetstream.WithMsgID(rec.Key))
 		}
-		var f jetstream.PubAckFuture
-		if f, err = r.js.PublishMsgAsync(msg, popts...); err != nil {
-			break
+		f, err := r.js.PublishMsgAsync(msg, popts...)
+		if err != nil {
+			return nil, futs, err
 		}
 		futs = append(futs, f)
 	}
-	timer := time.NewTimer(r.opts.Timeout)
+	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	acked := make([]uint64, len(futs))
 	for i, f := range futs {
-		if err != nil {
-			break
-		}
 		select {
 		case ack := <-f.Ok():
 			acked[i] = ack.Sequence
-		case err = <-f.Err():
+		case err := <-f.Err():
+			return nil, futs, err
 		case <-timer.C:
-			err = fmt.Errorf("no acknowledgement from the stream within %v", r.opts.Timeout)
+			return nil, futs, errors.New("no acknowledgement from the stream in time")
 		}
 	}
-	if err != nil {
-		if !r.opts.Local {
-			go r.unpublish(futs)
-		}
-		return r.unavailable(err, len(recs))
-	}
+	return acked, nil, nil
+}
+
+// took records where a stored round's records are.
+func (r *NATS) took(recs []spool.Replicated, acked []uint64) {
 	r.mu.Lock()
 	for i, rec := range recs {
 		if old, ok := r.seqs[rec.Key]; ok && old != acked[i] {
@@ -315,27 +344,28 @@ func (r *NATS) Publish(recs []spool.Replicated) error {
 		r.log.Info("replication: the stream takes writes again", "stream", r.opts.Stream)
 		r.opts.Emit("replication.available", map[string]any{"stream": r.opts.Stream})
 	}
-	return nil
 }
 
 // unpublish deletes the copies of a refused round that the stream stores
 // after all (their acknowledgement came late): the webhooks were refused,
 // and must not be delivered by an adopter.
-func (r *NATS) unpublish(futs []jetstream.PubAckFuture) {
+func (r *NATS) unpublish(tries [][]jetstream.PubAckFuture) {
 	late := time.NewTimer(time.Minute)
 	defer late.Stop()
-	for _, f := range futs {
-		select {
-		case ack := <-f.Ok():
-			r.mu.Lock()
-			r.dels = append(r.dels, ack.Sequence)
-			r.delCond.Signal()
-			r.mu.Unlock()
-		case <-f.Err():
-		case <-late.C:
-			return
-		case <-r.stop:
-			return
+	for _, futs := range tries {
+		for _, f := range futs {
+			select {
+			case ack := <-f.Ok():
+				r.mu.Lock()
+				r.dels = append(r.dels, ack.Sequence)
+				r.delCond.Signal()
+				r.mu.Unlock()
+			case <-f.Err():
+			case <-late.C:
+				return
+			case <-r.stop:
+				return
+			}
 		}
 	}
 }
