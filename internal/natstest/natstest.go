@@ -191,6 +191,16 @@ func (s *Server) WaitReady() {
 	}
 }
 
+// Pid is the running server's process id (0 when it is stopped).
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Kill ends the server with SIGKILL and waits for it; a stopped server is
 // left alone.
 func (s *Server) Kill() {
