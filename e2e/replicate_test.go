@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -227,6 +228,70 @@ func TestReplicationWithoutQuorumRefuses(t *testing.T) {
 	for _, x := range rc.Arrivals() {
 		if strings.Contains(x.Path, "/no-quorum/") {
 			t.Fatalf("a webhook refused with 503 was delivered: %s", x.Path)
+		}
+	}
+}
+
+// A replica whose queue was adopted comes back on its old spool (restored
+// from a copy taken at the kill) under the same name: the stream no longer
+// holds what the adopter took, so it starts with an empty queue and
+// delivers none of it.
+func TestReplicaBackOnItsOldSpoolDeliversNothingAdopted(t *testing.T) {
+	t.Parallel()
+	nats := natstest.Start(t, 3)
+	srv := redistest.Start(t)
+	rc := NewReceiver(t)
+	hostCfg := fmt.Sprintf(`"%s": {rate: 400/s, burst: 50, concurrency: 4}`, rc.Host())
+	fleet := func(name string) string {
+		return fmt.Sprintf(`fleet: {redis: "%s", replica: %s, lease_period: 3s, timeout: 900ms}`, srv.URL(), name)
+	}
+	a := Start(t, replicatedConfig(nats.URLs(), fleet("a"), hostCfg))
+	b := Start(t, replicatedConfig(nats.URLs(), fleet("b"), hostCfg))
+	if out, err := a.CLI("pause", rc.Host()); err != nil {
+		t.Fatalf("hookpace pause at a: %v\n%s", err, out)
+	}
+	const n = 300
+	ids := postIDs(t, a, n, 16, func(i int) string { return fmt.Sprintf("%s/w/%d", rc.URL, i) })
+
+	a.Kill()
+	spoolDir := filepath.Join(a.Dir, "spool")
+	kept := filepath.Join(t.TempDir(), "spool-copy")
+	if out, err := exec.Command("cp", "-a", spoolDir, kept).CombinedOutput(); err != nil {
+		t.Fatalf("copy a's spool: %v\n%s", err, out)
+	}
+	if err := os.RemoveAll(spoolDir); err != nil {
+		t.Fatal(err)
+	}
+	Poll(t, 30*time.Second, "b to adopt a's queue", func() bool { return replicationOf(t, b).Adoptions == 1 })
+	if out, err := b.CLI("resume", rc.Host()); err != nil {
+		t.Fatalf("hookpace resume at b: %v\n%s", err, out)
+	}
+	rc.WaitFor(t, 60*time.Second, "all 300 at the partner", func(as []Arrival) bool {
+		seen := map[string]bool{}
+		for _, x := range as {
+			seen[x.Header.Get("X-Hookpace-Id")] = true
+		}
+		return len(seen) >= n
+	})
+
+	if err := os.Rename(kept, spoolDir); err != nil {
+		t.Fatal(err)
+	}
+	a.Restart()
+	var back struct {
+		Messages    int64 `json:"messages"`
+		Replication struct {
+			Epoch   uint64 `json:"epoch"`
+			Dropped int64  `json:"dropped_at_start"`
+		} `json:"replication"`
+	}
+	a.AdminJSON("/v1/spool", &back)
+	if back.Messages != 0 || back.Replication.Dropped != n || back.Replication.Epoch < 3 {
+		t.Fatalf("a back on its old spool: %+v, want an empty queue, %d dropped, epoch 3 or more\n%s", back, n, a.Log())
+	}
+	for _, x := range rc.Arrivals() {
+		if !ids[x.Header.Get("X-Hookpace-Id")] {
+			t.Fatalf("a delivery with an id a never gave: %q", x.Header.Get("X-Hookpace-Id"))
 		}
 	}
 }
