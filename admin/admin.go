@@ -42,6 +42,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/replicate"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -109,6 +110,25 @@ type Options struct {
 	// Fleet, in fleet mode, is the fleet's view (GET /v1/hosts?scope=fleet,
 	// fleetview.go); nil: none.
 	Fleet FleetView
+	// Replication, with spool.replicate, reports the spool's copy off this
+	// node (GET /v1/spool's replication); nil: none.
+	Replication func() replicate.Status
+}
+
+// SpoolView is GET /v1/spool: the spool's usage and admission state, and
+// its replication when there is one.
+type SpoolView struct {
+	spool.Usage
+	Replication *replicate.Status `json:"replication,omitempty"`
+}
+
+func (a *api) spoolView() SpoolView {
+	v := SpoolView{Usage: a.Spool.Usage()}
+	if a.Replication != nil {
+		s := a.Replication()
+		v.Replication = &s
+	}
+	return v
 }
 
 // Handler returns the admin API.
@@ -125,7 +145,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("POST /v1/hosts/{host}/pause", a.pause)
 	mux.HandleFunc("POST /v1/hosts/{host}/resume", a.resume)
 	mux.HandleFunc("GET /v1/instance", a.instance)
-	mux.HandleFunc("GET /v1/spool", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, o.Spool.Usage()) })
+	mux.HandleFunc("GET /v1/spool", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, a.spoolView()) })
 	mux.HandleFunc("GET /v1/dead", a.listDead)
 	mux.HandleFunc("POST /v1/dead/replay", a.replayDead)
 	mux.HandleFunc("POST /v1/dead/purge", a.purgeDead)

@@ -15,6 +15,7 @@ import (
 	"github.com/hookpace/hookpace/admin"
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/replicate"
 )
 
 // adminFlags adds --admin, --config and --token-file to fs and returns a
@@ -103,6 +104,9 @@ func status(args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "spool: %d messages, %s, %.1f%% of limit, %s; %d dead letters; draining %.1f/s\n\n",
 		sp.Messages, admin.BytesText(sp.Bytes), 100*sp.Fraction, accepting, sp.Dead, sp.DrainRate)
+	if r := sp.Replication; r != nil {
+		printReplication(out, r)
+	}
 	if fl != nil {
 		fmt.Fprintf(out, "fleet %s: replica %s, %d live replicas\n", fl.State, fl.Replica, fl.Live)
 		if fl.Error != "" {
@@ -297,4 +301,21 @@ func printJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printReplication prints the spool's replication state: whether a 202
+// now means a copy off this node.
+func printReplication(out io.Writer, r *replicate.Status) {
+	state := "reachable"
+	if !r.Reachable {
+		state = "UNREACHABLE: webhooks are refused (on_unavailable: refuse)"
+		if r.OnUnavailable == "local" {
+			state = "UNREACHABLE: webhooks are acknowledged on the local spool alone (on_unavailable: local)"
+		}
+	}
+	fmt.Fprintf(out, "replication: stream %s (R%d), replica %s, epoch %d, %s\n", r.Stream, r.Replicas, r.Replica, r.Epoch, state)
+	fmt.Fprintf(out, "  published %d, deleted %d, deletes pending %d, failed rounds %d, local only %d\n",
+		r.Published, r.Removed, r.Lag, r.FailedRounds, r.LocalOnly)
+	fmt.Fprintf(out, "  leases %s; adopting %d now; %d adoptions, %d webhooks adopted\n\n",
+		strings.Join(r.Leases, ", "), len(r.Adopting), r.Adoptions, r.Adopted)
 }
