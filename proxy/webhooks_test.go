@@ -163,3 +163,14 @@ func TestAppRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifyPatternSlash: a rule written with a trailing slash matches
+// the cleaned path, which never has one.
+func TestClassifyPatternSlash(t *testing.T) {
+	pol := classifyPolicy(t, "webhooks:\n  - path: /Hooks/in/\n")
+	for target, want := range map[string]bool{"/hooks/in": true, "/hooks/in/": true, "/HOOKS/in//": true, "/hooks/in/x": false} {
+		if _, ok := pol.classify(httptest.NewRequest("POST", "https://p.test"+target, nil)); ok != want {
+			t.Errorf("POST %s: webhook %v, want %v", target, ok, want)
+		}
+	}
+}

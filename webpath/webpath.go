@@ -96,18 +96,31 @@ func (p Path) Alt() string {
 // matching any rest of the path) matches the path, case-folded, read
 // either way when it holds an encoded separator.
 func (p Path) Match(pattern string) bool {
-	pattern = strings.ToLower(pattern)
+	pattern = Pattern(pattern)
 	return Match(pattern, p.fold) || (p.alt != "" && Match(pattern, p.alt))
 }
 
 // Under reports whether the path is pattern's or below it: pattern
 // matches the path or one of its leading segments.
 func (p Path) Under(pattern string) bool {
-	pattern = strings.TrimSuffix(strings.ToLower(pattern), "/**")
+	pattern = strings.TrimSuffix(Pattern(pattern), "/**")
 	if pattern == "" || pattern == "/" {
 		return true
 	}
 	return Match(pattern+"/**", p.fold) || (p.alt != "" && Match(pattern+"/**", p.alt))
+}
+
+// Pattern is pattern as paths are matched with it: lower case, without a
+// trailing slash (which cleaned paths never have), "/**" kept.
+func Pattern(pattern string) string {
+	pattern = strings.ToLower(pattern)
+	if len(pattern) > 1 && strings.HasSuffix(pattern, "/") {
+		pattern = strings.TrimRight(pattern, "/")
+		if pattern == "" {
+			pattern = "/"
+		}
+	}
+	return pattern
 }
 
 // Match is path.Match, with a trailing "/**" in pattern matching any rest

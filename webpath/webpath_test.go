@@ -84,6 +84,9 @@ func TestUnderAndMatch(t *testing.T) {
 		{"/Hooks/a", "/hooks/**", true, true},
 		{"/hooks;x/a", "/hooks/**", true, true},
 		{"/hooksx/a", "/hooks/**", false, false},
+		{"/webhooks", "/webhooks/", true, true},
+		{"/webhooks/x", "/webhooks/", true, false},
+		{"/x", "//", true, false},
 	} {
 		p, err := Normalize(c.path)
 		if err != nil {
