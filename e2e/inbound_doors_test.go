@@ -353,8 +353,20 @@ inbound:
 		}
 	}
 
+	// A route's own listener is hookpace itself: never a destination.
+	req, _ := http.NewRequest("POST", "http://"+addrs["a"]+"/webhooks/stripe", bytes.NewReader(forged))
+	if resp, err := pc.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !bytes.Contains(b, []byte("self")) {
+			t.Errorf("proxy POST to route a's own listener: %d %s, want 403 (self)", resp.StatusCode, b)
+		}
+	}
+
 	// A client's forged door mark, on a webhook to a partner.
-	req, _ := http.NewRequest("POST", partner.URL+"/hooks", bytes.NewReader([]byte(`{"id":"evt_marked"}`)))
+	req, _ = http.NewRequest("POST", partner.URL+"/hooks", bytes.NewReader([]byte(`{"id":"evt_marked"}`)))
 	req.Header.Set("Hookpace-Inbound-Route", "a")
 	if resp, err := pc.Do(req); err != nil || resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("a webhook to a partner: %v %v", resp, err)
