@@ -70,11 +70,14 @@ func Normalize(escaped string) (Path, error) {
 	clean := path.Clean(b.String())
 	p := Path{Clean: clean, fold: strings.ToLower(clean)}
 	if sep {
-		r := strings.NewReplacer("%2f", "/", "%5c", "/", `\`, "/")
-		p.alt = path.Clean(r.Replace(p.fold))
+		p.alt = path.Clean(separators.Replace(p.fold))
 	}
 	return p, nil
 }
+
+// separators reads encoded separators (in a folded path) and backslashes
+// as slashes.
+var separators = strings.NewReplacer("%2f", "/", "%5c", "/", `\`, "/")
 
 // Separators reports whether the path holds an encoded separator (%2F,
 // %5C) or a backslash, which servers disagree about.

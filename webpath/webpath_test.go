@@ -100,3 +100,17 @@ func TestUnderAndMatch(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkNormalize(b *testing.B) {
+	for _, in := range []string{"/webhooks/stripe", "/x/../Webhooks//stripe;v=1/%2F"} {
+		b.Run(in, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p, _ := Normalize(in)
+				if !p.Under("/webhooks/stripe") {
+					b.Fatal("no match")
+				}
+			}
+		})
+	}
+}
