@@ -42,6 +42,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/replicate"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -109,6 +110,25 @@ type Options struct {
 	// Fleet, in fleet mode, is the fleet's view (GET /v1/hosts?scope=fleet,
 	// fleetview.go); nil: none.
 	Fleet FleetView
+	// Replication, with spool.replicate, reports the spool's copy off this
+	// node (GET /v1/spool's replication); nil: none.
+	Replication func() replicate.Status
+}
+
+// SpoolView is GET /v1/spool: the spool's usage and admission state, and
+// its replication when there is one.
+type SpoolView struct {
+	spool.Usage
+	Replication *replicate.Status `json:"replication,omitempty"`
+}
+
+func (a *api) spoolView() SpoolView {
+	v := SpoolView{Usage: a.Spool.Usage()}
+	if a.Replication != nil {
+		s := a.Replication()
+		v.Replication = &s
+	}
+	return v
 }
 
 // Handler returns the admin API.
@@ -125,7 +145,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("POST /v1/hosts/{host}/pause", a.pause)
 	mux.HandleFunc("POST /v1/hosts/{host}/resume", a.resume)
 	mux.HandleFunc("GET /v1/instance", a.instance)
-	mux.HandleFunc("GET /v1/spool", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, o.Spool.Usage()) })
+	mux.HandleFunc("GET /v1/spool", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, a.spoolView()) })
 	mux.HandleFunc("GET /v1/dead", a.listDead)
 	mux.HandleFunc("POST /v1/dead/replay", a.replayDead)
 	mux.HandleFunc("POST /v1/dead/purge", a.purgeDead)
@@ -309,15 +329,16 @@ func (a *api) listDead(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (a *api) replayDead(w http.ResponseWriter, r *http.Request) {
-	a.bulk(w, r, "replayed", a.Spool.ReplayDead)
-}
-
 func (a *api) purgeDead(w http.ResponseWriter, r *http.Request) {
-	a.bulk(w, r, "purged", a.Spool.PurgeDead)
+	a.bulk(w, r, "purged", func(f spool.DeadFilter) (int, any, error) {
+		n, err := a.Spool.PurgeDead(f)
+		return n, map[string]int{"purged": n}, err
+	})
 }
 
-func (a *api) bulk(w http.ResponseWriter, r *http.Request, verb string, do func(spool.DeadFilter) (int, error)) {
+// bulk runs do on the dead letters r selects, once every id it names is
+// found; do says how many it took and what to answer.
+func (a *api) bulk(w http.ResponseWriter, r *http.Request, verb string, do func(spool.DeadFilter) (int, any, error)) {
 	f, err := filter(r, true)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -333,13 +354,13 @@ func (a *api) bulk(w http.ResponseWriter, r *http.Request, verb string, do func(
 			strings.Join(missing, ", "), onHost(f.Host), verb))
 		return
 	}
-	n, err := do(f)
+	n, answer, err := do(f)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	a.Logger.Info("dead letters "+verb, "count", n, "host", f.Host, "ids", len(f.IDs))
-	writeJSON(w, http.StatusOK, map[string]int{verb: n})
+	writeJSON(w, http.StatusOK, answer)
 }
 
 // missingDead lists, as shown to users, the ids f names that match no dead

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/deliver"
-	"github.com/hookpace/hookpace/spool"
 )
 
 // Client talks to a running hookpace's admin API.
@@ -137,9 +136,10 @@ func (c *Client) Resume(ctx context.Context, host string) (deliver.HostStatus, e
 	return out, err
 }
 
-// Spool reports the spool's usage and admission state.
-func (c *Client) Spool(ctx context.Context) (spool.Usage, error) {
-	var out spool.Usage
+// Spool reports the spool's usage and admission state, and its
+// replication.
+func (c *Client) Spool(ctx context.Context) (SpoolView, error) {
+	var out SpoolView
 	err := c.do(ctx, http.MethodGet, "/v1/spool", nil, &out)
 	return out, err
 }
@@ -195,13 +195,6 @@ func (c *Client) ExportDead(ctx context.Context, s Selector) (DeadList, error) {
 	var out DeadList
 	err := c.do(ctx, http.MethodGet, "/v1/dead", q, &out)
 	return out, err
-}
-
-// ReplayDead moves dead letters back into their queues.
-func (c *Client) ReplayDead(ctx context.Context, s Selector) (int, error) {
-	var out map[string]int
-	err := c.do(ctx, http.MethodPost, "/v1/dead/replay", s.query(), &out)
-	return out["replayed"], err
 }
 
 // PurgeDead deletes dead letters for good.

@@ -68,11 +68,14 @@ type Message struct {
 	Header     map[string][]string `json:"request_headers,omitempty"`
 	Bytes      int                 `json:"bytes"`
 	AcceptedAt time.Time           `json:"accepted_at"`
-	State      string              `json:"state"`
-	Position   int                 `json:"position,omitempty"` // queued: 1 is the head of its host's queue
-	OutcomeAt  *time.Time          `json:"outcome_at,omitempty"`
-	Reason     string              `json:"reason,omitempty"`
-	Attempts   []MessageAttempt    `json:"attempts,omitempty"`
+	// RequeuedAt, in a lookup, is when a webhook replayed from the dead
+	// letters or resent was queued again: its max_age counts from then.
+	RequeuedAt *time.Time       `json:"requeued_at,omitempty"`
+	State      string           `json:"state"`
+	Position   int              `json:"position,omitempty"` // queued: 1 is the head of its host's queue
+	OutcomeAt  *time.Time       `json:"outcome_at,omitempty"`
+	Reason     string           `json:"reason,omitempty"`
+	Attempts   []MessageAttempt `json:"attempts,omitempty"`
 	// HandedOff, for a webhook handed off at a shutdown, is where it went
 	// and its id there (messages_fleet.go).
 	HandedOff *Elsewhere `json:"handed_off_to,omitempty"`
@@ -113,6 +116,7 @@ func (a *api) message(w http.ResponseWriter, r *http.Request) {
 func (a *api) writeMessage(w http.ResponseWriter, r *http.Request, v *spool.View) {
 	m := a.messageOf(a.Spool, &v.Entry, v.State)
 	m.Position = v.Position
+	m.RequeuedAt = utcOrNil(v.Requeued)
 	for _, at := range v.Attempts {
 		m.Attempts = append(m.Attempts, attemptOf(at))
 	}

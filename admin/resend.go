@@ -20,6 +20,9 @@ type Resent struct {
 	Queued  string `json:"queued_as"`
 	Host    string `json:"host"`
 	Message string `json:"message"`
+	// Next, when the host is paused or held, says what happens to the
+	// webhook: it waits, and its max_age counts from the resend.
+	Next string `json:"next,omitempty"`
 }
 
 func (a *api) resendMessage(w http.ResponseWriter, r *http.Request) {
@@ -47,8 +50,10 @@ func (a *api) resendMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	by := who(r, a.Guard)
 	a.Logger.Info("webhook resent", "id", m.Ref().String(), "queued_as", spool.IDString(m.ID), "host", m.Host, "by", by)
+	st, _ := a.Hosts.Host(m.Host)
 	writeJSON(w, http.StatusAccepted, Resent{ID: m.Ref().String(), Queued: spool.IDString(m.ID), Host: m.Host,
-		Message: "queued again at the tail of its host's queue, delivered under its first id"})
+		Message: "queued again at the tail of its host's queue, delivered under its first id",
+		Next:    queuedAgainNote(m.Host, st, m.Enqueued)})
 }
 
 // Resend asks hookpace to send a delivered webhook again (POST

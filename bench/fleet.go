@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/hookpace/hookpace/internal/redistest"
 )
 
 // 5. Fleet: replay throughput with fleet mode on a local
@@ -138,7 +139,7 @@ func (b *bench) fleetOnce(rep int, what string, nHosts int, mode string, rds *re
 	if err != nil {
 		return nil, err
 	}
-	c0, r0 := cpuTime(hp.pid()), cpuTime(rds.cmd.Process.Pid)
+	c0, r0 := cpuTime(hp.pid()), cpuTime(rds.Pid())
 	dist := startDisturbance()
 	t0 := time.Now()
 	if err := hp.hostsDo("resume", sink.addrs); err != nil {
@@ -155,7 +156,7 @@ func (b *bench) fleetOnce(rep int, what string, nHosts int, mode string, rds *re
 		}
 		last, row.received = max(last, st.LastNS), row.received+st.Count
 	}
-	row.cpu, row.redisCPU = cpuTime(hp.pid())-c0, cpuTime(rds.cmd.Process.Pid)-r0
+	row.cpu, row.redisCPU = cpuTime(hp.pid())-c0, cpuTime(rds.Pid())-r0
 	s1, err := rds.scriptCalls()
 	if err != nil {
 		return nil, err
@@ -279,42 +280,20 @@ func (h *hookpace) fleetTrips() (float64, error) {
 	return sum, sc.Err()
 }
 
+// redisProc is the fleet sections' redis-server, run by the tests'
+// helper (internal/redistest): on a free loopback port, persistence off.
 type redisProc struct {
-	cmd *exec.Cmd
+	*redistest.Server
 	url string
 }
 
-// startRedis runs redis-server on a free loopback port, persistence off.
+// startRedis runs redis-server, its files in dir.
 func startRedis(dir string) (*redisProc, error) {
-	bin, err := exec.LookPath("redis-server")
+	s, err := redistest.Launch(dir)
 	if err != nil {
-		return nil, fmt.Errorf("the fleet section needs redis-server (apt-get install -y redis-server): %w", err)
+		return nil, fmt.Errorf("the fleet section needs redis-server: %w", err)
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	_, p, _ := net.SplitHostPort(port)
-	cmd := exec.Command(bin, "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	r := &redisProc{cmd: cmd, url: "redis://127.0.0.1:" + p + "/0"}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", "127.0.0.1:"+p); err == nil {
-			c.Write([]byte("PING\r\n"))
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if strings.HasPrefix(line, "+PONG") {
-				return r, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			r.stop()
-			return nil, fmt.Errorf("redis-server on %s did not answer PING", p)
-		}
-	}
+	return &redisProc{Server: s, url: s.URL()}, nil
 }
 
 var reScriptCalls = regexp.MustCompile(`(?m)^cmdstat_eval(?:sha)?:calls=([0-9]+)`)
@@ -349,10 +328,7 @@ func (r *redisProc) scriptCalls() (int64, error) {
 	return sum, nil
 }
 
-func (r *redisProc) stop() {
-	r.cmd.Process.Kill()
-	r.cmd.Wait()
-}
+func (r *redisProc) stop() { r.Kill() }
 
 func (r *report) writeFleet(s *strings.Builder) {
 	var rows []*fleetRow

@@ -31,6 +31,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/hookpace/hookpace/internal/procenv"
+	"github.com/hookpace/hookpace/internal/proctest"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -276,6 +277,7 @@ func startFloor(path string, quickAck, inBadger bool) (*floorProc, error) {
 		"-floor-badger="+strconv.FormatBool(inBadger))
 	cmd.Stderr = os.Stderr
 	cmd.Env = procenv.WithoutProxy()
+	proctest.DieWithParent(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/internal/procenv"
+	"github.com/hookpace/hookpace/internal/proctest"
 )
 
 // ctl talks to admin APIs and sink control endpoints, never via a proxy.
@@ -122,6 +123,7 @@ func (h *hookpace) launch(cfgPath string, c hpConfig, what string, limit time.Du
 	h.cmd.Stdout, h.cmd.Stderr = logf, logf
 	// hookpace must not use proxy settings of its own environment.
 	h.cmd.Env = append(procenv.WithoutProxy(), c.extraEnv...)
+	proctest.DieWithParent(h.cmd) // a bench killed midway leaves no hookpace running
 	if err := h.cmd.Start(); err != nil {
 		logf.Close()
 		return err
@@ -287,6 +289,7 @@ func startSink(n, status int, record string) (*sinkProc, error) {
 		"-sink-status", strconv.Itoa(status), "-sink-record", record)
 	cmd.Stderr = os.Stderr
 	cmd.Env = procenv.WithoutProxy()
+	proctest.DieWithParent(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

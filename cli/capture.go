@@ -8,8 +8,11 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hookpace/hookpace/config"
 )
 
 // captureChain is the nat chain that hookpace's capture rules live in,
@@ -25,6 +28,50 @@ type captureRules struct {
 	ExcludeUID int
 	Ports      []uint16
 	Exclude    []netip.Prefix
+	// RejectQUIC rejects outbound UDP to port 443 but ExcludeUID's, in
+	// the filter table's HOOKPACE_QUIC: HTTP/3 is not captured, and a
+	// client refused it falls back to TCP, which is.
+	RejectQUIC bool
+}
+
+// quicChain is the filter chain of RejectQUIC's rules, jumped to from
+// OUTPUT for UDP.
+const quicChain = "HOOKPACE_QUIC"
+
+// renderQUIC is the iptables-restore input of RejectQUIC (the same for
+// both families), or "" without it; jump adds OUTPUT's jump.
+func (c captureRules) renderQUIC(jump bool) string {
+	if !c.RejectQUIC {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "*filter\n:%s - [0:0]\n", quicChain)
+	fmt.Fprintf(&b, "-A %s -m owner --uid-owner %d -j RETURN\n", quicChain, c.ExcludeUID)
+	fmt.Fprintf(&b, "-A %s -p udp --dport 443 -j REJECT\n", quicChain)
+	if jump {
+		fmt.Fprintf(&b, "-A OUTPUT -p udp -j %s\n", quicChain)
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
+}
+
+// captureUncovered warns, for check-config, of partners on ports the
+// default capture rules leave alone, or says nothing.
+func captureUncovered(cfg *config.Config) string {
+	if cfg.Capture.Listen == "" {
+		return ""
+	}
+	var out []string
+	for _, p := range cfg.HostPorts() {
+		if p != 80 && p != 443 {
+			out = append(out, strconv.Itoa(int(p)))
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "capture: hosts names partners on port(s) " + strings.Join(out, ",") + ", which hookpace capture rules leaves alone by default (80,443): " +
+		"give it --config " + cfg.Path + " (or --ports 80,443," + strings.Join(out, ",") + "), or their webhooks go out unpaced"
 }
 
 // render is the iptables-restore input for one family (6: ip6tables).
@@ -59,7 +106,7 @@ func (c captureRules) render(family int, jump bool) string {
 // captureCmd is hookpace capture rules.
 func captureCmd(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "rules" {
-		return usageError{"hookpace capture rules --to PORT --exclude-uid UID [--ports 80,443] [--exclude-cidr CIDR]... [--apply]"}
+		return usageError{"hookpace capture rules --to PORT --exclude-uid UID [--ports 80,443] [--config FILE] [--exclude-cidr CIDR]... [--reject-quic] [--apply]"}
 	}
 	fs := newFlags("capture rules")
 	to := fs.Uint("to", 0, "the capture listener's port (capture.listen)")
@@ -74,16 +121,30 @@ func captureCmd(args []string, stdout, stderr io.Writer) error {
 		cidrs = append(cidrs, p)
 		return nil
 	})
+	cfgPath := fs.String("config", "", "hookpace's config: every port its hosts keys name (a partner on :8443) is captured too")
+	quic := fs.Bool("reject-quic", false, "reject outbound UDP to port 443 (HTTP/3) from every uid but hookpace's, so that HTTP/3 clients fall back to TCP, which is captured")
 	apply := fs.Bool("apply", false, "apply the rules in the current network namespace (iptables-restore and ip6tables-restore --noflush) instead of printing them")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
+	}
+	if *cfgPath != "" {
+		cfg, err := loadConfig(*cfgPath)
+		if err != nil {
+			return err
+		}
+		for _, p := range cfg.HostPorts() {
+			if !slices.Contains(strings.Split(*ports, ","), strconv.Itoa(int(p))) {
+				*ports += "," + strconv.Itoa(int(p))
+			}
+		}
 	}
 	r, err := newCaptureRules(*to, *uid, *ports, cidrs)
 	if err != nil {
 		return err
 	}
+	r.RejectQUIC = *quic
 	if !*apply {
-		fmt.Fprintf(stdout, "# IPv4: iptables-restore --noflush\n%s# IPv6: ip6tables-restore --noflush\n%s", r.render(4, true), r.render(6, true))
+		fmt.Fprintf(stdout, "# IPv4: iptables-restore --noflush\n%s# IPv6: ip6tables-restore --noflush\n%s", r.render(4, true)+r.renderQUIC(true), r.render(6, true)+r.renderQUIC(true))
 		return nil
 	}
 	for _, fam := range []struct {
@@ -95,10 +156,11 @@ func captureCmd(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stderr, "IPv6 is off in this kernel (no /proc/net/if_inet6): IPv4 rules only")
 			continue
 		}
-		// OUTPUT's jump is added once: applying again replaces the chain's rules only.
+		// OUTPUT's jumps are added once: applying again replaces the chains' rules only.
 		jumped := exec.Command(fam.tables, "-w", "-t", "nat", "-C", "OUTPUT", "-p", "tcp", "-j", captureChain).Run() == nil
+		quicJumped := exec.Command(fam.tables, "-w", "-t", "filter", "-C", "OUTPUT", "-p", "udp", "-j", quicChain).Run() == nil
 		cmd := exec.Command(fam.restore, "-w", "--noflush")
-		cmd.Stdin = strings.NewReader(r.render(fam.family, !jumped))
+		cmd.Stdin = strings.NewReader(r.render(fam.family, !jumped) + r.renderQUIC(!quicJumped))
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
@@ -107,6 +169,9 @@ func captureCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "applied: TCP to ports %s is redirected to port %d, except uid %d, loopback and %d excluded CIDRs\n",
 		*ports, r.To, r.ExcludeUID, len(r.Exclude))
+	if r.RejectQUIC {
+		fmt.Fprintf(stdout, "applied: UDP to port 443 (HTTP/3) is rejected, except uid %d: HTTP/3 clients fall back to TCP\n", r.ExcludeUID)
+	}
 	fmt.Fprintf(stderr, "check that hookpace's own connections are not captured: `iptables -t nat -L %s -v -n` shows the packets of the uid-owner RETURN rule growing as hookpace delivers, and hookpace logs no \"capture:\" refusals\n", captureChain)
 	return nil
 }

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -60,5 +62,34 @@ func TestCaptureRulesRefuses(t *testing.T) {
 	}
 	if code, out, _ := runMain("capture", "rules", "--help"); code != 0 || !strings.Contains(out, "HOOKPACE_OUTPUT") || !strings.Contains(out, "-exclude-uid") {
 		t.Errorf("capture rules --help: exit %d\n%s", code, out)
+	}
+}
+
+// --config captures every port hosts names; --reject-quic adds the filter
+// chain that refuses UDP 443 to all but hookpace's uid; check-config warns
+// of a partner on a port the default rules leave alone.
+func TestCaptureRulesFromConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	cfg := "spool: {dir: " + filepath.Join(dir, "spool") + "}\ncapture: {listen: \"127.0.0.1:15001\"}\n" +
+		"hosts:\n  \"hooks.other.example:8443\": {rate: 5/s}\n  \"a.example\": {rate: 5/s}\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runMain("capture", "rules", "--to", "15001", "--exclude-uid", "1337", "--config", path, "--reject-quic")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"--dports 80,443,8443 -j REDIRECT",
+		"*filter\n:HOOKPACE_QUIC - [0:0]\n-A HOOKPACE_QUIC -m owner --uid-owner 1337 -j RETURN\n-A HOOKPACE_QUIC -p udp --dport 443 -j REJECT\n-A OUTPUT -p udp -j HOOKPACE_QUIC\nCOMMIT\n",
+	} {
+		if strings.Count(out, want) != 2 {
+			t.Errorf("rules lack %q for both families:\n%s", want, out)
+		}
+	}
+	code, out, errOut = runMain("check-config", path)
+	if code != 0 || !strings.Contains(out, "WARNING: capture: hosts names partners on port(s) 8443") {
+		t.Errorf("check-config: exit %d, %s%s", code, out, errOut)
 	}
 }

@@ -288,6 +288,9 @@ func checkConfig(args []string, stdout io.Writer) error {
 	printRewrites(stdout, cfg)
 	fmt.Fprintf(stdout, "webhooks: %s\n", describeWebhooks(cfg))
 	fmt.Fprintf(stdout, "journal: %s\n", describeJournal(cfg))
+	if w := captureUncovered(cfg); w != "" {
+		fmt.Fprintf(stdout, "WARNING: %s\n", w)
+	}
 	for _, w := range append(cfg.PlainTokenURLs(), cfg.InboundWarnings()...) {
 		fmt.Fprintf(stdout, "WARNING: %s\n", w)
 	}

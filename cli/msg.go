@@ -104,6 +104,9 @@ func msgCmd(args []string, out io.Writer) error {
 			return printJSON(out, res)
 		}
 		fmt.Fprintf(out, "%s: queued again for %s (as %s), delivered under its first id\n", res.ID, res.Host, res.Queued)
+		if res.Next != "" {
+			fmt.Fprintf(out, "%s: %s\n", res.Host, res.Next)
+		}
 		return nil
 	case "list":
 		f.Host = strings.ToLower(f.Host)
@@ -183,6 +186,9 @@ func printHeaders(out io.Writer, h map[string][]string) {
 func printMessage(out io.Writer, m admin.Message) {
 	fmt.Fprintf(out, "id        %s\nhost      %s\nrequest   %s %s (%d bytes)\naccepted  %s\n", m.ID, m.Host, m.Method, m.URL, m.Bytes,
 		m.AcceptedAt.Local().Format(time.RFC3339Nano))
+	if m.RequeuedAt != nil {
+		fmt.Fprintf(out, "requeued  %s (replayed or resent: max_age counts from then)\n", m.RequeuedAt.Local().Format(time.RFC3339Nano))
+	}
 	state := m.State
 	if m.Position > 0 {
 		state += fmt.Sprintf(" (position %d in its host's queue)", m.Position)

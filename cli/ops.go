@@ -15,6 +15,7 @@ import (
 	"github.com/hookpace/hookpace/admin"
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/replicate"
 )
 
 // adminFlags adds --admin, --config and --token-file to fs and returns a
@@ -103,6 +104,9 @@ func status(args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "spool: %d messages, %s, %.1f%% of limit, %s; %d dead letters; draining %.1f/s\n\n",
 		sp.Messages, admin.BytesText(sp.Bytes), 100*sp.Fraction, accepting, sp.Dead, sp.DrainRate)
+	if r := sp.Replication; r != nil {
+		printReplication(out, r)
+	}
 	if fl != nil {
 		fmt.Fprintf(out, "fleet %s: replica %s, %d live replicas\n", fl.State, fl.Replica, fl.Live)
 		if fl.Error != "" {
@@ -268,17 +272,25 @@ func dead(args []string, out io.Writer) error {
 		if !sel.All && sel.Host == "" && len(sel.IDs) == 0 && sel.Since == "" && sel.Until == "" {
 			return usageError{"say which: --all, --host HOST, --since/--until or IDs"}
 		}
-		var n int
 		if sub == "replay" {
-			n, err = c.ReplayDead(ctx, sel)
-		} else {
-			n, err = c.PurgeDead(ctx, sel)
+			res, err := c.ReplayDead(ctx, sel)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return printJSON(out, res)
+			}
+			fmt.Fprintf(out, "replayed %d dead letters\n", res.Replayed)
+			for _, h := range res.Hosts {
+				fmt.Fprintf(out, "%s: %s\n", h.Host, h.Next)
+			}
+			return nil
 		}
+		n, err := c.PurgeDead(ctx, sel)
 		if err != nil {
 			return err
 		}
-		verb := map[string]string{"replay": "replayed", "purge": "purged"}[sub]
-		fmt.Fprintf(out, "%s %d dead letters\n", verb, n)
+		fmt.Fprintf(out, "purged %d dead letters\n", n)
 		return nil
 	default:
 		return usageError{"unknown dead subcommand " + sub}
@@ -289,4 +301,21 @@ func printJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printReplication prints the spool's replication state: whether a 202
+// now means a copy off this node.
+func printReplication(out io.Writer, r *replicate.Status) {
+	state := "reachable"
+	if !r.Reachable {
+		state = "UNREACHABLE: webhooks are refused (on_unavailable: refuse)"
+		if r.OnUnavailable == "local" {
+			state = "UNREACHABLE: webhooks are acknowledged on the local spool alone (on_unavailable: local)"
+		}
+	}
+	fmt.Fprintf(out, "replication: stream %s (R%d), replica %s, epoch %d, %s\n", r.Stream, r.Replicas, r.Replica, r.Epoch, state)
+	fmt.Fprintf(out, "  published %d, deleted %d, deletes pending %d, failed rounds %d, local only %d\n",
+		r.Published, r.Removed, r.Lag, r.FailedRounds, r.LocalOnly)
+	fmt.Fprintf(out, "  leases %s; adopting %d now; %d adoptions, %d webhooks adopted\n\n",
+		strings.Join(r.Leases, ", "), len(r.Adopting), r.Adoptions, r.Adopted)
 }

@@ -64,15 +64,16 @@ type LogConfig struct {
 
 // SpoolConfig sizes the durable spool.
 type SpoolConfig struct {
-	Dir         string   // Badger directory
-	MaxMessages int64    // total spooled messages before intake is refused
-	MaxBytes    ByteSize // total spooled bytes before intake is refused
-	HighWater   float64  // fraction of a limit at which intake starts being refused, in (0,1]
-	LowWater    float64  // fraction below which intake resumes, in [0,HighWater)
-	MaxBody     ByteSize // largest accepted request body, in (0, MaxBody]
-	MaxHeader   ByteSize // largest accepted request header block, in [1KiB, 1MiB]
-	MinFree     ByteSize // free disk space below which new webhooks get 503; at least spool.MinFreeFloor()
-	Methods     []string // request methods spooled (upper case); the others pass through
+	Dir         string          // Badger directory
+	MaxMessages int64           // total spooled messages before intake is refused
+	MaxBytes    ByteSize        // total spooled bytes before intake is refused
+	HighWater   float64         // fraction of a limit at which intake starts being refused, in (0,1]
+	LowWater    float64         // fraction below which intake resumes, in [0,HighWater)
+	MaxBody     ByteSize        // largest accepted request body, in (0, MaxBody]
+	MaxHeader   ByteSize        // largest accepted request header block, in [1KiB, 1MiB]
+	MinFree     ByteSize        // free disk space below which new webhooks get 503; at least spool.MinFreeFloor()
+	Methods     []string        // request methods spooled (upper case); the others pass through
+	Replicate   ReplicateConfig // a copy of the queue off this node (replicate.go)
 }
 
 // HostConfig is the pacing and delivery policy for one destination.
@@ -256,6 +257,7 @@ func Default() *Config {
 			MaxHeader:   64 << 10,
 			Methods:     []string{"POST"},
 			MinFree:     128 << 20,
+			Replicate:   defaultReplicate(),
 		},
 		Defaults:  defaultHost(),
 		Hosts:     map[string]HostConfig{},
@@ -397,6 +399,7 @@ func RestartRequired(old, new *Config) []string {
 		{"log.format", old.Log.Format != new.Log.Format},
 		{"spool.dir", filepath.Clean(old.Spool.Dir) != filepath.Clean(new.Spool.Dir)},
 		{"spool.min_free", old.Spool.MinFree != new.Spool.MinFree},
+		{"spool.replicate", replicateRestart(old.Spool.Replicate, new.Spool.Replicate)},
 		{"dedupe.max_keys", old.Dedupe.MaxKeys != new.Dedupe.MaxKeys},
 		{"dedupe.max_bytes", old.Dedupe.MaxBytes != new.Dedupe.MaxBytes},
 		{"journal", journalRestart(old.Journal, new.Journal)},

@@ -107,6 +107,7 @@ type rawSpool struct {
 	MaxHeader   opt[ByteSize]      `yaml:"max_header_bytes"`
 	MinFree     opt[ByteSize]      `yaml:"min_free"`
 	Methods     opt[[]opt[string]] `yaml:"methods"`
+	Replicate   rawReplicate       `yaml:"replicate"`
 }
 
 type rawHost struct {

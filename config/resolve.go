@@ -143,6 +143,7 @@ func resolveSpool(p *problems, r *rawSpool, s *SpoolConfig) {
 	field(p, "spool.max_header_bytes", r.MaxHeader, &s.MaxHeader, sizeWithin(1<<10, 1<<20))
 	field(p, "spool.min_free", r.MinFree, &s.MinFree, sizeWithin(ByteSize(spool.MinFreeFloor()), 1<<62))
 	list(p, "spool.methods", r.Methods, &s.Methods, checkSpoolMethod, true)
+	resolveReplicate(p, &r.Replicate, &s.Replicate)
 	for i, m := range s.Methods {
 		s.Methods[i] = strings.ToUpper(m)
 	}

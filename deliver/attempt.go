@@ -1,7 +1,6 @@
 package deliver
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	neturl "net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -170,6 +170,21 @@ func (d *Dispatcher) send(ctx context.Context, r request, pol *Policy, id string
 	return d.post(ctx, pol, m.Method, m.URL, hdr, m.Body, id, n)
 }
 
+// hostHeader is the Host header for u: its host, with the port only when
+// it is not the scheme's default (a URL spooled as https://name:443/
+// sends Host: name, as a client going to the partner directly would).
+func hostHeader(u *neturl.URL) string {
+	port := u.Port()
+	if u.Scheme == "https" && port == "443" || u.Scheme == "http" && port == "80" {
+		h := u.Hostname()
+		if strings.Contains(h, ":") {
+			return "[" + h + "]" // IPv6
+		}
+		return h
+	}
+	return u.Host
+}
+
 // post makes one HTTP request: a webhook, or a batch of them. id is what
 // the receiver de-duplicates on, attempt counts from 1; hdr is the
 // request's own.
@@ -210,20 +225,22 @@ func (d *Dispatcher) post(ctx context.Context, pol *Policy, method, url string, 
 	start := time.Now()
 	var resp *http.Response
 	for try := 0; ; try++ {
-		h := hdr
+		// Built by the builder ingest checked it with; a request that
+		// can't be built is its own failure (unsendable), never the host's.
+		req, err := spool.NewRequest(ctx, method, url, hdr, body)
+		if err != nil {
+			return result{err: unsendable{err}}
+		}
 		if pol.Auth != nil {
 			// The credentials go on a copy, made at the moment of the
 			// attempt: never in what is stored or retried.
-			h = hdr.Clone()
+			h := hdr.Clone()
 			if err := pol.Auth.Apply(ctx, h); err != nil {
 				return result{err: authError{err}, took: time.Since(start)}
 			}
+			req.Header = h
 		}
-		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
-		if err != nil {
-			return result{err: fmt.Errorf("build request: %w", err)}
-		}
-		req.Header = h
+		req.Host = hostHeader(req.URL)
 		if resp, err = client.Do(req); err != nil {
 			return result{err: err, took: time.Since(start)}
 		}
@@ -364,7 +381,8 @@ func (d *Dispatcher) settle(h *host, pol *Policy, res result, sentAt, now time.T
 	breaker, _ := h.gate.Breaker()
 	hold := h.release(now, lease, pr)
 	d.breakerChanged(h, breaker, res.reason)
-	if res.verdict != vDone {
+	var un unsendable
+	if res.verdict != vDone && !errors.As(res.err, &un) {
 		t := h.troubleW()
 		t.lastErr, t.lastErrAt, t.lastStatus = res.reason, now, res.status
 	}

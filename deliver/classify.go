@@ -39,6 +39,12 @@ type Refusal interface {
 // the pacer learns. retry4xx lists the 4xx statuses retried like 5xx.
 func classify(status int, err error, retry4xx []int) (v verdict, o pacer.Outcome, reason string) {
 	if err != nil {
+		var un unsendable
+		if errors.As(err, &un) {
+			// The webhook's own failure: dead at once, and the host
+			// learns nothing from it (no breaker, no auto-pause).
+			return vDead, pacer.NoSend, un.Error()
+		}
 		var ref Refusal
 		if errors.As(err, &ref) {
 			return vDead, pacer.NoSend, "egress refused: " + ref.Refused()
@@ -156,3 +162,11 @@ type authError struct{ err error }
 
 func (e authError) Error() string { return e.err.Error() }
 func (e authError) Unwrap() error { return e.err }
+
+// unsendable is an attempt that did not go because the stored request
+// can't be built (spool.NewRequest): an older record, a header or URL the
+// builder refuses. It is the webhook's failure, never the host's.
+type unsendable struct{ err error }
+
+func (e unsendable) Error() string { return "cannot be sent as stored: " + e.err.Error() }
+func (e unsendable) Unwrap() error { return e.err }

@@ -72,6 +72,10 @@ type HostStatus struct {
 	Rewrite string `json:"rewrite,omitempty"`
 	// Hosts in lanes only (window.Host.Status).
 	Lanes *LaneStatus `json:"lanes,omitempty"`
+	// MaxAge is the host's max_age (0: none): a queued webhook older than
+	// that dies at the head of the queue, paused or not. For the admin
+	// API's notes on what a replay will do; not in the JSON.
+	MaxAge time.Duration `json:"-"`
 	// WaitingForSlot: the host has a webhook to send and waits its turn
 	// because every slot of delivery.max_in_flight is taken (slots.go).
 	WaitingForSlot bool `json:"waiting_for_slot,omitempty"`
@@ -114,6 +118,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		LastStatus:     h.troubleR().lastStatus,
 		Delivered:      h.delivered,
 		WaitingForSlot: h.slotWaiting,
+		MaxAge:         h.pol.MaxAge,
 	}
 	if !st.HeldUntil.IsZero() {
 		t := st.HeldUntil.UTC()

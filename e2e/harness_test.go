@@ -29,6 +29,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hookpace/hookpace/cli"
+	"github.com/hookpace/hookpace/internal/proctest"
 )
 
 // productMain keeps the product's code linked into the test binary. The
@@ -48,7 +49,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "hookpace")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/hookpace")
+	build := proctest.Command("go", "build", "-o", binary, "../cmd/hookpace")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: building hookpace:", err)
@@ -226,6 +227,7 @@ func (h *Hookpace) start() {
 		h.cmd = exec.Command("unshare", append(unshareMount(), "sh", "-c", `mount --bind "$0" /etc/hosts && exec "$1" run --config "$2"`,
 			h.hosts, binary, h.Config)...)
 	}
+	dieWithTest(h.cmd)
 	// hookpace must ignore proxy variables in its own environment: point
 	// them at a dead port to prove it.
 	h.cmd.Env = append(os.Environ(), "HTTP_PROXY=http://127.0.0.1:1", "HTTPS_PROXY=http://127.0.0.1:1",
@@ -292,6 +294,12 @@ func startedAddrs(line string) [2]string {
 	}
 	return out
 }
+
+// dieWithTest makes cmd, not started yet, die with the test process
+// (proctest.DieWithParent): a test killed while it hangs leaves no
+// hookpace, receiver or tool running. Its starter still kills it and
+// waits for it at the test's end.
+func dieWithTest(cmd *exec.Cmd) { proctest.DieWithParent(cmd) }
 
 // Log returns everything hookpace has logged so far.
 func (h *Hookpace) Log() string {
@@ -403,8 +411,7 @@ func (h *Hookpace) Metrics() string {
 
 // CLI runs a hookpace subcommand against this instance's admin API.
 func (h *Hookpace) CLI(args ...string) (string, error) {
-	cmd := exec.Command(binary, append(args, "--admin", h.Admin)...)
-	out, err := cmd.CombinedOutput()
+	out, err := proctest.Command(binary, append(args, "--admin", h.Admin)...).CombinedOutput()
 	return string(out), err
 }
 

@@ -349,6 +349,7 @@ func startInjector(t *testing.T, dir string, port int, args []string) (stop func
 		"--tls-cert", filepath.Join(dir, "tls.crt"), "--tls-key", filepath.Join(dir, "tls.key"), "--namespace", "hookpace-system")...)
 	var logb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logb, &logb
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

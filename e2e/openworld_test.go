@@ -74,9 +74,9 @@ func reloadWith(t *testing.T, hp *Hookpace, cfg string, n int) {
 // of hookpace's.
 func TestOpenWorldAcceptance(t *testing.T) {
 	t.Parallel()
-	names := []string{"api.test", "new.test"}
+	names := []string{"api.partner.test", "new.partner.test"}
 	for i := 1; i <= 40; i++ {
-		names = append(names, fmt.Sprintf("p%d.test", i))
+		names = append(names, fmt.Sprintf("p%d.partner.test", i))
 	}
 	sink, sinkCA, port := openWorldSink(t, names...)
 	cfg := fmt.Sprintf(`
@@ -107,7 +107,7 @@ import sys, requests
 port = sys.argv[1]
 s = requests.Session()
 for i in range(1, 41):
-    r = s.post("https://p%d.test:%s/hooks/%d" % (i, port, i), json={"n": i}, headers={"webhook-signature": "v1,c2lnbmVk", "webhook-id": "msg_%d" % i})
+    r = s.post("https://p%d.partner.test:%s/hooks/%d" % (i, port, i), json={"n": i}, headers={"webhook-signature": "v1,c2lnbmVk", "webhook-id": "msg_%d" % i})
     print("hook", r.status_code, r.headers.get("X-Hookpace-Id"))
 `, port)
 	py.Env = appEnv("HTTPS_PROXY=http://"+hp.Proxy, "REQUESTS_CA_BUNDLE="+bundle)
@@ -141,7 +141,7 @@ for i in range(1, 41):
 	goSender := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{RootCAs: pool}}}
 
 	// A reload that names a host: the CA is not re-issued.
-	reloadWith(t, hp, cfg+fmt.Sprintf("hosts:\n  \"new.test:%s\": {rate: 5/s}\n", port), 1)
+	reloadWith(t, hp, cfg+fmt.Sprintf("hosts:\n  \"new.partner.test:%s\": {rate: 5/s}\n", port), 1)
 	caAfter, _ := os.ReadFile(caPath)
 	if p := hookpaceCA(t, hp, "cert"); p != caPath {
 		t.Fatalf("hookpace ca cert now prints %s, was %s", p, caPath)
@@ -154,7 +154,7 @@ for i in range(1, 41):
 	}
 
 	// The Go sender, not restarted, verifies a name it never saw.
-	for _, name := range []string{"new.test", "p40.test"} {
+	for _, name := range []string{"new.partner.test", "p40.partner.test"} {
 		req, _ := http.NewRequest("POST", "https://"+name+":"+port+"/hooks/go-"+name, strings.NewReader(`{"via":"go"}`))
 		req.Header.Set("Webhook-Signature", "v1,c2lnbmVk")
 		resp, err := goSender.Do(req)
@@ -172,13 +172,13 @@ for i in range(1, 41):
 import sys, requests
 port = sys.argv[1]
 s = requests.Session()
-r = s.post("https://api.test:%s/v1/charges" % port, json={"amount": 100})
+r = s.post("https://api.partner.test:%s/v1/charges" % port, json={"amount": 100})
 print("charge", r.status_code, r.headers.get("X-Sink"), r.headers.get("X-Hookpace-Id"), r.text)
-r = s.get("https://p7.test:%s/get" % port)
+r = s.get("https://p7.partner.test:%s/get" % port)
 print("get", r.status_code, r.text)
-r = s.get("https://api.test:%s/stream" % port, stream=True)
+r = s.get("https://api.partner.test:%s/stream" % port, stream=True)
 print("stream", r.status_code, "".join(c.decode() for c in r.iter_content(chunk_size=None)))
-r = s.post("https://new.test:%s/hooks/new" % port, json={"n": 41}, headers={"webhook-signature": "v1,c2lnbmVk"})
+r = s.post("https://new.partner.test:%s/hooks/new" % port, json={"n": 41}, headers={"webhook-signature": "v1,c2lnbmVk"})
 print("new", r.status_code, r.headers.get("X-Hookpace-Id"))
 `, port)
 	py.Env = appEnv("HTTPS_PROXY=http://"+hp.Proxy, "REQUESTS_CA_BUNDLE="+bundle)
@@ -188,7 +188,7 @@ print("new", r.status_code, r.headers.get("X-Hookpace-Id"))
 	}
 	for _, want := range []string{
 		`charge 402 charges None {"error":"card_declined"}`,
-		"get 200 hello from p7.test:" + port,
+		"get 200 hello from p7.partner.test:" + port,
 		"stream 200 chunk0;chunk1;chunk2;",
 		"new 202 ",
 	} {
@@ -220,8 +220,8 @@ print("new", r.status_code, r.headers.get("X-Hookpace-Id"))
 	if !strings.Contains(hp.Log(), "webhook_rule=webhooks[0]") {
 		t.Errorf("no ingest line names the rule:\n%s", grepLines(hp.Log(), "ingest"))
 	}
-	if m := hp.Metrics(); !strings.Contains(m, `hookpace_forwarded_total{host="api.test:`+port+`"`) {
-		t.Errorf("no forwarded count for api.test:\n%s", grepLines(m, "forwarded"))
+	if m := hp.Metrics(); !strings.Contains(m, `hookpace_forwarded_total{host="api.partner.test:`+port+`"`) {
+		t.Errorf("no forwarded count for api.partner.test:\n%s", grepLines(m, "forwarded"))
 	}
 
 	// The status page and /v1/instance: the open-world CA, and the API
@@ -242,12 +242,12 @@ print("new", r.status_code, r.headers.get("X-Hookpace-Id"))
 	}
 	var apiCalls int64
 	for _, f := range inst.HTTPS.Forwarded {
-		if f.Host == "api.test:"+port {
+		if f.Host == "api.partner.test:"+port {
 			apiCalls = f.Count
 		}
 	}
 	if apiCalls != 2 { // the charge and the stream
-		t.Errorf("/v1/instance: %d requests forwarded to api.test, want 2: %+v", apiCalls, inst.HTTPS.Forwarded)
+		t.Errorf("/v1/instance: %d requests forwarded to api.partner.test, want 2: %+v", apiCalls, inst.HTTPS.Forwarded)
 	}
 	resp, err := http.Get("http://" + hp.Admin + "/")
 	if err != nil {
@@ -255,7 +255,7 @@ print("new", r.status_code, r.headers.get("X-Hookpace-Id"))
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"open-world CA intercepts <strong>any partner name</strong>", `<table id="forwarded">`, `data-host="api.test:` + port + `"`} {
+	for _, want := range []string{"open-world CA intercepts <strong>any partner name</strong>", `<table id="forwarded">`, `data-host="api.partner.test:` + port + `"`} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("the status page lacks %q", want)
 		}
@@ -265,7 +265,7 @@ print("new", r.status_code, r.headers.get("X-Hookpace-Id"))
 	if err != nil {
 		t.Fatalf("hookpace status: %v\n%s", err, status)
 	}
-	for _, want := range []string{"hookpace's open-world CA intercepts any partner name", "forwarded as API calls (not webhooks): api.test:" + port + " (2 requests)"} {
+	for _, want := range []string{"hookpace's open-world CA intercepts any partner name", "forwarded as API calls (not webhooks): api.partner.test:" + port + " (2 requests)"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("hookpace status lacks %q:\n%s", want, status)
 		}
@@ -300,13 +300,13 @@ print("new", r.status_code, r.headers.get("X-Hookpace-Id"))
 // the session's next request comes through a new CONNECT and is paced.
 func TestOpenWorldLateHost(t *testing.T) {
 	t.Parallel()
-	sink, sinkCA, port := openWorldSink(t, "late.test")
+	sink, sinkCA, port := openWorldSink(t, "late.partner.test")
 	base := fmt.Sprintf(`
 mitm: {scope: open}
 egress: {allow: ["127.0.0.1"]}
 tls: {ca_file: %s}
 `, sinkCA)
-	hp := StartResolving(t, base+fmt.Sprintf("hosts:\n  \"late.test:%s\": {connect: tunnel}\n", port), "late.test")
+	hp := StartResolving(t, base+fmt.Sprintf("hosts:\n  \"late.partner.test:%s\": {connect: tunnel}\n", port), "late.partner.test")
 	// The app trusts hookpace's CA and, for the tunnel, the partner's own.
 	bundle, err := os.ReadFile(hookpaceCA(t, hp, "bundle"))
 	if err != nil {
@@ -331,17 +331,18 @@ while not os.path.exists(stop) and i < 300:
     except Exception as e:
         print(i, "error", type(e).__name__, flush=True)
     time.sleep(0.2)
-`, "https://late.test:"+port+"/hooks", stop)
+`, "https://late.partner.test:"+port+"/hooks", stop)
 	py.Env = appEnv("HTTPS_PROXY=http://"+hp.Proxy, "REQUESTS_CA_BUNDLE="+trust)
 	var out bytes.Buffer
 	py.Stdout, py.Stderr = &out, &out
+	dieWithTest(py)
 	if err := py.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.WriteFile(stop, nil, 0o644); py.Wait() })
 	sink.WaitFor(t, 30*time.Second, "webhooks through the tunnel", func(as []Arrival) bool { return len(as) >= 3 })
 
-	reloadWith(t, hp, base+fmt.Sprintf("hosts:\n  \"late.test:%s\": {rate: 20/s}\n", port), 1)
+	reloadWith(t, hp, base+fmt.Sprintf("hosts:\n  \"late.partner.test:%s\": {rate: 20/s}\n", port), 1)
 	reloaded := time.Now()
 	sink.WaitFor(t, 30*time.Second, "paced webhooks after the reload", func(as []Arrival) bool {
 		n := 0

@@ -105,6 +105,7 @@ func runBriefly(t *testing.T, path string) (started bool, out string) {
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = pw, pw
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,7 @@ func startNodeReceiver(t *testing.T, secret string) (string, func() []nodeVerdic
 func startExampleReceiver[V any](t *testing.T, cmd *exec.Cmd) (string, func() []V) {
 	t.Helper()
 	cmd.Stderr = os.Stderr
+	dieWithTest(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -206,8 +206,11 @@ func (g *Guard) check(ctx context.Context, network, host string, port uint16) ([
 			// whatever the resolver would do without a network.
 			return nil, fmt.Errorf("egress: resolve %q: %w", host, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true})
 		}
-		addrs, err = g.resolver.LookupNetIP(ctx, network, host)
-		if err != nil {
+		if local(name) {
+			// RFC 6761 §6.3: localhost names are loopback, whatever a
+			// resolver would say, and need no query.
+			addrs = loopback(network)
+		} else if addrs, err = g.resolver.LookupNetIP(ctx, network, host); err != nil {
 			return nil, fmt.Errorf("egress: resolve %q: %w", host, err)
 		}
 		if len(addrs) == 0 {
@@ -327,4 +330,16 @@ func interfaceAddrs() map[netip.Addr]bool {
 		}
 	}
 	return m
+}
+
+// loopback is the loopback address of each family network admits ("ip",
+// "ip4" or "ip6").
+func loopback(network string) []netip.Addr {
+	switch network {
+	case "ip4":
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+	case "ip6":
+		return []netip.Addr{netip.IPv6Loopback()}
+	}
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}
 }

@@ -5,6 +5,7 @@
 package inbound
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -46,8 +47,11 @@ func reject(reason, format string, args ...any) *Rejection {
 
 // VerifyOptions configure a Verifier.
 type VerifyOptions struct {
-	Scheme    string // one of config.Verify*
-	Secret    []byte // for standard-webhooks the key decoded from whsec_…; else the secret's text
+	Scheme string // one of config.Verify*
+	Secret []byte // for standard-webhooks the key decoded from whsec_…; else the secret's text
+	// Public are standard-webhooks' Ed25519 public keys (whpk_…), which
+	// verify its v1a signatures (several during a rotation).
+	Public    []ed25519.PublicKey
 	Tolerance time.Duration
 	// hmac only.
 	Header    string
@@ -64,7 +68,7 @@ type Verifier struct {
 
 // NewVerifier checks opts and returns a Verifier.
 func NewVerifier(opts VerifyOptions) (*Verifier, error) {
-	if len(opts.Secret) == 0 {
+	if len(opts.Secret) == 0 && (len(opts.Public) == 0 || opts.Scheme != config.VerifyStandardWebhooks) {
 		return nil, errors.New("secret is empty")
 	}
 	if opts.Tolerance <= 0 {
@@ -95,18 +99,42 @@ func NewVerifier(opts VerifyOptions) (*Verifier, error) {
 	return v, nil
 }
 
-// ParseVerifySecret turns a secret's text into the key scheme signs with:
-// whsec_ and base64 for standard-webhooks, the text itself for the others
-// (Stripe's whsec_… included: Stripe signs with the whole string).
-func ParseVerifySecret(scheme, text string) ([]byte, error) {
+// ParseVerifySecret turns a secret's text into the keys scheme signs with:
+// the text itself for the HMAC schemes (Stripe's whsec_… included: Stripe
+// signs with the whole string); for standard-webhooks, white-space
+// separated keys, at most one whsec_ (HMAC, signatures v1) and any number
+// of whpk_ (Ed25519 public keys, signatures v1a; two during a rotation).
+func ParseVerifySecret(scheme, text string) (secret []byte, public []ed25519.PublicKey, err error) {
 	text = strings.TrimSpace(text)
-	if scheme == config.VerifyStandardWebhooks {
-		return sign.ParseSecret(text)
+	if scheme != config.VerifyStandardWebhooks {
+		if text == "" {
+			return nil, nil, errors.New("secret is empty")
+		}
+		return []byte(text), nil, nil
 	}
-	if text == "" {
-		return nil, errors.New("secret is empty")
+	keys := strings.Fields(text)
+	if len(keys) == 0 {
+		return nil, nil, errors.New("secret is empty")
 	}
-	return []byte(text), nil
+	for i, k := range keys {
+		switch {
+		case strings.HasPrefix(k, sign.PublicKeyPrefix):
+			pub, err := sign.ParsePublicKey(k)
+			if err != nil {
+				return nil, nil, fmt.Errorf("key %d: %w", i+1, err)
+			}
+			public = append(public, pub)
+		case strings.HasPrefix(k, sign.SecretKeyPrefix):
+			return nil, nil, fmt.Errorf("key %d is a private key (whsk_): a receiver needs only its public key (whpk_), which the sender publishes", i+1)
+		case secret != nil:
+			return nil, nil, fmt.Errorf("key %d: a second whsec_ secret; give one, and whpk_ public keys for v1a", i+1)
+		default:
+			if secret, err = sign.ParseSecret(k); err != nil {
+				return nil, nil, fmt.Errorf("key %d: %w (or whpk_ and base64 of an Ed25519 public key)", i+1, err)
+			}
+		}
+	}
+	return secret, public, nil
 }
 
 // Verify checks the signature of a request with header h and body, received
@@ -155,7 +183,9 @@ func (v *Verifier) fresh(ts string, now time.Time) *Rejection {
 }
 
 // standard is Standard Webhooks: webhook-signature holds space-separated
-// "v1,<base64 HMAC-SHA256(key, id.timestamp.body)>"; one match is enough.
+// "v1,<base64 HMAC-SHA256(key, id.timestamp.body)>" and
+// "v1a,<base64 Ed25519(key, id.timestamp.body)>"; one that a key of the
+// route verifies is enough.
 func (v *Verifier) standard(h http.Header, body []byte, now time.Time) *Rejection {
 	id, ts, sigs := h.Get(sign.HeaderID), h.Get(sign.HeaderTimestamp), h.Get(sign.HeaderSignature)
 	if id == "" || ts == "" || sigs == "" {
@@ -164,18 +194,47 @@ func (v *Verifier) standard(h http.Header, body []byte, now time.Time) *Rejectio
 	if r := v.fresh(ts, now); r != nil {
 		return r
 	}
-	want := v.mac([]byte(id), []byte{'.'}, []byte(ts), []byte{'.'}, body)
+	var want, msg []byte
 	for _, s := range strings.Fields(sigs) {
 		ver, b64, ok := strings.Cut(s, ",")
-		if !ok || ver != "v1" {
+		if !ok || ver == "v1" && v.opts.Secret == nil || ver == "v1a" && v.opts.Public == nil || ver != "v1" && ver != "v1a" {
 			continue
 		}
 		got, err := base64.StdEncoding.DecodeString(b64)
-		if err == nil && hmac.Equal(got, want) {
-			return nil
+		if err != nil {
+			continue
+		}
+		if ver == "v1" {
+			if want == nil {
+				want = v.mac([]byte(id), []byte{'.'}, []byte(ts), []byte{'.'}, body)
+			}
+			if hmac.Equal(got, want) {
+				return nil
+			}
+			continue
+		}
+		if msg == nil {
+			msg = make([]byte, 0, len(id)+len(ts)+2+len(body))
+			msg = append(append(append(append(append(msg, id...), '.'), ts...), '.'), body...)
+		}
+		for _, pub := range v.opts.Public {
+			if ed25519.Verify(pub, msg, got) {
+				return nil
+			}
 		}
 	}
-	return reject(ReasonMismatch, "no v1 signature in webhook-signature matches")
+	return reject(ReasonMismatch, "no %s signature in webhook-signature matches", v.versions())
+}
+
+// versions names the signature versions v's keys verify.
+func (v *Verifier) versions() string {
+	switch {
+	case v.opts.Secret != nil && v.opts.Public != nil:
+		return "v1 or v1a"
+	case v.opts.Public != nil:
+		return "v1a"
+	}
+	return "v1"
 }
 
 // stripe is Stripe-Signature: "t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>"

@@ -1,6 +1,7 @@
 package inbound
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -9,12 +10,15 @@ import (
 	"encoding/hex"
 	"hash"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/sign"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
@@ -49,11 +53,11 @@ func macOf(h func() hash.Hash, key string, parts ...string) []byte {
 
 func newV(t *testing.T, o VerifyOptions, secret string) *Verifier {
 	t.Helper()
-	key, err := ParseVerifySecret(o.Scheme, secret)
+	key, pub, err := ParseVerifySecret(o.Scheme, secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Secret = key
+	o.Secret, o.Public = key, pub
 	v, err := NewVerifier(o)
 	if err != nil {
 		t.Fatal(err)
@@ -183,5 +187,88 @@ func TestNewVerifierRejects(t *testing.T) {
 		if _, err := NewVerifier(o); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
+	}
+}
+
+// The Standard Webhooks v1a vector that two implementations agree on.
+const (
+	v1aSeed   = "whsk_V0VCSE9PS0FTWU1NRVRSSUNURVNUUFJJVkFURUtFWTE="
+	v1aPublic = "whpk_4rQZjjkCnn4m/ciYBaRPSZTA+Y/UwqgD6hgxOllF28g="
+	v1aID     = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+	v1aTS     = 1614265330
+	v1aBody   = `{"test": 2432232314}`
+	v1aSig    = "v1a,wY2SZc3TRkb1YQ3GVtlawNyAeN6SEYiztr+FExZJzpEd7BY8kO2olVTahf5NW2nn86HK/3ZM9G2VRPMiA51jDA=="
+)
+
+// TestStandardWebhooksV1a: a route whose secret holds whpk_ public keys
+// verifies v1a signatures (the fixed vector, and what hookpace's own
+// signer makes from the vector's seed); v1 and v1a may stand together
+// and any that a key verifies passes.
+func TestStandardWebhooksV1a(t *testing.T) {
+	ts := strconv.Itoa(v1aTS)
+	other, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPub := sign.PublicKey(other)
+	sw := VerifyOptions{Scheme: config.VerifyStandardWebhooks}
+	tests := []struct {
+		name, secret, id string
+		ts               int
+		sig, body, want  string
+	}{
+		{"vector", v1aPublic, v1aID, v1aTS, v1aSig, v1aBody, ""},
+		{"other body", v1aPublic, v1aID, v1aTS, v1aSig, `{"test": 2432232315}`, ReasonMismatch},
+		{"other id", v1aPublic, "msg_x", v1aTS, v1aSig, v1aBody, ReasonMismatch},
+		{"rotation: second key", otherPub + "\n" + v1aPublic + "\n", v1aID, v1aTS, v1aSig, v1aBody, ""},
+		{"other key only", otherPub, v1aID, v1aTS, v1aSig, v1aBody, ReasonMismatch},
+		{"v1 beside v1a", v1aPublic, v1aID, v1aTS, "v1,AAAA " + v1aSig, v1aBody, ""},
+		{"v1a without a public key", swSecret, v1aID, v1aTS, v1aSig, v1aBody, ReasonMismatch},
+		{"whsec and whpk together: v1a", swSecret + " " + v1aPublic, v1aID, v1aTS, v1aSig, v1aBody, ""},
+		{"whsec and whpk together: v1", swSecret + " " + v1aPublic, swID, swTS, swSig, swBody, ""},
+		{"v1a not base64", v1aPublic, v1aID, v1aTS, "v1a,!!!", v1aBody, ReasonMismatch},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newV(t, sw, tc.secret)
+			h := http.Header{"Webhook-Id": {tc.id}, "Webhook-Timestamp": {strconv.Itoa(tc.ts)}, "Webhook-Signature": {tc.sig}}
+			r := v.Verify(h, []byte(tc.body), time.Unix(int64(tc.ts), 0))
+			switch {
+			case tc.want == "" && r != nil:
+				t.Fatalf("refused: %v", r)
+			case tc.want != "" && (r == nil || r.Reason != tc.want):
+				t.Fatalf("got %v, want %s", r, tc.want)
+			}
+		})
+	}
+
+	// hookpace's own signer, given the vector's seed, signs what verifies.
+	keyFile := filepath.Join(t.TempDir(), "seed")
+	if err := os.WriteFile(keyFile, []byte(v1aSeed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := sign.ReadKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sign.AsymmetricSignatures([]ed25519.PrivateKey{k}, v1aID, ts, []byte(v1aBody)); got != v1aSig {
+		t.Fatalf("hookpace signs the vector %q, want %q", got, v1aSig)
+	}
+	if got := sign.PublicKey(k.Public().(ed25519.PublicKey)); got != v1aPublic {
+		t.Fatalf("the seed's public key is %s, want %s", got, v1aPublic)
+	}
+}
+
+func TestParseVerifySecretStandard(t *testing.T) {
+	for _, bad := range []string{"", v1aSeed, swSecret + " " + swSecret, "whpk_AAAA", "whsec_!!"} {
+		if _, _, err := ParseVerifySecret(config.VerifyStandardWebhooks, bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		} else if strings.Contains(err.Error(), "V0VCSE9PS0") {
+			t.Errorf("the error shows the key: %v", err)
+		}
+	}
+	sec, pub, err := ParseVerifySecret(config.VerifyStandardWebhooks, v1aPublic+"\n"+swSecret+"\n")
+	if err != nil || sec == nil || len(pub) != 1 {
+		t.Fatalf("whpk and whsec: %v, %d public keys, secret %v", err, len(pub), sec != nil)
 	}
 }

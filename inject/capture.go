@@ -140,7 +140,7 @@ func (in *Injector) excludeCIDRs() (cidrs, names []string) {
 func (in *Injector) captureInit() *yaml.Node {
 	c := in.o.CaptureOptions
 	args := []string{"capture", "rules", "--apply", "--to", strconv.Itoa(c.Port),
-		"--exclude-uid", strconv.FormatInt(c.UID, 10), "--ports", c.portList()}
+		"--exclude-uid", strconv.FormatInt(c.UID, 10), "--ports", c.portList(), "--reject-quic"}
 	cidrs, _ := in.excludeCIDRs()
 	for _, p := range cidrs {
 		args = append(args, "--exclude-cidr", p)

@@ -171,7 +171,7 @@ func TestCapture(t *testing.T) {
 		t.Fatalf("init containers %v: want the rules, then hookpace, then the app's", names)
 	}
 	ci := spec.InitContainers[0]
-	want := []string{"capture", "rules", "--apply", "--to", "15001", "--exclude-uid", "15532", "--ports", "80,443",
+	want := []string{"capture", "rules", "--apply", "--to", "15001", "--exclude-uid", "15532", "--ports", "80,443", "--reject-quic",
 		"--exclude-cidr", "169.254.169.254/32", "--exclude-cidr", "10.96.0.0/12", "--exclude-cidr", "10.244.0.0/16",
 		"--exclude-cidr", "192.168.7.0/24", "--exclude-cidr", "fd00::5/128"}
 	if ci.Image != DefaultCaptureImage || !slices.Equal(ci.Command, []string{binary}) || !slices.Equal(ci.Args, want) || ci.RestartPolicy != nil {

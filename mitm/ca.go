@@ -225,13 +225,17 @@ func newCA(cert *x509.Certificate, key crypto.Signer, cacheSize int) *CA {
 }
 
 // Covers reports whether the CA may vouch for host (a DNS name or IP
-// literal, any port ignored) under its name constraints.
+// literal, any port ignored) under its name constraints. The open-world
+// CA vouches only for a PartnerName: a connection to any other name is
+// not intercepted. An operator's CA is held to its own constraints only.
 func (ca *CA) Covers(host string) bool {
 	key, ip, err := normalizeHost(host)
 	switch {
 	case err != nil:
 		return false
 	case !ip.IsValid() && ca.names.excluded(key):
+		return false
+	case !ip.IsValid() && ca.names.Open && !PartnerName(key):
 		return false
 	case ip.IsValid() && ca.ipOpen, !ip.IsValid() && ca.dnsOpen:
 		return true
@@ -241,13 +245,15 @@ func (ca *CA) Covers(host string) bool {
 
 // Uncovered lists the entries (host keys or mitm.hosts entries, as
 // ParseNames reads them) that the CA cannot vouch for: for a "*." entry,
-// every name below it.
+// every name below it; for the open-world CA, a name that is not a
+// PartnerName.
 func (ca *CA) Uncovered(entries []string) []string {
 	var out []string
 	for _, e := range entries {
 		n, err := ParseNames([]string{e})
 		if err != nil || !ca.dnsOpen && !ca.names.Missing(Names{DNS: n.DNS}).Empty() ||
 			slices.ContainsFunc(n.DNS, func(d string) bool { return ca.names.excluded(strings.TrimPrefix(d, ".")) }) ||
+			ca.names.Open && slices.ContainsFunc(n.DNS, func(d string) bool { return !strings.HasPrefix(d, ".") && !PartnerName(d) }) ||
 			!ca.ipOpen && !ca.names.Missing(Names{IP: n.IP}).Empty() {
 			out = append(out, e)
 		}

@@ -142,7 +142,7 @@ func (n Names) String() string {
 }
 
 // Covers reports whether a certificate for host (a DNS name or IP
-// literal, no port) is within n.
+// literal, no port) is within n; for open names, only a PartnerName.
 func (n Names) Covers(host string) bool {
 	key, ip, err := normalizeHost(host)
 	if err != nil {
@@ -154,7 +154,10 @@ func (n Names) Covers(host string) bool {
 	if n.excluded(key) {
 		return false
 	}
-	return n.Open || slices.ContainsFunc(n.DNS, func(c string) bool { return dnsMatch(key, c) })
+	if n.Open {
+		return PartnerName(key)
+	}
+	return slices.ContainsFunc(n.DNS, func(c string) bool { return dnsMatch(key, c) })
 }
 
 // Missing is the part of other that n does not cover.

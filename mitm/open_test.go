@@ -41,7 +41,7 @@ func TestOpenWorldCA(t *testing.T) {
 		host string
 		ok   bool
 	}{
-		{"p1.test", true},
+		{"p1.partner.test", true},
 		{"api.stripe.com", true},
 		{"hooks.partner.example", true},
 		{"x.svc.cluster.local", false},
@@ -83,7 +83,7 @@ func TestOpenWorldCA(t *testing.T) {
 	if out, err := exec.Command("keytool", "-printcert", "-file", writeTemp(t, ca.certPEM)).CombinedOutput(); err != nil {
 		t.Errorf("keytool -printcert: %v\n%s", err, out)
 	}
-	if got := ca.Uncovered([]string{"p1.test", "10.0.0.1", "db.svc.cluster.local", "*.corp.example"}); strings.Join(got, ",") != "10.0.0.1,db.svc.cluster.local,*.corp.example" {
+	if got := ca.Uncovered([]string{"p1.partner.test", "10.0.0.1", "db.svc.cluster.local", "*.corp.example"}); strings.Join(got, ",") != "10.0.0.1,db.svc.cluster.local,*.corp.example" {
 		t.Errorf("Uncovered = %q", got)
 	}
 }
@@ -115,11 +115,11 @@ func TestOpenWorldCAStable(t *testing.T) {
 	}
 	listed := mustNames(t, "partner.example")
 	ca, outcome, err := Ensure(dir, listed, 10)
-	if err != nil || outcome != Reissued || ca.Covers("p1.test") || !ca.Covers("partner.example") {
+	if err != nil || outcome != Reissued || ca.Covers("p1.partner.test") || !ca.Covers("partner.example") {
 		t.Fatalf("Ensure for a listed-hosts CA after an open one: %v, %v", outcome, err)
 	}
 	ca, outcome, err = Ensure(dir, open, 10)
-	if err != nil || outcome != Reissued || !ca.Covers("p1.test") {
+	if err != nil || outcome != Reissued || !ca.Covers("p1.partner.test") {
 		t.Fatalf("Ensure for an open CA after a listed one: %v, %v", outcome, err)
 	}
 	if _, err := OpenNames([]string{"10.0.0.0/8"}); err == nil {
@@ -128,4 +128,70 @@ func TestOpenWorldCAStable(t *testing.T) {
 	if _, err := OpenNames([]string{"bad_name!"}); err == nil {
 		t.Error("OpenNames accepted a malformed name")
 	}
+}
+
+// TestPartnerName: a CA open to any DNS name never vouches for localhost,
+// a single label or a two-label name whose last label is not a public
+// suffix (Kubernetes' short forms, resolved through the search path); it
+// vouches for public names and for longer names, and an operator's listed
+// names are the operator's.
+func TestPartnerName(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		ok   bool
+	}{
+		{"localhost", false},
+		{"LocalHost.", false},
+		{"app.localhost", false},
+		{"kubernetes", false},
+		{"redis", false},
+		{"kubernetes.default", false},
+		{"redis.ns", false},
+		{"billing.payments", false},
+		{"partner.test", false},
+		{"kubernetes.default.svc", false},
+		{"redis.ns.svc.cluster.local", false},
+		{"stripe.com", true},
+		{"hooks.slack.com", true},
+		{"partner.dev", true},
+		{"example.co.uk", true},
+		{"hooks.partner.example", true},
+		{"p1.partner.test", true},
+	} {
+		open, _ := OpenNames(nil)
+		if got := open.Covers(tc.host); got != tc.ok {
+			t.Errorf("open Names.Covers(%q) = %v, want %v", tc.host, got, tc.ok)
+		}
+	}
+	ca, _, err := Ensure(filepath.Join(t.TempDir(), "mitm"), mustOpen(t), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"localhost", "kubernetes", "kubernetes.default", "redis.ns", "redis.ns:6379"} {
+		if ca.Covers(host) {
+			t.Errorf("the open-world CA covers %q", host)
+		}
+		if c, err := ca.Certificate(host); err == nil {
+			t.Errorf("the open-world CA issued a leaf for %q: %v", host, c.Leaf.DNSNames)
+		}
+	}
+	if got := ca.Uncovered([]string{"redis.ns", "*.ns", "partner.dev", "kubernetes"}); strings.Join(got, ",") != "redis.ns,kubernetes" {
+		t.Errorf("Uncovered = %q, want redis.ns and kubernetes", got)
+	}
+	listed, _, err := Ensure(filepath.Join(t.TempDir(), "mitm"), mustNames(t, "redis.ns"), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !listed.Covers("redis.ns") || !listed.Covers("redis.ns:6379") {
+		t.Error("a CA that lists redis.ns does not cover it")
+	}
+}
+
+func mustOpen(t *testing.T) Names {
+	t.Helper()
+	n, err := OpenNames(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

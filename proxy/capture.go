@@ -3,15 +3,23 @@ package proxy
 // Capture: connections the kernel redirected to the capture listener
 // (iptables REDIRECT; `hookpace capture rules`). There was no CONNECT and
 // no proxy variable: the app dialled its partner, and dst is where it was
-// going (SO_ORIGINAL_DST). What the first bytes are decides the rest:
+// going (SO_ORIGINAL_DST). hookpace sits in the path of all the app's
+// traffic to the captured ports, so it intercepts only what can be a
+// webhook and splices everything else to dst byte for byte (splice.go):
 //
+//   - A destination hookpace never delivers to (private, loopback,
+//     link-local, unique-local, egress.deny): spliced before any byte is
+//     read.
 //   - TLS: the ClientHello's server name (SNI) is read without answering
-//     it, and the connection is decided exactly as a CONNECT to
-//     name:port would be (connectPolicy, then serveSniffed with the
-//     ClientHello read again), with the same counters, lines and status
-//     page. Without SNI the destination address stands for the name.
-//   - Anything else is HTTP/1.1, each request served as proxy-form to
+//     it. A name the host's policy intercepts, whose server and client
+//     hookpace can serve in the middle (peek.go), is intercepted as a
+//     CONNECT to name:port would be (serveSniffed, with the ClientHello
+//     read again), with the same counters, lines and status page; deny
+//     refuses; anything else is spliced. Without SNI the destination
+//     address stands for the name.
+//   - HTTP/1.1 (a request line): each request is served as proxy-form to
 //     its Host name on dst's port (captureURL says why Host wins).
+//   - Anything else, or nothing for opaqueAfter: spliced.
 //
 // The redirect is the authorization: proxy credentials are neither asked
 // for nor read (the capture listener is reachable only by the redirect,
@@ -30,7 +38,10 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/hookpace/hookpace/config"
 )
 
 // capturedKey marks a request's context: it came through the capture
@@ -44,9 +55,20 @@ var errHelloRead = errors.New("client hello read")
 // ServeCapture serves one connection redirected to the capture listener;
 // dst is where the app was connecting. ctx may carry http.ServerContextKey,
 // the proxy listener's server, whose limits the requests inside are held
-// to. It closes conn.
-func (p *Proxy) ServeCapture(ctx context.Context, conn net.Conn, dst netip.AddrPort) {
+// to. served wraps the connections hookpace serves itself (not those it
+// splices); nil leaves them as they are. It closes conn.
+//
+// Only what can be a webhook is intercepted; the rest is spliced to dst
+// byte for byte, as if hookpace were not there, before anything is
+// answered: a destination hookpace never delivers to (internal.go), bytes
+// that are neither TLS nor HTTP/1.1, TLS to a name not intercepted, and
+// TLS that hookpace cannot serve in the middle (peek.go). hookpace's own
+// connections, captured back, are refused (loop.go).
+func (p *Proxy) ServeCapture(ctx context.Context, conn net.Conn, dst netip.AddrPort, served func(net.Conn) net.Conn) {
 	start := time.Now()
+	if served == nil {
+		served = func(c net.Conn) net.Conn { return c }
+	}
 	dst = netip.AddrPortFrom(dst.Addr().Unmap().WithZone(""), dst.Port())
 	req := (&http.Request{Method: http.MethodConnect, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{}, RemoteAddr: conn.RemoteAddr().String(), Host: dst.String(),
@@ -59,21 +81,50 @@ func (p *Proxy) ServeCapture(ctx context.Context, conn net.Conn, dst netip.AddrP
 		conn.Close()
 		return
 	}
-	conn.SetReadDeadline(time.Now().Add(sniffTimeout))
-	var first [1]byte
-	if _, err := io.ReadFull(conn, first[:]); err != nil {
+	if src, ok := addrPort(conn.RemoteAddr()); ok && isOwn(src) {
+		p.refuseLoop(req, conn, dst, start)
+		return
+	}
+	if why := p.internal(req.Context(), dst); why != "" {
+		p.spliceCaptured(req, conn, nil, dst, dst.String(), SpliceInternal, why, start)
+		return
+	}
+	conn.SetReadDeadline(time.Now().Add(opaqueAfter))
+	pre, kind, err := sniffCaptured(conn)
+	conn.SetReadDeadline(time.Time{})
+	if src, ok := addrPort(conn.RemoteAddr()); ok && len(pre) > 0 && isOwn(src) {
+		// Known for certain now: hookpace's dials are recorded before
+		// they send their first byte.
+		p.refuseLoop(req, &prefixConn{peekedConn: &peekedConn{Conn: conn}, pre: pre}, dst, start)
+		return
+	}
+	switch kind {
+	case sniffClosed:
 		p.log.Debug("capture: connection closed before its first bytes", "destination", dst.String(), "remote", req.RemoteAddr, "error", err)
 		conn.Close()
-		return
+	case sniffOther:
+		why := "neither TLS nor HTTP/1.1: spliced to the original destination as without hookpace"
+		if len(pre) == 0 {
+			why = "the client sent nothing for " + opaqueAfter.String() + " (a protocol where the server speaks first): spliced to the original destination as without hookpace"
+		}
+		p.spliceCaptured(req, conn, pre, dst, dst.String(), SpliceNotHTTP, why, start)
+	case sniffHTTP:
+		p.serveCapturedHTTP(req, served(conn), pre, dst)
+	default:
+		p.serveCapturedTLS(req, conn, pre, dst, start, served)
 	}
-	if first[0] != tlsHandshake {
-		conn.SetReadDeadline(time.Time{})
-		p.serveCapturedHTTP(req, conn, first[:], dst)
-		return
-	}
+}
+
+// serveCapturedTLS decides a captured TLS connection by its ClientHello,
+// read without answering it: the host's connect policy and what the
+// server and the client can speak (cannotIntercept) say intercept,
+// refuse or splice. Without SNI the destination address stands for the
+// name.
+func (p *Proxy) serveCapturedTLS(req *http.Request, conn net.Conn, pre []byte, dst netip.AddrPort, start time.Time, served func(net.Conn) net.Conn) {
 	var seen bytes.Buffer
-	seen.WriteByte(first[0])
-	hello, err := readClientHello(io.MultiReader(bytes.NewReader(first[:]), io.TeeReader(conn, &seen)))
+	seen.Write(pre)
+	conn.SetReadDeadline(time.Now().Add(sniffTimeout))
+	hello, err := readClientHello(io.MultiReader(bytes.NewReader(pre), io.TeeReader(conn, &seen)))
 	conn.SetReadDeadline(time.Time{})
 	if err != nil {
 		p.record(req, start, dst.String(), 0, badRequest("capture: TLS without a readable ClientHello: "+err.Error()))
@@ -86,15 +137,36 @@ func (p *Proxy) ServeCapture(ctx context.Context, conn net.Conn, dst netip.AddrP
 	}
 	target := net.JoinHostPort(name, strconv.Itoa(int(dst.Port())))
 	req.Host, req.URL.Host = target, target
-	t, d := p.connectPolicy(req, target, start)
-	if t == nil {
-		p.record(req, start, target, 0, d)
-		conn.Write([]byte{21, 3, 3, 0, 2, 2, 49}) // a fatal access_denied alert
-		conn.Close()
+	u := &url.URL{Scheme: "https", Host: target}
+	if err := CheckTarget(u); err != nil {
+		p.spliceCaptured(req, conn, seen.Bytes(), dst, dst.String(), SpliceExcluded,
+			"the server name is not one hookpace takes ("+err.Error()+"): spliced as without hookpace", start)
 		return
 	}
-	t.captured = true
-	p.serveSniffed(t, conn, seen.Bytes())
+	host := HostKey(u)
+	hp := p.policy.Load().Host(host)
+	ca := p.ca.Load()
+	switch {
+	case hp.Connect == config.ConnectDeny:
+		p.countTunnel(req.Context(), host, TunnelRefused, "connect: deny")
+		p.record(req, start, host, 0, decision{outcome: outcomeRefused, status: http.StatusForbidden,
+			reason: "capture: TLS to " + host + " denied (connect: deny)"})
+		conn.Write([]byte{21, 3, 3, 0, 2, 2, 49}) // a fatal access_denied alert
+		conn.Close()
+	case hp.Connect == config.ConnectMITM && ca != nil && ca.Covers(u.Hostname()):
+		if label, why := p.cannotIntercept(req.Context(), hello, hp, dst, name); label != "" {
+			p.spliceCaptured(req, conn, seen.Bytes(), dst, host, label, why, start)
+			return
+		}
+		p.countTunnel(req.Context(), host, TunnelIntercepted, "")
+		p.serveSniffed(&tunnel{req: req, target: target, host: host, ca: ca, start: start, captured: true}, served(conn), seen.Bytes())
+	default:
+		why := "not intercepted (connect: tunnel): spliced as without hookpace; name it in hosts to spool and pace it"
+		if hp.Connect == config.ConnectMITM {
+			why = "no CA in force vouches for the name (an IP, a cluster name, mitm.exclude or outside the CA's names): spliced as without hookpace"
+		}
+		p.spliceCaptured(req, conn, seen.Bytes(), dst, host, SpliceExcluded, why, start)
+	}
 }
 
 // serveCapturedHTTP serves plain HTTP/1.1 redirected to the capture
@@ -102,11 +174,8 @@ func (p *Proxy) ServeCapture(ctx context.Context, conn net.Conn, dst netip.AddrP
 func (p *Proxy) serveCapturedHTTP(req *http.Request, conn net.Conn, pre []byte, dst netip.AddrPort) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
 		if err := captureURL(in, dst); err != nil {
-			d := badRequest(err.Error())
-			p.record(in, time.Now(), dst.String(), 0, d)
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.WriteHeader(d.status)
-			io.WriteString(w, "hookpace: "+d.reason+"\n")
+			p.record(in, time.Now(), dst.String(), 0, badRequest(err.Error()))
+			refuseFraming(w, err.Error())
 			return
 		}
 		in.RemoteAddr = req.RemoteAddr
@@ -116,7 +185,7 @@ func (p *Proxy) serveCapturedHTTP(req *http.Request, conn net.Conn, pre []byte, 
 	if srv.ErrorLog == nil {
 		srv.ErrorLog = slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
 	}
-	srv.Serve(newOneConnListener(&prefixConn{peekedConn: &peekedConn{Conn: conn}, pre: pre}))
+	serveOne(srv, &prefixConn{peekedConn: &peekedConn{Conn: conn}, pre: pre})
 }
 
 // prefixConn is a connection with pre, the bytes read to tell HTTP from
@@ -154,6 +223,9 @@ func captureURL(in *http.Request, dst netip.AddrPort) error {
 	name := host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		name = h
+	}
+	if strings.HasPrefix(name, "[") && strings.HasSuffix(name, "]") {
+		name = name[1 : len(name)-1] // an IPv6 Host without a port
 	}
 	if a, err := netip.ParseAddr(name); name == "" || (err == nil && a.Unmap() != dst.Addr()) {
 		name = dst.Addr().String()

@@ -27,6 +27,7 @@ func TestCaptureURL(t *testing.T) {
 		{"127.0.0.1:8080", "/hook", "http://127.0.0.1:8080/hook"},                        // the same address
 		{"10.9.9.9", "/hook", "http://127.0.0.1:8080/hook"},                              // another address: the one dialled
 		{"[::1]:8080", "/hook", "http://127.0.0.1:8080/hook"},                            // another address, IPv6
+		{"[::1]", "/hook", "http://127.0.0.1:8080/hook"},                                 // IPv6 without a port
 		{"partner.example", "http://partner.example/x", "http://partner.example:8080/x"}, // absolute-form
 	} {
 		in := &http.Request{Host: tc.host}
@@ -41,6 +42,11 @@ func TestCaptureURL(t *testing.T) {
 		if in.URL.String() != tc.want {
 			t.Errorf("Host %q %s: %s, want %s", tc.host, tc.uri, in.URL, tc.want)
 		}
+	}
+	// An IPv6 Host without a port, to the address dialled.
+	in := &http.Request{Host: "[2001:db8::10]", URL: &url.URL{Path: "/x"}}
+	if err := captureURL(in, netip.MustParseAddrPort("[2001:db8::10]:80")); err != nil || in.URL.String() != "http://[2001:db8::10]:80/x" {
+		t.Errorf("Host [2001:db8::10]: %v %v", in.URL, err)
 	}
 	// A request target that is no path (OPTIONS *) names no webhook.
 	star := &http.Request{Host: "partner.example", RequestURI: "*", URL: &url.URL{Path: "*"}}
@@ -74,7 +80,7 @@ func captureListenerDone(t *testing.T, p *Proxy, dst func(self netip.AddrPort) n
 				return
 			}
 			go func() {
-				p.ServeCapture(context.Background(), c, dst(self))
+				p.ServeCapture(context.Background(), c, dst(self), nil)
 				done <- struct{}{}
 			}()
 		}

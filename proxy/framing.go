@@ -25,11 +25,12 @@ import (
 // webhooks almost always carry a Content-Length, so the cost is a new
 // connection now and then for the rare chunked client.
 
-// closeAfterChunked answers a chunked request with Connection: close,
-// which makes net/http close the connection after the answer instead of
-// reading another request from it.
+// closeAfterChunked answers a chunked request, and an HTTP/1.0 one (one
+// a connection, strict.go), with Connection: close, which makes net/http
+// close the connection after the answer instead of reading another
+// request from it.
 func closeAfterChunked(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
-	if len(r.TransferEncoding) == 0 || r.Method == http.MethodConnect {
+	if (len(r.TransferEncoding) == 0 && r.ProtoAtLeast(1, 1)) || r.Method == http.MethodConnect {
 		return w
 	}
 	return closingWriter{w}

@@ -123,14 +123,12 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 		}
 	}
 	hp := pol.Host(host)
-	// Refuse forbidden destinations before storing anything: a webhook
-	// that could never be delivered must not get a 202.
-	if err := p.verdicts.Check(ctx, r.URL.Hostname(), destPort(r.URL), p.opts.Guard.CheckPort); err != nil {
-		if d, ok := refused(err); ok {
-			return d, 0
-		}
-		// A DNS failure may be passing: spool it and let delivery retry.
-		p.log.Debug("ingest: destination does not resolve now", "host", host, "error", err)
+	// Refuse destinations known to be forbidden before storing anything,
+	// without waiting on DNS: a name not known yet or not resolving is
+	// spooled, and delivery checks it when it dials (a refusal is then a
+	// dead letter with the reason, no answer a host failure it retries).
+	if d, ok := refused(p.verdicts.Known(r.URL.Hostname(), destPort(r.URL), p.opts.Guard.CheckPort)); ok {
+		return d, 0
 	}
 	if full := p.opts.Spool.Full(); full != nil {
 		return p.full(full), 0
@@ -173,6 +171,12 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 	}
 	lane.set(m) // before the body is read into the record
 	markDoor(m, in)
+	// What is acknowledged can be sent: built once here as delivery
+	// builds it, with the one builder delivery uses (the body is a
+	// reader to it, whatever its bytes).
+	if _, err := spool.NewRequest(ctx, m.Method, m.URL, m.Header, nil); err != nil {
+		return badRequest("not deliverable as sent: " + err.Error()), 0
+	}
 	if n := r.ContentLength; n > spool.MaxRecordSize-(2<<20) && m.RecordSize(int(n)) > spool.MaxRecordSize {
 		return tooLargeForSpool(), 0 // without reading a body that could never be stored
 	}

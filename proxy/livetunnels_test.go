@@ -19,7 +19,7 @@ func TestEndIntercepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	pol := &Policy{Host: func(host string) HostPolicy {
-		if host == "late.test" || host == "10.0.0.1" {
+		if host == "late.partner.test" || host == "10.0.0.1" {
 			return HostPolicy{Connect: config.ConnectMITM}
 		}
 		return HostPolicy{Connect: config.ConnectTunnel}
@@ -37,12 +37,12 @@ func TestEndIntercepted(t *testing.T) {
 		l.add(lt)
 		return pair{lt, a, d}
 	}
-	late, other, ip := mk("late.test"), mk("other.test"), mk("10.0.0.1")
+	late, other, ip := mk("late.partner.test"), mk("other.test"), mk("10.0.0.1")
 	if got := l.endIntercepted(pol, nil); len(got) != 0 {
 		t.Fatalf("closed %v without a CA", got)
 	}
 	got := l.endIntercepted(pol, ca)
-	if len(got) != 1 || got["late.test"] != 1 {
+	if len(got) != 1 || got["late.partner.test"] != 1 {
 		t.Fatalf("closed %v, want late.test's one tunnel", got)
 	}
 	for _, c := range []net.Conn{late.appSide, late.remoteSide} {

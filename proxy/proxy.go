@@ -65,7 +65,9 @@ type Counter interface {
 	Ingest(ctx context.Context, outcome Outcome)
 	Deduplicated(ctx context.Context, host string)
 	Coalesced(ctx context.Context, host string)
-	Tunnel(ctx context.Context, host, mode string)
+	// Tunnel counts a CONNECT or captured connection; reason is a
+	// Splice* label for a captured connection spliced, else "".
+	Tunnel(ctx context.Context, host, mode, reason string)
 	// Rewritten counts a webhook for host whose body rewrite rules
 	// changed, with the values dropped and masked.
 	Rewritten(ctx context.Context, host string, dropped, masked int)
@@ -114,6 +116,8 @@ type Proxy struct {
 	// unchecked logs, once, that hand-off claims are ignored for want
 	// of a secret to check them with (see handoffOrigin).
 	unchecked sync.Once
+	probes    probes       // what captured servers want (peek.go)
+	loops     atomic.Int64 // own connections captured back and refused (loop.go)
 }
 
 // Counts reports how many requests had each ingest outcome since the
@@ -134,12 +138,12 @@ type passStart time.Time
 
 type nopCounter struct{}
 
-func (nopCounter) Ingest(context.Context, Outcome)             {}
-func (nopCounter) Deduplicated(context.Context, string)        {}
-func (nopCounter) Coalesced(context.Context, string)           {}
-func (nopCounter) Tunnel(context.Context, string, string)      {}
-func (nopCounter) Rewritten(context.Context, string, int, int) {}
-func (nopCounter) Forwarded(context.Context, string)           {}
+func (nopCounter) Ingest(context.Context, Outcome)                {}
+func (nopCounter) Deduplicated(context.Context, string)           {}
+func (nopCounter) Coalesced(context.Context, string)              {}
+func (nopCounter) Tunnel(context.Context, string, string, string) {}
+func (nopCounter) Rewritten(context.Context, string, int, int)    {}
+func (nopCounter) Forwarded(context.Context, string)              {}
 
 // New builds the proxy. goproxy's defaults are all replaced: its transport
 // skips TLS verification and reads HTTP_PROXY, its CONNECT dialer reads
@@ -157,6 +161,9 @@ func New(opts Options) *Proxy {
 	if opts.Prop == nil {
 		opts.Prop = propagation.TraceContext{}
 	}
+	// Every connection the proxy dials is known as hookpace's own, so
+	// that a capture loop is seen (loop.go).
+	opts.Guard = newOwnGuard(opts.Guard)
 	p := &Proxy{opts: opts, log: opts.Logger, verdicts: egress.NewVerdicts(5*time.Second, 10000)}
 	p.policy.Store(&opts.Policy)
 	p.ca.Store(opts.CA)
@@ -180,6 +187,15 @@ func New(opts Options) *Proxy {
 // origin-form requests) to goproxy. It serves the proxy listener and the
 // requests inside tunnels alike (see framing.go).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if why := judgeRequest(r); why != "" {
+		host := r.Host
+		if r.URL.IsAbs() {
+			host = HostKey(r.URL)
+		}
+		p.record(r, time.Now(), host, 0, badRequest(why))
+		refuseFraming(w, why)
+		return
+	}
 	pol := p.policy.Load()
 	w = closeAfterChunked(w, r)
 	withBodyDeadline(w, r, pol.BodyTimeout)

@@ -295,12 +295,8 @@ func (p *Proxy) serveInside(t *tunnel, c net.Conn, scheme string) {
 	auth := t.req.Header.Get("Proxy-Authorization")
 	h := http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
 		if err := tunnelURL(in, t.target, scheme); err != nil {
-			start := time.Now()
-			d := decision{outcome: outcomeBadRequest, status: http.StatusBadRequest, reason: err.Error()}
-			p.record(in, start, t.host, 0, d)
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.WriteHeader(d.status)
-			io.WriteString(w, "hookpace: "+d.reason+"\n")
+			p.record(in, time.Now(), t.host, 0, badRequest(err.Error()))
+			refuseFraming(w, err.Error()) // and close: the tunnel reaches one destination
 			return
 		}
 		in.RemoteAddr = t.req.RemoteAddr
@@ -316,7 +312,7 @@ func (p *Proxy) serveInside(t *tunnel, c net.Conn, scheme string) {
 	if srv.ErrorLog == nil {
 		srv.ErrorLog = slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
 	}
-	srv.Serve(newOneConnListener(c))
+	serveOne(srv, c)
 }
 
 // innerServer serves the requests inside a tunnel with the limits of the
@@ -326,11 +322,17 @@ func (p *Proxy) serveInside(t *tunnel, c net.Conn, scheme string) {
 func innerServer(connect *http.Request, h http.Handler) *http.Server {
 	outer, ok := connect.Context().Value(http.ServerContextKey).(*http.Server)
 	if !ok {
-		return &http.Server{Handler: h, ReadHeaderTimeout: sniffTimeout, IdleTimeout: 120 * time.Second}
+		return &http.Server{Handler: h, ReadHeaderTimeout: sniffTimeout, IdleTimeout: 120 * time.Second, ConnContext: TapContext}
 	}
 	return &http.Server{Handler: h, ReadHeaderTimeout: outer.ReadHeaderTimeout, ReadTimeout: outer.ReadTimeout,
 		WriteTimeout: outer.WriteTimeout, IdleTimeout: outer.IdleTimeout, MaxHeaderBytes: outer.MaxHeaderBytes,
-		ErrorLog: outer.ErrorLog}
+		ErrorLog: outer.ErrorLog, ConnContext: TapContext}
+}
+
+// serveOne serves the requests of one connection inside a tunnel (or
+// captured) with srv, its raw first header block kept for the judge.
+func serveOne(srv *http.Server, c net.Conn) {
+	srv.Serve(newOneConnListener(newHeadTap(c)))
 }
 
 // tunnelURL makes a request read inside a tunnel to target absolute-form

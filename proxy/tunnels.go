@@ -94,7 +94,7 @@ func (p *Proxy) Tunnels() []TunnelStat {
 // the first time a host is not intercepted, a warning that says why and
 // what to do.
 func (p *Proxy) countTunnel(ctx context.Context, host, mode, reason string) {
-	p.opts.Metrics.Tunnel(ctx, host, mode)
+	p.opts.Metrics.Tunnel(ctx, host, mode, "")
 	if !p.tunnels.add(host, mode, reason, time.Now()) || mode == TunnelIntercepted {
 		return
 	}

@@ -70,8 +70,10 @@ func (a *app) buildInbound(cfg *config.Config, roots *x509.CertPool) error {
 			}
 			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
-			MaxHeaderBytes: int(cfg.Spool.MaxHeader), ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
+		ln = proxy.TapListener(ln) // the door's judge reads an HTTP/1.0 request's raw header (proxy/strict.go)
+		srv := &http.Server{Handler: a.proxy.Strict(rc.Name, h), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+			MaxHeaderBytes: int(cfg.Spool.MaxHeader), ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+			ConnContext: proxy.TapContext}
 		if bt := cfg.Proxy.BodyTimeout.D(); bt > 0 {
 			srv.ReadTimeout = bt + srv.ReadHeaderTimeout
 		}
@@ -125,11 +127,11 @@ func inboundVerifier(path string, vc *config.InboundVerify) (*inbound.Verifier, 
 	case "env":
 		text = os.Getenv(vc.Secret.Name)
 	}
-	key, err := inbound.ParseVerifySecret(vc.Scheme, text)
+	key, pub, err := inbound.ParseVerifySecret(vc.Scheme, text)
 	if err != nil {
 		return nil, fieldErr(fmt.Errorf("%s: %w", vc.Secret, err))
 	}
-	v, err := inbound.NewVerifier(inbound.VerifyOptions{Scheme: vc.Scheme, Secret: key, Tolerance: vc.Tolerance.D(),
+	v, err := inbound.NewVerifier(inbound.VerifyOptions{Scheme: vc.Scheme, Secret: key, Public: pub, Tolerance: vc.Tolerance.D(),
 		Header: vc.Header, Algorithm: vc.Algorithm, Encoding: vc.Encoding, Prefix: vc.Prefix})
 	if err != nil {
 		return nil, &config.FieldError{File: path, Line: vc.Line, Field: vc.Field, Msg: err.Error()}

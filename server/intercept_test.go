@@ -66,7 +66,7 @@ func TestInterceptOpenWorldKeepsItsCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := ic.CA()
-	if first == nil || !first.Covers("p1.test") || first.Covers("10.0.0.1") {
+	if first == nil || !first.Covers("p1.partner.test") || first.Covers("10.0.0.1") {
 		t.Fatal("no open-world CA")
 	}
 	changed, err := ic.apply(parse("hosts:\n  late.test: {rate: 1/s}\n  10.0.0.1: {}\n"), nil)

@@ -154,7 +154,7 @@ var oneHostIdle = idle{PerHost: config.DefaultMaxConcurrency, Timeout: time.Dura
 func transport(guard *egress.Swap, roots *x509.CertPool, insecure bool, keep idle) *http.Transport {
 	tr := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           guard.DialContext,
+		DialContext:           proxy.OwnDial(guard.DialContext), // a capture loop is seen (proxy/loop.go)
 		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure},
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          keep.Total,

@@ -28,6 +28,7 @@ import (
 	"github.com/hookpace/hookpace/internal/memtarget"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/proxy"
+	"github.com/hookpace/hookpace/replicate"
 	"github.com/hookpace/hookpace/spool"
 	"github.com/hookpace/hookpace/telemetry"
 	"go.opentelemetry.io/otel/sdk/trace"
@@ -78,6 +79,7 @@ type app struct {
 	history *admin.History  // the status page's last 15 minutes, sampled while serving
 	events  *events.Emitter // operational events (events.go); nil without events.url
 	inbound *inboundRoutes  // listeners in front of apps (inbound.go)
+	repl    *replicate.NATS // the spool's copy off this node (replicate.go); nil without one
 
 	started            time.Time // when build began
 	proxyLn, adminLn   net.Listener
@@ -129,7 +131,14 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 	if !memtarget.Set(int64(cfg.Memory.Target)) && cfg.Memory.Target > 0 {
 		a.log.Info("memory.target not applied: GOMEMLIMIT is set and wins", "GOMEMLIMIT", os.Getenv("GOMEMLIMIT"))
 	}
-	if a.spool, err = spool.Open(spoolOptions(cfg, a.log)); err != nil {
+	if err := a.connectReplica(ctx, cfg); err != nil {
+		return nil, err
+	}
+	sopts := spoolOptions(cfg, a.log)
+	if a.repl != nil {
+		sopts.Replica, sopts.ReplicaName = a.repl, replicaName(cfg)
+	}
+	if a.spool, err = spool.Open(sopts); err != nil {
 		return nil, err
 	}
 	a.undo = append(a.undo, func() {
@@ -168,6 +177,9 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 	}
 	a.buildParts(cfg, roots, ag)
 	if err := a.buildInbound(cfg, roots); err != nil {
+		return nil, err
+	}
+	if err := a.startReplica(ctx); err != nil {
 		return nil, err
 	}
 	// The dispatcher subscribes to the spool's announcements, picks up its
@@ -237,7 +249,7 @@ func (a *app) listen(cfg *config.Config) error {
 	}
 	// Reads re-arm TCP_QUICKACK while an ACK may be pending
 	// (quickack_linux.go), and connections are limited (listen.go).
-	a.proxyLn = connlimit.New(quickAckListener{a.proxyLn}, maxConnections(cfg), a.log, "proxy")
+	a.proxyLn = proxy.TapListener(connlimit.New(quickAckListener{a.proxyLn}, maxConnections(cfg), a.log, "proxy"))
 	a.undo = append(a.undo, func() { a.proxyLn.Close() })
 	if a.adminLn, err = net.Listen("tcp", cfg.Admin); err != nil {
 		return fmt.Errorf("admin listen %s: %w", cfg.Admin, err)
@@ -294,7 +306,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 	})
 	a.proxySrv = &http.Server{Handler: a.proxy, ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: int(cfg.Spool.MaxHeader),
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug), ConnContext: proxy.TapContext}
 	a.history = admin.NewHistory(admin.HistorySource{
 		Accepted:  func() int64 { return a.proxy.Counts()[proxy.OutcomeAccepted.String()] },
 		Delivered: a.disp.Delivered,
@@ -302,7 +314,8 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Hosts:     a.disp.HostGauges,
 	})
 	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Metrics: tel.Handler(), Logger: log, Guard: ag,
-		Stopping: a.stopping.Load, Instance: a.instance, Fleet: a.fleetViewer(), History: a.history}, &a.current),
+		Stopping: a.stopping.Load, Instance: a.instance, Fleet: a.fleetViewer(), History: a.history,
+		Replication: a.replicationStatus()}, &a.current),
 		ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 }
 

@@ -116,7 +116,10 @@ func (s *Spool) eachDead(f DeadFilter, fn func(*Dead) bool) error {
 // ReplayDead moves the matching dead letters back into their hosts' queues,
 // with their attempt counts reset, and returns how many moved. Each is
 // queued under a new ID, at the tail of its host's queue, and paced like
-// any other; its OriginID stays the id the app got with its 202.
+// any other; its OriginID stays the id the app got with its 202. Its
+// Enqueued is the replay's time, so that max_age counts from the replay
+// (a webhook that died of max_age could not be replayed otherwise); the
+// journal keeps the first acceptance's time in the first life's entry.
 func (s *Spool) ReplayDead(f DeadFilter) (int, error) {
 	var found []*Dead
 	if err := s.eachDead(f, func(d *Dead) bool { found = append(found, d); return true }); err != nil {
@@ -130,6 +133,7 @@ func (s *Spool) ReplayDead(f DeadFilter) (int, error) {
 			m.Origin = oldID
 		}
 		m.Attempts, m.LastStatus, m.LastError, m.LastTry = 0, 0, "", time.Time{}
+		m.Enqueued = s.opts.Now()
 		val := m.record()
 		o := &reviveOp{opBase: opBase{msg: m}, val: val, size: m.storedSize(val), dead: oldID}
 		m.size = o.size

@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -59,8 +58,8 @@ func (s *Spool) journalBody(e *Entry) (*Message, error) {
 // Resend queues a delivered webhook again, from the request the journal
 // kept (journal.bodies): a new message at the tail of its host's queue,
 // with the same method, URL, headers and body, under the id the app got
-// (Origin), as a dead-letter replay is. It is admitted like any webhook:
-// a full spool refuses it (*FullError).
+// (Origin), as a dead-letter replay is, and its max_age counts from now.
+// It is admitted like any webhook: a full spool refuses it (*FullError).
 func (s *Spool) Resend(ctx context.Context, r Ref) (*Message, error) {
 	v, err := s.Lookup(r)
 	if err != nil {
@@ -75,7 +74,7 @@ func (s *Spool) Resend(ctx context.Context, r Ref) (*Message, error) {
 	}
 	e := &v.Entry
 	m := &Message{Host: kept.Host, Method: kept.Method, URL: kept.URL, Header: kept.Header, Body: kept.Body,
-		Enqueued: time.Now(), Origin: e.ID, OriginSpool: e.OriginSpool,
+		Enqueued: s.opts.Now(), Origin: e.ID, OriginSpool: e.OriginSpool,
 		Fairness: kept.Fairness, Priority: kept.Priority, Ordering: kept.Ordering}
 	if e.Origin != 0 {
 		m.Origin = e.Origin

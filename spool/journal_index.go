@@ -218,13 +218,16 @@ func (s *Spool) listIndexed(txn *badger.Txn, q *Query, out *[]*Entry) (Cursor, e
 		if !ok || p.at < since {
 			return Cursor{}, nil
 		}
-		if len(*out) == q.Limit || scanned == queryScanMax ||
+		if scanned == queryScanMax ||
 			scanned-len(*out) >= queryCheck && scanned%queryCheck == queryCheck-1 && time.Since(began) > queryTime {
 			return cursorAt(p), nil
 		}
 		scanned++
 		if item, err := txn.Get(journalKey(p.id)); err == nil {
 			if e, ok := s.matchItem(txn, q, p.id, item); ok {
+				if len(*out) == q.Limit {
+					return cursorAt(p), nil // the next page starts with this one
+				}
 				*out = append(*out, e)
 			}
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {

@@ -25,6 +25,10 @@ type View struct {
 	State    string // an Outcome, or one of the states above
 	Position int    // while queued: 1 for the head of its host's queue
 	Attempts []*Attempt
+	// Requeued is when the last life was queued (a dead letter replayed,
+	// a delivered webhook resent): its max_age counts from then. Zero for
+	// a webhook in its first life. Entry.Accepted is the first life's.
+	Requeued time.Time
 }
 
 // Lookup finds a webhook by its id (see Ref; a short id is of this spool).
@@ -37,6 +41,7 @@ func (s *Spool) Lookup(r Ref) (*View, error) {
 	}
 	s.journalSync()
 	var v *View
+	var first time.Time
 	err := s.kept.View(func(txn *badger.Txn) error {
 		ids := append([]uint64{r.Seq}, lives(txn, r.Seq)...)
 		for i, id := range ids {
@@ -49,6 +54,9 @@ func (s *Spool) Lookup(r Ref) (*View, error) {
 			var before []*Attempt
 			if v != nil {
 				before = v.Attempts
+			}
+			if v == nil {
+				first = e.Accepted
 			}
 			v = &View{Entry: *e, State: e.Outcome}
 			as, err := attempts(txn, id)
@@ -67,6 +75,9 @@ func (s *Spool) Lookup(r Ref) (*View, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if !v.Entry.Accepted.Equal(first) {
+		v.Requeued, v.Entry.Accepted = v.Entry.Accepted, first
 	}
 	if v.State == "" {
 		s.whereNow(v)
@@ -189,7 +200,7 @@ const queryScanMax = 200_000
 
 // List returns the entries q selects, newest first (by acceptance, from
 // the indexes; by id while they are built), and the cursor of the next
-// page (zero: none). A page reads at most queryScanMax entries, for at
+// page: zero when no entry after the page matches. A page reads at most queryScanMax entries, for at
 // most about queryTime: a search that finds fewer than q.Limit in that
 // returns what it found and a cursor.
 func (s *Spool) List(q Query) ([]*Entry, Cursor, error) {
@@ -242,11 +253,14 @@ func (s *Spool) listLegacy(txn *badger.Txn, q *Query, out *[]*Entry) (next uint6
 				continue
 			}
 			id := beUint64(k[1:])
-			if len(*out) == q.Limit || scanned == queryScanMax {
+			if scanned == queryScanMax {
 				return id + 1, nil
 			}
 			scanned++
 			if e, ok := s.matchItem(txn, q, id, it.Item()); ok {
+				if len(*out) == q.Limit {
+					return id + 1, nil // the next page starts with this one
+				}
 				*out = append(*out, e)
 			}
 		}
@@ -277,7 +291,7 @@ func (s *Spool) listIndex(txn *badger.Txn, q *Query, prefix []byte, key func(id 
 			continue
 		}
 		id := beUint64(k[len(prefix):])
-		if len(*out) == q.Limit || scanned == queryScanMax {
+		if scanned == queryScanMax {
 			return id + 1, nil
 		}
 		scanned++
@@ -286,6 +300,9 @@ func (s *Spool) listIndex(txn *badger.Txn, q *Query, prefix []byte, key func(id 
 			continue // swept meanwhile
 		}
 		if e, ok := s.matchItem(txn, q, id, item); ok {
+			if len(*out) == q.Limit {
+				return id + 1, nil // the next page starts with this one
+			}
 			*out = append(*out, e)
 		}
 	}

@@ -60,6 +60,11 @@ type Options struct {
 	Now func() time.Time
 	// Journal keeps the history of every webhook (journal.go).
 	Journal JournalOptions
+	// Replica keeps a copy of the queue off this node (nil: none); see
+	// Replica. ReplicaName is the replica the spool belongs to: a spool
+	// records it, and refuses to open under another name.
+	Replica     Replica
+	ReplicaName string
 
 	// For tests: adjust the queue database's Badger options (smaller files,
 	// to make them rotate), and the resident size above which the spool's
@@ -198,6 +203,8 @@ type Spool struct {
 	coal coalState // coalescing (coalesce.go), guarded by mu
 
 	jr journalState // the journal (journal.go)
+
+	replicaEpoch uint64 // see ReplicaEpoch; guarded by mu
 }
 
 // Open opens (or creates) the spool in opts.Dir and counts what is queued.
@@ -248,6 +255,9 @@ func Open(opts Options) (*Spool, error) {
 	err = s.load()
 	if err == nil {
 		err = s.loadInstance()
+	}
+	if err == nil {
+		err = s.loadReplica()
 	}
 	if err == nil {
 		err = s.openJournal()

@@ -159,6 +159,9 @@ func (s *Spool) commit(batch []op) *round {
 	}
 	s.journalRound(batch) // outcomes to the journal; accepted records durable first
 	r.err = s.apply(s.queue, phaseQueue, r.queued, &seq)
+	if r.err == nil {
+		s.unreplicate(r.queued)
+	}
 	s.mu.Lock()
 	s.seq = max(s.seq, seq) // ids staged in a committed part are never reused
 	s.mu.Unlock()
@@ -278,6 +281,19 @@ func (s *Spool) apply(db *badger.DB, ph phase, ops []op, seq *uint64) error {
 			continue
 		}
 		staged += o.weight()
+	}
+	if ph == phaseQueue && s.opts.Replica != nil && !s.replicate(ops) {
+		// The round's appends failed: commit the rest without them. Their
+		// ids are spent. An append committed in an earlier part of this
+		// round stays queued, unacknowledged: at-least-once.
+		txn.Discard()
+		var rest []op
+		for _, o := range ops {
+			if o.base().err == nil {
+				rest = append(rest, o)
+			}
+		}
+		return s.apply(db, ph, rest, seq)
 	}
 	if s.opts.whileCommitting != nil {
 		s.opts.whileCommitting(db)

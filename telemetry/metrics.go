@@ -48,6 +48,8 @@ var (
 type Metrics struct {
 	maxHosts int
 
+	replication replicationInstruments
+
 	ingest     metric.Int64ObservableCounter
 	deliveries metric.Int64Counter
 	batched    metric.Int64Counter
@@ -177,6 +179,9 @@ func newMetrics(meter metric.Meter, maxHosts int) (*Metrics, error) {
 		return nil, err
 	}
 	if err = m.initDedupe(meter); err != nil {
+		return nil, err
+	}
+	if err = m.initReplication(meter); err != nil {
 		return nil, err
 	}
 	if err = m.initInbound(meter); err != nil {

@@ -42,11 +42,18 @@ func (m *Metrics) Forwarded(ctx context.Context, host string) {
 	m.forwarded.Add(ctx, 1, metric.WithAttributes(attribute.String("host", m.HostLabel(host))))
 }
 
-// Tunnel counts one CONNECT to host handled as mode (one of proxy's
-// Tunnel* modes).
-func (m *Metrics) Tunnel(ctx context.Context, host, mode string) {
+// Tunnel counts one CONNECT or captured connection to host handled as
+// mode (one of proxy's Tunnel* modes). reason, when set, is a short label
+// of why a captured connection was spliced (proxy's Splice* labels), a
+// label of its own on the series.
+func (m *Metrics) Tunnel(ctx context.Context, host, mode, reason string) {
 	if m == nil {
 		return
 	}
-	m.tunnels.Add(ctx, 1, metric.WithAttributes(attribute.String("host", m.HostLabel(host)), attribute.String("mode", mode)))
+	if reason == "" {
+		m.tunnels.Add(ctx, 1, metric.WithAttributes(attribute.String("host", m.HostLabel(host)), attribute.String("mode", mode)))
+		return
+	}
+	m.tunnels.Add(ctx, 1, metric.WithAttributes(attribute.String("host", m.HostLabel(host)), attribute.String("mode", mode),
+		attribute.String("reason", reason)))
 }

@@ -3,6 +3,7 @@ package window
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -12,16 +13,19 @@ import (
 // env is the dispatcher's part for a Host under test: it counts what the
 // Host keeps against a budget of messages, holds the reads the Host
 // starts until the test runs them (as the dispatcher runs them off its
-// lock, later), and counts what is out (in flight).
+// lock, later), counts what is out (in flight), and records the wakes
+// asked for. A stopping env starts no read, as a dispatcher that stops.
 type env struct {
-	w      *Host
-	kept   int
-	most   int
-	budget int             // messages all hosts may hold (Fits)
-	out    int             // handed out and not yet done or back
-	reads  []func() func() // started, not yet run
-	read   []func()        // run, not yet applied
-	purged map[uint64]bool
+	w        *Host
+	kept     int
+	most     int
+	budget   int             // messages all hosts may hold (Fits)
+	out      int             // handed out and not yet done or back
+	reads    []func() func() // started, not yet run
+	read     []func()        // run, not yet applied
+	purged   map[uint64]bool
+	wakes    []time.Time
+	stopping bool
 }
 
 func (e *env) Keep(*spool.Message) {
@@ -32,7 +36,7 @@ func (e *env) Unkeep(*spool.Message)        { e.kept-- }
 func (e *env) Fits(*spool.Message) bool     { return e.kept < e.budget }
 func (e *env) Busy() int                    { return e.out }
 func (e *env) Purged(m *spool.Message) bool { return e.purged[m.ID] }
-func (e *env) Wake(time.Time)               {}
+func (e *env) Wake(t time.Time)             { e.wakes = append(e.wakes, t) }
 func (e *env) LoadSize() int {
 	fit := e.budget - e.kept
 	if e.w.Waiting() == 0 {
@@ -41,6 +45,9 @@ func (e *env) LoadSize() int {
 	return max(min(e.w.pol.Window-e.w.count(), fit), 0)
 }
 func (e *env) Read(read func() func()) bool {
+	if e.stopping {
+		return false
+	}
 	e.reads = append(e.reads, read)
 	return true
 }
@@ -55,13 +62,19 @@ func (e *env) runReads() {
 	}
 }
 
-// fixture is a real spool in a temporary directory and a Host on it.
+// fixture is a real spool in a temporary directory and a Host on it,
+// with a clock the test moves (clock: what the Host's reads are applied
+// at, and when add enqueues and announces).
 type fixture struct {
-	t  testing.TB
-	sp *spool.Spool
-	e  *env
-	w  *Host
+	t     testing.TB
+	sp    *spool.Spool
+	e     *env
+	w     *Host
+	clock time.Time
 }
+
+// t0 is when a fixture's clock starts.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 const testHost = "p.example"
 
@@ -72,17 +85,24 @@ func newFixture(t testing.TB, pol Policy, budget int) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sp.Close() })
+	return newFixtureOn(t, sp, sp, pol, budget)
+}
+
+// newFixtureOn is newFixture with the Host reading through r.
+func newFixtureOn(t testing.TB, sp *spool.Spool, r Reader, pol Policy, budget int) *fixture {
 	e := &env{budget: budget, purged: map[uint64]bool{}}
-	w := New(Options{Name: testHost, Reader: sp, Env: e, Policy: pol})
-	e.w = w
-	return &fixture{t: t, sp: sp, e: e, w: w}
+	f := &fixture{t: t, sp: sp, e: e, clock: t0}
+	f.w = New(Options{Name: testHost, Reader: r, Env: e, Policy: pol, Now: func() time.Time { return f.clock },
+		Log: slog.New(slog.DiscardHandler)})
+	e.w = f.w
+	return f
 }
 
 // add appends a webhook to the spool and announces it, as the spool's
 // Notify does once it is durable.
 func (f *fixture) add(set func(m *spool.Message)) *spool.Message {
 	f.t.Helper()
-	m := &spool.Message{Host: testHost, Method: "POST", URL: "http://" + testHost + "/", Enqueued: time.Now(),
+	m := &spool.Message{Host: testHost, Method: "POST", URL: "http://" + testHost + "/", Enqueued: f.clock,
 		Body: []byte(`{}`)}
 	if set != nil {
 		set(m)
@@ -90,7 +110,7 @@ func (f *fixture) add(set func(m *spool.Message)) *spool.Message {
 	if err := f.sp.Append(context.Background(), m, 0); err != nil {
 		f.t.Fatal(err)
 	}
-	f.w.Announce(m, time.Now())
+	f.w.Announce(m, f.clock)
 	return m
 }
 
@@ -136,7 +156,7 @@ func key(i int) string { return fmt.Sprint("key-", i) }
 // what they read to be applied later (applyReads), as a read does that
 // waits for the dispatcher's lock; it returns how many reads it ran.
 func (f *fixture) readAhead() int {
-	f.w.Upkeep(time.Now(), time.Time{}, true)
+	f.w.Upkeep(f.clock, time.Time{}, true)
 	for _, r := range f.e.reads {
 		f.e.read = append(f.e.read, r())
 	}

@@ -90,6 +90,9 @@ type Options struct {
 	Env    Env
 	Log    *slog.Logger
 	Policy Policy
+	// Now is the clock a read's result is applied at (nil: time.Now);
+	// everything else is told the time by its caller.
+	Now func() time.Time
 }
 
 // Host is what of one host's queue is held in memory.
@@ -99,6 +102,7 @@ type Host struct {
 	env    Env
 	log    *slog.Logger
 	pol    Policy
+	now    func() time.Time
 
 	ready Deque      // picked from the lanes, next to go
 	retry RetryQueue // failed, waiting for their backoff
@@ -127,7 +131,10 @@ func (h *Host) Init(o Options) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	*h = Host{name: o.Name, reader: o.Reader, env: o.Env, log: o.Log}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	*h = Host{name: o.Name, reader: o.Reader, env: o.Env, log: o.Log, now: o.Now}
 	h.SetPolicy(o.Policy)
 	h.newLanes()
 }
@@ -220,7 +227,7 @@ func (h *Host) OrderedDead(m *spool.Message, reason string) { h.orderedDead(m, r
 func (h *Host) Upkeep(now, spillUntil time.Time, mayLetGo bool) time.Time {
 	wake := h.dueDelayed(now)
 	if !spillUntil.IsZero() && mayLetGo {
-		h.spill(spillUntil)
+		h.spill(now, spillUntil)
 	}
 	h.demote()
 	h.takeArrived()

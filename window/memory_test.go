@@ -39,7 +39,7 @@ func TestPlainHostCarriesNoLaneMaps(t *testing.T) {
 		ls := &f.w.lanes
 		return ls.lanes != nil || ls.outs != nil, ls.units != nil, ls.rare != nil
 	}
-	now := time.Now()
+	now := f.clock
 	for range 20 {
 		f.add(nil)
 	}
@@ -78,7 +78,7 @@ func TestPlainHostCarriesNoLaneMaps(t *testing.T) {
 func TestManyKeysWithinBudget(t *testing.T) {
 	pol := Policy{Window: 32, MaxLanes: 64}
 	f := newFixture(t, pol, 1<<20)
-	now := time.Now()
+	now := f.clock
 	const keys = 1500
 	for i := range keys {
 		f.add(func(m *spool.Message) { m.Fairness = fmt.Sprint("key-", i) })

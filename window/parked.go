@@ -67,7 +67,7 @@ func (h *Host) dueDelayed(now time.Time) time.Time {
 	ls := &h.lanes
 	x := ls.r() // popped only when it has some: ls.rare
 	var refs []readRef
-	for x.delayed.Len() > 0 && !x.delayed[0].at.After(now) && ls.mem+x.reading+len(refs) < h.pol.Window {
+	for x.delayed.Len() > 0 && !x.delayed[0].at.After(now) && len(refs) < h.Room() {
 		r := heap.Pop(&x.delayed).(delayRef)
 		refs = append(refs, readRef{r.lane, r.id})
 	}
@@ -106,7 +106,7 @@ func (h *Host) readBack(refs []readRef) {
 
 // readBackDone admits what readBack read.
 func (h *Host) readBackDone(refs []readRef, msgs []*spool.Message, errs []error) {
-	now := time.Now()
+	now := h.now()
 	x := h.lanes.w()
 	x.reading -= len(refs)
 	for i, r := range refs {

@@ -218,12 +218,12 @@ func (h *Host) laneLoaded(l *lane, msgs []*spool.Message, n int, err error) {
 	}
 	if err != nil {
 		h.log.Error("spool read failed", "host", h.name, "error", err)
-		h.env.Wake(time.Now().Add(time.Second))
+		h.env.Wake(h.now().Add(time.Second))
 		l.inLoadQ = true // read again at the next load
 		h.lanes.loadQ.push(l)
 		return
 	}
-	now := time.Now()
+	now := h.now()
 	for _, m := range msgs {
 		if usesLanes(m) {
 			h.lanes.keyed = true

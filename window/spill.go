@@ -32,7 +32,7 @@ const SpillAfter = 10 * time.Second
 // the next load is at least SpillAfter away; only a disk stalled for
 // longer could let a load see a webhook just buried still queued and
 // send it once more (at-least-once still holds).
-func (h *Host) spill(blocked time.Time) {
+func (h *Host) spill(now, blocked time.Time) {
 	ls := &h.lanes
 	if h.env.Busy() > 0 || h.loading || h.pol.Batching || h.count() == 0 || ls.waiting() || ls.r().discovering {
 		return
@@ -71,7 +71,9 @@ func (h *Host) spill(blocked time.Time) {
 		add(u)
 	}
 	for l := range ls.all() {
-		add(l.unit)
+		if l.q.Len() > 0 {
+			add(l.unit) // a key let go of its turn (demote); those only on disk keep their place in the loads
+		}
 		for i := range l.q.Len() {
 			held = append(held, l.q.At(i))
 		}
@@ -95,8 +97,11 @@ func (h *Host) spill(blocked time.Time) {
 		ls.mem -= l.q.Len()
 		l.q = Deque{}
 	}
-	// Read again in that order: the keys rejoin the rotation as they are
-	// read.
+	// Read again in that order: the keys leave the rotation and rejoin it
+	// as they are read.
+	for ls.ring.len() > 0 {
+		ls.ring.pop().inRing = false
+	}
 	waiting := ls.loadQ.buf[ls.loadQ.head:]
 	ls.loadQ = fifo[*lane]{}
 	for _, l := range waiting {
@@ -126,7 +131,7 @@ func (h *Host) spill(blocked time.Time) {
 	}
 	// Not read again before then (a minute at most, in case the gate
 	// frees sooner by a way that does not clear it: a reload does).
-	h.spilled = earliest(blocked, time.Now().Add(time.Minute))
+	h.spilled = earliest(blocked, now.Add(time.Minute))
 }
 
 // mayLoad reports whether h may read from the spool now: not while it

@@ -47,7 +47,7 @@ func handedOutUntilDone(t *testing.T, seed uint64, keys, orders int) {
 	out := map[uint64]*spool.Message{} // handed out, not yet back or done
 	doneIDs := map[uint64]bool{}
 	active := map[orderID]uint64{} // the ordering keys with a webhook handed out and not done
-	now := time.Now()
+	now := f.clock
 	pick := func() bool {
 		m := f.next(now)
 		if m == nil {
@@ -157,7 +157,7 @@ func TestSelectWhilePicksOut(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 7))
 			pol := Policy{Window: 48, Stage: 1, MinShare: 0.1, MaxLanes: 64}
 			f := newFixture(t, pol, 1<<20)
-			now := time.Now()
+			now := f.clock
 			var all []*spool.Message
 			for i := range 60 {
 				all = append(all, f.add(func(m *spool.Message) {

@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookpace/hookpace/internal/proctest"
 )
 
 // Version is the k8s.io/kubernetes release tools/go.mod requires.
@@ -75,7 +77,7 @@ func Binary(t testing.TB, cmd string) string {
 	tools := filepath.Join(filepath.Dir(here), "tools")
 	tmp := path + ".tmp"
 	start := time.Now()
-	b := exec.Command("go", "build", "-trimpath", "-o", tmp, "k8s.io/kubernetes/cmd/"+cmd)
+	b := proctest.Command("go", "build", "-trimpath", "-o", tmp, "k8s.io/kubernetes/cmd/"+cmd)
 	b.Dir = tools
 	if out, err := b.CombinedOutput(); err != nil {
 		t.Fatalf("building %s %s in %s: %v\n%s", cmd, Version, tools, err, out)
@@ -115,9 +117,8 @@ func start(t testing.TB, dir, name, bin string, args ...string) *exec.Cmd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := proctest.Command(bin, args...) // gone with the test process, even one killed hung
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookpace/hookpace/internal/proctest"
 )
 
 // CLI returns the redis-cli binary, or fails the test.
@@ -23,7 +25,7 @@ func CLI(t testing.TB) string {
 // cli runs redis-cli against port with args and returns its output.
 func cli(t testing.TB, port int, args ...string) (string, error) {
 	t.Helper()
-	out, err := exec.Command(CLI(t), append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(port)}, args...)...).CombinedOutput()
+	out, err := proctest.Command(CLI(t), append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(port)}, args...)...).CombinedOutput()
 	return string(out), err
 }
 
@@ -65,7 +67,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	args := []string{"--cluster", "create"}
 	args = append(args, c.Addrs()...)
 	args = append(args, "--cluster-yes")
-	if out, err := exec.Command(CLI(t), args...).CombinedOutput(); err != nil {
+	if out, err := proctest.Command(CLI(t), args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v: %s", err, out)
 	}
 	for _, s := range c.Nodes {

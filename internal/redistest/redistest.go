@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookpace/hookpace/internal/proctest"
 )
 
 // Server is one redis-server process.
@@ -50,9 +52,34 @@ func Start(t testing.TB) *Server {
 	return startWith(t, &Server{t: t, bin: Binary(t), dir: t.TempDir()})
 }
 
-// startWith starts s on free ports (fresh ones after a failure).
+// Launch starts redis-server as Start does, its files in dir, for a
+// program that is not a test (bench/): the caller stops it with Kill,
+// and it dies with the calling process if that goes first. Restart is
+// for a Server of Start.
+func Launch(dir string) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not found (install it: apt-get install -y redis-server): %w", err)
+	}
+	s := &Server{bin: bin, dir: dir}
+	if err := s.startFree(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	return s, nil
+}
+
+// startWith starts s on free ports, and kills it when the test ends.
 func startWith(t testing.TB, s *Server) *Server {
 	t.Helper()
+	if err := s.startFree(); err != nil {
+		t.Fatalf("start %s: %v", s.bin, err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// startFree starts s on free ports (fresh ones after a failure).
+func (s *Server) startFree() error {
 	var err error
 	for range 10 {
 		s.port, err = freePort()
@@ -63,14 +90,20 @@ func startWith(t testing.TB, s *Server) *Server {
 			continue
 		}
 		if err = s.start(); err == nil {
-			break
+			return nil
 		}
 	}
-	if err != nil {
-		t.Fatalf("start %s: %v", s.bin, err)
+	return err
+}
+
+// Pid is the server's process id, 0 once it was killed.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
 	}
-	t.Cleanup(s.Kill)
-	return s
+	return s.cmd.Process.Pid
 }
 
 // Port is the server's port.
@@ -101,7 +134,7 @@ func (s *Server) start() error {
 		a = strings.ReplaceAll(a, "{port2}", strconv.Itoa(s.port2))
 		args = append(args, strings.ReplaceAll(a, "{port}", strconv.Itoa(s.port)))
 	}
-	cmd := exec.Command(s.bin, args...)
+	cmd := proctest.Command(s.bin, args...) // gone with the test process, even one killed hung
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -139,6 +172,7 @@ func (s *Server) start() error {
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
+			<-exited
 			return fmt.Errorf("redis-server on port %d did not answer PING within 10s", s.port)
 		}
 	}

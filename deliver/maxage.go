@@ -6,6 +6,7 @@ package deliver
 // auto_pause_after. Backlog control (purge, bury) is backlog.go.
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -149,8 +150,9 @@ func (r *result) scrub(auth *credential.Credentials) {
 // endpoints that other webhook servers disable. A 429 is no failure: the
 // partner answers. It runs off the dispatcher's lock, after an attempt.
 func (d *Dispatcher) autoPause(host string, pol *Policy, res result, now time.Time) {
-	if pol.AutoPauseAfter <= 0 || res.verdict == vHold || res.verdict == vSplit {
-		return
+	var un unsendable
+	if pol.AutoPauseAfter <= 0 || res.verdict == vHold || res.verdict == vSplit || errors.As(res.err, &un) {
+		return // a webhook that can't be built says nothing of its host
 	}
 	d.mu.Lock()
 	since, failing := d.purges.failing[host]

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package proctest
+
+import "os/exec"
+
+func dieWithParent(*exec.Cmd) {}
