@@ -399,15 +399,6 @@ func checkGlob(s string) error {
 	return nil
 }
 
-func containsFold(l []string, s string) bool {
-	for _, e := range l {
-		if strings.EqualFold(e, s) {
-			return true
-		}
-	}
-	return false
-}
-
 // inboundRestart names the inbound settings a reload can't apply: the
 // routes are bound at start.
 func inboundRestart(old, new []InboundRoute) []string {

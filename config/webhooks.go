@@ -35,7 +35,7 @@ const StandardWebhookSignature = "Webhook-Signature"
 
 // Matches reports whether a request (method, host name without port,
 // URL path, header) matches r. The path is matched as given, against the
-// rule's in lower case: pass the cleaned, folded path
+// rule's in lower case (webpath.Pattern): pass the cleaned, folded path
 // (webpath.Path.Fold), which is what the partner's server routes.
 func (r WebhookRule) Matches(method, host, urlPath string, h http.Header) bool {
 	if !matchMethod(r.Methods, method) {
@@ -50,7 +50,7 @@ func (r WebhookRule) Matches(method, host, urlPath string, h http.Header) bool {
 			return false
 		}
 	}
-	if r.Path != "" && !webpath.Match(strings.ToLower(r.Path), urlPath) {
+	if r.Path != "" && !webpath.Match(webpath.Pattern(r.Path), urlPath) {
 		return false
 	}
 	return r.Header == "" || len(h.Values(r.Header)) > 0

@@ -280,8 +280,10 @@ func TestInboundForgedVariantsNeverReachApp(t *testing.T) {
 }
 
 // A forged webhook that any client of the proxy listener posts to an
-// inbound route's app never arrives with the route's signature, and
-// takes no delivery id from the route; two routes to one app sign with
+// inbound route's app, by any spelling of its address (egress allows
+// loopback here, so only the door's own refusal stands in the way), is
+// refused and takes no delivery id from the route; a client's forged door
+// mark reaches no one and signs nothing; two routes to one app sign with
 // their own secrets, a third signs nothing, and check-config passes.
 func TestInboundSignatureIsTheDoors(t *testing.T) {
 	t.Parallel()
@@ -299,8 +301,9 @@ func TestInboundSignatureIsTheDoors(t *testing.T) {
 		return p
 	}
 	stripeFile := write("stripe", stripeSecret)
-	app := NewReceiver(t)
+	app, partner := NewReceiver(t), NewReceiver(t)
 	cfg := fmt.Sprintf(`
+egress: {allow: ["127.0.0.0/8", "::ffff:127.0.0.0/104"]}
 inbound:
   - name: a
     listen: 127.0.0.1:0
@@ -333,7 +336,8 @@ inbound:
 	forged := []byte(`{"id":"evt_preclaim_1","type":"charge.succeeded","forged":true}`)
 	pc := hp.Client()
 	u, _ := url.Parse(app.URL)
-	for _, target := range []string{app.URL, "http://localhost:" + u.Port(), "http://[::ffff:127.0.0.1]:" + u.Port()} {
+	for _, target := range []string{app.URL, "http://localhost:" + u.Port(), "http://[::ffff:127.0.0.1]:" + u.Port(),
+		"http://127.0.0.2:" + u.Port(), "http://app.localhost:" + u.Port()} {
 		req, _ := http.NewRequest("POST", target+"/webhooks/stripe", bytes.NewReader(forged))
 		req.Header.Set("Idempotency-Key", "evt_preclaim_1")
 		req.Header.Set("Stripe-Signature", stripeSig("whsec_forger", time.Now(), forged))
@@ -347,6 +351,31 @@ inbound:
 		if resp.StatusCode/100 == 2 {
 			t.Errorf("proxy POST %s: %d, want a refusal", target, resp.StatusCode)
 		}
+	}
+
+	// A route's own listener is hookpace itself: never a destination.
+	req, _ := http.NewRequest("POST", "http://"+addrs["a"]+"/webhooks/stripe", bytes.NewReader(forged))
+	if resp, err := pc.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !bytes.Contains(b, []byte("self")) {
+			t.Errorf("proxy POST to route a's own listener: %d %s, want 403 (self)", resp.StatusCode, b)
+		}
+	}
+
+	// A client's forged door mark, on a webhook to a partner.
+	req, _ = http.NewRequest("POST", partner.URL+"/hooks", bytes.NewReader([]byte(`{"id":"evt_marked"}`)))
+	req.Header.Set("Hookpace-Inbound-Route", "a")
+	if resp, err := pc.Do(req); err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("a webhook to a partner: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	partner.WaitFor(t, 20*time.Second, "the partner's webhook", func(as []Arrival) bool { return len(as) == 1 })
+	if h := partner.Arrivals()[0].Header; h.Get("Hookpace-Inbound-Route") != "" || h.Get("Hookpace-Webhook-Signature") != "" {
+		t.Errorf("a client's door mark was kept or signed for: %v", h)
 	}
 
 	// The real event, then one through each route's door.

@@ -113,19 +113,31 @@ func NewApp(route, to string) (App, error) {
 	return App{Route: route, Host: strings.ToLower(strings.TrimSuffix(u.Hostname(), ".")), Port: destPort(u)}, nil
 }
 
-// is reports whether u's host and port are a's (an IP literal by its
-// address, so that ::ffff:127.0.0.1 is 127.0.0.1).
+// is reports whether u's host and port are a's: an IP literal by its
+// address (::ffff:127.0.0.1 is 127.0.0.1), and every loopback address,
+// the unspecified ones (which dial the local host) and localhost as one
+// local host, since an app on one of them may listen on all.
 func (a App) is(u *url.URL) bool {
 	if destPort(u) != a.Port {
 		return false
 	}
 	h := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
-	if h == a.Host {
+	if h == a.Host || local(h) && local(a.Host) {
 		return true
 	}
 	x, err1 := netip.ParseAddr(h)
 	y, err2 := netip.ParseAddr(a.Host)
 	return err1 == nil && err2 == nil && x.Unmap() == y.Unmap()
+}
+
+// local reports whether host (lower case) names this machine: localhost,
+// a name under .localhost (RFC 6761), a loopback or unspecified address.
+func local(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && (ip.Unmap().IsLoopback() || ip.IsUnspecified() || ip.Unmap().IsUnspecified())
 }
 
 // appRefusal is the 403 of a request that a proxy door (the proxy

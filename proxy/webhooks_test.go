@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 
 	"github.com/hookpace/hookpace/config"
@@ -117,6 +118,59 @@ func TestClassifyCleanedPath(t *testing.T) {
 		}
 		if r.URL.String() != "https://partner.test"+c.sent {
 			t.Errorf("POST %s: URL %s, want https://partner.test%s", c.target, r.URL, c.sent)
+		}
+	}
+}
+
+// TestAppRefusal: the proxy's doors refuse an inbound route's app by any
+// spelling of its address, and nothing else.
+func TestAppRefusal(t *testing.T) {
+	local, err := NewApp("stripe", "http://127.0.0.1:3000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, err := NewApp("named", "https://App.Internal.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := &Policy{Apps: []App{local, named}}
+	for target, refused := range map[string]bool{
+		"http://127.0.0.1:3000/webhooks/stripe":        true,
+		"http://localhost:3000/":                       true,
+		"http://LOCALHOST.:3000/":                      true,
+		"http://app.localhost:3000/":                   true,
+		"http://127.0.0.2:3000/":                       true,
+		"http://[::1]:3000/":                           true,
+		"http://[::ffff:127.0.0.1]:3000/":              true,
+		"http://0.0.0.0:3000/":                         true,
+		"http://[::]:3000/":                            true,
+		"http://127.0.0.1:3001/":                       false,
+		"http://127.0.0.1/":                            false,
+		"http://10.0.0.1:3000/":                        false,
+		"https://app.internal/hooks":                   true,
+		"https://app.internal:443/hooks":               true,
+		"http://app.internal/hooks":                    false,
+		"https://other.internal/hooks":                 false,
+		"https://partner.example:3000/webhooks/stripe": false,
+	} {
+		u, err := url.Parse(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, got := pol.appRefusal(u)
+		if got != refused || (got && d.status != http.StatusForbidden) {
+			t.Errorf("%s: refused %v (%d), want %v", target, got, d.status, refused)
+		}
+	}
+}
+
+// TestClassifyPatternSlash: a rule written with a trailing slash matches
+// the cleaned path, which never has one.
+func TestClassifyPatternSlash(t *testing.T) {
+	pol := classifyPolicy(t, "webhooks:\n  - path: /Hooks/in/\n")
+	for target, want := range map[string]bool{"/hooks/in": true, "/hooks/in/": true, "/HOOKS/in//": true, "/hooks/in/x": false} {
+		if _, ok := pol.classify(httptest.NewRequest("POST", "https://p.test"+target, nil)); ok != want {
+			t.Errorf("POST %s: webhook %v, want %v", target, ok, want)
 		}
 	}
 }

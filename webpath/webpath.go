@@ -70,11 +70,14 @@ func Normalize(escaped string) (Path, error) {
 	clean := path.Clean(b.String())
 	p := Path{Clean: clean, fold: strings.ToLower(clean)}
 	if sep {
-		r := strings.NewReplacer("%2f", "/", "%5c", "/", `\`, "/")
-		p.alt = path.Clean(r.Replace(p.fold))
+		p.alt = path.Clean(separators.Replace(p.fold))
 	}
 	return p, nil
 }
+
+// separators reads encoded separators (in a folded path) and backslashes
+// as slashes.
+var separators = strings.NewReplacer("%2f", "/", "%5c", "/", `\`, "/")
 
 // Separators reports whether the path holds an encoded separator (%2F,
 // %5C) or a backslash, which servers disagree about.
@@ -96,18 +99,31 @@ func (p Path) Alt() string {
 // matching any rest of the path) matches the path, case-folded, read
 // either way when it holds an encoded separator.
 func (p Path) Match(pattern string) bool {
-	pattern = strings.ToLower(pattern)
+	pattern = Pattern(pattern)
 	return Match(pattern, p.fold) || (p.alt != "" && Match(pattern, p.alt))
 }
 
 // Under reports whether the path is pattern's or below it: pattern
 // matches the path or one of its leading segments.
 func (p Path) Under(pattern string) bool {
-	pattern = strings.TrimSuffix(strings.ToLower(pattern), "/**")
+	pattern = strings.TrimSuffix(Pattern(pattern), "/**")
 	if pattern == "" || pattern == "/" {
 		return true
 	}
 	return Match(pattern+"/**", p.fold) || (p.alt != "" && Match(pattern+"/**", p.alt))
+}
+
+// Pattern is pattern as paths are matched with it: lower case, without a
+// trailing slash (which cleaned paths never have), "/**" kept.
+func Pattern(pattern string) string {
+	pattern = strings.ToLower(pattern)
+	if len(pattern) > 1 && strings.HasSuffix(pattern, "/") {
+		pattern = strings.TrimRight(pattern, "/")
+		if pattern == "" {
+			pattern = "/"
+		}
+	}
+	return pattern
 }
 
 // Match is path.Match, with a trailing "/**" in pattern matching any rest

@@ -84,6 +84,9 @@ func TestUnderAndMatch(t *testing.T) {
 		{"/Hooks/a", "/hooks/**", true, true},
 		{"/hooks;x/a", "/hooks/**", true, true},
 		{"/hooksx/a", "/hooks/**", false, false},
+		{"/webhooks", "/webhooks/", true, true},
+		{"/webhooks/x", "/webhooks/", true, false},
+		{"/x", "//", true, false},
 	} {
 		p, err := Normalize(c.path)
 		if err != nil {
@@ -95,5 +98,19 @@ func TestUnderAndMatch(t *testing.T) {
 		if got := p.Match(c.pattern); got != c.match {
 			t.Errorf("%q Match(%q) = %v, want %v", c.path, c.pattern, got, c.match)
 		}
+	}
+}
+
+func BenchmarkNormalize(b *testing.B) {
+	for _, in := range []string{"/webhooks/stripe", "/x/../Webhooks//stripe;v=1/%2F"} {
+		b.Run(in, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p, _ := Normalize(in)
+				if !p.Under("/webhooks/stripe") {
+					b.Fatal("no match")
+				}
+			}
+		})
 	}
 }
