@@ -174,10 +174,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // the next argument ("--config F pause HOST").
 var valueFlags = map[string]bool{"config": true, "admin": true, "token-file": true}
 
-// commandFirst moves a command named after leading flags to the front, so
-// that "hookpace --config F pause HOST" is "hookpace pause --config F
-// HOST": every command parses its flags wherever they stand. Arguments
-// with no command among them are left as they are (run's flags).
+// commandFirst moves a command named after leading flags to the front,
+// with its subcommand if it has one, so that "hookpace --config F pause
+// HOST" is "hookpace pause --config F HOST" and "hookpace --admin A dead
+// list" is "hookpace dead list --admin A": every command parses its flags
+// wherever they stand after its subcommand. Arguments with no command
+// among them are left as they are (run's flags).
 func commandFirst(args []string) []string {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -191,11 +193,16 @@ func commandFirst(args []string) []string {
 			}
 			continue
 		}
-		if i == 0 || lookup(a) == nil {
+		c := lookup(a)
+		if i == 0 || c == nil {
 			return args
 		}
-		out := append([]string{a}, args[:i]...)
-		return append(out, args[i+1:]...)
+		out, rest := []string{a}, args[i+1:]
+		if c.subs && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+			out, rest = append(out, rest[0]), rest[1:] // its subcommand stays next to it
+		}
+		out = append(out, args[:i]...)
+		return append(out, rest...)
 	}
 	return args
 }

@@ -132,3 +132,17 @@ func TestCommandAfterFlags(t *testing.T) {
 		}
 	}
 }
+
+// A command with subcommands is found after flags given before it with
+// its subcommand: the subcommand answers --help, as it does without the
+// flags.
+func TestSubcommandAfterFlags(t *testing.T) {
+	for _, args := range [][]string{{"ca", "cert"}, {"sign", "public-key"}, {"dead", "list"},
+		{"msg", "show"}, {"queue", "list"}} {
+		_, want, _ := runMain(append(args, "--help")...)
+		code, out, errOut := runMain(append([]string{"--config", "/nonexistent/hookpace.yaml"}, append(args, "--help")...)...)
+		if code != 0 || out != want || errOut != "" {
+			t.Errorf("hookpace --config F %s --help: exit %d, stderr %q, stdout\n%s\nwant\n%s", strings.Join(args, " "), code, errOut, out, want)
+		}
+	}
+}
