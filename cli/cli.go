@@ -27,60 +27,60 @@ var usage string
 func init() { usage = strings.ReplaceAll(usageText(), "DEFAULT_ADMIN", config.Default().Admin) }
 
 // command is one of hookpace's commands: the lines the overall help
-// gives it, whether it has subcommands ("CMD --help" then answers before
-// one is looked for), and what runs it.
+// gives it, its subcommands ("CMD --help" then answers before one is
+// looked for), and what runs it.
 type command struct {
 	name  string
 	usage []string
-	subs  bool
+	subs  []string
 	do    func(cmd string, args []string, stdout, stderr io.Writer) error
 }
 
 // commands are hookpace's commands, in the order the help lists them:
 // Main, the help and commandFirst read this list, and no other.
 var commands = []command{
-	{"run", []string{"[run] [--config FILE]       run the proxy (embedded defaults without --config)"}, false,
+	{"run", []string{"[run] [--config FILE]       run the proxy (embedded defaults without --config)"}, nil,
 		func(_ string, args []string, _, stderr io.Writer) error { return run(args, stderr) }},
-	{"check-config", []string{"check-config FILE           validate a config file (also --config FILE); exit 0 or 1"}, false,
+	{"check-config", []string{"check-config FILE           validate a config file (also --config FILE); exit 0 or 1"}, nil,
 		func(_ string, args []string, stdout, _ io.Writer) error { return checkConfig(args, stdout) }},
 	{"ca", []string{
 		"ca bundle [--config FILE]   path of the trust bundle (system roots + hookpace's CA) for apps",
 		"ca cert [--config FILE]     path of hookpace's CA certificate",
-		"ca init --dir DIR --hosts N create your own CA instead (DIR/ca.crt, DIR/ca.key)"}, true,
+		"ca init --dir DIR --hosts N create your own CA instead (DIR/ca.crt, DIR/ca.key)"}, []string{"bundle", "cert", "init"},
 		func(_ string, args []string, stdout, _ io.Writer) error { return caCmd(args, stdout) }},
-	{"sign", []string{"sign public-key --config FILE --host HOST   the whpk_ key partners verify v1a signatures with"}, true,
+	{"sign", []string{"sign public-key --config FILE --host HOST   the whpk_ key partners verify v1a signatures with"}, []string{"public-key"},
 		func(_ string, args []string, stdout, _ io.Writer) error { return signCmd(args, stdout) }},
-	{"status", []string{"status [--json] [--fleet]   table of hosts: queued, in flight, rate, held, breaker"}, false,
+	{"status", []string{"status [--json] [--fleet]   table of hosts: queued, in flight, rate, held, breaker"}, nil,
 		func(_ string, args []string, stdout, _ io.Writer) error { return status(args, stdout) }},
-	{"pause", []string{"pause HOST | resume HOST    stop / restart sending to one host"}, false, pauseResumeCmd},
-	{"resume", nil, false, pauseResumeCmd},
-	{"health", []string{"health [--ready]            exit 0 if the admin API is healthy (for probes)"}, false,
+	{"pause", []string{"pause HOST | resume HOST    stop / restart sending to one host"}, nil, pauseResumeCmd},
+	{"resume", nil, nil, pauseResumeCmd},
+	{"health", []string{"health [--ready]            exit 0 if the admin API is healthy (for probes)"}, nil,
 		func(_ string, args []string, stdout, _ io.Writer) error { return health(args, stdout) }},
-	{"inject", []string{"inject [-f FILE]...         add hookpace as a native sidecar to Kubernetes manifests"}, false,
+	{"inject", []string{"inject [-f FILE]...         add hookpace as a native sidecar to Kubernetes manifests"}, nil,
 		func(_ string, args []string, stdout, stderr io.Writer) error { return injectCmd(args, stdout, stderr) }},
-	{"uninject", []string{"uninject [-f FILE]...       take out of manifests what inject added"}, false,
+	{"uninject", []string{"uninject [-f FILE]...       take out of manifests what inject added"}, nil,
 		func(_ string, args []string, stdout, stderr io.Writer) error {
 			return uninjectCmd(args, stdout, stderr)
 		}},
-	{"check", []string{"check [-f FILE]... [--image IMAGE]   find pods without hookpace, old images, Jobs without hand-off"}, false,
+	{"check", []string{"check [-f FILE]... [--image IMAGE]   find pods without hookpace, old images, Jobs without hand-off"}, nil,
 		func(_ string, args []string, stdout, _ io.Writer) error { return checkCmd(args, stdout) }},
-	{"injector", []string{"injector --tls-cert F --tls-key F   admission webhook: inject pods labelled hookpace.dev/inject=enabled"}, false,
+	{"injector", []string{"injector --tls-cert F --tls-key F   admission webhook: inject pods labelled hookpace.dev/inject=enabled"}, nil,
 		func(_ string, args []string, _, stderr io.Writer) error { return injectorCmd(args, stderr) }},
-	{"capture", []string{"capture rules --to PORT --exclude-uid UID [--apply]   iptables rules for capture mode"}, true,
+	{"capture", []string{"capture rules --to PORT --exclude-uid UID [--apply]   iptables rules for capture mode"}, []string{"rules"},
 		func(_ string, args []string, stdout, stderr io.Writer) error { return captureCmd(args, stdout, stderr) }},
 	{"dead", []string{
 		"dead list [--host H] [--limit N] [--json]",
 		"dead export [--host H] [ID...]   every dead letter as JSON lines (whole URL, headers, body)",
 		"dead replay (--all | --host H | ID...)",
-		"dead purge  (--all | --host H | ID...)"}, true,
+		"dead purge  (--all | --host H | ID...)"}, []string{"list", "export", "replay", "purge"},
 		func(_ string, args []string, stdout, _ io.Writer) error { return dead(args, stdout) }},
-	{"msg", []string{"msg show ID | msg list [--host H] [--state S] [--since T]   a webhook's history (the journal)"}, true,
+	{"msg", []string{"msg show ID | msg list [--host H] [--state S] [--since T]   a webhook's history (the journal)"}, []string{"show", "list", "resend"},
 		func(_ string, args []string, stdout, _ io.Writer) error { return msgCmd(args, stdout) }},
-	{"queue", []string{"queue list|purge|bury --host H [--older-than D] [ID...]     a host's backlog"}, true,
+	{"queue", []string{"queue list|purge|bury --host H [--older-than D] [ID...]     a host's backlog"}, []string{"list", "purge", "bury"},
 		func(_ string, args []string, stdout, _ io.Writer) error { return queueCmd(args, stdout) }},
-	{"version", []string{"version                     version, commit and Go version"}, false,
+	{"version", []string{"version                     version, commit and Go version"}, nil,
 		func(_ string, args []string, stdout, _ io.Writer) error { return version(args, stdout) }},
-	{"help", []string{"help [COMMAND]              this text, or one command's (also COMMAND --help)"}, false,
+	{"help", []string{"help [COMMAND]              this text, or one command's (also COMMAND --help)"}, nil,
 		func(_ string, args []string, stdout, _ io.Writer) error {
 			if len(args) > 0 {
 				printHelp(stdout, args[0], nil)
@@ -93,6 +93,22 @@ var commands = []command{
 
 func pauseResumeCmd(cmd string, args []string, stdout, _ io.Writer) error {
 	return pauseResume(cmd, args, stdout)
+}
+
+// Command names one of hookpace's commands and its subcommands.
+type Command struct {
+	Name string
+	Subs []string
+}
+
+// Commands are hookpace's commands, in the order the help lists them,
+// with their subcommands: what the CLI's reference page is made of.
+func Commands() []Command {
+	out := make([]Command, len(commands))
+	for i, c := range commands {
+		out[i] = Command{c.name, c.subs}
+	}
+	return out
 }
 
 // lookup is the command named name, nil if there is none.
@@ -148,7 +164,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	// "hookpace ca --help", "hookpace dead -h": commands with
 	// subcommands answer before looking for one.
-	if c.subs && len(args) > 0 && isHelp(args[0]) {
+	if len(c.subs) > 0 && len(args) > 0 && isHelp(args[0]) {
 		printHelp(stdout, cmd, nil)
 		return 0
 	}
@@ -198,7 +214,7 @@ func commandFirst(args []string) []string {
 			return args
 		}
 		out, rest := []string{a}, args[i+1:]
-		if c.subs && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		if len(c.subs) > 0 && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			out, rest = append(out, rest[0]), rest[1:] // its subcommand stays next to it
 		}
 		out = append(out, args[:i]...)
