@@ -111,3 +111,38 @@ func TestCommandFirst(t *testing.T) {
 		}
 	}
 }
+
+// Every command is found after flags given before it ("hookpace --config
+// F pause HOST"): it answers --help with its own help, or refuses the
+// flag itself; run never answers for it.
+func TestCommandAfterFlags(t *testing.T) {
+	for _, c := range commands {
+		if c.name == "run" || c.name == "help" {
+			continue
+		}
+		code, out, errOut := runMain("--config", "/nonexistent/hookpace.yaml", c.name, "--help")
+		own, ok := commandHelp[c.name]
+		switch {
+		case strings.HasPrefix(out, commandHelp["run"]) || strings.HasPrefix(errOut, "hookpace run:"):
+			t.Errorf("hookpace --config F %s --help: run answered (exit %d)", c.name, code)
+		case code == 0 && ok && !strings.HasPrefix(out, own):
+			t.Errorf("hookpace --config F %s --help printed, not its own help:\n%s", c.name, out)
+		case code != 0 && !strings.HasPrefix(errOut, "hookpace "+c.name+": "):
+			t.Errorf("hookpace --config F %s --help: exit %d, stderr %q", c.name, code, errOut)
+		}
+	}
+}
+
+// A command with subcommands is found after flags given before it with
+// its subcommand: the subcommand answers --help, as it does without the
+// flags.
+func TestSubcommandAfterFlags(t *testing.T) {
+	for _, args := range [][]string{{"ca", "cert"}, {"sign", "public-key"}, {"dead", "list"},
+		{"msg", "show"}, {"queue", "list"}} {
+		_, want, _ := runMain(append(args, "--help")...)
+		code, out, errOut := runMain(append([]string{"--config", "/nonexistent/hookpace.yaml"}, append(args, "--help")...)...)
+		if code != 0 || out != want || errOut != "" {
+			t.Errorf("hookpace --config F %s --help: exit %d, stderr %q, stdout\n%s\nwant\n%s", strings.Join(args, " "), code, errOut, out, want)
+		}
+	}
+}

@@ -114,12 +114,14 @@ func (ns *netns) client() *http.Client {
 
 // exec is cmd run in the namespace (its /etc/hosts) as root.
 func (ns *netns) exec(name string, args ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", ns.name, name}, args...)...)
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns.name, name}, args...)...)
+	dieWithTest(cmd)
+	return cmd
 }
 
 // asNobody is cmd run in the namespace as uid and gid 65534.
 func (ns *netns) asNobody(name string, args ...string) *exec.Cmd {
-	return ns.exec("setpriv", append([]string{"--reuid", "65534", "--regid", "65534", "--clear-groups", "--", name}, args...)...)
+	return ns.exec("setpriv", append([]string{"--pdeathsig", "keep", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--", name}, args...)...)
 }
 
 // publicDir is a directory uid 65534 can read, with the path to it.

@@ -128,7 +128,7 @@ func TestInjectCaptureRuns(t *testing.T) {
 	if err := copyExecutable(binary, bin); err != nil {
 		t.Fatal(err)
 	}
-	hp := &Hookpace{t: t, Dir: hpDir, prefix: []string{"ip", "netns", "exec", ns.name, "setpriv",
+	hp := &Hookpace{t: t, Dir: hpDir, prefix: []string{"ip", "netns", "exec", ns.name, "setpriv", "--pdeathsig", "keep", // dies with the test after its uid changes
 		"--reuid", strconv.FormatInt(uid, 10), "--regid", strconv.FormatInt(gid, 10), "--clear-groups", "--",
 		"sh", "-c", `shift; exec "$0" "$@"`, bin}}
 	hp.Config = filepath.Join(hpDir, "hookpace.yaml")

@@ -29,26 +29,21 @@ func cliPage(t *testing.T) string {
 	block := func(s string) { b.WriteString("```text\n" + s + "\n```\n\n") }
 	b.WriteString("## hookpace help\n\n")
 	block(help("help"))
-	for _, c := range []struct {
-		cmd  string
-		subs []string
-	}{
-		{"run", nil}, {"check-config", nil}, {"ca", []string{"bundle", "cert", "init"}},
-		{"status", nil}, {"pause", nil}, {"resume", nil}, {"health", nil}, {"inject", nil},
-		{"dead", []string{"list", "export", "replay", "purge"}}, {"msg", []string{"show", "list", "resend"}},
-		{"queue", []string{"list", "purge", "bury"}}, {"version", nil},
-	} {
-		b.WriteString("## hookpace " + c.cmd + "\n\n")
-		if c.subs == nil {
-			block(help(c.cmd, "--help"))
+	for _, c := range cli.Commands() {
+		if c.Name == "help" {
+			continue // above
+		}
+		b.WriteString("## hookpace " + c.Name + "\n\n")
+		if c.Subs == nil {
+			block(help(c.Name, "--help"))
 			continue
 		}
-		group := help("help", c.cmd)
+		group := help("help", c.Name)
 		block(group)
-		for _, s := range c.subs {
-			text := help(c.cmd, s, "--help")
+		for _, s := range c.Subs {
+			text := help(c.Name, s, "--help")
 			if i := strings.Index(text, "\nFlags:\n"); i >= 0 {
-				b.WriteString("### hookpace " + c.cmd + " " + s + "\n\n")
+				b.WriteString("### hookpace " + c.Name + " " + s + "\n\n")
 				block(strings.TrimPrefix(text[i:], "\n"))
 			}
 		}
