@@ -189,7 +189,7 @@ func hostHeader(u *neturl.URL) string {
 // the receiver de-duplicates on, attempt counts from 1; hdr is the
 // request's own.
 func (d *Dispatcher) post(ctx context.Context, pol *Policy, method, url string, hdr http.Header, body []byte, id string, attempt int) result {
-	ctx, cancel := context.WithTimeout(ctx, pol.Timeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, attemptKey{}, attempt), pol.Timeout)
 	defer cancel()
 	if pol.UpgradeTLS && strings.HasPrefix(url, "http://") {
 		url = "https://" + url[len("http://"):]

@@ -29,3 +29,14 @@ func canonicalFields(p propagation.TextMapPropagator) []string {
 	}
 	return out
 }
+
+// attemptKey carries an attempt's number (from 1) in its request's
+// context, for the HTTP client's span (http.request.resend_count).
+type attemptKey struct{}
+
+// AttemptOf is the number (from 1) of the delivery attempt whose request
+// has context ctx; ok is false for a request that is no attempt.
+func AttemptOf(ctx context.Context) (n int, ok bool) {
+	n, ok = ctx.Value(attemptKey{}).(int)
+	return n, ok
+}

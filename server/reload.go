@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -34,11 +35,15 @@ type reloader struct {
 	trust *intercept
 	tel   *telemetry.Telemetry // for the clients of credentials
 	last  []byte
+	// failed is the file's modification time when the last reload
+	// failed; zero when it did not.
+	failed time.Time
 }
 
 // watch polls the config file's content every 250 ms, which also sees
 // Kubernetes ConfigMap updates (a symlink swap that inotify watchers miss),
-// and reloads on each signal.
+// and reloads on each signal; after a failed reload, also when the file
+// is touched.
 func (r *reloader) watch(ctx context.Context, sig <-chan struct{}) {
 	if r.path != "" {
 		r.last, _ = os.ReadFile(r.path)
@@ -57,27 +62,56 @@ func (r *reloader) watch(ctx context.Context, sig <-chan struct{}) {
 				continue
 			}
 			b, err := os.ReadFile(r.path)
-			if err == nil && st.settled(b, r.last) {
+			switch {
+			case err != nil:
+			case st.settled(b, r.last):
 				r.reload("file changed")
+			case bytes.Equal(b, r.last) && r.touched():
+				r.reload("file touched after a failed reload")
 			}
 		}
 	}
 }
 
+// reload applies the config file, and after a failure remembers the
+// file's modification time: the poll retries once it changes (a touch),
+// so that what the config names (a key, a secret file) can be fixed and
+// the file touched, without a signal.
 func (r *reloader) reload(why string) {
+	r.failed = time.Time{}
+	if r.load(why) || r.path == "" {
+		return
+	}
+	if fi, err := os.Stat(r.path); err == nil {
+		r.failed = fi.ModTime()
+	}
+}
+
+// touched reports whether the config file was modified since the last
+// reload failed.
+func (r *reloader) touched() bool {
+	if r.failed.IsZero() {
+		return false
+	}
+	fi, err := os.Stat(r.path)
+	return err == nil && !fi.ModTime().Equal(r.failed)
+}
+
+// load applies the config file, or logs why not and reports false.
+func (r *reloader) load(why string) bool {
 	if r.path == "" {
 		r.log.Warn("reload requested but hookpace runs on its embedded defaults: nothing to reload")
-		return
+		return false
 	}
 	b, err := os.ReadFile(r.path)
 	if err != nil {
 		r.log.Error("config reload failed: old config stays in force", "why", why, "error", err)
-		return
+		return false
 	}
 	r.last = b
 	if err := vetFile(b); err != nil {
 		r.log.Error("config reload rejected: old config stays in force", "why", why, "error", err.Error())
-		return
+		return false
 	}
 	cfg, err := config.Parse(r.path, b)
 	if err == nil {
@@ -85,18 +119,18 @@ func (r *reloader) reload(why string) {
 	}
 	if err != nil {
 		r.log.Error("config reload rejected: old config stays in force", "why", why, "error", err.Error())
-		return
+		return false
 	}
 	// The files a start would load must load now, or the next restart
 	// would fail on what this reload accepted.
 	files, err := LoadFiles(cfg)
 	if err != nil {
 		r.log.Error("config reload rejected: old config stays in force", "why", why, "error", err.Error())
-		return
+		return false
 	}
 	if err := r.guard.Set(cfg.Egress.Allow, cfg.Egress.Deny); err != nil {
 		r.log.Error("config reload rejected: old config stays in force", "why", why, "error", err.Error())
-		return
+		return false
 	}
 	for _, f := range config.RestartRequired(r.current.Load(), cfg) {
 		r.log.Warn(f+" changed: restart to apply", "field", f)
@@ -126,4 +160,5 @@ func (r *reloader) reload(why string) {
 	r.spool.SetLimits(cfg.Spool.MaxMessages, int64(cfg.Spool.MaxBytes), cfg.Spool.HighWater, cfg.Spool.LowWater)
 	r.disp.SetPolicy(policies(cfg, files))
 	r.log.Info("config reloaded", "why", why, "path", r.path, "hosts", len(cfg.Hosts))
+	return true
 }

@@ -90,13 +90,22 @@ func parseKey(b []byte) (ed25519.PrivateKey, error) {
 // LoadOrCreateKey reads the Ed25519 key at path, creating it first (mode
 // 0600, in a directory of mode 0700) if there is none. Creation is once
 // and for all: two processes racing get the same key, the second reading
-// what the first linked into place.
+// what the first linked into place. What it creates belongs to the owner
+// of the nearest directory above path that exists (the spool directory's
+// owner, for hookpace's own key), so that a command run as root before
+// hookpace's first start creates a key the user that runs hookpace can
+// read.
 func LoadOrCreateKey(path string) (ed25519.PrivateKey, error) {
 	k, err := ReadKey(path)
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("%w (it must be readable by the user that runs hookpace: chown it to that user)", err)
+	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return k, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	own := ownerOf(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create signing key: %w", err)
 	}
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -107,12 +116,15 @@ func LoadOrCreateKey(path string) (ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create signing key: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".key-*")
+	tmp, err := os.CreateTemp(dir, ".key-*")
 	if err != nil {
 		return nil, fmt.Errorf("create signing key: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	werr := pem.Encode(tmp, &pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	if werr == nil {
+		werr = own.chown(tmp.Name())
+	}
 	if werr == nil {
 		werr = tmp.Sync()
 	}

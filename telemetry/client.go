@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/attribute"
@@ -73,10 +74,13 @@ func newClientInstruments(meter metric.Meter) (clientInstruments, error) {
 func (c *clientTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	start := time.Now()
 	method := standardMethod(r.Method)
-	ctx, span := c.tracer.Start(r.Context(), "deliver HTTP "+method, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := c.tracer.Start(r.Context(), clientSpanName(method), trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
 	if span.IsRecording() {
 		span.SetAttributes(requestSpanAttrs(r, method)...)
+		if n, ok := deliver.AttemptOf(r.Context()); ok && n > 1 {
+			span.SetAttributes(semconv.HTTPRequestResendCount(n - 1))
+		}
 	}
 	// The trace context goes to the destination whenever there is one:
 	// with tracing off, that is the one the app sent, extracted upstream.
@@ -128,6 +132,15 @@ func (c *clientTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// clientSpanName is a client span's name as the semantic conventions
+// give it: the method, or HTTP for one outside the known set.
+func clientSpanName(method string) string {
+	if method == "_OTHER" {
+		return "HTTP"
+	}
+	return method
 }
 
 // attributeSet returns the measurement option for k's series, built once.

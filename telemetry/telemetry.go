@@ -249,7 +249,7 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 }
 
 // WrapTransport instruments rt (nil means http.DefaultTransport): each
-// request gets a client span named "deliver HTTP <method>", the trace
+// request gets a client span named by its method ("POST"), the trace
 // context in its headers, and the http_client_request_duration_seconds and
 // http_client_request_body_size_bytes histograms, without the server's
 // address, port or host. The duration runs until the response's headers

@@ -78,12 +78,12 @@ func TestTracingContinuesIncomingTrace(t *testing.T) {
 		switch spans[i].Name {
 		case "ingest":
 			ingest = &spans[i]
-		case "deliver HTTP POST":
+		case "POST":
 			deliver = &spans[i]
 		}
 	}
 	if ingest == nil || deliver == nil {
-		t.Fatalf("recorded spans %v, want ingest and deliver HTTP POST", spans.Snapshots())
+		t.Fatalf("recorded spans %v, want ingest and POST", spans.Snapshots())
 	}
 	if got := ingest.SpanContext.TraceID().String(); got != incomingTraceID {
 		t.Errorf("ingest span trace id %s, want %s", got, incomingTraceID)
