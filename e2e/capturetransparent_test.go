@@ -347,6 +347,13 @@ hosts:
 			t.Errorf("hookpace_tunnels_total has no %s series:\n%s", want, tl)
 		}
 	}
+	// hookpace status lists each splice with its reason.
+	status, err := ns.exec(binary, "status", "--admin", hp.Admin).CombinedOutput()
+	for _, want := range []string{"mtls.test", "asks for a client certificate", "h2.test", "not HTTP/1.1", "10.1.2.3:443", "is private", "203.0.113.23:80", "neither TLS nor HTTP/1.1"} {
+		if err != nil || !strings.Contains(string(status), want) {
+			t.Errorf("hookpace status lacks %q: %v\n%s", want, err, status)
+		}
+	}
 	if strings.Contains(hp.Log(), "capture: loop") {
 		t.Errorf("a loop was reported:\n%s", grepLines(hp.Log(), "loop"))
 	}
