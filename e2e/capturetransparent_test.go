@@ -104,7 +104,8 @@ func serveIn(t *testing.T, ns *netns, addr string, cfg *tls.Config, h http.Handl
 // and (a 12th) a PUT with Expect: 100-continue. It prints exactly what the same app prints run directly (as uid 0,
 // whom the rules exempt). Its 6 signed webhooks to unlisted partners on
 // 203.0.113.10 and 2001:db8::10 get 202 with an id and arrive once with
-// it, and so does one to a partner named in hosts on port 8443 (the rules
+// it (the app speaks h2 to hookpace, as to the partners), and so does one
+// to a partner named in hosts on port 8443 (the rules
 // are applied with --config). With --reject-quic, UDP to port 443 is
 // refused to the app and not to hookpace's uid.
 func TestCaptureTransparent(t *testing.T) {
@@ -295,7 +296,7 @@ hosts:
 			t.Errorf("captured, %s differs:\n direct:   %s captured: %s", name, line, grepLines(got, name+" "))
 		}
 	}
-	for _, must := range []string{"first-event-within-1s=true", `grpc-status="0"`, `"hello billing-app" via corp internal CA`, "internal-https 200 HTTP/2.0 \"billing billing.corp.test\" via corp internal CA"} {
+	for _, must := range []string{"first-event-within-1s=true", "upload-20MiB HTTP/2.0 200", `grpc-status="0"`, `"hello billing-app" via corp internal CA`, "internal-https 200 HTTP/2.0 \"billing billing.corp.test\" via corp internal CA"} {
 		if !strings.Contains(got, must) {
 			t.Errorf("captured output lacks %q:\n%s", must, got)
 		}
@@ -344,6 +345,13 @@ hosts:
 		`host="stream.test",mode="intercepted"`, `host="partner4.test",mode="intercepted"`, `host="partner6.test",mode="intercepted"`} {
 		if !strings.Contains(tl, want) {
 			t.Errorf("hookpace_tunnels_total has no %s series:\n%s", want, tl)
+		}
+	}
+	// hookpace status lists each splice with its reason.
+	status, err := ns.exec(binary, "status", "--admin", hp.Admin).CombinedOutput()
+	for _, want := range []string{"mtls.test", "asks for a client certificate", "h2.test", "not HTTP/1.1", "10.1.2.3:443", "is private", "203.0.113.23:80", "neither TLS nor HTTP/1.1"} {
+		if err != nil || !strings.Contains(string(status), want) {
+			t.Errorf("hookpace status lacks %q: %v\n%s", want, err, status)
 		}
 	}
 	if strings.Contains(hp.Log(), "capture: loop") {

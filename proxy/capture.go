@@ -14,7 +14,8 @@ package proxy
 //     it. A name the host's policy intercepts, whose server and client
 //     hookpace can serve in the middle (peek.go), is intercepted as a
 //     CONNECT to name:port would be (serveSniffed, with the ClientHello
-//     read again), with the same counters, lines and status page; deny
+//     read again; h2 is offered besides HTTP/1.1), with the same
+//     counters, lines and status page; deny
 //     refuses; anything else is spliced. Without SNI the destination
 //     address stands for the name.
 //   - HTTP/1.1 (a request line): each request is served as proxy-form to

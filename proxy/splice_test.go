@@ -228,3 +228,39 @@ func TestCapturePeeksBeforeIntercepting(t *testing.T) {
 		})
 	}
 }
+
+// An app that offers h2 and HTTP/1.1 on an intercepted captured
+// connection speaks h2 with hookpace: its webhook is spooled and answered
+// 202, a body over the limit gets 413.
+func TestServeCaptureH2(t *testing.T) {
+	var log bytes.Buffer
+	p, sp := laneProxy(t, HostPolicy{Connect: config.ConnectMITM, Named: true}, nil, &log)
+	ca, pool := testCA(t)
+	p.SetCA(ca)
+	addr := captureListener(t, p, func(netip.AddrPort) netip.AddrPort { return netip.MustParseAddrPort("127.0.0.1:9") })
+	tr := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	resp, err := c.Post("https://localhost:9/hook", "application/json", strings.NewReader(`{"n":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusAccepted || resp.Header.Get("X-Hookpace-Id") == "" {
+		t.Fatalf("captured webhook: %s %s, id %q\n%s", resp.Proto, resp.Status, resp.Header.Get("X-Hookpace-Id"), log.String())
+	}
+	if ms, err := sp.Queued("localhost:9", 10); err != nil || len(ms) != 1 || ms[0].URL != "https://localhost:9/hook" {
+		t.Fatalf("spooled for localhost:9: %v %v", ms, err)
+	}
+	resp, err = c.Post("https://localhost:9/hook", "application/json", strings.NewReader(strings.Repeat("x", 2<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("an oversized webhook over h2: %s, want 413", resp.Status)
+	}
+}

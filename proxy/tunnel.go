@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/elazarl/goproxy"
+	"golang.org/x/net/http2"
 
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/mitm"
@@ -130,9 +131,18 @@ func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
 			c.Close()
 			return
 		}
+		if t.captured {
+			// A captured app expects what its partner offers: h2 too.
+			cfg = cfg.Clone()
+			cfg.NextProtos = []string{"h2", "http/1.1"}
+		}
 		ac := &alertConn{Conn: c}
 		tc := tls.Server(ac, cfg)
 		if !p.handshake(t, tc, ac) {
+			return
+		}
+		if tc.ConnectionState().NegotiatedProtocol == "h2" {
+			p.serveInsideH2(t, tc)
 			return
 		}
 		p.serveInside(t, tc, "https")
@@ -292,8 +302,31 @@ func pipe(dst, src net.Conn) {
 // with each request, for authorize to check again (they are never stored
 // nor forwarded: storedHeader and goproxy drop Proxy-* headers).
 func (p *Proxy) serveInside(t *tunnel, c net.Conn, scheme string) {
+	srv := innerServer(t.req, p.insideHandler(t, scheme))
+	if srv.ErrorLog == nil {
+		srv.ErrorLog = slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
+	}
+	serveOne(srv, c)
+}
+
+// serveInsideH2 serves HTTP/2 inside an intercepted captured connection
+// (the app chose h2 in the handshake), each stream's request as
+// serveInside serves one, under the same limits.
+func (p *Proxy) serveInsideH2(t *tunnel, c net.Conn) {
+	h := p.insideHandler(t, "https")
+	srv := innerServer(t.req, h)
+	if srv.ErrorLog == nil {
+		srv.ErrorLog = slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
+	}
+	defer c.Close()
+	(&http2.Server{IdleTimeout: srv.IdleTimeout}).ServeConn(c, &http2.ServeConnOpts{Context: t.req.Context(), BaseConfig: srv, Handler: h})
+}
+
+// insideHandler makes each request read inside tunnel t absolute-form
+// and hands it to ServeHTTP.
+func (p *Proxy) insideHandler(t *tunnel, scheme string) http.Handler {
 	auth := t.req.Header.Get("Proxy-Authorization")
-	h := http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
 		if err := tunnelURL(in, t.target, scheme); err != nil {
 			p.record(in, time.Now(), t.host, 0, badRequest(err.Error()))
 			refuseFraming(w, err.Error()) // and close: the tunnel reaches one destination
@@ -308,11 +341,6 @@ func (p *Proxy) serveInside(t *tunnel, c net.Conn, scheme string) {
 		}
 		p.ServeHTTP(w, in)
 	})
-	srv := innerServer(t.req, h)
-	if srv.ErrorLog == nil {
-		srv.ErrorLog = slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
-	}
-	serveOne(srv, c)
 }
 
 // innerServer serves the requests inside a tunnel with the limits of the

@@ -143,15 +143,15 @@ func main() {
 		return fmt.Sprintf("%d bytes sha256 %x", n, h.Sum(nil)), err
 	})
 	run("upload-20MiB", func() (string, error) {
-		// Intercepted: the status and body as the server sent them (the
-		// protocol and issuer are hookpace's).
+		// Intercepted: the protocol, status and body as the server's (the
+		// issuer is hookpace's).
 		r, err := client.Post("https://stream.test/up", "application/octet-stream", io.LimitReader(&pattern{}, 20<<20))
 		if err != nil {
 			return "", err
 		}
 		defer r.Body.Close()
 		b, err := io.ReadAll(r.Body)
-		return fmt.Sprintf("%d %q", r.StatusCode, b), err
+		return fmt.Sprintf("%s %d %q", r.Proto, r.StatusCode, b), err
 	})
 	run("expect-100-continue", func() (string, error) {
 		req, _ := http.NewRequest(http.MethodPut, "https://stream.test/up", io.LimitReader(&pattern{}, 1<<20))
