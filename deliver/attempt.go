@@ -82,6 +82,7 @@ func (d *Dispatcher) attempt(h *host, r request, pol *Policy, sentAt time.Time, 
 	now := time.Now()
 	res.verdict, res.outcome, res.reason = classify(res.status, res.err, pol.Retry4xx)
 	res.scrub(pol.Auth)
+	res.scrubEcho(r.ms, pol.Rewrite)
 	if len(r.ms) > 1 && tooLarge(res.status, res.answer) {
 		res.verdict, res.reason = vSplit, fmt.Sprintf("status %d: too large, split in two", res.status)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/credential"
+	"github.com/hookpace/hookpace/rewrite"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -142,6 +143,37 @@ func (r *result) scrub(auth *credential.Credentials) {
 	r.header = auth.ScrubHeader(r.header)
 	if len(r.excerpt) > 0 {
 		r.excerpt = []byte(auth.Scrub(string(r.excerpt)))
+	}
+}
+
+// scrubEcho replaces in what the attempt learned (the answer's header
+// and excerpt, the reason) the value of every header the journal hides
+// that the request carried: the app's own (ms's headers) and what the
+// host's rewrite.headers.set adds. A partner that echoes its request
+// would otherwise put them, in clear, in the journal's stored answer.
+func (r *result) scrubEcho(ms []*spool.Message, rw *rewrite.Headers) {
+	if len(r.excerpt) == 0 && len(r.header) == 0 && r.reason == "" {
+		return
+	}
+	h := http.Header{}
+	for _, m := range ms {
+		for k, vs := range m.Header {
+			h[k] = append(h[k], vs...)
+		}
+	}
+	if rw != nil {
+		for _, s := range rw.Set {
+			h[s.Name] = append(h[s.Name], s.Value)
+		}
+	}
+	forms := spool.EchoForms(h)
+	if len(forms) == 0 {
+		return
+	}
+	r.reason = spool.ScrubEcho(r.reason, forms)
+	r.header = spool.ScrubEchoHeader(r.header, forms)
+	if len(r.excerpt) > 0 {
+		r.excerpt = []byte(spool.ScrubEcho(string(r.excerpt), forms))
 	}
 }
 

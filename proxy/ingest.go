@@ -189,6 +189,7 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 		}
 		return badRequest("reading body: " + err.Error()), 0
 	}
+	hp.RewriteHeaders.Strip(m.Header) // a removed header is never stored
 	if d, refused := p.rewriteBody(ctx, host, hp.Rewrite, m); refused {
 		return d, len(m.Body)
 	}

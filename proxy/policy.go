@@ -69,4 +69,7 @@ type HostPolicy struct {
 	// Rewrite drops and masks JSON fields of the body before it is
 	// stored (rewrite.go); nil: the body is stored as it came.
 	Rewrite *rewrite.JSON
+	// RewriteHeaders's Remove list is applied before the webhook is
+	// stored (rewrite.go), and again by delivery; its Set only there.
+	RewriteHeaders *rewrite.Headers
 }

@@ -94,3 +94,32 @@ func TestRewriteNotJSON(t *testing.T) {
 		t.Errorf("stored %d webhooks", len(ms))
 	}
 }
+
+// rewrite.headers.remove is applied before the webhook is stored: the
+// spooled message has neither the header nor its value; the others stay.
+func TestRewriteHeadersRemovedAtIngest(t *testing.T) {
+	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	g, err := egress.New(egress.Options{Allow: []string{"127.0.0.0/8"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp := HostPolicy{Connect: config.ConnectTunnel,
+		RewriteHeaders: &rewrite.Headers{Remove: []string{"X-Internal-Trace"}, Set: []rewrite.Header{{Name: "X-Set", Value: "at-delivery"}}}}
+	pol := Policy{Host: func(string) HostPolicy { return hp }, MaxBody: 1 << 20, Methods: []string{"POST"}}
+	p := New(Options{Policy: pol, Spool: sp, Guard: g, Transport: &http.Transport{}, Logger: slog.New(slog.DiscardHandler)})
+	w := postBody(p, `{}`, http.Header{"X-Internal-Trace": {"trace-secret-1"}, "X-Kept": {"kept"}})
+	if w.Code != http.StatusAccepted {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	ms, err := sp.Queued("127.0.0.1:9", 10)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("queued %d, %v", len(ms), err)
+	}
+	if h := ms[0].Header; h.Get("X-Internal-Trace") != "" || h.Get("X-Kept") != "kept" || h.Get("X-Set") != "" {
+		t.Errorf("stored headers %v: want X-Internal-Trace gone, X-Kept kept, X-Set not yet", h)
+	}
+}

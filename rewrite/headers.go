@@ -38,6 +38,19 @@ func (r *Headers) Apply(h http.Header) {
 	}
 }
 
+// Strip removes the Remove headers from h in place: what ingest does
+// before a webhook is stored, so that a removed value is never written
+// to the spool, the journal or the dead letters. A nil *Headers removes
+// nothing.
+func (r *Headers) Strip(h http.Header) {
+	if r == nil {
+		return
+	}
+	for _, name := range r.Remove {
+		delete(h, name)
+	}
+}
+
 // CheckName says why name may not be set or removed by a rule: it is a
 // connection's (hop-by-hop) or hookpace's own.
 // signed are the headers the host's signing writes, which are its too.

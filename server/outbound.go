@@ -51,7 +51,7 @@ func proxyPolicy(cfg *config.Config, files *Files) proxy.Policy {
 				DedupeWindow: hc.DedupeWindow.D(),
 				MaxAge:       hc.MaxAge.D(), Rate: hc.Rate.PerSecond(), FairnessKey: hc.Fairness.Key,
 				PathDepth: hc.Fairness.PathDepth, MaxQueuedPerKey: hc.Fairness.MaxQueuedPerKey,
-				Rewrite: hc.Rewrite.JSON}
+				Rewrite: hc.Rewrite.JSON, RewriteHeaders: hc.Rewrite.Headers}
 		},
 		IdempotencyHeader: cfg.Dedupe.IdempotencyHeader,
 		CoalesceHeader:    cfg.Dedupe.CoalesceHeader,

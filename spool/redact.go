@@ -1,10 +1,12 @@
 package spool
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"sync/atomic"
 )
@@ -286,6 +288,75 @@ func RedactHeader(h http.Header) http.Header {
 			vs = shown
 		}
 		out[k] = vs
+	}
+	return out
+}
+
+// minEcho is the shortest header value EchoForms looks for: a shorter
+// one ("1", "yes") would mask words of every answer and hides nothing.
+const minEcho = 8
+
+// EchoForms are the strings that would show, in a partner's answer, the
+// value of a header of h that the journal hides (not on the allow-list):
+// each value as written and JSON-escaped, and a credential's part after
+// its scheme ("Bearer TOKEN": TOKEN), longest first. A partner that echoes
+// its request puts them in its answer; ScrubEcho takes them out before
+// the answer is stored or shown.
+func EchoForms(h http.Header) []string {
+	var forms []string
+	add := func(v string) {
+		if len(v) < minEcho {
+			return
+		}
+		forms = append(forms, v)
+		if b, err := json.Marshal(v); err == nil && string(b[1:len(b)-1]) != v {
+			forms = append(forms, string(b[1:len(b)-1]))
+		}
+	}
+	for k, vs := range h {
+		if showOf(k) != showNone {
+			continue
+		}
+		for _, v := range vs {
+			add(v)
+			if i := strings.LastIndexByte(v, ' '); i >= 0 {
+				add(v[i+1:])
+			}
+		}
+	}
+	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	return slices.Compact(forms)
+}
+
+// ScrubEcho replaces every form (EchoForms) in s with Redacted.
+func ScrubEcho(s string, forms []string) string {
+	var pairs []string
+	for _, f := range forms {
+		if strings.Contains(s, f) {
+			pairs = append(pairs, f, Redacted)
+		}
+	}
+	if len(pairs) == 0 {
+		return s
+	}
+	// strings.Replacer tries the olds in argument order at each position:
+	// longest first (EchoForms' order), so that a form holding another
+	// goes whole.
+	return strings.NewReplacer(pairs...).Replace(s)
+}
+
+// ScrubEchoHeader copies h with its values scrubbed (ScrubEcho).
+func ScrubEchoHeader(h http.Header, forms []string) http.Header {
+	if len(forms) == 0 || len(h) == 0 {
+		return h
+	}
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		vs2 := make([]string, len(vs))
+		for i, v := range vs {
+			vs2[i] = ScrubEcho(v, forms)
+		}
+		out[k] = vs2
 	}
 	return out
 }
