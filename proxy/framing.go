@@ -7,9 +7,10 @@ import (
 )
 
 // Every parser hookpace has (the proxy listener, plain HTTP inside a
-// CONNECT tunnel, and an intercepted TLS tunnel) is a net/http server
-// whose handler is Proxy.ServeHTTP, so the two bounds below are applied
-// there, once, for all three.
+// CONNECT tunnel, an intercepted TLS tunnel, and the capture listener's)
+// is a net/http server whose handler is Proxy.ServeHTTP, so the two
+// bounds below are applied there, once, for all of them, after the
+// door's judge (strict.go).
 //
 // Request smuggling (RFC 9112 §6.3): a request with both Content-Length
 // and Transfer-Encoding: chunked is read by its chunks, and net/http drops
@@ -23,7 +24,10 @@ import (
 // HTTP parser to keep exactly in step with the first (folding, duplicates,
 // "chunked" in a list, obsolete line endings, inside tunnels and TLS), and
 // webhooks almost always carry a Content-Length, so the cost is a new
-// connection now and then for the rare chunked client.
+// connection now and then for the rare chunked client. (The one raw look
+// hookpace takes, strict.go's headTap, is at the first header block of a
+// connection and only when it is HTTP/1.0, where net/http drops
+// Transfer-Encoding without a trace; it frames nothing.)
 
 // closeAfterChunked answers a chunked request, and an HTTP/1.0 one (one
 // a connection, strict.go), with Connection: close, which makes net/http

@@ -49,6 +49,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookpace/hookpace/spool"
@@ -57,12 +58,6 @@ import (
 // judgeRequest is the door's verdict on r as net/http read it: "" to go
 // on, else why it is refused (400, connection closed).
 func judgeRequest(r *http.Request) string {
-	why := judge(r)
-	markSeen(r)
-	return why
-}
-
-func judge(r *http.Request) string {
 	if r.Method == http.MethodConnect {
 		return ""
 	}
@@ -191,22 +186,26 @@ const maxTap = 1 << 20
 // only passes reads through.
 type headTap struct {
 	net.Conn
+	reading atomic.Bool // still reading the first header block
 	mu      sync.Mutex
-	reading bool   // still reading the first header block
 	head    []byte // what was read of it
 	whole   bool   // head holds the whole block of an HTTP/1.0 request
-	taken   bool   // a request of this connection reached the judge
+	// taken: the first request was not HTTP/1.0, or the judge has had
+	// its header block; a request asking now is not the first.
+	taken bool
 }
 
-func newHeadTap(c net.Conn) *headTap { return &headTap{Conn: c, reading: true} }
+func newHeadTap(c net.Conn) *headTap {
+	t := &headTap{Conn: c}
+	t.reading.Store(true)
+	return t
+}
 
 func (c *headTap) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if n > 0 {
+	if n > 0 && c.reading.Load() {
 		c.mu.Lock()
-		if c.reading {
-			c.keep(b[:n])
-		}
+		c.keep(b[:n])
 		c.mu.Unlock()
 	}
 	return n, err
@@ -218,38 +217,36 @@ func (c *headTap) keep(b []byte) {
 	from := max(len(c.head)-3, 0)
 	c.head = append(c.head, b...)
 	if i := bytes.IndexByte(c.head, '\n'); i >= 0 && !bytes.HasSuffix(bytes.TrimSuffix(c.head[:i], []byte("\r")), []byte(" HTTP/1.0")) {
-		c.reading, c.head = false, nil // HTTP/1.1: net/http keeps every field
+		// HTTP/1.1 (or not HTTP): net/http keeps every field, and any
+		// HTTP/1.0 request after it is not the first.
+		c.head, c.taken = nil, true
+		c.reading.Store(false)
 		return
 	}
 	for _, end := range [][]byte{[]byte("\n\r\n"), []byte("\n\n")} {
 		if i := bytes.Index(c.head[from:], end); i >= 0 {
-			c.head, c.reading, c.whole = c.head[:from+i+1], false, true
+			c.head, c.whole = c.head[:from+i+1], true
+			c.reading.Store(false)
 			return
 		}
 	}
 	if len(c.head) > maxTap {
-		c.reading, c.head = false, nil
+		c.head, c.taken = nil, true
+		c.reading.Store(false)
 	}
 }
 
 // firstHead returns the raw header block of the connection's first
-// request, when the request asking is that one and it is HTTP/1.0.
+// request, once: for the first request, when it is HTTP/1.0.
 func (c *headTap) firstHead() ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.taken || !c.whole {
+		c.taken = true
 		return nil, false
 	}
 	c.taken = true
 	return c.head, true
-}
-
-// seen marks that a request of the connection reached the judge: any
-// later one is not the first.
-func (c *headTap) seen() {
-	c.mu.Lock()
-	c.taken = true
-	c.mu.Unlock()
 }
 
 // CloseWrite half-closes the connection underneath.
@@ -286,12 +283,5 @@ func TapContext(ctx context.Context, c net.Conn) context.Context {
 		default:
 			return ctx
 		}
-	}
-}
-
-// markSeen notes, after the judge, that r's connection has had a request.
-func markSeen(r *http.Request) {
-	if t, _ := r.Context().Value(tapKey{}).(*headTap); t != nil {
-		t.seen()
 	}
 }

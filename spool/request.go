@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -25,7 +26,11 @@ func NewRequest(ctx context.Context, method, rawURL string, h http.Header, body 
 	if strings.IndexByte(rawURL, '#') >= 0 {
 		return nil, errors.New("URL holds '#': a fragment is never sent, the URL stored is not the one that would be")
 	}
-	req, err := http.NewRequestWithContext(ctx, method, rawURL, bytes.NewReader(body))
+	var rd io.Reader
+	if body != nil { // nil: ingest's check, which sends nothing
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, rawURL, rd)
 	if err != nil {
 		return nil, err
 	}
@@ -65,16 +70,25 @@ func CheckHeader(h http.Header) error {
 	return nil
 }
 
-// framingNames are the fields that decide how a message is framed or
-// routed (RFC 9112 §6, RFC 9110 §7.2, §7.6), by their name with every
-// character but letters and digits left out, lower-cased.
-var framingNames = map[string]string{
-	"contentlength":    "Content-Length",
-	"transferencoding": "Transfer-Encoding",
-	"host":             "Host",
-	"connection":       "Connection",
-	"upgrade":          "Upgrade",
-	"te":               "TE",
+// foldedFraming is the framing field whose name, with every character
+// but letters and digits left out and lower-cased, is folded (RFC 9112
+// §6, RFC 9110 §7.2, §7.6), or "".
+func foldedFraming(folded []byte) string {
+	switch string(folded) {
+	case "contentlength":
+		return "Content-Length"
+	case "transferencoding":
+		return "Transfer-Encoding"
+	case "host":
+		return "Host"
+	case "connection":
+		return "Connection"
+	case "upgrade":
+		return "Upgrade"
+	case "te":
+		return "TE"
+	}
+	return ""
 }
 
 // FoldsToFraming reports whether name is a look-alike of a framing field
@@ -102,8 +116,8 @@ func FoldsToFraming(name string) (field string, ok bool) {
 		buf[n] = c
 		n++
 	}
-	field, ok = framingNames[string(buf[:n])]
-	if !ok || strings.EqualFold(name, field) {
+	field = foldedFraming(buf[:n])
+	if field == "" || strings.EqualFold(name, field) {
 		return "", false
 	}
 	return field, true
