@@ -268,6 +268,14 @@ func (r *NATS) filter(token string) string { return r.opts.Stream + "." + token 
 // Nats-Msg-Id, so a resend stores nothing twice. It implements
 // spool.Replica.
 func (r *NATS) Publish(recs []spool.Replicated) error {
+	if err := r.publish(recs); err != nil {
+		return r.unavailable(err, len(recs))
+	}
+	return nil
+}
+
+// publish stores recs, sending them again until Timeout (see Publish).
+func (r *NATS) publish(recs []spool.Replicated) error {
 	deadline := time.Now().Add(r.opts.Timeout)
 	var failed [][]jetstream.PubAckFuture // tries whose copies may land late
 	for {
@@ -282,12 +290,12 @@ func (r *NATS) Publish(recs []spool.Replicated) error {
 			if !r.opts.Local {
 				go r.unpublish(failed)
 			}
-			return r.unavailable(err, len(recs))
+			return err
 		}
 		select {
 		case <-time.After(min(wait, 100*time.Millisecond)):
 		case <-r.stop:
-			return r.unavailable(err, len(recs))
+			return err
 		}
 	}
 }

@@ -327,3 +327,41 @@ func TestSpoolRefusesAnotherReplicasName(t *testing.T) {
 		t.Fatal("a spool of replica a opened as b")
 	}
 }
+
+func TestLocalOnlyWebhooksAreCopiedAtTheNextStart(t *testing.T) {
+	c := natstest.Start(t, 1)
+	ctx := context.Background()
+	dir := t.TempDir()
+	localMode := func(o *Options) { o.Local = true; o.Timeout = 300 * time.Millisecond }
+	r := connect(t, c.URLs(), "a", localMode)
+	sp := openSpool(t, dir, r, "a")
+	if err := r.Start(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Append(ctx, msg("h.example", 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	c.Servers[0].Kill()
+	for i := 1; i <= 3; i++ {
+		if err := sp.Append(ctx, msg("h.example", i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := r.Status(); s.LocalOnly != 3 {
+		t.Fatalf("status with the stream down: %+v", s)
+	}
+	accepted := local(t, sp)
+	sp.Close()
+	r.Close()
+
+	c.Servers[0].Restart()
+	r2 := connect(t, c.URLs(), "a", localMode)
+	defer r2.Close()
+	sp2 := openSpool(t, dir, r2, "a")
+	defer sp2.Close()
+	if err := r2.Start(ctx, sp2); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "the queue after the restart", local(t, sp2), accepted)
+	equal(t, "the stream after the restart", records(t, r2, "a"), accepted)
+}
