@@ -455,6 +455,7 @@ func (r *NATS) watch(q Queue) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-r.stop; cancel() }()
+	blind := false
 	for {
 		select {
 		case <-r.stop:
@@ -462,10 +463,31 @@ func (r *NATS) watch(q Queue) {
 		case <-t.C:
 		}
 		if err := r.beat(ctx); err != nil {
-			r.log.Warn("replication: heartbeat failed", "error", err)
+			if !blind {
+				r.log.Warn("replication: heartbeat failed; no adoption until it succeeds again", "error", err)
+			}
+			blind = true
 			continue
 		}
+		if blind {
+			blind = false
+			r.regainedSight()
+		}
 		r.lookForDead(ctx, q)
+	}
+}
+
+// regainedSight restarts the count of every other replica's silence:
+// while this replica could not write its own heartbeat, it could not see
+// theirs change either (the stream was out of reach, for them too,
+// perhaps), and their silence meanwhile says nothing of them.
+func (r *NATS) regainedSight() {
+	now := r.opts.Now()
+	r.lease.mu.Lock()
+	defer r.lease.mu.Unlock()
+	for k, s := range r.lease.seen {
+		s.at = now
+		r.lease.seen[k] = s
 	}
 }
 

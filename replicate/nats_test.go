@@ -365,3 +365,42 @@ func TestLocalOnlyWebhooksAreCopiedAtTheNextStart(t *testing.T) {
 	equal(t, "the queue after the restart", local(t, sp2), accepted)
 	equal(t, "the stream after the restart", records(t, r2, "a"), accepted)
 }
+
+func TestNoAdoptionForSilenceWhileTheStreamWasOutOfReach(t *testing.T) {
+	c := natstest.Start(t, 1)
+	ctx := context.Background()
+	clk := &clock{now: time.Now()}
+	ra := connect(t, c.URLs(), "a", nil)
+	defer ra.Close()
+	spA := openSpool(t, t.TempDir(), ra, "a")
+	defer spA.Close()
+	if err := ra.Start(ctx, spA); err != nil {
+		t.Fatal(err)
+	}
+	if err := spA.Append(ctx, msg("h.example", 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	rb := connect(t, c.URLs(), "b", func(o *Options) { o.Now = clk.Now })
+	defer rb.Close()
+	spB := openSpool(t, t.TempDir(), rb, "b")
+	defer spB.Close()
+	if err := rb.Start(ctx, spB); err != nil {
+		t.Fatal(err)
+	}
+	rb.lookForDead(ctx, spB) // sees a's heartbeat
+	// The stream was out of reach for an hour: nobody's heartbeat changed.
+	clk.Add(time.Hour + time.Second)
+	rb.regainedSight()
+	rb.lookForDead(ctx, spB)
+	rb.adopting.Wait()
+	if s := rb.Status(); s.Adoptions != 0 || len(local(t, spB)) != 0 {
+		t.Fatalf("b adopted a right after regaining sight of the stream: %+v", s)
+	}
+	// a stays silent for adopt_after from then on: it is adopted.
+	clk.Add(time.Hour + time.Second)
+	rb.lookForDead(ctx, spB)
+	rb.adopting.Wait()
+	if s := rb.Status(); s.Adoptions != 1 || len(local(t, spB)) != 1 {
+		t.Fatalf("b did not adopt a, silent for adopt_after after sight came back: %+v", s)
+	}
+}
