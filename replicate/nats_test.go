@@ -404,3 +404,35 @@ func TestNoAdoptionForSilenceWhileTheStreamWasOutOfReach(t *testing.T) {
 		t.Fatalf("b did not adopt a, silent for adopt_after after sight came back: %+v", s)
 	}
 }
+
+func TestDeletesWaitOutAnOutage(t *testing.T) {
+	c := natstest.Start(t, 1)
+	ctx := context.Background()
+	r := connect(t, c.URLs(), "a", func(o *Options) { o.Timeout = 300 * time.Millisecond })
+	defer r.Close()
+	sp := openSpool(t, t.TempDir(), r, "a")
+	defer sp.Close()
+	if err := r.Start(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	var ms []*spool.Message
+	for i := range 5 {
+		m := msg("h.example", i)
+		if err := sp.Append(ctx, m, 0); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	c.Servers[0].Kill()
+	for _, m := range ms[:3] { // delivered while the stream is down
+		if err := sp.Delete(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Servers[0].Restart()
+	r.Settled()
+	equal(t, "the stream once it is back", records(t, r, "a"), local(t, sp))
+	if s := r.Status(); s.Removed != 3 || s.Lag != 0 {
+		t.Fatalf("status %+v", s)
+	}
+}
