@@ -175,6 +175,10 @@ func (p *page) build(pq pageQuery, now time.Time) *pageData {
 	d := &pageData{Now: now, Query: pq, Token: p.token, Problems: snap.Problems, Matched: len(rows), Known: len(snap.Hosts)}
 	d.Spool = newSpoolView(snap.Usage, snap.Oldest, now)
 	d.Fleet = snap.Fleet // in memory, as /v1/hosts: no Redis round trip
+	if a.Replication != nil {
+		r := a.Replication()
+		d.Replication = &r
+	}
 	if a.Instance != nil {
 		if d.HTTPS = a.Instance().HTTPS; d.HTTPS != nil {
 			for _, t := range d.HTTPS.Tunnels {

@@ -9,26 +9,28 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/replicate"
 	"github.com/hookpace/hookpace/spool"
 )
 
 // pageData is what page.html renders. Numbers are formatted here, so that
 // the template stays markup.
 type pageData struct {
-	Now      time.Time
-	Query    pageQuery
-	Token    string
-	Done     string   // what the last action did, from the redirect
-	Problems []string // what could not be read
-	Spool    spoolView
-	Charts   *chartsView          // nil without a history
-	Fleet    *deliver.FleetStatus // nil without a fleet
-	HTTPS    *HTTPS               // nil without Options.Instance
-	Unpaced  []Tunnel             // HTTPS destinations that went around the pacing
-	Hosts    []hostView
-	Matched  int // hosts that pass the filter
-	Known    int // hosts the dispatcher knows
-	Pages    int
+	Now         time.Time
+	Query       pageQuery
+	Token       string
+	Done        string   // what the last action did, from the redirect
+	Problems    []string // what could not be read
+	Spool       spoolView
+	Charts      *chartsView          // nil without a history
+	Fleet       *deliver.FleetStatus // nil without a fleet
+	Replication *replicate.Status    // nil without spool.replicate
+	HTTPS       *HTTPS               // nil without Options.Instance
+	Unpaced     []Tunnel             // HTTPS destinations that went around the pacing
+	Hosts       []hostView
+	Matched     int // hosts that pass the filter
+	Known       int // hosts the dispatcher knows
+	Pages       int
 
 	SortQueued, SortOldest, SortHost string // links that sort by each column
 	Prev, Next                       string // "" on the first / last page

@@ -23,6 +23,7 @@ type Queue interface {
 	ReadHost(host string, after spool.HostCursor, max int) ([]*spool.Message, spool.HostCursor, error)
 	Drop(ms []*spool.Message, by string) (int, error)
 	Key(m *spool.Message) string
+	Replicated(m *spool.Message) spool.Replicated
 	ReplicaEpoch() uint64
 	SetReplicaEpoch(epoch uint64) error
 }
@@ -256,7 +257,7 @@ func (r *NATS) each(ctx context.Context, token string, headersOnly bool,
 // stream. A local webhook with a copy keeps it (its sequence is learned,
 // for the delete after delivery). One without: when the stream is
 // authoritative, another replica delivered it, and it is dropped; else it
-// stays, acknowledged on the local spool alone. A copy without a local
+// was acknowledged on the local spool alone, and is copied now. A copy without a local
 // webhook (a spool lost or restored from an older copy) is taken in, as
 // an adoption would.
 func (r *NATS) reconcile(ctx context.Context, q Queue, authoritative bool) error {
@@ -270,6 +271,7 @@ func (r *NATS) reconcile(ctx context.Context, q Queue, authoritative bool) error
 	}
 	matched := make(map[uint64]bool, len(entries))
 	var drop []*spool.Message
+	var republish []spool.Replicated
 	local, unreplicated := 0, 0
 	for host := range q.Hosts() {
 		var cur spool.HostCursor
@@ -290,6 +292,11 @@ func (r *NATS) reconcile(ctx context.Context, q Queue, authoritative bool) error
 					drop = append(drop, m)
 				} else {
 					unreplicated++
+					republish = append(republish, q.Replicated(m))
+					if len(republish) == 256 {
+						r.republish(republish)
+						republish = republish[:0]
+					}
 				}
 			}
 			if len(ms) < 512 {
@@ -298,6 +305,7 @@ func (r *NATS) reconcile(ctx context.Context, q Queue, authoritative bool) error
 			cur = next
 		}
 	}
+	r.republish(republish)
 	if len(drop) > 0 {
 		n, err := q.Drop(drop, "replication: delivered by the replica that adopted this one's queue")
 		if err != nil {
@@ -324,6 +332,21 @@ func (r *NATS) reconcile(ctx context.Context, q Queue, authoritative bool) error
 	}
 	_, err = r.take(ctx, q, r.token, want)
 	return err
+}
+
+// republish copies webhooks that a run acknowledged on the local spool
+// alone (on_unavailable: local) to the stream, now that it can take them;
+// if it cannot, they stay local, as they were.
+func (r *NATS) republish(recs []spool.Replicated) {
+	if len(recs) == 0 {
+		return
+	}
+	if err := r.publish(recs); err != nil {
+		r.log.Warn("replication: webhooks acknowledged on the local spool alone could not be copied to the stream",
+			"webhooks", len(recs), "error", err)
+		return
+	}
+	r.log.Info("replication: webhooks acknowledged on the local spool alone copied to the stream", "webhooks", len(recs))
 }
 
 // take appends replica token's records (those in want, or all when want is
@@ -432,6 +455,7 @@ func (r *NATS) watch(q Queue) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-r.stop; cancel() }()
+	blind := false
 	for {
 		select {
 		case <-r.stop:
@@ -439,10 +463,31 @@ func (r *NATS) watch(q Queue) {
 		case <-t.C:
 		}
 		if err := r.beat(ctx); err != nil {
-			r.log.Warn("replication: heartbeat failed", "error", err)
+			if !blind {
+				r.log.Warn("replication: heartbeat failed; no adoption until it succeeds again", "error", err)
+			}
+			blind = true
 			continue
 		}
+		if blind {
+			blind = false
+			r.regainedSight()
+		}
 		r.lookForDead(ctx, q)
+	}
+}
+
+// regainedSight restarts the count of every other replica's silence:
+// while this replica could not write its own heartbeat, it could not see
+// theirs change either (the stream was out of reach, for them too,
+// perhaps), and their silence meanwhile says nothing of them.
+func (r *NATS) regainedSight() {
+	now := r.opts.Now()
+	r.lease.mu.Lock()
+	defer r.lease.mu.Unlock()
+	for k, s := range r.lease.seen {
+		s.at = now
+		r.lease.seen[k] = s
 	}
 }
 

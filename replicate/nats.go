@@ -132,7 +132,8 @@ type NATS struct {
 	// dels are stream sequences waiting to be deleted; delCond wakes the
 	// deleters.
 	dels     []uint64
-	deleting int // deletes in flight
+	deleting int  // deletes in flight
+	abandon  bool // closing, and a delete failed: the rest are not sent
 	delCond  *sync.Cond
 	closed   bool
 
@@ -141,6 +142,7 @@ type NATS struct {
 	removed   atomic.Int64 // records deleted from it
 	localOnly atomic.Int64 // webhooks acknowledged on the local spool alone
 	failures  atomic.Int64 // publish rounds that failed
+	delFailed atomic.Int64 // delete requests that failed
 
 	lease leaseState // lease.go
 
@@ -268,6 +270,14 @@ func (r *NATS) filter(token string) string { return r.opts.Stream + "." + token 
 // Nats-Msg-Id, so a resend stores nothing twice. It implements
 // spool.Replica.
 func (r *NATS) Publish(recs []spool.Replicated) error {
+	if err := r.publish(recs); err != nil {
+		return r.unavailable(err, len(recs))
+	}
+	return nil
+}
+
+// publish stores recs, sending them again until Timeout (see Publish).
+func (r *NATS) publish(recs []spool.Replicated) error {
 	deadline := time.Now().Add(r.opts.Timeout)
 	var failed [][]jetstream.PubAckFuture // tries whose copies may land late
 	for {
@@ -282,12 +292,12 @@ func (r *NATS) Publish(recs []spool.Replicated) error {
 			if !r.opts.Local {
 				go r.unpublish(failed)
 			}
-			return r.unavailable(err, len(recs))
+			return err
 		}
 		select {
 		case <-time.After(min(wait, 100*time.Millisecond)):
 		case <-r.stop:
-			return r.unavailable(err, len(recs))
+			return err
 		}
 	}
 }
@@ -410,8 +420,9 @@ func (r *NATS) Remove(keys []string) {
 const deleters = 16
 
 // deleteLoop sends the pending deletes, one request each (JetStream deletes
-// a message by its sequence); a failed one is logged and left: the copy
-// may be delivered again by an adopter (at-least-once), never lost.
+// a message by its sequence); a failed one is sent again until it is
+// answered or the replication closes: a copy left may be delivered again
+// (at-least-once), never lost.
 func (r *NATS) deleteLoop() {
 	defer r.wg.Done()
 	for {
@@ -419,7 +430,7 @@ func (r *NATS) deleteLoop() {
 		for len(r.dels) == 0 && !r.closed {
 			r.delCond.Wait()
 		}
-		if len(r.dels) == 0 {
+		if len(r.dels) == 0 || r.closed && r.abandon {
 			r.mu.Unlock()
 			return
 		}
@@ -446,7 +457,7 @@ func (r *NATS) Settled() {
 }
 
 func (r *NATS) deleteSeq(seq uint64) {
-	for try := 0; ; try++ {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
 		err := r.stream.DeleteMsg(ctx, seq)
 		cancel()
@@ -454,19 +465,29 @@ func (r *NATS) deleteSeq(seq uint64) {
 			r.removed.Add(1)
 			return
 		}
-		if try == 4 || r.isClosed() {
-			r.log.Warn("replication: deleting a delivered webhook's copy failed; an adopter may deliver it again",
-				"stream", r.opts.Stream, "seq", seq, "error", err)
+		if n := r.delFailed.Add(1); n&(n-1) == 0 { // the 1st, 2nd, 4th, 8th... failure
+			r.log.Warn("replication: deleting a delivered webhook's copy failed; retrying", "stream", r.opts.Stream,
+				"error", err, "failures", n)
+		}
+		r.mu.Lock()
+		if r.closed {
+			// Closing, and the stream does not answer: the deletes left
+			// are not waited for; an adopter, or this replica's next
+			// start, may deliver those webhooks again.
+			if !r.abandon {
+				r.abandon = true
+				r.log.Warn("replication: closing with deletes unsent; those webhooks may be delivered again",
+					"stream", r.opts.Stream, "deletes", len(r.dels)+r.deleting)
+			}
+			r.mu.Unlock()
 			return
 		}
-		time.Sleep(time.Duration(try+1) * 100 * time.Millisecond)
+		r.mu.Unlock()
+		select {
+		case <-time.After(wait):
+		case <-r.stop:
+		}
 	}
-}
-
-func (r *NATS) isClosed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closed
 }
 
 // Close stops the heartbeat and the watch, sends the pending deletes, and

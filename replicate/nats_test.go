@@ -327,3 +327,112 @@ func TestSpoolRefusesAnotherReplicasName(t *testing.T) {
 		t.Fatal("a spool of replica a opened as b")
 	}
 }
+
+func TestLocalOnlyWebhooksAreCopiedAtTheNextStart(t *testing.T) {
+	c := natstest.Start(t, 1)
+	ctx := context.Background()
+	dir := t.TempDir()
+	localMode := func(o *Options) { o.Local = true; o.Timeout = 300 * time.Millisecond }
+	r := connect(t, c.URLs(), "a", localMode)
+	sp := openSpool(t, dir, r, "a")
+	if err := r.Start(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Append(ctx, msg("h.example", 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	c.Servers[0].Kill()
+	for i := 1; i <= 3; i++ {
+		if err := sp.Append(ctx, msg("h.example", i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := r.Status(); s.LocalOnly != 3 {
+		t.Fatalf("status with the stream down: %+v", s)
+	}
+	accepted := local(t, sp)
+	sp.Close()
+	r.Close()
+
+	c.Servers[0].Restart()
+	r2 := connect(t, c.URLs(), "a", localMode)
+	defer r2.Close()
+	sp2 := openSpool(t, dir, r2, "a")
+	defer sp2.Close()
+	if err := r2.Start(ctx, sp2); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "the queue after the restart", local(t, sp2), accepted)
+	equal(t, "the stream after the restart", records(t, r2, "a"), accepted)
+}
+
+func TestNoAdoptionForSilenceWhileTheStreamWasOutOfReach(t *testing.T) {
+	c := natstest.Start(t, 1)
+	ctx := context.Background()
+	clk := &clock{now: time.Now()}
+	ra := connect(t, c.URLs(), "a", nil)
+	defer ra.Close()
+	spA := openSpool(t, t.TempDir(), ra, "a")
+	defer spA.Close()
+	if err := ra.Start(ctx, spA); err != nil {
+		t.Fatal(err)
+	}
+	if err := spA.Append(ctx, msg("h.example", 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	rb := connect(t, c.URLs(), "b", func(o *Options) { o.Now = clk.Now })
+	defer rb.Close()
+	spB := openSpool(t, t.TempDir(), rb, "b")
+	defer spB.Close()
+	if err := rb.Start(ctx, spB); err != nil {
+		t.Fatal(err)
+	}
+	rb.lookForDead(ctx, spB) // sees a's heartbeat
+	// The stream was out of reach for an hour: nobody's heartbeat changed.
+	clk.Add(time.Hour + time.Second)
+	rb.regainedSight()
+	rb.lookForDead(ctx, spB)
+	rb.adopting.Wait()
+	if s := rb.Status(); s.Adoptions != 0 || len(local(t, spB)) != 0 {
+		t.Fatalf("b adopted a right after regaining sight of the stream: %+v", s)
+	}
+	// a stays silent for adopt_after from then on: it is adopted.
+	clk.Add(time.Hour + time.Second)
+	rb.lookForDead(ctx, spB)
+	rb.adopting.Wait()
+	if s := rb.Status(); s.Adoptions != 1 || len(local(t, spB)) != 1 {
+		t.Fatalf("b did not adopt a, silent for adopt_after after sight came back: %+v", s)
+	}
+}
+
+func TestDeletesWaitOutAnOutage(t *testing.T) {
+	c := natstest.Start(t, 1)
+	ctx := context.Background()
+	r := connect(t, c.URLs(), "a", func(o *Options) { o.Timeout = 300 * time.Millisecond })
+	defer r.Close()
+	sp := openSpool(t, t.TempDir(), r, "a")
+	defer sp.Close()
+	if err := r.Start(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	var ms []*spool.Message
+	for i := range 5 {
+		m := msg("h.example", i)
+		if err := sp.Append(ctx, m, 0); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	c.Servers[0].Kill()
+	for _, m := range ms[:3] { // delivered while the stream is down
+		if err := sp.Delete(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Servers[0].Restart()
+	r.Settled()
+	equal(t, "the stream once it is back", records(t, r, "a"), local(t, sp))
+	if s := r.Status(); s.Removed != 3 || s.Lag != 0 {
+		t.Fatalf("status %+v", s)
+	}
+}

@@ -47,6 +47,12 @@ func DecodeRecord(host string, rec []byte) (*Message, error) {
 // Key is the identity of m's record on this spool, as Replicated.Key.
 func (s *Spool) Key(m *Message) string { return Ref{Spool: s.instance, Seq: m.ID}.String() }
 
+// Replicated is the copy of m, a queued message read from this spool, to
+// publish again (one acknowledged on the local spool alone).
+func (s *Spool) Replicated(m *Message) Replicated {
+	return Replicated{Key: s.Key(m), Ref: m.Ref().String(), Host: m.Host, Record: m.record()}
+}
+
 // replicate copies the appends among ops (staged, not yet committed) to
 // the replica; false when the replica refused them.
 func (s *Spool) replicate(ops []op) bool {
