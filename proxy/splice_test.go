@@ -237,7 +237,7 @@ func TestServeCaptureH2(t *testing.T) {
 	p, sp := laneProxy(t, HostPolicy{Connect: config.ConnectMITM, Named: true}, nil, &log)
 	ca, pool := testCA(t)
 	p.SetCA(ca)
-	addr := captureListener(t, p, func(netip.AddrPort) netip.AddrPort { return netip.MustParseAddrPort("127.0.0.1:9") })
+	addr, done := captureListenerDone(t, p, func(netip.AddrPort) netip.AddrPort { return netip.MustParseAddrPort("127.0.0.1:9") })
 	tr := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool},
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -263,4 +263,8 @@ func TestServeCaptureH2(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("an oversized webhook over h2: %s, want 413", resp.Status)
 	}
+	// One h2 connection carried both; the app closes it, and its
+	// ServeCapture returns.
+	tr.CloseIdleConnections()
+	<-done
 }
