@@ -13,7 +13,9 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/egress"
@@ -267,4 +269,36 @@ func TestServeCaptureH2(t *testing.T) {
 	// ServeCapture returns.
 	tr.CloseIdleConnections()
 	<-done
+}
+
+// A probe's verdict is remembered per name and address for probeTTL: the
+// server sees one probe handshake for many connections, and a new one
+// once the verdict is older; a name is probed on its own.
+func TestProbeVerdictRemembered(t *testing.T) {
+	var handshakes atomic.Int64
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			handshakes.Add(1)
+		}
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	dst := srv.Listener.Addr().(*net.TCPAddr).AddrPort()
+	var ps probes
+	now := time.Now()
+	for range 3 {
+		if v := ps.get(context.Background(), dst, "api.example", now); v.label != SpliceClientCert {
+			t.Fatalf("verdict %+v, want %s", v, SpliceClientCert)
+		}
+	}
+	ps.get(context.Background(), dst, "other.example", now)
+	if n := handshakes.Load(); n != 2 {
+		t.Fatalf("%d probes for two names, want 2", n)
+	}
+	ps.get(context.Background(), dst, "api.example", now.Add(probeTTL+time.Second))
+	if n := handshakes.Load(); n != 3 {
+		t.Errorf("%d probes after the verdict expired, want 3", n)
+	}
 }
