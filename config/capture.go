@@ -7,9 +7,10 @@ import (
 )
 
 // CaptureConfig is the capture listener: connections the kernel redirected
-// to it (iptables REDIRECT, see `hookpace capture rules`) are served as if
-// the app had sent them to the proxy: TLS as a CONNECT to the ClientHello's
-// name, plain HTTP as proxy-form requests to their Host.
+// to it (iptables REDIRECT, see `hookpace capture rules`) that can carry a
+// webhook are served as if the app had sent them to the proxy: TLS as a
+// CONNECT to the ClientHello's name, plain HTTP as proxy-form requests to
+// their Host; the rest are spliced to their original destination.
 type CaptureConfig struct {
 	Listen string // host:port; "" = off
 }

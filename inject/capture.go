@@ -55,6 +55,9 @@ type captureBook struct {
 	configMap bool // the ConfigMap named Options.ConfigMap was among the inputs
 	set       bool // inject set capture.listen in it
 	pods      int  // pod templates given the init container
+	// uncovered are ports that the ConfigMap's hosts keys name and
+	// CaptureOptions.Ports leaves alone ("8443").
+	uncovered []string
 }
 
 // checkCapture validates the capture options.
@@ -214,6 +217,7 @@ func (in *Injector) captureConfigMap(obj *yaml.Node, name string) error {
 		return err
 	}
 	root := cfg.root()
+	in.capture.uncovered = uncoveredPorts(get(root, "hosts"), in.o.CaptureOptions.Ports)
 	if cur := str(get(root, "capture"), "listen"); cur != "" {
 		if !strings.HasSuffix(cur, ":"+strconv.Itoa(in.o.CaptureOptions.Port)) {
 			return fmt.Errorf("%s: config.yaml's capture.listen is %q: pass its port as --capture-port", name, cur)
@@ -252,8 +256,34 @@ func (in *Injector) captureNotes(log io.Writer) {
 		fmt.Fprintf(log, "note: --capture: the ConfigMap %q must set capture.listen: %q (the chart: sidecar.capture: true), or the redirected connections are refused\n",
 			in.o.ConfigMap, in.captureListen())
 	}
+	if len(in.capture.uncovered) > 0 {
+		fmt.Fprintf(log, "warning: --capture: the ConfigMap %q names partners on port(s) %s, which --capture-ports %s leaves alone: their webhooks go out unpaced; pass --capture-ports %s,%s\n",
+			in.o.ConfigMap, strings.Join(in.capture.uncovered, ","), c.portList(), c.portList(), strings.Join(in.capture.uncovered, ","))
+	}
 	if _, names := in.excludeCIDRs(); len(names) > 0 {
 		fmt.Fprintf(log, "warning: --capture: %s (--no-proxy) are captured on ports %s all the same (the rules see addresses, not names): pass their ranges with --no-proxy CIDR\n",
 			strings.Join(names, ", "), c.portList())
 	}
+}
+
+// uncoveredPorts are the ports that the keys of hosts (a config's hosts
+// mapping) name and ports does not hold, in order, without repeats.
+func uncoveredPorts(hosts *yaml.Node, ports []int) []string {
+	var out []string
+	if hosts == nil || hosts.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(hosts.Content); i += 2 {
+		k := hosts.Content[i].Value
+		j := strings.LastIndexByte(k, ':')
+		if j < 0 || strings.HasSuffix(k, "]") {
+			continue
+		}
+		p, err := strconv.Atoi(k[j+1:])
+		if err != nil || p <= 0 || p > 65535 || slices.Contains(ports, p) || slices.Contains(out, k[j+1:]) {
+			continue
+		}
+		out = append(out, k[j+1:])
+	}
+	return out
 }

@@ -278,3 +278,24 @@ func workloads(docs []any) []any {
 	}
 	return out
 }
+
+// A ConfigMap whose hosts name a partner on a port --capture-ports
+// leaves alone is warned of, with the flag that covers it.
+func TestCaptureWarnsOfUncoveredPorts(t *testing.T) {
+	o := Defaults()
+	o.Capture = true
+	o.CIDRs = []string{"10.96.0.0/12"}
+	in := strings.Replace(javaApp, "    admin: 127.0.0.1:9090\n",
+		"    admin: 127.0.0.1:9090\n    hosts:\n      \"hooks.other.example:8443\": {rate: 5/s}\n      \"a.example:443\": {rate: 5/s}\n      \"b.example\": {rate: 5/s}\n", 1)
+	_, log, err := injectBytes(t, o, []byte(in))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	if !strings.Contains(log, `the ConfigMap "hookpace" names partners on port(s) 8443`) || !strings.Contains(log, "pass --capture-ports 80,443,8443") {
+		t.Errorf("no warning of the partner on 8443:\n%s", log)
+	}
+	o.CaptureOptions.Ports = []int{80, 443, 8443}
+	if _, log, _ := injectBytes(t, o, []byte(in)); strings.Contains(log, "names partners on port(s)") {
+		t.Errorf("warned with 8443 captured:\n%s", log)
+	}
+}

@@ -80,9 +80,9 @@ func (ps *probes) get(ctx context.Context, dst netip.AddrPort, name string, now 
 	ps.m[key] = v
 	ps.mu.Unlock()
 	label, why, err := probe(ctx, dst, name)
-	v.label, v.why, v.until = label, why, time.Now().Add(probeTTL)
+	v.label, v.why, v.until = label, why, now.Add(probeTTL)
 	if err != nil {
-		v.until = time.Now().Add(probeRetry)
+		v.until = now.Add(probeRetry)
 	}
 	close(v.done)
 	return v

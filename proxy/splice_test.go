@@ -13,7 +13,9 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/egress"
@@ -237,7 +239,7 @@ func TestServeCaptureH2(t *testing.T) {
 	p, sp := laneProxy(t, HostPolicy{Connect: config.ConnectMITM, Named: true}, nil, &log)
 	ca, pool := testCA(t)
 	p.SetCA(ca)
-	addr := captureListener(t, p, func(netip.AddrPort) netip.AddrPort { return netip.MustParseAddrPort("127.0.0.1:9") })
+	addr, done := captureListenerDone(t, p, func(netip.AddrPort) netip.AddrPort { return netip.MustParseAddrPort("127.0.0.1:9") })
 	tr := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool},
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -262,5 +264,41 @@ func TestServeCaptureH2(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("an oversized webhook over h2: %s, want 413", resp.Status)
+	}
+	// One h2 connection carried both; the app closes it, and its
+	// ServeCapture returns.
+	tr.CloseIdleConnections()
+	<-done
+}
+
+// A probe's verdict is remembered per name and address for probeTTL: the
+// server sees one probe handshake for many connections, and a new one
+// once the verdict is older; a name is probed on its own.
+func TestProbeVerdictRemembered(t *testing.T) {
+	var handshakes atomic.Int64
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			handshakes.Add(1)
+		}
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	dst := srv.Listener.Addr().(*net.TCPAddr).AddrPort()
+	var ps probes
+	now := time.Now()
+	for range 3 {
+		if v := ps.get(context.Background(), dst, "api.example", now); v.label != SpliceClientCert {
+			t.Fatalf("verdict %+v, want %s", v, SpliceClientCert)
+		}
+	}
+	ps.get(context.Background(), dst, "other.example", now)
+	if n := handshakes.Load(); n != 2 {
+		t.Fatalf("%d probes for two names, want 2", n)
+	}
+	ps.get(context.Background(), dst, "api.example", now.Add(probeTTL+time.Second))
+	if n := handshakes.Load(); n != 3 {
+		t.Errorf("%d probes after the verdict expired, want 3", n)
 	}
 }

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/elazarl/goproxy"
-	"golang.org/x/net/http2"
 
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/mitm"
@@ -311,15 +310,21 @@ func (p *Proxy) serveInside(t *tunnel, c net.Conn, scheme string) {
 
 // serveInsideH2 serves HTTP/2 inside an intercepted captured connection
 // (the app chose h2 in the handshake), each stream's request as
-// serveInside serves one, under the same limits.
-func (p *Proxy) serveInsideH2(t *tunnel, c net.Conn) {
-	h := p.insideHandler(t, "https")
-	srv := innerServer(t.req, h)
+// serveInside serves one, under the same limits. net/http serves h2 on a
+// *tls.Conn that negotiated it, so the listener hands out c itself and
+// learns of its end from ConnState.
+func (p *Proxy) serveInsideH2(t *tunnel, c *tls.Conn) {
+	srv := innerServer(t.req, p.insideHandler(t, "https"))
 	if srv.ErrorLog == nil {
 		srv.ErrorLog = slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
 	}
-	defer c.Close()
-	(&http2.Server{IdleTimeout: srv.IdleTimeout}).ServeConn(c, &http2.ServeConnOpts{Context: t.req.Context(), BaseConfig: srv, Handler: h})
+	l := &oneConnListener{conn: c, closed: make(chan struct{})}
+	srv.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed || s == http.StateHijacked {
+			l.Close()
+		}
+	}
+	srv.Serve(l)
 }
 
 // insideHandler makes each request read inside tunnel t absolute-form
