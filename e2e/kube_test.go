@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,17 +193,39 @@ func TestKubeAPIServer(t *testing.T) {
 			if err != nil {
 				t.Fatalf("helm %v: %v", args, err)
 			}
+			var injectorCA string // the injector Secret's ca.crt, as applied
 			for _, obj := range objects(t, out) {
 				if code, b := apply(c, "chart", obj, true); code != 200 && code != 201 {
 					t.Errorf("%v: %s/%v refused: %d %s", sets, obj["kind"], obj["metadata"].(map[string]any)["name"], code, b)
+				}
+				if obj["kind"] == "Secret" && obj["metadata"].(map[string]any)["name"] == "rel-hookpace-injector-tls" {
+					// Stored, as an earlier install of the release left it.
+					meta := obj["metadata"].(map[string]any)
+					meta["labels"].(map[string]any)["app.kubernetes.io/managed-by"] = "Helm"
+					meta["annotations"] = map[string]any{"meta.helm.sh/release-name": "rel", "meta.helm.sh/release-namespace": "chart"}
+					if code, b := apply(c, "chart", obj, false); code != 200 && code != 201 {
+						t.Fatalf("the injector's Secret: %d %s", code, b)
+					}
+					injectorCA, _ = obj["data"].(map[string]any)["ca.crt"].(string)
 				}
 			}
 			// helm's own check against the server: its lookups (the
 			// injector's certificate, the gateway's users) and schema.
 			args[0] = "install"
 			args = append(args, "--dry-run=server", "--kubeconfig", c.Kubeconfig())
-			if out, err := exec.Command(helmBin(t), args...).CombinedOutput(); err != nil {
+			out, err = exec.Command(helmBin(t), args...).CombinedOutput()
+			if err != nil {
 				t.Errorf("helm %v: %v\n%s", args, err, out)
+			}
+			// An upgrade keeps the injector's CA: the webhook's caBundle
+			// and the Secret are the ones in the cluster (lookup), not new.
+			if injectorCA != "" {
+				if n := bytes.Count(out, []byte("caBundle: "+injectorCA+"\n")); n == 0 || n != bytes.Count(out, []byte("caBundle: ")) ||
+					bytes.Count(out, []byte("ca.crt: "+injectorCA+"\n")) != 1 {
+					t.Errorf("helm %v: the injector's CA of the cluster (%.120s) in %d caBundle: want it kept across an upgrade\n%s", args, injectorCA, n, out)
+				}
+			} else if slices.Contains(sets, "injector.enabled=true") {
+				t.Errorf("%v: no injector Secret with a ca.crt in helm template's output", sets)
 			}
 		}
 	})
