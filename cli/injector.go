@@ -11,6 +11,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path"
+	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -18,16 +21,21 @@ import (
 	"github.com/hookpace/hookpace/injector"
 )
 
+// injectorMemoryLimit is the injector's soft Go memory limit unless
+// GOMEMLIMIT says otherwise: half the chart's 128 MiB limit.
+const injectorMemoryLimit = 64 << 20
+
 // injectorCmd serves the admission webhook until SIGTERM or SIGINT.
 func injectorCmd(args []string, stderr io.Writer) error {
 	o := inject.Defaults()
 	fs := newFlags("injector")
-	var cidrs, services listFlag
+	var cidrs, services, spoolDirs listFlag
 	listen := fs.String("listen", ":8443", "`ADDR` to serve HTTPS on")
 	certFile := fs.String("tls-cert", "", "serving certificate `FILE` (PEM), for the webhook's Service name")
 	keyFile := fs.String("tls-key", "", "its key `FILE` (PEM)")
 	ns := fs.String("namespace", os.Getenv("POD_NAMESPACE"), "the injector's own `NAMESPACE`, whose pods are never injected (default $POD_NAMESPACE)")
 	fs.BoolVar(&o.HandoffConfigured, "handoff-configured", false, "the ConfigMap's config.yaml sets shutdown.handoff (Jobs' pods are then injected)")
+	fs.Var(&spoolDirs, "allow-spool-dir", "a `DIR` a Pod's hookpace.dev/spool-dir annotation may name besides --spool-dir (repeatable)")
 	injectFlags(fs, &o, &cidrs, &services)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -42,6 +50,17 @@ func injectorCmd(args []string, stderr io.Writer) error {
 	if _, err := inject.New(o); err != nil {
 		return err
 	}
+	for i, d := range spoolDirs {
+		if !strings.HasPrefix(d, "/") {
+			return usageError{fmt.Sprintf("--allow-spool-dir %q: want an absolute path", d)}
+		}
+		spoolDirs[i] = path.Clean(d)
+	}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		// A review's work is garbage at once: collect it before the heap
+		// doubles, so that the injector's peak stays near what it holds.
+		debug.SetMemoryLimit(injectorMemoryLimit)
+	}
 	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
 	if err != nil {
 		return fmt.Errorf("loading the serving certificate: %w", err)
@@ -52,7 +71,7 @@ func injectorCmd(args []string, stderr io.Writer) error {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           injector.Handler(injector.Options{Inject: o, Namespace: *ns, SetOption: InjectOption, Log: log}),
+		Handler:           injector.Handler(injector.Options{Inject: o, Namespace: *ns, SpoolDirs: spoolDirs, SetOption: InjectOption, Log: log}),
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

@@ -19,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 
@@ -43,12 +44,25 @@ const (
 	OptionPrefix = "hookpace.dev/"
 
 	maxReview = 4 << 20 // bytes of one AdmissionReview read
+
+	// MaxContainers and MaxEnv bound the Pod the injector builds a patch
+	// for (containers of every kind; env entries of them all): inject
+	// holds the Pod as a YAML tree, whose memory and time grow with them.
+	// A larger Pod is refused at once with the reason, so that one review
+	// never takes the injector past its memory limit (with failurePolicy
+	// Ignore, other Pods would be created without the sidecar meanwhile).
+	MaxContainers = 256
+	MaxEnv        = 4096
+	// MaxPodBytes bounds the Pod's JSON for the same reason: long values
+	// cost as many entries do.
+	MaxPodBytes = 512 << 10
 )
 
-// fixed are inject's flags a Pod cannot set: the image is the cluster's
-// choice, and the others edit what a Pod does not have (the ConfigMap,
-// a StatefulSet's claim templates).
-var fixed = []string{"image", "fleet-redis", "spool-volume-claim"}
+// fixed are inject's flags a Pod cannot set: the images are the
+// cluster's choice (the capture init container runs as root with
+// NET_ADMIN and NET_RAW), and the others edit what a Pod does not have
+// (the ConfigMap, a StatefulSet's claim templates).
+var fixed = []string{"image", "capture-image", "fleet-redis", "spool-volume-claim"}
 
 // Options configure the webhook.
 type Options struct {
@@ -56,6 +70,10 @@ type Options struct {
 	Inject inject.Options
 	// Namespace is the injector's own: its Pods are never injected.
 	Namespace string
+	// SpoolDirs are the directories a Pod's hookpace.dev/spool-dir may
+	// name, besides Inject.SpoolDir: the sidecar mounts its spool volume
+	// there, in the Pod's own filesystem.
+	SpoolDirs []string
 	// SetOption sets inject's flag name to value in o, as the command
 	// line would (an error for an unknown name or a bad value).
 	SetOption func(o *inject.Options, name, value string) error
@@ -108,6 +126,7 @@ func (o Options) decide(req *admissionv1.AdmissionRequest, byNamespace bool) *ad
 	}
 	var meta struct {
 		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     podSize           `json:"spec"`
 	}
 	if err := json.Unmarshal(req.Object.Raw, &meta); err != nil {
 		log("deny", "the Pod does not decode", "error", err)
@@ -136,6 +155,16 @@ func (o Options) decide(req *admissionv1.AdmissionRequest, byNamespace bool) *ad
 		// manifest's owner chose those parts and upgrades them there.
 		log("skip", "already injected ("+inject.Annotation+")")
 		return allow
+	}
+	if why := meta.Spec.tooLarge(); why != "" {
+		log("deny", "too large", "error", why)
+		return deny("hookpace injector: " + why)
+	}
+	if n := len(req.Object.Raw); n > MaxPodBytes {
+		why := fmt.Sprintf("the Pod is %d bytes of JSON, more than the %d the injector handles: inject it with hookpace inject, or leave it uninjected (label %s=%s)",
+			n, MaxPodBytes, LabelKey, LabelDisabled)
+		log("deny", "too large", "error", why)
+		return deny("hookpace injector: " + why)
 	}
 	opts, err := o.options(meta.Metadata.Annotations)
 	if err != nil {
@@ -185,8 +214,50 @@ func (o Options) options(annotations map[string]string) (inject.Options, error) 
 		if err := o.SetOption(&opts, name, annotations[k]); err != nil {
 			return opts, fmt.Errorf("annotation %s: %w", k, err)
 		}
+		if name == "spool-dir" {
+			d := path.Clean(opts.SpoolDir)
+			if d != path.Clean(o.Inject.SpoolDir) && !slices.Contains(o.SpoolDirs, d) {
+				return opts, fmt.Errorf("annotation %s: %q is not a spool directory the injector allows (%s; the injector's --allow-spool-dir adds one)",
+					k, annotations[k], strings.Join(append([]string{o.Inject.SpoolDir}, o.SpoolDirs...), ", "))
+			}
+			opts.SpoolDir = d
+		}
 	}
 	return opts, nil
+}
+
+// podSize is what of a Pod's spec bounds the work of injecting it: its
+// containers of every kind and their env entries, each decoded to
+// nothing but its count.
+type podSize struct {
+	Containers          []sizedContainer `json:"containers"`
+	InitContainers      []sizedContainer `json:"initContainers"`
+	EphemeralContainers []sizedContainer `json:"ephemeralContainers"`
+}
+
+type sizedContainer struct {
+	Env     []struct{} `json:"env"`
+	EnvFrom []struct{} `json:"envFrom"`
+}
+
+// tooLarge says why the Pod is past MaxContainers or MaxEnv, or "".
+func (p podSize) tooLarge() string {
+	containers, env := 0, 0
+	for _, cs := range [][]sizedContainer{p.Containers, p.InitContainers, p.EphemeralContainers} {
+		containers += len(cs)
+		for _, c := range cs {
+			env += len(c.Env) + len(c.EnvFrom)
+		}
+	}
+	switch {
+	case containers > MaxContainers:
+		return fmt.Sprintf("the Pod has %d containers, more than the %d the injector handles: inject it with hookpace inject, or leave it uninjected (label %s=%s)",
+			containers, MaxContainers, LabelKey, LabelDisabled)
+	case env > MaxEnv:
+		return fmt.Sprintf("the Pod's containers have %d env entries, more than the %d the injector handles: inject it with hookpace inject, or leave it uninjected (label %s=%s)",
+			env, MaxEnv, LabelKey, LabelDisabled)
+	}
+	return ""
 }
 
 // Patch is the JSONPatch that turns the Pod pod (JSON) into what

@@ -37,7 +37,7 @@ func server(t *testing.T) *httptest.Server {
 	o := inject.Defaults()
 	o.Image = "reg/hookpace:0.2.0"
 	srv := httptest.NewTLSServer(injector.Handler(injector.Options{Inject: o, Namespace: "hookpace-system",
-		SetOption: cli.InjectOption, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+		SpoolDirs: []string{"/data/hookpace"}, SetOption: cli.InjectOption, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -175,6 +175,11 @@ func TestRefused(t *testing.T) {
 		{"unknown option", pod(`,"hookpace.dev/inject":"enabled"`, `,"hookpace.dev/jvm":"true"`), "hookpace.dev/jvm"},
 		{"bad value", pod(`,"hookpace.dev/inject":"enabled"`, `,"hookpace.dev/memory-limit":"lots"`), "memory-limit"},
 		{"image", pod(`,"hookpace.dev/inject":"enabled"`, `,"hookpace.dev/image":"evil/hookpace"`), "every pod"},
+		{"capture image", pod(`,"hookpace.dev/inject":"enabled"`, `,"hookpace.dev/capture-image":"evil/iptables"`), "--capture-image applies to every pod"},
+		{"spool dir", pod(`,"hookpace.dev/inject":"enabled"`, `,"hookpace.dev/spool-dir":"/etc"`), `"/etc" is not a spool directory the injector allows`},
+		{"spool dir climbing", pod(`,"hookpace.dev/inject":"enabled"`, `,"hookpace.dev/spool-dir":"/data/hookpace/../../etc"`), "not a spool directory"},
+		{"containers", bigPod(injector.MaxContainers+1, 1), "257 containers, more than the 256"},
+		{"env", bigPod(4, injector.MaxEnv/4+1), "4100 env entries, more than the 4096"},
 		{"job", jobPod, "--accept-loss"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,6 +188,10 @@ func TestRefused(t *testing.T) {
 				t.Errorf("%+v: want denied saying %q", resp.Result, tc.want)
 			}
 		})
+	}
+	allowed := pod(`,"hookpace.dev/inject":"enabled"`, `,"hookpace.dev/spool-dir":"/data/hookpace/"`)
+	if resp := post(t, srv, injector.PathLabel, "shop", allowed); !resp.Allowed || !strings.Contains(string(resp.Patch), `"mountPath":"/data/hookpace"`) {
+		t.Errorf("an allowed hookpace.dev/spool-dir: %+v %s", resp.Result, resp.Patch)
 	}
 	jobOK := bytes.Replace(jobPod, []byte(`"team":"payments"`), []byte(`"team":"payments","hookpace.dev/accept-loss":"true"`), 1)
 	if resp := post(t, srv, injector.PathLabel, "shop", jobOK); !resp.Allowed || len(resp.Patch) == 0 {
