@@ -90,6 +90,7 @@ type answer struct {
 	status int    // 0: no answer
 	closed bool   // the connection was closed after it
 	err    string // why there was no answer
+	at     time.Time
 }
 
 // sendRaw writes raw on a new connection of d (while reading, so that a
@@ -102,6 +103,7 @@ func sendRaw(d conformanceDoor, raw string) answer {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second)) // a hang guard, not an assertion
+	start := time.Now()
 	go io.WriteString(c, raw)
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
@@ -113,12 +115,18 @@ func sendRaw(d conformanceDoor, raw string) answer {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	a := answer{status: resp.StatusCode}
+	a := answer{status: resp.StatusCode, at: time.Now()}
+	if took := a.at.Sub(start); took > 2*time.Second {
+		a.err = fmt.Sprintf("answered after %v", took.Round(time.Millisecond))
+	}
 	if resp.StatusCode >= 400 {
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		_, err := io.Copy(io.Discard, br)
 		var ne net.Error
 		a.closed = !(errors.As(err, &ne) && ne.Timeout())
+		if took := time.Since(a.at); took > 2*time.Second {
+			a.err = fmt.Sprintf("closed %v after the answer", took.Round(time.Millisecond))
+		}
 	}
 	return a
 }
@@ -137,92 +145,119 @@ func TestConformance(t *testing.T) {
 		d := doors[name]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			accepted := map[string]string{} // path → the body it must arrive with
-			var refused []string
-			for _, tc := range conformanceCases {
-				if tc.doors != "" && !strings.Contains(","+tc.doors+",", ","+name+",") {
-					continue
-				}
-				p := "/conf/" + name + "/" + tc.name
-				raw := strings.NewReplacer("{T}", d.target(p)+tc.suffix, "{H}", d.host).Replace(tc.raw)
-				a := sendRaw(d, raw)
-				switch {
-				case a.status >= 200 && a.status < 300:
-					if tc.refuse {
-						t.Errorf("%s: acknowledged (%d), must be refused", tc.name, a.status)
-					}
-					accepted[p] = tc.want
-				case a.status >= 400 && a.status < 500 || a.status == http.StatusNotImplemented:
-					if !a.closed {
-						t.Errorf("%s: refused (%d) but the connection was left open", tc.name, a.status)
-					}
-					if !tc.refuse && tc.want != "" {
-						t.Logf("%s: refused (%d), the door's choice", tc.name, a.status)
-					}
-					refused = append(refused, p)
-				case a.status == 0:
-					t.Errorf("%s: no answer: %s", tc.name, a.err)
-				default:
-					t.Errorf("%s: answered %d: neither a refusal nor an acknowledgement", tc.name, a.status)
-				}
-			}
-			// A plain webhook after all of them: its host is not stalled.
-			after := "/conf/" + name + "/after"
-			sent := time.Now()
-			plain := "POST " + d.target(after) + " HTTP/1.1\r\nHost: " + d.host + "\r\nContent-Length: 5\r\nConnection: close\r\n\r\n" + hello
-			if a := sendRaw(d, plain); a.status < 200 || a.status >= 300 {
-				t.Fatalf("the plain webhook after the cases: %+v", a)
-			}
-			accepted[after] = hello
-			arrived := func(p string) []Arrival {
-				var out []Arrival
-				for _, a := range d.rc.Arrivals() {
-					if pathOf(a.Path) == p {
-						out = append(out, a)
-					}
+			checkConformance(t, name, d, func(raws []string) []answer {
+				out := make([]answer, len(raws))
+				for i, raw := range raws {
+					out[i] = sendRaw(d, raw)
 				}
 				return out
-			}
-			Poll(t, 5*time.Second, "the plain webhook sent after the cases", func() bool { return len(arrived(after)) > 0 })
-			if took := arrived(after)[0].At.Sub(sent); took > 5*time.Second {
-				t.Errorf("the plain webhook sent after the cases arrived %v after it was sent, want within 5 s", took)
-			}
-			t.Logf("the plain webhook arrived %v after it was sent; %d cases acknowledged, %d refused",
-				arrived(after)[0].At.Sub(sent).Round(time.Millisecond), len(accepted)-1, len(refused))
-			Poll(t, 30*time.Second, "every acknowledged case delivered", func() bool {
-				for p := range accepted {
-					if len(arrived(p)) == 0 {
-						return false
-					}
-				}
-				return true
 			})
-			for p, want := range accepted {
-				got := arrived(p)
-				if len(got) != 1 || !bytes.Equal(got[0].Body, []byte(want)) {
-					var bodies []string
-					for _, a := range got {
-						bodies = append(bodies, fmt.Sprintf("%q", a.Body))
-					}
-					t.Errorf("%s: acknowledged with %q, delivered %d times: %s", p, want, len(got), strings.Join(bodies, ", "))
-				}
-			}
-			for _, p := range refused {
-				if n := len(arrived(p)); n > 0 {
-					t.Errorf("%s: refused at the door, yet delivered %d times", p, n)
-				}
-			}
-			for _, a := range d.rc.Arrivals() {
-				for k := range a.Header {
-					switch strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(k)) {
-					case "transferencoding", "contentlength", "host", "connection", "upgrade", "te":
-						if !strings.EqualFold(k, "Content-Length") {
-							t.Errorf("%s reached the partner with %s: %q", a.Path, k, a.Header[k])
-						}
-					}
-				}
-			}
 		})
+	}
+}
+
+// checkConformance sends every case of the table for door name (with
+// send, in order, each on a new connection, then a plain webhook) and
+// checks what the door answered and what reached d.rc.
+func checkConformance(t *testing.T, name string, d conformanceDoor, send func(raws []string) []answer) {
+	t.Helper()
+	var cases []conformanceCase
+	var raws, paths []string
+	for _, tc := range conformanceCases {
+		if tc.doors != "" && !strings.Contains(","+tc.doors+",", ","+name+",") {
+			continue
+		}
+		p := "/conf/" + name + "/" + tc.name
+		cases = append(cases, tc)
+		paths = append(paths, p)
+		raws = append(raws, strings.NewReplacer("{T}", d.target(p)+tc.suffix, "{H}", d.host).Replace(tc.raw))
+	}
+	// A plain webhook after all of them: its host is not stalled.
+	after := "/conf/" + name + "/after"
+	raws = append(raws, "POST "+d.target(after)+" HTTP/1.1\r\nHost: "+d.host+"\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"+hello)
+	answers := send(raws)
+	if len(answers) != len(raws) {
+		t.Fatalf("%d answers to %d requests", len(answers), len(raws))
+	}
+	sent := answers[len(cases)].at
+	if a := answers[len(cases)]; a.status < 200 || a.status >= 300 {
+		t.Fatalf("the plain webhook after the cases: %+v", a)
+	}
+	accepted := map[string]string{after: hello} // path → the body it must arrive with
+	var refused []string
+	for i, tc := range cases {
+		a, p := answers[i], paths[i]
+		if a.status != 0 && a.err != "" {
+			t.Logf("%s: %d %s", tc.name, a.status, a.err)
+		}
+		switch {
+		case a.status >= 200 && a.status < 300:
+			if tc.refuse {
+				t.Errorf("%s: acknowledged (%d), must be refused", tc.name, a.status)
+			}
+			accepted[p] = tc.want
+		case a.status >= 400 && a.status < 500 || a.status == http.StatusNotImplemented:
+			if !a.closed {
+				t.Errorf("%s: refused (%d) but the connection was left open", tc.name, a.status)
+			}
+			if !tc.refuse && tc.want != "" {
+				t.Logf("%s: refused (%d), the door's choice", tc.name, a.status)
+			}
+			refused = append(refused, p)
+		case a.status == 0:
+			t.Errorf("%s: no answer: %s", tc.name, a.err)
+		default:
+			t.Errorf("%s: answered %d: neither a refusal nor an acknowledgement", tc.name, a.status)
+		}
+	}
+	arrived := func(p string) []Arrival {
+		var out []Arrival
+		for _, a := range d.rc.Arrivals() {
+			if pathOf(a.Path) == p {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	Poll(t, 5*time.Second, "the plain webhook sent after the cases", func() bool { return len(arrived(after)) > 0 })
+	took := arrived(after)[0].At.Sub(sent)
+	if took > 5*time.Second {
+		t.Errorf("the plain webhook sent after the cases arrived %v after its 202, want within 5 s", took)
+	}
+	t.Logf("the plain webhook arrived %v after its 202; %d cases acknowledged, %d refused",
+		took.Round(time.Millisecond), len(accepted)-1, len(refused))
+	Poll(t, 30*time.Second, "every acknowledged case delivered", func() bool {
+		for p := range accepted {
+			if len(arrived(p)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for p, want := range accepted {
+		got := arrived(p)
+		if len(got) != 1 || !bytes.Equal(got[0].Body, []byte(want)) {
+			var bodies []string
+			for _, a := range got {
+				bodies = append(bodies, fmt.Sprintf("%q", a.Body))
+			}
+			t.Errorf("%s: acknowledged with %q, delivered %d times: %s", p, want, len(got), strings.Join(bodies, ", "))
+		}
+	}
+	for _, p := range refused {
+		if n := len(arrived(p)); n > 0 {
+			t.Errorf("%s: refused at the door, yet delivered %d times", p, n)
+		}
+	}
+	for _, a := range d.rc.Arrivals() {
+		for k := range a.Header {
+			switch strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(k)) {
+			case "transferencoding", "contentlength", "host", "connection", "upgrade", "te":
+				if !strings.EqualFold(k, "Content-Length") {
+					t.Errorf("%s reached the partner with %s: %q", a.Path, k, a.Header[k])
+				}
+			}
+		}
 	}
 }
 
