@@ -529,6 +529,10 @@ type Status struct {
 	Adoptions    int64    `json:"adoptions"`        // finished since the start
 	Adopted      int64    `json:"adopted"`          // webhooks taken from adopted queues
 	Dropped      int64    `json:"dropped_at_start"` // local webhooks dropped at the start: another replica delivered them
+	// LeaseLost: another replica adopted this one's queue while it ran
+	// (cut off from the stream for adopt_after); a restart drops what it
+	// adopted.
+	LeaseLost bool `json:"lease_lost,omitempty"`
 }
 
 // Status reports the replication's state.
