@@ -85,14 +85,23 @@ func (r *NATS) Start(ctx context.Context, q Queue) error {
 		r.wg.Add(1)
 		go r.deleteLoop()
 	}
-	if err := r.beat(ctx); err != nil {
-		return fmt.Errorf("replication heartbeat: %w", err)
-	}
-	epoch, authoritative, err := r.takeOwn(ctx, q)
+	var epoch uint64
+	var authoritative bool
+	// Leaders being elected (a cluster just started, or a server lost)
+	// fail requests for a few seconds: the start is tried again for up to
+	// 30 s.
+	err := r.retry(ctx, func() error {
+		if err := r.beat(ctx); err != nil {
+			return fmt.Errorf("replication heartbeat: %w", err)
+		}
+		var err error
+		epoch, authoritative, err = r.takeOwn(ctx, q)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	if err := r.reconcile(ctx, q, authoritative); err != nil {
+	if err := r.retry(ctx, func() error { return r.reconcile(ctx, q, authoritative) }); err != nil {
 		return err
 	}
 	if err := q.SetReplicaEpoch(epoch); err != nil {
@@ -106,6 +115,23 @@ func (r *NATS) Start(ctx context.Context, q Queue) error {
 	r.wg.Add(1)
 	go r.watch(q)
 	return nil
+}
+
+// retry calls fn until it succeeds, for up to max(30 s, 4 × Timeout).
+func (r *NATS) retry(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(max(30*time.Second, 4*r.opts.Timeout))
+	for {
+		err := fn()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		r.log.Warn("replication: the stream is not ready yet; trying again", "error", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // takeOwn takes this replica's own lease, raising its epoch. The stream is
