@@ -139,6 +139,10 @@ func TestReplicatedQueueSurvivesLosingItsNode(t *testing.T) {
 	if r := replicationOf(t, b); r.Adopted != n {
 		t.Fatalf("b adopted %d webhooks, want %d", r.Adopted, n)
 	}
+	out, err := b.CLI("status")
+	if err != nil || !strings.Contains(out, "replication: stream hookpace (R3), replica b") || !strings.Contains(out, "1 adoptions, 2000 webhooks adopted") {
+		t.Fatalf("hookpace status at b: %v\n%s", err, out)
+	}
 	if out, err := b.CLI("resume", rc.Host()); err != nil {
 		t.Fatalf("hookpace resume at b: %v\n%s", err, out)
 	}
