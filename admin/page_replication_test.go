@@ -22,6 +22,8 @@ func TestPageReplication(t *testing.T) {
 			line: "Replicated to NATS stream hookpace (R3) as replica b · unreachable: webhooks are refused (503)", degraded: true},
 		{name: "local", status: &replicate.Status{Stream: "hookpace", Replicas: 3, Replica: "b", OnUnavailable: "local", LocalOnly: 12},
 			line: "Replicated to NATS stream hookpace (R3) as replica b · unreachable: webhooks are acknowledged on this node alone · 12 on this node alone", degraded: true},
+		{name: "lease lost", status: &replicate.Status{Stream: "hookpace", Replicas: 3, Replica: "a", Reachable: true, LeaseLost: true},
+			line: "Replicated to NATS stream hookpace (R3) as replica a · reachable: a 202 is a copy off this node · lease lost: another replica adopted this queue while hookpace ran; restart it", degraded: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t)

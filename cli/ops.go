@@ -316,6 +316,9 @@ func printReplication(out io.Writer, r *replicate.Status) {
 	fmt.Fprintf(out, "replication: stream %s (R%d), replica %s, epoch %d, %s\n", r.Stream, r.Replicas, r.Replica, r.Epoch, state)
 	fmt.Fprintf(out, "  published %d, deleted %d, deletes pending %d, failed rounds %d, local only %d\n",
 		r.Published, r.Removed, r.Lag, r.FailedRounds, r.LocalOnly)
+	if r.LeaseLost {
+		fmt.Fprintf(out, "  LEASE LOST: another replica adopted this one's queue while it ran; restart hookpace to drop what it adopted\n")
+	}
 	fmt.Fprintf(out, "  leases %s; adopting %d now; %d adoptions, %d webhooks adopted\n\n",
 		strings.Join(r.Leases, ", "), len(r.Adopting), r.Adoptions, r.Adopted)
 }

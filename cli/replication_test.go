@@ -19,6 +19,8 @@ func TestPrintReplicationSaysWhatA202Means(t *testing.T) {
 			[]string{"UNREACHABLE: webhooks are refused"}},
 		{replicate.Status{Stream: "hookpace", Replicas: 3, Replica: "a", OnUnavailable: "local", LocalOnly: 7},
 			[]string{"UNREACHABLE: webhooks are acknowledged on the local spool alone", "local only 7"}},
+		{replicate.Status{Stream: "hookpace", Replicas: 3, Replica: "a", Reachable: true, LeaseLost: true},
+			[]string{"LEASE LOST: another replica adopted this one's queue while it ran"}},
 	} {
 		var b strings.Builder
 		printReplication(&b, &tc.s)

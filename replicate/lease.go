@@ -49,6 +49,7 @@ type leaseState struct {
 	adoptions int64
 	adopted   int64
 	dropped   int64
+	lost      bool // another replica took this one's lease while it ran
 	// seen is, per other replica, its heartbeat's last revision and when
 	// this replica saw it change (by its own clock: replicas' clocks never
 	// meet).
@@ -67,6 +68,10 @@ func (l *leaseState) status(s *Status) {
 	s.Leases = append([]string{s.Replica}, l.held...)
 	s.Adopting = slices.Clone(l.held)
 	s.Adoptions, s.Adopted, s.Dropped = l.adoptions, l.adopted, l.dropped
+	s.LeaseLost = l.lost
+	if l.lost {
+		s.Leases = slices.Clone(l.held)
+	}
 }
 
 // Start takes this replica's lease and reconciles the local queue with the
@@ -80,14 +85,23 @@ func (r *NATS) Start(ctx context.Context, q Queue) error {
 		r.wg.Add(1)
 		go r.deleteLoop()
 	}
-	if err := r.beat(ctx); err != nil {
-		return fmt.Errorf("replication heartbeat: %w", err)
-	}
-	epoch, authoritative, err := r.takeOwn(ctx, q)
+	var epoch uint64
+	var authoritative bool
+	// Leaders being elected (a cluster just started, or a server lost)
+	// fail requests for a few seconds: the start is tried again for up to
+	// 30 s.
+	err := r.retry(ctx, func() error {
+		if err := r.beat(ctx); err != nil {
+			return fmt.Errorf("replication heartbeat: %w", err)
+		}
+		var err error
+		epoch, authoritative, err = r.takeOwn(ctx, q)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	if err := r.reconcile(ctx, q, authoritative); err != nil {
+	if err := r.retry(ctx, func() error { return r.reconcile(ctx, q, authoritative) }); err != nil {
 		return err
 	}
 	if err := q.SetReplicaEpoch(epoch); err != nil {
@@ -101,6 +115,23 @@ func (r *NATS) Start(ctx context.Context, q Queue) error {
 	r.wg.Add(1)
 	go r.watch(q)
 	return nil
+}
+
+// retry calls fn until it succeeds, for up to max(30 s, 4 × Timeout).
+func (r *NATS) retry(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(max(30*time.Second, 4*r.opts.Timeout))
+	for {
+		err := fn()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		r.log.Warn("replication: the stream is not ready yet; trying again", "error", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // takeOwn takes this replica's own lease, raising its epoch. The stream is
@@ -473,7 +504,36 @@ func (r *NATS) watch(q Queue) {
 			blind = false
 			r.regainedSight()
 		}
+		r.checkOwn(ctx)
 		r.lookForDead(ctx, q)
+	}
+}
+
+// checkOwn looks at this replica's own lease: another replica takes it
+// only when this one was silent for adopt_after (cut off from the stream,
+// or stopped). Its local queue then holds webhooks the adopter delivers
+// too: the replica says so, loudly, once; its next start drops them.
+func (r *NATS) checkOwn(ctx context.Context) {
+	e, err := r.leases.Get(ctx, leaseKey(r.token))
+	if err != nil {
+		return
+	}
+	var l lease
+	if json.Unmarshal(e.Value(), &l) != nil {
+		return
+	}
+	r.lease.mu.Lock()
+	lost := (l.Holder != r.token || l.Epoch != r.lease.epoch) && !r.lease.lost
+	if lost {
+		r.lease.lost = true
+	}
+	r.lease.mu.Unlock()
+	if lost {
+		by := firstOf(l.AdoptedBy, l.Holder)
+		r.log.Error("replication: another replica adopted this one's queue while it ran (it was cut off from the stream "+
+			"for adopt_after); webhooks queued here may be delivered twice; restart hookpace to drop what was adopted",
+			"adopted_by", by, "epoch", l.Epoch)
+		r.opts.Emit("replica.lease_lost", map[string]any{"replica": r.token, "adopted_by": by, "epoch": l.Epoch})
 	}
 }
 

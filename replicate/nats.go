@@ -187,11 +187,21 @@ func Connect(ctx context.Context, opts Options) (*NATS, error) {
 	}
 	r := &NATS{opts: opts, log: opts.Logger, nc: nc, token: token, seqs: map[string]uint64{}, stop: make(chan struct{})}
 	r.delCond = sync.NewCond(&r.mu)
-	if err := r.setup(ctx); err != nil {
-		nc.Close()
-		return nil, err
+	// A cluster that has just started (or lost a server) may take a while
+	// to elect its leaders: the setup is tried again for up to 30 s.
+	deadline := time.Now().Add(max(30*time.Second, 4*opts.Timeout))
+	for {
+		err := r.setup(ctx)
+		if err == nil {
+			return r, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			nc.Close()
+			return nil, err
+		}
+		r.log.Warn("replication: the stream is not ready yet; trying again", "error", err)
+		time.Sleep(time.Second)
 	}
-	return r, nil
 }
 
 // setup opens (or creates) the stream and the buckets.
@@ -529,6 +539,10 @@ type Status struct {
 	Adoptions    int64    `json:"adoptions"`        // finished since the start
 	Adopted      int64    `json:"adopted"`          // webhooks taken from adopted queues
 	Dropped      int64    `json:"dropped_at_start"` // local webhooks dropped at the start: another replica delivered them
+	// LeaseLost: another replica adopted this one's queue while it ran
+	// (cut off from the stream for adopt_after); a restart drops what it
+	// adopted.
+	LeaseLost bool `json:"lease_lost,omitempty"`
 }
 
 // Status reports the replication's state.

@@ -403,6 +403,14 @@ func TestNoAdoptionForSilenceWhileTheStreamWasOutOfReach(t *testing.T) {
 	if s := rb.Status(); s.Adoptions != 1 || len(local(t, spB)) != 1 {
 		t.Fatalf("b did not adopt a, silent for adopt_after after sight came back: %+v", s)
 	}
+	// a was alive all along: it learns that its queue was adopted.
+	if s := ra.Status(); s.LeaseLost {
+		t.Fatalf("a's lease lost before it looked: %+v", s)
+	}
+	ra.checkOwn(ctx)
+	if s := ra.Status(); !s.LeaseLost || len(s.Leases) != 0 {
+		t.Fatalf("a's status once its lease was taken: %+v", s)
+	}
 }
 
 func TestDeletesWaitOutAnOutage(t *testing.T) {
