@@ -110,7 +110,7 @@ func serveIn(t *testing.T, ns *netns, addr string, cfg *tls.Config, h http.Handl
 // refused to the app and not to hookpace's uid.
 func TestCaptureTransparent(t *testing.T) {
 	t.Parallel()
-	ns := newNetns(t, "partner4.test")
+	ns := newNetns(t, "partner4.hooks.test")
 	if out, err := exec6(ns); err != nil {
 		t.Fatalf("an IPv6 partner address in %s: %v\n%s", ns.name, err, out)
 	}
@@ -123,11 +123,11 @@ func TestCaptureTransparent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprint(f, "10.1.2.3 billing.corp.test\n203.0.113.20 mtls.test\n203.0.113.21 h2.test\n203.0.113.22 stream.test\n203.0.113.23 raw.test\n2001:db8::10 partner6.test\n")
+	fmt.Fprint(f, "10.1.2.3 billing.corp.test\n203.0.113.20 mtls.hooks.test\n203.0.113.21 h2.hooks.test\n203.0.113.22 stream.hooks.test\n203.0.113.23 raw.hooks.test\n2001:db8::10 partner6.hooks.test\n")
 	f.Close()
 
 	pub := publicDir(t)
-	pki := newInternalPKI(t, pub, []string{"billing.corp.test", "mtls.test", "h2.test", "stream.test", "partner4.test", "partner6.test"},
+	pki := newInternalPKI(t, pub, []string{"billing.corp.test", "mtls.hooks.test", "h2.hooks.test", "stream.hooks.test", "partner4.hooks.test", "partner6.hooks.test"},
 		[]net.IP{net.ParseIP("10.1.2.3"), net.ParseIP("203.0.113.10"), net.ParseIP("2001:db8::10")})
 	serverTLS := func(mod func(*tls.Config)) *tls.Config {
 		c := &tls.Config{Certificates: []tls.Certificate{pki.server}}
@@ -246,7 +246,7 @@ egress: {allow: ["203.0.113.0/24", "2001:db8::/32"]}
 tls: {ca_file: %s}
 mitm: {public_dir: %s}
 hosts:
-  "partner4.test:8443": {rate: 20/s}
+  "partner4.hooks.test:8443": {rate: 20/s}
 `, pki.caFile, filepath.Join(pub, "trust")))
 	bundle := hookpaceCA(t, hp, "bundle")
 	trust := filepath.Join(pub, "app-trust.pem")
@@ -342,14 +342,14 @@ hosts:
 	resp.Body.Close()
 	tl := grepLines(string(m), "hookpace_tunnels_total{")
 	for _, want := range []string{`reason="internal"`, `reason="client-certificate"`, `reason="alpn"`, `reason="not-http"`,
-		`host="stream.test",mode="intercepted"`, `host="partner4.test",mode="intercepted"`, `host="partner6.test",mode="intercepted"`} {
+		`host="stream.hooks.test",mode="intercepted"`, `host="partner4.hooks.test",mode="intercepted"`, `host="partner6.hooks.test",mode="intercepted"`} {
 		if !strings.Contains(tl, want) {
 			t.Errorf("hookpace_tunnels_total has no %s series:\n%s", want, tl)
 		}
 	}
 	// hookpace status lists each splice with its reason.
 	status, err := ns.exec(binary, "status", "--admin", hp.Admin).CombinedOutput()
-	for _, want := range []string{"mtls.test", "asks for a client certificate", "h2.test", "not HTTP/1.1", "10.1.2.3:443", "is private", "203.0.113.23:80", "neither TLS nor HTTP/1.1"} {
+	for _, want := range []string{"mtls.hooks.test", "asks for a client certificate", "h2.hooks.test", "not HTTP/1.1", "10.1.2.3:443", "is private", "203.0.113.23:80", "neither TLS nor HTTP/1.1"} {
 		if err != nil || !strings.Contains(string(status), want) {
 			t.Errorf("hookpace status lacks %q: %v\n%s", want, err, status)
 		}

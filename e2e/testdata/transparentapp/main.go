@@ -49,7 +49,7 @@ func main() {
 	}
 	if len(os.Args) > 3 && os.Args[3] == "quic" {
 		run("udp-443", func() (string, error) {
-			c, err := net.Dial("udp", "stream.test:443")
+			c, err := net.Dial("udp", "stream.hooks.test:443")
 			if err != nil {
 				return "", err
 			}
@@ -75,15 +75,15 @@ func main() {
 			return "", err
 		}
 		c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}}
-		return body(c.Get("https://mtls.test/"))
+		return body(c.Get("https://mtls.hooks.test/"))
 	})
 	h2 := &http.Transport{}
 	h2.Protocols = new(http.Protocols)
 	h2.Protocols.SetHTTP2(true)
 	h2c := &http.Client{Timeout: 30 * time.Second, Transport: h2}
-	run("h2-only", func() (string, error) { return body(h2c.Get("https://h2.test/")) })
+	run("h2-only", func() (string, error) { return body(h2c.Get("https://h2.hooks.test/")) })
 	run("grpc-trailers", func() (string, error) {
-		req, _ := http.NewRequest(http.MethodPost, "https://h2.test/grpc", bytes.NewReader([]byte{0, 0, 0, 0, 2, 8, 1}))
+		req, _ := http.NewRequest(http.MethodPost, "https://h2.hooks.test/grpc", bytes.NewReader([]byte{0, 0, 0, 0, 2, 8, 1}))
 		req.Header.Set("Content-Type", "application/grpc")
 		req.Header.Set("TE", "trailers")
 		r, err := h2c.Do(req)
@@ -95,12 +95,12 @@ func main() {
 		return fmt.Sprintf("%s %x grpc-status=%q grpc-message=%q", r.Proto, b, r.Trailer.Get("Grpc-Status"), r.Trailer.Get("Grpc-Message")), nil
 	})
 	run("websocket", func() (string, error) {
-		cfg, err := websocket.NewConfig("wss://stream.test/ws", "https://stream.test/")
+		cfg, err := websocket.NewConfig("wss://stream.hooks.test/ws", "https://stream.hooks.test/")
 		if err != nil {
 			return "", err
 		}
 		pool, _ := x509.SystemCertPool()
-		cfg.TlsConfig = &tls.Config{RootCAs: pool, ServerName: "stream.test"}
+		cfg.TlsConfig = &tls.Config{RootCAs: pool, ServerName: "stream.hooks.test"}
 		ws, err := websocket.DialConfig(cfg)
 		if err != nil {
 			return "", err
@@ -121,7 +121,7 @@ func main() {
 	})
 	run("sse", func() (string, error) {
 		start := time.Now()
-		r, err := client.Get("https://stream.test/sse")
+		r, err := client.Get("https://stream.hooks.test/sse")
 		if err != nil {
 			return "", err
 		}
@@ -133,7 +133,7 @@ func main() {
 		return fmt.Sprintf("%q first-event-within-1s=%v", strings.TrimSpace(line), time.Since(start) <= time.Second), nil
 	})
 	run("download-50MiB", func() (string, error) {
-		r, err := client.Get("https://stream.test/down")
+		r, err := client.Get("https://stream.hooks.test/down")
 		if err != nil {
 			return "", err
 		}
@@ -145,7 +145,7 @@ func main() {
 	run("upload-20MiB", func() (string, error) {
 		// Intercepted: the protocol, status and body as the server's (the
 		// issuer is hookpace's).
-		r, err := client.Post("https://stream.test/up", "application/octet-stream", io.LimitReader(&pattern{}, 20<<20))
+		r, err := client.Post("https://stream.hooks.test/up", "application/octet-stream", io.LimitReader(&pattern{}, 20<<20))
 		if err != nil {
 			return "", err
 		}
@@ -154,7 +154,7 @@ func main() {
 		return fmt.Sprintf("%s %d %q", r.Proto, r.StatusCode, b), err
 	})
 	run("expect-100-continue", func() (string, error) {
-		req, _ := http.NewRequest(http.MethodPut, "https://stream.test/up", io.LimitReader(&pattern{}, 1<<20))
+		req, _ := http.NewRequest(http.MethodPut, "https://stream.hooks.test/up", io.LimitReader(&pattern{}, 1<<20))
 		req.Header.Set("Expect", "100-continue")
 		r, err := client.Do(req)
 		if err != nil {
@@ -165,7 +165,7 @@ func main() {
 		return fmt.Sprintf("%d %q", r.StatusCode, b), err
 	})
 	run("raw-tcp-80", func() (string, error) {
-		c, err := net.DialTimeout("tcp", "raw.test:80", 10*time.Second)
+		c, err := net.DialTimeout("tcp", "raw.hooks.test:80", 10*time.Second)
 		if err != nil {
 			return "", err
 		}
@@ -179,9 +179,9 @@ func main() {
 		return
 	}
 	for _, u := range []string{
-		"https://partner4.test/hooks/1", "http://partner4.test/hooks/2", "http://203.0.113.10/hooks/3",
-		"https://partner6.test/hooks/4", "http://partner6.test/hooks/5", "http://[2001:db8::10]/hooks/6",
-		"https://partner4.test:8443/hooks/7",
+		"https://partner4.hooks.test/hooks/1", "http://partner4.hooks.test/hooks/2", "http://203.0.113.10/hooks/3",
+		"https://partner6.hooks.test/hooks/4", "http://partner6.hooks.test/hooks/5", "http://[2001:db8::10]/hooks/6",
+		"https://partner4.hooks.test:8443/hooks/7",
 	} {
 		req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(`{"type":"invoice.paid"}`))
 		req.Header.Set("Content-Type", "application/json")
