@@ -336,6 +336,7 @@ func checkConfig(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "https: %s\n", describeHTTPS(cfg))
 	printRewrites(stdout, cfg)
 	fmt.Fprintf(stdout, "webhooks: %s\n", describeWebhooks(cfg))
+	printInbound(stdout, cfg)
 	fmt.Fprintf(stdout, "journal: %s\n", describeJournal(cfg))
 	if w := captureUncovered(cfg); w != "" {
 		fmt.Fprintf(stdout, "WARNING: %s\n", w)

@@ -35,6 +35,9 @@ func showMessage(ctx context.Context, out io.Writer, c *admin.Client, id string,
 		return printJSON(out, m)
 	}
 	printMessage(out, m)
+	if err := printCopies(ctx, out, c, m); err != nil {
+		return err
+	}
 	el := m.HandedOff
 	if el == nil {
 		return nil

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookpace/hookpace/hostname"
 	"github.com/hookpace/hookpace/sign"
 	"gopkg.in/yaml.v3"
 )
@@ -34,9 +33,13 @@ type InboundRoute struct {
 	Listen   string
 	CertFile string // TLS, with KeyFile; "" = plain HTTP
 	KeyFile  string
-	To       string   // the app's base URL, without a trailing slash
-	Host     string   // To's queue key (the app's hosts entry)
-	Paths    []string // path.Match globs of webhook paths, each with what is below it; nil = every path
+	To       string // the app's base URL, without a trailing slash: the first target's
+	Host     string // To's queue key (the app's hosts entry)
+	// Targets are where each webhook goes, each its own delivery: one
+	// (To, unnamed) unless `to` is a list. Passthrough and sync requests
+	// go to the first, To.
+	Targets []InboundTarget
+	Paths   []string // path.Match globs of webhook paths, each with what is below it; nil = every path
 	// Passthrough are globs of paths among Paths that go to the app
 	// unverified, whatever the method (a provider's test endpoint).
 	Passthrough []string
@@ -109,7 +112,7 @@ type rawInbound struct {
 	Listen   opt[string]        `yaml:"listen"`
 	CertFile opt[string]        `yaml:"cert_file"`
 	KeyFile  opt[string]        `yaml:"key_file"`
-	To       opt[string]        `yaml:"to"`
+	To       yaml.Node          `yaml:"to"`
 	Paths    opt[[]opt[string]] `yaml:"paths"`
 	Pass     opt[[]opt[string]] `yaml:"passthrough"`
 	Answer   yaml.Node          `yaml:"answer"`
@@ -213,15 +216,11 @@ func resolveRoute(p *problems, path string, n *yaml.Node, c *Config) (InboundRou
 	if (rt.CertFile == "") != (rt.KeyFile == "") {
 		p.add(n.Line, path, "set both cert_file and key_file (TLS), or neither (plain HTTP)")
 	}
-	if !field(p, f("to"), r.To, &rt.To, checkAppURL) {
-		if r.To.Err == nil && !r.To.Set {
-			p.add(n.Line, f("to"), "required: the app's base URL, e.g. http://127.0.0.1:3000")
-		}
+	rt.Targets = resolveTargets(p, f("to"), deref(&r.To), n.Line)
+	if len(rt.Targets) == 0 {
 		return rt, false
 	}
-	rt.To = strings.TrimSuffix(rt.To, "/")
-	u, _ := url.Parse(rt.To)
-	rt.Host = hostname.Key(u)
+	rt.To, rt.Host = rt.Targets[0].URL, rt.Targets[0].Host
 	list(p, f("paths"), r.Paths, &rt.Paths, checkGlob, true)
 	list(p, f("passthrough"), r.Pass, &rt.Passthrough, checkGlob, true)
 	resolveAnswer(p, f("answer"), deref(&r.Answer), &rt.Answer)

@@ -21,9 +21,9 @@ import (
 // ingested records what the door hands to the spool: the whole Ingester.
 type ingested struct{ urls []string }
 
-func (g *ingested) ServeInbound(w http.ResponseWriter, r *http.Request, in proxy.Inbound) {
+func (g *ingested) TakeInbound(r *http.Request, in proxy.Inbound) proxy.Taken {
 	g.urls = append(g.urls, r.Method+" "+r.URL.String()+" "+in.Route)
-	w.WriteHeader(http.StatusAccepted)
+	return proxy.Taken{Status: http.StatusAccepted, Header: http.Header{}}
 }
 
 type noCount struct{}

@@ -24,10 +24,10 @@ import (
 // (RFC 3339, UTC, nanoseconds).
 const HeaderReceivedAt = "Hookpace-Received-At"
 
-// Ingester spools a verified webhook and answers it; *proxy.Proxy is the
-// real one.
+// Ingester spools a verified webhook's copy for one target and says how
+// to answer it; *proxy.Proxy is the real one.
 type Ingester interface {
-	ServeInbound(w http.ResponseWriter, r *http.Request, in proxy.Inbound)
+	TakeInbound(r *http.Request, in proxy.Inbound) proxy.Taken
 }
 
 // Counter counts requests refused at the door, by route and reason;
@@ -55,8 +55,9 @@ type Options struct {
 
 // Route is the http.Handler of one inbound listener.
 type Route struct {
-	opts Options
-	base *url.URL
+	opts    Options
+	base    *url.URL // the app's: where passthrough and sync requests go
+	targets []target // where webhooks go, each its own copy
 }
 
 // NewRoute returns the handler for o.Route.
@@ -71,7 +72,11 @@ func NewRoute(o Options) (*Route, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Route{opts: o, base: u}, nil
+	ts, err := newTargets(o.Route)
+	if err != nil {
+		return nil, err
+	}
+	return &Route{opts: o, base: u, targets: ts}, nil
 }
 
 // ServeHTTP judges r by the path the app will route (webpath) and sends
@@ -135,14 +140,7 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a := rt.opts.Route.Answer; a.Status != 0 {
 		in.Status, in.Body = a.Status, []byte(a.Body)
 	}
-	fwd := r.Clone(r.Context())
-	fwd.URL = rt.appURL(r.URL)
-	fwd.Host = fwd.URL.Host
-	fwd.RequestURI = ""
-	fwd.Body = io.NopCloser(bytes.NewReader(body))
-	fwd.ContentLength = int64(len(body))
-	fwd.Header.Set(HeaderReceivedAt, start.UTC().Format(time.RFC3339Nano))
-	rt.opts.Ingest.ServeInbound(w, fwd, in)
+	rt.fanOut(w, r, p, doc, body, in, start)
 }
 
 // readBody reads r's body whole, as strictly as the proxy's door: a
@@ -186,13 +184,13 @@ func (rt *Route) notAllowed(w http.ResponseWriter, r *http.Request, start time.T
 		"method "+strconv.Quote(r.Method)+" on a webhook path: webhooks are POSTs, verified at this door")
 }
 
-// appURL is the app's URL for a request to u: the route's base, then u's
-// path and query.
-func (rt *Route) appURL(u *url.URL) *url.URL {
-	out := *rt.base
-	out.Path = strings.TrimSuffix(rt.base.Path, "/") + u.Path
+// appURL is a target's URL for a request to u: the target's base, then
+// u's path and query.
+func appURL(base, u *url.URL) *url.URL {
+	out := *base
+	out.Path = strings.TrimSuffix(base.Path, "/") + u.Path
 	if u.RawPath != "" {
-		out.RawPath = strings.TrimSuffix(rt.base.EscapedPath(), "/") + u.RawPath
+		out.RawPath = strings.TrimSuffix(base.EscapedPath(), "/") + u.RawPath
 	}
 	out.RawQuery = u.RawQuery
 	return &out
@@ -238,6 +236,11 @@ func (rt *Route) wantsJSON() bool {
 	}
 	for _, s := range rt.opts.Route.Sync {
 		if s.JSON != "" {
+			return true
+		}
+	}
+	for _, t := range rt.targets {
+		if t.Filter != nil && t.Filter.JSON != "" {
 			return true
 		}
 	}

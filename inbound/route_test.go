@@ -37,7 +37,7 @@ func TestRouteMatching(t *testing.T) {
 		}
 	}
 	u, _ := url.Parse("http://door/webhooks/a%2Fb?x=1&y=2")
-	if got := rt.appURL(u).String(); got != "http://127.0.0.1:3000/app/webhooks/a%2Fb?x=1&y=2" {
+	if got := appURL(rt.base, u).String(); got != "http://127.0.0.1:3000/app/webhooks/a%2Fb?x=1&y=2" {
 		t.Errorf("appURL = %s", got)
 	}
 	doc := func(s string) map[string]json.RawMessage {

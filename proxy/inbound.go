@@ -24,23 +24,36 @@ type Inbound struct {
 	// of one); Status 0: 202 with hookpace's JSON.
 	Status int
 	Body   []byte
+	// Target names the route's target this copy is for, and Webhook is
+	// the door's id of the webhook its copies share; both "" for a route
+	// with one unnamed target.
+	Target  string
+	Webhook string
 }
+
+// Taken is the door's answer to one target's copy of an inbound webhook:
+// its status, headers and body, and the copy's id when it was stored or
+// is a repeat.
+type Taken struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	ID     string
+}
+
+// Accepted reports whether the copy is durable (stored now or before).
+func (t Taken) Accepted() bool { return t.Status == http.StatusAccepted }
 
 // ServeInbound takes in r, whose URL is the app's absolute URL and whose
 // body is the provider's, and answers it: once durable with in's answer,
 // else as the proxy answers (429 or 503 with Retry-After, 413, ...).
 func (p *Proxy) ServeInbound(w http.ResponseWriter, r *http.Request, in Inbound) {
-	start := time.Now()
-	pol := p.policy.Load()
-	host := HostKey(r.URL)
-	d, size := p.decide(r.Context(), r, pol, host, "", &in)
-	d.route = in.Route
-	p.record(r, start, host, size, d)
-	if d.status == http.StatusAccepted && in.Status != 0 {
-		for k, vs := range d.header {
+	t := p.TakeInbound(r, in)
+	if t.Accepted() && in.Status != 0 {
+		for k, vs := range t.Header {
 			w.Header()[k] = vs
 		}
-		w.Header().Set("X-Hookpace-Id", d.id)
+		w.Header().Del("Content-Type") // the route's body, not hookpace's JSON
 		if len(in.Body) > 0 {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		}
@@ -49,9 +62,29 @@ func (p *Proxy) ServeInbound(w http.ResponseWriter, r *http.Request, in Inbound)
 		w.Write(in.Body)
 		return
 	}
-	body := d.answer(w.Header(), host)
-	w.WriteHeader(d.status)
-	w.Write(body)
+	for k, vs := range t.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(t.Status)
+	w.Write(t.Body)
+}
+
+// TakeInbound takes in r as ServeInbound does and returns the answer
+// unwritten, for a door that answers for several targets' copies at once.
+// An accepted copy's headers carry X-Hookpace-Id.
+func (p *Proxy) TakeInbound(r *http.Request, in Inbound) Taken {
+	start := time.Now()
+	pol := p.policy.Load()
+	host := HostKey(r.URL)
+	d, size := p.decide(r.Context(), r, pol, host, "", &in)
+	d.route = in.Route
+	p.record(r, start, host, size, d)
+	h := http.Header{}
+	body := d.answer(h, host)
+	if d.status == http.StatusAccepted {
+		h.Set("X-Hookpace-Id", d.id)
+	}
+	return Taken{Status: d.status, Header: h, Body: body, ID: d.id}
 }
 
 // inboundKey checks a provider's delivery id as an idempotency key for a
@@ -73,8 +106,14 @@ func inboundKey(key string, window time.Duration) (string, *decision) {
 // the client sent.
 func markDoor(m *spool.Message, in *Inbound) {
 	delete(m.Header, spool.HeaderDoor)
+	delete(m.Header, spool.HeaderDoorWebhook)
+	delete(m.Header, spool.HeaderDoorTarget)
 	if in != nil {
 		m.Header.Set(spool.HeaderDoor, in.Route)
+		if in.Target != "" {
+			m.Header.Set(spool.HeaderDoorTarget, in.Target)
+			m.Header.Set(spool.HeaderDoorWebhook, in.Webhook)
+		}
 	}
 }
 
@@ -84,12 +123,22 @@ func markDoor(m *spool.Message, in *Inbound) {
 func handedDoor(m *spool.Message, r *http.Request) {
 	if m.OriginSpool != 0 && len(r.Header[spool.HeaderDoor]) == 1 {
 		m.Header[spool.HeaderDoor] = r.Header[spool.HeaderDoor]
+		for _, k := range []string{spool.HeaderDoorWebhook, spool.HeaderDoorTarget} {
+			if vs := r.Header[k]; len(vs) == 1 {
+				m.Header[k] = vs
+			}
+		}
 	}
 }
 
 // keyScope is the dedupe scope of a webhook: the proxy user's for the
-// proxy's doors, the route's own for an inbound route's.
+// proxy's doors, the route's own for an inbound route's, and each
+// target's own for a route with several, so that one delivery id is
+// taken once per target (two targets may share a host).
 func keyScope(user string, in *Inbound) string {
+	if in != nil && in.Target != "" {
+		return spool.DoorScope(in.Route + "\x00" + in.Target)
+	}
 	if in != nil {
 		return spool.DoorScope(in.Route)
 	}

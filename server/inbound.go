@@ -174,13 +174,15 @@ func doorSigners(cfg *config.Config, files *Files) map[string]*sign.Signer {
 	return out
 }
 
-// inboundApps are the inbound routes' apps, which the proxy's doors
-// refuse (config checked their URLs).
+// inboundApps are the inbound routes' apps, each target of each route,
+// which the proxy's doors refuse (config checked their URLs).
 func inboundApps(cfg *config.Config) []proxy.App {
 	var out []proxy.App
 	for _, rt := range cfg.Inbound {
-		if a, err := proxy.NewApp(rt.Name, rt.To); err == nil {
-			out = append(out, a)
+		for _, t := range rt.Targets {
+			if a, err := proxy.NewApp(rt.Name, t.URL); err == nil {
+				out = append(out, a)
+			}
 		}
 	}
 	return out

@@ -10,6 +10,16 @@ import "net/http"
 // delivery takes it out before sending (Door).
 const HeaderDoor = "Hookpace-Inbound-Route"
 
+// HeaderDoorWebhook and HeaderDoorTarget mark each copy of a webhook that
+// a route fanned out to several targets: the door's one id for the
+// webhook, shared by its copies, and the target's name. They are set and
+// dropped with HeaderDoor, and kept in the journal, where they find a
+// copy's siblings.
+const (
+	HeaderDoorWebhook = "Hookpace-Inbound-Webhook"
+	HeaderDoorTarget  = "Hookpace-Inbound-Target"
+)
+
 // DoorScope is the dedupe scope of the delivery ids of the route named
 // route: no proxy user's scope and no unscoped key spells it (0x02 is a
 // control character), so no client of another door can take a delivery
@@ -24,6 +34,8 @@ func Door(h http.Header) (route string, ok bool) {
 		return "", false
 	}
 	delete(h, HeaderDoor)
+	delete(h, HeaderDoorWebhook)
+	delete(h, HeaderDoorTarget)
 	if len(vs) != 1 {
 		return "", true // marked, but by no one route: signed by none
 	}
