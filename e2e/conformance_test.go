@@ -27,9 +27,9 @@ type conformanceDoor struct {
 }
 
 // conformanceDoors starts one hookpace with its CA and an inbound route
-// that spools every POST, and returns every door but capture: the proxy
-// listener (absolute-form), plain HTTP inside a CONNECT tunnel, the MITM
-// (TLS inside a tunnel), and the inbound route. (The capture listener is
+// that spools every POST (plain and TLS), and returns every door but
+// capture: the proxy listener (absolute-form), plain HTTP inside a
+// CONNECT tunnel, the MITM (TLS inside a tunnel), and the inbound routes. (The capture listener is
 // reached only through an iptables redirect in a network namespace, see
 // capture_test.go; its requests are served by the same inner server and
 // judge as a tunnel's.)
@@ -40,8 +40,11 @@ func conformanceDoors(t *testing.T) (*Hookpace, map[string]conformanceDoor) {
 		t.Fatalf("hookpace ca init: %v\n%s", err, out)
 	}
 	caCert, caKey := filepath.Join(caDir, "ca.crt"), filepath.Join(caDir, "ca.key")
-	plain, secure, app := NewReceiver(t), NewTLSReceiver(t), NewReceiver(t)
+	plain, secure, app, tlsApp := NewReceiver(t), NewTLSReceiver(t), NewReceiver(t), NewReceiver(t)
 	trust := []string{"SSL_CERT_FILE=" + secRootsPEM(t, secure.Certificate())}
+	certDir := t.TempDir()
+	inboundCA := x509.NewCertPool()
+	inboundCA.AppendCertsFromPEM(serveCert(t, certDir))
 	hp := StartEnv(t, trust, fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
 mitm: {ca_cert: %s, ca_key: %s}
@@ -52,10 +55,15 @@ inbound:
   - name: every
     listen: 127.0.0.1:0
     to: %s
-`, caCert, caKey, secure.Host(), app.URL))
+  - name: every-tls
+    listen: 127.0.0.1:0
+    to: %s
+    cert_file: %s
+    key_file: %s
+`, caCert, caKey, secure.Host(), app.URL, tlsApp.URL, filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key")))
 	addrs := inboundAddrs(t, hp)
-	if addrs["every"] == "" {
-		t.Fatalf("no inbound listening line:\n%s", hp.Log())
+	if addrs["every"] == "" || addrs["every-tls"] == "" {
+		t.Fatalf("no inbound listening lines: %v\n%s", addrs, hp.Log())
 	}
 	roots := x509.NewCertPool()
 	pemBytes, err := os.ReadFile(caCert)
@@ -82,6 +90,10 @@ inbound:
 		}, target: path, host: secure.Host(), rc: secure},
 		"inbound": {dial: func() (net.Conn, error) { return net.DialTimeout("tcp", addrs["every"], 10*time.Second) },
 			target: path, host: addrs["every"], rc: app},
+		"inbound-tls": {dial: func() (net.Conn, error) {
+			return tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addrs["every-tls"],
+				&tls.Config{RootCAs: inboundCA, ServerName: "127.0.0.1"})
+		}, target: path, host: addrs["every-tls"], rc: tlsApp},
 	}
 }
 
@@ -141,7 +153,16 @@ func sendRaw(d conformanceDoor, raw string) answer {
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	_, doors := conformanceDoors(t)
-	for _, name := range []string{"door", "tunnel", "mitm", "inbound"} {
+	// What the judge lets through an inbound route over TLS still tells
+	// the app it came over TLS.
+	d := doors["inbound-tls"]
+	if a := sendRaw(d, "GET /health HTTP/1.1\r\nHost: "+d.host+"\r\nConnection: close\r\n\r\n"); a.status != http.StatusOK {
+		t.Fatalf("GET /health through the TLS route: %+v", a)
+	}
+	if got := d.rc.Arrivals(); len(got) != 1 || got[0].Header.Get("X-Forwarded-Proto") != "https" {
+		t.Errorf("the app got %d requests, X-Forwarded-Proto %q; want 1, https", len(got), got[0].Header.Get("X-Forwarded-Proto"))
+	}
+	for _, name := range []string{"door", "tunnel", "mitm", "inbound", "inbound-tls"} {
 		d := doors[name]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -42,6 +42,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -168,6 +169,13 @@ func (p *Proxy) Strict(route string, h http.Handler) http.Handler {
 		}
 		if !r.ProtoAtLeast(1, 1) {
 			w.Header().Set("Connection", "close") // one HTTP/1.0 request per connection
+		}
+		if t, _ := r.Context().Value(tapKey{}).(*headTap); t != nil && r.TLS == nil {
+			// net/http sets TLS only for a *tls.Conn, which the tap hides.
+			if tc, ok := t.Conn.(*tls.Conn); ok {
+				st := tc.ConnectionState()
+				r.TLS = &st
+			}
 		}
 		h.ServeHTTP(w, r)
 	})
