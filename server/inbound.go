@@ -66,7 +66,11 @@ func (a *app) buildInbound(cfg *config.Config, roots *x509.CertPool) error {
 			}
 			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+		scheme := "http"
+		if rc.CertFile != "" {
+			scheme = "https"
+		}
+		srv := &http.Server{Handler: a.tel.WrapServer(h, scheme), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 			MaxHeaderBytes: int(cfg.Spool.MaxHeader), ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
 		if bt := cfg.Proxy.BodyTimeout.D(); bt > 0 {
 			srv.ReadTimeout = bt + srv.ReadHeaderTimeout
