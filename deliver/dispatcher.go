@@ -252,6 +252,11 @@ type Dispatcher struct {
 	// one step, so that the queue's record and the pacers agree.
 	pauseMu sync.Mutex
 	pausing sync.WaitGroup // records of what the gates learned (pause.go)
+	// unrecorded holds, by host, a pause (true) or resume (false) applied
+	// while the disk was too full to record it; recordRetry tries again
+	// while it has any. Both under pauseMu.
+	unrecorded  map[string]bool
+	recordRetry *time.Timer
 
 	idle     chan func()   // idle delivery goroutines wait here for their next attempt
 	quit     chan struct{} // closed by Stop: idle delivery goroutines exit

@@ -85,14 +85,22 @@ func (d *Dispatcher) Resume(name string) (bool, error) {
 // and mu not.
 //
 // With the disk filled by something else, the record cannot be written;
-// the pause or resume applies all the same, until a restart (which goes
-// by the last record), and the log says so: an operator pausing for a
-// partner, or resuming to drain, must not wait for space.
+// the pause or resume applies all the same, and is recorded once space
+// returns (recordPending): an operator pausing for a partner, or resuming
+// to drain, must not wait for space, and a restart must not undo it.
 func (d *Dispatcher) setPause(name string, paused bool, by string) error {
 	if err := d.opts.Store.SetPaused(name, paused); errors.Is(err, spool.ErrDiskFull) {
-		d.log.Warn("pause not recorded: the spool's disk is full; it applies until a restart", "host", name, "paused", paused, "error", err.Error())
+		if d.unrecorded == nil {
+			d.unrecorded = map[string]bool{}
+		}
+		d.unrecorded[name] = paused
+		d.armRecordRetry()
+		d.log.Warn(pauseWord(paused)+" not recorded: the spool's disk is full; it applies now, and is recorded once space returns",
+			"host", name, "error", err.Error())
 	} else if err != nil {
 		return err
+	} else {
+		delete(d.unrecorded, name)
 	}
 	if by != byElsewhere && d.opts.Gates != nil {
 		d.opts.Gates.Tell(name, paused)
@@ -132,4 +140,63 @@ func (d *Dispatcher) pausedElsewhere(name string, paused bool) {
 			d.log.Warn(what, "host", name, "error", err.Error())
 		}
 	}()
+}
+
+// recordRetryEvery is how often changes applied unrecorded on a full disk
+// are tried again.
+const recordRetryEvery = 2 * time.Second
+
+func pauseWord(paused bool) string {
+	if paused {
+		return "pause"
+	}
+	return "resume"
+}
+
+// armRecordRetry makes sure recordPending runs while changes wait to be
+// recorded. Called with pauseMu held.
+func (d *Dispatcher) armRecordRetry() {
+	if d.recordRetry == nil && len(d.unrecorded) > 0 {
+		d.recordRetry = time.AfterFunc(recordRetryEvery, d.recordPending)
+	}
+}
+
+// recordPending records the pauses and resumes applied while the disk was
+// full, once it has room, so that a restart keeps them.
+func (d *Dispatcher) recordPending() {
+	d.pauseMu.Lock()
+	defer d.pauseMu.Unlock()
+	d.recordRetry = nil
+	d.mu.Lock()
+	stopping := d.stopping
+	d.mu.Unlock()
+	if stopping {
+		return
+	}
+	for name, paused := range d.unrecorded {
+		err := d.opts.Store.SetPaused(name, paused)
+		if errors.Is(err, spool.ErrDiskFull) {
+			break // still full: all of them wait
+		} else if err != nil {
+			d.log.Warn(pauseWord(paused)+" still not recorded", "host", name, "error", err.Error())
+			continue
+		}
+		delete(d.unrecorded, name)
+		d.log.Info(pauseWord(paused)+" recorded: the spool's disk has room again", "host", name)
+	}
+	d.armRecordRetry()
+}
+
+// stopRecordRetry stops recordPending's timer; what it had not recorded
+// stays unrecorded, and the log says so.
+func (d *Dispatcher) stopRecordRetry() {
+	d.pauseMu.Lock()
+	defer d.pauseMu.Unlock()
+	if d.recordRetry != nil {
+		d.recordRetry.Stop()
+		d.recordRetry = nil
+	}
+	for name, paused := range d.unrecorded {
+		d.log.Warn(pauseWord(paused)+" never recorded (the disk stayed full): a restart goes by the last record", "host", name)
+	}
 }

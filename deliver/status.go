@@ -359,6 +359,7 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 		}
 	}
 	d.mu.Unlock()
+	d.stopRecordRetry()
 	settled := make(chan struct{})
 	done := make(chan struct{})
 	go func() {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,19 @@ func TestDiskFilledFromOutsideDuringDeletes(t *testing.T) {
 	if !strings.Contains(hp.Log(), "held deletes go ahead") {
 		t.Errorf("the log does not say the deletes went ahead:\n%s", hp.Log())
 	}
+	// The resume made on the full disk is recorded now: a restart keeps
+	// the host resumed, and a new webhook is delivered.
+	Poll(t, 30*time.Second, "the resume recorded once space returned", func() bool {
+		return strings.Contains(hp.Log(), "resume recorded: the spool's disk has room again")
+	})
+	stopCleanly(t, hp)
+	hp.Restart()
+	if status, _ := hp.Post(hp.Client(), rc.URL+"/after-restart", WebhookBody(n), nil); status != 202 {
+		t.Fatalf("POST after the restart: %d", status)
+	}
+	rc.WaitFor(t, 30*time.Second, "the webhook posted after the restart (the host not paused again)", func(as []Arrival) bool {
+		return slices.ContainsFunc(as, func(a Arrival) bool { return a.Path == "/after-restart" })
+	})
 }
 
 // filledDuringDeletes mounts a 32 MiB tmpfs (root, as CI has) for the
@@ -105,7 +119,7 @@ hosts:
 		t.Fatalf("resume: %v: %s\nhookpace's log:\n%s", err, out, hp.Log())
 	}
 	Poll(t, 20*time.Second, "a log line saying the resume went unrecorded", func() bool {
-		return strings.Contains(hp.Log(), "pause not recorded")
+		return strings.Contains(hp.Log(), "resume not recorded")
 	})
 	return hp, rc, filler
 }

@@ -71,7 +71,11 @@ func (a *app) buildInbound(cfg *config.Config, roots *x509.CertPool) error {
 			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 		}
 		ln = proxy.TapListener(ln) // the door's judge reads an HTTP/1.0 request's raw header (proxy/strict.go)
-		srv := &http.Server{Handler: a.proxy.Strict(rc.Name, h), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+		scheme := "http"
+		if rc.CertFile != "" {
+			scheme = "https"
+		}
+		srv := &http.Server{Handler: a.tel.WrapServer(a.proxy.Strict(rc.Name, h), scheme), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 			MaxHeaderBytes: int(cfg.Spool.MaxHeader), ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 			ConnContext: proxy.TapContext}
 		if bt := cfg.Proxy.BodyTimeout.D(); bt > 0 {

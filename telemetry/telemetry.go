@@ -83,6 +83,7 @@ type Telemetry struct {
 
 	tracing      bool
 	client       clientInstruments
+	server       metric.Float64Histogram // http.server.request.duration (server.go)
 	handler      http.Handler
 	shutdowns    []func(context.Context) error
 	shutdownOnce sync.Once
@@ -127,6 +128,9 @@ func Setup(ctx context.Context, opts Options) (_ *Telemetry, err error) {
 		return nil, fmt.Errorf("telemetry metrics: %w", err)
 	}
 	if t.client, err = newClientInstruments(mp.Meter(instrumentationName)); err != nil {
+		return nil, fmt.Errorf("telemetry metrics: %w", err)
+	}
+	if t.server, err = newServerDuration(mp.Meter(instrumentationName)); err != nil {
 		return nil, fmt.Errorf("telemetry metrics: %w", err)
 	}
 

@@ -1,0 +1,98 @@
+package telemetry
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+)
+
+// serverHandler records OpenTelemetry's http.server.request.duration for
+// each request a listener of hookpace's answers: from when the handler
+// gets it until the handler returns. Its attributes are bounded as the
+// client's are (method, scheme, status code, error.type for a 5xx,
+// protocol version; no address, route or host), each set built once.
+type serverHandler struct {
+	next     http.Handler
+	scheme   string
+	duration metric.Float64Histogram
+	sets     sync.Map // serverKey -> metric.MeasurementOption
+}
+
+type serverKey struct {
+	method, version string
+	status          int
+}
+
+// newServerDuration makes the server histogram, with the name, unit and
+// duration buckets of the semantic conventions.
+func newServerDuration(meter metric.Meter) (metric.Float64Histogram, error) {
+	return meter.Float64Histogram("http.server.request.duration",
+		metric.WithUnit("s"), metric.WithDescription("Duration of HTTP server requests."),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10))
+}
+
+// WrapServer instruments h, the handler of one of hookpace's listeners
+// (an inbound route) served over scheme ("http" or "https"), with the
+// http.server.request.duration histogram.
+func (t *Telemetry) WrapServer(h http.Handler, scheme string) http.Handler {
+	return &serverHandler{next: h, scheme: scheme, duration: t.server}
+}
+
+func (s *serverHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	s.next.ServeHTTP(sw, r)
+	if sw.status == 0 {
+		sw.status = http.StatusOK // nothing written: net/http answers 200
+	}
+	_, version := netProtocol(r.Proto)
+	s.duration.Record(r.Context(), time.Since(start).Seconds(),
+		s.attributeSet(serverKey{method: standardMethod(r.Method), version: version, status: sw.status}))
+}
+
+func (s *serverHandler) attributeSet(k serverKey) metric.MeasurementOption {
+	if v, ok := s.sets.Load(k); ok {
+		return v.(metric.MeasurementOption)
+	}
+	attrs := []attribute.KeyValue{
+		semconv.HTTPRequestMethodKey.String(k.method),
+		semconv.URLScheme(s.scheme),
+		semconv.HTTPResponseStatusCode(k.status),
+	}
+	if k.version != "" {
+		attrs = append(attrs, semconv.NetworkProtocolName("http"), semconv.NetworkProtocolVersion(k.version))
+	}
+	if k.status >= 500 {
+		attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(k.status)))
+	}
+	v, _ := s.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attrs...)))
+	return v.(metric.MeasurementOption)
+}
+
+// statusWriter notes the status a handler answers with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap gives http.ResponseController the writer underneath (Flush).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
