@@ -167,6 +167,7 @@ const keptBehind = "behind_kept_ordered"
 // own (in their order) and any other from shared, until both are closed.
 func (s *sender) work(ctx context.Context, own, shared <-chan *spool.Message, t *tally) {
 	blocked := map[string]bool{} // ordering keys with a webhook kept here
+	went := map[string]bool{}    // ordering keys with a webhook handed off
 	for own != nil || shared != nil {
 		var m *spool.Message
 		var ok bool
@@ -188,8 +189,18 @@ func (s *sender) work(ctx context.Context, own, shared <-chan *spool.Message, t 
 			continue
 		}
 		newID, reason := s.handOff(ctx, m, HostState{})
+		if key != "" && reason == "" {
+			went[key] = true
+		}
 		if key != "" && reason != "" {
 			blocked[key] = true
+			if went[key] {
+				// The other hookpace holds the key's head: this spool's
+				// start would deliver the rest beside it, out of order.
+				s.log.Error("handoff: an ordering key split: its first webhooks went, the rest stay here; "+
+					"their order against the ones there is no longer kept", "host", m.Host, "fairness_key", m.Fairness,
+					"ordering_key", m.Ordering, "kept_from", m.Ref().String(), "reason", reason, "target", s.target.Redacted())
+			}
 		}
 		t.record(m, newID, reason)
 	}
