@@ -5,9 +5,10 @@
 //
 // It runs at ingest speed, not at the partners' pace: the receiving
 // hookpace paces them by its own limits. A 429 is retried after its
-// Retry-After while the budget (the context's deadline) allows; any other
-// answer, and a connection error, keeps the webhook here, for a restart on
-// the same volume.
+// Retry-After while the budget (the context's deadline) allows, and a
+// connection error after a backoff while the budget less a margin allows;
+// any other answer keeps the webhook here, for a restart on the same
+// volume.
 package handoff
 
 import (
@@ -21,6 +22,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookpace/hookpace/spool"
@@ -87,6 +89,8 @@ type Options struct {
 	// proxy settings from the environment.
 	Client *http.Client
 	Logger *slog.Logger
+
+	sleep func(ctx context.Context, d time.Duration) bool // tests: the retries' wait
 }
 
 // Result says what a hand-off did.
@@ -99,7 +103,9 @@ type Result struct {
 	// behind_kept_ordered (an earlier webhook of its ordering key stayed),
 	// behind_kept_host_state (KeptBehindState).
 	Kept map[string]int
-	Took time.Duration
+	// Retried is the connection errors retried after a backoff.
+	Retried int
+	Took    time.Duration
 }
 
 // Rate is the hand-offs per second.
@@ -145,6 +151,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	wg.Wait()
 	res := t.res
+	res.Retried = int(s.retries.Load())
 	for _, u := range o.Queue.Hosts() {
 		res.Left += int(u.Messages)
 	}
@@ -160,6 +167,7 @@ const keptBehind = "behind_kept_ordered"
 // own (in their order) and any other from shared, until both are closed.
 func (s *sender) work(ctx context.Context, own, shared <-chan *spool.Message, t *tally) {
 	blocked := map[string]bool{} // ordering keys with a webhook kept here
+	went := map[string]bool{}    // ordering keys with a webhook handed off
 	for own != nil || shared != nil {
 		var m *spool.Message
 		var ok bool
@@ -181,8 +189,18 @@ func (s *sender) work(ctx context.Context, own, shared <-chan *spool.Message, t 
 			continue
 		}
 		newID, reason := s.handOff(ctx, m, HostState{})
+		if key != "" && reason == "" {
+			went[key] = true
+		}
 		if key != "" && reason != "" {
 			blocked[key] = true
+			if went[key] {
+				// The other hookpace holds the key's head: this spool's
+				// start would deliver the rest beside it, out of order.
+				s.log.Error("handoff: an ordering key split: its first webhooks went, the rest stay here; "+
+					"their order against the ones there is no longer kept", "host", m.Host, "fairness_key", m.Fairness,
+					"ordering_key", m.Ordering, "kept_from", m.Ref().String(), "reason", reason, "target", s.target.Redacted())
+			}
 		}
 		t.record(m, newID, reason)
 	}
@@ -311,6 +329,11 @@ type sender struct {
 	client      *http.Client
 	concurrency int
 	log         *slog.Logger
+	// now and sleep are the clock of the retries (tests replace them);
+	// retries counts the connection errors retried.
+	now     func() time.Time
+	sleep   func(ctx context.Context, d time.Duration) bool
+	retries atomic.Int64
 }
 
 func newSender(o Options) (*sender, error) {
@@ -318,7 +341,11 @@ func newSender(o Options) (*sender, error) {
 	if err != nil || u.Scheme != "http" || u.Host == "" {
 		return nil, fmt.Errorf("handoff: target %q: want http://host:port", o.Target)
 	}
-	s := &sender{from: o.From, secret: o.Secret, queue: o.Queue, client: o.Client, concurrency: o.Concurrency, log: o.Logger}
+	s := &sender{from: o.From, secret: o.Secret, queue: o.Queue, client: o.Client, concurrency: o.Concurrency, log: o.Logger,
+		now: time.Now, sleep: sleepCtx}
+	if o.sleep != nil {
+		s.sleep = o.sleep
+	}
 	user := ""
 	if u.User != nil {
 		pw, _ := u.User.Password()

@@ -1,12 +1,15 @@
 package handoff
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -154,9 +157,13 @@ func TestOrderedKeyStopsAtKept(t *testing.T) {
 		return r.Host != "h1.example" || r.Header.Get("X-Seq") != "9" // o1's third: 503
 	}, nil)
 	sp := lanedSpool(t)
-	res, err := Run(context.Background(), Options{Target: tg.URL, Queue: sp, Concurrency: 4, Logger: quiet()})
+	var log bytes.Buffer
+	res, err := Run(context.Background(), Options{Target: tg.URL, Queue: sp, Concurrency: 4, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := strings.Count(log.String(), "an ordering key split"); n != 1 || !strings.Contains(log.String(), "ordering_key=o1") {
+		t.Errorf("%d split errors, want one naming o1:\n%s", n, log.String())
 	}
 	// o1 of h1: 1 and 5 went; 9 got a 503; 13 .. 37 (7 more) stay behind it.
 	if res.HandedOff != 88-8 || res.Left != 8 || res.Kept["status_503"] != 1 || res.Kept[keptBehind] != 7 {

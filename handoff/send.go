@@ -20,10 +20,25 @@ const attemptTimeout = 10 * time.Second
 // noRetryAfter is the wait after a 429 without a usable Retry-After.
 const noRetryAfter = time.Second
 
+// Connection errors are retried after a backoff that doubles from
+// retryFirst to retryMax, while the context's deadline less retryMargin
+// (the time the shutdown needs after the hand-off: closing the listeners
+// and the spool) leaves room for the wait. A context without a deadline
+// gives no room: the error keeps the webhook at once.
+const (
+	retryFirst  = 50 * time.Millisecond
+	retryMax    = time.Second
+	retryMargin = 2 * time.Second
+)
+
 // handOff sends m to the target, with its host's state if st is not
 // empty, until it is answered 202 (then deletes it here and returns the id
-// it got there) or kept (then returns why).
+// it got there) or kept (then returns why). A connection error (the other
+// hookpace restarting, a blip of the network) is retried with backoff
+// within the budget, so that an ordering key's webhooks still go whole
+// and in order, by the one worker that owns the key.
 func (s *sender) handOff(ctx context.Context, m *spool.Message, st HostState) (newID, kept string) {
+	backoff := retryFirst
 	for {
 		if ctx.Err() != nil {
 			return "", "timeout"
@@ -33,8 +48,18 @@ func (s *sender) handOff(ctx context.Context, m *spool.Message, st HostState) (n
 			if ctx.Err() != nil {
 				return "", "timeout"
 			}
-			return "", "connection_error"
+			dl, ok := ctx.Deadline()
+			if !ok || s.now().Add(backoff).After(dl.Add(-retryMargin)) {
+				return "", "connection_error"
+			}
+			s.retries.Add(1)
+			if !s.sleep(ctx, backoff) {
+				return "", "timeout"
+			}
+			backoff = min(2*backoff, retryMax)
+			continue
 		}
+		backoff = retryFirst
 		switch resp.status {
 		case http.StatusAccepted:
 			if _, err := spool.ParseRef(resp.id); err != nil || resp.id == "" {
@@ -56,15 +81,22 @@ func (s *sender) handOff(ctx context.Context, m *spool.Message, st HostState) (n
 			if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
 				return "", "429_past_budget"
 			}
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
+			s.sleep(ctx, wait)
 		default:
 			return "", "status_" + strconv.Itoa(resp.status)
 		}
+	}
+}
+
+// sleepCtx waits d, or until ctx is done: it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -100,7 +100,7 @@ func (a *app) handoff(ctx context.Context, sh config.ShutdownConfig) {
 		a.log.Error("handoff failed", "error", err, "handed_off", res.HandedOff)
 		return
 	}
-	attrs := []any{"handed_off", res.HandedOff, "left", res.Left, "took_ms", res.Took.Milliseconds(),
+	attrs := []any{"handed_off", res.HandedOff, "left", res.Left, "retried", res.Retried, "took_ms", res.Took.Milliseconds(),
 		"per_second", int(res.Rate())}
 	reasons := make([]string, 0, len(res.Kept))
 	for r := range res.Kept {
