@@ -78,8 +78,8 @@ func judgeRequest(r *http.Request) string {
 // judgeTarget checks a request target as it was sent (RequestURI). The
 // one target url.Parse reads otherwise than url.ParseRequestURI, once
 // '#' is refused, is an origin-form path starting with "//" (not "///"):
-// a path to the latter, an authority to the former (judge_test.go holds
-// the two parsers to that).
+// a path to the latter, an authority to the former (FuzzJudgeTarget
+// holds the two parsers to that).
 func judgeTarget(raw string) string {
 	if raw == "" || raw == "*" {
 		return ""
@@ -107,8 +107,8 @@ func isHex(c byte) bool {
 // whose raw header block the connection's headTap kept.
 func judgeHTTP10(r *http.Request) string {
 	tap, _ := r.Context().Value(tapKey{}).(*headTap)
-	if tap == nil {
-		return "" // a server without a tap: nothing can be known (unit tests of the handlers)
+	if tap == nil { // a server without TapListener and TapContext
+		return "HTTP/1.0 request at a listener that can't check its framing: send HTTP/1.1"
 	}
 	head, ok := tap.firstHead()
 	if !ok {

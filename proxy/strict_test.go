@@ -129,3 +129,18 @@ func FuzzJudgeTarget(f *testing.F) {
 		}
 	})
 }
+
+// A server that does not keep raw header blocks can't tell whether an
+// HTTP/1.0 request had Transfer-Encoding: it refuses them all.
+func TestJudgeHTTP10WithoutTap(t *testing.T) {
+	r, _ := http.NewRequest("POST", "http://partner.example/hook", nil)
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.0", 1, 0
+	r.RequestURI = "http://partner.example/hook"
+	if why := judgeRequest(r); !strings.Contains(why, "HTTP/1.0") {
+		t.Fatalf("HTTP/1.0 without a tap: %q, want a refusal", why)
+	}
+	r.Proto, r.ProtoMinor = "HTTP/1.1", 1
+	if why := judgeRequest(r); why != "" {
+		t.Fatalf("HTTP/1.1 without a tap: refused: %s", why)
+	}
+}
