@@ -52,6 +52,14 @@ var messageTmpl = template.Must(template.New("messages").Funcs(template.FuncMap{
   {{- if .Coalesce}}<div><dt>Coalesce key</dt><dd id="msg-coalesce">{{.Coalesce}}{{if .Replaced}} (content replaced {{.Replaced}} time{{if gt .Replaced 1}}s{{end}}, last at {{stamp .ReplacedAt}}){{end}}</dd></div>{{end}}
   <div><dt>Lane</dt><dd id="msg-lane">{{if .Fairness}}fairness key {{.Fairness}} · {{end}}priority {{.Priority}}{{if .Ordering}} · ordering key {{.Ordering}}{{end}}{{if .NotBefore}} · not before {{stamp .NotBefore}}{{end}}</dd></div>
 </dl>
+{{- with $.Copies}}
+<h2>Copies of inbound webhook {{(index . 0).Webhook}}</h2>
+<table id="copies"><thead><tr><th scope="col">Target</th><th scope="col">Webhook</th><th scope="col">Host</th><th scope="col">State</th><th scope="col">Reason</th></tr></thead><tbody>
+{{- range .}}
+<tr><td>{{.Target}}</td><td><a href="/messages/{{.ID}}">{{.ID}}</a>{{if .This}} (this one){{end}}</td><td>{{.Host}}</td><td>{{.State}}</td><td>{{.Reason}}</td></tr>
+{{- end}}
+</tbody></table>
+{{- end}}
 <h2>Request headers</h2>
 <table id="request-headers"><tbody>
 {{- range $k, $v := .Header}}
@@ -90,6 +98,7 @@ type messagePageData struct {
 	One                             *Message
 	List                            []Message
 	Confirm                         string // the purge to confirm: how many are queued
+	Copies                          []inboundCopy
 }
 
 func (a *api) renderMessages(w http.ResponseWriter, status int, d messagePageData) {
@@ -150,6 +159,7 @@ func (a *api) messagePage(w http.ResponseWriter, r *http.Request) {
 		m.Attempts = append(m.Attempts, attemptOf(at))
 	}
 	d.One, d.Host = &m, m.Host
+	d.Copies = a.inboundCopies(j, &v.Entry, m.ID)
 	a.renderMessages(w, http.StatusOK, d)
 }
 

@@ -144,6 +144,12 @@ inbound:
 	if strings.Contains(out, "target e") {
 		t.Errorf("msg show of webhook 3 (odd) lists a copy for e:\n%s", out)
 	}
+	page := adminPage(t, "http://"+hp.Admin+"/messages/"+bIDs[4])
+	for _, want := range []string{`id="copies"`, "<td>b</td>", "<td>c</td>", "<td>e</td>", "(this one)"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page of %s lacks %q:\n%s", bIDs[4], want, page)
+		}
+	}
 	bDown.Store(false)
 	b.WaitFor(t, 60*time.Second, "B has the 20 once up", func(as []Arrival) bool { return Delivered2xx(as) >= 20 })
 
@@ -198,4 +204,19 @@ inbound:
 			t.Errorf("check-config lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// adminPage is the body of a 200 page at u.
+func adminPage(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v\n%s", u, resp.StatusCode, err, b)
+	}
+	return string(b)
 }
