@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	neturl "net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,7 +37,7 @@ type result struct {
 	partner    *partnerlimit.Info // what the answer said of the partner's limits (partner.go)
 	quotaUntil time.Time          // the answer held the host until then (quota used up)
 
-	// For the journal (journal.go): the answer's header and first bytes.
+	// For the journal (maxage.go): the answer's header and first bytes.
 	header  http.Header
 	excerpt []byte
 }
@@ -296,7 +295,7 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, r request, pol *Policy
 		hold, ra, hasRA = d.settle(h, pol, res, sentAt, now, lease)
 	}
 	if res.verdict == vSplit { // not an attempt: the members are not judged
-		h.split(r.ms, now)
+		h.win.Split(r.ms, now)
 		d.opts.Observer.Delivery(ctx, h.name, vSplit)
 		d.opts.Observer.BatchWebhooks(ctx, h.name, vSplit, len(r.ms))
 		return e
@@ -325,17 +324,15 @@ func (d *Dispatcher) finish(ctx context.Context, h *host, r request, pol *Policy
 	if len(held) > 0 {
 		// First in line again when the hold ends, in their order, and a
 		// 429 does not use up an attempt.
-		for _, m := range slices.Backward(held) {
-			h.win.Ready().PushFront(m)
-		}
+		h.win.Hold(held)
 		e.next = d.held(h, pol, hold)
 	}
 	if len(retry) > 0 {
 		e.next = now.Add(retryDelay(attempts, pol, res, ra, hasRA))
 		if r.batch {
-			h.win.Retry().AddBatch(e.next, retry)
+			h.win.RetryBatchAt(e.next, retry)
 		} else {
-			h.win.Retry().Add(e.next, retry[0])
+			h.win.RetryAt(e.next, retry[0])
 		}
 	}
 	d.opts.Observer.Delivery(ctx, h.name, e.v)

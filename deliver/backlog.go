@@ -47,7 +47,7 @@ type purges struct {
 	loading  map[string]map[uint64]bool
 	inFlight map[uint64]purgeLater
 	// failing is, for auto_pause_after, when each host began failing
-	// without a success since (journal.go).
+	// without a success since (maxage.go).
 	failing map[string]time.Time
 	// pausedWhy says why each paused host is paused (events.go).
 	pausedWhy map[string]string
@@ -122,9 +122,6 @@ func (d *Dispatcher) withhold(host string, picked []*spool.Message, by string, b
 	var refs map[uint64]bool // waiting as ids (parked or delayed)
 	if h != nil {
 		held, refs = h.win.Select(picked)
-		if len(held) > 0 {
-			h.fit = nil // what a batch may take along is counted again
-		}
 		for _, m := range held {
 			d.release(h, m)
 		}

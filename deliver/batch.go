@@ -7,12 +7,12 @@ package deliver
 // batch exists only from the moment it is gathered until its attempt's
 // outcome is applied to every member.
 //
-// A batch takes one token and one slot, like one webhook. It is gathered
-// from the host's ready queue when a slot could go: the head and the
-// messages behind it with the same method and URL, in id order, up to
-// max_events and max_bytes. A batch that is not full waits for company
-// while more is on its way (a spool read, or attempts in flight while the
-// spool holds more), and while its first member is younger than max_wait.
+// A batch takes one token and one slot, like one webhook. The host's
+// window gathers it when a slot could go (window.Batch: the head and the
+// webhooks behind it with the same method and URL, up to max_events and
+// max_bytes, waiting for company up to max_wait); this file owns the wire
+// format: which webhooks may join and how many bytes each adds.
+//
 // A 2xx deletes every member; a 429 puts the members back at the head of
 // the queue, to be gathered again after the hold; a failure retries the
 // same members together after the backoff; a permanent failure buries
@@ -28,6 +28,7 @@ import (
 
 	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/spool"
+	"github.com/hookpace/hookpace/window"
 )
 
 // Batch is a host's batching policy.
@@ -49,80 +50,32 @@ func (b *Batch) events() int {
 	return b.MaxEvents
 }
 
-// pick is what host.next chose to send: a message alone (m), a batch
-// retried whole (batch), or a batch to gather from the ready queue at the
-// positions idx (host.take fills batch).
-type pick struct {
-	m     *spool.Message
-	batch []*spool.Message
-	idx   []int
-}
-
-func (p pick) empty() bool { return p.m == nil && p.batch == nil && p.idx == nil }
-
 // batchCount is what a batching host has delivered since the start.
 type batchCount struct {
 	requests, webhooks int64
 }
 
-// gather returns the batch that head leads (head alone when it cannot be
-// batched), or nothing while the batch waits for company.
-func (h *host) gather(head *spool.Message, now time.Time) (pick, bool, time.Time) {
-	b := h.pol.Batch
-	size := h.fitOf(head)
-	if size < 0 {
-		return pick{m: head}, false, time.Time{}
+// window is how h's window gathers batches of b: b's limits, and what
+// each webhook adds to a batch's body in b's wire format (nil: no
+// batching).
+func (b *Batch) window() *window.Batch {
+	if b == nil {
+		return nil
 	}
-	idx, total := []int{0}, frame(b)+size
-	full := false
-	ready := h.win.Ready()
-	for i := 1; i < ready.Len() && len(idx) < b.MaxEvents; i++ {
-		m := ready.At(i)
-		if m.URL != head.URL || m.Method != head.Method {
-			continue
-		}
-		n := h.fitOf(m)
-		if n < 0 {
-			continue
-		}
-		if total+1+n > b.MaxBytes {
-			full = true
-			break
-		}
-		idx = append(idx, i)
-		total += 1 + n
-	}
-	if !full && len(idx) < b.MaxEvents {
-		if h.win.Loading() || h.win.OnDisk() && h.sending > 0 {
-			return pick{}, false, time.Time{} // company is on its way; its arrival pumps h
-		}
-		if until := head.Enqueued.Add(b.MaxWait); now.Before(until) {
-			return pick{}, false, until
-		}
-	}
-	return pick{idx: idx}, false, time.Time{}
+	return &window.Batch{MaxEvents: b.MaxEvents, MaxBytes: b.MaxBytes, MaxWait: b.MaxWait, Frame: frame(b),
+		Size: b.size}
 }
 
-// fitOf is how many bytes m adds to a batch of h (a separating comma not
-// counted), or -1 if m goes alone: it is not JSON, or too big.
-func (h *host) fitOf(m *spool.Message) int {
-	if n, ok := h.fit[m]; ok {
-		return n
+// size is how many bytes m adds to a batch's body (a separating comma
+// not counted), or -1 if m may not join a batch.
+func (b *Batch) size(m *spool.Message) int {
+	if !batchable(m) {
+		return -1
 	}
-	if h.fit == nil {
-		h.fit = make(map[*spool.Message]int)
+	n := len(m.Body)
+	if b.Envelope {
+		n += len(appendEventHead(nil, m, b.Headers)) + 1
 	}
-	n := -1
-	if b := h.pol.Batch; batchable(m) {
-		n = len(m.Body)
-		if b.Envelope {
-			n += len(appendEventHead(nil, m, b.Headers)) + 1
-		}
-		if frame(b)+n > b.MaxBytes {
-			n = -1
-		}
-	}
-	h.fit[m] = n
 	return n
 }
 
@@ -262,12 +215,7 @@ func (d *Dispatcher) keepBatchable(h *host, ms []*spool.Message, sentAt time.Tim
 		return ms
 	}
 	d.mu.Lock()
-	for i := len(alone) - 1; i >= 0; i-- {
-		h.win.Ready().PushFront(alone[i])
-		if h.fit != nil {
-			h.fit[alone[i]] = -1
-		}
-	}
+	h.win.Alone(alone)
 	h.extra -= len(alone)
 	if len(keep) == 0 {
 		h.extra++ // the slot's own message was among them

@@ -10,9 +10,6 @@ package deliver
 import (
 	"bytes"
 	"net/http"
-	"time"
-
-	"github.com/hookpace/hookpace/spool"
 )
 
 // answerMax is how much of a 400's body is read to look for a size.
@@ -42,12 +39,4 @@ func tooLarge(status int, answer []byte) bool {
 		}
 	}
 	return false
-}
-
-// split puts the two halves of ms first in h's line, due now, in their
-// order; each goes as its own batch as soon as a slot and a token allow.
-func (h *host) split(ms []*spool.Message, now time.Time) {
-	half := (len(ms) + 1) / 2
-	h.win.Retry().AddBatch(now, ms[:half])
-	h.win.Retry().AddBatch(now, ms[half:])
 }

@@ -104,5 +104,5 @@ var maxLanes = 4096
 // windowPolicy is what h's window needs of its policy.
 func (h *host) windowPolicy() window.Policy {
 	return window.Policy{Window: h.window(), Stage: h.pol.Batch.events(), Weights: h.pol.Weights,
-		MinShare: h.pol.MinShare, MaxAge: h.pol.MaxAge, Batching: h.pol.Batch != nil, MaxLanes: maxLanes}
+		MinShare: h.pol.MinShare, MaxAge: h.pol.MaxAge, Batch: h.pol.Batch.window(), MaxLanes: maxLanes}
 }

@@ -87,7 +87,7 @@ type QueueStats interface {
 	HostDeduped(host string) int64
 }
 
-// Journal keeps the history of attempts (journal.go). Whether it keeps
+// Journal keeps the history of attempts (maxage.go). Whether it keeps
 // anything is the journal's own setting: the dispatcher records every
 // attempt and every delivered webhook's request.
 type Journal interface {
@@ -113,7 +113,7 @@ type Policy struct {
 	Timeout            time.Duration
 	MaxAttempts        int
 	MaxAge             time.Duration
-	AutoPauseAfter     time.Duration // pause the host after failing this long without a success (journal.go); 0: never
+	AutoPauseAfter     time.Duration // pause the host after failing this long without a success (maxage.go); 0: never
 	BackoffInitial     time.Duration
 	BackoffMax         time.Duration
 	Retry4xx           []int
@@ -362,10 +362,8 @@ type host struct {
 	unsettled   int  // deliveries answered 2xx, slot given back, delete not durable yet (slots.go)
 
 	// Batching (batch.go): extra counts the batch members in flight
-	// beyond one per slot; fit caches what each ready message adds to a
-	// batch (-1: it goes alone); batches counts delivered batches.
+	// beyond one per slot; batches counts delivered batches.
 	extra   int
-	fit     map[*spool.Message]int
 	batches batchCount
 
 	delivered int64 // webhooks delivered since the host was taken up
@@ -442,8 +440,8 @@ func (d *Dispatcher) pump(h *host) {
 	}
 	var wait, blocked time.Time
 	for {
-		p, fromRetry, until := d.nextPick(h, now)
-		if p.empty() {
+		p, until := d.nextPick(h, now)
+		if p.Empty() {
 			wait = until // a batch waits for company (batch.go)
 			break
 		}
@@ -452,17 +450,15 @@ func (d *Dispatcher) pump(h *host) {
 			wait, blocked = at, at
 			break
 		}
-		d.launch(h, h.take(p, fromRetry), now, lease)
+		d.launch(h, h.take(p), now, lease)
 	}
 	d.upkeep(h, now, wait, blocked)
 }
 
 // nextPick is what h sends next (host.next), once every webhook at the
-// head that passed max_age has gone to the dead letters (journal.go).
-func (d *Dispatcher) nextPick(h *host, now time.Time) (pick, bool, time.Time) {
-	for d.expireHead(h, now) {
-		// the next at the head may be past max_age too
-	}
+// head that passed max_age has gone to the dead letters (maxage.go).
+func (d *Dispatcher) nextPick(h *host, now time.Time) (window.Pick, time.Time) {
+	d.expireHeads(h, now)
 	return h.next(now)
 }
 
@@ -496,8 +492,8 @@ func (d *Dispatcher) launch(h *host, r request, sentAt time.Time, lease string) 
 // upkeep, after pump's attempts, keeps h's window (window.Host.Upkeep):
 // it lets go of what h holds if its gate blocked it for long, and not
 // while a purge of h reads its queue; then it arranges for pump again
-// when the earliest of wait, the window's own wake or the head's max_age
-// is due.
+// when the earliest of wait and the window's own wake (a retry, a read,
+// the head's max_age) is due.
 func (d *Dispatcher) upkeep(h *host, now, wait, blocked time.Time) {
 	h.gate.Pumped(now)
 	var spillUntil time.Time
@@ -505,7 +501,6 @@ func (d *Dispatcher) upkeep(h *host, now, wait, blocked time.Time) {
 		spillUntil = blocked
 	}
 	wake := earliest(wait, h.win.Upkeep(now, spillUntil, len(d.purges.loading[h.name]) == 0))
-	wake = d.headExpiry(h, wake)
 	if !wake.IsZero() {
 		d.wake(h, wake)
 	}

@@ -123,20 +123,13 @@ func (localGate) Close()                        {}
 
 // Due implements Backlog.
 func (h *host) Due(now time.Time) int {
-	n := (h.win.Waiting() + h.pol.Batch.events() - 1) / h.pol.Batch.events()
-	for _, it := range h.win.Retry().Items() {
-		if it.At.After(now) {
-			break
-		}
-		n++
-	}
-	return n
+	return h.win.Due(now)
 }
 
 // Empty implements Backlog.
 func (h *host) Empty(now time.Time) bool {
-	p, _, _ := h.next(now)
-	return p.empty()
+	p, _ := h.next(now)
+	return p.Empty()
 }
 
 // gatesWoke applies what the gates learned, and pumps the hosts it

@@ -2,7 +2,8 @@ package deliver
 
 // The dispatcher's side of the journal: it records each attempt with the
 // partner's answer, sends a webhook that waited past max_age at the head
-// of its queue to the dead letters, and pauses a host that failed for
+// of its queue (the window judges it: window.Host.ExpireHead) to the dead
+// letters, and pauses a host that failed for
 // auto_pause_after. Backlog control (purge, bury) is backlog.go.
 
 import (
@@ -50,32 +51,15 @@ func answerHeader(h http.Header) http.Header {
 	return out
 }
 
-// expireHead sends the head of h's ready queue (or its retry due now) to
-// the dead letters when it is older than max_age: a webhook that waited
-// behind a pause, a hold or a backlog is not sent late. It reports
-// whether it took one.
-func (d *Dispatcher) expireHead(h *host, now time.Time) bool {
-	maxAge := h.pol.MaxAge
-	if maxAge <= 0 {
-		return false
+// expireHeads sends every webhook at the head of h's window that waited
+// past max_age (window.Host.ExpireHead judges it) to the dead letters.
+func (d *Dispatcher) expireHeads(h *host, now time.Time) {
+	for m := h.win.ExpireHead(now); m != nil; m = h.win.ExpireHead(now) {
+		d.expire(h, m, now)
 	}
-	if at, ok := h.win.Retry().PeekAt(); ok && !at.After(now) {
-		if it := h.win.Retry().Peek(); it.M != nil && now.Sub(it.M.Enqueued) > maxAge {
-			h.win.Retry().Pop()
-			d.expire(h, it.M, now)
-			return true
-		}
-	}
-	m := h.win.Ready().Peek()
-	if m == nil || now.Sub(m.Enqueued) <= maxAge {
-		return false
-	}
-	h.win.Ready().Pop()
-	delete(h.fit, m)
-	d.expire(h, m, now)
-	return true
 }
 
+// expire buries m, which waited past max_age at the head of h's queue.
 func (d *Dispatcher) expire(h *host, m *spool.Message, now time.Time) {
 	d.release(h, m)
 	reason := fmt.Sprintf("max_age %v exceeded at the head of the queue (queued %v ago, %d attempts)",
@@ -85,20 +69,6 @@ func (d *Dispatcher) expire(h *host, m *spool.Message, now time.Time) {
 	h.win.OrderedDead(m, reason)
 	d.log.Info("delivery", "host", h.name, "id", m.Ref().String(), "attempt", m.Attempts, "outcome", "dead",
 		"age_ms", now.Sub(m.Enqueued).Milliseconds(), "reason", reason)
-}
-
-// headExpiry is wake, or sooner when the head of h's ready queue reaches
-// max_age first: it dies then even if nothing can be sent (a pause).
-func (d *Dispatcher) headExpiry(h *host, wake time.Time) time.Time {
-	m := h.win.Ready().Peek()
-	if m == nil || h.pol.MaxAge <= 0 {
-		return wake
-	}
-	at := m.Enqueued.Add(h.pol.MaxAge + time.Millisecond)
-	if wake.IsZero() || at.Before(wake) {
-		return at
-	}
-	return wake
 }
 
 // readAnswer reads the start of an answer's body: what a 400 says of a

@@ -117,7 +117,6 @@ func (d *Dispatcher) setPause(name string, paused bool, by string) error {
 	h.gate.Resume()
 	d.log.Info("host resumed", "host", name, "by", by)
 	h.win.Unstage() // picked during the pause: picked again with what came since
-	h.fit = nil
 	d.pump(h)
 	return nil
 }

@@ -105,7 +105,7 @@ func (d *Dispatcher) statusLocked(h *host, now time.Time) HostStatus {
 		Queued:         u.Messages,
 		QueuedBytes:    u.Bytes,
 		InFlight:       st.InFlight,
-		Retrying:       h.win.Retry().Len(),
+		Retrying:       h.win.Retrying(),
 		Rate:           st.Rate,
 		ConfiguredRate: st.ConfiguredRate,
 		Burst:          h.pol.Limits.Burst,
@@ -305,8 +305,7 @@ func (d *Dispatcher) SetPolicy(policy func(host string) *Policy) {
 	now := time.Now()
 	for _, h := range d.hosts {
 		h.pol = policy(h.name)
-		h.win.SetPolicy(h.windowPolicy()) // reweighs; unbatches retries if batching is off
-		h.fit = nil                       // what a message adds to a batch depends on the batch policy
+		h.win.SetPolicy(h.windowPolicy()) // reweighs; unbatches retries if batching is off; weighs batches anew
 		h.gate.SetLimits(h.limits(), now)
 		if h.timer != nil {
 			// The wake time was computed at the old rate.

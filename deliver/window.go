@@ -31,6 +31,11 @@ func (h *host) LoadSize() int { return h.d.loadSize(h) }
 // not durable yet (slots.go): none of them may be read again.
 func (h *host) Busy() int { return h.sending + h.extra + h.unsettled }
 
+// InFlight implements window.Env: h's attempts between the gate's
+// Acquire and Release, counted by h, so that a Backlog method a gate
+// calls under its own lock never calls the gate.
+func (h *host) InFlight() int { return h.sending }
+
 // Purged implements window.Env.
 func (h *host) Purged(m *spool.Message) bool { return h.d.skipPurged(h.name, m) }
 

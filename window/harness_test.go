@@ -21,6 +21,7 @@ type env struct {
 	most     int
 	budget   int             // messages all hosts may hold (Fits)
 	out      int             // handed out and not yet done or back
+	inFlight int             // requests handed out and not yet done
 	reads    []func() func() // started, not yet run
 	read     []func()        // run, not yet applied
 	purged   map[uint64]bool
@@ -35,6 +36,7 @@ func (e *env) Keep(*spool.Message) {
 func (e *env) Unkeep(*spool.Message)        { e.kept-- }
 func (e *env) Fits(*spool.Message) bool     { return e.kept < e.budget }
 func (e *env) Busy() int                    { return e.out }
+func (e *env) InFlight() int                { return e.inFlight }
 func (e *env) Purged(m *spool.Message) bool { return e.purged[m.ID] }
 func (e *env) Wake(t time.Time)             { e.wakes = append(e.wakes, t) }
 func (e *env) LoadSize() int {
@@ -117,20 +119,14 @@ func (f *fixture) add(set func(m *spool.Message)) *spool.Message {
 // next hands out the next webhook as the dispatcher's pump does: a
 // retry that is due, else the staged head; nil if there is none.
 func (f *fixture) next(now time.Time) *spool.Message {
-	if at, ok := f.w.Retry().PeekAt(); ok && !at.After(now) {
-		m := f.w.Retry().Peek().M
-		f.w.Retry().Pop()
-		f.e.out++
-		return m
-	}
-	f.w.Stage()
-	m := f.w.Ready().Peek()
-	if m == nil {
+	p, _ := f.w.Next(now)
+	if p.Empty() {
 		return nil
 	}
-	f.w.Ready().Pop()
-	f.e.out++
-	return m
+	ms, _ := f.w.Take(p)
+	f.e.out += len(ms)
+	f.e.inFlight++
+	return ms[0]
 }
 
 // done settles m, delivered: gone from the spool and from the Host.
@@ -140,6 +136,7 @@ func (f *fixture) done(m *spool.Message) {
 		f.t.Fatal(err)
 	}
 	f.e.out--
+	f.e.inFlight = max(f.e.inFlight-1, 0)
 	f.e.Unkeep(m)
 	f.w.Done(m)
 }

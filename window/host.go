@@ -1,9 +1,10 @@
 // Package window owns what of each host's durable queue is held in
 // memory: the lanes (fairness keys and priorities) and their turns, the
-// webhooks staged to go next, those waiting for a retry, the ordering
-// keys' and the delayed webhooks' ids, which lanes are read from the
-// spool and from where, what is let go of when memory is short (spill,
-// demote), and the selection of held webhooks for a purge or a burial.
+// webhooks staged to go next and the batches gathered from them, those
+// waiting for a retry, max_age at the head, the ordering keys' and the
+// delayed webhooks' ids, which lanes are read from the spool and from
+// where, what is let go of when memory is short (spill, demote), and the
+// selection of held webhooks for a purge or a burial.
 //
 // The spool is the queue; a Host is a read cache of one host's part of
 // it. A Host is not safe for concurrent use: the dispatcher calls it with
@@ -50,6 +51,9 @@ type Env interface {
 	// Busy is how many of the host's messages are out of the Host: in
 	// flight, a batch's members counted each.
 	Busy() int
+	// InFlight is how many of the host's requests are in flight (a batch
+	// one): the dispatcher's own count, never its gate's.
+	InFlight() int
 	// Purged reports whether m, just read from the spool, was purged or
 	// buried meanwhile: it is not held.
 	Purged(m *spool.Message) bool
@@ -76,9 +80,9 @@ type Policy struct {
 	MinShare float64
 	// MaxAge is how old a webhook may be when sent (0: no limit).
 	MaxAge time.Duration
-	// Batching says whether requests carry several webhooks: what is
-	// staged is then gathered by content, and is not let go of.
-	Batching bool
+	// Batch, if not nil, gathers what is staged into batches (batch.go);
+	// a batching host's webhooks are not let go of (spill).
+	Batch *Batch
 	// MaxLanes bounds the lanes held in memory (0: 4096).
 	MaxLanes int
 }
@@ -104,8 +108,11 @@ type Host struct {
 	pol    Policy
 	now    func() time.Time
 
-	ready Deque      // picked from the lanes, next to go
-	retry RetryQueue // failed, waiting for their backoff
+	ready deque      // picked from the lanes, next to go
+	retry retryQueue // failed, waiting for their backoff
+	// fit caches what each staged webhook adds to a batch (-1: it goes
+	// alone), for a batching host (batch.go).
+	fit map[*spool.Message]int
 
 	lanes laneSet
 	// spilled: h let go of its messages until then (spill.go), and reads
@@ -150,18 +157,12 @@ func (h *Host) SetPolicy(p Policy) {
 	if h.lanes.def != nil {
 		h.lanes.reweigh(p.Weights)
 	}
-	if !p.Batching {
-		h.retry.Unbatch() // each member retries alone
+	if p.Batch == nil {
+		h.retry.unbatch() // each member retries alone
 	}
+	h.fit = nil             // what a webhook adds to a batch depends on the policy
 	h.spilled = time.Time{} // the gate may let it send sooner
 }
-
-// Ready is what was picked to go next, in order; the dispatcher gathers
-// batches from it and takes from its front.
-func (h *Host) Ready() *Deque { return &h.ready }
-
-// Retry is what waits for its backoff.
-func (h *Host) Retry() *RetryQueue { return &h.retry }
 
 // Held is how many messages h holds in memory: staged, in lanes or
 // waiting for a retry.
@@ -198,12 +199,13 @@ func (h *Host) Announce(m *spool.Message, now time.Time) { h.enqueueLane(m, now)
 // every other lane the spool has.
 func (h *Host) Resume() { h.resume() }
 
-// Stage picks from the lanes into Ready, up to one request's worth.
-func (h *Host) Stage() { h.stage() }
-
 // Unstage puts what is staged back at the front of its lanes, to be
-// picked again with whatever came since (a pause ended).
-func (h *Host) Unstage() { h.unstage() }
+// picked again with whatever came since (a pause ended), and gathered
+// again from scratch.
+func (h *Host) Unstage() {
+	h.unstage()
+	h.fit = nil
+}
 
 // Done notes that m left for good (delivered, dead, purged, or abandoned
 // where it stays queued for the next start): its ordering key moves on,
@@ -223,7 +225,8 @@ func (h *Host) OrderedDead(m *spool.Message, reason string) { h.orderedDead(m, r
 // delayed, lets go of what h holds when the host can't send before
 // spillUntil (zero: it can; a spill waits for mayLetGo), makes room for
 // keys waiting on disk, and tops the window up from the spool. It
-// returns when h needs the host pumped again (zero: an event will).
+// returns when h needs the host pumped again (zero: an event will): a
+// retry due, a read allowed again, the head reaching max_age.
 func (h *Host) Upkeep(now, spillUntil time.Time, mayLetGo bool) time.Time {
 	wake := h.dueDelayed(now)
 	if !spillUntil.IsZero() && mayLetGo {
@@ -244,16 +247,17 @@ func (h *Host) Upkeep(now, spillUntil time.Time, mayLetGo bool) time.Time {
 	if h.Settled() && h.env.Busy() == 0 {
 		h.compact()
 	}
-	return wake
+	return h.headExpiry(wake)
 }
 
 // compact gives back the buffers of a host that holds nothing: a host
 // that was busy once costs, idle, what a new one does.
 func (h *Host) compact() {
-	h.ready = Deque{}
-	h.retry = RetryQueue{}
+	h.ready = deque{}
+	h.retry = retryQueue{}
+	h.fit = nil
 	ls := &h.lanes
-	ls.def.q = Deque{}
+	ls.def.q = deque{}
 	if ls.ring.len() == 0 {
 		ls.ring = fifo[*unit]{}
 	}

@@ -133,7 +133,7 @@ func (x *laneRare) idle() bool {
 type lane struct {
 	id       spool.Lane
 	unit     *unit
-	q        Deque
+	q        deque
 	cursor   uint64 // highest id of the lane read from the spool
 	lastSeen uint64 // highest id of the lane announced by the spool
 	onDisk   bool   // the spool holds messages of the lane above cursor

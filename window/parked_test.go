@@ -251,7 +251,7 @@ func TestOrderedKeyStatus(t *testing.T) {
 	}
 	m.Attempts, m.LastStatus = 3, 503
 	f.e.out--
-	f.w.Retry().Add(f.clock.Add(time.Minute), m)
+	f.w.RetryAt(f.clock.Add(time.Minute), m)
 	b := f.w.Status().Blocked[0]
 	if b.State != "retrying" || b.Attempts != 3 || b.NextAt == nil {
 		t.Fatalf("blocked on a retry: %+v", b)
@@ -262,7 +262,7 @@ func TestOrderedKeyStatus(t *testing.T) {
 	}
 
 	// It dies: the key goes on without it.
-	f.w.Retry().Pop()
+	f.w.retry.Pop()
 	if err := f.sp.Delete(m); err != nil {
 		t.Fatal(err)
 	}

@@ -54,8 +54,11 @@ func (h *Host) Select(picked []*spool.Message) (out map[uint64]*spool.Message, r
 			}
 		}
 		if len(keep) > 0 {
-			h.retry.insert(RetryItem{At: it.At, Batch: keep})
+			h.retry.insert(retryItem{At: it.At, Batch: keep})
 		}
+	}
+	if len(out) > 0 {
+		h.fit = nil // what a batch may take along is weighed again
 	}
 	return out, refs
 }

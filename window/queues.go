@@ -1,8 +1,8 @@
 package window
 
 // The queues a host's window is made of: a FIFO that reuses its buffer
-// (fifo), the deque of messages picked to go next (Deque), and the
-// messages waiting for their backoff (RetryQueue).
+// (fifo), the deque of messages picked to go next (deque), and the
+// messages waiting for their backoff (retryQueue).
 
 import (
 	"time"
@@ -10,17 +10,17 @@ import (
 	"github.com/hookpace/hookpace/spool"
 )
 
-// Deque is a FIFO of messages that can also take one back at the front.
-type Deque struct {
+// deque is a FIFO of messages that can also take one back at the front.
+type deque struct {
 	buf  []*spool.Message
 	head int
 }
 
 // Len is how many messages q holds.
-func (q *Deque) Len() int { return len(q.buf) - q.head }
+func (q *deque) Len() int { return len(q.buf) - q.head }
 
 // Push puts m at the back.
-func (q *Deque) Push(m *spool.Message) {
+func (q *deque) Push(m *spool.Message) {
 	if q.head > 0 && q.head == len(q.buf) {
 		q.buf, q.head = q.buf[:0], 0
 	}
@@ -28,7 +28,7 @@ func (q *Deque) Push(m *spool.Message) {
 }
 
 // Peek is the message at the front, nil if none.
-func (q *Deque) Peek() *spool.Message {
+func (q *deque) Peek() *spool.Message {
 	if q.Len() == 0 {
 		return nil
 	}
@@ -36,13 +36,13 @@ func (q *Deque) Peek() *spool.Message {
 }
 
 // Pop removes the message at the front.
-func (q *Deque) Pop() {
+func (q *deque) Pop() {
 	q.buf[q.head] = nil
 	q.head++
 }
 
 // popBack removes and returns the message at the back.
-func (q *Deque) popBack() *spool.Message {
+func (q *deque) popBack() *spool.Message {
 	m := q.buf[len(q.buf)-1]
 	q.buf[len(q.buf)-1] = nil
 	q.buf = q.buf[:len(q.buf)-1]
@@ -50,11 +50,11 @@ func (q *Deque) popBack() *spool.Message {
 }
 
 // At returns the i-th message from the front.
-func (q *Deque) At(i int) *spool.Message { return q.buf[q.head+i] }
+func (q *deque) At(i int) *spool.Message { return q.buf[q.head+i] }
 
 // TakeAt removes the messages at positions idx (from the front, ascending)
 // and returns them in that order; the others keep theirs.
-func (q *Deque) TakeAt(idx []int) []*spool.Message {
+func (q *deque) TakeAt(idx []int) []*spool.Message {
 	out := make([]*spool.Message, 0, len(idx))
 	w := q.head + idx[0]
 	for r := w; r < len(q.buf); r++ {
@@ -71,7 +71,7 @@ func (q *Deque) TakeAt(idx []int) []*spool.Message {
 }
 
 // PushFront puts m at the front, to be popped next.
-func (q *Deque) PushFront(m *spool.Message) {
+func (q *deque) PushFront(m *spool.Message) {
 	if q.head > 0 {
 		q.head--
 		q.buf[q.head] = m
@@ -80,50 +80,50 @@ func (q *Deque) PushFront(m *spool.Message) {
 	q.buf = append([]*spool.Message{m}, q.buf...)
 }
 
-// RetryQueue holds messages waiting for their backoff, soonest first. It
+// retryQueue holds messages waiting for their backoff, soonest first. It
 // stays small (bounded by the window), so insertion keeps it sorted. An
 // item is one message, or a batch that is retried whole.
-type RetryQueue struct {
-	items []RetryItem
+type retryQueue struct {
+	items []retryItem
 	msgs  int // messages in items, batch members each
 }
 
-// RetryItem is one message or one batch waiting for its backoff.
-type RetryItem struct {
+// retryItem is one message or one batch waiting for its backoff.
+type retryItem struct {
 	At    time.Time
 	M     *spool.Message   // a message sent alone; nil for a batch
 	Batch []*spool.Message // a batch's members, in the order they are sent
 }
 
 // Len is how many messages r holds, a batch's members each.
-func (r *RetryQueue) Len() int { return r.msgs }
+func (r *retryQueue) Len() int { return r.msgs }
 
 // Items are r's items, soonest first; the caller must not change them.
-func (r *RetryQueue) Items() []RetryItem { return r.items }
+func (r *retryQueue) Items() []retryItem { return r.items }
 
 // Add queues m, due at at.
-func (r *RetryQueue) Add(at time.Time, m *spool.Message) {
-	r.insert(RetryItem{At: at, M: m})
+func (r *retryQueue) Add(at time.Time, m *spool.Message) {
+	r.insert(retryItem{At: at, M: m})
 }
 
 // AddBatch queues ms, to be retried whole at at.
-func (r *RetryQueue) AddBatch(at time.Time, ms []*spool.Message) {
-	r.insert(RetryItem{At: at, Batch: ms})
+func (r *retryQueue) AddBatch(at time.Time, ms []*spool.Message) {
+	r.insert(retryItem{At: at, Batch: ms})
 }
 
-func (r *RetryQueue) insert(it RetryItem) {
+func (r *retryQueue) insert(it retryItem) {
 	i := len(r.items)
 	for i > 0 && r.items[i-1].At.After(it.At) {
 		i--
 	}
-	r.items = append(r.items, RetryItem{})
+	r.items = append(r.items, retryItem{})
 	copy(r.items[i+1:], r.items[i:])
 	r.items[i] = it
 	r.msgs += max(len(it.Batch), 1)
 }
 
 // PeekAt is when the soonest item is due; false if r is empty.
-func (r *RetryQueue) PeekAt() (time.Time, bool) {
+func (r *retryQueue) PeekAt() (time.Time, bool) {
 	if len(r.items) == 0 {
 		return time.Time{}, false
 	}
@@ -131,17 +131,17 @@ func (r *RetryQueue) PeekAt() (time.Time, bool) {
 }
 
 // Peek is the soonest item; r must not be empty.
-func (r *RetryQueue) Peek() RetryItem { return r.items[0] }
+func (r *retryQueue) Peek() retryItem { return r.items[0] }
 
 // Pop removes the soonest item.
-func (r *RetryQueue) Pop() {
+func (r *retryQueue) Pop() {
 	r.msgs -= max(len(r.items[0].Batch), 1)
-	r.items[0] = RetryItem{}
+	r.items[0] = retryItem{}
 	r.items = r.items[1:]
 }
 
-// Unbatch replaces each batch with its members, each due when it was.
-func (r *RetryQueue) Unbatch() {
+// unbatch replaces each batch with its members, each due when it was.
+func (r *retryQueue) unbatch() {
 	items := r.items
 	r.items, r.msgs = nil, 0
 	for _, it := range items {
@@ -150,7 +150,7 @@ func (r *RetryQueue) Unbatch() {
 			continue
 		}
 		for _, m := range it.Batch {
-			r.insert(RetryItem{At: it.At, M: m})
+			r.insert(retryItem{At: it.At, M: m})
 		}
 	}
 }

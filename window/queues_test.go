@@ -16,7 +16,7 @@ func msgs(ids ...uint64) []*spool.Message {
 	return out
 }
 
-func dequeIDs(q *Deque) []uint64 {
+func dequeIDs(q *deque) []uint64 {
 	var ids []uint64
 	for i := range q.Len() {
 		ids = append(ids, q.At(i).ID)
@@ -24,32 +24,32 @@ func dequeIDs(q *Deque) []uint64 {
 	return ids
 }
 
-// TestDeque: a Deque is a FIFO that takes messages back at its front and
+// TestDeque: a deque is a FIFO that takes messages back at its front and
 // lets any of them be taken out, the others keeping their order.
 func TestDeque(t *testing.T) {
 	cases := []struct {
 		name string
-		do   func(q *Deque) []uint64 // what it took
+		do   func(q *deque) []uint64 // what it took
 		want []uint64                // what is left, front first
 		took []uint64
 	}{
-		{"push and pop", func(q *Deque) []uint64 { q.Pop(); q.Pop(); q.Push(msgs(6)[0]); return nil }, []uint64{3, 4, 5, 6}, nil},
-		{"pop all, push again", func(q *Deque) []uint64 {
+		{"push and pop", func(q *deque) []uint64 { q.Pop(); q.Pop(); q.Push(msgs(6)[0]); return nil }, []uint64{3, 4, 5, 6}, nil},
+		{"pop all, push again", func(q *deque) []uint64 {
 			for q.Len() > 0 {
 				q.Pop()
 			}
 			q.Push(msgs(9)[0])
 			return nil
 		}, []uint64{9}, nil},
-		{"push front after a pop", func(q *Deque) []uint64 { q.Pop(); q.PushFront(msgs(0)[0]); return nil }, []uint64{0, 2, 3, 4, 5}, nil},
-		{"push front", func(q *Deque) []uint64 { q.PushFront(msgs(0)[0]); return nil }, []uint64{0, 1, 2, 3, 4, 5}, nil},
-		{"pop back", func(q *Deque) []uint64 { return []uint64{q.popBack().ID} }, []uint64{1, 2, 3, 4}, []uint64{5}},
-		{"take some", func(q *Deque) []uint64 { return ids(q.TakeAt([]int{0, 2, 4})) }, []uint64{2, 4}, []uint64{1, 3, 5}},
-		{"take after a pop", func(q *Deque) []uint64 { q.Pop(); return ids(q.TakeAt([]int{1})) }, []uint64{2, 4, 5}, []uint64{3}},
+		{"push front after a pop", func(q *deque) []uint64 { q.Pop(); q.PushFront(msgs(0)[0]); return nil }, []uint64{0, 2, 3, 4, 5}, nil},
+		{"push front", func(q *deque) []uint64 { q.PushFront(msgs(0)[0]); return nil }, []uint64{0, 1, 2, 3, 4, 5}, nil},
+		{"pop back", func(q *deque) []uint64 { return []uint64{q.popBack().ID} }, []uint64{1, 2, 3, 4}, []uint64{5}},
+		{"take some", func(q *deque) []uint64 { return ids(q.TakeAt([]int{0, 2, 4})) }, []uint64{2, 4}, []uint64{1, 3, 5}},
+		{"take after a pop", func(q *deque) []uint64 { q.Pop(); return ids(q.TakeAt([]int{1})) }, []uint64{2, 4, 5}, []uint64{3}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var q Deque
+			var q deque
 			for _, m := range msgs(1, 2, 3, 4, 5) {
 				q.Push(m)
 			}
@@ -62,7 +62,7 @@ func TestDeque(t *testing.T) {
 			}
 		})
 	}
-	var q Deque
+	var q deque
 	if q.Peek() != nil {
 		t.Fatal("an empty deque's front is not nil")
 	}
@@ -81,7 +81,7 @@ func ids(ms []*spool.Message) []uint64 {
 // members are each due when it was.
 func TestRetryQueue(t *testing.T) {
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	var r RetryQueue
+	var r retryQueue
 	if _, ok := r.PeekAt(); ok {
 		t.Fatal("an empty queue has an item due")
 	}
@@ -96,7 +96,7 @@ func TestRetryQueue(t *testing.T) {
 	if it := r.Peek(); it.M != nil || !slices.Equal(ids(it.Batch), []uint64{2, 3}) {
 		t.Fatalf("first item %+v, want the batch", it)
 	}
-	r.Unbatch()
+	r.unbatch()
 	var got []uint64
 	var when []time.Time
 	for _, it := range r.Items() {
@@ -120,7 +120,7 @@ func TestRetryQueue(t *testing.T) {
 // webhooks selected, a batch's members each, and leaves the others due
 // when they were.
 func TestSelectRetries(t *testing.T) {
-	f := newFixture(t, Policy{Window: 8, Batching: true, Stage: 4}, 1<<20)
+	f := newFixture(t, Policy{Window: 8, Batch: &Batch{MaxEvents: 4, MaxBytes: 1 << 20, Size: func(*spool.Message) int { return 2 }}, Stage: 4}, 1<<20)
 	var all []*spool.Message
 	for range 5 {
 		all = append(all, f.add(nil))
@@ -129,17 +129,17 @@ func TestSelectRetries(t *testing.T) {
 		f.next(f.clock)
 		f.e.out--
 	}
-	f.w.Retry().AddBatch(f.clock.Add(time.Second), all[0:2])
-	f.w.Retry().AddBatch(f.clock.Add(2*time.Second), all[2:3])
-	f.w.Retry().Add(f.clock.Add(3*time.Second), all[3])
-	f.w.Retry().Add(f.clock.Add(4*time.Second), all[4])
+	f.w.RetryBatchAt(f.clock.Add(time.Second), all[0:2])
+	f.w.RetryBatchAt(f.clock.Add(2*time.Second), all[2:3])
+	f.w.RetryAt(f.clock.Add(3*time.Second), all[3])
+	f.w.RetryAt(f.clock.Add(4*time.Second), all[4])
 	held, refs := f.w.Select([]*spool.Message{all[1], all[2], all[4]})
 	if len(refs) != 0 || len(held) != 3 || held[all[1].ID] == nil || held[all[2].ID] == nil || held[all[4].ID] == nil {
 		t.Fatalf("selected %v, as ids %v", held, refs)
 	}
-	items := f.w.Retry().Items()
+	items := f.w.retry.Items()
 	if len(items) != 2 || !slices.Equal(ids(items[0].Batch), []uint64{all[0].ID}) || items[1].M != all[3] ||
-		!items[0].At.Equal(f.clock.Add(time.Second)) || f.w.Retry().Len() != 2 {
+		!items[0].At.Equal(f.clock.Add(time.Second)) || f.w.Retrying() != 2 {
 		t.Fatalf("left to retry: %+v", items)
 	}
 }

@@ -76,7 +76,7 @@ func (h *Host) enqueueLane(m *spool.Message, now time.Time) {
 	h.setOnDisk(l, true)
 }
 
-// admit places m, just read from the spool, in h's lanes: in l's Deque,
+// admit places m, just read from the spool, in h's lanes: in l's deque,
 // parked behind its ordering key's active webhook, or delayed.
 func (h *Host) admit(l *lane, m *spool.Message, now time.Time) {
 	ls := &h.lanes

@@ -135,15 +135,15 @@ func TestLoadFails(t *testing.T) {
 func TestUnstage(t *testing.T) {
 	f := newFixture(t, Policy{Window: 8, Stage: 2}, 1<<20)
 	a, b := f.add(nil), f.add(nil)
-	f.w.Stage()
-	if f.w.Ready().Len() != 2 {
-		t.Fatalf("%d staged, want 2", f.w.Ready().Len())
+	f.w.stage()
+	if f.w.ready.Len() != 2 {
+		t.Fatalf("%d staged, want 2", f.w.ready.Len())
 	}
 	hi := f.add(func(m *spool.Message) { m.Priority = spool.PriorityHigh })
 	f.w.Unstage()
 	f.w.Unstage() // nothing staged: nothing to do
-	if f.w.Ready().Len() != 0 || f.w.Waiting() != 3 {
-		t.Fatalf("unstaged: %d staged, %d waiting", f.w.Ready().Len(), f.w.Waiting())
+	if f.w.ready.Len() != 0 || f.w.Waiting() != 3 {
+		t.Fatalf("unstaged: %d staged, %d waiting", f.w.ready.Len(), f.w.Waiting())
 	}
 	if ids := f.handOut(); !slices.Equal(ids, []uint64{hi.ID, a.ID, b.ID}) {
 		t.Fatalf("handed out %v, want %d, %d, %d", ids, hi.ID, a.ID, b.ID)

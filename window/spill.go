@@ -34,7 +34,7 @@ const SpillAfter = 10 * time.Second
 // send it once more (at-least-once still holds).
 func (h *Host) spill(now, blocked time.Time) {
 	ls := &h.lanes
-	if h.env.Busy() > 0 || h.loading || h.pol.Batching || h.count() == 0 || ls.waiting() || ls.r().discovering {
+	if h.env.Busy() > 0 || h.loading || h.pol.Batch != nil || h.count() == 0 || ls.waiting() || ls.r().discovering {
 		return
 	}
 	for _, it := range h.retry.items {
@@ -91,11 +91,11 @@ func (h *Host) spill(now, blocked time.Time) {
 		h.env.Unkeep(m)
 		ls.takeOut(m)
 	}
-	h.ready = Deque{}
-	h.retry = RetryQueue{}
+	h.ready = deque{}
+	h.retry = retryQueue{}
 	for l := range ls.all() {
 		ls.mem -= l.q.Len()
-		l.q = Deque{}
+		l.q = deque{}
 	}
 	// Read again in that order: the keys leave the rotation and rejoin it
 	// as they are read.

@@ -35,7 +35,7 @@ func TestSpillRefused(t *testing.T) {
 				f.t.Fatal("no read under way")
 			}
 		}},
-		{"batching", Policy{Batching: true, Stage: 4}, nil},
+		{"batching", Policy{Batch: &Batch{MaxEvents: 4, MaxBytes: 1 << 20, Size: func(*spool.Message) int { return 2 }}, Stage: 4}, nil},
 		{"a webhook delayed", Policy{}, func(f *fixture) {
 			f.add(func(m *spool.Message) { m.NotBefore = f.clock.Add(time.Hour) })
 		}},
@@ -53,12 +53,12 @@ func TestSpillRefused(t *testing.T) {
 		{"a batch waiting for its retry", Policy{}, func(f *fixture) {
 			m := f.next(f.clock)
 			f.e.out--
-			f.w.Retry().AddBatch(f.clock.Add(time.Second), []*spool.Message{m})
+			f.w.RetryBatchAt(f.clock.Add(time.Second), []*spool.Message{m})
 		}},
 		{"a retry due after the block", Policy{}, func(f *fixture) {
 			m := f.next(f.clock)
 			f.e.out--
-			f.w.Retry().Add(f.clock.Add(spillUntil+time.Second), m)
+			f.w.RetryAt(f.clock.Add(spillUntil+time.Second), m)
 		}},
 		{"a webhook's max_age ending before the block", Policy{MaxAge: spillUntil - time.Second}, nil},
 	}
@@ -69,7 +69,7 @@ func TestSpillRefused(t *testing.T) {
 			for range 3 {
 				f.add(func(m *spool.Message) { m.Fairness = "a" })
 			}
-			f.w.Stage()
+			f.w.stage()
 			if c.set != nil {
 				c.set(f)
 			}
@@ -137,7 +137,7 @@ func TestSpillReadsAgainInOrder(t *testing.T) {
 	retried.Attempts, retried.LastStatus = 1, 503
 	f.sp.Update(retried)
 	f.e.out--
-	f.w.Retry().Add(f.clock.Add(time.Second), retried)
+	f.w.RetryAt(f.clock.Add(time.Second), retried)
 	for _, want := range []string{"b", "c"} {
 		m := f.next(f.clock)
 		if m.Fairness != want {
@@ -146,7 +146,7 @@ func TestSpillReadsAgainInOrder(t *testing.T) {
 		f.done(m) // waits for the writer: the retry's Update is durable
 		delete(all, m.ID)
 	}
-	f.w.Stage() // a's next turn, staged
+	f.w.stage() // a's next turn, staged
 	// More of d than the window has room for: on disk, waiting for a load;
 	// then e, which joins the rotation after d.
 	for range 12 {

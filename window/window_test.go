@@ -77,10 +77,10 @@ func handedOutUntilDone(t *testing.T, seed uint64, keys, orders int) {
 		case 0: // a retry, due at once
 			m.Attempts++
 			f.e.out--
-			f.w.Retry().Add(now, m)
+			f.w.RetryAt(now, m)
 		case 1: // held (a 429): first in line again
 			f.e.out--
-			f.w.Ready().PushFront(m)
+			f.w.ready.PushFront(m)
 		default:
 			f.done(m)
 			doneIDs[m.ID] = true
@@ -178,7 +178,7 @@ func TestSelectWhilePicksOut(t *testing.T) {
 				m := out[ids[0]]
 				delete(out, m.ID)
 				f.e.out--
-				f.w.Retry().Add(now.Add(time.Hour), m)
+				f.w.RetryAt(now.Add(time.Hour), m)
 			}
 			// A read of lanes started before the purge, and done reading
 			// (from the spool, off the lock), is applied after it.
@@ -243,7 +243,7 @@ func TestSelectWhilePicksOut(t *testing.T) {
 				f.done(out[id])
 				delivered[id] = true
 			}
-			f.w.Retry().Unbatch()
+			f.w.retry.unbatch()
 			later := now.Add(2 * time.Hour)
 			for step := 0; ; step++ {
 				if step > 10_000 {
