@@ -94,7 +94,7 @@ func (d *Dispatcher) setPause(name string, paused bool, by string) error {
 			d.unrecorded = map[string]bool{}
 		}
 		d.unrecorded[name] = paused
-		d.armRecordRetry()
+		d.armRerecord()
 		d.log.Warn(pauseWord(paused)+" not recorded: the spool's disk is full; it applies now, and is recorded once space returns",
 			"host", name, "error", err.Error())
 	} else if err != nil {
@@ -152,9 +152,9 @@ func pauseWord(paused bool) string {
 	return "resume"
 }
 
-// armRecordRetry makes sure recordPending runs while changes wait to be
+// armRerecord makes sure recordPending runs while changes wait to be
 // recorded. Called with pauseMu held.
-func (d *Dispatcher) armRecordRetry() {
+func (d *Dispatcher) armRerecord() {
 	if d.recordRetry == nil && len(d.unrecorded) > 0 {
 		d.recordRetry = time.AfterFunc(recordRetryEvery, d.recordPending)
 	}
@@ -183,12 +183,12 @@ func (d *Dispatcher) recordPending() {
 		delete(d.unrecorded, name)
 		d.log.Info(pauseWord(paused)+" recorded: the spool's disk has room again", "host", name)
 	}
-	d.armRecordRetry()
+	d.armRerecord()
 }
 
-// stopRecordRetry stops recordPending's timer; what it had not recorded
+// stopRerecord stops recordPending's timer; what it had not recorded
 // stays unrecorded, and the log says so.
-func (d *Dispatcher) stopRecordRetry() {
+func (d *Dispatcher) stopRerecord() {
 	d.pauseMu.Lock()
 	defer d.pauseMu.Unlock()
 	if d.recordRetry != nil {

@@ -358,7 +358,7 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 		}
 	}
 	d.mu.Unlock()
-	d.stopRecordRetry()
+	d.stopRerecord()
 	settled := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
