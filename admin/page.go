@@ -308,6 +308,10 @@ func (p *page) do(action, host string) (string, error) {
 			return "", err
 		}
 		a.Logger.Info("dead letters replayed", "count", n, "host", host, "ids", 0)
+		st, _ := a.Hosts.Host(host)
+		if note := queuedAgainNote(host, st, time.Now(), "this replay"); note != "" && n > 0 {
+			return "replayed " + strconv.Itoa(n) + "; " + note, nil
+		}
 		return "replayed " + strconv.Itoa(n), nil
 	}
 	return "", badAction("unknown action " + strconv.Quote(action))

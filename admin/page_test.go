@@ -347,6 +347,11 @@ func TestPageActionsNeedSameOriginAndToken(t *testing.T) {
 		t.Errorf("replay: %s; %d dead, %d queued for gone.example; want 0 and 2", resp.Status,
 			f.sp.Usage().Dead, f.sp.HostUsage("gone.example").Messages)
 	}
+	// The host is paused: the page says the replayed webhooks wait.
+	if _, _, _, body := f.render(t, resp.Header.Get("Location")[1:]); !strings.Contains(body,
+		"dead letters put back in the queue. The host is paused: they wait until it is resumed (hookpace resume gone.example)") {
+		t.Errorf("the page after a replay to a paused host (%s) does not say they wait", resp.Header.Get("Location"))
+	}
 	if resp := f.post(t, "resume", url.Values{"host": {"gone.example"}, "csrf_token": {token}}, self); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("resume: %s", resp.Status)
 	}

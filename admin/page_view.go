@@ -174,8 +174,12 @@ func doneMessage(q url.Values) string {
 	if done == "" || host == "" {
 		return ""
 	}
-	if n, ok := strings.CutPrefix(done, "replayed "); ok {
-		return fmt.Sprintf("%s: %s dead letters put back in the queue.", host, n)
+	if rest, ok := strings.CutPrefix(done, "replayed "); ok {
+		n, next, _ := strings.Cut(rest, "; ") // next: what a paused or held host does with them
+		if next != "" {
+			next = " The host is " + next + "."
+		}
+		return fmt.Sprintf("%s: %s dead letters put back in the queue.%s", host, n, next)
 	}
 	if n, ok := strings.CutPrefix(done, "purged "); ok {
 		return fmt.Sprintf("%s: %s queued webhooks purged.", host, n)

@@ -116,13 +116,14 @@ func replayedHost(host string, st deliver.HostStatus, now time.Time, what string
 	return rh
 }
 
-// queuedAgainNote says what host, in state st, will do with a webhook
-// queued again now (a resend): "" when it is neither paused nor held.
-func queuedAgainNote(host string, st deliver.HostStatus, now time.Time) string {
+// queuedAgainNote says what host, in state st, will do with webhooks
+// queued again now by what ("this resend"): "" when it is neither paused
+// nor held.
+func queuedAgainNote(host string, st deliver.HostStatus, now time.Time, what string) string {
 	if !st.Paused && st.HeldUntil == nil {
 		return ""
 	}
-	return replayedHost(host, st, now, "this resend").Next
+	return replayedHost(host, st, now, what).Next
 }
 
 // ReplayDead moves dead letters back into their queues, and says what

@@ -42,7 +42,7 @@ func TestReplayedHostSaysWhatHappens(t *testing.T) {
 		if rh.Paused != tc.st.Paused || (rh.HeldUntil != nil) != (tc.st.HeldUntil != nil) {
 			t.Errorf("%s: %+v", tc.name, rh)
 		}
-		if note := queuedAgainNote("h.example", tc.st, now); (note == "") != (!tc.st.Paused && tc.st.HeldUntil == nil) {
+		if note := queuedAgainNote("h.example", tc.st, now, "this resend"); (note == "") != (!tc.st.Paused && tc.st.HeldUntil == nil) {
 			t.Errorf("%s: resend note %q", tc.name, note)
 		}
 	}

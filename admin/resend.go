@@ -53,7 +53,7 @@ func (a *api) resendMessage(w http.ResponseWriter, r *http.Request) {
 	st, _ := a.Hosts.Host(m.Host)
 	writeJSON(w, http.StatusAccepted, Resent{ID: m.Ref().String(), Queued: spool.IDString(m.ID), Host: m.Host,
 		Message: "queued again at the tail of its host's queue, delivered under its first id",
-		Next:    queuedAgainNote(m.Host, st, m.Enqueued)})
+		Next:    queuedAgainNote(m.Host, st, m.Enqueued, "this resend")})
 }
 
 // Resend asks hookpace to send a delivered webhook again (POST
