@@ -64,3 +64,22 @@ func TestInboundTargetErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestInboundTargetsRestart: the same targets read twice need no
+// restart; a changed filter does.
+func TestInboundTargetsRestart(t *testing.T) {
+	const y = `
+inbound:
+  - listen: ':8081'
+    to:
+      - http://a:1
+      - {url: 'http://b:1', filter: {json: type, matches: '^invoice\.', path: /h/*}, rewrite: {json: {drop: [$.x]}, headers: {set: {X-A: b}}}}
+`
+	a, b := mustParse(t, y), mustParse(t, y)
+	if got := RestartRequired(a, b); len(got) != 0 {
+		t.Errorf("same targets: RestartRequired = %v", got)
+	}
+	if got := RestartRequired(a, mustParse(t, strings.Replace(y, "invoice", "charge", 1))); !strings.Contains(strings.Join(got, ","), "inbound") {
+		t.Errorf("another filter: RestartRequired = %v", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,8 +22,9 @@ import (
 // webhooks reaches B once and C once, each copy signed by the route;
 // C's copy is rewritten by C's rules, B's is not; a target whose filter
 // takes nothing gets none, one whose filter takes the even ones gets
-// those. B answering 503 doesn't hold C: C has all 20 while B has none.
-// Repeats of delivered ids are taken at the door and reach no target
+// those. B answering 503 doesn't hold C: C has all 20 while B has none,
+// and B's copies alone become dead letters; replayed, each reaches B
+// once, still signed. Repeats of delivered ids are taken at the door and reach no target
 // again. msg show of B's copy lists its siblings; check-config prints
 // the targets.
 func TestInboundFanOut(t *testing.T) {
@@ -45,7 +47,7 @@ func TestInboundFanOut(t *testing.T) {
 	}
 	hp := Start(t, fmt.Sprintf(`
 hosts:
-  %q: {rate: 1000/s, burst: 100, concurrency: 4, backoff_initial: 100ms, backoff_max: 500ms, breaker_cooldown: 500ms}
+  %q: {rate: 1000/s, burst: 100, concurrency: 4, backoff_initial: 50ms, backoff_max: 100ms, max_attempts: 2, breaker_cooldown: 100ms}
   %q: {rate: 1000/s, burst: 100, concurrency: 4}
   %q: {rate: 1000/s, burst: 100, concurrency: 4}
   %q: {rate: 1000/s, burst: 100, concurrency: 4}
@@ -126,6 +128,18 @@ inbound:
 	if n := Delivered2xx(b.Arrivals()); n != 0 {
 		t.Fatalf("B delivered %d while answering 503", n)
 	}
+	// B's copies, and B's alone, become dead letters after 2 attempts.
+	var dl struct {
+		Total int `json:"total"`
+	}
+	Poll(t, 30*time.Second, "B's 20 copies dead", func() bool {
+		hp.AdminJSON("/v1/dead?host="+url.QueryEscape(b.Host()), &dl)
+		return dl.Total == 20
+	})
+	hp.AdminJSON("/v1/dead", &dl)
+	if dl.Total != 20 {
+		t.Fatalf("%d dead letters in all, want B's 20", dl.Total)
+	}
 	// Repeats of delivered ids: taken at the door, for no target again.
 	for i := range 5 {
 		if code, h := post(i); code != http.StatusAccepted || h.Get("X-Hookpace-Duplicate") != "true" {
@@ -136,7 +150,7 @@ inbound:
 	if err != nil {
 		t.Fatalf("msg show: %v\n%s", err, out)
 	}
-	for _, want := range []string{"target b", "target c", "(this one)"} {
+	for _, want := range []string{"target b  " + b.Host() + "  dead", "target c  " + c.Host() + "  delivered", "(this one)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("msg show %s lacks %q:\n%s", bIDs[3], want, out)
 		}
@@ -151,7 +165,10 @@ inbound:
 		}
 	}
 	bDown.Store(false)
-	b.WaitFor(t, 60*time.Second, "B has the 20 once up", func(as []Arrival) bool { return Delivered2xx(as) >= 20 })
+	if out, err := hp.CLI("dead", "replay", "--host", b.Host()); err != nil || !strings.Contains(out, "replayed 20") {
+		t.Fatalf("dead replay --host B: %v\n%s", err, out)
+	}
+	b.WaitFor(t, 60*time.Second, "B has the 20 once replayed", func(as []Arrival) bool { return Delivered2xx(as) >= 20 })
 
 	count := func(rc *Receiver) map[string]int {
 		got := map[string]int{}

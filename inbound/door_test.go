@@ -30,14 +30,20 @@ type noCount struct{}
 
 func (noCount) InboundRejected(context.Context, string, string) {}
 
-// failBody fails the test if the door reads a byte of it.
-type failBody struct{ t *testing.T }
-
-func (b failBody) Read([]byte) (int, error) {
-	b.t.Error("the door read a body it had to refuse from Content-Length")
-	return 0, io.ErrUnexpectedEOF
+// answeredBody fails the test if the door reads a byte of it before it
+// has answered w with 413 (it may read the rest after, to drain it).
+type answeredBody struct {
+	t *testing.T
+	w *httptest.ResponseRecorder
 }
-func (failBody) Close() error { return nil }
+
+func (b answeredBody) Read([]byte) (int, error) {
+	if b.w.Code != http.StatusRequestEntityTooLarge || !b.w.Flushed {
+		b.t.Error("the door read a body it had to refuse from Content-Length before answering 413")
+	}
+	return 0, io.EOF
+}
+func (answeredBody) Close() error { return nil }
 
 // TestDoorJudgesTheRoutedPath: whatever path or method a forged webhook
 // takes to the app's webhook path, it never reaches the app; what is off
@@ -105,9 +111,9 @@ func TestDoorJudgesTheRoutedPath(t *testing.T) {
 	}
 
 	r := httptest.NewRequest("POST", "http://door/webhooks/stripe", nil)
-	r.Body, r.ContentLength = failBody{t}, 100<<20
-	r.Header.Set("Content-Length", strconv.Itoa(100<<20))
 	w := httptest.NewRecorder()
+	r.Body, r.ContentLength = answeredBody{t, w}, 100<<20
+	r.Header.Set("Content-Length", strconv.Itoa(100<<20))
 	rt.ServeHTTP(w, r)
 	if w.Code != http.StatusRequestEntityTooLarge || w.Header().Get("Connection") != "close" {
 		t.Errorf("declared 100 MiB: %d %v, want 413 and Connection: close", w.Code, w.Header())

@@ -96,21 +96,26 @@ func (rt *Route) fanOut(w http.ResponseWriter, r *http.Request, p webpath.Path, 
 	if rt.targets[0].Name != "" {
 		in.Webhook = newWebhookID()
 	}
+	// Every copy is built before any is stored: a copy that can't be
+	// (its rewrite needs JSON) refuses the webhook with nothing stored.
+	fwds := make([]*http.Request, len(picked))
+	for i, t := range picked {
+		fwd, err := rt.copyFor(r, t, body, start)
+		if err != nil {
+			rt.refuse(w, r, start, http.StatusBadRequest, "rewrite", "target "+strconv.Quote(t.Name)+": "+err.Error())
+			return
+		}
+		fwds[i] = fwd
+	}
 	takes := make([]proxy.Taken, len(picked))
 	var wg sync.WaitGroup
 	for i, t := range picked {
-		fwd, bad := rt.copyFor(r, t, body, start)
-		if bad != nil {
-			takes[i] = proxy.Taken{Status: http.StatusBadRequest, Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}},
-				Body: []byte("hookpace: target " + t.Name + ": " + bad.Error() + "\n")}
-			continue
-		}
 		tin := in
 		tin.Target = t.Name
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			takes[i] = rt.opts.Ingest.TakeInbound(fwd, tin)
+			takes[i] = rt.opts.Ingest.TakeInbound(fwds[i], tin)
 		}()
 	}
 	wg.Wait()

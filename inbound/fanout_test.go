@@ -108,3 +108,27 @@ func TestFanOut(t *testing.T) {
 		t.Errorf("no target takes it: %d %q, copies %v", w.Code, w.Body, ing.got)
 	}
 }
+
+// TestFanOutRewriteRefusal: a body one target's rewrite can't apply to
+// is refused with 400 before any target's copy is stored.
+func TestFanOutRewriteRefusal(t *testing.T) {
+	secret, err := rewrite.ParsePath("$.secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := config.InboundRoute{Name: "fan", To: "http://a:1", Targets: []config.InboundTarget{
+		{Name: "a", URL: "http://a:1"},
+		{Name: "b", URL: "http://b:1", Rewrite: config.Rewrite{JSON: &rewrite.JSON{Drop: []rewrite.Path{secret}}}},
+	}}
+	ing := &copies{got: map[string]string{}, webhks: map[string]bool{}}
+	rt, err := NewRoute(Options{Route: route, Ingest: ing, App: http.NotFoundHandler(), Metrics: noCount{},
+		Logger: slog.New(slog.DiscardHandler), MaxBody: 1 << 10, Now: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	rt.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "http://door/hooks", strings.NewReader("not json")))
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `target "b"`) || len(ing.got) != 0 {
+		t.Errorf("a body b's rewrite can't parse: %d %q, copies stored %v", w.Code, w.Body, ing.got)
+	}
+}

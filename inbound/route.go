@@ -150,8 +150,7 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (rt *Route) readBody(w http.ResponseWriter, r *http.Request, start time.Time) (body []byte, ok bool) {
 	tooLarge := "body exceeds spool.max_body (" + strconv.FormatInt(rt.opts.MaxBody, 10) + " bytes)"
 	if r.ContentLength > rt.opts.MaxBody {
-		w.Header().Set("Connection", "close")
-		rt.refuse(w, r, start, http.StatusRequestEntityTooLarge, "too_large", tooLarge)
+		rt.tooLarge(w, r, start, tooLarge, 0)
 		return nil, false
 	}
 	rc := http.NewResponseController(w)
@@ -170,11 +169,20 @@ func (rt *Route) readBody(w http.ResponseWriter, r *http.Request, start time.Tim
 		rt.refuse(w, r, start, http.StatusBadRequest, "body", "reading body: "+err.Error())
 		return nil, false
 	case int64(len(body)) > rt.opts.MaxBody:
-		w.Header().Set("Connection", "close")
-		rt.refuse(w, r, start, http.StatusRequestEntityTooLarge, "too_large", tooLarge)
+		rt.tooLarge(w, r, start, tooLarge, int64(len(body)))
 		return nil, false
 	}
 	return body, true
+}
+
+// tooLarge answers 413 to a body over MaxBody of which n bytes were
+// read, then reads and discards the rest (within bounds, see
+// proxy.DrainRefusal) and closes the connection: a client that writes
+// its whole body before reading reads the 413, not a reset.
+func (rt *Route) tooLarge(w http.ResponseWriter, r *http.Request, start time.Time, reason string, n int64) {
+	rt.logRefused(r, start, http.StatusRequestEntityTooLarge, "too_large", reason)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	proxy.DrainRefusal(w, r, http.StatusRequestEntityTooLarge, []byte("hookpace: "+reason+"\n"), n, rt.opts.MaxBody)
 }
 
 // notAllowed refuses a method the door does not take on a webhook path.
@@ -297,14 +305,19 @@ func jsonString(raw json.RawMessage) string {
 // refuse answers a request the door will not take, with its canonical
 // line. The reason never holds the secret.
 func (rt *Route) refuse(w http.ResponseWriter, r *http.Request, start time.Time, status int, label, reason string) {
+	rt.logRefused(r, start, status, label, reason)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	io.WriteString(w, "hookpace: "+reason+"\n")
+}
+
+// logRefused writes the canonical line of a request the door refused.
+func (rt *Route) logRefused(r *http.Request, start time.Time, status int, label, reason string) {
 	rt.opts.Logger.LogAttrs(r.Context(), slog.LevelInfo, "inbound",
 		slog.String("decision", "refused"), slog.String("route", rt.opts.Route.Name), slog.Int("status", status),
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("reason_code", label),
 		slog.String("reason", reason), slog.Int64("duration_us", rt.opts.Now().Sub(start).Microseconds()),
 		slog.String("remote", r.RemoteAddr))
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(status)
-	io.WriteString(w, "hookpace: "+reason+"\n")
 }
 
 // passThrough hands r to the app and writes its canonical line once the

@@ -204,3 +204,21 @@ func (pol *Policy) appRefusal(u *url.URL) (decision, bool) {
 	}
 	return decision{}, false
 }
+
+// DrainRefusal writes a refusal (status and body, its headers already
+// set) of an inbound webhook whose body the door read n bytes of and
+// not to its end, as the proxy's own door does (drainAfter): when more
+// is unread than Go's server discards by itself, the rest is read and
+// discarded, up to 4x maxBody (at least drainMin) or drainTime, so that
+// a client that writes its whole body before reading reads the answer
+// instead of a connection reset. The connection is closed after.
+func DrainRefusal(w http.ResponseWriter, r *http.Request, status int, body []byte, n, maxBody int64) {
+	seen := &seenBody{ReadCloser: r.Body, n: n}
+	if seen.mustDrain(r) {
+		drainAfter(w, r, status, body, max(4*maxBody, drainMin))
+		return
+	}
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(status)
+	w.Write(body)
+}
