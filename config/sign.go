@@ -34,7 +34,7 @@ type Signing struct {
 	// hookpace's own key, not with key files (per_host sets either way).
 	PerHost bool
 	Field   string // the block's path ("defaults.sign", `hosts["a.example"].sign`)
-	Line     int    // the block's line
+	Line    int    // the block's line
 }
 
 // Secret is where one signing secret is: a file or an environment
