@@ -4,9 +4,11 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 
+	"github.com/hookpace/hookpace/hostname"
 	"github.com/hookpace/hookpace/server"
 	"github.com/hookpace/hookpace/sign"
 )
@@ -20,7 +22,9 @@ func signCmd(args []string, stdout io.Writer) error {
 }
 
 // publicKey prints the Standard Webhooks public key ("whpk_…") of each
-// Ed25519 key that signs for a host, one a line (two during a rotation),
+// Ed25519 key that signs for a host, one a line (two during a rotation):
+// the host's own key, derived from the block's, where the block signs
+// each host with its own (per_host),
 // creating hookpace's own key if the host uses it and it does not exist
 // yet, so that partners can have the key before the first webhook.
 func publicKey(args []string, stdout io.Writer) error {
@@ -58,8 +62,19 @@ func publicKey(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	name := partnerHost(*host)
 	for _, k := range keys {
+		if hc.Sign.PerHost {
+			k = sign.HostKey(k, name)
+		}
 		fmt.Fprintln(stdout, sign.PublicKey(k.Public().(ed25519.PublicKey)))
 	}
 	return nil
+}
+
+// partnerHost names host as the webhooks' URLs make it at delivery
+// (hostname.Key): lower case, no trailing dot, no default port.
+func partnerHost(host string) string {
+	h := hostname.Key(&url.URL{Scheme: "https", Host: strings.TrimSpace(host)})
+	return strings.TrimSuffix(h, ":80")
 }

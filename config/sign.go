@@ -29,8 +29,12 @@ type Signing struct {
 	// KeyFiles are v1a's Ed25519 private keys (1 or 2: rotation); none:
 	// hookpace's own, created beside the spool (Config.SignKeyPath).
 	KeyFiles []Secret
-	Field    string // the block's path ("defaults.sign", `hosts["a.example"].sign`)
-	Line     int    // the block's line
+	// PerHost (v1a) signs each destination host with a key of its own,
+	// derived from the block's key (sign.HostKey): by default with
+	// hookpace's own key, not with key files (per_host sets either way).
+	PerHost bool
+	Field   string // the block's path ("defaults.sign", `hosts["a.example"].sign`)
+	Line    int    // the block's line
 }
 
 // Secret is where one signing secret is: a file or an environment
@@ -56,6 +60,7 @@ type rawSign struct {
 	Replace    opt[bool]          `yaml:"replace"`
 	KeyFile    opt[string]        `yaml:"key_file"`
 	KeyFiles   opt[[]opt[string]] `yaml:"key_files"`
+	PerHost    opt[bool]          `yaml:"per_host"`
 }
 
 type rawSecret struct {
@@ -65,7 +70,7 @@ type rawSecret struct {
 
 var (
 	signFields = map[string]bool{"scheme": true, "secret_file": true, "secret_env": true, "secrets": true, "header": true, "replace": true,
-		"key_file": true, "key_files": true}
+		"key_file": true, "key_files": true, "per_host": true}
 	secretFields = map[string]bool{"file": true, "env": true}
 )
 
@@ -74,7 +79,7 @@ var (
 // recording problems when the block is invalid.
 func resolveSign(p *problems, path string, n *yaml.Node, base *Signing) *Signing {
 	var r rawSign
-	if n = deref(n); !decodeBlock(p, path, n, signFields, "scheme, secret_file, secret_env, secrets, header, replace, key_file, key_files", &r) {
+	if n = deref(n); !decodeBlock(p, path, n, signFields, "scheme, secret_file, secret_env, secrets, header, replace, key_file, key_files, per_host", &r) {
 		return base
 	}
 	f := func(name string) string { return path + "." + name }
@@ -104,6 +109,9 @@ func resolveSign(p *problems, path string, n *yaml.Node, base *Signing) *Signing
 	}
 	if r.KeyFile.Set || r.KeyFiles.Set {
 		p.add(firstLine(r.KeyFile.Line, r.KeyFiles.Line), f("key_file"), "only for scheme %s (Ed25519 keys)", sign.StandardWebhooksV1a)
+	}
+	if r.PerHost.Set {
+		p.add(r.PerHost.Line, f("per_host"), "only for scheme %s (Ed25519 keys)", sign.StandardWebhooksV1a)
 	}
 	srcs := secretSources(p, path, n, &r)
 	if len(srcs) == 0 {
@@ -144,6 +152,8 @@ func resolveV1a(p *problems, path string, n *yaml.Node, r *rawSign, sc *Signing,
 	if r.SecretFile.Set || r.SecretEnv.Set || deref(&r.Secrets).Kind != 0 || r.SecretFile.Err != nil || r.SecretEnv.Err != nil {
 		sc.Secrets = secretSources(p, path, n, r) // v1 beside v1a, for a migration
 	}
+	sc.PerHost = len(sc.KeyFiles) == 0
+	field(p, f("per_host"), r.PerHost, &sc.PerHost, nil)
 	if len(p.errs) > before {
 		return base
 	}

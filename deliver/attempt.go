@@ -161,13 +161,13 @@ func (d *Dispatcher) startSpan(h *host, r request, id string, n int) (context.Co
 func (d *Dispatcher) send(ctx context.Context, r request, pol *Policy, id string, n int) result {
 	m := r.ms[0]
 	if r.batch {
-		return d.post(ctx, pol, m.Method, m.URL, batchHeader(r.ms), encodeBatch(pol.Batch, r.ms), id, n)
+		return d.post(ctx, pol, m.Method, m.Host, m.URL, batchHeader(r.ms), encodeBatch(pol.Batch, r.ms), id, n)
 	}
 	hdr := m.Header.Clone()
 	if hdr == nil {
 		hdr = http.Header{}
 	}
-	return d.post(ctx, pol, m.Method, m.URL, hdr, m.Body, id, n)
+	return d.post(ctx, pol, m.Method, m.Host, m.URL, hdr, m.Body, id, n)
 }
 
 // hostHeader is the Host header for u: its host, with the port only when
@@ -185,10 +185,10 @@ func hostHeader(u *neturl.URL) string {
 	return u.Host
 }
 
-// post makes one HTTP request: a webhook, or a batch of them. id is what
-// the receiver de-duplicates on, attempt counts from 1; hdr is the
-// request's own.
-func (d *Dispatcher) post(ctx context.Context, pol *Policy, method, url string, hdr http.Header, body []byte, id string, attempt int) result {
+// post makes one HTTP request to host: a webhook, or a batch of them. id
+// is what the receiver de-duplicates on, attempt counts from 1; hdr is
+// the request's own.
+func (d *Dispatcher) post(ctx context.Context, pol *Policy, method, host, url string, hdr http.Header, body []byte, id string, attempt int) result {
 	ctx, cancel := context.WithTimeout(context.WithValue(ctx, attemptKey{}, attempt), pol.Timeout)
 	defer cancel()
 	if pol.UpgradeTLS && strings.HasPrefix(url, "http://") {
@@ -213,7 +213,7 @@ func (d *Dispatcher) post(ctx context.Context, pol *Policy, method, url string, 
 		hdr.Set(pol.AttemptHeader, strconv.Itoa(attempt))
 	}
 	if signer != nil { // signed with the id above and a fresh timestamp
-		signer.Sign(hdr, id, body, time.Now())
+		signer.Sign(hdr, host, id, body, time.Now())
 	}
 	client := d.opts.Client
 	if pol.InsecureSkipVerify {

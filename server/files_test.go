@@ -168,13 +168,13 @@ func TestLoadFilesValues(t *testing.T) {
 		t.Error("defaults' signer missing or not shared by the host that inherits it")
 	}
 	h := http.Header{"Webhook-Signature": {"v1,app"}}
-	f.Signer(cfg.Hosts["rotating.example"].Sign).Sign(h, "msg_p5jXN8AQM9LWM0D4loKWxJek", []byte(`{"test": 2432232314}`), time.Unix(1614265330, 0))
+	f.Signer(cfg.Hosts["rotating.example"].Sign).Sign(h, "rotating.example", "msg_p5jXN8AQM9LWM0D4loKWxJek", []byte(`{"test": 2432232314}`), time.Unix(1614265330, 0))
 	const v = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
 	if h.Get("Webhook-Signature") != v+" "+v {
 		t.Errorf("rotation from env and file, replace: %v", h)
 	}
 	h = http.Header{}
-	f.Signer(cfg.Hosts["github.example"].Sign).Sign(h, "1", []byte("Hello, World!"), time.Unix(1, 0))
+	f.Signer(cfg.Hosts["github.example"].Sign).Sign(h, "github.example", "1", []byte("Hello, World!"), time.Unix(1, 0))
 	if h.Get("X-Hub-Signature-256") != "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17" {
 		t.Errorf("hmac-sha256 from env: %v", h)
 	}

@@ -59,7 +59,7 @@ func signer(cfg *config.Config, sc *config.Signing) (*sign.Signer, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	s, err := sign.New(sign.Options{Scheme: sc.Scheme, Secrets: keys, Keys: ed, Header: sc.Header, Replace: sc.Replace, Prefix: sc.Prefix})
+	s, err := sign.New(sign.Options{Scheme: sc.Scheme, Secrets: keys, Keys: ed, PerHost: sc.PerHost, Header: sc.Header, Replace: sc.Replace, Prefix: sc.Prefix})
 	if err != nil {
 		return nil, &config.FieldError{File: path, Line: sc.Line, Field: sc.Field, Msg: err.Error()}
 	}

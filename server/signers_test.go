@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/sign"
 )
 
 // v1a signs with hookpace's own key, created beside the spool once, or
@@ -55,11 +56,11 @@ func TestV1aSigners(t *testing.T) {
 	}
 	body := []byte(`{"a":1}`)
 	for host, pub := range map[string]ed25519.PublicKey{
-		"own.example": own[0].Public().(ed25519.PublicKey),
+		"own.example": sign.HostKey(own[0], "own.example").Public().(ed25519.PublicKey), // per host by default
 		"op.example":  opKey.Public().(ed25519.PublicKey),
 	} {
 		h := http.Header{}
-		f.Signer(cfg.Hosts[host].Sign).Sign(h, "msg_1", body, time.Unix(1700000000, 0))
+		f.Signer(cfg.Hosts[host].Sign).Sign(h, host, "msg_1", body, time.Unix(1700000000, 0))
 		sigs := strings.Fields(h.Get("Webhook-Signature"))
 		v, sig, _ := strings.Cut(sigs[0], ",")
 		raw, _ := base64.StdEncoding.DecodeString(sig)

@@ -30,7 +30,7 @@ func TestOfficialGoLibraryVerifies(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := http.Header{}
-		s.Sign(h, "000000000000002a-0000000000000031", body, time.Now())
+		s.Sign(h, "partner.example", "000000000000002a-0000000000000031", body, time.Now())
 		if err := wh.Verify(body, h); err != nil {
 			t.Errorf("%d secrets: the official library refuses %v: %v", len(keys), h, err)
 		}
@@ -57,7 +57,7 @@ func TestPrefixedHeadersBesideProvider(t *testing.T) {
 	}
 	body := []byte(`{"type":"invoice.paid"}`)
 	h := http.Header{"Webhook-Id": {"msg_provider"}, "Webhook-Timestamp": {"1"}, "Webhook-Signature": {"v1,provider"}}
-	s.Sign(h, "0000000000000007", body, time.Now())
+	s.Sign(h, "partner.example", "0000000000000007", body, time.Now())
 	if h.Get("Webhook-Id") != "msg_provider" || h.Get("Webhook-Signature") != "v1,provider" || h.Get("Webhook-Timestamp") != "1" {
 		t.Fatalf("provider's headers changed: %v", h)
 	}
@@ -94,7 +94,7 @@ func TestOfficialGoLibraryDuringV1aMigration(t *testing.T) {
 	}
 	body := []byte(`{"order":42}`)
 	h := http.Header{}
-	s.Sign(h, "000000000000002a", body, time.Now())
+	s.Sign(h, "partner.example", "000000000000002a", body, time.Now())
 	if err := wh.Verify(body, h); err != nil {
 		t.Errorf("the official library refuses %v: %v", h, err)
 	}

@@ -54,7 +54,7 @@ func TestReadmeGoVerifier(t *testing.T) {
 	for _, keys := range [][][]byte{{key}, {old, key}, {key, old}} {
 		s, _ := New(Options{Scheme: StandardWebhooks, Secrets: keys})
 		h := http.Header{}
-		s.Sign(h, "00000000000000a1", body, time.Now())
+		s.Sign(h, "partner.example", "00000000000000a1", body, time.Now())
 		if !verify(key, h, body) {
 			t.Errorf("%d secrets: the README's verifier refuses %v", len(keys), h)
 		}
@@ -64,7 +64,7 @@ func TestReadmeGoVerifier(t *testing.T) {
 	}
 	signer, _ := New(Options{Scheme: StandardWebhooks, Secrets: [][]byte{key}})
 	h := http.Header{}
-	signer.Sign(h, "1", body, time.Now().Add(-time.Hour))
+	signer.Sign(h, "partner.example", "1", body, time.Now().Add(-time.Hour))
 	if verify(key, h, body) {
 		t.Error("the README's verifier accepts an hour-old timestamp")
 	}

@@ -50,8 +50,12 @@ type Options struct {
 	// Keys sign StandardWebhooksV1a, 1 to MaxSecrets (rotation: both
 	// sign). Secrets, if any, add v1 signatures beside them (a migration
 	// from v1 to v1a: the receiver accepts either).
-	Keys   []ed25519.PrivateKey
-	Header string // HMACSHA256: the header that carries "sha256=<hex>"
+	Keys []ed25519.PrivateKey
+	// PerHost signs each destination host with a key of its own, derived
+	// from Keys (HostKey), so that what one partner received verifies
+	// at no other; off, Keys sign for every host alike.
+	PerHost bool
+	Header  string // HMACSHA256: the header that carries "sha256=<hex>"
 	// Replace overwrites signature headers the app sent; otherwise a
 	// request that already carries one is passed through unsigned.
 	Replace bool
@@ -61,9 +65,11 @@ type Options struct {
 	Prefix string
 }
 
-// Signer signs requests for one host. It is safe for concurrent use.
+// Signer signs requests for the hosts of one sign block. It is safe for
+// concurrent use.
 type Signer struct {
-	opts Options
+	opts  Options
+	hosts *hostKeys // PerHost: each host's keys
 }
 
 // New checks opts and returns a Signer.
@@ -100,17 +106,31 @@ func New(opts Options) (*Signer, error) {
 			return nil, fmt.Errorf("secret %d is empty", i+1)
 		}
 	}
-	return &Signer{opts: opts}, nil
+	s := &Signer{opts: opts}
+	if opts.PerHost && opts.Scheme == StandardWebhooksV1a {
+		s.hosts = &hostKeys{masters: opts.Keys}
+	}
+	return s, nil
+}
+
+// Keys are the Ed25519 keys that sign for host (v1a), one a key in use
+// (two during a rotation); none for the other schemes.
+func (s *Signer) Keys(host string) []ed25519.PrivateKey {
+	if s.hosts != nil {
+		return s.hosts.of(host)
+	}
+	return s.opts.Keys
 }
 
 // Scheme returns the signer's scheme.
 func (s *Signer) Scheme() string { return s.opts.Scheme }
 
-// Sign adds the signature headers for a request with body, sent now, to h.
-// id is hookpace's stable message id (the same on retries and replays).
-// With Replace off, a request whose headers already carry a signature
-// (webhook-signature, or the configured header) is left as it is.
-func (s *Signer) Sign(h http.Header, id string, body []byte, now time.Time) {
+// Sign adds the signature headers for a request to host with body, sent
+// now, to h. id is hookpace's stable message id (the same on retries and
+// replays). With Replace off, a request whose headers already carry a
+// signature (webhook-signature, or the configured header) is left as it
+// is.
+func (s *Signer) Sign(h http.Header, host, id string, body []byte, now time.Time) {
 	switch s.opts.Scheme {
 	case StandardWebhooks, StandardWebhooksV1a:
 		pre := s.opts.Prefix
@@ -123,7 +143,7 @@ func (s *Signer) Sign(h http.Header, id string, body []byte, now time.Time) {
 		h.Set(pre+HeaderTimestamp, ts)
 		sig := Signatures(s.opts.Secrets, id, ts, body)
 		if s.opts.Scheme == StandardWebhooksV1a {
-			v1a := AsymmetricSignatures(s.opts.Keys, id, ts, body)
+			v1a := AsymmetricSignatures(s.Keys(host), id, ts, body)
 			if sig != "" {
 				v1a += " " + sig
 			}

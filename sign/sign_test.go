@@ -36,7 +36,7 @@ func TestStandardWebhooksVector(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := http.Header{"Content-Type": {"application/json"}}
-	s.Sign(h, vecID, []byte(vecPayload), time.Unix(vecTimestamp, 0))
+	s.Sign(h, "partner.example", vecID, []byte(vecPayload), time.Unix(vecTimestamp, 0))
 	if got := h.Get(HeaderSignature); got != vecSignature {
 		t.Errorf("webhook-signature = %q, want %q", got, vecSignature)
 	}
@@ -48,7 +48,7 @@ func TestStandardWebhooksVector(t *testing.T) {
 	}
 	// One byte of the body changed: another signature.
 	h2 := http.Header{}
-	s.Sign(h2, vecID, []byte(`{"test": 2432232315}`), time.Unix(vecTimestamp, 0))
+	s.Sign(h2, "partner.example", vecID, []byte(`{"test": 2432232315}`), time.Unix(vecTimestamp, 0))
 	if h2.Get(HeaderSignature) == vecSignature {
 		t.Error("a changed body has the same signature")
 	}
@@ -78,7 +78,7 @@ func TestRotationSendsBoth(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := http.Header{}
-	s.Sign(h, vecID, []byte(vecPayload), time.Unix(vecTimestamp, 0))
+	s.Sign(h, "partner.example", vecID, []byte(vecPayload), time.Unix(vecTimestamp, 0))
 	sigs := strings.Split(h.Get(HeaderSignature), " ")
 	if len(sigs) != 2 || sigs[0] != vecSignature {
 		t.Fatalf("webhook-signature = %q, want the vector's signature then the second key's", h.Get(HeaderSignature))
@@ -94,8 +94,8 @@ func TestRotationSendsBoth(t *testing.T) {
 func TestFreshTimestampPerAttempt(t *testing.T) {
 	s, _ := New(Options{Scheme: StandardWebhooks, Secrets: [][]byte{vecKey(t)}})
 	h1, h2 := http.Header{}, http.Header{}
-	s.Sign(h1, "1", []byte("x"), time.Unix(100, 0))
-	s.Sign(h2, "1", []byte("x"), time.Unix(160, 0))
+	s.Sign(h1, "partner.example", "1", []byte("x"), time.Unix(100, 0))
+	s.Sign(h2, "partner.example", "1", []byte("x"), time.Unix(160, 0))
 	if h1.Get(HeaderTimestamp) != "100" || h2.Get(HeaderTimestamp) != "160" || h1.Get(HeaderSignature) == h2.Get(HeaderSignature) {
 		t.Errorf("attempts: %v then %v", h1, h2)
 	}
@@ -108,7 +108,7 @@ func TestHMACSHA256(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := http.Header{}
-	s.Sign(h, "1", body, time.Unix(1, 0))
+	s.Sign(h, "partner.example", "1", body, time.Unix(1, 0))
 	// GitHub's documented example for X-Hub-Signature-256.
 	const want = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
 	if got := h.Get("X-Hub-Signature-256"); got != want {
@@ -145,7 +145,7 @@ func TestReplaceAndPassThrough(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := tc.app.Clone()
-			s.Sign(h, vecID, []byte(vecPayload), time.Unix(vecTimestamp, 0))
+			s.Sign(h, "partner.example", vecID, []byte(vecPayload), time.Unix(vecTimestamp, 0))
 			vals := h.Values(tc.header)
 			if !tc.replace {
 				if len(vals) != 1 || !strings.Contains(vals[0], "app") {
@@ -167,7 +167,7 @@ func TestReplaceAndPassThrough(t *testing.T) {
 	// An unsigned request is signed whatever Replace says.
 	s, _ := New(Options{Scheme: StandardWebhooks, Secrets: [][]byte{key}})
 	h := http.Header{"Webhook-Id": {"stale"}}
-	s.Sign(h, vecID, []byte(vecPayload), time.Unix(vecTimestamp, 0))
+	s.Sign(h, "partner.example", vecID, []byte(vecPayload), time.Unix(vecTimestamp, 0))
 	if h.Get(HeaderSignature) != vecSignature || len(h.Values(HeaderID)) != 1 || h.Get(HeaderID) != vecID {
 		t.Errorf("unsigned request: %v", h)
 	}
@@ -208,7 +208,7 @@ func BenchmarkSign(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				s.Sign(http.Header{"Content-Type": {"application/json"}}, "0000000000000001", body, now)
+				s.Sign(http.Header{"Content-Type": {"application/json"}}, "partner.example", "0000000000000001", body, now)
 			}
 		})
 	}

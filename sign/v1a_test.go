@@ -44,7 +44,7 @@ func TestV1a(t *testing.T) {
 	}
 	body := []byte(`{"type":"invoice.paid"}`)
 	h := http.Header{}
-	s.Sign(h, "msg_1", body, time.Unix(1700000000, 0))
+	s.Sign(h, "partner.example", "msg_1", body, time.Unix(1700000000, 0))
 	if h.Get(HeaderTimestamp) != "1700000000" || h.Get(HeaderID) != "msg_1" {
 		t.Fatalf("headers %v", h)
 	}
