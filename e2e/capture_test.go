@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -221,19 +220,8 @@ func TestCaptureEveryRuntime(t *testing.T) {
 	t.Parallel()
 	ns := newNetns(t, "partner.test")
 	base, partnerCA := tlsPartner(t, "partner.test")
-	partner := &Receiver{notify: make(chan struct{}, 1)}
-	partner.Server = httptest.NewUnstartedServer(http.HandlerFunc(partner.serve))
-	partner.Listener.Close()
-	partner.Listener = ns.listen(t, "203.0.113.10:443")
-	partner.TLS = base.TLS.Clone()
-	partner.StartTLS()
-	t.Cleanup(partner.Close)
-	plain := &Receiver{notify: make(chan struct{}, 1)}
-	plain.Server = httptest.NewUnstartedServer(http.HandlerFunc(plain.serve))
-	plain.Listener.Close()
-	plain.Listener = ns.listen(t, "203.0.113.10:80")
-	plain.Start()
-	t.Cleanup(plain.Close)
+	partner := nsStart(t, ns, "203.0.113.10:443", base, &Receiver{})
+	plain := nsStart(t, ns, "203.0.113.10:80", nil, &Receiver{})
 
 	pub := publicDir(t)
 	const rate, burst = 20, 5

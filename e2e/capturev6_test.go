@@ -19,10 +19,18 @@ import (
 // the nat table's rules see.
 func nsReceiver(t *testing.T, ns *netns, addr string, tlsFrom *Receiver) *Receiver {
 	t.Helper()
-	rc := &Receiver{notify: make(chan struct{}, 1), Handle: func(w http.ResponseWriter, _ *http.Request, _ int) {
+	return nsStart(t, ns, addr, tlsFrom, &Receiver{notify: make(chan struct{}, 1), Handle: func(w http.ResponseWriter, _ *http.Request, _ int) {
 		w.Header().Set("Connection", "close")
 		w.WriteHeader(http.StatusOK)
-	}}
+	}})
+}
+
+// nsStart starts rc on addr inside ns, over TLS when tlsFrom is given.
+func nsStart(t *testing.T, ns *netns, addr string, tlsFrom, rc *Receiver) *Receiver {
+	t.Helper()
+	if rc.notify == nil {
+		rc.notify = make(chan struct{}, 1)
+	}
 	rc.Server = httptest.NewUnstartedServer(http.HandlerFunc(rc.serve))
 	rc.Listener.Close()
 	rc.Listener = ns.listen(t, addr)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,19 +108,8 @@ func TestConformanceCapture(t *testing.T) {
 	t.Parallel()
 	ns := newNetns(t, "partner.test")
 	base, partnerCA := tlsPartner(t, "partner.test")
-	secure := &Receiver{notify: make(chan struct{}, 1)}
-	secure.Server = httptest.NewUnstartedServer(http.HandlerFunc(secure.serve))
-	secure.Listener.Close()
-	secure.Listener = ns.listen(t, "203.0.113.10:443")
-	secure.TLS = base.TLS.Clone()
-	secure.StartTLS()
-	t.Cleanup(secure.Close)
-	plain := &Receiver{notify: make(chan struct{}, 1)}
-	plain.Server = httptest.NewUnstartedServer(http.HandlerFunc(plain.serve))
-	plain.Listener.Close()
-	plain.Listener = ns.listen(t, "203.0.113.10:80")
-	plain.Start()
-	t.Cleanup(plain.Close)
+	secure := nsStart(t, ns, "203.0.113.10:443", base, &Receiver{})
+	plain := nsStart(t, ns, "203.0.113.10:80", nil, &Receiver{})
 
 	pub := publicDir(t)
 	hp := startInNetns(t, ns, fmt.Sprintf(`
