@@ -51,42 +51,8 @@ func Dir() (string, error) {
 // or another, wait for one build (an flock on Dir/.lock).
 func Binary(t testing.TB, cmd string) string {
 	t.Helper()
-	dir, err := Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, cmd)
-	if _, err := os.Stat(path); err == nil {
-		return path
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(path); err == nil {
-		return path // built while this one waited
-	}
 	_, here, _, _ := runtime.Caller(0)
-	tools := filepath.Join(filepath.Dir(here), "tools")
-	tmp := path + ".tmp"
-	start := time.Now()
-	b := proctest.Command("go", "build", "-trimpath", "-o", tmp, "k8s.io/kubernetes/cmd/"+cmd)
-	b.Dir = tools
-	if out, err := b.CombinedOutput(); err != nil {
-		t.Fatalf("building %s %s in %s: %v\n%s", cmd, Version, tools, err, out)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("built %s %s in %s", cmd, Version, time.Since(start).Round(time.Second))
-	return path
+	return proctest.Built(t, "kube", Version, cmd, filepath.Join(filepath.Dir(here), "tools"), "k8s.io/kubernetes/cmd/"+cmd)
 }
 
 // Cluster is a running etcd and kube-apiserver.

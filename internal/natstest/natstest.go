@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookpace/hookpace/internal/proctest"
 )
 
 // Version is the nats-server release go.mod requires.
@@ -31,42 +33,8 @@ const Version = "v2.15.3"
 // one build (an flock).
 func Binary(t testing.TB) string {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOCACHE").Output()
-	if err != nil {
-		t.Fatalf("go env GOCACHE: %v", err)
-	}
-	dir := filepath.Join(filepath.Dir(strings.TrimSpace(string(out))), "hookpace-nats", Version)
-	path := filepath.Join(dir, "nats-server")
-	if _, err := os.Stat(path); err == nil {
-		return path
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(path); err == nil {
-		return path // built while this one waited
-	}
 	_, here, _, _ := runtime.Caller(0)
-	tmp := path + ".tmp"
-	start := time.Now()
-	b := exec.Command("go", "build", "-trimpath", "-o", tmp, "github.com/nats-io/nats-server/v2")
-	b.Dir = filepath.Dir(here)
-	if out, err := b.CombinedOutput(); err != nil {
-		t.Fatalf("building nats-server %s: %v\n%s", Version, err, out)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("built nats-server %s in %s", Version, time.Since(start).Round(time.Second))
-	return path
+	return proctest.Built(t, "nats", Version, "nats-server", filepath.Dir(here), "github.com/nats-io/nats-server/v2")
 }
 
 // Server is one nats-server process.
