@@ -133,27 +133,20 @@ func (d *Dispatcher) attempt(h *host, r request, pol *Policy, sentAt time.Time, 
 	d.attemptEnded(span, e)
 }
 
-// startSpan starts the span of an attempt of r: a child of the webhook's
-// own trace, or for a batch a span linked to each member's.
+// startSpan starts the span of an attempt of r, hookpace.deliver, inside
+// the attempt's CONSUMER span (startConsumer); ending it ends both.
 func (d *Dispatcher) startSpan(h *host, r request, id string, n int) (context.Context, trace.Span) {
 	attrs := []attribute.KeyValue{
 		attribute.String("hookpace.host", h.name),
 		attribute.String("hookpace.message_id", id),
 		attribute.Int("hookpace.attempt", n),
 	}
-	if !r.batch {
-		return d.opts.Tracer.Start(d.traceParent(r.ms[0].Header), "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
-			trace.WithAttributes(attrs...))
+	ctx, consumer := d.startConsumer(h.name, id, r.ms, r.batch)
+	if r.batch {
+		attrs = append(attrs, attribute.Int("hookpace.batch_size", len(r.ms)))
 	}
-	links := make([]trace.Link, 0, len(r.ms))
-	for _, m := range r.ms {
-		if sc := trace.SpanContextFromContext(d.traceParent(m.Header)); sc.IsValid() {
-			links = append(links, trace.Link{SpanContext: sc})
-		}
-	}
-	attrs = append(attrs, attribute.Int("hookpace.batch_size", len(r.ms)))
-	return d.opts.Tracer.Start(d.ctx, "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithLinks(links...), trace.WithAttributes(attrs...))
+	ctx, span := d.opts.Tracer.Start(ctx, "hookpace.deliver", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return ctx, spanPair{Span: span, consumer: consumer}
 }
 
 // send makes r's HTTP request: a webhook with a copy of its own header,

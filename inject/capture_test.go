@@ -200,6 +200,12 @@ func TestCapture(t *testing.T) {
 				t.Errorf("%s: %s=%q", c.Name, v, got)
 			}
 		}
+		// Java's HTTPS is intercepted too: the trust store without --java,
+		// and no proxy properties (capture needs none).
+		if java, _ := envValue(c, "JAVA_TOOL_OPTIONS"); !strings.Contains(java, "-Djavax.net.ssl.trustStore="+TrustDir+"/truststore.p12") ||
+			strings.Contains(java, "proxyHost") {
+			t.Errorf("%s: JAVA_TOOL_OPTIONS=%q, want the trust store alone", c.Name, java)
+		}
 	}
 	var cfg struct {
 		Listen, Admin string

@@ -190,6 +190,11 @@ func checkInjected(t *testing.T, a, b object, o Options, notTrust []string) {
 		if ca, _ := envValue(c, "NODE_EXTRA_CA_CERTS"); trust != (ca == TrustDir+"/bundle.pem") {
 			t.Errorf("%s: container %s: NODE_EXTRA_CA_CERTS=%q, trust %v", who, c.Name, ca, trust)
 		}
+		// PHP's scan directory: the image's own first (the empty entry), then
+		// the trust directory's php/, where hookpace writes its ini file.
+		if dirs, _ := envValue(c, "PHP_INI_SCAN_DIR"); trust != (dirs == ":"+TrustDir+"/php") {
+			t.Errorf("%s: container %s: PHP_INI_SCAN_DIR=%q, trust %v", who, c.Name, dirs, trust)
+		}
 		mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
 			return m.Name == SpoolVolume && m.MountPath == TrustDir && m.SubPath == "trust" && m.ReadOnly
 		})
@@ -211,7 +216,7 @@ func strip(a, b object) {
 	spec := a.spec
 	spec.InitContainers = slices.DeleteFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == ContainerName })
 	spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return strings.HasPrefix(v.Name, "hookpace-") })
-	ours := append(slices.Clone(trustVars), "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "JAVA_TOOL_OPTIONS")
+	ours := append(slices.Clone(trustVars), "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "JAVA_TOOL_OPTIONS", "PHP_INI_SCAN_DIR")
 	for _, cs := range [][]corev1.Container{spec.Containers, spec.InitContainers} {
 		for i := range cs {
 			cs[i].Env = slices.DeleteFunc(cs[i].Env, func(e corev1.EnvVar) bool { return slices.Contains(ours, e.Name) })

@@ -3,6 +3,7 @@ package inject
 import (
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -204,6 +205,8 @@ func (in *Injector) check(w workload, targets []target) (int64, error) {
 				switch {
 				case strings.EqualFold(n, "NO_PROXY"):
 					hint = " (add hosts with --no-proxy)"
+				case n == phpVar:
+					hint = " (drop yours, or add " + path.Join(TrustDir, "php") + " to it and set the trust variables yourself with --no-trust=" + t.name + ")"
 				case slices.Contains(trustVars, n):
 					hint = " (--no-trust=" + t.name + " leaves the trust variables alone)"
 				}

@@ -153,10 +153,15 @@ func (in *Injector) appEnv(trust bool) []corev1.EnvVar {
 		for _, v := range trustVars {
 			env = append(env, corev1.EnvVar{Name: v, Value: path.Join(TrustDir, "bundle.pem")})
 		}
+		// PHP reads none of them: its scan directory holds an ini file
+		// pointing curl and https:// streams at SSL_CERT_FILE. The
+		// leading ':' keeps the image's own scan directory (conf.d).
+		env = append(env, corev1.EnvVar{Name: phpVar, Value: ":" + path.Join(TrustDir, "php")})
 	}
-	if o.Java {
+	if o.Java || (trust && !in.proxyEnv()) {
 		// Java reads neither the proxy nor the CA variables. With capture
-		// and without the proxy variables, it needs only the trust store.
+		// and without the proxy variables, it needs only the trust store,
+		// and gets it without --java: its HTTPS is intercepted either way.
 		var java []string
 		if in.proxyEnv() {
 			java = append(java, fmt.Sprintf("-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=%[1]d -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=%[1]d -Dhttp.nonProxyHosts=%[2]s",
@@ -175,6 +180,9 @@ func (in *Injector) appEnv(trust bool) []corev1.EnvVar {
 
 // trustVars are the variables that make a runtime trust hookpace's CA.
 var trustVars = []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"}
+
+// phpVar names the directories PHP reads extra ini files from.
+const phpVar = "PHP_INI_SCAN_DIR"
 
 // trustMount shows the spool volume's trust/ directory, read-only, at
 // TrustDir; apps never see the rest of the spool, nor the CA key.

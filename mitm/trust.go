@@ -20,7 +20,18 @@ const (
 	TrustBundle   = "bundle.pem"     // the system roots plus the CA (PEM)
 	TrustStore    = "truststore.p12" // the same as a PKCS#12 trust store, for Java
 	TrustPassword = "changeit"       // the trust store's password, the JDK's own convention
+	TrustPHPDir   = "php"            // a PHP_INI_SCAN_DIR directory: PHP reads no CA variable
+	TrustPHPIni   = "hookpace.ini"   // in TrustPHPDir: curl.cainfo and openssl.cafile
 )
+
+// phpIni points PHP's curl extension and its https:// streams at the
+// bundle SSL_CERT_FILE names (PHP expands ${VAR} in ini values): PHP
+// reads neither SSL_CERT_FILE nor CURL_CA_BUNDLE itself. With
+// SSL_CERT_FILE unset both settings are empty, PHP's own default.
+const phpIni = `; hookpace: PHP's curl and https:// streams trust the bundle SSL_CERT_FILE names.
+curl.cainfo = "${SSL_CERT_FILE}"
+openssl.cafile = "${SSL_CERT_FILE}"
+`
 
 // systemBundles are where Linux distributions keep their roots, in the
 // order crypto/x509 tries them.
@@ -55,7 +66,8 @@ func SystemRoots() (pemData []byte, from string) {
 // app reading one mid-write sees the old or the new. A root that appears
 // twice (roots read from an earlier bundle) is written once. With no CA
 // (nothing is intercepted) the bundle and store hold the roots alone, so
-// that apps pointed at them keep working, and there is no ca.crt.
+// that apps pointed at them keep working, and there is no ca.crt. The
+// php/ directory holds an ini file for PHP_INI_SCAN_DIR.
 func WriteTrust(dir string, ca *CA, roots []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("mitm: create trust directory %q: %w", dir, err)
@@ -94,6 +106,12 @@ func WriteTrust(dir string, ca *CA, roots []byte) error {
 		return err
 	}
 	if err := replaceFile(filepath.Join(dir, TrustStore), store, 0o644); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, TrustPHPDir), 0o755); err != nil {
+		return fmt.Errorf("mitm: create the PHP trust directory: %w", err)
+	}
+	if err := replaceFile(filepath.Join(dir, TrustPHPDir, TrustPHPIni), []byte(phpIni), 0o644); err != nil {
 		return err
 	}
 	certPath := filepath.Join(dir, TrustCert)

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -107,10 +108,14 @@ func (p *Proxy) handle(r *http.Request, pol *Policy, user string, authorized boo
 	return host, size, d
 }
 
+// messagingSystem is messaging.system on the spans that show the spool
+// as a queue: the PRODUCER span at ingest, a CONSUMER span per attempt.
+const messagingSystem = "hookpace"
+
 // decide makes the ingest decision for r; in is set for a webhook that
 // came through an inbound route (inbound.go), whose idempotency key is the
 // provider's delivery id rather than the proxy's header.
-func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, user string, in *Inbound) (decision, int) {
+func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, user string, in *Inbound) (d decision, size int) {
 	if d := p.stopping.Load(); d != nil {
 		return *d, 0
 	}
@@ -158,8 +163,20 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 		return *bad, 0
 	}
 	if p.opts.Tracing {
-		// The stored trace context is the ingest span's, so that the
-		// delivery span continues the app's trace across the spool.
+		// The stored trace context is the PRODUCER span's (from here to the
+		// spool's answer), so that each attempt's CONSUMER span continues
+		// the app's trace across the spool, the wait showing as the gap
+		// between the two.
+		var producer trace.Span
+		ctx, producer = p.opts.Tracer.Start(ctx, "send "+host, trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(semconv.MessagingSystemKey.String(messagingSystem), semconv.MessagingOperationTypeSend,
+				semconv.MessagingOperationName("send"), semconv.MessagingDestinationName(host)))
+		defer func() {
+			if d.status >= 400 {
+				producer.SetStatus(codes.Error, d.reason)
+			}
+			producer.End()
+		}()
 		p.opts.Prop.Inject(ctx, propagation.HeaderCarrier(header))
 	}
 	m := &spool.Message{

@@ -92,6 +92,9 @@ type Options struct {
 	// Tracing says spans are exported. When false, ingest starts no span
 	// and the app's traceparent travels with the stored headers unchanged.
 	Tracing bool
+	// Door wraps the handler of each request at the proxy's door (the
+	// metrics' http.server.request.duration); nil: none.
+	Door func(http.Handler) http.Handler
 	// HostStates applies the pauses and holds that hand-offs carry
 	// (handoff.go); nil: a hand-off that carries one is not stored (503),
 	// so that it stays with the hookpace that knows the state.
@@ -103,6 +106,7 @@ type Proxy struct {
 	stopping atomic.Pointer[decision] // set by Stopping: the answer every new webhook gets
 	opts     Options
 	gp       *goproxy.ProxyHttpServer
+	door     http.Handler // serve, wrapped by Options.Door
 	log      *slog.Logger
 	verdicts *egress.Verdicts // at ingest: delivery asks again when it dials
 	policy   atomic.Pointer[Policy]
@@ -165,6 +169,10 @@ func New(opts Options) *Proxy {
 	// that a capture loop is seen (loop.go).
 	opts.Guard = newOwnGuard(opts.Guard)
 	p := &Proxy{opts: opts, log: opts.Logger, verdicts: egress.NewVerdicts(5*time.Second, 10000)}
+	p.door = http.HandlerFunc(p.serve)
+	if opts.Door != nil {
+		p.door = opts.Door(p.door)
+	}
 	p.policy.Store(&opts.Policy)
 	p.ca.Store(opts.CA)
 	gp := goproxy.NewProxyHttpServer()
@@ -186,7 +194,18 @@ func New(opts Options) *Proxy {
 // default) itself and hands everything else (CONNECT, passthrough methods,
 // origin-form requests) to goproxy. It serves the proxy listener and the
 // requests inside tunnels alike (see framing.go).
+// Every request but a CONNECT (whose handler's time is the tunnel's
+// life) goes through Options.Door, once: at the listener, inside a
+// tunnel, or captured.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		p.serve(w, r)
+		return
+	}
+	p.door.ServeHTTP(w, r)
+}
+
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	if why := judgeRequest(r); why != "" {
 		host := r.Host
 		if r.URL.IsAbs() {

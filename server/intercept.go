@@ -1,8 +1,11 @@
 package server
 
 import (
+	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -99,7 +102,17 @@ func (t *intercept) apply(cfg *config.Config, operator *mitm.CA) (changed bool, 
 	if t.written && !changed {
 		return false, nil
 	}
+	// The bundle replaces an app's roots (SSL_CERT_FILE): it carries the
+	// system's, the extra roots hookpace itself trusts (tls.ca_file, a
+	// corporate CA the apps trust too) and the CA.
 	roots, _ := mitm.SystemRoots()
+	if cfg.TLS.CAFile != "" {
+		extra, err := os.ReadFile(cfg.TLS.CAFile)
+		if err != nil {
+			return changed, fmt.Errorf("tls.ca_file: %w", err)
+		}
+		roots = append(append(slices.Clip(roots), '\n'), extra...)
+	}
 	if err := mitm.WriteTrust(cfg.TrustDir(), ca, roots); err != nil {
 		return changed, err
 	}

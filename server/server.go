@@ -301,6 +301,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Tracer:    tel.Tracer,
 		Prop:      tel.Propagator,
 		Tracing:   tel.Tracing(),
+		Door:      func(h http.Handler) http.Handler { return tel.WrapServer(h, "") },
 
 		HostStates: a.disp,
 	})

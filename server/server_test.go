@@ -15,6 +15,7 @@ import (
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/server"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 const (
@@ -121,11 +122,12 @@ telemetry:
 		for _, s := range exp.GetSpans() {
 			byName[s.Name] = s
 		}
-		if _, ok := byName["hookpace.deliver"]; ok {
+		// The attempt's CONSUMER span ends last, just after hookpace.deliver.
+		if _, ok := byName["process "+strings.TrimPrefix(rc.URL, "http://")]; ok {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no hookpace.deliver span after 10s; spans: %v", names(exp.GetSpans()))
+			t.Fatalf("no process span after 10s; spans: %v", names(exp.GetSpans()))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -142,9 +144,37 @@ telemetry:
 	if got := ingest.Parent.SpanID().String(); got != parentSpan || !ingest.Parent.IsRemote() {
 		t.Errorf("ingest span's parent %s (remote %v), want the app's span %s", got, ingest.Parent.IsRemote(), parentSpan)
 	}
-	if deliver.Parent.SpanID() != ingest.SpanContext.SpanID() {
-		t.Errorf("deliver span's parent %s, want the ingest span %s: the trace does not continue through the spool",
-			deliver.Parent.SpanID(), ingest.SpanContext.SpanID())
+	// The messaging view: ingest -> PRODUCER "send <host>" (ended once
+	// stored) -> CONSUMER "process <host>" (the attempt, linked to the
+	// producer; the gap between them is the spool's wait) -> deliver.
+	host := strings.TrimPrefix(rc.URL, "http://")
+	producer, consumer := byName["send "+host], byName["process "+host]
+	if producer.SpanKind != trace.SpanKindProducer || producer.Parent.SpanID() != ingest.SpanContext.SpanID() {
+		t.Errorf("send %s: kind %v, parent %s; want a PRODUCER child of the ingest span %s; spans: %v",
+			host, producer.SpanKind, producer.Parent.SpanID(), ingest.SpanContext.SpanID(), names(exp.GetSpans()))
+	}
+	if consumer.SpanKind != trace.SpanKindConsumer || consumer.Parent.SpanID() != producer.SpanContext.SpanID() ||
+		len(consumer.Links) != 1 || consumer.Links[0].SpanContext.SpanID() != producer.SpanContext.SpanID() {
+		t.Errorf("process %s: kind %v, parent %s, links %v; want a CONSUMER child of and linked to the producer %s: the trace does not continue through the spool",
+			host, consumer.SpanKind, consumer.Parent.SpanID(), consumer.Links, producer.SpanContext.SpanID())
+	}
+	want := map[string]string{"messaging.system": "hookpace", "messaging.destination.name": host}
+	for _, sp := range []tracetest.SpanStub{producer, consumer} {
+		got := map[string]string{}
+		for _, a := range sp.Attributes {
+			got[string(a.Key)] = a.Value.String()
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %s=%q, want %q", sp.Name, k, got[k], v)
+			}
+		}
+		if op := map[trace.SpanKind]string{trace.SpanKindProducer: "send", trace.SpanKindConsumer: "process"}[sp.SpanKind]; got["messaging.operation.type"] != op {
+			t.Errorf("%s: messaging.operation.type=%q, want %q", sp.Name, got["messaging.operation.type"], op)
+		}
+	}
+	if deliver.Parent.SpanID() != consumer.SpanContext.SpanID() {
+		t.Errorf("deliver span's parent %s, want the consumer span %s", deliver.Parent.SpanID(), consumer.SpanContext.SpanID())
 	}
 	// The receiver's parent is the HTTP client span inside hookpace.deliver.
 	receiverParent := strings.Split(atReceiver, "-")[2]
@@ -157,8 +187,9 @@ telemetry:
 	if httpSpan == nil || httpSpan.Parent.SpanID() != deliver.SpanContext.SpanID() {
 		t.Errorf("receiver's parent span %s is not a child of hookpace.deliver; spans: %v", receiverParent, names(exp.GetSpans()))
 	} else {
-		t.Logf("trace %s: app %s -> %s %s -> %s %s -> %s %s -> receiver", traceID, parentSpan,
-			ingest.Name, ingest.SpanContext.SpanID(), deliver.Name, deliver.SpanContext.SpanID(), httpSpan.Name, httpSpan.SpanContext.SpanID())
+		t.Logf("trace %s: app %s -> %s %s -> %s (%v) -> gap %v -> %s -> %s %s -> %s %s -> receiver", traceID, parentSpan,
+			ingest.Name, ingest.SpanContext.SpanID(), producer.Name, producer.EndTime.Sub(producer.StartTime),
+			consumer.StartTime.Sub(producer.EndTime), consumer.Name, deliver.Name, deliver.SpanContext.SpanID(), httpSpan.Name, httpSpan.SpanContext.SpanID())
 	}
 
 	cancel()

@@ -1,6 +1,8 @@
 package telemetry
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -24,8 +26,8 @@ type serverHandler struct {
 }
 
 type serverKey struct {
-	method, version string
-	status          int
+	method, scheme, version string
+	status                  int
 }
 
 // newServerDuration makes the server histogram, with the name, unit and
@@ -37,8 +39,12 @@ func newServerDuration(meter metric.Meter) (metric.Float64Histogram, error) {
 }
 
 // WrapServer instruments h, the handler of one of hookpace's listeners
-// (an inbound route) served over scheme ("http" or "https"), with the
-// http.server.request.duration histogram.
+// (an inbound route, the proxy's door) served over scheme ("http" or
+// "https"), with the http.server.request.duration histogram. An empty
+// scheme is each request's own: its URL's for an absolute-form request
+// (the proxy's, and those read inside a tunnel), else "https" over TLS
+// and "http" without. A request whose connection the handler hijacks
+// (an upgrade) is not recorded: it has no answer to time.
 func (t *Telemetry) WrapServer(h http.Handler, scheme string) http.Handler {
 	return &serverHandler{next: h, scheme: scheme, duration: t.server}
 }
@@ -47,12 +53,25 @@ func (s *serverHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	s.next.ServeHTTP(sw, r)
+	if sw.hijacked {
+		return
+	}
 	if sw.status == 0 {
 		sw.status = http.StatusOK // nothing written: net/http answers 200
 	}
+	scheme := s.scheme
+	switch {
+	case scheme != "":
+	case r.URL.IsAbs() && (r.URL.Scheme == "http" || r.URL.Scheme == "https"):
+		scheme = r.URL.Scheme
+	case r.TLS != nil:
+		scheme = "https"
+	default:
+		scheme = "http"
+	}
 	_, version := netProtocol(r.Proto)
 	s.duration.Record(r.Context(), time.Since(start).Seconds(),
-		s.attributeSet(serverKey{method: standardMethod(r.Method), version: version, status: sw.status}))
+		s.attributeSet(serverKey{method: standardMethod(r.Method), scheme: scheme, version: version, status: sw.status}))
 }
 
 func (s *serverHandler) attributeSet(k serverKey) metric.MeasurementOption {
@@ -61,7 +80,7 @@ func (s *serverHandler) attributeSet(k serverKey) metric.MeasurementOption {
 	}
 	attrs := []attribute.KeyValue{
 		semconv.HTTPRequestMethodKey.String(k.method),
-		semconv.URLScheme(s.scheme),
+		semconv.URLScheme(k.scheme),
 		semconv.HTTPResponseStatusCode(k.status),
 	}
 	if k.version != "" {
@@ -77,7 +96,8 @@ func (s *serverHandler) attributeSet(k serverKey) metric.MeasurementOption {
 // statusWriter notes the status a handler answers with.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status   int
+	hijacked bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -96,3 +116,20 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap gives http.ResponseController the writer underneath (Flush).
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush and Hijack pass through to the writer underneath, for handlers
+// that look for them on the writer itself (goproxy's upgrades).
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil {
+		w.hijacked = true
+	}
+	return c, rw, err
+}
