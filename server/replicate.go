@@ -30,7 +30,7 @@ func (a *app) connectReplica(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	o := replicate.Options{URLs: urls, Replicas: rc.Replicas, Stream: rc.Stream, Replica: name,
+	o := replicate.Options{URLs: urls, Ordered: rc.Embedded != nil, Replicas: rc.Replicas, Stream: rc.Stream, Replica: name,
 		CredsFile: rc.CredsFile, NKeyFile: rc.NKeyFile, User: rc.User, Local: rc.OnUnavailable == config.UnavailableLocal,
 		AdoptAfter: rc.AdoptAfter.D(), Timeout: rc.Timeout.D(), Logger: a.log,
 		Emit: func(typ string, data map[string]any) {
