@@ -69,9 +69,13 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	l := &natsLog{log: o.Logger.With("nats", o.Name)}
 	s.SetLoggerV2(l, false, false, false)
 	s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
-		s.Shutdown()
-		return nil, fmt.Errorf("spool.replicate.nats.embedded: the server did not start: %v", l.fatalErr())
+	// A server that failed (a port in use, a store it cannot use) says
+	// so in its log and never becomes ready: that ends the wait.
+	for deadline := time.Now().Add(30 * time.Second); !s.ReadyForConnections(100 * time.Millisecond); {
+		if l.failed() || time.Now().After(deadline) {
+			s.Shutdown()
+			return nil, fmt.Errorf("spool.replicate.nats.embedded: the server did not start: %v", l.fatalErr())
+		}
 	}
 	if !s.JetStreamEnabled() {
 		s.Shutdown()
@@ -154,6 +158,12 @@ func (l *natsLog) Fatalf(format string, v ...any) {
 	l.mu.Lock()
 	l.fatal = msg
 	l.mu.Unlock()
+}
+
+func (l *natsLog) failed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fatal != ""
 }
 
 func (l *natsLog) fatalErr() string {
