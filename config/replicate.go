@@ -27,6 +27,20 @@ type ReplicateConfig struct {
 	OnUnavailable string   // "refuse" (503 when the stream cannot take a write) or "local"
 	AdoptAfter    Duration // a replica silent this long has its queue adopted by a live one
 	Timeout       Duration // per publish round and per request
+	// Embedded runs a NATS server inside this replica, clustered with
+	// the other replicas' (spool.replicate.nats.embedded); nil: none.
+	// URLs, if any, are then further servers to fall back to.
+	Embedded *EmbeddedNATS
+}
+
+// EmbeddedNATS is a nats-server run in-process, with JetStream on this
+// replica's volume, clustered with its peers on a port of its own.
+type EmbeddedNATS struct {
+	Peers         []string // host:port of every replica's cluster listener, this one's included
+	Listen        string   // client listener (this replica's own connection, and others')
+	ClusterListen string   // cluster (route) listener; the peers name it
+	StoreDir      string   // JetStream's store; "" = <spool.dir>/nats
+	Cluster       string   // the cluster's name
 }
 
 // Unavailable modes.
@@ -36,7 +50,7 @@ const (
 )
 
 // Enabled reports whether replication is configured.
-func (r ReplicateConfig) Enabled() bool { return len(r.URLs) > 0 }
+func (r ReplicateConfig) Enabled() bool { return len(r.URLs) > 0 || r.Embedded != nil }
 
 type rawReplicate struct {
 	NATS rawNATS `yaml:"nats"`
@@ -57,6 +71,15 @@ type rawNATS struct {
 	OnUnavailable opt[string]        `yaml:"on_unavailable"`
 	AdoptAfter    opt[Duration]      `yaml:"adopt_after"`
 	Timeout       opt[Duration]      `yaml:"timeout"`
+	Embedded      *rawEmbedded       `yaml:"embedded"`
+}
+
+type rawEmbedded struct {
+	Peers         opt[[]opt[string]] `yaml:"peers"`
+	Listen        opt[string]        `yaml:"listen"`
+	ClusterListen opt[string]        `yaml:"cluster_listen"`
+	StoreDir      opt[string]        `yaml:"store_dir"`
+	Cluster       opt[string]        `yaml:"cluster"`
 }
 
 func defaultReplicate() ReplicateConfig {
@@ -81,6 +104,9 @@ func resolveReplicate(p *problems, raw *rawReplicate, r *ReplicateConfig) {
 	field(p, at+"on_unavailable", n.OnUnavailable, &r.OnUnavailable, oneOf(UnavailableRefuse, UnavailableLocal))
 	field(p, at+"adopt_after", n.AdoptAfter, &r.AdoptAfter, durationWithin(time.Second, 24*time.Hour))
 	field(p, at+"timeout", n.Timeout, &r.Timeout, durationWithin(10*time.Millisecond, time.Minute))
+	if n.Embedded != nil {
+		resolveEmbedded(p, n, r)
+	}
 	if !r.Enabled() {
 		if line := firstLine(n.Replicas.Line, n.Stream.Line, n.CredsFile.Line, n.NKeyFile.Line, n.User.Line,
 			n.PasswordFile.Line, n.TLS.Line, n.CAFile.Line, n.CertFile.Line, n.KeyFile.Line,
@@ -132,6 +158,43 @@ func checkNATSURL(s string) error {
 		return fmt.Errorf("give credentials in creds_file, nkey_file or user and password_file, not in the URL")
 	}
 	return nil
+}
+
+// resolveEmbedded checks spool.replicate.nats.embedded. The embedded
+// server takes plain, unauthenticated connections: credentials and TLS,
+// which are for a cluster the team runs, do not go with it.
+func resolveEmbedded(p *problems, n *rawNATS, r *ReplicateConfig) {
+	const at = "spool.replicate.nats.embedded."
+	e, raw := &EmbeddedNATS{Listen: "127.0.0.1:4222", ClusterListen: "0.0.0.0:6222", Cluster: "hookpace"}, n.Embedded
+	if !raw.Peers.Set && raw.Peers.Err == nil {
+		p.add(firstLine(raw.Listen.Line, raw.ClusterListen.Line, raw.StoreDir.Line, raw.Cluster.Line), at+"peers",
+			"required: host:port of every replica's cluster_listen (this one's too)")
+	}
+	list(p, at+"peers", raw.Peers, &e.Peers, checkHostPort, true)
+	field(p, at+"listen", raw.Listen, &e.Listen, checkListen)
+	field(p, at+"cluster_listen", raw.ClusterListen, &e.ClusterListen, checkListen)
+	field(p, at+"store_dir", raw.StoreDir, &e.StoreDir, nonEmpty)
+	field(p, at+"cluster", raw.Cluster, &e.Cluster, checkStreamName)
+	r.Embedded = e
+	if len(e.Peers) > 0 && r.Replicas > len(e.Peers) {
+		p.add(firstLine(n.Replicas.Line, raw.Peers.Line), "spool.replicate.nats.replicas",
+			"%d replicas, but embedded.peers names %d servers: a stream cannot have more replicas than servers", r.Replicas, len(e.Peers))
+	}
+	tlsLine := 0
+	if r.TLS {
+		tlsLine = n.TLS.Line
+	}
+	for _, f := range []struct {
+		name string
+		line int
+	}{{"creds_file", n.CredsFile.Line}, {"nkey_file", n.NKeyFile.Line}, {"user", n.User.Line},
+		{"password_file", n.PasswordFile.Line}, {"tls", tlsLine}, {"ca_file", n.CAFile.Line},
+		{"cert_file", n.CertFile.Line}, {"key_file", n.KeyFile.Line}} {
+		if f.line > 0 {
+			p.add(f.line, "spool.replicate.nats."+f.name,
+				"not with embedded: the embedded server takes plain connections (keep its ports inside the cluster's network)")
+		}
+	}
 }
 
 // checkStreamName allows what JetStream allows in a stream's name and a

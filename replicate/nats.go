@@ -62,6 +62,9 @@ type Options struct {
 	// Emit reports events (replica.adopted, replication.unavailable,
 	// replication.available); nil: none.
 	Emit func(typ string, data map[string]any)
+	// Ordered connects to URLs in their order (the embedded server
+	// first) rather than in a random one.
+	Ordered bool
 	// Now is the clock heartbeats are judged by (default time.Now).
 	Now func() time.Time
 }
@@ -180,6 +183,9 @@ func Connect(ctx context.Context, opts Options) (*NATS, error) {
 	}
 	if opts.TLS != nil {
 		nopts = append(nopts, nats.Secure(opts.TLS))
+	}
+	if opts.Ordered {
+		nopts = append(nopts, nats.DontRandomize())
 	}
 	nc, err := nats.Connect(strings.Join(opts.URLs, ","), nopts...)
 	if err != nil {

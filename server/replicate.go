@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -25,7 +26,11 @@ func (a *app) connectReplica(ctx context.Context, cfg *config.Config) error {
 	if name == "" {
 		return cfg.FieldError("fleet.replica", fmt.Errorf("spool.replicate needs a stable replica name: set fleet.replica (the pod's name)"))
 	}
-	o := replicate.Options{URLs: rc.URLs, Replicas: rc.Replicas, Stream: rc.Stream, Replica: name,
+	urls, err := a.startEmbedded(cfg, name)
+	if err != nil {
+		return err
+	}
+	o := replicate.Options{URLs: urls, Ordered: rc.Embedded != nil, Replicas: rc.Replicas, Stream: rc.Stream, Replica: name,
 		CredsFile: rc.CredsFile, NKeyFile: rc.NKeyFile, User: rc.User, Local: rc.OnUnavailable == config.UnavailableLocal,
 		AdoptAfter: rc.AdoptAfter.D(), Timeout: rc.Timeout.D(), Logger: a.log,
 		Emit: func(typ string, data map[string]any) {
@@ -59,6 +64,39 @@ func (a *app) connectReplica(ctx context.Context, cfg *config.Config) error {
 	a.log.Info("spool replicated to NATS JetStream", "stream", rc.Stream, "replica", name, "replicas", rc.Replicas,
 		"on_unavailable", rc.OnUnavailable, "adopt_after", rc.AdoptAfter.D().String())
 	return nil
+}
+
+// startEmbedded starts spool.replicate.nats.embedded's server, if there is
+// one, and returns the servers the replica's client connects to: its own
+// first, then urls (extra servers; the cluster's others are learnt from
+// it). The server stops after the replication closes (undo runs in
+// reverse), so the spool's last publishes and deletes reach it.
+func (a *app) startEmbedded(cfg *config.Config, name string) ([]string, error) {
+	rc := cfg.Spool.Replicate
+	e := rc.Embedded
+	if e == nil {
+		return rc.URLs, nil
+	}
+	store := e.StoreDir
+	if store == "" {
+		store = filepath.Join(cfg.Spool.Dir, "nats")
+	}
+	start := time.Now()
+	srv, err := replicate.StartEmbedded(replicate.EmbeddedOptions{Name: name, Listen: e.Listen, ClusterListen: e.ClusterListen,
+		Peers: e.Peers, StoreDir: store, Cluster: e.Cluster, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	a.undo = append(a.undo, func() {
+		begin := time.Now()
+		srv.Shutdown()
+		a.log.Info("embedded NATS server stopped (lame duck: its leaderships handed to its peers)",
+			"took_ms", time.Since(begin).Milliseconds())
+	})
+	a.log.Info("embedded NATS server started", "name", name, "client", srv.URL(), "cluster", srv.ClusterAddr(),
+		"peers", strings.Join(e.Peers, ","), "store_dir", store, "extra_urls", strings.Join(rc.URLs, ","),
+		"took_ms", time.Since(start).Milliseconds())
+	return append([]string{srv.URL()}, rc.URLs...), nil
 }
 
 // replicaName is this replica's stable name: fleet.replica, else the

@@ -77,7 +77,7 @@ reaches the pods through the mounted file and hookpace's reload. */}}
 
 {{/* Config paths that need a restart; a section name covers all of it. */}}
 {{- define "hookpace.restartFields" -}}
-listen admin proxy.max_connections spool.dir spool.max_header_bytes spool.min_free log.format dedupe.max_keys dedupe.max_bytes mitm.ca_cert mitm.ca_key mitm.cache_size mitm.public_dir tls.ca_file telemetry fleet journal delivery.max_in_flight delivery.max_idle_connections delivery.idle_connection_timeout events capture.listen inbound
+listen admin proxy.max_connections spool.dir spool.max_header_bytes spool.min_free log.format dedupe.max_keys dedupe.max_bytes mitm.ca_cert mitm.ca_key mitm.cache_size mitm.public_dir tls.ca_file telemetry fleet journal delivery.max_in_flight delivery.max_idle_connections delivery.idle_connection_timeout events capture.listen inbound spool.replicate
 {{- end }}
 
 {{/* The handoff URL in force, or "". */}}
@@ -190,6 +190,32 @@ in gateway mode its listener and proxy users. */}}
 {{- end -}}
 {{- with $users -}}
 {{- $_ := set $cfg "auth" (dict "users" .) -}}
+{{- end -}}
+{{- if $v.gateway.nats.embedded -}}
+{{- /* Every replica's server, through the headless Service; the replica's own client connects to its own first, then to the others. */ -}}
+{{- $n := $v.gateway.nats -}}
+{{- if lt (int $v.gateway.replicas) 3 -}}
+{{- fail (printf "gateway.nats.embedded: needs gateway.replicas of 3 or more (a stream of 3 keeps a majority with one replica lost), got %d" (int $v.gateway.replicas)) -}}
+{{- end -}}
+{{- $gw := include "hookpace.gatewayName" . -}}
+{{- $peers := list -}}
+{{- $urls := list -}}
+{{- range $i := until (int $v.gateway.replicas) -}}
+{{- $host := printf "%s-%d.%s-headless.%s.svc.cluster.local" $gw $i $gw $.Release.Namespace -}}
+{{- $peers = append $peers (printf "%s:%d" $host (int $n.clusterPort)) -}}
+{{- $urls = append $urls (printf "nats://%s:%d" $host (int $n.clientPort)) -}}
+{{- end -}}
+{{- $spool := dict -}}
+{{- if kindIs "map" $cfg.spool -}}{{- $spool = $cfg.spool -}}{{- end -}}
+{{- $rep := dict -}}
+{{- if kindIs "map" $spool.replicate -}}{{- $rep = $spool.replicate -}}{{- end -}}
+{{- $nats := dict -}}
+{{- if kindIs "map" $rep.nats -}}{{- $nats = $rep.nats -}}{{- end -}}
+{{- $_ := set $nats "embedded" (dict "peers" $peers "listen" (printf "0.0.0.0:%d" (int $n.clientPort)) "cluster_listen" (printf "0.0.0.0:%d" (int $n.clusterPort))) -}}
+{{- $_ := set $nats "urls" $urls -}}
+{{- $_ := set $rep "nats" $nats -}}
+{{- $_ := set $spool "replicate" $rep -}}
+{{- $_ := set $cfg "spool" $spool -}}
 {{- end -}}
 {{- end -}}
 {{ toYaml $cfg }}
