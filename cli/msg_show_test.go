@@ -25,7 +25,7 @@ func TestMsgShowEntry(t *testing.T) {
 	}
 	t.Cleanup(func() { sp.Close() })
 	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: sp, Logger: quiet, Policy: func(string) *deliver.Policy { return &deliver.Policy{} }})
-	api := httptest.NewServer(admin.Handler(admin.Options{Hosts: d, Spool: sp}))
+	api := httptest.NewServer(admin.Handler(admin.Options{Hosts: d, Spool: sp, Journal: sp}))
 	defer api.Close()
 	var m *spool.Message
 	for i := range 3 {
