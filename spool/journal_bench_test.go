@@ -28,7 +28,7 @@ func BenchmarkListDead(b *testing.B) {
 				Size: 100, Accepted: at, Outcome: outcome, OutcomeAt: at}
 			recs = append(recs, journalRec{e: e, entry: true})
 		}
-		if err := s.writeJournal(recs); err != nil {
+		if err := s.jr.writeJournal(recs); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -89,7 +89,7 @@ func (m journalMix) fill(b *testing.B, s *Spool) {
 				recs = append(recs, journalRec{key: key, val: v, grow: int64(len(key) + len(v))})
 			}
 		}
-		if err := s.writeJournal(recs); err != nil {
+		if err := s.jr.writeJournal(recs); err != nil {
 			b.Fatal(err)
 		}
 	}

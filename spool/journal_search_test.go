@@ -100,10 +100,10 @@ func TestJournalIndexBuiltInBackground(t *testing.T) {
 	for _, m := range ms {
 		legacy = append(legacy, hostIndexKey(m.Host, m.ID))
 	}
-	if err := s.deleteKept(append(x, keyIndexed)); err != nil {
+	if err := s.jr.deleteKept(append(x, keyIndexed)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.setKept(legacy); err != nil {
+	if err := s.jr.setKept(legacy); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

@@ -132,7 +132,7 @@ func TestJournalStatesAndList(t *testing.T) {
 // settleJournal waits until the journal has written what it was given.
 func settleJournal(t *testing.T, s *Spool) {
 	t.Helper()
-	s.journalSync()
+	s.jr.journalSync()
 }
 
 // Retention by age and by bytes, oldest first, on an injected clock; a
