@@ -31,7 +31,7 @@ type Journal interface {
 	Resend(ctx context.Context, r spool.Ref) (*spool.Message, error)
 }
 
-var _ Journal = (*spool.Spool)(nil)
+var _ Journal = (*spool.Journal)(nil)
 
 // States a webhook's lookup answers (besides the outcomes).
 const (

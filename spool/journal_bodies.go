@@ -27,7 +27,7 @@ func bodyKey(id uint64) []byte { return append(attemptPrefix(id), 'b') }
 
 // JournalBody keeps m's request in the journal, when journal.bodies is on
 // (JournalOptions.Bodies); the dispatcher calls it as m is delivered.
-func (j *journal) JournalBody(m *Message) {
+func (j *Journal) JournalBody(m *Message) {
 	if j.s.opts.Journal.Off || !j.s.opts.Journal.Bodies {
 		return
 	}
@@ -38,7 +38,7 @@ func (j *journal) JournalBody(m *Message) {
 }
 
 // journalBody reads the request kept for the webhook with entry e.
-func (j *journal) journalBody(e *Entry) (*Message, error) {
+func (j *Journal) journalBody(e *Entry) (*Message, error) {
 	var m *Message
 	err := j.s.kept.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(bodyKey(e.ID))
@@ -60,7 +60,7 @@ func (j *journal) journalBody(e *Entry) (*Message, error) {
 // with the same method, URL, headers and body, under the id the app got
 // (Origin), as a dead-letter replay is, and its max_age counts from now.
 // It is admitted like any webhook: a full spool refuses it (*FullError).
-func (j *journal) Resend(ctx context.Context, r Ref) (*Message, error) {
+func (j *Journal) Resend(ctx context.Context, r Ref) (*Message, error) {
 	v, err := j.Lookup(r)
 	if err != nil {
 		return nil, err

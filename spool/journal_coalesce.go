@@ -36,7 +36,7 @@ const maxJournalCoal = 100_000
 // coalesce key, and for a replacement of a queued webhook's content, the
 // entry of that webhook (which keeps its id, place and arrival) with one
 // replacement more. Mutex held.
-func (j *journal) acceptedRecLocked(o op, m *Message) journalRec {
+func (j *Journal) acceptedRecLocked(o op, m *Message) journalRec {
 	r := acceptedRec(m)
 	if !j.coalSet {
 		// The run's first new webhook: the ids of those before it are
@@ -76,7 +76,7 @@ func (j *journal) acceptedRecLocked(o op, m *Message) journalRec {
 // outcomeCoalesceLocked completes an outcome's record with what the run
 // remembers of its webhook's coalesce key, and forgets it; or, for one the
 // run may not know, has the writer read it. Mutex held.
-func (j *journal) outcomeCoalesceLocked(r *journalRec) {
+func (j *Journal) outcomeCoalesceLocked(r *journalRec) {
 	if info := j.coal[r.e.ID]; info != nil {
 		delete(j.coal, r.e.ID)
 		r.e.Coalesce, r.e.Replaced, r.e.ReplacedAt = info.key, info.replaced, info.last

@@ -181,7 +181,7 @@ const (
 // fewest entries of (the idempotency key's; else the host's and the
 // state's together, leapfrogging; else all), newest first, between
 // q.Until and q.Since.
-func (j *journal) listIndexed(txn *badger.Txn, q *Query, out *[]*Entry) (Cursor, error) {
+func (j *Journal) listIndexed(txn *badger.Txn, q *Query, out *[]*Entry) (Cursor, error) {
 	var prefixes [][]byte
 	switch {
 	case q.Idempotency != "":
@@ -241,7 +241,7 @@ func (j *journal) listIndexed(txn *badger.Txn, q *Query, out *[]*Entry) (Cursor,
 
 // listStart is the place a listing starts at: the newest entry before q.Before
 // and q.Until; ok is false when there is none.
-func (j *journal) listStart(txn *badger.Txn, q *Query) (pos, bool) {
+func (j *Journal) listStart(txn *badger.Txn, q *Query) (pos, bool) {
 	cur := pos{int64(^uint64(0) >> 1), ^uint64(0)}
 	if !q.Until.IsZero() {
 		if u, ok := (pos{atOf(q.Until), 0}).before(); !ok {

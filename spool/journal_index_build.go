@@ -33,7 +33,7 @@ type indexBuild struct {
 
 // openIndex marks the journal indexed (at once for a journal without
 // entries), or readies the build of its indexes (startIndexBuild).
-func (j *journal) openIndex() error {
+func (j *Journal) openIndex() error {
 	done, empty := false, true
 	err := j.s.kept.View(func(txn *badger.Txn) error {
 		if _, err := txn.Get(keyIndexed); err == nil {
@@ -65,7 +65,7 @@ func (j *journal) openIndex() error {
 }
 
 // startIndexBuild starts the build openIndex found needed, if any.
-func (j *journal) startIndexBuild() {
+func (j *Journal) startIndexBuild() {
 	if j.build.needed {
 		j.build.stop, j.build.done = make(chan struct{}), make(chan struct{})
 		go j.buildIndex()
@@ -73,7 +73,7 @@ func (j *journal) startIndexBuild() {
 }
 
 // stopIndexBuild stops the build, if one runs, and waits for it.
-func (j *journal) stopIndexBuild() {
+func (j *Journal) stopIndexBuild() {
 	if j.build.stop == nil {
 		return
 	}
@@ -81,7 +81,7 @@ func (j *journal) stopIndexBuild() {
 	<-j.build.done
 }
 
-func (j *journal) buildIndex() {
+func (j *Journal) buildIndex() {
 	defer close(j.build.done)
 	began := time.Now()
 	j.s.log.Info("spool: building the journal's indexes in the background; until done, listings by state, time or key read more of it",
@@ -106,7 +106,7 @@ func (j *journal) buildIndex() {
 
 // buildIndexKeys writes the index keys of every entry; -1 when asked to
 // stop first.
-func (j *journal) buildIndexKeys() (int, error) {
+func (j *Journal) buildIndexKeys() (int, error) {
 	var from uint64
 	n := 0
 	for {
@@ -152,7 +152,7 @@ func (j *journal) buildIndexKeys() (int, error) {
 }
 
 // dropLegacyIndex deletes the keys of the indexes by id (h and o).
-func (j *journal) dropLegacyIndex() error {
+func (j *Journal) dropLegacyIndex() error {
 	for _, p := range []byte{prefixHostIndex, prefixOutcomeIndex} {
 		for {
 			var keys [][]byte
@@ -185,7 +185,7 @@ func (j *journal) dropLegacyIndex() error {
 }
 
 // setKept sets keys, without values, in the kept database.
-func (j *journal) setKept(keys [][]byte) error {
+func (j *Journal) setKept(keys [][]byte) error {
 	if len(keys) == 0 {
 		return nil
 	}

@@ -27,13 +27,13 @@ func outcomeIndexKey(outcome string, id uint64) []byte {
 
 // listOutcome is List for one outcome, from its index: newest first, and
 // the cursor of the next page.
-func (j *journal) listOutcome(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
+func (j *Journal) listOutcome(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
 	return j.listIndex(txn, q, outcomeIndexPrefix(q.State), func(id uint64) []byte { return outcomeIndexKey(q.State, id) }, out)
 }
 
 // indexOutcomes builds the outcome index of a journal written before it,
 // once: a key per entry with an outcome, then the mark that it is done.
-func (j *journal) indexOutcomes() error {
+func (j *Journal) indexOutcomes() error {
 	done := false
 	if err := j.s.kept.View(func(txn *badger.Txn) error {
 		_, err := txn.Get(keyOutcomeIndexed)

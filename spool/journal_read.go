@@ -35,7 +35,7 @@ type View struct {
 // A webhook queued again since under a new id (journal_replays.go) is
 // one: the entry and state of its last life, the attempts of all of them
 // in order.
-func (j *journal) Lookup(r Ref) (*View, error) {
+func (j *Journal) Lookup(r Ref) (*View, error) {
 	if r.Spool != 0 && r.Spool != j.s.instance {
 		return nil, fmt.Errorf("%w: %s was accepted by another hookpace (spool %s)", ErrNotFound, r, IDString(r.Spool))
 	}
@@ -86,7 +86,7 @@ func (j *journal) Lookup(r Ref) (*View, error) {
 }
 
 // entry reads id's journal entry, or makes one from its dead letter.
-func (j *journal) entry(txn *badger.Txn, id uint64) (*Entry, error) {
+func (j *Journal) entry(txn *badger.Txn, id uint64) (*Entry, error) {
 	var e *Entry
 	item, err := txn.Get(journalKey(id))
 	if err == nil {
@@ -203,7 +203,7 @@ const queryScanMax = 200_000
 // page: zero when no entry after the page matches. A page reads at most queryScanMax entries, for at
 // most about queryTime: a search that finds fewer than q.Limit in that
 // returns what it found and a cursor.
-func (j *journal) List(q Query) ([]*Entry, Cursor, error) {
+func (j *Journal) List(q Query) ([]*Entry, Cursor, error) {
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
@@ -229,7 +229,7 @@ func (j *journal) List(q Query) ([]*Entry, Cursor, error) {
 // listLegacy is List from the indexes by id a journal had before those of
 // journal_index.go, while those are built: the host's, the outcome's, or
 // a scan. The cursor is an id.
-func (j *journal) listLegacy(txn *badger.Txn, q *Query, out *[]*Entry) (next uint64, err error) {
+func (j *Journal) listLegacy(txn *badger.Txn, q *Query, out *[]*Entry) (next uint64, err error) {
 	if q.Before.At != 0 {
 		q.Before = Cursor{ID: q.Before.ID}
 	}
@@ -270,14 +270,14 @@ func (j *journal) listLegacy(txn *badger.Txn, q *Query, out *[]*Entry) (next uin
 
 // listHost is List for one host, from its index: newest first, and the
 // cursor of the next page.
-func (j *journal) listHost(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
+func (j *Journal) listHost(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
 	return j.listIndex(txn, q, hostIndexPrefix(q.Host), func(id uint64) []byte { return hostIndexKey(q.Host, id) }, out)
 }
 
 // listIndex is List over one index of journal ids (keys prefix + a
 // big-endian id, key(id) one of them): newest first, at most
 // queryScanMax entries read, and the cursor of the next page.
-func (j *journal) listIndex(txn *badger.Txn, q *Query, prefix []byte, key func(id uint64) []byte, out *[]*Entry) (uint64, error) {
+func (j *Journal) listIndex(txn *badger.Txn, q *Query, prefix []byte, key func(id uint64) []byte, out *[]*Entry) (uint64, error) {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
 	defer it.Close()
 	seek := key(^uint64(0))

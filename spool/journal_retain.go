@@ -16,7 +16,7 @@ var keyJournalFrom = []byte("jfrom")
 // openJournal counts what the journal holds and writes the entries a
 // crash left out: messages queued in the last round before it, whose
 // accepted records were to go with the next.
-func (j *journal) openJournal() error {
+func (j *Journal) openJournal() error {
 	if j.s.opts.Journal.Off {
 		return nil
 	}
@@ -66,7 +66,7 @@ func (j *journal) openJournal() error {
 
 // countJournal adds up the journal's entries and bytes, reading keys only,
 // and returns the highest id with an entry.
-func (j *journal) countJournal() (last uint64, err error) {
+func (j *Journal) countJournal() (last uint64, err error) {
 	var bytes, entries, oldest int64
 	trim := scanTrim{s: j.s}
 	err = j.s.kept.View(func(txn *badger.Txn) error {
@@ -96,7 +96,7 @@ func (j *journal) countJournal() (last uint64, err error) {
 
 // recoverJournal writes the accepted records of the queued messages with
 // ids above after.
-func (j *journal) recoverJournal(after uint64) error {
+func (j *Journal) recoverJournal(after uint64) error {
 	var recs []journalRec
 	err := j.s.queue.View(func(txn *badger.Txn) error {
 		for _, p := range []byte{prefixQueue, prefixLane} { // every lane
@@ -170,7 +170,7 @@ const (
 const NominalEntryBytes = 590
 
 // JournalUsage says what the journal holds.
-func (j *journal) JournalUsage() JournalUsage {
+func (j *Journal) JournalUsage() JournalUsage {
 	o := j.s.opts.Journal
 	u := JournalUsage{Entries: j.entries.Load(), Bytes: j.bytes.Load(), MaxBytes: o.MaxBytes, Retain: o.Retain, Off: o.Off}
 	oldest := j.oldest.Load()
@@ -206,7 +206,7 @@ const sweepJournalMax = 10000
 // their attempts, while they are older than JournalOptions.Retain or the
 // journal is over its MaxBytes. An entry still queued stays. It returns
 // how many it removed; the spool runs it every 30 seconds.
-func (j *journal) SweepJournal(now time.Time) (int, error) {
+func (j *Journal) SweepJournal(now time.Time) (int, error) {
 	if j.s.opts.Journal.Off {
 		return 0, nil
 	}
@@ -273,7 +273,7 @@ func (j *journal) SweepJournal(now time.Time) (int, error) {
 // warnCapBinds logs, once a spell, that the sweep removed young entries
 // (younger than retain) for max_bytes: the journal keeps less than retain
 // says.
-func (j *journal) warnCapBinds(young int64) {
+func (j *Journal) warnCapBinds(young int64) {
 	if young == 0 {
 		j.capBinds.Store(false)
 		return
@@ -289,7 +289,7 @@ func (j *journal) warnCapBinds(young int64) {
 
 // attemptKeys appends the keys of id's attempts to dels and returns their
 // bytes.
-func (j *journal) attemptKeys(txn *badger.Txn, id uint64, dels *[][]byte) int64 {
+func (j *Journal) attemptKeys(txn *badger.Txn, id uint64, dels *[][]byte) int64 {
 	var n int64
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: attemptPrefix(id)})
 	defer it.Close()
@@ -302,7 +302,7 @@ func (j *journal) attemptKeys(txn *badger.Txn, id uint64, dels *[][]byte) int64 
 
 // deleteKept deletes keys from the kept database, in as few transactions
 // as Badger allows.
-func (j *journal) deleteKept(keys [][]byte) error {
+func (j *Journal) deleteKept(keys [][]byte) error {
 	if len(keys) == 0 {
 		return nil
 	}

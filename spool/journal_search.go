@@ -17,7 +17,7 @@ import (
 
 // containsText reports whether the request of the webhook with entry e
 // (full: its headers read) holds text.
-func (j *journal) containsText(txn *badger.Txn, e *Entry, text string) bool {
+func (j *Journal) containsText(txn *badger.Txn, e *Entry, text string) bool {
 	if strings.Contains(e.URL, text) || strings.Contains(e.Idempotency, text) || strings.Contains(e.Coalesce, text) {
 		return true
 	}
@@ -37,7 +37,7 @@ func (j *journal) containsText(txn *badger.Txn, e *Entry, text string) bool {
 
 // keptBody is the body of e's request where the spool still has it, or
 // nil.
-func (j *journal) keptBody(txn *badger.Txn, e *Entry) []byte {
+func (j *Journal) keptBody(txn *badger.Txn, e *Entry) []byte {
 	switch e.Outcome {
 	case "":
 		l := Lane{Key: e.Fairness, Priority: e.Priority}
@@ -81,7 +81,7 @@ func (j *journal) keptBody(txn *badger.Txn, e *Entry) []byte {
 
 // matchItem decodes the entry of the journal's item for id and reports
 // whether q selects it: its head alone, unless q searches text.
-func (j *journal) matchItem(txn *badger.Txn, q *Query, id uint64, item *badger.Item) (*Entry, bool) {
+func (j *Journal) matchItem(txn *badger.Txn, q *Query, id uint64, item *badger.Item) (*Entry, bool) {
 	var e *Entry
 	err := item.Value(func(v []byte) (err error) {
 		if q.Contains != "" {

@@ -10,10 +10,11 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-// journal is the history of every webhook, kept in the spool's kept
+// Journal is the history of every webhook, kept in the spool's kept
 // database: records waiting for the next round, and what the journal
-// holds. s is the spool it keeps the history of.
-type journal struct {
+// holds. s is the spool it keeps the history of. Spool.Journal hands it
+// out.
+type Journal struct {
 	s *Spool
 
 	// Guarded by Spool.mu: records for the journal's writer (journalLoop),
@@ -52,6 +53,13 @@ type journal struct {
 	coalFrom uint64
 	coalSet  bool
 }
+
+// Journal is the spool's journal; it lives and closes with the spool.
+func (s *Spool) Journal() *Journal { return &s.jr }
+
+// Instance is the spool part of the ids of the webhooks the journal
+// keeps (see Ref).
+func (j *Journal) Instance() uint64 { return j.s.instance }
 
 // journalRec is one journal write: a Set of key to val. grow is what it
 // adds to the journal's bytes; entry says it is a new entry. An entry's
@@ -131,7 +139,7 @@ func (r *journalRec) encode(legacy bool) {
 
 // RecordAttempt adds an attempt of m to the journal. The answer's secret
 // headers are redacted and its body cut to JournalOptions.ResponseBody.
-func (j *journal) RecordAttempt(m *Message, a Attempt) {
+func (j *Journal) RecordAttempt(m *Message, a Attempt) {
 	if j.s.opts.Journal.Off {
 		return
 	}
@@ -154,7 +162,7 @@ func (j *journal) RecordAttempt(m *Message, a Attempt) {
 
 // JournalResponseBody is how many bytes of a partner's answer an attempt
 // keeps (0: the journal is off).
-func (j *journal) JournalResponseBody() int {
+func (j *Journal) JournalResponseBody() int {
 	if j.s.opts.Journal.Off {
 		return 0
 	}
@@ -163,7 +171,7 @@ func (j *journal) JournalResponseBody() int {
 
 // journalLocked hands records to the journal's goroutine, in order, and
 // returns the sequence number of the last.
-func (j *journal) journalLocked(recs ...journalRec) uint64 {
+func (j *Journal) journalLocked(recs ...journalRec) uint64 {
 	if j.stopped || j.s.diskFull {
 		return j.seq // a nearly full disk keeps no history: space is for webhooks
 	}
@@ -178,7 +186,7 @@ func (j *journal) journalLocked(recs ...journalRec) uint64 {
 // dispatcher records of them comes after. Each message remembers its
 // record's number, so that it leaves the queue only once the record is
 // durable (waitAccepted).
-func (j *journal) journalAcceptedLocked(batch []op) {
+func (j *Journal) journalAcceptedLocked(batch []op) {
 	if j.s.opts.Journal.Off {
 		return
 	}
@@ -195,7 +203,7 @@ func (j *journal) journalAcceptedLocked(batch []op) {
 
 // outcomes are the journal's records of the messages a round removes
 // from the queue.
-func (j *journal) outcomes(batch []op) []journalRec {
+func (j *Journal) outcomes(batch []op) []journalRec {
 	var out []journalRec
 	now := j.s.opts.Now()
 	for _, o := range batch {
@@ -226,7 +234,7 @@ func (j *journal) outcomes(batch []op) []journalRec {
 // history is kept. (It has been, unless the message is delivered within
 // a journal commit of its append.) The outcomes themselves are not waited
 // for: a crash may lose those of the last commit, never a webhook.
-func (j *journal) journalRound(batch []op) {
+func (j *Journal) journalRound(batch []op) {
 	if j.s.opts.Journal.Off {
 		return
 	}
@@ -251,7 +259,7 @@ func (j *journal) journalRound(batch []op) {
 
 // waitJournalLocked waits until the journal's records up to seq are
 // durable.
-func (j *journal) waitJournalLocked(seq uint64) {
+func (j *Journal) waitJournalLocked(seq uint64) {
 	if j.durable >= seq || j.stopped {
 		return
 	}
@@ -278,7 +286,7 @@ const (
 // journalLoop is the journal's writer: it commits whatever records have
 // accumulated in one kept transaction (group commit), in the order they
 // came, until the spool closes and everything is written.
-func (j *journal) journalLoop() {
+func (j *Journal) journalLoop() {
 	defer close(j.done)
 	linger := time.AfterFunc(time.Hour, func() {
 		j.s.mu.Lock()
@@ -326,7 +334,7 @@ func (j *journal) journalLoop() {
 // transaction's worth to spare: history never takes the room that keeps
 // webhooks coming (the writer's checks do not count the journal's
 // writes). A batch that does not fit is dropped, and logged once a spell.
-func (j *journal) journalRoom(n int) bool {
+func (j *Journal) journalRoom(n int) bool {
 	room, limited := j.s.headroom()
 	if !limited || room >= int64(n)*512+txnBudget {
 		j.short.Store(false)
@@ -343,7 +351,7 @@ func (j *journal) journalRoom(n int) bool {
 // that record (journalRound). Committed now, the record becomes durable
 // while the attempt is on the wire, not after it, with the delivery's slot
 // held and the queue's writer waiting.
-func (j *journal) hurryLocked(m *Message) {
+func (j *Journal) hurryLocked(m *Message) {
 	if m.jseq <= j.durable || m.jseq <= j.soon {
 		return
 	}
@@ -353,14 +361,14 @@ func (j *journal) hurryLocked(m *Message) {
 
 // journalSync waits until every record handed to the journal so far is
 // durable: a lookup sees what happened before it.
-func (j *journal) journalSync() {
+func (j *Journal) journalSync() {
 	j.s.mu.Lock()
 	defer j.s.mu.Unlock()
 	j.waitJournalLocked(j.seq)
 }
 
 // closeJournal writes what the journal still has, and stops its writer.
-func (j *journal) closeJournal() {
+func (j *Journal) closeJournal() {
 	if j.s.opts.Journal.Off {
 		return
 	}
@@ -374,7 +382,7 @@ func (j *journal) closeJournal() {
 
 // writeJournal commits recs to the kept database, in as few transactions
 // as Badger allows.
-func (j *journal) writeJournal(recs []journalRec) error {
+func (j *Journal) writeJournal(recs []journalRec) error {
 	txn := j.s.kept.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	var grow, entries int64

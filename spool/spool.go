@@ -202,7 +202,7 @@ type Spool struct {
 
 	coal coalState // coalescing (coalesce.go), guarded by mu
 
-	jr journal // the journal (journal.go)
+	jr Journal // the journal (journal.go)
 
 	replicaEpoch uint64 // see ReplicaEpoch; guarded by mu
 }
