@@ -30,7 +30,6 @@
 package admin
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -76,18 +75,17 @@ type Spool interface {
 	DeadByHost() (map[string]int64, error)
 	// Queued lists host's queue, oldest first (GET /v1/queue).
 	Queued(host string, max int) ([]*spool.Message, error)
-	// Resend queues a delivered webhook again from the request the
-	// journal kept (resend.go).
-	Resend(ctx context.Context, r spool.Ref) (*spool.Message, error)
-	Journal
 }
 
 var _ Spool = (*spool.Spool)(nil)
 
 // Options configure the admin handler.
 type Options struct {
-	Hosts   Hosts
-	Spool   Spool
+	Hosts Hosts
+	Spool Spool
+	// Journal answers the webhooks' histories (GET /v1/messages, the
+	// message pages) and sends a delivered one again.
+	Journal Journal
 	Metrics http.Handler // nil: no /metrics
 	Logger  *slog.Logger
 	// Guard checks every request (see Guard); nil: loopback Hosts only,

@@ -42,7 +42,8 @@ func TestFleetScope(t *testing.T) {
 		Handler(o).ServeHTTP(w, r)
 		return w
 	}
-	o := Options{Hosts: manyHosts(nil), Spool: emptySpool(t), Fleet: v}
+	sp := emptySpool(t)
+	o := Options{Hosts: manyHosts(nil), Spool: sp, Journal: sp.Journal(), Fleet: v}
 	w := get(o, "scope=fleet&limit=1&cursor=0.example")
 	var got fleet.ViewPage
 	if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &got) != nil || got.Hosts[0].Queued != 8 || got.NextCursor != "a.example" {
@@ -59,7 +60,7 @@ func TestFleetScope(t *testing.T) {
 			t.Fatalf("%s: %d %s, want %d", q, w.Code, w.Body, code)
 		}
 	}
-	if w := get(Options{Hosts: manyHosts(nil), Spool: emptySpool(t)}, "scope=fleet"); w.Code != 404 {
+	if w := get(Options{Hosts: manyHosts(nil), Spool: sp, Journal: sp.Journal()}, "scope=fleet"); w.Code != 404 {
 		t.Fatalf("without a fleet: %d %s", w.Code, w.Body)
 	}
 	v.err = errors.New("redis away")

@@ -66,7 +66,8 @@ func TestHostsPaged(t *testing.T) {
 	for i := 2499; i >= 0; i-- { // out of order
 		hosts = append(hosts, deliver.HostStatus{Host: fmt.Sprintf("p%04d.example", i)})
 	}
-	h := Handler(Options{Hosts: hosts, Spool: emptySpool(t)})
+	sp := emptySpool(t)
+	h := Handler(Options{Hosts: hosts, Spool: sp, Journal: sp.Journal()})
 	get := func(query string) (int, HostPage) {
 		r := httptest.NewRequest(http.MethodGet, "/v1/hosts"+query, nil)
 		r.Host = "127.0.0.1"
@@ -132,7 +133,8 @@ func TestHostsPageBuildsOnlyItsHosts(t *testing.T) {
 	for i := range 3000 {
 		c.manyHosts = append(c.manyHosts, deliver.HostStatus{Host: fmt.Sprintf("p%04d.example", i)})
 	}
-	h := Handler(Options{Hosts: c, Spool: emptySpool(t)})
+	sp := emptySpool(t)
+	h := Handler(Options{Hosts: c, Spool: sp, Journal: sp.Journal()})
 	r := httptest.NewRequest(http.MethodGet, "/v1/hosts?limit=10&cursor=p0100.example", nil)
 	r.Host = "127.0.0.1"
 	w := httptest.NewRecorder()
@@ -156,7 +158,8 @@ func TestHostsAllStreamed(t *testing.T) {
 			c.manyHosts = append(c.manyHosts, deliver.HostStatus{Host: fmt.Sprintf("p%04d.example", n-1-i),
 				Queued: int64(i), LastError: "<b> & \"quoted\"", Paused: i%2 == 0})
 		}
-		h := Handler(Options{Hosts: c, Spool: emptySpool(t)})
+		sp := emptySpool(t)
+		h := Handler(Options{Hosts: c, Spool: sp, Journal: sp.Journal()})
 		r := httptest.NewRequest(http.MethodGet, "/v1/hosts?limit=0", nil)
 		r.Host = "127.0.0.1"
 		got := httptest.NewRecorder()

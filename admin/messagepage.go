@@ -112,7 +112,7 @@ func (a *api) renderMessages(w http.ResponseWriter, status int, d messagePageDat
 }
 
 func (a *api) messagesPage(w http.ResponseWriter, r *http.Request) {
-	j := a.Spool
+	j := a.Journal
 	q, err := messageQuery(r)
 	d := messagePageData{Title: "Webhooks", Host: q.Host, List: []Message{}}
 	if d.Host != "" {
@@ -141,7 +141,7 @@ func (a *api) messagesPage(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) messagePage(w http.ResponseWriter, r *http.Request) {
 	d := messagePageData{Title: "Webhook " + r.PathValue("id")}
-	j := a.Spool
+	j := a.Journal
 	ref, err := spool.ParseRef(r.PathValue("id"))
 	var v *spool.View
 	switch {

@@ -10,6 +10,7 @@ package admin
 //	                                        body), as far as it is kept (spool.Query)
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -20,12 +21,17 @@ import (
 	"github.com/hookpace/hookpace/spool"
 )
 
-// Journal is the spool's journal; *spool.Spool is one.
+// Journal is the history of every webhook; *spool.Spool is one.
 type Journal interface {
 	Lookup(r spool.Ref) (*spool.View, error)
 	List(q spool.Query) ([]*spool.Entry, spool.Cursor, error)
 	Instance() uint64
+	// Resend queues a delivered webhook again from the request the
+	// journal kept (resend.go).
+	Resend(ctx context.Context, r spool.Ref) (*spool.Message, error)
 }
+
+var _ Journal = (*spool.Journal)(nil)
 
 // States a webhook's lookup answers (besides the outcomes).
 const (
@@ -91,7 +97,7 @@ type MessageList struct {
 }
 
 func (a *api) message(w http.ResponseWriter, r *http.Request) {
-	j := a.Spool
+	j := a.Journal
 	ref, err := spool.ParseRef(r.PathValue("id"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -114,7 +120,7 @@ func (a *api) message(w http.ResponseWriter, r *http.Request) {
 // writeMessage answers with v, and for a webhook handed off, where it
 // went.
 func (a *api) writeMessage(w http.ResponseWriter, r *http.Request, v *spool.View) {
-	m := a.messageOf(a.Spool, &v.Entry, v.State)
+	m := a.messageOf(a.Journal, &v.Entry, v.State)
 	m.Position = v.Position
 	m.RequeuedAt = utcOrNil(v.Requeued)
 	for _, at := range v.Attempts {
@@ -177,7 +183,7 @@ func attemptOf(at *spool.Attempt) MessageAttempt {
 }
 
 func (a *api) listMessages(w http.ResponseWriter, r *http.Request) {
-	j := a.Spool
+	j := a.Journal
 	q, err := messageQuery(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())

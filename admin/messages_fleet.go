@@ -47,7 +47,7 @@ const handedInScan = 20_000
 // the handed-in webhook if this journal has it (200), else a 404 that
 // says which replica to ask.
 func (a *api) notHere(w http.ResponseWriter, r *http.Request, ref spool.Ref) {
-	j := a.Spool
+	j := a.Journal
 	if e, err := handedIn(j, ref); err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return

@@ -36,7 +36,7 @@ func BenchmarkNotHere(b *testing.B) {
 		})
 	}
 	wg.Wait()
-	h := Handler(Options{Hosts: manyHosts(nil), Spool: sp})
+	h := Handler(Options{Hosts: manyHosts(nil), Spool: sp, Journal: sp.Journal()})
 	path := "/v1/messages/" + spool.Ref{Spool: sp.Instance() + 1, Seq: 5}.String()
 	b.ResetTimer()
 	for b.Loop() {

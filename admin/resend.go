@@ -31,7 +31,7 @@ func (a *api) resendMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	m, err := a.Spool.Resend(r.Context(), ref)
+	m, err := a.Journal.Resend(r.Context(), ref)
 	var full *spool.FullError
 	switch {
 	case isNotFound(err):

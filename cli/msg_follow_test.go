@@ -33,9 +33,9 @@ func TestMsgShowFollowsTheFleet(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A dispatcher not started: the webhooks stay queued.
-		d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: sp, Logger: quiet,
+		d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: sp.Journal(), Logger: quiet,
 			Policy: func(string) *deliver.Policy { return &deliver.Policy{} }})
-		api := httptest.NewUnstartedServer(admin.Handler(admin.Options{Hosts: d, Spool: sp, Fleet: l}))
+		api := httptest.NewUnstartedServer(admin.Handler(admin.Options{Hosts: d, Spool: sp, Journal: sp.Journal(), Fleet: l}))
 		l.Identify(sp.Instance(), api.Listener.Addr().String())
 		l.Start()
 		api.Start()

@@ -24,8 +24,8 @@ func TestMsgShowEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sp.Close() })
-	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: sp, Logger: quiet, Policy: func(string) *deliver.Policy { return &deliver.Policy{} }})
-	api := httptest.NewServer(admin.Handler(admin.Options{Hosts: d, Spool: sp}))
+	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: sp.Journal(), Logger: quiet, Policy: func(string) *deliver.Policy { return &deliver.Policy{} }})
+	api := httptest.NewServer(admin.Handler(admin.Options{Hosts: d, Spool: sp, Journal: sp.Journal()}))
 	defer api.Close()
 	var m *spool.Message
 	for i := range 3 {

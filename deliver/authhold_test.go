@@ -70,7 +70,7 @@ func TestTokenFailuresHoldWithoutSpendingAttempts(t *testing.T) {
 			}
 			q := &signalQueue{Spool: s, deleted: make(chan *spool.Message, 10), buried: make(chan string, 10)}
 			seen := outcomes{ch: make(chan Outcome, 10)}
-			d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(pol),
+			d := New(Options{Reader: q, Store: q, Stats: q, Journal: q.Journal(), Policy: fixed(pol),
 				Client: &http.Client{}, Logger: slog.New(slog.DiscardHandler), Observer: seen})
 			if err := d.Start(); err != nil {
 				t.Fatal(err)

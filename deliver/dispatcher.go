@@ -104,7 +104,7 @@ var (
 	_ QueueReader = (*spool.Spool)(nil)
 	_ QueueStore  = (*spool.Spool)(nil)
 	_ QueueStats  = (*spool.Spool)(nil)
-	_ Journal     = (*spool.Spool)(nil)
+	_ Journal     = (*spool.Journal)(nil)
 )
 
 // Policy is everything the dispatcher needs to know about one host.

@@ -44,7 +44,7 @@ func TestEchoedAppSecretsScrubbed(t *testing.T) {
 	pol := policy(100, 10, 1)
 	pol.MaxAttempts = 1
 	pol.Rewrite = &rewrite.Headers{Set: []rewrite.Header{{Name: "X-Partner-Token", Value: set}}}
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(pol),
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q.Journal(), Policy: fixed(pol),
 		Client: &http.Client{}, Logger: slog.New(slog.DiscardHandler)})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func TestEchoedAppSecretsScrubbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-q.buried
-	v, err := q.Lookup(spool.Ref{Seq: m.ID})
+	v, err := q.Journal().Lookup(spool.Ref{Seq: m.ID})
 	if err != nil || len(v.Attempts) != 1 {
 		t.Fatalf("%+v %v", v, err)
 	}

@@ -59,7 +59,7 @@ func TestEchoedCredentialsScrubbed(t *testing.T) {
 	q := &signalQueue{Spool: s, deleted: make(chan *spool.Message, 10), buried: make(chan string, 10)}
 	pol := policy(100, 10, 1)
 	pol.MaxAttempts, pol.Auth = 1, auth
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(pol),
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q.Journal(), Policy: fixed(pol),
 		Client: &http.Client{}, Logger: slog.New(slog.DiscardHandler)})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestEchoedCredentialsScrubbed(t *testing.T) {
 	if h := <-got; h.Get("X-Api-Key") != apiKey || h.Get("Authorization") != "Bearer "+token {
 		t.Fatalf("the partner got %v", h)
 	}
-	v, err := q.Lookup(spool.Ref{Seq: m.ID})
+	v, err := q.Journal().Lookup(spool.Ref{Seq: m.ID})
 	if err != nil || len(v.Attempts) != 1 {
 		t.Fatalf("%+v %v", v, err)
 	}

@@ -29,7 +29,7 @@ func eventsSetup(t *testing.T, pol Policy) (*Dispatcher, *signalQueue, chan Even
 			t.Error("Options.Events would block")
 		}
 	}
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(pol), Client: &http.Client{},
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q.Journal(), Policy: fixed(pol), Client: &http.Client{},
 		Logger: slog.New(slog.DiscardHandler), Events: emit})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ func TestHostGaugesAgreeWithHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := &signalQueue{Spool: s, deleted: make(chan *spool.Message, 10), buried: make(chan string, 10)}
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q, Policy: fixed(policy(100, 10, 3)),
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q.Journal(), Policy: fixed(policy(100, 10, 3)),
 		Client: &http.Client{}, Logger: slog.New(slog.DiscardHandler)})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)

@@ -168,7 +168,7 @@ func TestClusterMasterDownGates(t *testing.T) {
 	}
 	p := &partner{}
 	gs := NewGates(lim, quiet)
-	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: sp, Policy: func(string) *deliver.Policy { p := policy(20, 5, 2); return &p },
+	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: sp.Journal(), Policy: func(string) *deliver.Policy { p := policy(20, 5, 2); return &p },
 		Client: &http.Client{Transport: p}, Logger: quiet, Gates: gs})
 	lim.Start()
 	if err := d.Start(); err != nil {

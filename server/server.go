@@ -270,7 +270,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Reader:   a.spool,
 		Store:    a.spool,
 		Stats:    a.spool,
-		Journal:  a.spool,
+		Journal:  a.spool.Journal(),
 		Policy:   policies(cfg, a.files.Load()),
 		Client:   deliveryClient(tel, a.guard, roots, false, deliveryIdle(cfg)),
 		Insecure: deliveryClient(tel, a.guard, roots, true, deliveryIdle(cfg)),
@@ -314,7 +314,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Queued:    func() int64 { return a.spool.Usage().Messages },
 		Hosts:     a.disp.HostGauges,
 	})
-	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Metrics: tel.Handler(), Logger: log, Guard: ag,
+	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Journal: a.spool.Journal(), Metrics: tel.Handler(), Logger: log, Guard: ag,
 		Stopping: a.stopping.Load, Instance: a.instance, Fleet: a.fleetViewer(), History: a.history,
 		Replication: a.replicationStatus()}, &a.current),
 		ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}

@@ -175,7 +175,7 @@ func (s *Spool) gcLoop() {
 		case <-gc.C:
 			for n, err := s.sweepOnce(); err == nil && n == sweepMax; n, err = s.sweepOnce() {
 			}
-			for n, err := s.SweepJournal(s.opts.Now()); err == nil && n == sweepJournalMax; n, err = s.SweepJournal(s.opts.Now()) {
+			for n, err := s.jr.SweepJournal(s.opts.Now()); err == nil && n == sweepJournalMax; n, err = s.jr.SweepJournal(s.opts.Now()) {
 			}
 			s.collectGarbage()
 		}

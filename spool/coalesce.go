@@ -272,7 +272,7 @@ func (s *Spool) Begin(m *Message) (grew int64) {
 		s.mu.Lock()
 	}
 	s.coal.inflight[m.ID]++
-	s.hurryLocked(m)
+	s.jr.hurryLocked(m)
 	if r := s.coal.replaced[m.ID]; r != nil {
 		delete(s.coal.replaced, m.ID)
 		grew = int64(len(r.Body) - len(m.Body))

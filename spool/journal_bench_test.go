@@ -28,13 +28,13 @@ func BenchmarkListDead(b *testing.B) {
 				Size: 100, Accepted: at, Outcome: outcome, OutcomeAt: at}
 			recs = append(recs, journalRec{e: e, entry: true})
 		}
-		if err := s.writeJournal(recs); err != nil {
+		if err := s.jr.writeJournal(recs); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ResetTimer()
 	for range b.N {
-		page, _, err := s.List(Query{State: OutcomeDead})
+		page, _, err := s.Journal().List(Query{State: OutcomeDead})
 		if err != nil || len(page) != 20 {
 			b.Fatalf("%d dead, %v", len(page), err)
 		}
@@ -89,7 +89,7 @@ func (m journalMix) fill(b *testing.B, s *Spool) {
 				recs = append(recs, journalRec{key: key, val: v, grow: int64(len(key) + len(v))})
 			}
 		}
-		if err := s.writeJournal(recs); err != nil {
+		if err := s.jr.writeJournal(recs); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -109,7 +109,7 @@ func BenchmarkJournalQueries(b *testing.B) {
 	defer s.Close()
 	t0 := time.Now()
 	m.fill(b, s)
-	b.Logf("filled %d entries in %s; journal %d bytes", m.n, time.Since(t0).Round(time.Millisecond), s.JournalUsage().Bytes)
+	b.Logf("filled %d entries in %s; journal %d bytes", m.n, time.Since(t0).Round(time.Millisecond), s.Journal().JournalUsage().Bytes)
 	old := m.n / 10 // a webhook of the oldest tenth
 	hour := time.Hour
 	perHost := min(50, m.n/m.hosts)
@@ -137,7 +137,7 @@ func BenchmarkJournalQueries(b *testing.B) {
 	}
 	b.Run("lookup", func(b *testing.B) {
 		for range b.N {
-			v, err := s.Lookup(Ref{Seq: m.id(old)})
+			v, err := s.Journal().Lookup(Ref{Seq: m.id(old)})
 			if err != nil || v.Entry.ID != m.id(old) {
 				b.Fatalf("lookup: %v", err)
 			}
@@ -150,7 +150,7 @@ func BenchmarkJournalQueries(b *testing.B) {
 				var found []*Entry
 				q := c.q
 				for {
-					page, next, err := s.List(q)
+					page, next, err := s.Journal().List(q)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -203,7 +203,7 @@ func BenchmarkJournalIndexBuild(b *testing.B) {
 		}
 		<-s.jr.build.done
 		b.StopTimer()
-		if page, _, err := s.List(Query{Idempotency: "evt-7"}); err != nil || len(page) != 1 || !s.jr.indexed.Load() {
+		if page, _, err := s.Journal().List(Query{Idempotency: "evt-7"}); err != nil || len(page) != 1 || !s.jr.indexed.Load() {
 			b.Fatalf("after the build: %v, %v", page, err)
 		}
 		if err := s.Close(); err != nil {

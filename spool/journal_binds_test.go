@@ -32,24 +32,24 @@ func TestJournalCapBinds(t *testing.T) {
 	}
 	settleJournal(t, s)
 	now = start.Add(n * 10 * time.Second)
-	if u := s.JournalUsage(); u.Binds != "" {
+	if u := s.Journal().JournalUsage(); u.Binds != "" {
 		t.Fatalf("measured before any sweep saw the oldest entry: %+v", u)
 	}
-	if n, err := s.SweepJournal(now); err != nil || n != 0 {
+	if n, err := s.Journal().SweepJournal(now); err != nil || n != 0 {
 		t.Fatalf("swept %d, %v", n, err)
 	}
-	u := s.JournalUsage()
+	u := s.Journal().JournalUsage()
 	if u.Binds != "retain" || u.Rate < 0.09 || u.Rate > 0.11 || u.BytesPerEntry <= 0 || u.Holds != 24*time.Hour {
 		t.Fatalf("a 1 GiB cap at 0.1/s: %+v; want retain binding", u)
 	}
 	// A cap of 100 entries at 0.1/s holds about 1,000 s of a day.
 	s.opts.Journal.MaxBytes = 100 * u.BytesPerEntry
-	u = s.JournalUsage()
+	u = s.Journal().JournalUsage()
 	if u.Binds != "max_bytes" || u.Holds < 900*time.Second || u.Holds > 1100*time.Second {
 		t.Fatalf("a cap of 100 entries at 0.1/s: %+v", u)
 	}
 	for range 2 {
-		if n, err := s.SweepJournal(now); err != nil || n == 0 {
+		if n, err := s.Journal().SweepJournal(now); err != nil || n == 0 {
 			t.Fatalf("swept %d, %v", n, err)
 		}
 		s.opts.Journal.MaxBytes /= 2

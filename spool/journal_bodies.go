@@ -27,20 +27,20 @@ func bodyKey(id uint64) []byte { return append(attemptPrefix(id), 'b') }
 
 // JournalBody keeps m's request in the journal, when journal.bodies is on
 // (JournalOptions.Bodies); the dispatcher calls it as m is delivered.
-func (s *Spool) JournalBody(m *Message) {
-	if s.opts.Journal.Off || !s.opts.Journal.Bodies {
+func (j *Journal) JournalBody(m *Message) {
+	if j.s.opts.Journal.Off || !j.s.opts.Journal.Bodies {
 		return
 	}
 	k, v := bodyKey(m.ID), m.encode(nil)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.journalLocked(journalRec{key: k, val: v, grow: int64(len(k) + len(v))})
+	j.s.mu.Lock()
+	defer j.s.mu.Unlock()
+	j.journalLocked(journalRec{key: k, val: v, grow: int64(len(k) + len(v))})
 }
 
 // journalBody reads the request kept for the webhook with entry e.
-func (s *Spool) journalBody(e *Entry) (*Message, error) {
+func (j *Journal) journalBody(e *Entry) (*Message, error) {
 	var m *Message
-	err := s.kept.View(func(txn *badger.Txn) error {
+	err := j.s.kept.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(bodyKey(e.ID))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return ErrNoBody
@@ -60,26 +60,26 @@ func (s *Spool) journalBody(e *Entry) (*Message, error) {
 // with the same method, URL, headers and body, under the id the app got
 // (Origin), as a dead-letter replay is, and its max_age counts from now.
 // It is admitted like any webhook: a full spool refuses it (*FullError).
-func (s *Spool) Resend(ctx context.Context, r Ref) (*Message, error) {
-	v, err := s.Lookup(r)
+func (j *Journal) Resend(ctx context.Context, r Ref) (*Message, error) {
+	v, err := j.Lookup(r)
 	if err != nil {
 		return nil, err
 	}
 	if v.State != OutcomeDelivered {
 		return nil, fmt.Errorf("%s is %s, not delivered: only a delivered webhook is sent again (a dead letter: hookpace dead replay)", r, stateText(v.State))
 	}
-	kept, err := s.journalBody(&v.Entry)
+	kept, err := j.journalBody(&v.Entry)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r, err)
 	}
 	e := &v.Entry
 	m := &Message{Host: kept.Host, Method: kept.Method, URL: kept.URL, Header: kept.Header, Body: kept.Body,
-		Enqueued: s.opts.Now(), Origin: e.ID, OriginSpool: e.OriginSpool,
+		Enqueued: j.s.opts.Now(), Origin: e.ID, OriginSpool: e.OriginSpool,
 		Fairness: kept.Fairness, Priority: kept.Priority, Ordering: kept.Ordering}
 	if e.Origin != 0 {
 		m.Origin = e.Origin
 	}
-	if err := s.Append(ctx, m, 0); err != nil {
+	if err := j.s.Append(ctx, m, 0); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -14,8 +14,8 @@ import (
 // the successful attempt, its request kept, the delete.
 func deliverKept(t *testing.T, s *Spool, m *Message) {
 	t.Helper()
-	s.RecordAttempt(m, Attempt{At: time.Now(), Status: 200, Batch: 1})
-	s.JournalBody(m)
+	s.Journal().RecordAttempt(m, Attempt{At: time.Now(), Status: 200, Batch: 1})
+	s.Journal().JournalBody(m)
 	if err := s.Delete(m); err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestResend(t *testing.T) {
 	}
 	s = openTest(t, dir, Options{Journal: JournalOptions{Bodies: true}})
 	defer s.Close()
-	again, err := s.Resend(context.Background(), m.Ref())
+	again, err := s.Journal().Resend(context.Background(), m.Ref())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestResend(t *testing.T) {
 		t.Fatalf("queue %v %v", got, err)
 	}
 	// One webhook: queued again, with the attempt of its first delivery.
-	v, err := s.Lookup(Ref{Seq: m.ID})
+	v, err := s.Journal().Lookup(Ref{Seq: m.ID})
 	if err != nil || v.State != StateQueued || v.Entry.ID != again.ID || len(v.Attempts) != 1 || strings.Contains(v.Entry.URL, "s3cret") {
 		t.Fatalf("the resent webhook: %+v %v", v, err)
 	}
@@ -69,7 +69,7 @@ func TestResendRefusesAndSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	deliverKept(t, s, off)
-	if _, err := s.Resend(context.Background(), off.Ref()); !errors.Is(err, ErrNoBody) {
+	if _, err := s.Journal().Resend(context.Background(), off.Ref()); !errors.Is(err, ErrNoBody) {
 		t.Fatalf("resend without journal.bodies: %v", err)
 	}
 	s.opts.Journal.Bodies = true
@@ -80,12 +80,12 @@ func TestResendRefusesAndSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Resend(context.Background(), queued.Ref()); err == nil || !strings.Contains(err.Error(), "is queued, not delivered") {
+	if _, err := s.Journal().Resend(context.Background(), queued.Ref()); err == nil || !strings.Contains(err.Error(), "is queued, not delivered") {
 		t.Fatalf("resend of a queued webhook: %v", err)
 	}
 	deliverKept(t, s, kept)
 	settleJournal(t, s)
-	if n, err := s.SweepJournal(now.Add(2 * time.Hour)); n != 2 || err != nil {
+	if n, err := s.Journal().SweepJournal(now.Add(2 * time.Hour)); n != 2 || err != nil {
 		t.Fatalf("swept %d %v, want the 2 delivered", n, err)
 	}
 	err := s.kept.View(func(txn *badger.Txn) error {

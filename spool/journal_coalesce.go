@@ -36,13 +36,13 @@ const maxJournalCoal = 100_000
 // coalesce key, and for a replacement of a queued webhook's content, the
 // entry of that webhook (which keeps its id, place and arrival) with one
 // replacement more. Mutex held.
-func (s *Spool) acceptedRecLocked(o op, m *Message) journalRec {
+func (j *Journal) acceptedRecLocked(o op, m *Message) journalRec {
 	r := acceptedRec(m)
-	if !s.jr.coalSet {
+	if !j.coalSet {
 		// The run's first new webhook: the ids of those before it are
 		// of earlier runs. (A replacement is never the first: its
 		// target came before it.)
-		s.jr.coalFrom, s.jr.coalSet = m.ID-1, true
+		j.coalFrom, j.coalSet = m.ID-1, true
 	}
 	a, ok := o.(*appendOp)
 	if !ok || a.coal == nil {
@@ -51,17 +51,17 @@ func (s *Spool) acceptedRecLocked(o op, m *Message) journalRec {
 	e := r.e
 	e.Coalesce = a.coal.name
 	if a.coal.target == 0 { // queued anew: the key names it now
-		if len(s.jr.coal) >= maxJournalCoal {
-			s.jr.coal, s.jr.coalFrom = nil, s.seq // those queued now are forgotten
+		if len(j.coal) >= maxJournalCoal {
+			j.coal, j.coalFrom = nil, j.s.seq // those queued now are forgotten
 		}
-		if s.jr.coal == nil {
-			s.jr.coal = make(map[uint64]*coalInfo)
+		if j.coal == nil {
+			j.coal = make(map[uint64]*coalInfo)
 		}
-		s.jr.coal[m.ID] = &coalInfo{key: e.Coalesce, accepted: m.Enqueued}
+		j.coal[m.ID] = &coalInfo{key: e.Coalesce, accepted: m.Enqueued}
 		return r
 	}
 	r.entry = false // it rewrites its target's entry
-	info := s.jr.coal[m.ID]
+	info := j.coal[m.ID]
 	if info == nil {
 		r.merge, r.replaced = true, true
 		e.Replaced, e.ReplacedAt = 1, m.Enqueued
@@ -76,13 +76,13 @@ func (s *Spool) acceptedRecLocked(o op, m *Message) journalRec {
 // outcomeCoalesceLocked completes an outcome's record with what the run
 // remembers of its webhook's coalesce key, and forgets it; or, for one the
 // run may not know, has the writer read it. Mutex held.
-func (s *Spool) outcomeCoalesceLocked(r *journalRec) {
-	if info := s.jr.coal[r.e.ID]; info != nil {
-		delete(s.jr.coal, r.e.ID)
+func (j *Journal) outcomeCoalesceLocked(r *journalRec) {
+	if info := j.coal[r.e.ID]; info != nil {
+		delete(j.coal, r.e.ID)
 		r.e.Coalesce, r.e.Replaced, r.e.ReplacedAt = info.key, info.replaced, info.last
 		return
 	}
-	r.merge = !s.jr.coalSet || r.e.ID <= s.jr.coalFrom
+	r.merge = !j.coalSet || r.e.ID <= j.coalFrom
 }
 
 // mergeEntry completes e with what only its entry's record says: its

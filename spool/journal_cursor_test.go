@@ -30,7 +30,7 @@ func TestListCursorOnlyWhenMoreMatch(t *testing.T) {
 		var ids []uint64
 		var pages int
 		for {
-			page, next, err := s.List(Query{Host: q.Host, State: q.State, Limit: 1, Before: q.Before})
+			page, next, err := s.Journal().List(Query{Host: q.Host, State: q.State, Limit: 1, Before: q.Before})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -122,7 +122,7 @@ func TestJournalEntryCoalesceLaneHeaders(t *testing.T) {
 	}
 	check := func(s *Spool, state string) {
 		t.Helper()
-		v, err := s.Lookup(Ref{Seq: first.ID})
+		v, err := s.Journal().Lookup(Ref{Seq: first.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +164,7 @@ func TestJournalEntryCoalesceLaneHeaders(t *testing.T) {
 	if err := s.Delete(got[0]); err != nil {
 		t.Fatal(err)
 	}
-	v, err := s.Lookup(Ref{Seq: later.ID})
+	v, err := s.Journal().Lookup(Ref{Seq: later.ID})
 	if err != nil || v.State != OutcomeDelivered || v.Entry.Coalesce != "k-9" || v.Entry.Header.Get("X-Seq") != Redacted || !v.Entry.Accepted.Equal(later.Enqueued) {
 		t.Fatalf("%+v %v", v, err)
 	}
@@ -192,7 +192,7 @@ func TestJournalEntryCoalesceForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	settleJournal(t, s)
-	v, err := s.Lookup(Ref{Seq: first.ID})
+	v, err := s.Journal().Lookup(Ref{Seq: first.ID})
 	if err != nil || v.Entry.Replaced != 2 || !v.Entry.Accepted.Equal(first.Enqueued) || v.Entry.Coalesce != "c" {
 		t.Fatalf("%+v %v", v, err)
 	}
@@ -200,7 +200,7 @@ func TestJournalEntryCoalesceForgotten(t *testing.T) {
 	if err := s.Delete(got[0]); err != nil {
 		t.Fatal(err)
 	}
-	v, err = s.Lookup(Ref{Seq: first.ID})
+	v, err = s.Journal().Lookup(Ref{Seq: first.ID})
 	if err != nil || v.State != OutcomeDelivered || v.Entry.Replaced != 2 || v.Entry.Coalesce != "c" ||
 		!v.Entry.ReplacedAt.Equal(time.Unix(1700000000, 3)) {
 		t.Fatalf("%+v %v", v, err)

@@ -181,7 +181,7 @@ const (
 // fewest entries of (the idempotency key's; else the host's and the
 // state's together, leapfrogging; else all), newest first, between
 // q.Until and q.Since.
-func (s *Spool) listIndexed(txn *badger.Txn, q *Query, out *[]*Entry) (Cursor, error) {
+func (j *Journal) listIndexed(txn *badger.Txn, q *Query, out *[]*Entry) (Cursor, error) {
 	var prefixes [][]byte
 	switch {
 	case q.Idempotency != "":
@@ -202,7 +202,7 @@ func (s *Spool) listIndexed(txn *badger.Txn, q *Query, out *[]*Entry) (Cursor, e
 		its[i] = txn.NewIterator(badger.IteratorOptions{Prefix: p, Reverse: true})
 		defer its[i].Close()
 	}
-	cur, ok := s.listStart(txn, q)
+	cur, ok := j.listStart(txn, q)
 	if !ok {
 		return Cursor{}, nil
 	}
@@ -224,7 +224,7 @@ func (s *Spool) listIndexed(txn *badger.Txn, q *Query, out *[]*Entry) (Cursor, e
 		}
 		scanned++
 		if item, err := txn.Get(journalKey(p.id)); err == nil {
-			if e, ok := s.matchItem(txn, q, p.id, item); ok {
+			if e, ok := j.matchItem(txn, q, p.id, item); ok {
 				if len(*out) == q.Limit {
 					return cursorAt(p), nil // the next page starts with this one
 				}
@@ -241,7 +241,7 @@ func (s *Spool) listIndexed(txn *badger.Txn, q *Query, out *[]*Entry) (Cursor, e
 
 // listStart is the place a listing starts at: the newest entry before q.Before
 // and q.Until; ok is false when there is none.
-func (s *Spool) listStart(txn *badger.Txn, q *Query) (pos, bool) {
+func (j *Journal) listStart(txn *badger.Txn, q *Query) (pos, bool) {
 	cur := pos{int64(^uint64(0) >> 1), ^uint64(0)}
 	if !q.Until.IsZero() {
 		if u, ok := (pos{atOf(q.Until), 0}).before(); !ok {

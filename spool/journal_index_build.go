@@ -33,9 +33,9 @@ type indexBuild struct {
 
 // openIndex marks the journal indexed (at once for a journal without
 // entries), or readies the build of its indexes (startIndexBuild).
-func (s *Spool) openIndex() error {
+func (j *Journal) openIndex() error {
 	done, empty := false, true
-	err := s.kept.View(func(txn *badger.Txn) error {
+	err := j.s.kept.View(func(txn *badger.Txn) error {
 		if _, err := txn.Get(keyIndexed); err == nil {
 			done = true
 			return nil
@@ -54,70 +54,70 @@ func (s *Spool) openIndex() error {
 		return err
 	}
 	if !done && empty {
-		if err := s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyIndexed, nil) }); err != nil {
+		if err := j.s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyIndexed, nil) }); err != nil {
 			return err
 		}
 		done = true
 	}
-	s.jr.indexed.Store(done)
-	s.jr.build.needed = !done
+	j.indexed.Store(done)
+	j.build.needed = !done
 	return nil
 }
 
 // startIndexBuild starts the build openIndex found needed, if any.
-func (s *Spool) startIndexBuild() {
-	if s.jr.build.needed {
-		s.jr.build.stop, s.jr.build.done = make(chan struct{}), make(chan struct{})
-		go s.buildIndex()
+func (j *Journal) startIndexBuild() {
+	if j.build.needed {
+		j.build.stop, j.build.done = make(chan struct{}), make(chan struct{})
+		go j.buildIndex()
 	}
 }
 
 // stopIndexBuild stops the build, if one runs, and waits for it.
-func (s *Spool) stopIndexBuild() {
-	if s.jr.build.stop == nil {
+func (j *Journal) stopIndexBuild() {
+	if j.build.stop == nil {
 		return
 	}
-	close(s.jr.build.stop)
-	<-s.jr.build.done
+	close(j.build.stop)
+	<-j.build.done
 }
 
-func (s *Spool) buildIndex() {
-	defer close(s.jr.build.done)
+func (j *Journal) buildIndex() {
+	defer close(j.build.done)
 	began := time.Now()
-	s.log.Info("spool: building the journal's indexes in the background; until done, listings by state, time or key read more of it",
-		"entries", s.jr.entries.Load())
-	n, err := s.buildIndexKeys()
+	j.s.log.Info("spool: building the journal's indexes in the background; until done, listings by state, time or key read more of it",
+		"entries", j.entries.Load())
+	n, err := j.buildIndexKeys()
 	if err == nil && n >= 0 {
-		s.jr.indexed.Store(true)
-		if err = s.dropLegacyIndex(); errors.Is(err, errStopped) {
+		j.indexed.Store(true)
+		if err = j.dropLegacyIndex(); errors.Is(err, errStopped) {
 			return
 		}
 	}
 	if err == nil && n >= 0 {
-		err = s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyIndexed, nil) })
+		err = j.s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyIndexed, nil) })
 	}
 	switch {
 	case err != nil:
-		s.log.Error("spool: building the journal's indexes failed; listings read it as before, and the next start tries again", "error", errText(err))
+		j.s.log.Error("spool: building the journal's indexes failed; listings read it as before, and the next start tries again", "error", errText(err))
 	case n >= 0:
-		s.log.Info("spool: the journal's indexes are built", "entries", n, "took", time.Since(began).Round(time.Millisecond))
+		j.s.log.Info("spool: the journal's indexes are built", "entries", n, "took", time.Since(began).Round(time.Millisecond))
 	}
 }
 
 // buildIndexKeys writes the index keys of every entry; -1 when asked to
 // stop first.
-func (s *Spool) buildIndexKeys() (int, error) {
+func (j *Journal) buildIndexKeys() (int, error) {
 	var from uint64
 	n := 0
 	for {
 		select {
-		case <-s.jr.build.stop:
+		case <-j.build.stop:
 			return -1, nil
 		default:
 		}
 		var keys [][]byte
 		read, last := 0, from
-		err := s.kept.View(func(txn *badger.Txn) error {
+		err := j.s.kept.View(func(txn *badger.Txn) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, PrefetchValues: true, PrefetchSize: 64})
 			defer it.Close()
 			for it.Seek(journalKey(from)); it.Valid() && read < indexBuildChunk; it.Next() {
@@ -138,11 +138,11 @@ func (s *Spool) buildIndexKeys() (int, error) {
 		if err != nil {
 			return n, fmt.Errorf("read entries from %s: %w", IDString(from), err)
 		}
-		if err := s.setKept(keys); err != nil {
+		if err := j.setKept(keys); err != nil {
 			return n, fmt.Errorf("write index keys: %w", err)
 		}
-		s.jr.bytes.Add(keysLen(keys))
-		trimResident(s.opts.Dir, s.opts.trimLimit) // a chunk's pages: scanTrim
+		j.bytes.Add(keysLen(keys))
+		trimResident(j.s.opts.Dir, j.s.opts.trimLimit) // a chunk's pages: scanTrim
 		n += read
 		if read < indexBuildChunk {
 			return n, nil
@@ -152,11 +152,11 @@ func (s *Spool) buildIndexKeys() (int, error) {
 }
 
 // dropLegacyIndex deletes the keys of the indexes by id (h and o).
-func (s *Spool) dropLegacyIndex() error {
+func (j *Journal) dropLegacyIndex() error {
 	for _, p := range []byte{prefixHostIndex, prefixOutcomeIndex} {
 		for {
 			var keys [][]byte
-			err := s.kept.View(func(txn *badger.Txn) error {
+			err := j.s.kept.View(func(txn *badger.Txn) error {
 				it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
 				defer it.Close()
 				for it.Rewind(); it.Valid() && len(keys) < indexBuildChunk; it.Next() {
@@ -171,25 +171,25 @@ func (s *Spool) dropLegacyIndex() error {
 				break
 			}
 			select {
-			case <-s.jr.build.stop:
+			case <-j.build.stop:
 				return errStopped
 			default:
 			}
-			if err := s.deleteKept(keys); err != nil {
+			if err := j.deleteKept(keys); err != nil {
 				return err
 			}
-			s.jr.bytes.Add(-keysLen(keys))
+			j.bytes.Add(-keysLen(keys))
 		}
 	}
 	return nil
 }
 
 // setKept sets keys, without values, in the kept database.
-func (s *Spool) setKept(keys [][]byte) error {
+func (j *Journal) setKept(keys [][]byte) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	wb := s.kept.NewWriteBatch()
+	wb := j.s.kept.NewWriteBatch()
 	defer wb.Cancel()
 	for _, k := range keys {
 		if err := wb.Set(k, nil); err != nil {

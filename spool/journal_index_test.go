@@ -29,7 +29,7 @@ func TestJournalIndexPaging(t *testing.T) {
 		var got []uint64
 		q.Limit = 2
 		for range 10 {
-			page, next, err := s.List(q)
+			page, next, err := s.Journal().List(q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +49,7 @@ func TestJournalIndexPaging(t *testing.T) {
 		}
 	}
 	// An id alone goes on from that id's entry.
-	page, _, err := s.List(Query{Before: Cursor{ID: want[2]}, Limit: 2})
+	page, _, err := s.Journal().List(Query{Before: Cursor{ID: want[2]}, Limit: 2})
 	if err != nil || len(page) != 2 || page[0].ID != want[3] {
 		t.Fatalf("from an id: %v, %v", page, err)
 	}

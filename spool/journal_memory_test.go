@@ -45,11 +45,11 @@ func journalProbe(dir string, out *os.File) error {
 	}
 	for _, q := range []Query{{}, {State: OutcomeDead}, {State: StateQueued}, {Host: "p7.example"}, {Host: "p7.example", State: OutcomeDead},
 		{Idempotency: "evt-7"}, {Contains: "/order-7/"}, {Since: time.Now().Add(-8 * 24 * time.Hour), Until: time.Now().Add(-7 * 24 * time.Hour)}} {
-		if _, _, err := s.List(q); err != nil {
+		if _, _, err := s.Journal().List(q); err != nil {
 			return err
 		}
 	}
-	if _, err := s.SweepJournal(time.Now()); err != nil {
+	if _, err := s.Journal().SweepJournal(time.Now()); err != nil {
 		return err
 	}
 	runtime.GC()

@@ -27,27 +27,27 @@ func outcomeIndexKey(outcome string, id uint64) []byte {
 
 // listOutcome is List for one outcome, from its index: newest first, and
 // the cursor of the next page.
-func (s *Spool) listOutcome(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
-	return s.listIndex(txn, q, outcomeIndexPrefix(q.State), func(id uint64) []byte { return outcomeIndexKey(q.State, id) }, out)
+func (j *Journal) listOutcome(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
+	return j.listIndex(txn, q, outcomeIndexPrefix(q.State), func(id uint64) []byte { return outcomeIndexKey(q.State, id) }, out)
 }
 
 // indexOutcomes builds the outcome index of a journal written before it,
 // once: a key per entry with an outcome, then the mark that it is done.
-func (s *Spool) indexOutcomes() error {
+func (j *Journal) indexOutcomes() error {
 	done := false
-	if err := s.kept.View(func(txn *badger.Txn) error {
+	if err := j.s.kept.View(func(txn *badger.Txn) error {
 		_, err := txn.Get(keyOutcomeIndexed)
 		done = err == nil
 		return nil
 	}); err != nil || done {
 		return err
 	}
-	wb := s.kept.NewWriteBatch()
+	wb := j.s.kept.NewWriteBatch()
 	defer wb.Cancel()
-	err := s.kept.View(func(txn *badger.Txn) error {
+	err := j.s.kept.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
-		trim := scanTrim{s: s}
+		trim := scanTrim{s: j.s}
 		for it.Rewind(); it.Valid(); it.Next() {
 			trim.step()
 			k := it.Item().Key()

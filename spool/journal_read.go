@@ -35,17 +35,17 @@ type View struct {
 // A webhook queued again since under a new id (journal_replays.go) is
 // one: the entry and state of its last life, the attempts of all of them
 // in order.
-func (s *Spool) Lookup(r Ref) (*View, error) {
-	if r.Spool != 0 && r.Spool != s.instance {
+func (j *Journal) Lookup(r Ref) (*View, error) {
+	if r.Spool != 0 && r.Spool != j.s.instance {
 		return nil, fmt.Errorf("%w: %s was accepted by another hookpace (spool %s)", ErrNotFound, r, IDString(r.Spool))
 	}
-	s.journalSync()
+	j.journalSync()
 	var v *View
 	var first time.Time
-	err := s.kept.View(func(txn *badger.Txn) error {
+	err := j.s.kept.View(func(txn *badger.Txn) error {
 		ids := append([]uint64{r.Seq}, lives(txn, r.Seq)...)
 		for i, id := range ids {
-			e, err := s.entry(txn, id)
+			e, err := j.entry(txn, id)
 			if errors.Is(err, ErrNotFound) && (i > 0 || len(ids) > 1) {
 				continue // swept, or a dead letter from before the journal replayed since
 			} else if err != nil {
@@ -80,13 +80,13 @@ func (s *Spool) Lookup(r Ref) (*View, error) {
 		v.Requeued, v.Entry.Accepted = v.Entry.Accepted, first
 	}
 	if v.State == "" {
-		s.whereNow(v)
+		j.s.whereNow(v)
 	}
 	return v, nil
 }
 
 // entry reads id's journal entry, or makes one from its dead letter.
-func (s *Spool) entry(txn *badger.Txn, id uint64) (*Entry, error) {
+func (j *Journal) entry(txn *badger.Txn, id uint64) (*Entry, error) {
 	var e *Entry
 	item, err := txn.Get(journalKey(id))
 	if err == nil {
@@ -203,23 +203,23 @@ const queryScanMax = 200_000
 // page: zero when no entry after the page matches. A page reads at most queryScanMax entries, for at
 // most about queryTime: a search that finds fewer than q.Limit in that
 // returns what it found and a cursor.
-func (s *Spool) List(q Query) ([]*Entry, Cursor, error) {
+func (j *Journal) List(q Query) ([]*Entry, Cursor, error) {
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
-	s.journalSync()
+	j.journalSync()
 	var out []*Entry
 	var next Cursor
-	err := s.kept.View(func(txn *badger.Txn) error {
+	err := j.s.kept.View(func(txn *badger.Txn) error {
 		lit := txn.NewIterator(badger.IteratorOptions{})
 		defer lit.Close()
 		q.later = lit
-		if s.jr.indexed.Load() {
+		if j.indexed.Load() {
 			var err error
-			next, err = s.listIndexed(txn, &q, &out)
+			next, err = j.listIndexed(txn, &q, &out)
 			return err
 		}
-		n, err := s.listLegacy(txn, &q, &out)
+		n, err := j.listLegacy(txn, &q, &out)
 		next = Cursor{ID: n}
 		return err
 	})
@@ -229,16 +229,16 @@ func (s *Spool) List(q Query) ([]*Entry, Cursor, error) {
 // listLegacy is List from the indexes by id a journal had before those of
 // journal_index.go, while those are built: the host's, the outcome's, or
 // a scan. The cursor is an id.
-func (s *Spool) listLegacy(txn *badger.Txn, q *Query, out *[]*Entry) (next uint64, err error) {
+func (j *Journal) listLegacy(txn *badger.Txn, q *Query, out *[]*Entry) (next uint64, err error) {
 	if q.Before.At != 0 {
 		q.Before = Cursor{ID: q.Before.ID}
 	}
 	{
 		if q.Host != "" {
-			return s.listHost(txn, q, out)
+			return j.listHost(txn, q, out)
 		}
 		if q.State != "" && q.State != StateQueued {
-			return s.listOutcome(txn, q, out)
+			return j.listOutcome(txn, q, out)
 		}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, Reverse: true, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
@@ -257,7 +257,7 @@ func (s *Spool) listLegacy(txn *badger.Txn, q *Query, out *[]*Entry) (next uint6
 				return id + 1, nil
 			}
 			scanned++
-			if e, ok := s.matchItem(txn, q, id, it.Item()); ok {
+			if e, ok := j.matchItem(txn, q, id, it.Item()); ok {
 				if len(*out) == q.Limit {
 					return id + 1, nil // the next page starts with this one
 				}
@@ -270,14 +270,14 @@ func (s *Spool) listLegacy(txn *badger.Txn, q *Query, out *[]*Entry) (next uint6
 
 // listHost is List for one host, from its index: newest first, and the
 // cursor of the next page.
-func (s *Spool) listHost(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
-	return s.listIndex(txn, q, hostIndexPrefix(q.Host), func(id uint64) []byte { return hostIndexKey(q.Host, id) }, out)
+func (j *Journal) listHost(txn *badger.Txn, q *Query, out *[]*Entry) (uint64, error) {
+	return j.listIndex(txn, q, hostIndexPrefix(q.Host), func(id uint64) []byte { return hostIndexKey(q.Host, id) }, out)
 }
 
 // listIndex is List over one index of journal ids (keys prefix + a
 // big-endian id, key(id) one of them): newest first, at most
 // queryScanMax entries read, and the cursor of the next page.
-func (s *Spool) listIndex(txn *badger.Txn, q *Query, prefix []byte, key func(id uint64) []byte, out *[]*Entry) (uint64, error) {
+func (j *Journal) listIndex(txn *badger.Txn, q *Query, prefix []byte, key func(id uint64) []byte, out *[]*Entry) (uint64, error) {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
 	defer it.Close()
 	seek := key(^uint64(0))
@@ -299,7 +299,7 @@ func (s *Spool) listIndex(txn *badger.Txn, q *Query, prefix []byte, key func(id 
 		if err != nil {
 			continue // swept meanwhile
 		}
-		if e, ok := s.matchItem(txn, q, id, item); ok {
+		if e, ok := j.matchItem(txn, q, id, item); ok {
 			if len(*out) == q.Limit {
 				return id + 1, nil // the next page starts with this one
 			}

@@ -18,7 +18,7 @@ func TestJournalReplayIsOneWebhook(t *testing.T) {
 	}
 	first := m.ID
 	t0 := time.Unix(1700000000, 0)
-	s.RecordAttempt(m, Attempt{At: t0, Status: 500, Error: "http 500"})
+	s.Journal().RecordAttempt(m, Attempt{At: t0, Status: 500, Error: "http 500"})
 	if _, err := s.BuryAll([]*Message{m}, "attempts exhausted", t0); err != nil {
 		t.Fatal(err)
 	}
@@ -30,20 +30,20 @@ func TestJournalReplayIsOneWebhook(t *testing.T) {
 		t.Fatalf("queued after the replay: %v, %v", ms, err)
 	}
 	settleJournal(t, s)
-	if v, err := s.Lookup(Ref{Seq: first}); err != nil || v.State != StateQueued {
+	if v, err := s.Journal().Lookup(Ref{Seq: first}); err != nil || v.State != StateQueued {
 		t.Fatalf("after the replay: %+v, %v; want queued", v, err)
 	}
-	if page, _, _ := s.List(Query{State: OutcomeDead}); len(page) != 0 {
+	if page, _, _ := s.Journal().List(Query{State: OutcomeDead}); len(page) != 0 {
 		t.Fatalf("dead after the replay: %d entries, want none", len(page))
 	}
 	r := ms[0]
-	s.RecordAttempt(r, Attempt{At: t0.Add(time.Minute), Status: 200})
+	s.Journal().RecordAttempt(r, Attempt{At: t0.Add(time.Minute), Status: 200})
 	if err := s.Delete(r); err != nil {
 		t.Fatal(err)
 	}
 	check := func(s *Spool) {
 		t.Helper()
-		v, err := s.Lookup(Ref{Seq: first})
+		v, err := s.Journal().Lookup(Ref{Seq: first})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,11 +53,11 @@ func TestJournalReplayIsOneWebhook(t *testing.T) {
 		if v.Entry.Origin != first {
 			t.Fatalf("entry's id %d, want %d", v.Entry.Origin, first)
 		}
-		page, _, err := s.List(Query{})
+		page, _, err := s.Journal().List(Query{})
 		if err != nil || len(page) != 1 || page[0].Outcome != OutcomeDelivered || page[0].Origin != first {
 			t.Fatalf("list: %+v, %v; want the one webhook, delivered", page, err)
 		}
-		if page, _, _ := s.List(Query{Host: "r.example", State: OutcomeDead}); len(page) != 0 {
+		if page, _, _ := s.Journal().List(Query{Host: "r.example", State: OutcomeDead}); len(page) != 0 {
 			t.Fatalf("the host's dead: %d, want none", len(page))
 		}
 	}

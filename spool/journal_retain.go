@@ -16,13 +16,13 @@ var keyJournalFrom = []byte("jfrom")
 // openJournal counts what the journal holds and writes the entries a
 // crash left out: messages queued in the last round before it, whose
 // accepted records were to go with the next.
-func (s *Spool) openJournal() error {
-	if s.opts.Journal.Off {
+func (j *Journal) openJournal() error {
+	if j.s.opts.Journal.Off {
 		return nil
 	}
 	var from, last uint64
 	found := false
-	err := s.kept.View(func(txn *badger.Txn) error {
+	err := j.s.kept.View(func(txn *badger.Txn) error {
 		if item, err := txn.Get(keyJournalFrom); err == nil {
 			found = true
 			return item.Value(func(v []byte) error {
@@ -42,34 +42,34 @@ func (s *Spool) openJournal() error {
 	if !found {
 		// The first start with a journal: what is queued already has no
 		// history to recover.
-		from = s.seq
-		if err := s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyJournalFrom, be64(from)) }); err != nil {
+		from = j.s.seq
+		if err := j.s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyJournalFrom, be64(from)) }); err != nil {
 			return err
 		}
 	}
-	s.jr.from = from
-	if err := s.indexOutcomes(); err != nil {
+	j.from = from
+	if err := j.indexOutcomes(); err != nil {
 		return fmt.Errorf("index the journal's outcomes: %w", err)
 	}
-	if err := s.openIndex(); err != nil {
+	if err := j.openIndex(); err != nil {
 		return fmt.Errorf("open the journal's indexes: %w", err)
 	}
-	if last, err = s.countJournal(); err != nil {
+	if last, err = j.countJournal(); err != nil {
 		return err
 	}
-	if err := s.recoverJournal(max(from, last)); err != nil {
+	if err := j.recoverJournal(max(from, last)); err != nil {
 		return err
 	}
-	s.startIndexBuild()
+	j.startIndexBuild()
 	return nil
 }
 
 // countJournal adds up the journal's entries and bytes, reading keys only,
 // and returns the highest id with an entry.
-func (s *Spool) countJournal() (last uint64, err error) {
+func (j *Journal) countJournal() (last uint64, err error) {
 	var bytes, entries, oldest int64
-	trim := scanTrim{s: s}
-	err = s.kept.View(func(txn *badger.Txn) error {
+	trim := scanTrim{s: j.s}
+	err = j.s.kept.View(func(txn *badger.Txn) error {
 		for _, p := range []byte{prefixJournal, prefixAttempt, prefixHostIndex, prefixOutcomeIndex, prefixIndex} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
 			for it.Rewind(); it.Valid(); it.Next() {
@@ -88,17 +88,17 @@ func (s *Spool) countJournal() (last uint64, err error) {
 		}
 		return nil
 	})
-	s.jr.bytes.Store(bytes)
-	s.jr.entries.Store(entries)
-	s.jr.oldest.Store(oldest)
+	j.bytes.Store(bytes)
+	j.entries.Store(entries)
+	j.oldest.Store(oldest)
 	return last, err
 }
 
 // recoverJournal writes the accepted records of the queued messages with
 // ids above after.
-func (s *Spool) recoverJournal(after uint64) error {
+func (j *Journal) recoverJournal(after uint64) error {
 	var recs []journalRec
-	err := s.queue.View(func(txn *badger.Txn) error {
+	err := j.s.queue.View(func(txn *badger.Txn) error {
 		for _, p := range []byte{prefixQueue, prefixLane} { // every lane
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
 			err := recoverFrom(it, after, &recs)
@@ -112,8 +112,8 @@ func (s *Spool) recoverJournal(after uint64) error {
 	if err != nil || len(recs) == 0 {
 		return err
 	}
-	s.log.Info("spool: journal entries written for webhooks queued just before a crash", "count", len(recs))
-	return s.writeJournal(recs)
+	j.s.log.Info("spool: journal entries written for webhooks queued just before a crash", "count", len(recs))
+	return j.writeJournal(recs)
 }
 
 // recoverFrom adds to recs the accepted records of the messages of it,
@@ -170,17 +170,17 @@ const (
 const NominalEntryBytes = 590
 
 // JournalUsage says what the journal holds.
-func (s *Spool) JournalUsage() JournalUsage {
-	j := s.opts.Journal
-	u := JournalUsage{Entries: s.jr.entries.Load(), Bytes: s.jr.bytes.Load(), MaxBytes: j.MaxBytes, Retain: j.Retain, Off: j.Off}
-	oldest := s.jr.oldest.Load()
-	span := s.opts.Now().Sub(time.Unix(0, oldest))
-	if j.Off || oldest == 0 || span < minRateSpan || u.Entries < minRateEntries || u.Bytes <= 0 {
+func (j *Journal) JournalUsage() JournalUsage {
+	o := j.s.opts.Journal
+	u := JournalUsage{Entries: j.entries.Load(), Bytes: j.bytes.Load(), MaxBytes: o.MaxBytes, Retain: o.Retain, Off: o.Off}
+	oldest := j.oldest.Load()
+	span := j.s.opts.Now().Sub(time.Unix(0, oldest))
+	if o.Off || oldest == 0 || span < minRateSpan || u.Entries < minRateEntries || u.Bytes <= 0 {
 		return u
 	}
 	u.Rate = float64(u.Entries) / span.Seconds()
 	u.BytesPerEntry = u.Bytes / u.Entries
-	u.Holds, u.Binds = BindingLimit(j.MaxBytes, j.Retain, u.BytesPerEntry, u.Rate)
+	u.Holds, u.Binds = BindingLimit(o.MaxBytes, o.Retain, u.BytesPerEntry, u.Rate)
 	return u
 }
 
@@ -206,16 +206,16 @@ const sweepJournalMax = 10000
 // their attempts, while they are older than JournalOptions.Retain or the
 // journal is over its MaxBytes. An entry still queued stays. It returns
 // how many it removed; the spool runs it every 30 seconds.
-func (s *Spool) SweepJournal(now time.Time) (int, error) {
-	if s.opts.Journal.Off {
+func (j *Journal) SweepJournal(now time.Time) (int, error) {
+	if j.s.opts.Journal.Off {
 		return 0, nil
 	}
-	cutoff := now.Add(-s.opts.Journal.Retain)
-	over := s.jr.bytes.Load() - s.opts.Journal.MaxBytes
+	cutoff := now.Add(-j.s.opts.Journal.Retain)
+	over := j.bytes.Load() - j.s.opts.Journal.MaxBytes
 	var dels [][]byte
 	var freed, entries, young, oldest int64
-	legacy := !s.jr.indexed.Load() // the build deletes the rest
-	err := s.kept.View(func(txn *badger.Txn) error {
+	legacy := !j.indexed.Load() // the build deletes the rest
+	err := j.s.kept.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
 		for it.Rewind(); it.Valid() && entries < sweepJournalMax; it.Next() {
@@ -251,45 +251,45 @@ func (s *Spool) SweepJournal(now time.Time) (int, error) {
 				freed += int64(len(e.Host)+10) + int64(len(e.Outcome)+10)
 			}
 			entries++
-			freed += s.attemptKeys(txn, id, &dels)
+			freed += j.attemptKeys(txn, id, &dels)
 		}
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
-	if err := s.deleteKept(dels); err != nil {
+	if err := j.deleteKept(dels); err != nil {
 		return 0, err
 	}
-	s.jr.bytes.Add(-freed)
-	s.jr.entries.Add(-entries)
+	j.bytes.Add(-freed)
+	j.entries.Add(-entries)
 	if oldest != 0 {
-		s.jr.oldest.Store(oldest)
+		j.oldest.Store(oldest)
 	}
-	s.warnCapBinds(young)
+	j.warnCapBinds(young)
 	return int(entries), nil
 }
 
 // warnCapBinds logs, once a spell, that the sweep removed young entries
 // (younger than retain) for max_bytes: the journal keeps less than retain
 // says.
-func (s *Spool) warnCapBinds(young int64) {
+func (j *Journal) warnCapBinds(young int64) {
 	if young == 0 {
-		s.jr.capBinds.Store(false)
+		j.capBinds.Store(false)
 		return
 	}
-	if s.jr.capBinds.Swap(true) {
+	if j.capBinds.Swap(true) {
 		return
 	}
-	u := s.JournalUsage()
-	s.log.Warn("spool: journal.max_bytes is removing entries younger than journal.retain; history is kept for less than retain",
+	u := j.JournalUsage()
+	j.s.log.Warn("spool: journal.max_bytes is removing entries younger than journal.retain; history is kept for less than retain",
 		"removed_young", young, "max_bytes", u.MaxBytes, "retain", u.Retain, "rate_per_s", fmt.Sprintf("%.2f", u.Rate),
 		"bytes_per_entry", u.BytesPerEntry, "kept_about", u.Holds.Round(time.Minute))
 }
 
 // attemptKeys appends the keys of id's attempts to dels and returns their
 // bytes.
-func (s *Spool) attemptKeys(txn *badger.Txn, id uint64, dels *[][]byte) int64 {
+func (j *Journal) attemptKeys(txn *badger.Txn, id uint64, dels *[][]byte) int64 {
 	var n int64
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: attemptPrefix(id)})
 	defer it.Close()
@@ -302,11 +302,11 @@ func (s *Spool) attemptKeys(txn *badger.Txn, id uint64, dels *[][]byte) int64 {
 
 // deleteKept deletes keys from the kept database, in as few transactions
 // as Badger allows.
-func (s *Spool) deleteKept(keys [][]byte) error {
+func (j *Journal) deleteKept(keys [][]byte) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	wb := s.kept.NewWriteBatch()
+	wb := j.s.kept.NewWriteBatch()
 	defer wb.Cancel()
 	for _, k := range keys {
 		if err := wb.Delete(k); err != nil {

@@ -17,7 +17,7 @@ import (
 
 // containsText reports whether the request of the webhook with entry e
 // (full: its headers read) holds text.
-func (s *Spool) containsText(txn *badger.Txn, e *Entry, text string) bool {
+func (j *Journal) containsText(txn *badger.Txn, e *Entry, text string) bool {
 	if strings.Contains(e.URL, text) || strings.Contains(e.Idempotency, text) || strings.Contains(e.Coalesce, text) {
 		return true
 	}
@@ -31,20 +31,20 @@ func (s *Spool) containsText(txn *badger.Txn, e *Entry, text string) bool {
 			}
 		}
 	}
-	body := s.keptBody(txn, e)
+	body := j.keptBody(txn, e)
 	return body != nil && bytes.Contains(body, []byte(text))
 }
 
 // keptBody is the body of e's request where the spool still has it, or
 // nil.
-func (s *Spool) keptBody(txn *badger.Txn, e *Entry) []byte {
+func (j *Journal) keptBody(txn *badger.Txn, e *Entry) []byte {
 	switch e.Outcome {
 	case "":
 		l := Lane{Key: e.Fairness, Priority: e.Priority}
 		if e.Ordering != "" {
 			l.Priority = PriorityNormal
 		}
-		m, err := s.Get(e.Host, l, e.ID)
+		m, err := j.s.Get(e.Host, l, e.ID)
 		if err != nil {
 			return nil
 		}
@@ -81,7 +81,7 @@ func (s *Spool) keptBody(txn *badger.Txn, e *Entry) []byte {
 
 // matchItem decodes the entry of the journal's item for id and reports
 // whether q selects it: its head alone, unless q searches text.
-func (s *Spool) matchItem(txn *badger.Txn, q *Query, id uint64, item *badger.Item) (*Entry, bool) {
+func (j *Journal) matchItem(txn *badger.Txn, q *Query, id uint64, item *badger.Item) (*Entry, bool) {
 	var e *Entry
 	err := item.Value(func(v []byte) (err error) {
 		if q.Contains != "" {
@@ -94,7 +94,7 @@ func (s *Spool) matchItem(txn *badger.Txn, q *Query, id uint64, item *badger.Ite
 	if err != nil || !q.match(e) {
 		return nil, false
 	}
-	if q.Contains != "" && !s.containsText(txn, e, q.Contains) {
+	if q.Contains != "" && !j.containsText(txn, e, q.Contains) {
 		return nil, false
 	}
 	e.Header, e.Final = nil, nil // a listing shows neither

@@ -37,7 +37,7 @@ func TestJournalSearch(t *testing.T) {
 	settleJournal(t, s)
 	ids := func(q Query) []uint64 {
 		t.Helper()
-		page, _, err := s.List(q)
+		page, _, err := s.Journal().List(q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,10 +100,10 @@ func TestJournalIndexBuiltInBackground(t *testing.T) {
 	for _, m := range ms {
 		legacy = append(legacy, hostIndexKey(m.Host, m.ID))
 	}
-	if err := s.deleteKept(append(x, keyIndexed)); err != nil {
+	if err := s.jr.deleteKept(append(x, keyIndexed)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.setKept(legacy); err != nil {
+	if err := s.jr.setKept(legacy); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -118,17 +118,17 @@ func TestJournalIndexBuiltInBackground(t *testing.T) {
 	if !s.jr.indexed.Load() {
 		t.Fatal("not indexed after the build")
 	}
-	page, _, err := s.List(Query{State: OutcomeDead})
+	page, _, err := s.Journal().List(Query{State: OutcomeDead})
 	if err != nil || len(page) != 2 || page[0].ID != ms[1].ID || page[1].ID != ms[0].ID {
 		t.Fatalf("dead after the build: %v, %v", page, err)
 	}
-	if page, _, _ := s.List(Query{Host: "o.example", State: StateQueued}); len(page) != 2 || page[0].ID != ms[3].ID {
+	if page, _, _ := s.Journal().List(Query{Host: "o.example", State: StateQueued}); len(page) != 2 || page[0].ID != ms[3].ID {
 		t.Fatalf("queued after the build: %v", page)
 	}
 	if n := len(keysWith(t, s, prefixHostIndex)) + len(keysWith(t, s, prefixOutcomeIndex)); n != 0 {
 		t.Fatalf("%d old index keys left", n)
 	}
-	if n, err := s.SweepJournal(time.Now()); err != nil || n != 2 {
+	if n, err := s.Journal().SweepJournal(time.Now()); err != nil || n != 2 {
 		t.Fatalf("sweep: %d, %v", n, err)
 	}
 	if n := len(keysWith(t, s, prefixIndex)); n != 2*3 {

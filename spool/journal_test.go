@@ -28,16 +28,16 @@ func TestJournalAttemptsAndOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Unix(1700000000, 0)
-	s.RecordAttempt(m, Attempt{At: t0, Duration: 3 * time.Millisecond, Status: 500, Error: "http 500",
+	s.Journal().RecordAttempt(m, Attempt{At: t0, Duration: 3 * time.Millisecond, Status: 500, Error: "http 500",
 		Header: http.Header{"Set-Cookie": {"sid=abc"}, "Content-Type": {"application/json"}},
 		Body:   []byte(`{"error":"db pool exhausted"}`), Batch: 1})
-	s.RecordAttempt(m, Attempt{At: t0.Add(time.Second), Status: 200, Batch: 1})
+	s.Journal().RecordAttempt(m, Attempt{At: t0.Add(time.Second), Status: 200, Batch: 1})
 	if err := s.Delete(m); err != nil {
 		t.Fatal(err)
 	}
 	check := func(s *Spool) {
 		t.Helper()
-		v, err := s.Lookup(Ref{Seq: m.ID})
+		v, err := s.Journal().Lookup(Ref{Seq: m.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,28 +85,28 @@ func TestJournalStatesAndList(t *testing.T) {
 		t.Fatal(n, err)
 	}
 	settleJournal(t, s)
-	v, err := s.Lookup(Ref{Seq: ms[3].ID})
+	v, err := s.Journal().Lookup(Ref{Seq: ms[3].ID})
 	if err != nil || v.State != StateQueued || v.Position != 2 {
 		t.Fatalf("%+v %v; want queued at 2", v, err)
 	}
-	if v, _ := s.Lookup(Ref{Seq: ms[0].ID}); v.State != OutcomeDead || !strings.HasPrefix(v.Entry.Reason, "max_age") {
+	if v, _ := s.Journal().Lookup(Ref{Seq: ms[0].ID}); v.State != OutcomeDead || !strings.HasPrefix(v.Entry.Reason, "max_age") {
 		t.Fatalf("%+v", v)
 	}
-	if v, _ := s.Lookup(Ref{Seq: ms[1].ID}); v.State != OutcomePurged || v.Entry.Reason != "test" {
+	if v, _ := s.Journal().Lookup(Ref{Seq: ms[1].ID}); v.State != OutcomePurged || v.Entry.Reason != "test" {
 		t.Fatalf("%+v", v)
 	}
-	if _, err := s.Lookup(Ref{Seq: 999}); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Journal().Lookup(Ref{Seq: 999}); !errors.Is(err, ErrNotFound) {
 		t.Fatal(err)
 	}
-	page, next, err := s.List(Query{Limit: 2})
+	page, next, err := s.Journal().List(Query{Limit: 2})
 	if err != nil || len(page) != 2 || page[0].ID != ms[4].ID || next.ID != ms[3].ID {
 		t.Fatalf("%v %d %v", page, next, err)
 	}
-	page, next, _ = s.List(Query{Limit: 2, Before: next})
+	page, next, _ = s.Journal().List(Query{Limit: 2, Before: next})
 	if len(page) != 2 || page[0].ID != ms[2].ID {
 		t.Fatalf("second page %v %d", page, next)
 	}
-	if page, _, _ := s.List(Query{State: StateQueued}); len(page) != 3 {
+	if page, _, _ := s.Journal().List(Query{State: StateQueued}); len(page) != 3 {
 		t.Fatalf("queued: %d", len(page))
 	}
 	// A host's entries come from its index, newest first, a page at a time.
@@ -114,17 +114,17 @@ func TestJournalStatesAndList(t *testing.T) {
 	if err := s.Append(context.Background(), other, 0); err != nil {
 		t.Fatal(err)
 	}
-	page, next, _ = s.List(Query{Host: "b.example", Limit: 3})
+	page, next, _ = s.Journal().List(Query{Host: "b.example", Limit: 3})
 	if len(page) != 3 || page[0].ID != ms[4].ID || page[2].ID != ms[2].ID || next.ID != ms[1].ID+1 {
 		t.Fatalf("host page: %v, next %d", page, next)
 	}
-	if page, next, _ = s.List(Query{Host: "b.example", Limit: 3, Before: next}); len(page) != 2 || !next.IsZero() {
+	if page, next, _ = s.Journal().List(Query{Host: "b.example", Limit: 3, Before: next}); len(page) != 2 || !next.IsZero() {
 		t.Fatalf("host's second page: %v, next %d", page, next)
 	}
-	if page, _, _ = s.List(Query{Host: "b.example:8443"}); len(page) != 1 || page[0].ID != other.ID {
+	if page, _, _ = s.Journal().List(Query{Host: "b.example:8443"}); len(page) != 1 || page[0].ID != other.ID {
 		t.Fatalf("the other port: %v", page)
 	}
-	if u := s.JournalUsage(); u.Entries != 6 || u.Bytes <= 0 {
+	if u := s.Journal().JournalUsage(); u.Entries != 6 || u.Bytes <= 0 {
 		t.Fatalf("%+v", u)
 	}
 }
@@ -132,7 +132,7 @@ func TestJournalStatesAndList(t *testing.T) {
 // settleJournal waits until the journal has written what it was given.
 func settleJournal(t *testing.T, s *Spool) {
 	t.Helper()
-	s.journalSync()
+	s.jr.journalSync()
 }
 
 // Retention by age and by bytes, oldest first, on an injected clock; a
@@ -149,7 +149,7 @@ func TestJournalRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 		ms = append(ms, m)
-		s.RecordAttempt(m, Attempt{At: m.Enqueued, Status: 503, Error: "status 503"})
+		s.Journal().RecordAttempt(m, Attempt{At: m.Enqueued, Status: 503, Error: "status 503"})
 	}
 	for _, m := range ms[1:] {
 		if err := s.Delete(m); err != nil {
@@ -157,30 +157,30 @@ func TestJournalRetention(t *testing.T) {
 		}
 	}
 	settleJournal(t, s)
-	if n, _ := s.SweepJournal(now.Add(time.Hour)); n != 0 {
+	if n, _ := s.Journal().SweepJournal(now.Add(time.Hour)); n != 0 {
 		t.Fatalf("swept %d within retention", n)
 	}
 	now = now.Add(time.Hour + 4*time.Minute + time.Second) // ms[0..4] are older than an hour
-	if n, _ := s.SweepJournal(now); n != 4 {               // ms[0] is still queued
+	if n, _ := s.Journal().SweepJournal(now); n != 4 {     // ms[0] is still queued
 		t.Fatalf("swept %d by age, want 4", n)
 	}
-	if _, err := s.Lookup(Ref{Seq: ms[2].ID}); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Journal().Lookup(Ref{Seq: ms[2].ID}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("swept entry found: %v", err)
 	}
-	if v, err := s.Lookup(Ref{Seq: ms[0].ID}); err != nil || v.State != StateQueued || len(v.Attempts) != 1 {
+	if v, err := s.Journal().Lookup(Ref{Seq: ms[0].ID}); err != nil || v.State != StateQueued || len(v.Attempts) != 1 {
 		t.Fatalf("queued entry: %+v %v", v, err)
 	}
 	// Bytes: a budget of about two entries keeps the queued one and the
 	// newest.
-	before := s.JournalUsage()
+	before := s.Journal().JournalUsage()
 	s.opts.Journal.MaxBytes = 5 * before.Bytes / (2 * before.Entries)
-	if n, _ := s.SweepJournal(now); n != 4 {
+	if n, _ := s.Journal().SweepJournal(now); n != 4 {
 		t.Fatalf("swept %d by bytes", n)
 	}
-	if _, err := s.Lookup(Ref{Seq: ms[9].ID}); err != nil {
+	if _, err := s.Journal().Lookup(Ref{Seq: ms[9].ID}); err != nil {
 		t.Fatalf("newest entry swept: %v", err)
 	}
-	if after := s.JournalUsage(); after.Bytes >= before.Bytes || after.Entries >= before.Entries {
+	if after := s.Journal().JournalUsage(); after.Bytes >= before.Bytes || after.Entries >= before.Entries {
 		t.Fatalf("usage %+v -> %+v", before, after)
 	}
 }
@@ -207,7 +207,7 @@ func TestJournalRecoversAcceptedRecords(t *testing.T) {
 	db.Close()
 	s = openTest(t, dir, Options{})
 	defer s.Close()
-	if v, err := s.Lookup(Ref{Seq: m.ID}); err != nil || v.State != StateQueued || v.Entry.Host != "d.example" {
+	if v, err := s.Journal().Lookup(Ref{Seq: m.ID}); err != nil || v.State != StateQueued || v.Entry.Host != "d.example" {
 		t.Fatalf("%+v %v", v, err)
 	}
 }
@@ -230,7 +230,7 @@ func TestJournalOpensSpoolFromBefore(t *testing.T) {
 	if err != nil || len(old) != 4 {
 		t.Fatal(len(old), err)
 	}
-	if v, err := s.Lookup(Ref{Seq: 5}); err != nil || v.State != OutcomeDead {
+	if v, err := s.Journal().Lookup(Ref{Seq: 5}); err != nil || v.State != OutcomeDead {
 		t.Fatalf("dead letter from before: %+v %v", v, err)
 	}
 	if err := s.Delete(old[0]); err != nil {
@@ -241,10 +241,10 @@ func TestJournalOpensSpoolFromBefore(t *testing.T) {
 		t.Fatal(m.ID, err)
 	}
 	settleJournal(t, s)
-	if v, err := s.Lookup(Ref{Seq: m.ID}); err != nil || v.State != StateQueued || v.Position != 4 {
+	if v, err := s.Journal().Lookup(Ref{Seq: m.ID}); err != nil || v.State != StateQueued || v.Position != 4 {
 		t.Fatalf("%+v %v", v, err)
 	}
-	if v, err := s.Lookup(Ref{Seq: old[0].ID}); err != nil || v.State != OutcomeDelivered {
+	if v, err := s.Journal().Lookup(Ref{Seq: old[0].ID}); err != nil || v.State != OutcomeDelivered {
 		t.Fatalf("%+v %v", v, err)
 	}
 }
@@ -317,7 +317,7 @@ func TestJournalYieldsToMinFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	settleJournal(t, s)
-	if u := s.JournalUsage(); u.Entries != 0 {
+	if u := s.Journal().JournalUsage(); u.Entries != 0 {
 		t.Fatalf("%d entries kept with %d bytes above min_free", u.Entries, free-MinFreeFloor())
 	}
 	free += 64 << 20
@@ -326,7 +326,7 @@ func TestJournalYieldsToMinFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	settleJournal(t, s)
-	if u := s.JournalUsage(); u.Entries != 1 {
+	if u := s.Journal().JournalUsage(); u.Entries != 1 {
 		t.Fatalf("%d entries once there is room", u.Entries)
 	}
 }

@@ -10,9 +10,13 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-// journalState is the journal's share of the spool: records waiting for
-// the next round, and what the journal holds.
-type journalState struct {
+// Journal is the history of every webhook, kept in the spool's kept
+// database: records waiting for the next round, and what the journal
+// holds. s is the spool it keeps the history of. Spool.Journal hands it
+// out.
+type Journal struct {
+	s *Spool
+
 	// Guarded by Spool.mu: records for the journal's writer (journalLoop),
 	// numbered in order; seq is the last handed over, durable the last
 	// committed.
@@ -49,6 +53,13 @@ type journalState struct {
 	coalFrom uint64
 	coalSet  bool
 }
+
+// Journal is the spool's journal; it lives and closes with the spool.
+func (s *Spool) Journal() *Journal { return &s.jr }
+
+// Instance is the spool part of the ids of the webhooks the journal
+// keeps (see Ref).
+func (j *Journal) Instance() uint64 { return j.s.instance }
 
 // journalRec is one journal write: a Set of key to val. grow is what it
 // adds to the journal's bytes; entry says it is a new entry. An entry's
@@ -128,13 +139,13 @@ func (r *journalRec) encode(legacy bool) {
 
 // RecordAttempt adds an attempt of m to the journal. The answer's secret
 // headers are redacted and its body cut to JournalOptions.ResponseBody.
-func (s *Spool) RecordAttempt(m *Message, a Attempt) {
-	if s.opts.Journal.Off {
+func (j *Journal) RecordAttempt(m *Message, a Attempt) {
+	if j.s.opts.Journal.Off {
 		return
 	}
 	a.Header = RedactHeader(a.Header)
-	if len(a.Body) > s.opts.Journal.ResponseBody {
-		a.Body = a.Body[:s.opts.Journal.ResponseBody]
+	if len(a.Body) > j.s.opts.Journal.ResponseBody {
+		a.Body = a.Body[:j.s.opts.Journal.ResponseBody]
 	}
 	a.Error = clip(a.Error)
 	if a.Error == "" && a.Status >= 200 && a.Status < 300 {
@@ -144,30 +155,30 @@ func (s *Spool) RecordAttempt(m *Message, a Attempt) {
 		return
 	}
 	k, v := attemptKey(m.ID, a.At), a.encode()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.journalLocked(journalRec{key: k, val: v, grow: int64(len(k) + len(v))})
+	j.s.mu.Lock()
+	defer j.s.mu.Unlock()
+	j.journalLocked(journalRec{key: k, val: v, grow: int64(len(k) + len(v))})
 }
 
 // JournalResponseBody is how many bytes of a partner's answer an attempt
 // keeps (0: the journal is off).
-func (s *Spool) JournalResponseBody() int {
-	if s.opts.Journal.Off {
+func (j *Journal) JournalResponseBody() int {
+	if j.s.opts.Journal.Off {
 		return 0
 	}
-	return s.opts.Journal.ResponseBody
+	return j.s.opts.Journal.ResponseBody
 }
 
 // journalLocked hands records to the journal's goroutine, in order, and
 // returns the sequence number of the last.
-func (s *Spool) journalLocked(recs ...journalRec) uint64 {
-	if s.jr.stopped || s.diskFull {
-		return s.jr.seq // a nearly full disk keeps no history: space is for webhooks
+func (j *Journal) journalLocked(recs ...journalRec) uint64 {
+	if j.stopped || j.s.diskFull {
+		return j.seq // a nearly full disk keeps no history: space is for webhooks
 	}
-	s.jr.pending = append(s.jr.pending, recs...)
-	s.jr.seq += uint64(len(recs))
-	s.jr.cond.Signal()
-	return s.jr.seq
+	j.pending = append(j.pending, recs...)
+	j.seq += uint64(len(recs))
+	j.cond.Signal()
+	return j.seq
 }
 
 // journalAcceptedLocked hands the journal the accepted records of a
@@ -175,16 +186,16 @@ func (s *Spool) journalLocked(recs ...journalRec) uint64 {
 // dispatcher records of them comes after. Each message remembers its
 // record's number, so that it leaves the queue only once the record is
 // durable (waitAccepted).
-func (s *Spool) journalAcceptedLocked(batch []op) {
-	if s.opts.Journal.Off {
+func (j *Journal) journalAcceptedLocked(batch []op) {
+	if j.s.opts.Journal.Off {
 		return
 	}
 	for _, o := range batch {
 		if o.adds() && o.base().err == nil {
 			m := o.base().msg
-			m.jseq = s.journalLocked(s.acceptedRecLocked(o, m))
+			m.jseq = j.journalLocked(j.acceptedRecLocked(o, m))
 			if r, ok := reliveRec(m); ok {
-				s.journalLocked(r)
+				j.journalLocked(r)
 			}
 		}
 	}
@@ -192,9 +203,9 @@ func (s *Spool) journalAcceptedLocked(batch []op) {
 
 // outcomes are the journal's records of the messages a round removes
 // from the queue.
-func (s *Spool) outcomes(batch []op) []journalRec {
+func (j *Journal) outcomes(batch []op) []journalRec {
 	var out []journalRec
-	now := s.opts.Now()
+	now := j.s.opts.Now()
 	for _, o := range batch {
 		if o.base().err != nil {
 			continue
@@ -223,13 +234,13 @@ func (s *Spool) outcomes(batch []op) []journalRec {
 // history is kept. (It has been, unless the message is delivered within
 // a journal commit of its append.) The outcomes themselves are not waited
 // for: a crash may lose those of the last commit, never a webhook.
-func (s *Spool) journalRound(batch []op) {
-	if s.opts.Journal.Off {
+func (j *Journal) journalRound(batch []op) {
+	if j.s.opts.Journal.Off {
 		return
 	}
-	recs := s.outcomes(batch)
+	recs := j.outcomes(batch)
 	for i := range recs {
-		recs[i].whole = recs[i].e.ID <= s.jr.from
+		recs[i].whole = recs[i].e.ID <= j.from
 	}
 	var need uint64
 	for _, o := range batch {
@@ -237,27 +248,27 @@ func (s *Spool) journalRound(batch []op) {
 			need = m.jseq
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	j.s.mu.Lock()
+	defer j.s.mu.Unlock()
 	for i := range recs {
-		s.outcomeCoalesceLocked(&recs[i])
+		j.outcomeCoalesceLocked(&recs[i])
 	}
-	s.journalLocked(recs...)
-	s.waitJournalLocked(need)
+	j.journalLocked(recs...)
+	j.waitJournalLocked(need)
 }
 
 // waitJournalLocked waits until the journal's records up to seq are
 // durable.
-func (s *Spool) waitJournalLocked(seq uint64) {
-	if s.jr.durable >= seq || s.jr.stopped {
+func (j *Journal) waitJournalLocked(seq uint64) {
+	if j.durable >= seq || j.stopped {
 		return
 	}
-	s.jr.waiting++
-	s.jr.cond.Broadcast() // the writer stops lingering
-	for s.jr.durable < seq && !s.jr.stopped {
-		s.jr.cond.Wait()
+	j.waiting++
+	j.cond.Broadcast() // the writer stops lingering
+	for j.durable < seq && !j.stopped {
+		j.cond.Wait()
 	}
-	s.jr.waiting--
+	j.waiting--
 }
 
 // journalLinger is how long the journal's records wait for company
@@ -275,47 +286,47 @@ const (
 // journalLoop is the journal's writer: it commits whatever records have
 // accumulated in one kept transaction (group commit), in the order they
 // came, until the spool closes and everything is written.
-func (s *Spool) journalLoop() {
-	defer close(s.jr.done)
+func (j *Journal) journalLoop() {
+	defer close(j.done)
 	linger := time.AfterFunc(time.Hour, func() {
-		s.mu.Lock()
-		s.jr.lingerUp = true
-		s.jr.cond.Broadcast()
-		s.mu.Unlock()
+		j.s.mu.Lock()
+		j.lingerUp = true
+		j.cond.Broadcast()
+		j.s.mu.Unlock()
 	})
 	linger.Stop()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	j.s.mu.Lock()
+	defer j.s.mu.Unlock()
 	for {
-		for len(s.jr.pending) == 0 && !s.jr.closing {
-			s.jr.cond.Wait()
+		for len(j.pending) == 0 && !j.closing {
+			j.cond.Wait()
 		}
-		if s.jr.waiting == 0 && s.jr.soon <= s.jr.durable && !s.jr.closing && len(s.jr.pending) < journalBatch {
-			s.jr.lingerUp = false
-			linger.Reset(cmp.Or(s.opts.journalLinger, journalLinger))
-			for !s.jr.lingerUp && s.jr.waiting == 0 && s.jr.soon <= s.jr.durable && !s.jr.closing && len(s.jr.pending) < journalBatch {
-				s.jr.cond.Wait()
+		if j.waiting == 0 && j.soon <= j.durable && !j.closing && len(j.pending) < journalBatch {
+			j.lingerUp = false
+			linger.Reset(cmp.Or(j.s.opts.journalLinger, journalLinger))
+			for !j.lingerUp && j.waiting == 0 && j.soon <= j.durable && !j.closing && len(j.pending) < journalBatch {
+				j.cond.Wait()
 			}
 			linger.Stop()
 		}
-		if len(s.jr.pending) == 0 {
-			s.jr.stopped = true
-			s.jr.cond.Broadcast()
+		if len(j.pending) == 0 {
+			j.stopped = true
+			j.cond.Broadcast()
 			return
 		}
-		recs, upTo := s.jr.pending, s.jr.seq
-		s.jr.pending = nil
-		s.mu.Unlock()
+		recs, upTo := j.pending, j.seq
+		j.pending = nil
+		j.s.mu.Unlock()
 		var err error
-		if s.journalRoom(len(recs)) {
-			err = s.writeJournal(recs)
+		if j.journalRoom(len(recs)) {
+			err = j.writeJournal(recs)
 		}
-		s.mu.Lock()
-		if err != nil && !s.jr.failed.Swap(true) {
-			s.log.Error("spool: journal write failed; history is missing for some webhooks (logged once)", "error", errText(err))
+		j.s.mu.Lock()
+		if err != nil && !j.failed.Swap(true) {
+			j.s.log.Error("spool: journal write failed; history is missing for some webhooks (logged once)", "error", errText(err))
 		}
-		s.jr.durable = upTo // or failed: nothing waits for it any longer
-		s.jr.cond.Broadcast()
+		j.durable = upTo // or failed: nothing waits for it any longer
+		j.cond.Broadcast()
 	}
 }
 
@@ -323,14 +334,14 @@ func (s *Spool) journalLoop() {
 // transaction's worth to spare: history never takes the room that keeps
 // webhooks coming (the writer's checks do not count the journal's
 // writes). A batch that does not fit is dropped, and logged once a spell.
-func (s *Spool) journalRoom(n int) bool {
-	room, limited := s.headroom()
+func (j *Journal) journalRoom(n int) bool {
+	room, limited := j.s.headroom()
 	if !limited || room >= int64(n)*512+txnBudget {
-		s.jr.short.Store(false)
+		j.short.Store(false)
 		return true
 	}
-	if !s.jr.short.Swap(true) {
-		s.log.Warn("spool: too little disk space above spool.min_free for the journal; history is not kept until there is", "records", n, "room", room)
+	if !j.short.Swap(true) {
+		j.s.log.Warn("spool: too little disk space above spool.min_free for the journal; history is not kept until there is", "records", n, "room", room)
 	}
 	return false
 }
@@ -340,49 +351,49 @@ func (s *Spool) journalRoom(n int) bool {
 // that record (journalRound). Committed now, the record becomes durable
 // while the attempt is on the wire, not after it, with the delivery's slot
 // held and the queue's writer waiting.
-func (s *Spool) hurryLocked(m *Message) {
-	if m.jseq <= s.jr.durable || m.jseq <= s.jr.soon {
+func (j *Journal) hurryLocked(m *Message) {
+	if m.jseq <= j.durable || m.jseq <= j.soon {
 		return
 	}
-	s.jr.soon = m.jseq
-	s.jr.cond.Broadcast()
+	j.soon = m.jseq
+	j.cond.Broadcast()
 }
 
 // journalSync waits until every record handed to the journal so far is
 // durable: a lookup sees what happened before it.
-func (s *Spool) journalSync() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.waitJournalLocked(s.jr.seq)
+func (j *Journal) journalSync() {
+	j.s.mu.Lock()
+	defer j.s.mu.Unlock()
+	j.waitJournalLocked(j.seq)
 }
 
 // closeJournal writes what the journal still has, and stops its writer.
-func (s *Spool) closeJournal() {
-	if s.opts.Journal.Off {
+func (j *Journal) closeJournal() {
+	if j.s.opts.Journal.Off {
 		return
 	}
-	s.stopIndexBuild()
-	s.mu.Lock()
-	s.jr.closing = true
-	s.jr.cond.Broadcast()
-	s.mu.Unlock()
-	<-s.jr.done
+	j.stopIndexBuild()
+	j.s.mu.Lock()
+	j.closing = true
+	j.cond.Broadcast()
+	j.s.mu.Unlock()
+	<-j.done
 }
 
 // writeJournal commits recs to the kept database, in as few transactions
 // as Badger allows.
-func (s *Spool) writeJournal(recs []journalRec) error {
-	txn := s.kept.NewTransaction(true)
+func (j *Journal) writeJournal(recs []journalRec) error {
+	txn := j.s.kept.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	var grow, entries int64
 	flush := func() error {
 		if err := txn.Commit(); err != nil {
 			return err
 		}
-		s.jr.bytes.Add(grow)
-		s.jr.entries.Add(entries)
+		j.bytes.Add(grow)
+		j.entries.Add(entries)
 		grow, entries = 0, 0
-		txn = s.kept.NewTransaction(true)
+		txn = j.s.kept.NewTransaction(true)
 		return nil
 	}
 	set := func(r *journalRec) error {
@@ -401,7 +412,7 @@ func (s *Spool) writeJournal(recs []journalRec) error {
 		}
 		return nil
 	}
-	legacy := !s.jr.indexed.Load()
+	legacy := !j.indexed.Load()
 	for _, r := range recs {
 		if r.merge {
 			mergeEntry(txn, r.e, r.replaced)

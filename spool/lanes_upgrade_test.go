@@ -67,7 +67,7 @@ func TestUpgradeLanesBesidePlainRecords(t *testing.T) {
 		t.Fatalf("oldest %v %v %v", at, ok, err)
 	}
 	settleJournal(t, s)
-	if v, err := s.Lookup(Ref{Seq: b.ID}); err != nil || v.State != StateQueued || v.Position != 1 {
+	if v, err := s.Journal().Lookup(Ref{Seq: b.ID}); err != nil || v.State != StateQueued || v.Position != 1 {
 		t.Fatalf("laned webhook: %+v %v", v, err)
 	}
 	// The old dead letter replays into Lane{}, as it was.

@@ -33,7 +33,7 @@ func TestQueuedAgainCountsFromNow(t *testing.T) {
 		t.Fatalf("replay: %d, %v", n, err)
 	}
 	now = t0.Add(2 * time.Hour)
-	again, err := s.Resend(ctx, sent.Ref())
+	again, err := s.Journal().Resend(ctx, sent.Ref())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestQueuedAgainCountsFromNow(t *testing.T) {
 		if !m.Enqueued.Equal(want[m.Origin]) {
 			t.Errorf("%s queued again: enqueued %v, want %v", IDString(m.Origin), m.Enqueued, want[m.Origin])
 		}
-		v, err := s.Lookup(Ref{Seq: m.Origin})
+		v, err := s.Journal().Lookup(Ref{Seq: m.Origin})
 		if err != nil {
 			t.Fatal(err)
 		}

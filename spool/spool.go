@@ -202,7 +202,7 @@ type Spool struct {
 
 	coal coalState // coalescing (coalesce.go), guarded by mu
 
-	jr journalState // the journal (journal.go)
+	jr Journal // the journal (journal.go)
 
 	replicaEpoch uint64 // see ReplicaEpoch; guarded by mu
 }
@@ -246,7 +246,7 @@ func Open(opts Options) (*Spool, error) {
 		gcStop:       make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
-	s.jr.cond, s.jr.done = sync.NewCond(&s.mu), make(chan struct{})
+	s.jr.s, s.jr.cond, s.jr.done = s, sync.NewCond(&s.mu), make(chan struct{})
 	s.coal.init()
 	// Versions written by an earlier run, managed or not, are all at or
 	// below MaxVersion.
@@ -260,7 +260,7 @@ func Open(opts Options) (*Spool, error) {
 		err = s.loadReplica()
 	}
 	if err == nil {
-		err = s.openJournal()
+		err = s.jr.openJournal()
 	}
 	if err != nil {
 		queue.Close()
@@ -275,7 +275,7 @@ func Open(opts Options) (*Spool, error) {
 	}
 	go s.writeLoop()
 	if !opts.Journal.Off {
-		go s.journalLoop()
+		go s.jr.journalLoop()
 	}
 	go s.gcLoop()
 	return s, nil
@@ -376,7 +376,7 @@ func (s *Spool) Close() error {
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	<-s.writerDone
-	s.closeJournal()
+	s.jr.closeJournal()
 	s.failHeld()
 	close(s.gcStop)
 	<-s.gcDone

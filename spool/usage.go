@@ -79,7 +79,7 @@ func (s *Spool) Usage() Usage {
 		u.Refusal = RefusalHighWater
 	}
 	u.Accepting = u.Refusal == RefusalNone
-	u.Journal = s.JournalUsage()
+	u.Journal = s.jr.JournalUsage()
 	return u
 }
 

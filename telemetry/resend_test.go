@@ -47,7 +47,7 @@ func TestClientSpansCountResends(t *testing.T) {
 		Timeout: 10 * time.Second, MaxAttempts: 5, MaxAge: time.Hour,
 		BackoffInitial: time.Millisecond, BackoffMax: time.Millisecond,
 	}
-	d := deliver.New(deliver.Options{Reader: s, Store: s, Stats: s, Journal: s, Policy: func(string) *deliver.Policy { return &pol },
+	d := deliver.New(deliver.Options{Reader: s, Store: s, Stats: s, Journal: s.Journal(), Policy: func(string) *deliver.Policy { return &pol },
 		Client: &http.Client{Transport: tel.WrapTransport(srv.Client().Transport)}, Tracer: tel.Tracer,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err := d.Start(); err != nil {
