@@ -41,6 +41,10 @@ type Request struct {
 	// and not used.
 	Ahead    int
 	GiveBack int
+	// Unleased is how many attempts the replica started on its share
+	// (Redis away) are still out: the ask makes them leases
+	// (Grant.Registered), counted toward the cap until they end.
+	Unleased int
 }
 
 // Grant is the fleet's answer.
@@ -61,6 +65,8 @@ type Grant struct {
 	Breaker  string
 	Paused   bool
 	Tokens   int // taken ahead (Request.Ahead)
+	// Registered are the leases of the attempts Request.Unleased counted.
+	Registered []string
 }
 
 // Reserve is how many tokens taken ahead one of live replicas may hold
@@ -199,7 +205,8 @@ const (
 	argSinceDown
 	argLiveLeases
 	argMark
-	askArgs = argMark
+	argUnleased
+	askArgs = argUnleased
 )
 
 // askCall is the ask script's keys and arguments for req, and the base of
@@ -236,6 +243,7 @@ func (l *Limiter) askCall(req Request, m memory) (scriptCall, string) {
 	set(argSinceDown, i64(m.since))
 	set(argLiveLeases, i64(m.leases))
 	set(argMark, l.mark)
+	set(argUnleased, max(req.Unleased, 0))
 	for _, r := range req.Releases {
 		ra := "-1"
 		if r.HasRetry {
@@ -256,7 +264,7 @@ type answer struct {
 
 func parseGrant(v any, base string) (Grant, answer, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 14 {
+	if !ok || len(a) != 15 {
 		return Grant{}, answer{}, fmt.Errorf("fleet ask: unexpected reply %v", v)
 	}
 	n := func(i int) int64 { x, _ := a[i].(int64); return x }
@@ -266,6 +274,9 @@ func parseGrant(v any, base string) (Grant, answer, error) {
 	g.Rate, _ = strconv.ParseFloat(s(4), 64)
 	for i := range int(n(0)) {
 		g.Leases = append(g.Leases, base+":"+strconv.Itoa(i+1))
+	}
+	for i := range int(n(14)) {
+		g.Registered = append(g.Registered, base+":u"+strconv.Itoa(i+1))
 	}
 	if w := n(1); w < 0 {
 		g.Poll = true

@@ -17,8 +17,9 @@
 -- of this replica's last write of the host (0: none recalled), 19 the
 -- bucket's debt (µs) it recalls, 20 how long it paced alone before Redis
 -- answered again (µs, 0: not lately), 21 the time since (µs), 22 its live
--- leases not released by this ask, 23 its mark's name (recall.go), then 5 per
--- release:
+-- leases not released by this ask, 23 its mark's name (recall.go), 24 how
+-- many attempts it started on its share (Redis away) are still out and not
+-- counted here yet, then 5 per release:
 -- lease id, outcome (0 success, 1 throttled, 2 failure, 3 answered,
 -- 4 no send, 5 unresolved), retry-after µs (-1: none), age µs (since it
 -- was sent), keep (1: the replica keeps the lease for its next send; it
@@ -45,7 +46,8 @@
 -- flight, effective rate (string), held for µs, consecutive 429s,
 -- breaker ("closed", "open", "half-open"), paused (0/1), tokens taken
 -- ahead, the version of this replica's last write, the bucket's debt µs,
--- lost (0/1), wrote (0/1: this call wrote the state).
+-- lost (0/1), wrote (0/1: this call wrote the state), the attempts on the
+-- share counted (their leases <base>:u1...).
 local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')
@@ -73,8 +75,9 @@ local down = tonumber(ARGV[20])
 local since_down = tonumber(ARGV[21])
 local live_leases = tonumber(ARGV[22])
 local mark_name = ARGV[23]
+local unleased = tonumber(ARGV[24])
 -- The slots above are ask.go's askArg constants, one name each
--- (TestAskSlots holds the two together); the releases follow from 24.
+-- (TestAskSlots holds the two together); the releases follow from 25.
 local schedule = {}
 for v in string.gmatch(schedule_arg, '[^,]+') do schedule[#schedule + 1] = tonumber(v) end
 
@@ -112,7 +115,7 @@ end
 
 local released, kept = {}, {}
 for i = 0, nrel - 1 do
-  local j = 24 + i * 5
+  local j = 25 + i * 5
   local outcome, ra, sent = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), now - tonumber(ARGV[j + 3])
   if ARGV[j + 4] == '1' then
     kept[#kept + 1], kept[#kept + 2] = now + lease_ttl, ARGV[j]
@@ -210,6 +213,16 @@ end
 if hold_set then
   -- Gentle resume: one token at the end of the hold, then the rate.
   ahead, tat_dirty = math.max(ahead, held_until - now + (cap - 1) * T), true
+end
+-- Attempts the replica started on its share are leases from now on,
+-- <base>:u<i>, whatever the cap: they are out, and count toward it until
+-- they end.
+if unleased > 0 then
+  local reg = {}
+  for i = 1, unleased do reg[2 * i - 1], reg[2 * i] = now + lease_ttl, base .. ':u' .. i end
+  chunked(KEYS[2], reg, 'ZADD')
+  redis.call('PEXPIRE', KEYS[2], math.ceil(lease_ttl / 500))
+  dirty = true
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local inflight = redis.call('ZCARD', KEYS[2])
@@ -310,4 +323,4 @@ end
 local held = 0
 if held_until > now then held = held_until - now end
 return {granted, wait, why, inflight, tostring(rate), held, c429, breaker, paused and 1 or 0, tokens,
-  mark(me), math.floor(ahead), lost and 1 or 0, (dirty or tat_dirty) and 1 or 0}
+  mark(me), math.floor(ahead), lost and 1 or 0, (dirty or tat_dirty) and 1 or 0, unleased}

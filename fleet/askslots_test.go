@@ -14,6 +14,7 @@ var askSlotNames = map[int]string{
 	argMaxRetryAfter: "max_ra", argReleases: "nrel", argAhead: "want_tokens", argGiveBack: "give_back",
 	argBurst: "burst", argVersion: "expect", argDebt: "recalled_debt", argDown: "down",
 	argSinceDown: "since_down", argLiveLeases: "live_leases", argMark: "mark_name",
+	argUnleased: "unleased",
 }
 
 // TestAskSlots holds ask.lua's ARGV slots and askCall's together: the

@@ -35,6 +35,7 @@ type Host struct {
 	tokensBy time.Time // ... until then; given back after
 	done     []Release // finished attempts not reported yet
 	unleased int       // attempts in flight started on the local share
+	reg      []string  // ... and the leases Redis counts for some of them
 	retryAt  time.Time // do not ask for more before (zero: whenever needed)
 	last     Grant     // the last answer, for operators
 	lastAt   time.Time
@@ -114,6 +115,9 @@ type Need struct {
 	// Leases are asked for within it; the limit Redis counts stays the
 	// host's whole concurrency.
 	Slots int
+	// Count: Redis answers, so the ask has the attempts started on the
+	// local share and not counted yet made leases (Request.Unleased).
+	Count bool
 }
 
 // Ask is the request h's next ask sends (carrying its finished attempts),
@@ -141,7 +145,10 @@ func (h *Host) Ask(now time.Time, n Need) (Request, bool) {
 		}
 	}
 	req.GiveBack = back
-	if req.Want == 0 && req.Ahead == 0 && req.GiveBack == 0 && len(h.done) == 0 {
+	if n.Count {
+		req.Unleased = h.Uncounted()
+	}
+	if req.Want == 0 && req.Ahead == 0 && req.GiveBack == 0 && req.Unleased == 0 && len(h.done) == 0 {
 		return Request{}, false
 	}
 	h.done, h.asking = nil, true
@@ -151,15 +158,18 @@ func (h *Host) Ask(now time.Time, n Need) (Request, bool) {
 // Answered ends the ask under way. g is its answer, nil if Redis did not
 // answer (the limiter is then degraded; unreported leases expire), and
 // degraded says that the limiter is still degraded all the same: nothing
-// granted is used then, and the leases expire.
-func (h *Host) Answered(now time.Time, req Request, g *Grant, degraded bool, tokensFor time.Duration) {
+// granted is used then, and the leases expire. It returns the leases
+// Redis now counts for attempts started on the local share (to renew while
+// they run), degraded or not.
+func (h *Host) Answered(now time.Time, req Request, g *Grant, degraded bool, tokensFor time.Duration) (counted []string) {
 	h.asking = false
 	if g == nil {
-		return
+		return nil
 	}
+	counted = h.count(g.Registered)
 	h.last, h.lastAt = *g, now
 	if degraded {
-		return
+		return counted
 	}
 	h.grants = append(h.grants, g.Leases...)
 	h.gotTokens(*g, req, now, tokensFor)
@@ -174,6 +184,19 @@ func (h *Host) Answered(now time.Time, req Request, g *Grant, degraded bool, tok
 	default:
 		h.retryAt = now.Add(g.Wait)
 	}
+	return counted
+}
+
+// count takes the leases Redis made for attempts started on the local
+// share, as many as are still out; the others (their attempts ended while
+// the ask was under way) go back with the next ask.
+func (h *Host) count(ids []string) []string {
+	n := min(len(ids), h.Uncounted())
+	h.reg = append(h.reg, ids[:n]...)
+	for _, l := range ids[n:] {
+		h.done = append(h.done, Release{Lease: l, Outcome: pacer.NoSend})
+	}
+	return ids[:n]
 }
 
 // Last is the last answer and when it came (zero: none yet).
@@ -183,22 +206,33 @@ func (h *Host) Last() (Grant, time.Time) { return h.last, h.lastAt }
 func (h *Host) StartUnleased() { h.unleased++ }
 
 // Unleased is the number of attempts in flight started on the local
-// share: while there are any, the host stays on its share.
+// share.
 func (h *Host) Unleased() int { return h.unleased }
+
+// Uncounted is the number of attempts in flight started on the local share
+// that Redis does not count yet: while there are any, the host stays on
+// its share (the fleet's cap does not know them).
+func (h *Host) Uncounted() int { return h.unleased - len(h.reg) }
 
 // Released records a finished attempt: one started on the local share
 // (lease ""), or one on a lease, which is kept for the next send when
-// keep (see Keep).
-func (h *Host) Released(now time.Time, lease string, r pacer.Result, keep bool) {
+// keep (see Keep). An attempt on the local share that Redis counts gives
+// back one of the leases it counts them with (counted: to stop renewing).
+func (h *Host) Released(now time.Time, lease string, r pacer.Result, keep bool) (counted string) {
 	if lease == "" {
 		h.unleased--
-		return
+		if len(h.reg) == 0 {
+			return ""
+		}
+		lease, h.reg, keep = h.reg[len(h.reg)-1], h.reg[:len(h.reg)-1], false
+		counted = lease
 	}
 	if keep {
 		h.carry = append(h.carry, lease)
 	}
 	h.done = append(h.done, Release{Lease: lease, Outcome: r.Outcome,
 		RetryAfter: r.RetryAfter, HasRetry: r.HasRetry, Age: now.Sub(r.SentAt), Keep: keep})
+	return counted
 }
 
 // Keep reports whether the lease of an attempt that ended with r is kept

@@ -111,11 +111,14 @@ type Limiter struct {
 	degraded bool
 	lastErr  string
 	live     int       // replicas seen by the last heartbeat, at least 1
-	rejoinAt time.Time // degraded, Redis answers: back to shared limits then (heartbeat.go)
+	rejoinAt time.Time // degraded, Redis answers: back to shared limits by then at the latest (heartbeat.go)
 	onChange []func()
 	lostLog  time.Time           // the last "state lost" log line
 	down     map[uint16]slotDown // Cluster slots that do not answer (slots.go)
 	slotErr  string              // the last error a down slot gave
+	// uncounted is how many attempts started on a share are out and not
+	// counted in Redis (the gates'; nil: none).
+	uncounted func() int
 
 	mark   string        // its name in each host's state: a hash of Replica (recall.go)
 	recall recall        // what this replica remembers of its hosts (recall.go)
@@ -355,11 +358,16 @@ func (l *Limiter) pipeline(ctx context.Context, op string, fill func(redis.Pipel
 func (l *Limiter) fail(err error) {
 	l.recall.failed(l.now())
 	l.mu.Lock()
-	was := l.degraded
-	l.degraded, l.lastErr = true, err.Error()
+	was, returning := l.degraded, !l.rejoinAt.IsZero()
+	l.degraded, l.lastErr, l.rejoinAt = true, err.Error(), time.Time{}
 	live, fns := l.live, l.onChange
 	l.mu.Unlock()
 	if was {
+		if returning { // away again: the hosts pace on their shares
+			for _, fn := range fns {
+				fn()
+			}
+		}
 		return
 	}
 	l.obs.FleetFallback()
@@ -383,6 +391,34 @@ func (l *Limiter) State() (degraded bool, live int, why string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.degraded, l.live, l.lastErr
+}
+
+// Returning reports whether the replica paced alone and Redis answers
+// again: until the fleet rejoins (heartbeat.go), it starts nothing on its
+// shares, and has Redis count the attempts out on them.
+func (l *Limiter) Returning() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.degraded && !l.rejoinAt.IsZero()
+}
+
+// countUncounted registers fn, which says how many attempts started on a
+// share are out and not counted in Redis: the replica is back for the
+// fleet's rejoin when there are none.
+func (l *Limiter) countUncounted(fn func() int) {
+	l.mu.Lock()
+	l.uncounted = fn
+	l.mu.Unlock()
+}
+
+func (l *Limiter) uncountedNow() int {
+	l.mu.Lock()
+	fn := l.uncounted
+	l.mu.Unlock()
+	if fn == nil {
+		return 0
+	}
+	return fn()
 }
 
 // OnChange registers fn, called (without locks held) whenever the limiter

@@ -21,7 +21,10 @@ import (
 // (Host), so that its slots need not wait for a round trip. While Redis
 // does not answer, hosts pace alone on their pacer.Host with their share
 // of the limits (Share), and attempts started so ("unleased") keep the
-// host on its share until they finish.
+// host on its share until Redis counts them: once Redis answers again, a
+// host starts none more on its share, and its next ask makes those out
+// leases, counted toward the cap until they end (see also heartbeat.lua:
+// the fleet goes back to shared limits when every replica has).
 //
 // One mutex guards the gates. The dispatcher calls a gate with its own
 // lock held, so the gates never call the dispatcher (wake, paused) with
@@ -40,11 +43,14 @@ type Gates struct {
 	mu       sync.Mutex
 	hosts    map[string]*gate
 	degraded bool // Redis does not answer: every host paces on its share
-	live     int  // live replicas, for the share
-	stopping bool
-	asks     asks
-	pauses   pauseSync // gatepause.go
-	wg       sync.WaitGroup
+	// returning: degraded, but Redis answers; no attempt starts on a
+	// share, those out are counted in Redis, until the fleet rejoins.
+	returning bool
+	live      int // live replicas, for the share
+	stopping  bool
+	asks      asks
+	pauses    pauseSync // gatepause.go
+	wg        sync.WaitGroup
 	// tokensFor is how long tokens taken ahead may be used (TokensFor;
 	// tests set more or less).
 	tokensFor time.Duration
@@ -66,6 +72,19 @@ func NewGates(l *Limiter, log *slog.Logger) *Gates {
 func (gs *Gates) Bind(wake func(apply func() []string), paused func(host string, paused bool)) {
 	gs.wake, gs.paused = wake, paused
 	gs.lim.OnChange(gs.changed)
+	gs.lim.countUncounted(gs.uncounted)
+}
+
+// uncounted is how many attempts started on a share are out and not
+// counted in Redis, over all hosts.
+func (gs *Gates) uncounted() int {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	n := 0
+	for _, g := range gs.hosts {
+		n += g.fl.Uncounted()
+	}
+	return n
 }
 
 // Gate implements deliver.Gates.
@@ -108,10 +127,11 @@ func (gs *Gates) changed() {
 		// answered) may be applied in either order, and the last
 		// applied must be the limiter's state now.
 		degraded, live, _ := gs.lim.State()
+		returning := gs.lim.Returning()
 		isDegraded := gs.lim.degradedNow()
 		gs.mu.Lock()
 		defer gs.mu.Unlock()
-		gs.degraded, gs.live = degraded, live
+		gs.degraded, gs.live, gs.returning = degraded, live, returning
 		now := time.Now()
 		names := make([]string, 0, len(gs.hosts))
 		for name, g := range gs.hosts {
@@ -121,6 +141,9 @@ func (gs *Gates) changed() {
 			if g.degraded && !was {
 				g.pace.Drain(now)
 				g.fl.Degraded() // the leases expire; the tokens are spent
+			}
+			if g.counts() {
+				g.ask(now)
 			}
 			names = append(names, name)
 		}
@@ -161,13 +184,21 @@ type gate struct {
 }
 
 // shared reports whether g paces on the fleet's shared limits now.
-func (g *gate) shared() bool { return !g.degraded && g.fl.Unleased() == 0 }
+func (g *gate) shared() bool { return !g.degraded && g.fl.Uncounted() == 0 }
+
+// answers reports whether Redis answers for g: shared, or degraded and
+// returning.
+func (g *gate) answers() bool { return !g.degraded || g.gs.returning }
+
+// counts reports whether g's next ask is to have Redis count attempts
+// started on its share: some are out uncounted, and Redis answers.
+func (g *gate) counts() bool { return g.answers() && g.fl.Uncounted() > 0 }
 
 // limits is what g's own pacer enforces: all of the host's limits, or the
 // replica's share of them while the fleet is degraded (or attempts
-// started then are still running).
+// started then are still running uncounted in Redis).
 func (g *gate) limits() pacer.Limits {
-	if g.degraded || g.fl.Unleased() > 0 {
+	if g.degraded || g.fl.Uncounted() > 0 {
 		return Share(g.lim, g.gs.live)
 	}
 	return g.lim
@@ -179,13 +210,16 @@ func (g *gate) Acquire(now time.Time) (ok bool, wake time.Time, lease string) {
 	g.gs.mu.Lock()
 	defer g.gs.mu.Unlock()
 	if !g.shared() {
-		if !g.degraded {
-			// Redis answers again and attempts started on the share are
-			// still out: none more starts on the share (a host with a
-			// backlog would otherwise never be without one, and pace on
-			// its share beside the others' shared limits for as long as
-			// the backlog lasts), and the host asks the fleet once they
-			// are done. The last one's end pumps the host.
+		if g.answers() {
+			// Redis answers again: none more starts on the share (Redis
+			// would not count it, and a host with a backlog would
+			// otherwise never be without one), those out are counted by
+			// the host's next ask, and the host asks the fleet once they
+			// are and the fleet rejoins. That answer, or the rejoin,
+			// pumps the host.
+			if g.counts() {
+				g.ask(now)
+			}
 			return false, time.Time{}, ""
 		}
 		ok, wake = g.pace.Acquire(now)
@@ -232,8 +266,10 @@ func (g *gate) Release(now time.Time, lease string, r pacer.Result) pacer.Hold {
 	defer g.gs.mu.Unlock()
 	hold := g.pace.Release(now, r)
 	if lease == "" {
-		g.fl.Released(now, "", r, false)
-		if g.fl.Unleased() == 0 && !g.degraded {
+		if counted := g.fl.Released(now, "", r, false); counted != "" {
+			g.letExpire(counted)
+		}
+		if g.fl.Uncounted() == 0 && !g.degraded {
 			g.pace.SetLimits(g.lim, now) // back to shared limits
 		}
 		return hold

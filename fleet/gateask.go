@@ -32,7 +32,7 @@ func (g *gate) ask(now time.Time) {
 		return
 	}
 	n := Need{Host: g.name, Limits: g.lim, Live: gs.live, Shared: g.shared(), InFlight: g.pace.InFlight(),
-		Slots: g.pace.Limit()}
+		Slots: g.pace.Limit(), Count: g.answers()}
 	if n.Shared {
 		n.Due, n.Paused = g.backlog.Due(now), g.pace.Paused()
 	}
@@ -106,7 +106,16 @@ func (gs *Gates) asker() {
 // answer). It reports whether the answer says another replica paused the
 // host: its pacer is paused at once, and the dispatcher is to record it.
 func (g *gate) answered(gr *Grant, req Request, now time.Time) (pausedElsewhere bool) {
-	g.fl.Answered(now, req, gr, g.degraded, g.gs.tokensFor)
+	counted := g.fl.Answered(now, req, gr, g.degraded, g.gs.tokensFor)
+	for _, id := range counted {
+		g.keepAlive(id)
+	}
+	if len(counted) > 0 {
+		g.pace.SetLimits(g.limits(), now)
+	}
+	if g.counts() {
+		g.ask(now) // attempts started on the share while this ask was under way
+	}
 	// A resume is learned by syncPauses, which tells it from a pause
 	// Redis lost.
 	if gr != nil && !g.degraded && gr.Paused && !g.pace.Paused() {

@@ -8,7 +8,8 @@ import (
 
 // Start announces the replica and keeps announcing it until Close, every
 // third of a lease period (every 500 ms at most while degraded, so that
-// the replica goes back to shared limits soon after Redis answers).
+// the replica hears soon that Redis answers, and every returningBeat
+// while it waits for the fleet to rejoin).
 func (l *Limiter) Start() {
 	if !l.started.CompareAndSwap(false, true) {
 		return
@@ -46,57 +47,68 @@ func (l *Limiter) interval() time.Duration {
 	if n, _ := l.SlotsDown(); deg || n > 0 {
 		d = min(d, degradedBeat)
 	}
-	l.mu.Lock()
-	at := l.rejoinAt
-	l.mu.Unlock()
-	if deg && !at.IsZero() {
-		d = min(d, max(time.Until(at), 0)+time.Millisecond) // the beat that goes back to shared
+	if l.Returning() {
+		d = min(d, returningBeat)
 	}
 	return d
 }
 
-// degradedBeat is the heartbeat's interval while degraded.
-const degradedBeat = 500 * time.Millisecond
+// degradedBeat is the heartbeat's interval while degraded, returningBeat
+// while Redis answers and the replica waits for the fleet to rejoin.
+const (
+	degradedBeat  = 500 * time.Millisecond
+	returningBeat = 100 * time.Millisecond
+)
 
-// rejoinWait is how long the replicas that paced alone keep pacing on
-// their shares after Redis answers again, all until one time: long enough
-// for every one of them to hear from Redis (a degraded heartbeat, and an
-// operation's timeout). Were each to go back to the shared limits as soon
-// as it heard, those going first would take the whole limits from a Redis
-// that knows nothing of the sends of those still on their shares.
-func (l *Limiter) rejoinWait() time.Duration {
-	return degradedBeat + l.opts.Timeout + 100*time.Millisecond
-}
+// rejoinWait is the longest the replicas that paced alone wait, after
+// the first of them heard Redis again, for every replica to be back
+// (heartbeat.lua): a lease period, after which a replica not heard from is
+// not live. Were each to go back to the shared limits as soon as it heard,
+// those going first would take the whole limits from a Redis that knows
+// nothing of the sends of those still on their shares.
+func (l *Limiter) rejoinWait() time.Duration { return l.opts.LeasePeriod }
 
 // Heartbeat announces the replica once and updates the live count; if
-// Redis answers, the limiter is shared again: at once if it was, or at
-// the fleet's rejoin time if it paced alone (see rejoinWait), keeping its
-// share meanwhile (Redis, restarted empty, counts only the replicas back
-// so far). On a Cluster it first asks the slots that are down whether
-// they answer again (probeSlots): their hosts are shared again if so.
+// Redis answers, the limiter is shared again: at once if it was, or if it
+// paced alone, when the fleet rejoins (heartbeat.lua: every replica is
+// back, with its attempts on its share counted in Redis), returning
+// meanwhile (Returning: it starts nothing on its shares, and its live
+// count stays what it was, Redis restarted empty counting only the
+// replicas back so far). On a Cluster it first asks the slots that are
+// down whether they answer again (probeSlots): their hosts are shared
+// again if so.
 func (l *Limiter) Heartbeat(ctx context.Context) error {
 	l.probeSlots(ctx)
-	deg, _, _ := l.State()
-	wait := time.Duration(0)
+	deg, known, _ := l.State()
+	state := "0"
 	if deg {
-		wait = l.rejoinWait()
+		state = "2"
+		if l.uncountedNow() > 0 {
+			state = "1"
+		}
 	}
 	v, err := l.run(ctx, "heartbeat", heartbeatScript, []string{l.replicasKey(), l.rejoinKey()},
-		l.nowArg(), us(l.opts.LeasePeriod), l.opts.Replica, "0", us(wait))
+		l.nowArg(), us(l.opts.LeasePeriod), l.opts.Replica, "0", state, known, us(l.rejoinWait()))
 	if err != nil {
 		return err
 	}
 	live, rejoin := heartbeatReply(v)
 	l.mu.Lock()
 	was, before := l.degraded, l.live
-	if was && rejoin > 0 {
+	if was && (rejoin > 0 || state != "2") {
+		// Not back yet (it went degraded after this beat started, or has
+		// attempts out uncounted), or the others are not.
 		at := time.Now().Add(rejoin)
 		first := l.rejoinAt.IsZero()
 		l.rejoinAt, l.live = at, max(before, live)
+		fns := l.onChange
 		l.mu.Unlock()
 		if first {
-			l.log.Info("fleet: redis answers again; pacing on the local share until the replicas go back to shared limits together",
-				"rejoin_in", rejoin.String(), "share", fmt.Sprintf("1/%d", max(before, live)))
+			l.log.Info("fleet: redis answers again; counting the attempts out on the local share, and starting none, until every replica is back",
+				"rejoin_within", rejoin.String(), "share", fmt.Sprintf("1/%d", max(before, live)))
+			for _, fn := range fns {
+				fn()
+			}
 		}
 		return nil
 	}
@@ -155,7 +167,7 @@ func (l *Limiter) Close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
 	defer cancel()
-	heartbeatScript.Run(ctx, l.rdb, []string{l.replicasKey(), l.rejoinKey()}, l.nowArg(), us(l.opts.LeasePeriod), l.opts.Replica, "1", "0")
+	heartbeatScript.Run(ctx, l.rdb, []string{l.replicasKey(), l.rejoinKey()}, l.nowArg(), us(l.opts.LeasePeriod), l.opts.Replica, "1", "0", 0, 0)
 	l.rdb.Del(ctx, l.viewKey(l.opts.Replica))
 	return l.rdb.Close()
 }

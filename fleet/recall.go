@@ -127,7 +127,7 @@ func (r *recall) after(req Request, g Grant, a answer, askedAt, now time.Time, p
 	if a.wrote {
 		e.wroteAt = askedAt
 	}
-	if e.leases == nil && (len(g.Leases) > 0 || len(req.Releases) > 0) {
+	if e.leases == nil && (len(g.Leases) > 0 || len(g.Registered) > 0 || len(req.Releases) > 0) {
 		e.leases = make(map[string]time.Time)
 	}
 	for _, rel := range req.Releases {
@@ -137,7 +137,7 @@ func (r *recall) after(req Request, g Grant, a answer, askedAt, now time.Time, p
 			delete(e.leases, rel.Lease)
 		}
 	}
-	for _, id := range g.Leases {
+	for _, id := range slices.Concat(g.Leases, g.Registered) {
 		e.leases[id] = now.Add(period)
 	}
 	if a.lost {
