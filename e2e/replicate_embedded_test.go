@@ -130,30 +130,7 @@ func TestEmbeddedNATSReplicaLostIsAdopted(t *testing.T) {
 	if out, err := adopter.CLI("resume", rc.Host()); err != nil {
 		t.Fatalf("hookpace resume at the adopter: %v\n%s", err, out)
 	}
-	rc.WaitFor(t, 90*time.Second, "all webhooks at the partner", func(as []Arrival) bool {
-		seen := map[string]bool{}
-		for _, x := range as {
-			seen[x.Header.Get("X-Hookpace-Id")] = true
-		}
-		return len(seen) >= n
-	})
-	times := map[string]int{}
-	for _, x := range rc.Arrivals() {
-		id := x.Header.Get("X-Hookpace-Id")
-		if !ids[id] {
-			t.Fatalf("a delivery with X-Hookpace-Id %q, which hp-0 never gave (path %s)", id, x.Path)
-		}
-		times[id]++
-	}
-	twice := 0
-	for _, c := range times {
-		if c > 1 {
-			twice++
-		}
-	}
-	if len(times) != n || twice > 8 {
-		t.Fatalf("%d of %d delivered, %d more than once (at most 8)", len(times), n, twice)
-	}
+	adoptedArrive(t, rc, ids, n, "hp-0")
 	// Ingest goes on at the two left (two of three servers: a quorum).
 	postIDs(t, other, 20, 4, func(i int) string { return fmt.Sprintf("%s/after/%d", rc.URL, i) })
 
