@@ -40,6 +40,22 @@ func replicationOf(t *testing.T, hp *Hookpace) replicationView {
 	return *out.Replication
 }
 
+// replicatedPair starts three clustered nats-servers, one Redis, a
+// partner, and replicas a and b of one fleet replicating to the servers.
+func replicatedPair(t *testing.T) (a, b *Hookpace, rc *Receiver) {
+	t.Helper()
+	nats := natstest.Start(t, 3)
+	srv := redistest.Start(t)
+	rc = NewReceiver(t)
+	hostCfg := fmt.Sprintf(`"%s": {rate: 400/s, burst: 50, concurrency: 4}`, rc.Host())
+	fleet := func(name string) string {
+		return fmt.Sprintf(`fleet: {redis: "%s", replica: %s, lease_period: 3s, timeout: 900ms}`, srv.URL(), name)
+	}
+	a = Start(t, replicatedConfig(nats.URLs(), fleet("a"), hostCfg))
+	b = Start(t, replicatedConfig(nats.URLs(), fleet("b"), hostCfg))
+	return a, b, rc
+}
+
 func replicatedConfig(urls []string, fleet, hostCfg string) string {
 	return fmt.Sprintf(`
 egress: {allow: ["127.0.0.0/8"]}
@@ -101,15 +117,7 @@ func postIDs(t *testing.T, hp *Hookpace, n, parallel int, target func(i int) str
 // X-Hookpace-Id a gave, at most 8 twice.
 func TestReplicatedQueueSurvivesLosingItsNode(t *testing.T) {
 	t.Parallel()
-	nats := natstest.Start(t, 3)
-	srv := redistest.Start(t)
-	rc := NewReceiver(t)
-	hostCfg := fmt.Sprintf(`"%s": {rate: 400/s, burst: 50, concurrency: 4}`, rc.Host())
-	fleet := func(name string) string {
-		return fmt.Sprintf(`fleet: {redis: "%s", replica: %s, lease_period: 3s, timeout: 900ms}`, srv.URL(), name)
-	}
-	a := Start(t, replicatedConfig(nats.URLs(), fleet("a"), hostCfg))
-	b := Start(t, replicatedConfig(nats.URLs(), fleet("b"), hostCfg))
+	a, b, rc := replicatedPair(t)
 	for _, hp := range []*Hookpace{a, b} {
 		Poll(t, 10*time.Second, "2 live replicas", func() bool { return fleetOf(t, hp).Live == 2 })
 	}
@@ -259,15 +267,7 @@ func TestReplicationWithoutQuorumRefuses(t *testing.T) {
 // delivers none of it.
 func TestReplicaBackOnItsOldSpoolDeliversNothingAdopted(t *testing.T) {
 	t.Parallel()
-	nats := natstest.Start(t, 3)
-	srv := redistest.Start(t)
-	rc := NewReceiver(t)
-	hostCfg := fmt.Sprintf(`"%s": {rate: 400/s, burst: 50, concurrency: 4}`, rc.Host())
-	fleet := func(name string) string {
-		return fmt.Sprintf(`fleet: {redis: "%s", replica: %s, lease_period: 3s, timeout: 900ms}`, srv.URL(), name)
-	}
-	a := Start(t, replicatedConfig(nats.URLs(), fleet("a"), hostCfg))
-	b := Start(t, replicatedConfig(nats.URLs(), fleet("b"), hostCfg))
+	a, b, rc := replicatedPair(t)
 	if out, err := a.CLI("pause", rc.Host()); err != nil {
 		t.Fatalf("hookpace pause at a: %v\n%s", err, out)
 	}

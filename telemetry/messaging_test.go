@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/deliver"
-	"github.com/hookpace/hookpace/pacer"
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -42,13 +41,8 @@ func TestBatchConsumerSpanLinksEachProducer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	pol := deliver.Policy{
-		Limits: pacer.Limits{Rate: 100, Burst: 10, Concurrency: 1, HoldSchedule: []time.Duration{time.Second},
-			MaxRetryAfter: time.Minute, BreakerFailures: 5, BreakerCooldown: time.Minute},
-		Timeout: 10 * time.Second, MaxAttempts: 5, MaxAge: time.Hour,
-		BackoffInitial: time.Millisecond, BackoffMax: time.Millisecond,
-		Batch: &deliver.Batch{MaxEvents: 3, MaxBytes: 1 << 20, MaxWait: time.Minute},
-	}
+	pol := fastPolicy()
+	pol.Batch = &deliver.Batch{MaxEvents: 3, MaxBytes: 1 << 20, MaxWait: time.Minute}
 	u, _ := url.Parse(srv.URL)
 	var producers []trace.SpanID
 	for range 3 {

@@ -41,12 +41,7 @@ func TestClientSpansCountResends(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	pol := deliver.Policy{
-		Limits: pacer.Limits{Rate: 100, Burst: 10, Concurrency: 1, HoldSchedule: []time.Duration{time.Second},
-			MaxRetryAfter: time.Minute, BreakerFailures: 5, BreakerCooldown: time.Minute},
-		Timeout: 10 * time.Second, MaxAttempts: 5, MaxAge: time.Hour,
-		BackoffInitial: time.Millisecond, BackoffMax: time.Millisecond,
-	}
+	pol := fastPolicy()
 	d := deliver.New(deliver.Options{Reader: s, Store: s, Stats: s, Journal: s.Journal(), Policy: func(string) *deliver.Policy { return &pol },
 		Client: &http.Client{Transport: tel.WrapTransport(srv.Client().Transport)}, Tracer: tel.Tracer,
 		Logger: slog.New(slog.DiscardHandler)})
@@ -79,5 +74,16 @@ func TestClientSpansCountResends(t *testing.T) {
 	}
 	if len(resends) != 2 || resends[0] != "none" || resends[1] != int64(1) {
 		t.Fatalf("client spans' http.request.resend_count %v, want [none 1]", resends)
+	}
+}
+
+// fastPolicy is a host's policy for these tests: one attempt at a time,
+// retries a millisecond apart.
+func fastPolicy() deliver.Policy {
+	return deliver.Policy{
+		Limits: pacer.Limits{Rate: 100, Burst: 10, Concurrency: 1, HoldSchedule: []time.Duration{time.Second},
+			MaxRetryAfter: time.Minute, BreakerFailures: 5, BreakerCooldown: time.Minute},
+		Timeout: 10 * time.Second, MaxAttempts: 5, MaxAge: time.Hour,
+		BackoffInitial: time.Millisecond, BackoffMax: time.Millisecond,
 	}
 }
