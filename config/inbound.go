@@ -50,7 +50,9 @@ type InboundRoute struct {
 	// Sign is hookpace's own signature on what this route's door took in
 	// (under InboundSignPrefix); nil: those deliveries are not signed.
 	Sign *Signing
-	Line int
+	// CatchUp asks the provider's API for what never arrived; nil: off.
+	CatchUp *CatchUp
+	Line    int
 }
 
 // InboundAnswer is what the door answers a webhook once it is durable.
@@ -120,6 +122,7 @@ type rawInbound struct {
 	Dedupe   yaml.Node          `yaml:"dedupe"`
 	Sync     yaml.Node          `yaml:"sync"`
 	Sign     yaml.Node          `yaml:"sign"`
+	CatchUp  yaml.Node          `yaml:"catch_up"`
 }
 
 type rawAnswer struct {
@@ -152,7 +155,7 @@ type rawSync struct {
 
 var (
 	inboundFields = map[string]bool{"name": true, "listen": true, "cert_file": true, "key_file": true, "to": true,
-		"paths": true, "passthrough": true, "answer": true, "verify": true, "dedupe": true, "sync": true, "sign": true}
+		"paths": true, "passthrough": true, "answer": true, "verify": true, "dedupe": true, "sync": true, "sign": true, "catch_up": true}
 	answerFields = map[string]bool{"status": true, "body": true}
 	verifyFields = map[string]bool{"scheme": true, "secret_file": true, "secret_env": true, "tolerance": true,
 		"header": true, "algorithm": true, "encoding": true, "prefix": true}
@@ -199,7 +202,7 @@ func resolveInbound(p *problems, n *yaml.Node, c *Config) {
 
 func resolveRoute(p *problems, path string, n *yaml.Node, c *Config) (InboundRoute, bool) {
 	var r rawInbound
-	if !decodeBlock(p, path, n, inboundFields, "listen, to, paths, passthrough, answer, verify, dedupe, sync, sign", &r) {
+	if !decodeBlock(p, path, n, inboundFields, "listen, to, paths, passthrough, answer, verify, dedupe, sync, sign, catch_up", &r) {
 		if n.Kind == 0 {
 			p.add(n.Line, path, "want a route (listen, to, ...)")
 		}
@@ -228,6 +231,7 @@ func resolveRoute(p *problems, path string, n *yaml.Node, c *Config) (InboundRou
 	resolveInboundDedupe(p, f("dedupe"), deref(&r.Dedupe), &rt.Dedupe)
 	rt.Sync = resolveSync(p, f("sync"), deref(&r.Sync))
 	rt.Sign = resolveInboundSign(p, f("sign"), deref(&r.Sign))
+	rt.CatchUp = resolveCatchUp(p, f("catch_up"), deref(&r.CatchUp), &rt, c)
 	return rt, true
 }
 
