@@ -77,13 +77,9 @@ func (t *target) takes(r *http.Request, p webpath.Path, doc map[string]json.RawM
 // first refusal, and retries: with a dedupe key, a retry stores only the
 // copies that were missing.
 func (rt *Route) fanOut(w http.ResponseWriter, r *http.Request, p webpath.Path, doc map[string]json.RawMessage, body []byte, in proxy.Inbound, start time.Time) {
-	var picked []*target
-	for i := range rt.targets {
-		if rt.targets[i].takes(r, p, doc) {
-			picked = append(picked, &rt.targets[i])
-		}
-	}
-	if len(picked) == 0 {
+	takes, err := rt.take(r, p, doc, body, &in, start)
+	switch {
+	case errors.Is(err, errFiltered):
 		rt.opts.Logger.LogAttrs(r.Context(), slog.LevelInfo, "inbound",
 			slog.String("decision", "filtered"), slog.String("route", rt.opts.Route.Name), slog.Int("status", http.StatusOK),
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("reason", "no target's filter takes it"),
@@ -91,7 +87,29 @@ func (rt *Route) fanOut(w http.ResponseWriter, r *http.Request, p webpath.Path, 
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusOK)
 		io.WriteString(w, "hookpace: no target of route "+strconv.Quote(rt.opts.Route.Name)+" takes this webhook (filters); nothing stored\n")
-		return
+	case err != nil:
+		rt.refuse(w, r, start, http.StatusBadRequest, "rewrite", err.Error())
+	default:
+		rt.answer(w, takes, in)
+	}
+}
+
+// errFiltered: no target's filter takes the webhook.
+var errFiltered = errors.New("no target's filter takes it")
+
+// take stores a copy of the webhook r for each target whose filter picks
+// it, and returns each copy's answer; errFiltered when none picks it, or
+// an error naming the target whose copy cannot be built, with nothing
+// stored.
+func (rt *Route) take(r *http.Request, p webpath.Path, doc map[string]json.RawMessage, body []byte, in *proxy.Inbound, start time.Time) ([]proxy.Taken, error) {
+	var picked []*target
+	for i := range rt.targets {
+		if rt.targets[i].takes(r, p, doc) {
+			picked = append(picked, &rt.targets[i])
+		}
+	}
+	if len(picked) == 0 {
+		return nil, errFiltered
 	}
 	if rt.targets[0].Name != "" {
 		in.Webhook = newWebhookID()
@@ -102,15 +120,14 @@ func (rt *Route) fanOut(w http.ResponseWriter, r *http.Request, p webpath.Path, 
 	for i, t := range picked {
 		fwd, err := rt.copyFor(r, t, body, start)
 		if err != nil {
-			rt.refuse(w, r, start, http.StatusBadRequest, "rewrite", "target "+strconv.Quote(t.Name)+": "+err.Error())
-			return
+			return nil, errors.New("target " + strconv.Quote(t.Name) + ": " + err.Error())
 		}
 		fwds[i] = fwd
 	}
 	takes := make([]proxy.Taken, len(picked))
 	var wg sync.WaitGroup
 	for i, t := range picked {
-		tin := in
+		tin := *in
 		tin.Target = t.Name
 		wg.Add(1)
 		go func() {
@@ -119,7 +136,23 @@ func (rt *Route) fanOut(w http.ResponseWriter, r *http.Request, p webpath.Path, 
 		}()
 	}
 	wg.Wait()
-	rt.answer(w, takes, in)
+	for i, t := range takes {
+		if t.Status == http.StatusUnprocessableEntity {
+			takes[i] = takenBefore()
+		}
+	}
+	return takes, nil
+}
+
+// takenBefore is the answer to a copy whose delivery id the route took
+// before with another body (the spool's conflict, 422): a duplicate,
+// nothing stored. The provider's id names one event, whose body it may
+// render anew (a redelivery, an event fetched from its API by catch-up);
+// refusing it would have the provider retry what is durable already.
+func takenBefore() proxy.Taken {
+	return proxy.Taken{Status: http.StatusAccepted,
+		Header: http.Header{proxy.HeaderDuplicate: {"true"}, "Content-Type": {"text/plain; charset=utf-8"}},
+		Body:   []byte("hookpace: this delivery id was taken before (with another body); nothing stored\n")}
 }
 
 // copyFor is the request of t's copy: its URL is t's base and r's path

@@ -51,6 +51,9 @@ type Options struct {
 	// (proxy.body_timeout); 0: no limit here.
 	BodyTimeout time.Duration
 	Now         func() time.Time
+	// Seen knows the delivery ids the route has taken (catch-up asks);
+	// nil: none known.
+	Seen Seer
 }
 
 // Route is the http.Handler of one inbound listener.
@@ -115,6 +118,7 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	dropFetched(r.Header)
 	if v := rt.opts.Verifier; v != nil {
 		if rej := v.Verify(r.Header, body, start); rej != nil {
 			rt.opts.Metrics.InboundRejected(r.Context(), rt.opts.Route.Name, rej.Reason)
