@@ -6,6 +6,7 @@ require (
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/dunglas/httpsfv v1.1.2
 	github.com/elazarl/goproxy v1.9.2
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/nats-io/nats.go v1.56.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/otlptranslator v1.0.0
