@@ -10,9 +10,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/hookpace/hookpace/catchup"
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/connlimit"
 	"github.com/hookpace/hookpace/inbound"
@@ -25,6 +28,11 @@ import (
 type inboundRoutes struct {
 	log    *slog.Logger
 	routes []inboundListener
+	// catchUps run from serve until shutdown, which stops them before the
+	// spool closes.
+	catchUps []*catchup.Runner
+	stop     context.CancelFunc
+	running  sync.WaitGroup
 }
 
 type inboundListener struct {
@@ -53,9 +61,17 @@ func (a *app) buildInbound(cfg *config.Config, roots *x509.CertPool) error {
 		}
 		h, err := inbound.NewRoute(inbound.Options{Route: rc, Verifier: v, Ingest: a.proxy, App: app,
 			Metrics: a.tel.Metrics, Logger: a.log, MaxBody: int64(cfg.Spool.MaxBody),
-			BodyTimeout: cfg.Proxy.BodyTimeout.D()})
+			BodyTimeout: cfg.Proxy.BodyTimeout.D(), Seen: a.spool})
 		if err != nil {
 			return cfg.FieldError("inbound", err)
+		}
+		if rc.CatchUp != nil {
+			cu, err := catchup.New(catchup.Options{Route: rc.Name, Config: *rc.CatchUp, Door: h,
+				StateDir: filepath.Join(cfg.Spool.Dir, "catchup"), Logger: a.log})
+			if err != nil {
+				return cfg.FieldError("inbound", err)
+			}
+			a.inbound.catchUps = append(a.inbound.catchUps, cu)
 		}
 		ln, err := net.Listen("tcp", rc.Listen)
 		if err != nil {
@@ -144,9 +160,11 @@ func inboundVerifier(path string, vc *config.InboundVerify) (*inbound.Verifier, 
 }
 
 // serve serves each route, logging its bound address first ("inbound
-// listening", before "hookpace started"). A route whose listener fails is
-// logged; the others and the proxy go on.
+// listening", before "hookpace started"), then starts the routes'
+// catch-ups. A route whose listener fails is logged; the others and the
+// proxy go on.
 func (ir *inboundRoutes) serve() {
+	defer ir.catchUp()
 	for _, r := range ir.routes {
 		ir.log.Info("inbound listening", "route", r.name, "listen", r.ln.Addr().String(), "to", r.to, "tls", r.tls)
 		go func() {
@@ -157,11 +175,36 @@ func (ir *inboundRoutes) serve() {
 	}
 }
 
-// shutdown stops taking requests on every route and waits, until ctx
-// ends, for those in progress.
+// catchUp starts each route's catch-up.
+func (ir *inboundRoutes) catchUp() {
+	ctx, cancel := context.WithCancel(context.Background())
+	ir.stop = cancel
+	for _, cu := range ir.catchUps {
+		ir.running.Add(1)
+		go func() {
+			defer ir.running.Done()
+			cu.Run(ctx)
+		}()
+	}
+}
+
+// shutdown stops the catch-ups, then taking requests on every route, and
+// waits, until ctx ends, for those in progress.
 func (ir *inboundRoutes) shutdown(ctx context.Context) {
 	if ir == nil {
 		return
+	}
+	if ir.stop != nil {
+		ir.stop()
+		stopped := make(chan struct{})
+		go func() {
+			ir.running.Wait()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+		}
 	}
 	for _, r := range ir.routes {
 		r.srv.Shutdown(ctx)

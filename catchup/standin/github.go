@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,6 +98,27 @@ func (g *GitHub) Handler() http.Handler {
 	return g.checked(mux)
 }
 
+// SetTarget changes where the webhook posts.
+func (g *GitHub) SetTarget(u string) {
+	g.mu.Lock()
+	g.Target = u
+	g.mu.Unlock()
+}
+
+// Redeliveries are the delivery ids whose redelivery was asked, in order.
+func (g *GitHub) Redeliveries() []int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.Redelivered)
+}
+
+// Lists is how many list requests were answered 200.
+func (g *GitHub) Lists() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.Listed
+}
+
 // SetDown makes the target unreachable (true) or reachable again.
 func (g *GitHub) SetDown(down bool) {
 	g.mu.Lock()
@@ -161,7 +183,10 @@ func (g *GitHub) attempt(d *GitHubDelivery, reach Reach) {
 
 // post sends d's payload as GitHub does: signed with the hook's secret.
 func (g *GitHub) post(d *GitHubDelivery) (int, error) {
-	req, err := http.NewRequest(http.MethodPost, g.Target, bytes.NewReader(d.payload))
+	g.mu.Lock()
+	target := g.Target
+	g.mu.Unlock()
+	req, err := http.NewRequest(http.MethodPost, target, bytes.NewReader(d.payload))
 	if err != nil {
 		return 0, err
 	}

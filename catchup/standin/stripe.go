@@ -26,10 +26,25 @@ type Stripe struct {
 	Client *http.Client
 	Now    func() time.Time
 
-	mu     sync.Mutex
-	events []*stripeEvent // oldest first
-	seq    int
-	Listed int // list requests answered 200
+	mu      sync.Mutex
+	events  []*stripeEvent // oldest first
+	seq     int
+	Listed  int      // list requests answered 200
+	queries []string // each list request's query
+}
+
+// SetTarget changes the endpoint's URL.
+func (s *Stripe) SetTarget(u string) {
+	s.mu.Lock()
+	s.Target = u
+	s.mu.Unlock()
+}
+
+// Queries are the list requests' queries, in order.
+func (s *Stripe) Queries() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.queries)
 }
 
 type stripeEvent struct {
@@ -84,7 +99,10 @@ func (s *Stripe) post(body []byte) bool {
 	mac := hmac.New(sha256.New, []byte(s.Secret))
 	mac.Write([]byte(t + "."))
 	mac.Write(body)
-	req, err := http.NewRequest(http.MethodPost, s.Target, bytes.NewReader(body))
+	s.mu.Lock()
+	target := s.Target
+	s.mu.Unlock()
+	req, err := http.NewRequest(http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return false
 	}
@@ -200,6 +218,7 @@ func (s *Stripe) list(w http.ResponseWriter, r *http.Request) {
 		data[i] = e.json()
 	}
 	s.Listed++
+	s.queries = append(s.queries, r.URL.RawQuery)
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "url": "/v1/events", "has_more": more, "data": data})
 }
 
