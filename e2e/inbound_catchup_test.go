@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/catchup/standin"
+	"github.com/hookpace/hookpace/internal/proctest"
 )
 
 // countBy is how many 2xx arrivals carry each value of header h.
@@ -107,6 +108,10 @@ inbound:
 	}
 	if !strings.Contains(hp.Log(), `msg=catch_up route=github provider=github listed=25 failed=1 seen=1 redelivered=0`) {
 		t.Errorf("no round line says the late one is seen\n%s", hp.Log())
+	}
+	out, err := proctest.Command(binary, "check-config", hp.Config).CombinedOutput()
+	if want := "catch-up: redelivers failed deliveries of octo/hello's hook 42, every 1s, looking back 24h0m0s, at " + api.URL; err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("check-config: %v, lacks %q:\n%s", err, want, out)
 	}
 }
 
