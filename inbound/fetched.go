@@ -18,8 +18,9 @@ import (
 // HeaderFetched marks a webhook that catch-up fetched from the provider's
 // API rather than received at the door: its value names the provider.
 // Such a webhook carries no provider signature (the route's own sign
-// block, if any, still signs it). The door drops the header from what a
-// client posts, so only catch-up sets it.
+// block, if any, still signs it). The door drops the header from every
+// request a client sends it, passed through or not, so only catch-up
+// sets it.
 const HeaderFetched = "Hookpace-Fetched"
 
 // Seer says whether a delivery id is remembered for a host within a
@@ -113,8 +114,8 @@ func (rt *Route) TakeFetched(ctx context.Context, from, path string, body []byte
 	return how, nil
 }
 
-// dropFetched removes HeaderFetched from a posted webhook: only catch-up
-// marks one as fetched.
+// dropFetched removes HeaderFetched from what a client sends to the
+// door, webhook or not: only catch-up marks one as fetched.
 func dropFetched(h http.Header) {
 	delete(h, HeaderFetched)
 }

@@ -68,9 +68,11 @@ func TestTakeFetched(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := &keyed{bodies: map[[3]string]string{}}
+			appSaw := ""
+			app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { appSaw = r.Header.Get(HeaderFetched) })
 			rt, err := NewRoute(Options{Route: config.InboundRoute{Name: "stripe", To: "http://a:1", Host: "a:1",
 				Targets: tc.targets, Dedupe: config.InboundDedupe{JSON: "id"}},
-				Ingest: k, Seen: k, App: http.NotFoundHandler(), Metrics: noCount{},
+				Ingest: k, Seen: k, App: app, Metrics: noCount{},
 				Logger: slog.New(slog.DiscardHandler), MaxBody: 1 << 10, Now: time.Now})
 			if err != nil {
 				t.Fatal(err)
@@ -108,6 +110,13 @@ func TestTakeFetched(t *testing.T) {
 			// The provider's own retry of a fetched event: 2xx, nothing stored.
 			if code := post(`{"id":"evt_2","type":"charge.succeeded","pending_webhooks":1}`); code != 202 {
 				t.Errorf("evt_2 posted after it was fetched: %d, want 202", code)
+			}
+			// Nor does a request the app answers itself carry a client's mark.
+			r := httptest.NewRequest("GET", "http://door/webhooks/stripe", nil)
+			r.Header.Set(HeaderFetched, "stripe")
+			rt.ServeHTTP(httptest.NewRecorder(), r)
+			if appSaw != "" {
+				t.Errorf("the app got %s: %q", HeaderFetched, appSaw)
 			}
 			want := []string{" /webhooks/stripe ", " /webhooks/stripe stripe"}
 			if tc.targets != nil {

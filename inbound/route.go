@@ -91,6 +91,7 @@ func NewRoute(o Options) (*Route, error) {
 // passed to the app). Everything off the webhook paths goes to the app.
 func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := rt.opts.Now()
+	dropFetched(r.Header)
 	p, err := webpath.Normalize(r.URL.EscapedPath())
 	if err != nil {
 		rt.refuse(w, r, start, http.StatusBadRequest, "path", "request path: "+err.Error())
@@ -118,7 +119,6 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	dropFetched(r.Header)
 	if v := rt.opts.Verifier; v != nil {
 		if rej := v.Verify(r.Header, body, start); rej != nil {
 			rt.opts.Metrics.InboundRejected(r.Context(), rt.opts.Route.Name, rej.Reason)
