@@ -260,8 +260,6 @@ func (s *Spool) wakeBeginLocked() {
 // replaced until End. If m was replaced since the dispatcher read it, m
 // takes the new method, URL, headers and body, and the difference in its
 // body's length is returned (for the dispatcher's memory accounting).
-// The journal commits m's accepted record now if it is not durable yet
-// (hurryLocked).
 func (s *Spool) Begin(m *Message) (grew int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -272,7 +270,6 @@ func (s *Spool) Begin(m *Message) (grew int64) {
 		s.mu.Lock()
 	}
 	s.coal.inflight[m.ID]++
-	s.jr.hurryLocked(m)
 	if r := s.coal.replaced[m.ID]; r != nil {
 		delete(s.coal.replaced, m.ID)
 		grew = int64(len(r.Body) - len(m.Body))

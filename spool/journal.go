@@ -8,28 +8,26 @@ package spool
 //	dead/   x ...                 indexes by time, state, host and idempotency key (journal_index.go)
 //	dead/   h <host> 0x00 <id:8>  the older index of a host's entries, read until those are built
 //
-// Writes are group commits of their own, never one per webhook: the
-// journal's writer (journalLoop) commits whatever records have come in
-// one kept transaction, after lingering up to journalLinger for company
-// unless someone waits, so that its fsyncs stay few and off the queue's
-// path. The order makes a crash leave at worst a duplicate delivery or a
-// missing outcome, never a webhook without its history:
-//   - an accepted record is handed over before its message is announced,
-//     and a message leaves the queue only once its accepted record is
-//     durable (journalRound; it has been long before, unless the message
-//     is delivered within a journal commit of its append); Open writes
-//     those of still-queued messages a crash lost (recoverJournal);
-//   - an attempt is handed over after its message's accepted record, and
-//     commits keep their order: an attempt never appears without its
-//     webhook;
-//   - an outcome is handed over before the queue write that removes the
-//     message, and rewrites the whole entry, accepted part included. A
-//     crash may lose the outcomes of the last commit (the webhook then
-//     shows as unknown: it left the queue, its outcome not recorded).
+// The queue's record is the accepted record: a queued webhook has no
+// entry, and the journal shows it from the queue (journal_queued.go). Its
+// entry and index keys are written when it leaves the queue. Writes are
+// group commits of their own, never one per webhook: the journal's
+// writer (journalLoop) commits whatever records have come in in one kept
+// transaction, after lingering up to journalLinger for company unless
+// someone waits. The order makes a crash lose no history:
+//   - an outcome is handed over before the queue write that removes its
+//     webhook, and that write waits until it is durable (journalRound):
+//     what is not in the journal is still in the queue. A crash between
+//     the two leaves a webhook in both; it is sent again (at least once),
+//     and its entry, rewritten, keeps the first delivery as an attempt
+//     (mergeEntry);
+//   - a failed attempt is handed over as it ends, and waits for company:
+//     a crash may lose those of the last commit.
 //
 // The attempt that delivered a webhook is kept in its entry (Entry.Final),
-// so a webhook delivered at once costs one journal write. A replacement
-// of a queued webhook's content (coalescing) rewrites its entry too, with
+// so a webhook delivered at once costs one journal write. A webhook with
+// a coalesce key has a note while queued (an entry without outcome or
+// index keys), rewritten when a later webhook replaces its content, with
 // its arrival kept and one replacement more (journal_coalesce.go).
 //
 // The journal has its own budget (JournalOptions) and does not count

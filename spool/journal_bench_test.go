@@ -4,8 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
 )
 
 // BenchmarkListDead: `msg list --state dead` over a journal of 200,000
@@ -26,7 +29,7 @@ func BenchmarkListDead(b *testing.B) {
 			}
 			e := &Entry{ID: id, Host: fmt.Sprintf("h%d.example", j%7), Method: "POST", URL: "http://h.example/hook",
 				Size: 100, Accepted: at, Outcome: outcome, OutcomeAt: at}
-			recs = append(recs, journalRec{e: e, entry: true})
+			recs = append(recs, journalRec{e: e})
 		}
 		if err := s.jr.writeJournal(recs); err != nil {
 			b.Fatal(err)
@@ -47,7 +50,7 @@ var journalEntries = flag.Int("journal-entries", 100_000, "entries BenchmarkJour
 // 14 days and hosts hosts, one accepted every 14d/n, the newest now. Of
 // each 100, 90 were delivered at once (their final attempt in the entry),
 // 5 died after three failed attempts, 5 are retrying (one failed attempt,
-// no outcome). Every webhook has an Idempotency-Key "evt-<i>" and a URL
+// queued: in the queue, not in the journal, as the spool keeps them). Every webhook has an Idempotency-Key "evt-<i>" and a URL
 // with its own path "/hooks/<i>/order-<i>".
 type journalMix struct {
 	n, hosts int
@@ -62,8 +65,13 @@ func (m journalMix) host(i int) string  { return fmt.Sprintf("p%d.example", i%m.
 func (m journalMix) outcome(i int) string {
 	return [...]string{OutcomeDead, "", OutcomeDelivered}[min(i%100/5, 2)]
 }
-func (m journalMix) fill(b *testing.B, s *Spool) {
+
+// fill writes the journal's entries and attempts, and the queued
+// webhooks' records: the journal directly, as its writer would; the queue
+// with s closed, as its writer would, and opens s again.
+func (m journalMix) fill(b *testing.B, s *Spool) *Spool {
 	const batch = 5_000
+	var queued []*Message
 	for i := 0; i < m.n; i += batch {
 		var recs []journalRec
 		for j := i; j < min(i+batch, m.n); j++ {
@@ -71,6 +79,10 @@ func (m journalMix) fill(b *testing.B, s *Spool) {
 			e := &Entry{ID: id, Host: m.host(j), Method: "POST", URL: fmt.Sprintf("https://%s/hooks/%d/order-%d", m.host(j), j, j),
 				Idempotency: fmt.Sprintf("evt-%d", j), Size: 900, Accepted: at, Outcome: m.outcome(j),
 				Header: http.Header{"Content-Type": {"application/json"}, "User-Agent": {"shop/2.1"}, "Idempotency-Key": {fmt.Sprintf("evt-%d", j)}}}
+			if e.Outcome == "" {
+				queued = append(queued, &Message{ID: id, Host: e.Host, Method: e.Method, URL: e.URL, Header: e.Header,
+					Body: make([]byte, e.Size), Enqueued: at, Attempts: 1, LastStatus: 503})
+			}
 			failed := 0
 			switch e.Outcome {
 			case OutcomeDelivered:
@@ -81,7 +93,9 @@ func (m journalMix) fill(b *testing.B, s *Spool) {
 			default:
 				failed = 1
 			}
-			recs = append(recs, journalRec{e: e, entry: true})
+			if e.Outcome != "" {
+				recs = append(recs, journalRec{e: e})
+			}
 			for k := range failed {
 				a := Attempt{At: at.Add(time.Duration(k+1) * time.Second), Duration: 30 * time.Millisecond, Status: 503,
 					Error: "status 503", Body: []byte(`{"error":"busy"}`), Batch: 1}
@@ -93,6 +107,28 @@ func (m journalMix) fill(b *testing.B, s *Spool) {
 			b.Fatal(err)
 		}
 	}
+	opts := s.opts
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	db, err := badger.OpenManaged(BadgerOptions(filepath.Join(opts.Dir, "queue"), nil).WithLogger(nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := db.MaxVersion() + 1
+	wb := db.NewManagedWriteBatch()
+	for _, q := range queued {
+		if err := wb.SetEntryAt(badger.NewEntry(queueKey(q.Host, q.ID), q.record()), ts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return openTest(b, opts.Dir, opts)
 }
 
 // BenchmarkJournalQueries times each kind of journal query over a journal
@@ -106,9 +142,9 @@ func BenchmarkJournalQueries(b *testing.B) {
 	m := journalMix{n: *journalEntries, hosts: 5_000, first: 1 << 20, step: 14 * 24 * time.Hour / time.Duration(*journalEntries)}
 	m.start = time.Now().Add(-time.Duration(m.n) * m.step)
 	s := openTest(b, b.TempDir(), Options{MaxBytes: 1 << 40, Journal: JournalOptions{MaxBytes: 1 << 40, Retain: 60 * 24 * time.Hour}})
-	defer s.Close()
 	t0 := time.Now()
-	m.fill(b, s)
+	s = m.fill(b, s)
+	defer s.Close()
 	b.Logf("filled %d entries in %s; journal %d bytes", m.n, time.Since(t0).Round(time.Millisecond), s.Journal().JournalUsage().Bytes)
 	old := m.n / 10 // a webhook of the oldest tenth
 	hour := time.Hour
@@ -140,6 +176,15 @@ func BenchmarkJournalQueries(b *testing.B) {
 			v, err := s.Journal().Lookup(Ref{Seq: m.id(old)})
 			if err != nil || v.Entry.ID != m.id(old) {
 				b.Fatalf("lookup: %v", err)
+			}
+		}
+	})
+	b.Run("lookup_queued", func(b *testing.B) {
+		qi := old - old%100 + 5 // retrying: in the queue
+		for range b.N {
+			v, err := s.Journal().Lookup(Ref{Seq: m.id(qi)})
+			if err != nil || v.Entry.ID != m.id(qi) || v.State != StateQueued {
+				b.Fatalf("lookup: %+v %v", v, err)
 			}
 		}
 	})
@@ -181,8 +226,7 @@ func BenchmarkJournalIndexBuild(b *testing.B) {
 	m.start = time.Now().Add(-time.Duration(m.n) * m.step)
 	dir := b.TempDir()
 	opts := Options{MaxBytes: 1 << 40, Journal: JournalOptions{MaxBytes: 1 << 40, Retain: 60 * 24 * time.Hour}}
-	s := openTest(b, dir, opts)
-	m.fill(b, s)
+	s := m.fill(b, openTest(b, dir, opts))
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}

@@ -8,11 +8,15 @@ import (
 
 // A journal entry's coalesce key: the key is not part of a
 // queued webhook's record (proxy takes the header out; coalesce.go keeps
-// which webhook a key names in memory), so the journal remembers, for the
-// queued webhooks this run accepted with one, the key, the arrival, and
-// how often and when last a later webhook replaced the content. An
-// outcome rewrites the whole entry (journal_write.go) with what is
-// remembered; for a webhook the run does not know (accepted by an earlier
+// which webhook a key names in memory), so the journal keeps, for a
+// queued webhook accepted with one, a note: its entry without an outcome
+// and without index keys (the queue lists it), written when it is
+// accepted and when a later webhook replaces its content. This is the one
+// journal write at ingest, for webhooks with a coalesce key only. The run
+// also remembers, for the queued webhooks it accepted with one, the key,
+// the arrival, and how often and when last a later webhook replaced the
+// content. An outcome rewrites the whole entry (journal_write.go) with
+// what is remembered; for a webhook the run does not know (accepted by an earlier
 // run, or forgotten when there were more than maxJournalCoal), the
 // journal's writer reads it from the entry's record instead (mergeEntry):
 // one read per outcome of the backlog a start finds. A webhook without a
@@ -32,21 +36,22 @@ type coalInfo struct {
 // forgotten, and their outcomes read the rest from their records.
 const maxJournalCoal = 100_000
 
-// acceptedRecLocked is the accepted record of m, appended by o: with its
-// coalesce key, and for a replacement of a queued webhook's content, the
-// entry of that webhook (which keeps its id, place and arrival) with one
-// replacement more. Mutex held.
-func (j *Journal) acceptedRecLocked(o op, m *Message) journalRec {
-	r := acceptedRec(m)
+// coalesceRecLocked is the note of m, appended by o with a coalesce key:
+// its entry with the key, and for a replacement of a queued webhook's
+// content, the entry of that webhook (which keeps its id, place and
+// arrival) with one replacement more. ok is false for a webhook without a
+// key. Mutex held.
+func (j *Journal) coalesceRecLocked(o op, m *Message) (r journalRec, ok bool) {
+	r = journalRec{e: entryOf(m)}
 	if !j.coalSet {
 		// The run's first new webhook: the ids of those before it are
 		// of earlier runs. (A replacement is never the first: its
 		// target came before it.)
 		j.coalFrom, j.coalSet = m.ID-1, true
 	}
-	a, ok := o.(*appendOp)
-	if !ok || a.coal == nil {
-		return r
+	a, isAppend := o.(*appendOp)
+	if !isAppend || a.coal == nil {
+		return r, false
 	}
 	e := r.e
 	e.Coalesce = a.coal.name
@@ -58,19 +63,19 @@ func (j *Journal) acceptedRecLocked(o op, m *Message) journalRec {
 			j.coal = make(map[uint64]*coalInfo)
 		}
 		j.coal[m.ID] = &coalInfo{key: e.Coalesce, accepted: m.Enqueued}
-		return r
+		return r, true
 	}
-	r.entry = false // it rewrites its target's entry
+	// It rewrites its target's note.
 	info := j.coal[m.ID]
 	if info == nil {
 		r.merge, r.replaced = true, true
 		e.Replaced, e.ReplacedAt = 1, m.Enqueued
-		return r
+		return r, true
 	}
 	info.replaced++
 	info.last = m.Enqueued
 	e.Accepted, e.Replaced, e.ReplacedAt = info.accepted, info.replaced, info.last
-	return r
+	return r, true
 }
 
 // outcomeCoalesceLocked completes an outcome's record with what the run
@@ -87,15 +92,17 @@ func (j *Journal) outcomeCoalesceLocked(r *journalRec) {
 
 // mergeEntry completes e with what only its entry's record says: its
 // coalesce key and replacements, and for a replacement (replaced) its
-// arrival and the replacements before this one. A record that cannot be
-// read leaves e as it is: e replaces it.
+// arrival and the replacements before this one. A record that already
+// has an outcome was written by a round whose queue delete a crash lost:
+// the webhook was sent again, and its first delivery stays, as an
+// attempt. A record that cannot be read leaves e as it is: e replaces it.
 func mergeEntry(txn *badger.Txn, e *Entry, replaced bool) {
 	item, err := txn.Get(journalKey(e.ID))
 	if err != nil {
 		return
 	}
 	item.Value(func(v []byte) error {
-		old, err := decodeEntryHead(e.ID, v)
+		old, err := decodeEntry(e.ID, v)
 		if err != nil {
 			return nil
 		}
@@ -107,6 +114,39 @@ func mergeEntry(txn *badger.Txn, e *Entry, replaced bool) {
 			e.Replaced += old.Replaced
 		} else {
 			e.Replaced, e.ReplacedAt = old.Replaced, old.ReplacedAt
+		}
+		if a := old.Final; old.Outcome != "" && a != nil && e.Outcome != "" {
+			txn.Set(attemptKey(e.ID, a.At), a.encode())
+		}
+		return nil
+	})
+}
+
+// coalesceOf completes the queued webhooks' entries of a listing (made
+// from their queue records) with their coalesce keys and replacements:
+// what the run remembers, or else their notes.
+func (j *Journal) coalesceOf(es []*Entry) {
+	var read []*Entry
+	j.s.mu.Lock()
+	for _, e := range es {
+		if e.Outcome != "" || e.Coalesce != "" {
+			continue
+		}
+		if info := j.coal[e.ID]; info != nil {
+			e.Coalesce, e.Replaced, e.ReplacedAt = info.key, info.replaced, info.last
+		} else if !j.coalSet || e.ID <= j.coalFrom {
+			read = append(read, e) // of an earlier run, or forgotten
+		}
+	}
+	j.s.mu.Unlock()
+	if len(read) == 0 {
+		return
+	}
+	j.s.kept.View(func(txn *badger.Txn) error {
+		for _, e := range read {
+			if note, err := journalEntry(txn, e.ID); err == nil {
+				e.Coalesce, e.Replaced, e.ReplacedAt = note.Coalesce, note.Replaced, note.ReplacedAt
+			}
 		}
 		return nil
 	})

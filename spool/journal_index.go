@@ -10,13 +10,15 @@ package spool
 //	dead/   x h <host> 0x00 <at:8> <id:8>      by host
 //	dead/   x i <key> 0x00 <at:8> <id:8>       by Idempotency-Key (its first maxIndexedKey bytes)
 //
-// at is the entry's Accepted in Unix nanoseconds, big-endian. An accepted
-// record writes t, h, i and s queued; an outcome writes s <outcome> and
-// deletes s queued; the sweep deletes all of them with the entry. They
-// count toward the journal's bytes (JournalOptions.MaxBytes), about 100
-// bytes an entry. An index key whose entry is gone or says otherwise
-// (a stale one) selects nothing: every entry read is checked against the
-// query.
+// at is the entry's Accepted in Unix nanoseconds, big-endian. An outcome
+// writes t, h, i and s <outcome>, and deletes s queued for a webhook an
+// earlier release gave an accepted record (those wrote t, h, i and s
+// queued at ingest; a queued webhook now has no index keys: the queue
+// lists it, journal_queued.go); the sweep deletes all of them with the
+// entry. They count toward the journal's bytes (JournalOptions.MaxBytes),
+// about 100 bytes an entry. An index key whose entry is gone or says
+// otherwise (a stale one) selects nothing: every entry read is checked
+// against the query.
 //
 // A journal written before these indexes has them built once, in the
 // background (journal_index_build.go); until then List reads as it did
@@ -101,7 +103,7 @@ func stateOf(e *Entry) string {
 }
 
 // entryIndex is every index key of e in its state, cut from one buffer:
-// an accepted record makes them for every webhook.
+// an outcome makes them for every webhook.
 func entryIndex(e *Entry) [][]byte {
 	p := pos{atOf(e.Accepted), e.ID}
 	state := stateOf(e)

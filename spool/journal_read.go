@@ -3,6 +3,7 @@ package spool
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -85,32 +86,47 @@ func (j *Journal) Lookup(r Ref) (*View, error) {
 	return v, nil
 }
 
-// entry reads id's journal entry, or makes one from its dead letter.
+// entry reads id's journal entry; or, for a webhook without one, makes
+// it from its queued record, or from its dead letter.
 func (j *Journal) entry(txn *badger.Txn, id uint64) (*Entry, error) {
-	var e *Entry
-	item, err := txn.Get(journalKey(id))
+	e, err := journalEntry(txn, id)
+	if !errors.Is(err, ErrNotFound) {
+		return e, err
+	}
+	if e, err = j.queuedEntry(id); !errors.Is(err, ErrNotFound) {
+		return e, err
+	}
+	// A dead letter from before the journal.
+	item, err := txn.Get(deadKey(id))
 	if err == nil {
-		err = item.Value(func(v []byte) (err error) { e, err = decodeEntry(id, v); return err })
+		err = item.Value(func(v []byte) error {
+			d, err := decodeDead(id, v)
+			if err == nil {
+				e = entryFor(d.Message)
+				e.Outcome, e.OutcomeAt, e.Reason = OutcomeDead, d.DiedAt, d.Reason
+			}
+			return err
+		})
 		return e, err
 	}
 	if !errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, err
 	}
-	// A dead letter from before the journal.
-	if item, err = txn.Get(deadKey(id)); err != nil {
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil, fmt.Errorf("%w: %s", ErrNotFound, IDString(id))
-		}
+	// It left the queue after txn began: its entry was written before.
+	err = j.s.kept.View(func(txn *badger.Txn) (err error) { e, err = journalEntry(txn, id); return err })
+	return e, err
+}
+
+// journalEntry reads id's entry in the journal.
+func journalEntry(txn *badger.Txn, id uint64) (*Entry, error) {
+	item, err := txn.Get(journalKey(id))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, IDString(id))
+	} else if err != nil {
 		return nil, err
 	}
-	err = item.Value(func(v []byte) error {
-		d, err := decodeDead(id, v)
-		if err == nil {
-			e = entryFor(d.Message)
-			e.Outcome, e.OutcomeAt, e.Reason = OutcomeDead, d.DiedAt, d.Reason
-		}
-		return err
-	})
+	var e *Entry
+	err = item.Value(func(v []byte) (err error) { e, err = decodeEntry(id, v); return err })
 	return e, err
 }
 
@@ -193,6 +209,7 @@ type Query struct {
 	Contains    string
 
 	later *badger.Iterator // for supersededBy: List's
+	queue *badger.Txn      // List's read of the queue (stillQueued)
 }
 
 // queryScanMax bounds the entries one query reads.
@@ -200,21 +217,31 @@ const queryScanMax = 200_000
 
 // List returns the entries q selects, newest first (by acceptance, from
 // the indexes; by id while they are built), and the cursor of the next
-// page: zero when no entry after the page matches. A page reads at most queryScanMax entries, for at
-// most about queryTime: a search that finds fewer than q.Limit in that
-// returns what it found and a cursor.
+// page: zero when no entry after the page matches. The queued webhooks
+// come from the queue (journal_queued.go), the others from the journal.
+// A page reads at most queryScanMax entries of the journal, for at most
+// about queryTime, and the queue for as long again: a search that finds
+// fewer than q.Limit in that returns what it found and a cursor.
 func (j *Journal) List(q Query) ([]*Entry, Cursor, error) {
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
 	j.journalSync()
+	legacy := !j.indexed.Load()
+	// The queue first: what leaves it meanwhile is in the journal by then.
+	qtxn := j.s.queue.NewTransactionAt(math.MaxUint64, false)
+	defer qtxn.Discard()
+	queued, qnext, err := j.listQueued(qtxn, &q, legacy)
+	if err != nil {
+		return nil, Cursor{}, err
+	}
 	var out []*Entry
 	var next Cursor
-	err := j.s.kept.View(func(txn *badger.Txn) error {
+	err = j.s.kept.View(func(txn *badger.Txn) error {
 		lit := txn.NewIterator(badger.IteratorOptions{})
 		defer lit.Close()
-		q.later = lit
-		if j.indexed.Load() {
+		q.later, q.queue = lit, qtxn
+		if !legacy {
 			var err error
 			next, err = j.listIndexed(txn, &q, &out)
 			return err
@@ -223,7 +250,12 @@ func (j *Journal) List(q Query) ([]*Entry, Cursor, error) {
 		next = Cursor{ID: n}
 		return err
 	})
-	return out, next, err
+	if err != nil {
+		return nil, Cursor{}, err
+	}
+	out, next = mergePages(queued, qnext, out, next, q.Limit, legacy)
+	j.coalesceOf(out)
+	return out, next, nil
 }
 
 // listLegacy is List from the indexes by id a journal had before those of

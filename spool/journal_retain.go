@@ -8,57 +8,56 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-// keyJournalFrom holds the first id the journal may know: ids at or below
-// it were queued before this spool kept a journal (a spool written by an
-// earlier release), and Open does not look for their entries.
-var keyJournalFrom = []byte("jfrom")
+// keyJournalAccepted holds the highest id a hookpace that wrote an
+// accepted record at ingest may have given: the entries of those ids
+// still queued have one (with its index keys), which the outcome replaces.
+// Ids above it have no entry until they leave the queue.
+var keyJournalAccepted = []byte("jacc")
 
-// openJournal counts what the journal holds and writes the entries a
-// crash left out: messages queued in the last round before it, whose
-// accepted records were to go with the next.
+// openJournal counts what the journal holds, and marks the ids above
+// which no webhook has an accepted record.
 func (j *Journal) openJournal() error {
 	if j.s.opts.Journal.Off {
 		return nil
 	}
-	var from, last uint64
 	found := false
 	err := j.s.kept.View(func(txn *badger.Txn) error {
-		if item, err := txn.Get(keyJournalFrom); err == nil {
-			found = true
-			return item.Value(func(v []byte) error {
-				if len(v) == 8 {
-					from = beUint64(v)
-				}
-				return nil
-			})
-		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+		item, err := txn.Get(keyJournalAccepted)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		} else if err != nil {
 			return err
 		}
-		return nil
+		found = true
+		return item.Value(func(v []byte) error {
+			if len(v) == 8 {
+				j.acceptedUpTo = beUint64(v)
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return err
 	}
 	if !found {
-		// The first start with a journal: what is queued already has no
-		// history to recover.
-		from = j.s.seq
-		if err := j.s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyJournalFrom, be64(from)) }); err != nil {
+		// The first start of a hookpace that writes no accepted record:
+		// every id given so far may have one.
+		j.acceptedUpTo = j.s.seq
+		if err := j.s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyJournalAccepted, be64(j.acceptedUpTo)) }); err != nil {
 			return err
 		}
 	}
-	j.from = from
 	if err := j.indexOutcomes(); err != nil {
 		return fmt.Errorf("index the journal's outcomes: %w", err)
 	}
 	if err := j.openIndex(); err != nil {
 		return fmt.Errorf("open the journal's indexes: %w", err)
 	}
-	if last, err = j.countJournal(); err != nil {
+	if _, err := j.countJournal(); err != nil {
 		return err
 	}
-	if err := j.recoverJournal(max(from, last)); err != nil {
-		return err
+	if err := j.buildQueuedIndex(); err != nil {
+		return fmt.Errorf("index the queued webhooks: %w", err)
 	}
 	j.startIndexBuild()
 	return nil
@@ -92,50 +91,6 @@ func (j *Journal) countJournal() (last uint64, err error) {
 	j.entries.Store(entries)
 	j.oldest.Store(oldest)
 	return last, err
-}
-
-// recoverJournal writes the accepted records of the queued messages with
-// ids above after.
-func (j *Journal) recoverJournal(after uint64) error {
-	var recs []journalRec
-	err := j.s.queue.View(func(txn *badger.Txn) error {
-		for _, p := range []byte{prefixQueue, prefixLane} { // every lane
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
-			err := recoverFrom(it, after, &recs)
-			it.Close()
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil || len(recs) == 0 {
-		return err
-	}
-	j.s.log.Info("spool: journal entries written for webhooks queued just before a crash", "count", len(recs))
-	return j.writeJournal(recs)
-}
-
-// recoverFrom adds to recs the accepted records of the messages of it,
-// queue or lane keys, with ids above after.
-func recoverFrom(it *badger.Iterator, after uint64, recs *[]journalRec) error {
-	for it.Rewind(); it.Valid(); it.Next() {
-		host, _, id, ok := parseAnyKey(it.Item().Key())
-		if !ok || id <= after {
-			continue
-		}
-		err := it.Item().Value(func(v []byte) error {
-			m, err := decodeMessage(host, id, v)
-			if err == nil {
-				*recs = append(*recs, acceptedRec(m))
-			}
-			return nil // one that cannot be read stays without history
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // JournalUsage is what the journal holds, against its budget.

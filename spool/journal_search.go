@@ -18,6 +18,16 @@ import (
 // containsText reports whether the request of the webhook with entry e
 // (full: its headers read) holds text.
 func (j *Journal) containsText(txn *badger.Txn, e *Entry, text string) bool {
+	if entryContains(e, text) {
+		return true
+	}
+	body := j.keptBody(txn, e)
+	return body != nil && bytes.Contains(body, []byte(text))
+}
+
+// entryContains reports whether e's URL, keys or headers (as kept) hold
+// text.
+func entryContains(e *Entry, text string) bool {
 	if strings.Contains(e.URL, text) || strings.Contains(e.Idempotency, text) || strings.Contains(e.Coalesce, text) {
 		return true
 	}
@@ -31,8 +41,7 @@ func (j *Journal) containsText(txn *badger.Txn, e *Entry, text string) bool {
 			}
 		}
 	}
-	body := j.keptBody(txn, e)
-	return body != nil && bytes.Contains(body, []byte(text))
+	return false
 }
 
 // keptBody is the body of e's request where the spool still has it, or
@@ -93,6 +102,9 @@ func (j *Journal) matchItem(txn *badger.Txn, q *Query, id uint64, item *badger.I
 	})
 	if err != nil || !q.match(e) {
 		return nil, false
+	}
+	if e.Outcome == "" && q.queue != nil && j.stillQueued(q.queue, e) {
+		return nil, false // the queue lists it
 	}
 	if q.Contains != "" && !j.containsText(txn, e, q.Contains) {
 		return nil, false

@@ -24,7 +24,6 @@ type Journal struct {
 	seq, durable     uint64
 	cond             *sync.Cond // on Spool.mu: the writer waits for records, waiters for commits
 	waiting          int        // goroutines waiting for a commit: it goes at once
-	soon             uint64     // the last record an attempt in flight will wait for (hurry): it goes at once
 	lingerUp         bool       // the writer's linger is over
 	closing, stopped bool
 	done             chan struct{}
@@ -35,16 +34,21 @@ type Journal struct {
 	// indexed: the indexes of journal_index.go are complete, and List
 	// reads them.
 	indexed atomic.Bool
-	// from: ids at or below it were queued before the journal was kept
-	// (keyJournalFrom); their outcomes write their index keys too.
-	from  uint64
-	build indexBuild // journal_index_build.go
+	// acceptedUpTo: ids at or below it were accepted by a hookpace that
+	// wrote an accepted record at ingest (keyJournalAccepted).
+	acceptedUpTo uint64
+	build        indexBuild // journal_index_build.go
 	// oldest: the Accepted of the oldest entry, Unix nanoseconds, as the
 	// last sweep (or Open) saw it: the span the journal's rate is
 	// measured over.
 	oldest   atomic.Int64
 	capBinds atomic.Bool // the sweep removes entries younger than retain: logged once a spell
 	short    atomic.Bool // too little room above min_free: records dropped (logged once a spell)
+
+	// queued: the queued webhooks, for listings and lookups
+	// (journal_queued_index.go); nil with the journal off. Guarded by
+	// Spool.mu.
+	queued *queuedIndex
 
 	// Guarded by Spool.mu: the coalesce keys of the queued webhooks this
 	// run accepted with one (journal_coalesce.go), complete for ids above
@@ -72,22 +76,18 @@ type journalRec struct {
 	unindex  [][]byte // and to delete
 	grow     int64
 	entry    bool
-	// whole: an outcome that writes the entry's index keys too, as an
-	// accepted record does (one of a webhook the journal may not have
-	// an accepted record of).
-	whole bool
-	e     *Entry // to encode
+	// accepted: the webhook may have an accepted record of a journal
+	// that wrote one at ingest (keyJournalAccepted), whose queued index
+	// key the outcome deletes.
+	accepted bool
+	e        *Entry // to encode
 	// merge: what only the entry's record says (its coalesce key and
 	// replacements; with replaced, its arrival) is read from it
 	// (mergeEntry), the run not knowing it.
 	merge, replaced bool
 }
 
-func acceptedRec(m *Message) journalRec {
-	return journalRec{e: entryOf(m), entry: true}
-}
-
-// outcomeRec rewrites m's entry with its outcome.
+// outcomeRec is m's entry with its outcome.
 func outcomeRec(m *Message, outcome, reason string, at time.Time) journalRec {
 	e := entryOf(m)
 	e.Outcome, e.OutcomeAt, e.Reason = outcome, at, clip(reason)
@@ -95,45 +95,31 @@ func outcomeRec(m *Message, outcome, reason string, at time.Time) journalRec {
 }
 
 // encode makes the record of an entry: its URL redacted, its index keys,
-// and what it adds to the journal (an outcome replaces the accepted
-// record). legacy: the keys of the indexes before journal_index.go too,
-// while those are still read (journal_index_build.go).
+// and what it adds to the journal. An entry with an outcome gets every
+// index key (the webhook had none while queued: the queue listed it); a
+// queued webhook's entry (a coalesce note, journal_coalesce.go) gets none.
+// legacy: the keys of the indexes before journal_index.go too, while
+// those are still read (journal_index_build.go).
 func (r *journalRec) encode(legacy bool) {
 	if r.e == nil {
 		return
 	}
 	r.e.URL = RedactURL(r.e.URL)
 	r.key, r.val = journalKey(r.e.ID), r.e.encode()
-	if r.entry || r.whole {
-		r.index = entryIndex(r.e)
-		if legacy {
-			r.index = append(r.index, hostIndexKey(r.e.Host, r.e.ID))
-		}
+	r.grow = int64(len(r.key) + len(r.val))
+	if r.e.Outcome == "" {
+		r.e = nil
+		return
 	}
-	if r.e.Outcome != "" {
-		if !r.entry && !r.whole {
-			r.index = append(r.index, indexKey(indexPrefix(ixState, r.e.Outcome), pos{atOf(r.e.Accepted), r.e.ID}))
-		}
-		if !r.entry {
-			r.unindex = append(r.unindex, queuedIndexKey(r.e))
-		}
-		if legacy {
-			r.index = append(r.index, outcomeIndexKey(r.e.Outcome, r.e.ID))
-		}
+	r.entry = true
+	r.index = entryIndex(r.e)
+	if legacy {
+		r.index = append(r.index, hostIndexKey(r.e.Host, r.e.ID), outcomeIndexKey(r.e.Outcome, r.e.ID))
 	}
-	if r.entry {
-		// An accepted record is durable before its webhook leaves the
-		// queue, or written again at Open.
-		r.grow = int64(len(r.key)+len(r.val)) + keysLen(r.index)
-	} else { // it replaces the accepted record: what the outcome added
-		r.grow = int64(strLen(r.e.Outcome)+varintLen(unixNano(r.e.OutcomeAt))+strLen(r.e.Reason)-3) + keysLen(r.index)
-		if !r.whole {
-			r.grow -= keysLen(r.unindex) // its queued key, which its accepted record counted
-		}
-		if r.e.Final != nil {
-			r.grow += int64(len(r.val)) // about: the attempt is most of it
-		}
+	if r.accepted {
+		r.unindex = append(r.unindex, queuedIndexKey(r.e))
 	}
+	r.grow += keysLen(r.index)
 	r.e = nil
 }
 
@@ -181,22 +167,36 @@ func (j *Journal) journalLocked(recs ...journalRec) uint64 {
 	return j.seq
 }
 
-// journalAcceptedLocked hands the journal the accepted records of a
-// round's new messages, before they are announced: whatever the
-// dispatcher records of them comes after. Each message remembers its
-// record's number, so that it leaves the queue only once the record is
-// durable (waitAccepted).
-func (j *Journal) journalAcceptedLocked(batch []op) {
+// journalSettledLocked hands the journal a round whose queue write is
+// durable, before its new messages are announced: the queued webhooks'
+// index (journal_queued_index.go) takes the new ones and forgets those
+// that left. Of the new ones the journal writes nothing, for most: the
+// queue's record is the accepted record. It keeps a queued webhook's
+// coalesce key and replacements (journal_coalesce.go) and the link from a
+// webhook queued again to its first life (journal_replays.go).
+func (j *Journal) journalSettledLocked(batch []op) {
 	if j.s.opts.Journal.Off {
 		return
 	}
 	for _, o := range batch {
-		if o.adds() && o.base().err == nil {
-			m := o.base().msg
-			m.jseq = j.journalLocked(j.acceptedRecLocked(o, m))
-			if r, ok := reliveRec(m); ok {
-				j.journalLocked(r)
-			}
+		if o.base().err != nil {
+			continue
+		}
+		m := o.base().msg
+		switch o.(type) {
+		case *deleteOp, *buryOp, *dropOp:
+			j.queued.remove(m.ID, m.Header.Get("Idempotency-Key"))
+			continue
+		}
+		if !o.adds() {
+			continue
+		}
+		j.queued.add(m.ID, m.Host, m.Lane(), m.Header.Get("Idempotency-Key"))
+		if r, ok := j.coalesceRecLocked(o, m); ok {
+			j.journalLocked(r)
+		}
+		if r, ok := reliveRec(m); ok {
+			j.journalLocked(r)
 		}
 	}
 }
@@ -229,32 +229,28 @@ func (j *Journal) outcomes(batch []op) []journalRec {
 }
 
 // journalRound hands the journal the outcomes of a round, before its
-// queue write, and waits until the accepted record of every message the
-// round removes is durable: a message never leaves the queue before its
-// history is kept. (It has been, unless the message is delivered within
-// a journal commit of its append.) The outcomes themselves are not waited
-// for: a crash may lose those of the last commit, never a webhook.
+// queue write, and waits until they are durable: a webhook leaves the
+// queue only once its entry is in the journal, so that what is not in the
+// journal is still in the queue. A crash between the two leaves a
+// delivered webhook in both: it is delivered again (at least once), and
+// its entry is rewritten with the second outcome.
 func (j *Journal) journalRound(batch []op) {
 	if j.s.opts.Journal.Off {
 		return
 	}
 	recs := j.outcomes(batch)
-	for i := range recs {
-		recs[i].whole = recs[i].e.ID <= j.from
-	}
-	var need uint64
-	for _, o := range batch {
-		if m := o.base().msg; m != nil && o.shrinks() && m.jseq > need {
-			need = m.jseq
-		}
+	if len(recs) == 0 {
+		return
 	}
 	j.s.mu.Lock()
 	defer j.s.mu.Unlock()
 	for i := range recs {
 		j.outcomeCoalesceLocked(&recs[i])
+		if recs[i].e.ID <= j.acceptedUpTo {
+			recs[i].accepted, recs[i].merge = true, true
+		}
 	}
-	j.journalLocked(recs...)
-	j.waitJournalLocked(need)
+	j.waitJournalLocked(j.journalLocked(recs...))
 }
 
 // waitJournalLocked waits until the journal's records up to seq are
@@ -301,10 +297,10 @@ func (j *Journal) journalLoop() {
 		for len(j.pending) == 0 && !j.closing {
 			j.cond.Wait()
 		}
-		if j.waiting == 0 && j.soon <= j.durable && !j.closing && len(j.pending) < journalBatch {
+		if j.waiting == 0 && !j.closing && len(j.pending) < journalBatch {
 			j.lingerUp = false
 			linger.Reset(cmp.Or(j.s.opts.journalLinger, journalLinger))
-			for !j.lingerUp && j.waiting == 0 && j.soon <= j.durable && !j.closing && len(j.pending) < journalBatch {
+			for !j.lingerUp && j.waiting == 0 && !j.closing && len(j.pending) < journalBatch {
 				j.cond.Wait()
 			}
 			linger.Stop()
@@ -344,19 +340,6 @@ func (j *Journal) journalRoom(n int) bool {
 		j.s.log.Warn("spool: too little disk space above spool.min_free for the journal; history is not kept until there is", "records", n, "room", room)
 	}
 	return false
-}
-
-// hurryLocked ends the journal's linger when m's accepted record is not
-// durable yet: an attempt of m has begun, and its delete will wait for
-// that record (journalRound). Committed now, the record becomes durable
-// while the attempt is on the wire, not after it, with the delivery's slot
-// held and the queue's writer waiting.
-func (j *Journal) hurryLocked(m *Message) {
-	if m.jseq <= j.durable || m.jseq <= j.soon {
-		return
-	}
-	j.soon = m.jseq
-	j.cond.Broadcast()
 }
 
 // journalSync waits until every record handed to the journal so far is

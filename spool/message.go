@@ -47,9 +47,6 @@ type Message struct {
 	LastTry    time.Time
 
 	size int64 // of the stored record, for usage accounting
-	// jseq numbers the journal's accepted record of a message appended
-	// by this run: it leaves the queue only once that is durable.
-	jseq uint64
 	// final is the attempt that delivered it, for its journal entry.
 	final *Attempt
 
@@ -222,6 +219,16 @@ func (m *Message) ReadBody(r io.Reader, n int) error {
 var errCorrupt = errors.New("corrupt message record")
 
 func decodeMessage(host string, id uint64, b []byte) (*Message, error) {
+	return readMessage(host, id, b, false)
+}
+
+// decodeMessageHead is decodeMessage without the body: it reads no byte
+// of it (a record's body may be most of what is mapped).
+func decodeMessageHead(host string, id uint64, b []byte) (*Message, error) {
+	return readMessage(host, id, b, true)
+}
+
+func readMessage(host string, id uint64, b []byte, head bool) (*Message, error) {
 	d := decoder{b: b}
 	m := &Message{ID: id, Host: host}
 	if !d.version(m) {
@@ -255,6 +262,9 @@ func decodeMessage(host string, id uint64, b []byte) (*Message, error) {
 			vs = append(vs, d.string())
 		}
 		m.Header[k] = vs
+	}
+	if head {
+		return m, nil
 	}
 	m.Body = d.bytes()
 	if d.err != nil {
