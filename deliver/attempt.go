@@ -89,48 +89,31 @@ func (d *Dispatcher) attempt(h *host, r request, pol *Policy, sentAt time.Time, 
 		d.journalAttempt(m, res, now, len(r.ms))
 	}
 	d.autoPause(h.name, pol, res, now)
-	answered := false // the send slot was given back before the delete (slots.go)
-	var quotaUntil time.Time
+	who := attemptEnd{host: h.name, id: id, enqueued: r.ms[0].Enqueued, n: n, now: now}
+	if r.batch {
+		who.webhooks = len(r.ms)
+	}
 	if res.verdict == vDone {
-		// The partner has answered: its slot goes back now if h's settle
-		// budget has room, and the webhooks stay out (never sent again by
-		// this process, the next of their ordering keys held back) until
-		// their delete is durable. Without room, the
-		// slot is kept until then. Either way a crash repeats at most the
-		// host's concurrency in flight plus its settle budget. If the
-		// delete fails (the writer logs why), the webhooks stay on disk
-		// and are sent again after a restart (at-least-once).
-		answered, quotaUntil = d.answered(h, pol, res, sentAt, now, lease)
-		if len(r.ms) == 1 {
-			d.opts.Store.Delete(r.ms[0])
-		} else {
-			d.opts.Store.DeleteAll(r.ms)
-		}
+		// The partner has answered: the slot goes back now, and the
+		// webhooks stay out until their delete is settled (slots.go);
+		// land ends the delivery then, on another goroutine.
+		l := &landing{h: h, r: r, pol: pol, ctx: ctx, span: span, res: res, sentAt: sentAt, lease: lease, who: who}
+		l.quotaUntil = d.answered(h, pol, res, sentAt, now, lease)
+		d.wg.Add(1) // done in land
+		d.opts.Store.DeleteThen(r.ms, func(error) { d.deleted(l) })
+		return
 	}
 
 	d.mu.Lock()
-	e := d.finish(ctx, h, r, pol, res, sentAt, now, lease, answered)
-	if answered {
-		e.res.quotaUntil = quotaUntil
-	} else {
-		e.res.quotaUntil = d.partnerLocked(h, pol, res.partner, e.v, now)
-	}
+	e := d.finish(ctx, h, r, pol, res, sentAt, now, lease, false)
+	e.res.quotaUntil = d.partnerLocked(h, pol, res.partner, e.v, now)
 	h.active = now
-	if answered {
-		d.settled(h)
-	} else {
-		d.slotDone(h)
-	}
+	d.slotDone(h)
 	d.mu.Unlock()
 	for _, m := range r.ms {
 		d.end(m)
 	}
-
-	e.host, e.id, e.enqueued, e.n, e.now = h.name, id, r.ms[0].Enqueued, n, now
-	if r.batch {
-		e.webhooks = len(r.ms)
-	}
-	d.attemptEnded(span, e)
+	d.attemptEnded(span, e.of(who))
 }
 
 // startSpan starts the span of an attempt of r, hookpace.deliver, inside
@@ -270,7 +253,8 @@ func (d *Dispatcher) post(ctx context.Context, pol *Policy, method, host, url st
 // batch's members went to the dead letters although the request's
 // verdict was not dead.
 //
-// released says that answered gave the attempt's slot back already.
+// released says that answered gave the attempt's slot back already (a
+// delivery, its delete settled: land).
 func (d *Dispatcher) finish(ctx context.Context, h *host, r request, pol *Policy, res result, sentAt, now time.Time, lease string, released bool) attemptEnd {
 	e := attemptEnd{res: res, v: res.verdict, reason: res.reason}
 	h.extra -= len(r.ms) - 1
@@ -470,6 +454,13 @@ type attemptEnd struct {
 	now      time.Time
 	webhooks int // a batch's members; 0 for a webhook sent alone
 	dead     int // a batch's members that died while the batch did not
+}
+
+// of is e with the attempt's identity (host, id, arrival, number, time
+// and batch members) taken from who.
+func (e attemptEnd) of(who attemptEnd) attemptEnd {
+	e.host, e.id, e.enqueued, e.n, e.now, e.webhooks = who.host, who.id, who.enqueued, who.n, who.now, who.webhooks
+	return e
 }
 
 // attemptEnded closes an attempt's span and writes its canonical line.

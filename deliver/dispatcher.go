@@ -54,10 +54,11 @@ type QueueReader interface {
 // QueueStore is the write side of the durable queue: the outcomes of
 // attempts, purges and burials, and the hosts' pauses.
 type QueueStore interface {
-	// Delete removes a delivered message and returns once that is durable.
-	Delete(m *spool.Message) error
-	// DeleteAll is Delete for a batch's members.
-	DeleteAll(ms []*spool.Message) error
+	// DeleteThen removes delivered ms (a webhook, or a batch's members)
+	// and returns at once; done is called once the removals are settled,
+	// durable or failed (spool.Spool.DeleteThen). done neither blocks nor
+	// calls the queue.
+	DeleteThen(ms []*spool.Message, done func(error))
 	Update(m *spool.Message)
 	Bury(m *spool.Message, reason string, at time.Time)
 	// Drop removes ms from the queue (a purge by by); DropLater removes m
@@ -235,6 +236,12 @@ type Dispatcher struct {
 
 	delivered atomic.Int64 // webhooks delivered since the start (Delivered)
 
+	// landed are the deliveries whose deletes are settled, for land
+	// (slots.go); landMu guards it alone, as the queue's writer adds to
+	// it.
+	landMu sync.Mutex
+	landed []*landing
+
 	mu        sync.Mutex
 	hosts     map[string]*host
 	buffered  int64 // what the messages held in memory cost (buffer.go)
@@ -243,7 +250,7 @@ type Dispatcher struct {
 	stopping  bool
 
 	inFlight  int         // attempts in flight over all hosts (slots.go)
-	unsettled int         // deliveries answered 2xx, slot given back, delete not durable yet (slots.go)
+	unsettled int         // deliveries answered 2xx, slot given back, delete not settled yet (slots.go)
 	slotQ     slotWait    // hosts waiting for one of them
 	serving   *host       // the host a freed slot was handed to
 	sweeper   *time.Timer // forgets idle hosts; armed while there are hosts
@@ -359,7 +366,8 @@ type host struct {
 	sending int
 
 	slotWaiting bool // h is in d.slotQ (slots.go)
-	unsettled   int  // deliveries answered 2xx, slot given back, delete not durable yet (slots.go)
+	landing     bool // a delete of h's landed: land pumps h once (slots.go)
+	unsettled   int  // deliveries answered 2xx, slot given back, delete not settled yet (slots.go)
 
 	// Batching (batch.go): extra counts the batch members in flight
 	// beyond one per slot; batches counts delivered batches.
@@ -463,10 +471,11 @@ func (d *Dispatcher) nextPick(h *host, now time.Time) (window.Pick, time.Time) {
 }
 
 // allow takes one of the global slots for h and asks its gate for an
-// attempt now. If the gate refuses, at is when it may allow one; without
-// a slot, at is zero (slotDone pumps h again when its turn comes).
+// attempt now. If the gate refuses, at is when it may allow one; at its
+// settle cap or without a slot, at is zero (land or slotDone pumps h
+// again when a delete lands or its turn comes).
 func (d *Dispatcher) allow(h *host, now time.Time) (lease string, ok bool, at time.Time) {
-	if !d.haveSlot(h) {
+	if h.atSettleCap() || !d.haveSlot(h) {
 		return "", false, time.Time{}
 	}
 	breaker, _ := h.gate.Breaker()

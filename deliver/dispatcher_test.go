@@ -268,25 +268,23 @@ func (q *memQueue) Get(host string, l spool.Lane, id uint64) (*spool.Message, er
 	c := *m
 	return &c, nil
 }
-func (q *memQueue) Delete(m *spool.Message) error {
+func (q *memQueue) DeleteThen(ms []*spool.Message, done func(error)) {
 	q.mu.Lock()
 	wait, held := q.deleteTakes, q.deleteHeld
 	q.mu.Unlock()
-	time.Sleep(wait)
-	if held != nil {
-		<-held
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	delete(q.queued[m.Host], m.ID)
-	q.deleted++
-	return nil
-}
-func (q *memQueue) DeleteAll(ms []*spool.Message) error {
-	for _, m := range ms {
-		q.Delete(m)
-	}
-	return nil
+	go func() {
+		time.Sleep(wait)
+		if held != nil {
+			<-held
+		}
+		q.mu.Lock()
+		for _, m := range ms {
+			delete(q.queued[m.Host], m.ID)
+			q.deleted++
+		}
+		q.mu.Unlock()
+		done(nil)
+	}()
 }
 func (q *memQueue) Update(m *spool.Message) {
 	q.mu.Lock()
@@ -501,11 +499,11 @@ func TestPacedDeliveryExactlyOnce(t *testing.T) {
 }
 
 // TestDeliveredNotDeletedBounded: a delivery gives its slot back once
-// answered, within the host's settle budget (its concurrency), and keeps
-// it until its delete is durable beyond that, so a crash can repeat at
-// most 2×concurrency deliveries: at every arrival, the webhooks delivered
-// but not yet deleted (this one included) are at most concurrency plus
-// the settle budget.
+// answered, and a host starts an attempt only while its requests in
+// flight and answered with the delete pending are below its settle cap,
+// 2×concurrency, so a crash can repeat at most that many: at every
+// arrival, the webhooks delivered but not yet deleted (this one
+// included) are at most 2×concurrency.
 func TestDeliveredNotDeletedBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const conc = 3
@@ -525,7 +523,7 @@ func TestDeliveredNotDeletedBounded(t *testing.T) {
 			t.Fatalf("%d arrivals, want 60", got)
 		}
 		if worst != 2*conc {
-			t.Fatalf("up to %d webhooks delivered and not yet deleted, want concurrency + settle budget = %d", worst, 2*conc)
+			t.Fatalf("up to %d webhooks delivered and not yet deleted, want the settle cap, 2×concurrency = %d", worst, 2*conc)
 		}
 	})
 }
@@ -909,10 +907,10 @@ func TestStopAbandonsWithoutCountingAttempts(t *testing.T) {
 	})
 }
 
-// TestStopIsBoundedWhileDeletesWait: attempts whose deletes wait on the
+// TestStopIsBoundedWhileDeletesWait: deliveries whose deletes wait on the
 // queue (nothing cancels them) do not hold Stop past its deadline and the
-// grace: it returns an *UnsettledError counting them (2 holding a slot, 2
-// answered within the settle budget), and their webhooks stay queued.
+// grace: it returns an *UnsettledError counting them (the 4 of the host's
+// settle cap, 2×concurrency), and their webhooks stay queued.
 func TestStopIsBoundedWhileDeletesWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rc := &receiver{}

@@ -16,7 +16,7 @@ import (
 )
 
 // signalQueue is a real spool that tells the test when a delivery's delete
-// or a burial has been submitted.
+// is settled or a burial has been submitted.
 type signalQueue struct {
 	*spool.Spool
 	deleted chan *spool.Message
@@ -24,10 +24,13 @@ type signalQueue struct {
 	paused  chan string // nil: not told
 }
 
-func (q *signalQueue) Delete(m *spool.Message) error {
-	err := q.Spool.Delete(m)
-	q.deleted <- m
-	return err
+func (q *signalQueue) DeleteThen(ms []*spool.Message, done func(error)) {
+	q.Spool.DeleteThen(ms, func(err error) {
+		done(err)
+		for _, m := range ms {
+			q.deleted <- m
+		}
+	})
 }
 
 func (q *signalQueue) Bury(m *spool.Message, reason string, at time.Time) {

@@ -14,52 +14,63 @@ import (
 )
 
 // slowDeletes is a real spool whose deletes wait for the test: each
-// Delete or DeleteAll is held until open is closed, then goes to the
-// spool and returns once it is durable.
+// DeleteThen is held until release or openAll submits it to the spool,
+// which makes it durable in its next round and then calls its done.
 type slowDeletes struct {
 	*spool.Spool
-	open chan struct{}
 
-	mu      sync.Mutex
-	waiting int // deletes held
+	mu   sync.Mutex
+	held []func() // each submits one held DeleteThen
+	open bool     // deletes go to the spool at once
 }
 
-func (q *slowDeletes) hold() {
+func (q *slowDeletes) DeleteThen(ms []*spool.Message, done func(error)) {
 	q.mu.Lock()
-	q.waiting++
+	if !q.open {
+		q.held = append(q.held, func() { q.Spool.DeleteThen(ms, done) })
+		q.mu.Unlock()
+		return
+	}
 	q.mu.Unlock()
-	<-q.open
+	q.Spool.DeleteThen(ms, done)
+}
+
+// release submits the first k held deletes.
+func (q *slowDeletes) release(k int) {
 	q.mu.Lock()
-	q.waiting--
+	next := q.held[:k:k]
+	q.held = q.held[k:]
 	q.mu.Unlock()
+	for _, submit := range next {
+		submit()
+	}
 }
 
-func (q *slowDeletes) Delete(m *spool.Message) error {
-	q.hold()
-	return q.Spool.Delete(m)
+// openAll submits every held delete and lets the next go at once.
+func (q *slowDeletes) openAll() {
+	q.mu.Lock()
+	q.open = true
+	q.mu.Unlock()
+	q.release(q.heldN())
 }
 
-func (q *slowDeletes) DeleteAll(ms []*spool.Message) error {
-	q.hold()
-	return q.Spool.DeleteAll(ms)
-}
-
-func (q *slowDeletes) held() int {
+func (q *slowDeletes) heldN() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.waiting
+	return len(q.held)
 }
 
 // settleSetup opens a spool in a temporary directory, queues n webhooks
 // for p.example (with ordering key key, if any) and starts a dispatcher
-// on it with concurrency conc, its deletes held until q.open is closed.
+// on it with concurrency conc, its deletes held until the test lets them
+// go (slowDeletes).
 func settleSetup(t *testing.T, rc *receiver, conc, n int, key string) (*Dispatcher, *slowDeletes) {
 	t.Helper()
 	s, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := &slowDeletes{Spool: s, open: make(chan struct{})}
+	q := &slowDeletes{Spool: s}
 	pol := policy(1e6, 1000, conc)
 	pol.Limits.Adaptive = false
 	pol.IDHeader = "X-Hookpace-Id"
@@ -76,11 +87,7 @@ func settleSetup(t *testing.T, rc *receiver, conc, n int, key string) (*Dispatch
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		select {
-		case <-q.open:
-		default:
-			close(q.open)
-		}
+		q.openAll()
 		d.Stop(context.Background())
 		s.Close()
 	})
@@ -96,25 +103,33 @@ func unsettled(d *Dispatcher) (answered, sending int) {
 	return h.unsettled, h.gate.InFlight()
 }
 
-// TestSlotFreeWhileDeleteIsSlow: a delivery gives its send slot back when
-// the partner's answer is read, not when its delete is durable. With
-// deletes held, the partner never has more than concurrency (2) requests
-// at once; the host has at most its settle budget (2) answered with their
-// delete pending, and then keeps its slots until a delete lands: 4
-// requests in all, none more. Once the deletes land, every webhook has
-// arrived exactly once and the queue is empty. Holding the slot until the
-// delete is durable stops at 2 requests; giving it back without a budget
-// sends all 10.
+// TestSlotFreeWhileDeleteIsSlow: a delivery gives its send slot back
+// when the partner's answer is read, not when its delete is durable, and
+// a host never has more than 2 × concurrency requests sent and not
+// deleted durably (in flight or answered with the delete pending: what a
+// crash can send twice). With every delete held, the partner gets
+// concurrency (2) requests at once, never more, and 2 × concurrency in
+// all, each answered while no delete is durable; then the host, at its
+// cap, sends nothing until a delete lands, and each that lands lets one
+// more go. Once the deletes go ahead, every webhook has arrived exactly
+// once and the queue is empty. Holding the slot until the delete is
+// durable stops at 2 requests; giving it back without a cap sends all 12.
 func TestSlotFreeWhileDeleteIsSlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const conc, n = 2, 10
+		const conc, n = 2, 12
 		answer := make(chan struct{})
 		var mu sync.Mutex
-		now, most := 0, 0
-		rc := &receiver{handle: func(r *http.Request, _ int) (int, http.Header) {
+		var q *slowDeletes
+		ready := make(chan struct{}) // q is set
+		now, most, mostOut := 0, 0, 0
+		rc := &receiver{handle: func(r *http.Request, arrived int) (int, http.Header) {
+			<-ready
 			mu.Lock()
 			now++
 			most = max(most, now)
+			// Sent and not deleted durably, this one included.
+			deleted := n - int(q.HostUsage("p.example").Messages)
+			mostOut = max(mostOut, arrived-deleted)
 			mu.Unlock()
 			<-answer
 			mu.Lock()
@@ -122,7 +137,9 @@ func TestSlotFreeWhileDeleteIsSlow(t *testing.T) {
 			mu.Unlock()
 			return 200, nil
 		}}
-		d, q := settleSetup(t, rc, conc, n, "")
+		var d *Dispatcher
+		d, q = settleSetup(t, rc, conc, n, "")
+		close(ready)
 		synctest.Wait()
 		if got := len(rc.arrivals("")); got != conc {
 			t.Fatalf("%d requests at the partner before any answer, want concurrency %d", got, conc)
@@ -131,21 +148,31 @@ func TestSlotFreeWhileDeleteIsSlow(t *testing.T) {
 		close(answer) // the partner answers at once from now on; the deletes wait
 		synctest.Wait()
 		if got := len(rc.arrivals("")); got != 2*conc {
-			t.Errorf("%d requests sent while every delete waited, want concurrency + settle budget = %d", got, 2*conc)
+			t.Errorf("%d requests answered while no delete was durable, want 2 × concurrency = %d", got, 2*conc)
 		}
-		if most > conc {
-			t.Errorf("the partner had %d requests at once, want at most concurrency %d", most, conc)
+		if queued := q.HostUsage("p.example").Messages; queued != n {
+			t.Errorf("%d webhooks queued, want all %d: no delete is durable yet", queued, n)
 		}
-		answered, sending := unsettled(d)
-		if answered != conc || sending != conc {
-			t.Errorf("answered with the delete pending: %d with the slot given back (want the budget, %d), %d holding their slot (want %d)",
-				answered, conc, sending, conc)
+		if answered, sending := unsettled(d); answered != 2*conc || sending != 0 {
+			t.Errorf("%d answered with the delete pending and %d in flight, want %d and 0: every slot given back on the answer",
+				answered, sending, 2*conc)
 		}
-		if held := q.held(); held != 2*conc {
-			t.Errorf("%d deletes pending, want %d", held, 2*conc)
+		time.Sleep(time.Minute) // the host at its cap waits for its deletes, however long
+		synctest.Wait()
+		if got := len(rc.arrivals("")); got != 2*conc {
+			t.Errorf("%d requests after a minute at the cap, want still %d", got, 2*conc)
 		}
 
-		close(q.open)
+		q.release(1) // one delete lands: one more request goes
+		synctest.Wait()
+		if got := len(rc.arrivals("")); got != 2*conc+1 {
+			t.Errorf("%d requests after one delete landed, want %d", got, 2*conc+1)
+		}
+		if queued := q.HostUsage("p.example").Messages; queued != n-1 {
+			t.Errorf("%d webhooks queued after one delete landed, want %d", queued, n-1)
+		}
+
+		q.openAll()
 		for q.HostUsage("p.example").Messages > 0 {
 			time.Sleep(10 * time.Millisecond)
 			synctest.Wait()
@@ -163,7 +190,10 @@ func TestSlotFreeWhileDeleteIsSlow(t *testing.T) {
 			}
 		}
 		if most > conc {
-			t.Errorf("the partner had %d requests at once, want at most %d", most, conc)
+			t.Errorf("the partner had %d requests at once, want at most concurrency %d", most, conc)
+		}
+		if mostOut > 2*conc {
+			t.Errorf("up to %d requests sent and not deleted durably, want at most 2 × concurrency = %d", mostOut, 2*conc)
 		}
 		synctest.Wait()
 		if answered, sending := unsettled(d); answered != 0 || sending != 0 {
@@ -190,7 +220,7 @@ func TestOrderedNextAfterDelete(t *testing.T) {
 		if got := len(rc.arrivals("")); got != 1 {
 			t.Fatalf("%d of the key's webhooks arrived with the first one's delete pending, want 1: the next waits for it", got)
 		}
-		close(q.open)
+		q.openAll()
 		for q.HostUsage("p.example").Messages > 0 {
 			time.Sleep(10 * time.Millisecond)
 			synctest.Wait()
@@ -227,7 +257,7 @@ func TestBuryWhileSettling(t *testing.T) {
 		if res.Done != n-2*conc || res.InFlight != 2*conc {
 			t.Errorf("bury: %d buried, %d in flight; want %d and %d", res.Done, res.InFlight, n-2*conc, 2*conc)
 		}
-		close(q.open)
+		q.openAll()
 		for q.HostUsage("p.example").Messages > 0 {
 			time.Sleep(10 * time.Millisecond)
 			synctest.Wait()

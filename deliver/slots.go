@@ -1,6 +1,11 @@
 package deliver
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+)
 
 // The bound on attempts in flight over all hosts (delivery.max_in_flight).
 //
@@ -89,53 +94,111 @@ func (d *Dispatcher) serveWaiting() {
 	}
 }
 
-// The settle budget: a delivery answered 2xx gives its send slot (the
+// Settling. A delivery answered 2xx gives its send slot (one of the
 // host's concurrency and one of MaxInFlight) back as soon as the answer
-// is read, before its delete is durable, so that a slot turns over once
-// per round trip and not once per round trip plus a group commit. The
-// partner still sees at most concurrency requests at once. Until its
-// delete is durable the webhook stays out (counted in the host's window,
-// its lane's out, never picked or read again by this process); a host
-// has at most settleBudget deliveries so answered and unsettled, and
-// MaxInFlight bounds them over all hosts. A delivery answered while the
-// budget is full keeps its slot until its delete is durable, as before.
-// So a crash repeats, per host, at most concurrency deliveries in flight
-// plus settleBudget answered: 2×concurrency (with concurrency: auto,
-// 2×max_concurrency).
-
-// settleBudget is how many of h's deliveries may be answered 2xx with
-// their delete not yet durable, their slot given back: the host's
-// concurrency (its ceiling with concurrency: auto).
-func (h *host) settleBudget() int { return max(h.pol.Limits.Concurrency, 1) }
-
-// answered gives back the slot of an attempt of r answered 2xx, if h's
-// settle budget and the global one have room, before its delete is
-// durable: the gate learns the answer (settle), what the partner said of
-// its limits applies, and h may start its next attempt. It reports
-// whether it did, with the hold the partner's stated quota put on h.
+// is read, and its delivery goroutine goes back to the pool: the delete
+// is submitted to the queue and becomes durable in the writer's next
+// round, and nothing waits for it but the webhook itself. Until its
+// delete is settled the webhook stays out (counted in the host's window,
+// its lane's out, never picked or read again by this process); once it
+// is, land ends the delivery: the webhook leaves the window (the next of
+// its ordering key may go), its metrics count and its log line is
+// written. A failed delete ends it the same way: the writer logs why, and
+// the webhook, still on disk, is sent again after a restart
+// (at-least-once).
 //
-// The next webhook of an ordering key still waits for the delete to be
-// durable (release, in finish): sent earlier, a crash could repeat both,
-// and the partner would see the earlier one again after the later one.
-func (d *Dispatcher) answered(h *host, pol *Policy, res result, sentAt, now time.Time, lease string) (bool, time.Time) {
+// The partner sees at most concurrency requests at once. What a crash
+// can send twice is what h has sent and not deleted durably: its attempts
+// in flight and its deliveries answered with their delete pending. h
+// starts an attempt only while those are fewer than settleCap, twice its
+// concurrency (with concurrency: auto, twice max_concurrency): a host at
+// the cap waits for its deletes, and each delete that lands lets one more
+// attempt start.
+
+// settleCap is the most of h's requests sent and not deleted durably,
+// in flight or answered: 2 × its concurrency (its ceiling with
+// concurrency: auto).
+func (h *host) settleCap() int { return 2 * max(h.pol.Limits.Concurrency, 1) }
+
+// atSettleCap reports whether h must wait for its deletes before starting
+// another attempt.
+func (h *host) atSettleCap() bool { return h.sending+h.unsettled >= h.settleCap() }
+
+// answered gives back the slot of an attempt of h answered 2xx, before
+// its delete is submitted: the gate learns the answer (settle), what the
+// partner said of its limits applies, and h may start its next attempt
+// within its settle cap. It returns the hold the partner's stated quota
+// put on h.
+func (d *Dispatcher) answered(h *host, pol *Policy, res result, sentAt, now time.Time, lease string) time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if h.unsettled >= h.settleBudget() || d.unsettled >= d.opts.MaxInFlight {
-		return false, time.Time{}
-	}
 	h.unsettled++
 	d.unsettled++
 	d.settle(h, pol, res, sentAt, now, lease)
 	quotaUntil := d.partnerLocked(h, pol, res.partner, vDone, now)
 	d.slotDone(h)
-	return true, quotaUntil
+	return quotaUntil
 }
 
-// settled ends the settle of one of h's deliveries that answered let go
-// of its slot: its delete is durable (or failed) and finish has released
-// its webhooks. h's window has room again. Call it with d.mu held.
-func (d *Dispatcher) settled(h *host) {
-	h.unsettled--
-	d.unsettled--
-	d.pump(h)
+// landing is a delivery answered 2xx whose delete is submitted: what
+// ending it takes once the delete is settled.
+type landing struct {
+	h          *host
+	r          request
+	pol        *Policy
+	ctx        context.Context
+	span       trace.Span
+	res        result
+	sentAt     time.Time
+	lease      string
+	quotaUntil time.Time  // the hold the partner's stated quota put on h
+	who        attemptEnd // the attempt's identity, for its log line
+}
+
+// deleted is l's delete's callback, on the queue's writer goroutine: it
+// queues l and, if none was queued, has land run on a delivery goroutine.
+// One land ends every delivery a round made durable, under one lock.
+func (d *Dispatcher) deleted(l *landing) {
+	d.landMu.Lock()
+	first := len(d.landed) == 0
+	d.landed = append(d.landed, l)
+	d.landMu.Unlock()
+	if first {
+		d.run(d.land)
+	}
+}
+
+// land ends the deliveries whose deletes are settled: each webhook leaves
+// its host's window, its host's settle count drops, and each host is
+// pumped once. The delivery's wait group count ends here.
+func (d *Dispatcher) land() {
+	d.landMu.Lock()
+	ls := d.landed
+	d.landed = nil
+	d.landMu.Unlock()
+	ends := make([]attemptEnd, len(ls))
+	d.mu.Lock()
+	for i, l := range ls {
+		e := d.finish(l.ctx, l.h, l.r, l.pol, l.res, l.sentAt, l.who.now, l.lease, true)
+		e.res.quotaUntil = l.quotaUntil
+		ends[i] = e.of(l.who)
+		l.h.active = l.who.now
+		l.h.unsettled--
+		l.h.landing = true
+		d.unsettled--
+	}
+	for _, l := range ls {
+		if l.h.landing {
+			l.h.landing = false
+			d.pump(l.h)
+		}
+	}
+	d.mu.Unlock()
+	for i, l := range ls {
+		for _, m := range l.r.ms {
+			d.end(m)
+		}
+		d.attemptEnded(l.span, ends[i])
+		d.wg.Done()
+	}
 }

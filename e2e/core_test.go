@@ -173,9 +173,9 @@ hosts:
 	dups := l.total - n
 	t.Logf("all %d delivered after restart, %v in all; %d duplicates, %d truncated requests",
 		n, time.Since(start).Round(time.Millisecond), dups, l.partial)
-	// One kill repeats at most the deliveries in flight (the 4 slots)
-	// and those answered with the delete not yet durable (the settle
-	// budget, 4 more): 2 × concurrency.
+	// One kill repeats at most the host's requests sent and not deleted
+	// durably, in flight or answered with the delete pending, which its
+	// settle cap holds at 2 × concurrency.
 	if dups > 2*4 {
 		t.Errorf("%d duplicates after one kill -9 with concurrency 4, want at most 8", dups)
 	}

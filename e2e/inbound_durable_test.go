@@ -224,9 +224,9 @@ inbound:
 	}
 	t.Logf("all %d delivered (%d retried by the provider) %v after the first post; %d delivered twice",
 		n, len(retried), time.Since(start).Round(time.Millisecond), dups)
-	// One kill repeats at most the deliveries in flight (the app's 4
-	// slots) and those answered with the delete not yet durable (the
-	// settle budget, 4 more): 2 × concurrency.
+	// One kill repeats at most the host's requests sent and not deleted
+	// durably, in flight or answered with the delete pending, which its
+	// settle cap holds at 2 × concurrency.
 	if dups > 2*4 {
 		t.Errorf("%d webhooks delivered twice after one kill -9 with concurrency 4, want at most 8", dups)
 	}

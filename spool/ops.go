@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -49,8 +50,9 @@ type op interface {
 // opBase is what every op has.
 type opBase struct {
 	msg  *Message
-	done chan error // nil: nobody waits for the verdict
-	err  error      // why the op was not applied; nil once it is
+	done chan error  // nil: nobody waits for the verdict
+	then func(error) // nil: none; else called with the verdict, after done
+	err  error       // why the op was not applied; nil once it is
 }
 
 func (b *opBase) base() *opBase   { return b }
@@ -70,6 +72,9 @@ func (b *opBase) hostName() string {
 func (b *opBase) reply() {
 	if b.done != nil {
 		b.done <- b.err
+	}
+	if b.then != nil {
+		b.then(b.err)
 	}
 }
 
@@ -304,10 +309,57 @@ func (s *Spool) admit(host string, size, hostLimit int64) error {
 
 // Delete removes a delivered message and returns once the removal is
 // durable. Until then a crash would deliver the message again
-// (at-least-once); the dispatcher keeps the delivery's slot meanwhile, so
-// a crash repeats no more than the deliveries in flight.
+// (at-least-once).
 func (s *Spool) Delete(m *Message) error {
 	return s.submitWait(&deleteOp{opBase: opBase{msg: m}, old: m.size})
+}
+
+// DeleteThen removes delivered ms (a webhook, or a batch's members) like
+// DeleteAll, without waiting: done is called once every removal is
+// settled, durable or failed, with the first error. It is called on the
+// spool's writer goroutine (or on the caller's, if the spool is closed),
+// so it must neither block nor call the spool. The removals end the
+// writer's linger like a waited-for op: they are durable in the next
+// round.
+func (s *Spool) DeleteThen(ms []*Message, done func(error)) {
+	if len(ms) == 0 {
+		done(nil)
+		return
+	}
+	g := &deleteGroup{left: len(ms), done: done}
+	for i, m := range ms {
+		// done is buffered and never read: it makes the writer count the
+		// op as waited for.
+		o := &deleteOp{opBase: opBase{msg: m, done: make(chan error, 1), then: g.settled}, old: m.size}
+		if err := s.submit(o); err != nil {
+			for range ms[i:] {
+				g.settled(err)
+			}
+			return
+		}
+	}
+}
+
+// deleteGroup is the removals of one DeleteThen: done is called when the
+// last is settled.
+type deleteGroup struct {
+	mu   sync.Mutex
+	left int
+	err  error // the first
+	done func(error)
+}
+
+func (g *deleteGroup) settled(err error) {
+	g.mu.Lock()
+	if g.err == nil {
+		g.err = err
+	}
+	g.left--
+	last := g.left == 0
+	g.mu.Unlock()
+	if last {
+		g.done(g.err)
+	}
 }
 
 // DeleteAll is Delete for the members of a batch delivered in one request:
