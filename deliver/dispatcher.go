@@ -226,7 +226,8 @@ type Event struct {
 type Dispatcher struct {
 	opts       Options
 	log        *slog.Logger
-	propFields []string // the headers opts.Prop reads (trace.go)
+	propFields []string       // the headers opts.Prop reads (trace.go)
+	winShared  *window.Shared // the reader and logger every host's window uses
 
 	ctx    context.Context // attempts run under it; cancelled to abandon them
 	cancel context.CancelFunc
@@ -308,6 +309,7 @@ func New(opts Options) *Dispatcher {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Dispatcher{opts: opts, log: opts.Logger, propFields: canonicalFields(opts.Prop), ctx: ctx, cancel: cancel, hosts: make(map[string]*host),
 		idle: make(chan func()), quit: make(chan struct{}), loads: make(chan struct{}, maxLoads)}
+	d.winShared = window.NewShared(opts.Reader, d.log, nil)
 	if opts.Gates != nil {
 		opts.Gates.Bind(d.gatesWoke, d.pausedElsewhere)
 	}
@@ -420,7 +422,7 @@ func (d *Dispatcher) hostLocked(name string) *host {
 		pol := d.opts.Policy(name)
 		now := time.Now()
 		h = &host{name: name, pol: pol, active: now, d: d}
-		h.win.Init(window.Options{Name: name, Reader: d.opts.Reader, Env: h, Log: d.log, Policy: h.windowPolicy()})
+		h.win.Init(window.Options{Name: name, Shared: d.winShared, Env: h, Policy: h.windowPolicy()})
 		if d.opts.Gates != nil {
 			h.gate = d.opts.Gates.Gate(name, h.limits(), now, h)
 		} else {

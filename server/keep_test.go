@@ -20,32 +20,33 @@ func TestKeeperDecisions(t *testing.T) {
 		sec  int64
 		keep bool
 	}{
-		{"a", 100, true},  // new, the window empty
-		{"b", 100, true},  // new, a in the window
-		{"c", 101, true},  // new, a and b
-		{"d", 101, false}, // new, 3 in the window: the pool is full
-		{"a", 102, false}, // a, b, c, d sent to since a's last: 4 > 3
-		{"a", 102, true},  // only a since
-		{"c", 103, true},  // c, d, a since c's last: 3 fit in 3
-		{"e", 111, true},  // 100 and 101 left the window: a (102) and c (103) in it
-		{"b", 112, true},  // b's last (100) and a's (102) left it: new, c and e in it
-		{"f", 112, false}, // new, c, e and b in it: full
+		{"a", 100, false}, // new: kept from its second delivery on
+		{"b", 100, false}, // new
+		{"a", 101, true},  // a and b sent to since a's last: 2 fit in 3
+		{"c", 101, false}, // new
+		{"d", 101, false}, // new
+		{"b", 102, false}, // b, a, c, d since b's last: 4 > 3
+		{"b", 102, true},  // only b since
+		{"a", 103, false}, // a, c, d, b since a's last: 4 > 3
+		{"e", 111, false}, // new; 100 and 101 left the window
+		{"a", 112, true},  // a (103) and e (111) since a's last
+		{"c", 112, false}, // c's last (101) left the window: new again
 	} {
 		if got, _, unused := k.keep(s.host, s.sec); got != s.keep || unused {
 			t.Fatalf("step %d (%s at %d): keep = %v (idle connections unused: %v), want %v", i, s.host, s.sec, got, unused, s.keep)
 		}
 	}
-	// d's connection (at 101) was not kept, c's (at 103) was.
-	if _, was, _ := k.keep("d", 112); was {
-		t.Errorf("d's previous connection reported kept")
+	// e's connection (at 111) was not kept, a's (at 112) was.
+	if _, was, _ := k.keep("e", 112); was {
+		t.Errorf("e's previous connection reported kept")
 	}
-	if _, was, _ := k.keep("c", 112); !was {
-		t.Errorf("c's previous connection reported not kept")
+	if _, was, _ := k.keep("a", 113); !was {
+		t.Errorf("a's previous connection reported not kept")
 	}
 	// A clock set back counts as the newest second.
 	k.keep("e", 50)
-	if got := k.hosts["e"].sec; got != 112 {
-		t.Fatalf("e sent to at a second set back: recorded at %d, want 112", got)
+	if got := k.hosts["e"].sec; got != 113 {
+		t.Fatalf("e sent to at a second set back: recorded at %d, want 113", got)
 	}
 }
 
@@ -58,7 +59,10 @@ func TestKeeperClosesIdleConnectionsBeyondUse(t *testing.T) {
 			t.Fatalf("%s: keep, was kept, unused = %v, %v, %v; want %v, %v, %v", host, gk, gw, gu, keep, was, unused)
 		}
 	}
-	step("a", true, false, false)
+	step("a", false, false, false) // new: not kept
+	step("b", false, false, false)
+	step("c", false, false, false)
+	step("a", true, false, false) // back, 3 in reach
 	step("b", true, false, false)
 	step("c", true, false, false) // the pool holds 3: full
 	step("d", false, false, false)
@@ -71,9 +75,11 @@ func TestKeeperClosesIdleConnectionsBeyondUse(t *testing.T) {
 	// Hosts that come back within the pool's reach start a generation
 	// again; its connections are closed once it too is out of reach.
 	k = newKeeper(nil, nil, 2, time.Minute, nil)
-	step("a", true, false, false)
+	step("a", false, false, false)
+	step("b", false, false, false)
+	step("a", true, false, false) // a, b since a's last: 2 fit
 	step("b", true, false, false)
-	step("a", true, true, false) // a, b since a's last: 2 fit
+	step("a", true, true, false)
 	step("c", false, false, false)
 	step("d", false, false, false)
 	// b, a, c, d since b's last: 4 > 2, and c, d, b since a, the last
@@ -164,9 +170,11 @@ func (c *connCount) waitOpen(t *testing.T, want int64) {
 
 func TestKeeperReusesWhileHostsFitThePool(t *testing.T) {
 	c := newConnCount(t)
+	// Round 1 keeps none (every host new), round 2 keeps each host's,
+	// round 3 reuses them.
 	c.rounds(t, 20, 3, 24, true)
-	if got := c.opened.Load(); got != 20 {
-		t.Fatalf("3 rounds to 20 hosts with 24 kept: %d connections opened, want 20", got)
+	if got := c.opened.Load(); got != 40 {
+		t.Fatalf("3 rounds to 20 hosts with 24 kept: %d connections opened, want 40", got)
 	}
 	c.waitOpen(t, 20)
 }
@@ -181,10 +189,10 @@ func TestKeeperKeepsNothingThePoolCannotUse(t *testing.T) {
 	}
 	without.waitOpen(t, 10)
 
-	// With keeper, round 1 keeps the first 10 hosts' connections and
-	// closes them once 11 hosts more have been sent to (none of the 10
-	// could be used again within the pool); then each delivery opens a
-	// connection and closes it: none is held idle.
+	// With keeper, round 1 keeps none (every host is new), and in the
+	// next rounds 40 hosts have been sent to since each host's last
+	// delivery, more than the pool holds: each delivery opens a
+	// connection and closes it, none is held idle.
 	with := newConnCount(t)
 	with.rounds(t, 40, 1, 10, true)
 	with.waitOpen(t, 0)

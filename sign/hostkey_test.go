@@ -59,22 +59,3 @@ func TestPerHostKeys(t *testing.T) {
 		t.Fatal("without PerHost the block's key signs for every host")
 	}
 }
-
-// BenchmarkSignV1a is Ed25519's cost per attempt, a host's key made once.
-func BenchmarkSignV1a(b *testing.B) {
-	master := ed25519.NewKeyFromSeed(make([]byte, 32))
-	body := make([]byte, 1024)
-	for _, perHost := range []bool{false, true} {
-		s, _ := New(Options{Scheme: StandardWebhooksV1a, Keys: []ed25519.PrivateKey{master}, PerHost: perHost})
-		name := "shared"
-		if perHost {
-			name = "per-host"
-		}
-		b.Run(name, func(b *testing.B) {
-			now := time.Unix(1700000000, 0)
-			for b.Loop() {
-				s.Sign(http.Header{}, "a.example", "0000000000000001", body, now)
-			}
-		})
-	}
-}

@@ -16,9 +16,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"net/http"
+	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -70,6 +74,30 @@ type Options struct {
 type Signer struct {
 	opts  Options
 	hosts *hostKeys // PerHost: each host's keys
+	// The header names as net/http keys them (canonical, Prefix
+	// included), so that an attempt sets them without rewriting them.
+	idKey, tsKey, sigKey string
+	macs                 []sync.Pool // per secret: *keyedMAC
+}
+
+// keyedMAC is an HMAC-SHA256 state keyed once, reset after each use, and
+// room for its sum.
+type keyedMAC struct {
+	hash.Hash
+	sum [sha256.Size]byte
+}
+
+// mac computes HMAC-SHA256(secret i, msg); the sum is valid until the
+// state is given back.
+func (s *Signer) mac(i int, msg []byte) (*keyedMAC, []byte) {
+	m := s.macs[i].Get().(*keyedMAC)
+	m.Write(msg)
+	return m, m.Sum(m.sum[:0])
+}
+
+func (s *Signer) doneMAC(i int, m *keyedMAC) {
+	m.Reset()
+	s.macs[i].Put(m)
 }
 
 // New checks opts and returns a Signer.
@@ -106,9 +134,19 @@ func New(opts Options) (*Signer, error) {
 			return nil, fmt.Errorf("secret %d is empty", i+1)
 		}
 	}
-	s := &Signer{opts: opts}
+	s := &Signer{opts: opts, macs: make([]sync.Pool, len(opts.Secrets))}
+	for i, k := range opts.Secrets {
+		s.macs[i].New = func() any { return &keyedMAC{Hash: hmac.New(sha256.New, k)} }
+	}
 	if opts.PerHost && opts.Scheme == StandardWebhooksV1a {
 		s.hosts = &hostKeys{masters: opts.Keys}
+	}
+	if opts.Scheme == HMACSHA256 {
+		s.sigKey = textproto.CanonicalMIMEHeaderKey(opts.Header)
+	} else {
+		s.idKey = textproto.CanonicalMIMEHeaderKey(opts.Prefix + HeaderID)
+		s.tsKey = textproto.CanonicalMIMEHeaderKey(opts.Prefix + HeaderTimestamp)
+		s.sigKey = textproto.CanonicalMIMEHeaderKey(opts.Prefix + HeaderSignature)
 	}
 	return s, nil
 }
@@ -130,74 +168,134 @@ func (s *Signer) Scheme() string { return s.opts.Scheme }
 // replays). With Replace off, a request whose headers already carry a
 // signature (webhook-signature, or the configured header) is left as it
 // is.
+//
+// The signing input is built once, in a buffer an attempt borrows and
+// gives back, and every signature (Ed25519 and HMAC alike) reads it;
+// the header's value is the only string made from the signatures.
 func (s *Signer) Sign(h http.Header, host, id string, body []byte, now time.Time) {
+	if !s.opts.Replace && has(h, s.sigKey) {
+		return
+	}
+	buf := getBuf()
+	defer putBuf(buf)
 	switch s.opts.Scheme {
 	case StandardWebhooks, StandardWebhooksV1a:
-		pre := s.opts.Prefix
-		if !s.opts.Replace && has(h, pre+HeaderSignature) {
-			return
-		}
-		ts := strconv.FormatInt(now.Unix(), 10)
-		del(h, pre+HeaderID, pre+HeaderTimestamp, pre+HeaderSignature)
-		h.Set(pre+HeaderID, id)
-		h.Set(pre+HeaderTimestamp, ts)
-		sig := Signatures(s.opts.Secrets, id, ts, body)
+		msg := appendInput((*buf)[:0], id, now.Unix(), body)
+		ts := string(msg[len(id)+1 : len(msg)-len(body)-1])
+		sig := msg[len(msg):] // room made by appendInput
 		if s.opts.Scheme == StandardWebhooksV1a {
-			v1a := AsymmetricSignatures(s.Keys(host), id, ts, body)
-			if sig != "" {
-				v1a += " " + sig
-			}
-			sig = v1a
+			sig = appendV1a(sig, s.Keys(host), msg)
 		}
-		h.Set(pre+HeaderSignature, sig)
+		sig = s.appendV1(sig, msg)
+		*buf = msg[:0]
+		del(h, s.idKey, s.tsKey, s.sigKey)
+		h[s.idKey] = []string{id}
+		h[s.tsKey] = []string{ts}
+		h[s.sigKey] = []string{string(sig)}
 	case HMACSHA256:
-		if !s.opts.Replace && has(h, s.opts.Header) {
-			return
-		}
-		del(h, s.opts.Header)
-		h.Set(s.opts.Header, BodySignature(s.opts.Secrets[0], body))
+		m, sum := s.mac(0, body)
+		sig := append((*buf)[:0], "sha256="...)
+		sig = hex.AppendEncode(sig, sum)
+		s.doneMAC(0, m)
+		*buf = sig[:0]
+		del(h, s.sigKey)
+		h[s.sigKey] = []string{string(sig)}
 	}
+}
+
+// appendV1 appends one "v1,<base64 HMAC-SHA256(secret, msg)>" per secret
+// to dst, after a space if dst holds a signature already.
+func (s *Signer) appendV1(dst, msg []byte) []byte {
+	for i := range s.macs {
+		if len(dst) > 0 {
+			dst = append(dst, ' ')
+		}
+		m, sum := s.mac(i, msg)
+		dst = append(dst, "v1,"...)
+		dst = base64.StdEncoding.AppendEncode(dst, sum)
+		s.doneMAC(i, m)
+	}
+	return dst
 }
 
 // Signatures is the Standard Webhooks webhook-signature value: one
 // "v1,<base64 HMAC-SHA256(key, id.timestamp.body)>" per key, space-separated.
 func Signatures(keys [][]byte, id, timestamp string, body []byte) string {
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
+	msg := appendInputString(nil, id, timestamp, body)
+	var out []byte
+	for _, k := range keys {
 		mac := hmac.New(sha256.New, k)
-		mac.Write([]byte(id))
-		mac.Write([]byte{'.'})
-		mac.Write([]byte(timestamp))
-		mac.Write([]byte{'.'})
-		mac.Write(body)
-		b.WriteString("v1,")
-		b.WriteString(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+		mac.Write(msg)
+		if len(out) > 0 {
+			out = append(out, ' ')
+		}
+		out = append(out, "v1,"...)
+		out = base64.StdEncoding.AppendEncode(out, mac.Sum(nil))
 	}
-	return b.String()
+	return string(out)
 }
 
 // AsymmetricSignatures is the Standard Webhooks webhook-signature value
 // of scheme v1a: one "v1a,<base64 Ed25519(key, id.timestamp.body)>" per
 // key, space-separated.
 func AsymmetricSignatures(keys []ed25519.PrivateKey, id, timestamp string, body []byte) string {
-	msg := make([]byte, 0, len(id)+len(timestamp)+2+len(body))
-	msg = append(msg, id...)
-	msg = append(msg, '.')
-	msg = append(msg, timestamp...)
-	msg = append(msg, '.')
-	msg = append(msg, body...)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(' ')
+	msg := appendInputString(nil, id, timestamp, body)
+	return string(appendV1a(nil, keys, msg))
+}
+
+// appendV1a appends one "v1a,<base64 Ed25519(key, msg)>" per key to dst,
+// after a space if dst holds a signature already. crypto/ed25519 expands
+// a key (its scalar and prefix: a SHA-512 of the seed) once and keeps it
+// for as long as the key's bytes live, keyed by their address: keys given
+// here are long-lived (the block's, or a host's from hostKeys).
+func appendV1a(dst []byte, keys []ed25519.PrivateKey, msg []byte) []byte {
+	for _, k := range keys {
+		if len(dst) > 0 {
+			dst = append(dst, ' ')
 		}
-		b.WriteString("v1a,")
-		b.WriteString(base64.StdEncoding.EncodeToString(ed25519.Sign(k, msg)))
+		dst = append(dst, "v1a,"...)
+		dst = base64.StdEncoding.AppendEncode(dst, ed25519.Sign(k, msg))
 	}
-	return b.String()
+	return dst
+}
+
+// appendInput appends Standard Webhooks' signing input, "id.timestamp.body",
+// to dst, the timestamp in Unix seconds, with room after it for the
+// header's value (every signature of a rotation of keys and secrets).
+func appendInput(dst []byte, id string, unix int64, body []byte) []byte {
+	dst = slices.Grow(dst, len(id)+len(body)+22+2*MaxSecrets*maxSig)
+	dst = append(dst, id...)
+	dst = append(dst, '.')
+	dst = strconv.AppendInt(dst, unix, 10)
+	dst = append(dst, '.')
+	return append(dst, body...)
+}
+
+func appendInputString(dst []byte, id, timestamp string, body []byte) []byte {
+	dst = append(dst, id...)
+	dst = append(dst, '.')
+	dst = append(dst, timestamp...)
+	dst = append(dst, '.')
+	return append(dst, body...)
+}
+
+// maxSig is the longest signature of one key in a header value, a space
+// included: "v1a," and the base64 of 64 bytes.
+const maxSig = 1 + len("v1a,") + (ed25519.SignatureSize+2)/3*4
+
+// keptBuf is the largest buffer given back to bufs: a larger body's
+// input is garbage once signed, so that a rare large webhook does not
+// pin its size in the pool.
+const keptBuf = 64 << 10
+
+var bufs = sync.Pool{New: func() any { return new([]byte) }}
+
+func getBuf() *[]byte { return bufs.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= keptBuf {
+		bufs.Put(b)
+	}
 }
 
 // BodySignature is "sha256=<hex HMAC-SHA256(key, body)>".

@@ -71,17 +71,18 @@ func (h *Host) gather(head *spool.Message, now time.Time) (Pick, time.Time) {
 // fitOf is how many bytes m adds to a batch (a separating comma not
 // counted), or -1 if m goes alone: Size says so, or it is too big.
 func (h *Host) fitOf(m *spool.Message) int {
-	if n, ok := h.fit[m]; ok {
+	if n, ok := h.fits()[m]; ok {
 		return n
 	}
-	if h.fit == nil {
-		h.fit = make(map[*spool.Message]int)
+	x := h.rareW()
+	if x.fit == nil {
+		x.fit = make(map[*spool.Message]int)
 	}
 	b := h.pol.Batch
 	n := b.Size(m)
 	if n >= 0 && b.Frame+n > b.MaxBytes {
 		n = -1
 	}
-	h.fit[m] = n
+	x.fit[m] = n
 	return n
 }

@@ -97,31 +97,110 @@ type Options struct {
 	// Now is the clock a read's result is applied at (nil: time.Now);
 	// everything else is told the time by its caller.
 	Now func() time.Time
+	// Shared, if set, gives Reader, Log and Now (which are then not
+	// read): one Shared for every Host of a dispatcher.
+	Shared *Shared
 }
 
-// Host is what of one host's queue is held in memory.
-type Host struct {
-	name   string
+// Shared is what the Hosts of one dispatcher read alike: the spool, the
+// logger and the clock. Each Host points to one instead of carrying its
+// own copy, which at tens of thousands of hosts is memory.
+type Shared struct {
 	reader Reader
-	env    Env
 	log    *slog.Logger
-	pol    Policy
 	now    func() time.Time
+}
+
+// NewShared returns the Shared of reader, log (nil: slog.Default()) and
+// now (nil: time.Now).
+func NewShared(reader Reader, log *slog.Logger, now func() time.Time) *Shared {
+	if log == nil {
+		log = slog.Default()
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Shared{reader: reader, log: log, now: now}
+}
+
+// Host is what of one host's queue is held in memory. Every host has
+// one for as long as the dispatcher knows the host, idle or not: its
+// size is what each of tens of thousands of hosts costs.
+type Host struct {
+	name string
+	env  Env
+	sh   *Shared
+	pol  Policy
 
 	ready deque      // picked from the lanes, next to go
 	retry retryQueue // failed, waiting for their backoff
-	// fit caches what each staged webhook adds to a batch (-1: it goes
-	// alone), for a batching host (batch.go).
-	fit map[*spool.Message]int
 
 	lanes laneSet
-	// spilled: h let go of its messages until then (spill.go), and reads
-	// none before.
-	spilled time.Time
+
+	// rare is what only batching hosts and hosts that let go of their
+	// messages need: nil while neither (rareR gives the zero value).
+	rare *hostRare
 
 	lastSeen uint64 // highest id announced by the spool
 	onDisk   bool   // the spool holds messages of a lane above its cursor
 	loading  bool   // a read of lanes is under way
+}
+
+// hostRare is the part of a Host most hosts never use.
+type hostRare struct {
+	// fit caches what each staged webhook adds to a batch (-1: it goes
+	// alone), for a batching host (batch.go).
+	fit map[*spool.Message]int
+	// spilled: h let go of its messages until then (spill.go), and reads
+	// none before.
+	spilled time.Time
+}
+
+var noHostRare hostRare // never written
+
+func (h *Host) rareR() *hostRare {
+	if h.rare == nil {
+		return &noHostRare
+	}
+	return h.rare
+}
+
+func (h *Host) rareW() *hostRare {
+	if h.rare == nil {
+		h.rare = new(hostRare)
+	}
+	return h.rare
+}
+
+// fits is h's batch fit cache, nil if none (reads and deletes of a nil
+// map are allowed).
+func (h *Host) fits() map[*spool.Message]int { return h.rareR().fit }
+
+// dropFits forgets what staged webhooks add to a batch.
+func (h *Host) dropFits() {
+	if h.rare != nil {
+		h.rare.fit = nil
+		h.tidyRare()
+	}
+}
+
+// spilledUntil is when h may read again after letting go of what it
+// held (zero: it may).
+func (h *Host) spilledUntil() time.Time { return h.rareR().spilled }
+
+func (h *Host) setSpilled(t time.Time) {
+	if t.IsZero() && h.rare == nil {
+		return
+	}
+	h.rareW().spilled = t
+	h.tidyRare()
+}
+
+// tidyRare lets go of h.rare once it holds nothing.
+func (h *Host) tidyRare() {
+	if x := h.rare; x != nil && x.fit == nil && x.spilled.IsZero() {
+		h.rare = nil
+	}
 }
 
 // New returns the Host of o.Name, with its default lane read from the
@@ -135,13 +214,11 @@ func New(o Options) *Host {
 // Init makes h, a zero Host (one held by value), the Host of o.Name, as
 // New does.
 func (h *Host) Init(o Options) {
-	if o.Log == nil {
-		o.Log = slog.Default()
+	sh := o.Shared
+	if sh == nil {
+		sh = NewShared(o.Reader, o.Log, o.Now)
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	*h = Host{name: o.Name, reader: o.Reader, env: o.Env, log: o.Log, now: o.Now}
+	*h = Host{name: o.Name, env: o.Env, sh: sh}
 	h.SetPolicy(o.Policy)
 	h.newLanes()
 }
@@ -160,8 +237,8 @@ func (h *Host) SetPolicy(p Policy) {
 	if p.Batch == nil {
 		h.retry.unbatch() // each member retries alone
 	}
-	h.fit = nil             // what a webhook adds to a batch depends on the policy
-	h.spilled = time.Time{} // the gate may let it send sooner
+	h.dropFits()              // what a webhook adds to a batch depends on the policy
+	h.setSpilled(time.Time{}) // the gate may let it send sooner
 }
 
 // Held is how many messages h holds in memory: staged, in lanes or
@@ -204,7 +281,7 @@ func (h *Host) Resume() { h.resume() }
 // again from scratch.
 func (h *Host) Unstage() {
 	h.unstage()
-	h.fit = nil
+	h.dropFits()
 }
 
 // Done notes that m left for good (delivered, dead, purged, or abandoned
@@ -239,7 +316,7 @@ func (h *Host) Upkeep(now, spillUntil time.Time, mayLetGo bool) time.Time {
 		h.rediscover()
 	}
 	if !h.mayLoad(now) && (h.onDisk || h.lanes.r().untracked) {
-		wake = earliest(wake, h.spilled) // then it reads again
+		wake = earliest(wake, h.spilledUntil()) // then it reads again
 	}
 	if at, ok := h.retry.PeekAt(); ok && at.After(now) {
 		wake = earliest(wake, at)
@@ -255,7 +332,7 @@ func (h *Host) Upkeep(now, spillUntil time.Time, mayLetGo bool) time.Time {
 func (h *Host) compact() {
 	h.ready = deque{}
 	h.retry = retryQueue{}
-	h.fit = nil
+	h.dropFits()
 	ls := &h.lanes
 	ls.def.q = deque{}
 	if ls.ring.len() == 0 {
@@ -310,4 +387,4 @@ func (h *Host) OnDisk() bool  { return h.onDisk }
 
 // Unspill lets h read again at once if it let go of what it held: the
 // host's gate may let it send sooner than it said.
-func (h *Host) Unspill() { h.spilled = time.Time{} }
+func (h *Host) Unspill() { h.setSpilled(time.Time{}) }

@@ -55,7 +55,7 @@ func (h *Host) Take(p Pick) (ms []*spool.Message, batch bool) {
 	case p.idx != nil:
 		p.batch = h.ready.TakeAt(p.idx)
 		for _, m := range p.batch {
-			delete(h.fit, m)
+			delete(h.fits(), m)
 		}
 	default:
 		h.ready.Pop()
@@ -78,13 +78,14 @@ func (h *Host) Hold(ms []*spool.Message) {
 // Alone puts ms first in line again in their order, each to go alone: a
 // batch found them unfit (their content changed).
 func (h *Host) Alone(ms []*spool.Message) {
-	if h.fit == nil && h.pol.Batch != nil {
-		h.fit = make(map[*spool.Message]int, len(ms))
+	if h.fits() == nil && h.pol.Batch != nil {
+		h.rareW().fit = make(map[*spool.Message]int, len(ms))
 	}
+	fit := h.fits()
 	for _, m := range slices.Backward(ms) {
 		h.ready.PushFront(m)
-		if h.fit != nil {
-			h.fit[m] = -1
+		if fit != nil {
+			fit[m] = -1
 		}
 	}
 }
@@ -125,7 +126,7 @@ func (h *Host) ExpireHead(now time.Time) *spool.Message {
 		return nil
 	}
 	h.ready.Pop()
-	delete(h.fit, m)
+	delete(h.fits(), m)
 	return m
 }
 

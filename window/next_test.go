@@ -45,7 +45,7 @@ func TestNextGathers(t *testing.T) {
 		t.Fatalf("took %v (batch %v), want a, b, c", ids(ms), batch)
 	}
 	for _, m := range ms {
-		if _, ok := f.w.fit[m]; ok {
+		if _, ok := f.w.fits()[m]; ok {
 			t.Fatalf("fit remembers %d, which left", m.ID)
 		}
 	}

@@ -88,7 +88,7 @@ func (h *Host) readBack(refs []readRef) {
 	errs := make([]error, len(refs))
 	started := h.env.Read(func() func() {
 		for i, r := range refs {
-			msgs[i], errs[i] = h.reader.Get(h.name, r.lane.id, r.id)
+			msgs[i], errs[i] = h.sh.reader.Get(h.name, r.lane.id, r.id)
 		}
 		return func() { h.readBackDone(refs, msgs, errs) }
 	})
@@ -106,7 +106,7 @@ func (h *Host) readBack(refs []readRef) {
 
 // readBackDone admits what readBack read.
 func (h *Host) readBackDone(refs []readRef, msgs []*spool.Message, errs []error) {
-	now := h.now()
+	now := h.sh.now()
 	x := h.lanes.w()
 	x.reading -= len(refs)
 	for i, r := range refs {
@@ -121,7 +121,7 @@ func (h *Host) readBackDone(refs []readRef, msgs []*spool.Message, errs []error)
 		case err == nil || errors.Is(err, spool.ErrNotQueued):
 			h.goneWhileParked(r)
 		default:
-			h.log.Error("spool read failed", "host", h.name, "id", spool.IDString(r.id), "error", err)
+			h.sh.log.Error("spool read failed", "host", h.name, "id", spool.IDString(r.id), "error", err)
 			r.lane.refs++
 			heap.Push(&x.delayed, delayRef{at: now.Add(time.Second), id: r.id, lane: r.lane})
 		}
@@ -201,7 +201,7 @@ func (h *Host) orderedDead(m *spool.Message, reason string) {
 	x := h.lanes.w()
 	x.dead++
 	x.lastDeadKey, x.lastDeadWhy = m.Ordering, reason
-	h.log.Warn("dead letter in an ordered key: the key's later webhooks go on without it", "host", h.name,
+	h.sh.log.Warn("dead letter in an ordered key: the key's later webhooks go on without it", "host", h.name,
 		"id", m.Ref().String(), "ordering_key", m.Ordering, "fairness_key", m.Fairness, "reason", reason)
 }
 

@@ -58,7 +58,7 @@ func (h *Host) Select(picked []*spool.Message) (out map[uint64]*spool.Message, r
 		}
 	}
 	if len(out) > 0 {
-		h.fit = nil // what a batch may take along is weighed again
+		h.dropFits() // what a batch may take along is weighed again
 	}
 	return out, refs
 }

@@ -145,7 +145,7 @@ func (h *Host) makeRoom() bool {
 // every other lane the spool has.
 func (h *Host) resume() {
 	h.setOnDisk(h.defaultLane(), true)
-	for _, u := range h.reader.Lanes(h.name) {
+	for _, u := range h.sh.reader.Lanes(h.name) {
 		if u.Lane == (spool.Lane{}) {
 			continue
 		}
@@ -189,7 +189,7 @@ func (h *Host) loadLanes() {
 	started := h.env.Read(func() func() {
 		for i := range jobs {
 			j := &jobs[i]
-			j.msgs, j.err = h.reader.ReadLane(h.name, j.l.id, j.after, j.n)
+			j.msgs, j.err = h.sh.reader.ReadLane(h.name, j.l.id, j.after, j.n)
 		}
 		return func() {
 			h.loading = false
@@ -217,13 +217,13 @@ func (h *Host) laneLoaded(l *lane, msgs []*spool.Message, n int, err error) {
 		return
 	}
 	if err != nil {
-		h.log.Error("spool read failed", "host", h.name, "error", err)
-		h.env.Wake(h.now().Add(time.Second))
+		h.sh.log.Error("spool read failed", "host", h.name, "error", err)
+		h.env.Wake(h.sh.now().Add(time.Second))
 		l.inLoadQ = true // read again at the next load
 		h.lanes.loadQ.push(l)
 		return
 	}
-	now := h.now()
+	now := h.sh.now()
 	for _, m := range msgs {
 		if usesLanes(m) {
 			h.lanes.keyed = true
@@ -289,7 +289,7 @@ func (h *Host) rediscover() {
 	x.untracked = false // x is ls.rare: noRare is never untracked
 	var lanes []spool.LaneUsage
 	x.discovering = h.env.Read(func() func() {
-		lanes = h.reader.Lanes(h.name)
+		lanes = h.sh.reader.Lanes(h.name)
 		return func() { h.rediscovered(lanes) }
 	})
 	if !x.discovering {

@@ -131,11 +131,11 @@ func (h *Host) spill(now, blocked time.Time) {
 	}
 	// Not read again before then (a minute at most, in case the gate
 	// frees sooner by a way that does not clear it: a reload does).
-	h.spilled = earliest(blocked, now.Add(time.Minute))
+	h.setSpilled(earliest(blocked, now.Add(time.Minute)))
 }
 
 // mayLoad reports whether h may read from the spool now: not while it
 // has let go of its messages until its gate lets it send.
 func (h *Host) mayLoad(now time.Time) bool {
-	return !now.Before(h.spilled)
+	return !now.Before(h.spilledUntil())
 }

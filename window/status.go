@@ -115,7 +115,7 @@ func (h *Host) Status() *LaneStatus {
 	st := &LaneStatus{Keys: len(ls.units) + 1, OrderingKeys: len(x.order), Delayed: x.delayed.Len(),
 		OrderedDead: x.dead, LastDeadKey: x.lastDeadKey, LastDeadWhy: x.lastDeadWhy}
 	byKey := map[string]int{}
-	for _, u := range h.reader.Lanes(h.name) {
+	for _, u := range h.sh.reader.Lanes(h.name) {
 		if st.Priorities == nil {
 			st.Priorities = map[string]int{}
 		}
