@@ -121,12 +121,15 @@ func (s *Spool) headroomNow() (int64, bool) {
 // against it; not at all when it showed less than freeNear above
 // min_free, nor while the writer refuses for space. What the writer
 // counts is taken off the reading; what Badger writes on its own
-// (memtable flushes, compaction) and what other processes write shows at
-// the next reading, and min_free holds room for it (see MinFreeFloor).
+// (memtable flushes, compaction) shows at the next reading, and min_free
+// holds room for it (see MinFreeFloor). Another process that fills the
+// disk shows at the next reading too: only one that writes more than
+// freeNear within freeEvery outruns it, and then the writer may write
+// into a full disk, which Badger's mapped files make a crash.
 const (
 	freeEvery    = time.Second
 	freeSpendMax = 4 << 20
-	freeNear     = 2 * freeSpendMax
+	freeNear     = 64 << 20
 )
 
 // freeSpace is the spool's cached reading of free disk space.
