@@ -28,8 +28,9 @@ import (
 // and is no longer is synced too, once, then closed. Descriptors of older
 // files are never held, so a log Badger deletes gives its space back.
 //
-// The same watch reports the database directory (or the one holding it)
-// moved or removed, which is when Spool.checkQueueDir must look.
+// The same watch reports the database directory moved or removed, or
+// something in the directory holding it moved or removed, which is when
+// Spool.checkQueueDir must look.
 //
 // Not safe for concurrent use: the spool calls it under queueMu.
 type logSync struct {
@@ -66,7 +67,9 @@ func openLogSync(dir string) (*logSync, error) {
 		l.close()
 		return nil, os.NewSyscallError("inotify_add_watch", err)
 	}
-	if l.wdUp, err = syscall.InotifyAddWatch(ino, filepath.Dir(dir), self|syscall.IN_ONLYDIR); err != nil {
+	// A directory removed while a file in it is open is reported removed
+	// itself only once the file is closed, but its parent is told at once.
+	if l.wdUp, err = syscall.InotifyAddWatch(ino, filepath.Dir(dir), self|syscall.IN_DELETE|syscall.IN_MOVED_FROM|syscall.IN_ONLYDIR); err != nil {
 		l.close()
 		return nil, os.NewSyscallError("inotify_add_watch", err)
 	}
@@ -184,8 +187,8 @@ func (l *logSync) drain() error {
 			switch {
 			case ev.Mask&syscall.IN_Q_OVERFLOW != 0:
 				l.rescan, l.moved = true, true
-			case ev.Mask&(syscall.IN_DELETE_SELF|syscall.IN_MOVE_SELF|syscall.IN_IGNORED) != 0:
-				l.moved = true
+			case ev.Mask&(syscall.IN_DELETE_SELF|syscall.IN_MOVE_SELF|syscall.IN_IGNORED) != 0 || int(ev.Wd) == l.wdUp:
+				l.moved = true // something in the parent went: look
 			case int(ev.Wd) == l.wdDir:
 				if fid, vlog, ok := logName(strings.TrimRight(string(name), "\x00")); ok {
 					l.become(logFD{fid: fid, fd: -1, vlog: vlog})

@@ -220,8 +220,8 @@ func (s *Spool) setDiskFull(need, room int64) {
 
 // queueMayHaveMoved reports whether the queue directory may no longer be
 // the one opened: it was gone when last looked at, or the watch on it
-// (logSync) saw it, or the directory holding it, moved or removed. Without
-// the watch, always.
+// (logSync) saw it moved or removed, or something in the directory
+// holding it. Without the watch, always.
 func (s *Spool) queueMayHaveMoved() bool {
 	if s.qlog == nil {
 		return true
