@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,24 +88,33 @@ func checkDisk(opts Options) error {
 	return nil
 }
 
-// valueThreshold sends every message record to the value log: see
-// BadgerOptions.
-const valueThreshold = 64
+// valueThreshold is the size from which a message record goes to the
+// value log; a smaller one is written inline, in the memtable's log (WAL)
+// and then the LSM tree. Most webhooks' records (their body, headers and
+// URL) are well under it, so that their commit writes and syncs one file,
+// the WAL; a larger body costs a second sync, of the value log.
+const valueThreshold = 4 << 10
 
 // BadgerOptions sizes Badger for a sidecar rather than a database server:
-// small memtables, no block cache or compression, few goroutines. Message
-// records go to the value log, which is append-only like a WAL, so the LSM
-// tree holds only keys and pointers and compaction stays cheap in CPU and
-// memory however large the backlog; an empty queue is dropped whole (see
-// reclaim) and value-log GC handles a long-lived backlog.
+// small memtables, no block cache or compression, few goroutines. Records
+// under valueThreshold are inline; larger ones go to the value log, which
+// is append-only like a WAL, so that compaction never rewrites a large
+// body. An empty queue is dropped whole (see reclaim) and value-log GC
+// handles a long-lived backlog.
 //
 // SyncWrites: every commit is fsync'd (the value log, then the memtable's
-// WAL) before it returns. DB.Sync after unsynced commits is not enough:
-// it syncs only the newest WAL, so the tail of a memtable that has just
-// been retired is in the page cache alone until Badger has flushed it to
-// a table, and value-log GC deletes a file as soon as it has rewritten its
-// live records, unsynced. A power cut in either window loses messages
-// already acknowledged.
+// WAL) before it returns. The queue database is opened without it where
+// the spool syncs its commits itself (logSync, on Linux): one fdatasync a
+// commit, of the WAL, and of the value log only when a value went there.
+// DB.Sync after unsynced commits is not enough, and neither is syncing
+// the newest WAL alone: the tail of a memtable retired in the middle of a
+// round, or of a value-log file Badger has moved on from, is in the page
+// cache alone until Badger has flushed it to a table; logSync syncs every
+// log that was newest since its last sync. And value-log GC deletes a
+// file as soon as it has rewritten its live records, unsynced:
+// collectGarbage holds the file (an open iterator defers the deletion)
+// until what GC wrote is synced. A power cut in any of these windows
+// would lose messages already acknowledged.
 //
 // It is exported so that the benchmarks in bench/ measure Badger with
 // exactly this tuning.
@@ -189,16 +199,56 @@ const residentFileLimit = 32 << 20
 // collectGarbage rewrites or drops value-log files whose messages have
 // mostly been delivered, until none is worth it.
 func (s *Spool) collectGarbage() {
-	for _, db := range []*badger.DB{s.queue, s.kept} {
-		for s.roomForGC() && db.RunValueLogGC(0.5) == nil {
-		}
+	for s.roomForGC() && s.collectQueueGarbage() {
 	}
+	for s.roomForGC() && s.kept.RunValueLogGC(0.5) == nil {
+	}
+}
+
+// collectQueueGarbage runs one value-log GC on the queue database and
+// reports whether it moved a file. Where the spool syncs the queue's
+// commits itself, what GC rewrote is synced before the file it moved from
+// is deleted: an iterator open across the two keeps Badger from deleting
+// it sooner.
+func (s *Spool) collectQueueGarbage() bool {
+	s.queueMu.Lock()
+	defer s.queueMu.Unlock()
+	if s.qlog == nil {
+		return s.queue.RunValueLogGC(0.5) == nil
+	}
+	txn := s.queue.NewTransactionAt(math.MaxUint64, false)
+	it := txn.NewIterator(badger.IteratorOptions{})
+	moved := s.queue.RunValueLogGC(0.5) == nil
+	if err := s.qlog.sync(true); err != nil {
+		// Deleting the file now could lose what GC moved: keep it (and
+		// every file GC moves later) until the next start.
+		s.log.Error("spool: syncing after value-log GC failed; keeping the value-log files GC moved from", "error", err)
+		return false
+	}
+	it.Close()
+	txn.Discard()
+	return moved
+}
+
+// openQueueLog creates the queue database's directory and watches it for
+// the logs Badger writes (logSync); nil where that cannot be done, and
+// Badger syncs every commit itself.
+func openQueueLog(dir string, log *slog.Logger) *logSync {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil // badger.Open says why
+	}
+	l, err := openLogSync(dir)
+	if err != nil {
+		log.Debug("spool: Badger syncs the queue's commits itself (two syncs a commit)", "error", err)
+		return nil
+	}
+	return l
 }
 
 // roomForGC reports whether value-log GC may run: it rewrites the live
 // records of a value-log file before it deletes the file, which must not
 // eat into min_free (see MinFreeFloor).
 func (s *Spool) roomForGC() bool {
-	room, limited := s.headroom()
+	room, limited := s.headroomNow()
 	return !limited || room >= valueLogFileSize
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // mountTmpfs mounts a tmpfs of size bytes on a new directory. It needs
@@ -129,11 +130,15 @@ func TestOpenRefusesADiskTooSmall(t *testing.T) {
 func TestDiskFullRefusalIsSettledBeforeItsAnswer(t *testing.T) {
 	var free atomic.Int64
 	free.Store(1 << 30)
-	s := openTest(t, t.TempDir(), Options{MinFree: MinFreeFloor(), diskFree: func(string) (int64, error) { return free.Load(), nil }})
+	// Each append comes a reading's lifetime (freeEvery) after the last.
+	var now atomic.Int64
+	clock := func() time.Time { return time.Unix(1700000000, now.Load()) }
+	s := openTest(t, t.TempDir(), Options{MinFree: MinFreeFloor(), Now: clock, diskFree: func(string) (int64, error) { return free.Load(), nil }})
 	defer s.Close()
 	ctx := context.Background()
 	accepted := int64(0)
 	for i := range 2000 {
+		now.Add(int64(freeEvery))
 		if i%10 == 0 {
 			free.Store(1 << 30)
 		} else {

@@ -23,22 +23,25 @@ import (
 // table, so retired memtables wait, still mapped, for a flush that never
 // comes. Once every Append has returned, no page of any WAL may still be
 // dirty (not yet written back), as /proc/self/smaps reports it; nor of the
-// newest value-log file. (A value-log file Badger has moved on from is
-// synced, then truncated to its end, and zeroing the rest of its last page
-// dirties that page again; its data was synced before.)
+// newest value-log file. (Where Badger syncs a value-log file it has moved
+// on from, it then truncates it to its end, and zeroing the rest of its
+// last page dirties that page again; its data was synced before.)
 func TestAcknowledgedWritesAreSyncedWhenMemtablesRetire(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir, Options{
 		tuneQueue: func(o badger.Options) badger.Options {
-			return o.WithMemTableSize(1 << 20).WithNumMemtables(8).
+			return o.WithMemTableSize(1 << 20).WithNumMemtables(16).
 				WithNumCompactors(0).WithNumLevelZeroTables(1).WithNumLevelZeroTablesStall(2)
 		},
 		trimLimit: math.MaxInt64, // paging out would write dirty pages back and hide them
 	})
 	// Not closed: the stalled flush would never let Badger close. The
 	// test's temporary directory goes anyway.
-	body := bytes.Repeat([]byte("x"), 100)
-	const writers, each = 32, 3000
+	// Rounds of 64 records of 3 KiB, inline, take two transactions each
+	// (Badger's limit is 15% of the memtable), so that a memtable may
+	// retire between two commits of one round.
+	body := bytes.Repeat([]byte("x"), 3<<10)
+	const writers, each = 64, 40
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	for w := range writers {
@@ -72,6 +75,65 @@ func TestAcknowledgedWritesAreSyncedWhenMemtablesRetire(t *testing.T) {
 	}
 	for path, kb := range dirty {
 		if kb > 0 && (filepath.Ext(path) == ".mem" || path == newest[".vlog"]) {
+			t.Errorf("%s: %d kB acknowledged but not yet on disk", filepath.Base(path), kb)
+		}
+	}
+}
+
+// TestAcknowledgedLargeBodiesAreSyncedWhenValueLogsRotate: bodies over
+// valueThreshold go to the value log; when Badger moves on to a new
+// value-log file in the middle of a round, the one it left holds
+// acknowledged bodies too. Once every Append has returned, no page of any
+// log may still be dirty, save the last page of a value-log file Badger
+// truncated after it was synced (see above).
+func TestAcknowledgedLargeBodiesAreSyncedWhenValueLogsRotate(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, Options{
+		tuneQueue: func(o badger.Options) badger.Options {
+			return o.WithValueLogFileSize(1 << 20)
+		},
+		trimLimit: math.MaxInt64,
+	})
+	defer s.Close()
+	body := bytes.Repeat([]byte("y"), 2*valueThreshold)
+	const writers, each = 16, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				m := newMsg("a.example", w*each+i)
+				m.Body = body
+				if err := s.Append(t.Context(), m, 0); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	dirty, newest := dirtyMappings(t, filepath.Join(dir, "queue"))
+	vlogs := 0
+	for path := range dirty {
+		if filepath.Ext(path) == ".vlog" {
+			vlogs++
+		}
+	}
+	if vlogs < 3 {
+		t.Fatalf("%d value-log files mapped: the test did not make them rotate", vlogs)
+	}
+	for path, kb := range dirty {
+		limit := 0
+		if filepath.Ext(path) == ".vlog" && path != newest[".vlog"] {
+			limit = 4 // the page the truncation zeroed
+		}
+		if kb > limit {
 			t.Errorf("%s: %d kB acknowledged but not yet on disk", filepath.Base(path), kb)
 		}
 	}

@@ -32,7 +32,7 @@ const holdBelow = txnBudget / 2
 // removals among ops to be written safely: free is below holdBelow plus
 // their weight.
 func (s *Spool) tooFullToRemove(ops []op) bool {
-	room, limited := s.headroom()
+	room, limited := s.headroomNow()
 	return s.tooFullToRemoveIn(room, limited, ops)
 }
 

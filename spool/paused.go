@@ -16,7 +16,7 @@ import (
 // the error wraps ErrDiskFull.
 func (s *Spool) SetPaused(host string, paused bool) error {
 	key := append([]byte{prefixPaused}, host...)
-	if room, limited := s.headroom(); limited && room+s.opts.MinFree < int64(holdBelow+len(key)+64) {
+	if room, limited := s.headroomNow(); limited && room+s.opts.MinFree < int64(holdBelow+len(key)+64) {
 		return fmt.Errorf("record pause of %s: %w", host, ErrDiskFull)
 	}
 	err := s.kept.Update(func(txn *badger.Txn) error {

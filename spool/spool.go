@@ -161,6 +161,16 @@ type Spool struct {
 
 	badgerErrors *atomic.Uint64 // errors Badger has logged (see apply)
 
+	// qlog syncs the queue database's commits (logsync_linux.go); nil:
+	// Badger syncs them itself (SyncWrites). queueMu is held across a
+	// commit to the queue and its sync, and across a value-log GC and its
+	// sync, so that no write falls between a sync's reading of which files
+	// are newest and the sync itself.
+	qlog    *logSync
+	queueMu sync.Mutex
+
+	free freeSpace // the cached free-space reading (refuse.go)
+
 	notify atomic.Pointer[func([]*Message)] // see Notify; nil: nobody listens
 
 	// mu guards everything below: the pending write batch, the ledger and
@@ -216,14 +226,23 @@ func Open(opts Options) (*Spool, error) {
 	}
 	errs := new(atomic.Uint64)
 	logger := badgerLogger{opts.Logger, errs}
-	queue, err := badger.OpenManaged(opts.tuneQueue(BadgerOptions(filepath.Join(opts.Dir, "queue"), opts.Logger)).WithLogger(logger))
+	qlog := openQueueLog(filepath.Join(opts.Dir, "queue"), opts.Logger)
+	queue, err := badger.OpenManaged(opts.tuneQueue(BadgerOptions(filepath.Join(opts.Dir, "queue"), opts.Logger)).WithSyncWrites(qlog == nil).WithLogger(logger))
+	if err == nil && qlog != nil {
+		err = qlog.scan(false)
+		if err != nil {
+			queue.Close()
+		}
+	}
 	if err != nil {
+		qlog.close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
 	settleOpen(opts.Dir)
 	kept, err := badger.Open(BadgerOptions(filepath.Join(opts.Dir, "dead"), opts.Logger).WithMemTableSize(keptMemTable).WithLogger(logger))
 	if err != nil {
 		queue.Close()
+		qlog.close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
 	settleOpen(opts.Dir)
@@ -231,11 +250,13 @@ func Open(opts Options) (*Spool, error) {
 	if err != nil {
 		queue.Close()
 		kept.Close()
+		qlog.close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
 	s := &Spool{
 		queueDir:     queueDir,
 		queue:        queue,
+		qlog:         qlog,
 		kept:         kept,
 		badgerErrors: errs,
 		opts:         opts,
@@ -265,6 +286,7 @@ func Open(opts Options) (*Spool, error) {
 	if err != nil {
 		queue.Close()
 		kept.Close()
+		qlog.close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
 	s.ledger.accepting = s.ledger.fraction(0) < opts.HighWater
@@ -380,7 +402,7 @@ func (s *Spool) Close() error {
 	s.failHeld()
 	close(s.gcStop)
 	<-s.gcDone
-	if room, limited := s.headroom(); limited && room+s.opts.MinFree < MinFreeFloor() {
+	if room, limited := s.headroomNow(); limited && room+s.opts.MinFree < MinFreeFloor() {
 		free := room + s.opts.MinFree
 		s.log.Error("spool not closed: the disk is too full for Badger to flush its memtables; the next start recovers what was committed",
 			"free", free, "needs", MinFreeFloor())
@@ -388,6 +410,7 @@ func (s *Spool) Close() error {
 	}
 	s.saveSeq()
 	err := s.queue.Close()
+	s.qlog.close()
 	if kerr := s.kept.Close(); err == nil {
 		err = kerr
 	}
@@ -435,7 +458,17 @@ func (s *Spool) reclaim() {
 		return
 	}
 	start := time.Now()
-	if err := s.queue.DropAll(); err != nil {
+	s.queueMu.Lock()
+	err := s.queue.DropAll()
+	if s.qlog != nil && err == nil {
+		// Let go of the dropped logs, so that their space is given back
+		// now, and take up the new ones.
+		if serr := s.qlog.sync(true); serr != nil {
+			s.log.Error("spool: syncing the emptied queue failed", "error", serr)
+		}
+	}
+	s.queueMu.Unlock()
+	if err != nil {
 		s.log.Warn("spool: could not drop the empty queue", "error", err)
 		return
 	}

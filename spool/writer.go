@@ -49,10 +49,10 @@ func (s *Spool) submitWait(o op) error {
 const lingerFor = 5 * time.Millisecond
 
 // writeLoop is the only goroutine that writes to the queue. Each round
-// takes everything pending and commits it in one transaction, which Badger
-// fsyncs before the commit returns (SyncWrites: see BadgerOptions); only
-// then are the waiters told. While a round commits, the next accumulates,
-// so one fsync serves every writer that arrived during the previous one.
+// takes everything pending and commits it in one transaction, synced
+// before the commit returns (see applyQueue); only then are the waiters
+// told. While a round commits, the next accumulates, so one sync serves
+// every writer that arrived during the previous one.
 func (s *Spool) writeLoop() {
 	defer close(s.writerDone)
 	linger := time.AfterFunc(time.Hour, func() {
@@ -158,7 +158,7 @@ func (s *Spool) commit(batch []op) *round {
 		}
 	}
 	s.jr.journalRound(batch) // outcomes durable in the journal before the queue forgets
-	r.err = s.apply(s.queue, phaseQueue, r.queued, &seq)
+	r.err = s.applyQueue(r.queued, &seq)
 	if r.err == nil {
 		s.unreplicate(r.queued)
 	}
@@ -240,8 +240,8 @@ func (s *Spool) finish(r *round) {
 }
 
 // apply stages ops' writes of phase ph into as few transactions on db as
-// the budget allows and commits them; each commit is fsync'd by Badger
-// before it returns.
+// the budget allows and commits them. A commit is durable when it
+// returns (SyncWrites), or once applyQueue has synced the queue's.
 func (s *Spool) apply(db *badger.DB, ph phase, ops []op, seq *uint64) error {
 	if len(ops) == 0 {
 		return nil
@@ -305,6 +305,23 @@ func (s *Spool) apply(db *badger.DB, ph phase, ops []op, seq *uint64) error {
 		return errBadgerReported
 	}
 	return nil
+}
+
+// applyQueue applies ops' queue writes (apply) and makes them durable:
+// Badger syncs each commit itself (SyncWrites), or qlog syncs the round's
+// commits once, after the last (see BadgerOptions).
+func (s *Spool) applyQueue(ops []op, seq *uint64) error {
+	s.queueMu.Lock()
+	defer s.queueMu.Unlock()
+	err := s.apply(s.queue, phaseQueue, ops, seq)
+	if s.qlog == nil || len(ops) == 0 {
+		return err
+	}
+	vlog := false // whether a record may have gone to the value log
+	for _, o := range ops {
+		vlog = vlog || o.weight() >= valueThreshold
+	}
+	return errors.Join(err, s.qlog.sync(vlog))
 }
 
 // errBadgerReported fails a commit during which Badger logged an error.
