@@ -52,8 +52,11 @@ type Gates struct {
 	asks      asks
 	pauses    pauseSync // gatepause.go
 	wg        sync.WaitGroup
-	// tokensFor is how long tokens taken ahead may be used (TokensFor;
-	// tests set more or less).
+	// lifeFor, when set, is every grant's life instead of its host's
+	// GrantLife (tests set more or less).
+	lifeFor time.Duration
+	// tokensFor, when set, ends tokens taken ahead that long after their
+	// ask instead (tests).
 	tokensFor time.Duration
 }
 
@@ -64,7 +67,7 @@ func NewGates(l *Limiter, log *slog.Logger) *Gates {
 	if log == nil {
 		log = slog.Default()
 	}
-	gs := &Gates{lim: l, log: log, hosts: map[string]*gate{}, tokensFor: TokensFor}
+	gs := &Gates{lim: l, log: log, hosts: map[string]*gate{}}
 	gs.degraded, _, _ = l.State()
 	gs.live, gs.index = l.ShareOf()
 	return gs
@@ -205,6 +208,14 @@ func (g *gate) limits() pacer.Limits {
 		return Share(g.lim, g.gs.live, g.gs.index)
 	}
 	return g.lim
+}
+
+// life is how long g's grants may wait for their sends (late.go).
+func (g *gate) life() time.Duration {
+	if g.gs.lifeFor > 0 {
+		return g.gs.lifeFor
+	}
+	return GrantLife(g.lim)
 }
 
 // Acquire takes a send slot: from the fleet when shared, else from the

@@ -48,7 +48,9 @@ func TestGatesAsksShareRoundTrips(t *testing.T) {
 		return 200, nil
 	}}
 	pol := policy(1000, 10, 2)
-	a := startReplica(t, srv, "a", p, pol, replicaOpts{lease: 30 * time.Second, timeout: time.Minute, obs: obs})
+	// Grants live an hour: the first ask's answer comes after the freeze,
+	// long after its life, and would be given back and asked again.
+	a := startReplica(t, srv, "a", p, pol, replicaOpts{lease: 30 * time.Second, timeout: time.Minute, obs: obs, life: time.Hour})
 	// Load the script first, so that no NOSCRIPT round trip is counted.
 	if _, err := a.lim.Ask(context.Background(), Request{Host: "warm.example", Limits: pol.Limits}); err != nil {
 		t.Fatal(err)
@@ -111,7 +113,7 @@ func TestGatesKeepLeaseForNextSend(t *testing.T) {
 	}}
 	pol := policy(100000, 100, 1) // holds back 50 tokens: 25 may be taken ahead
 	a := startReplica(t, srv, "a", p, pol, replicaOpts{lease: time.Minute, timeout: time.Minute,
-		tokensFor: time.Hour}) // used whenever the attempt ends
+		life: time.Hour}) // used whenever the attempt ends
 	// Queued while paused, so that the first ask sees all three due.
 	a.d.Pause("partner.example")
 	a.add(t, "partner.example", 3)
@@ -155,7 +157,7 @@ func TestGatesKeptLeasesRenewed(t *testing.T) {
 	// lapse (300 ms did: 2 failures in about 60 runs with the CPU loaded).
 	var rs []*replica
 	for _, name := range []string{"a", "b"} {
-		rs = append(rs, startReplica(t, srv, name, p, pol, replicaOpts{lease: 800 * time.Millisecond, tokensFor: time.Hour}))
+		rs = append(rs, startReplica(t, srv, name, p, pol, replicaOpts{lease: 800 * time.Millisecond, life: time.Hour}))
 	}
 	for _, r := range rs {
 		r.add(t, "partner.example", 1500)
