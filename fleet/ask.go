@@ -221,18 +221,14 @@ func (l *Limiter) askCall(req Request, m memory) (scriptCall, string) {
 	args := make([]any, askArgs, askArgs+5*len(req.Releases))
 	set := func(slot int, v any) { args[slot-1] = v }
 	set(argNow, l.nowArg())
-	rate, capacity := Rate(lim), Capacity(lim)
-	if l.pacerLimits {
-		rate, capacity = lim.Rate, pacer.Capacity(lim)
-	}
-	set(argRate, ff(rate))
-	set(argCapacity, ff(capacity))
+	set(argRate, ff(lim.Rate))
+	set(argCapacity, ff(pacer.Capacity(lim)))
 	set(argConcurrency, max(lim.Concurrency, 1))
 	set(argWant, req.Want)
 	set(argLeaseTTL, us(l.opts.LeasePeriod))
 	set(argLeaseBase, base)
 	set(argAdaptive, b01(lim.Adaptive))
-	set(argMinRate, ff(min(lim.MinRate, rate)))
+	set(argMinRate, ff(lim.MinRate))
 	set(argBreakerFailures, max(lim.BreakerFailures, 1))
 	set(argBreakerCooldown, us(lim.BreakerCooldown))
 	set(argHoldSchedule, strings.Join(sched, ","))

@@ -126,7 +126,7 @@ func TestAskManyRedisDown(t *testing.T) {
 func TestTokensAhead(t *testing.T) {
 	srv, clk := redistest.Start(t), newClock()
 	a, b := newLimiter(t, srv, clk, "a"), newLimiter(t, srv, clk, "b")
-	l := pacer.Limits{Rate: 10, Burst: 11, Concurrency: 2} // capacity 10: one token held back for late sends
+	l := pacer.Limits{Rate: 10, Burst: 10, Concurrency: 2} // capacity 10: nothing held back at 10/s
 	ctx := context.Background()
 	g, err := a.AskMany(ctx, []Request{{Host: "h", Limits: l, Want: 2, Ahead: 3}})
 	if err != nil {

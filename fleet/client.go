@@ -20,22 +20,16 @@ import (
 // successful attempt's lease is kept (reported with Keep at the next ask,
 // which renews it) and the host's next webhook goes on it with a token
 // taken ahead: each ask of a host with more due than it asks leases for
-// takes up to Reserve tokens without leases. A replica holds at most
-// Reserve of them (zero for slow hosts: nothing is kept there), and like
-// a grant only for its life (GrantLife, late.go) from the ask that
-// brought them, so that the fleet keeps its bound at the receiver and a
-// hold, pause or breaker set by another replica stops this one within
-// that time plus a round trip; unused ones are given back with the next
-// ask, which then takes none ahead.
-//
-// Late grants. A grant not used within its life (the replica's
-// goroutines waited for a CPU) is given back, its lease released and its
-// token returned with the next ask, which the host makes at once.
+// takes up to Reserve tokens without leases. Tokens held unused are what
+// widens the fleet's bound, so a replica holds at most Reserve of them
+// (zero for slow hosts: nothing is kept there), and only for TokensFor
+// after the answer that brought them, so that a hold, pause or breaker
+// set by another replica stops this one within that time plus a round
+// trip; unused ones are given back with the next ask, which then takes
+// none ahead.
 type Host struct {
 	asking   bool
 	grants   []string  // leases granted and not used yet
-	grantsBy time.Time // ... usable until then; given back after
-	late     int       // tokens of grants given back late, for the next ask to return
 	carry    []string  // leases kept from successful attempts, for the next sends
 	tokens   int       // taken ahead, for sends on carried leases
 	tokensBy time.Time // ... until then; given back after
@@ -47,11 +41,14 @@ type Host struct {
 	lastAt   time.Time
 }
 
+// TokensFor is how long tokens taken ahead may be used.
+const TokensFor = 20 * time.Millisecond
+
 // Busy reports whether h holds anything the fleet must hear of: an ask
 // under way, leases, tokens, unreported attempts or attempts started on
 // the local share.
 func (h *Host) Busy() bool {
-	return h.asking || len(h.grants) > 0 || len(h.carry) > 0 || h.tokens > 0 || h.late > 0 || len(h.done) > 0 || h.unleased > 0
+	return h.asking || len(h.grants) > 0 || len(h.carry) > 0 || h.tokens > 0 || len(h.done) > 0 || h.unleased > 0
 }
 
 // Asking reports whether an ask is under way (until Answered).
@@ -72,17 +69,12 @@ func (h *Host) canCarry(now time.Time) bool {
 	return len(h.carry) > 0 && h.tokens > 0 && now.Before(h.tokensBy)
 }
 
-// Ready reports whether h has a lease for a send now: a granted one still
-// within its life, or a kept one with a token taken ahead (carry).
-// Without one, retry is when an ask may bring one (zero: at once). Grants
-// past their life are given back (see Late grants).
+// Ready reports whether h has a lease for a send now: a granted one, or a
+// kept one with a token taken ahead (carry). Without one, retry is when
+// an ask may bring one (zero: at once).
 func (h *Host) Ready(now time.Time) (ok, carry bool, retry time.Time) {
 	if len(h.grants) > 0 {
-		if now.Before(h.grantsBy) {
-			return true, false, time.Time{}
-		}
-		h.giveBackGrants()
-		h.retryAt = time.Time{} // the tokens go back: ask again at once
+		return true, false, time.Time{}
 	}
 	if h.canCarry(now) {
 		return true, true, time.Time{}
@@ -152,8 +144,7 @@ func (h *Host) Ask(now time.Time, n Need) (Request, bool) {
 			req.Ahead, back = h.tokensAhead(n, want, due)
 		}
 	}
-	req.GiveBack = back + h.late
-	h.late = 0
+	req.GiveBack = back
 	if n.Count {
 		req.Unleased = h.Uncounted()
 	}
@@ -164,24 +155,13 @@ func (h *Host) Ask(now time.Time, n Need) (Request, bool) {
 	return req, true
 }
 
-// Ends is until when what an answer brought may start sends: its grants,
-// and its tokens taken ahead. Both are the ask's sending time plus the
-// host's GrantLife (late.go); tests may end tokens sooner.
-type Ends struct{ Grants, Tokens time.Time }
-
-// EndsAfter is the Ends of an answer to an ask sent at sent.
-func EndsAfter(sent time.Time, life time.Duration) Ends {
-	return Ends{sent.Add(life), sent.Add(life)}
-}
-
 // Answered ends the ask under way. g is its answer, nil if Redis did not
-// answer (the limiter is then degraded; unreported leases and tokens
-// given back expire), and degraded says that the limiter is still
-// degraded all the same: nothing granted is used then, and the leases
-// expire. What it granted may start sends until end. It returns the
-// leases Redis now counts for attempts started on the local share (to
-// renew while they run), degraded or not.
-func (h *Host) Answered(now time.Time, req Request, g *Grant, degraded bool, end Ends) (counted []string) {
+// answer (the limiter is then degraded; unreported leases expire), and
+// degraded says that the limiter is still degraded all the same: nothing
+// granted is used then, and the leases expire. It returns the leases
+// Redis now counts for attempts started on the local share (to renew while
+// they run), degraded or not.
+func (h *Host) Answered(now time.Time, req Request, g *Grant, degraded bool, tokensFor time.Duration) (counted []string) {
 	h.asking = false
 	if g == nil {
 		return nil
@@ -191,11 +171,8 @@ func (h *Host) Answered(now time.Time, req Request, g *Grant, degraded bool, end
 	if degraded {
 		return counted
 	}
-	if len(h.grants) == 0 || end.Grants.Before(h.grantsBy) {
-		h.grantsBy = end.Grants // grants in hand keep their own, earlier, end
-	}
 	h.grants = append(h.grants, g.Leases...)
-	h.gotTokens(*g, req, now, end.Tokens)
+	h.gotTokens(*g, req, now, tokensFor)
 	switch {
 	case req.Ahead > 0 && g.Tokens == 0 && len(g.Leases) == 0 && (g.Wait <= 0 || g.Poll):
 		// Not even a token ahead (and no time known): not again at once.
@@ -291,7 +268,7 @@ func (h *Host) Pumped(now time.Time, nothing func() bool) (ask bool) {
 // tokens are spent.
 func (h *Host) Degraded() {
 	h.grants, h.retryAt = nil, time.Time{}
-	h.carry, h.tokens, h.late = nil, 0, 0
+	h.carry, h.tokens = nil, 0
 }
 
 // Flush is what h still holds at shutdown, to give back: finished
@@ -301,8 +278,8 @@ func (h *Host) Flush() (rel []Release, giveBack int) {
 	for _, l := range append(h.grants, h.carry...) {
 		rel = append(rel, Release{Lease: l, Outcome: pacer.NoSend})
 	}
-	giveBack = h.tokens + h.late
-	h.done, h.grants, h.carry, h.tokens, h.late = nil, nil, nil, 0, 0
+	giveBack = h.tokens
+	h.done, h.grants, h.carry, h.tokens = nil, nil, nil, 0
 	return rel, giveBack
 }
 
@@ -337,17 +314,15 @@ func (h *Host) tokensAhead(n Need, want, due int) (ahead, giveBack int) {
 // kept leases are given back and the tokens in hand expire now (the next
 // ask gives them back); so does an answer to an ask for tokens ahead that
 // brought neither leases nor tokens (the bucket is empty).
-func (h *Host) gotTokens(g Grant, req Request, now, by time.Time) {
+func (h *Host) gotTokens(g Grant, req Request, now time.Time, tokensFor time.Duration) {
 	if g.Paused || g.HeldFor > 0 || g.Breaker != "" && g.Breaker != pacer.BreakerClosed {
 		h.tokensBy = now
 		h.releaseCarry()
 		return
 	}
 	if g.Tokens > 0 {
-		if h.tokens == 0 || by.Before(h.tokensBy) {
-			h.tokensBy = by // tokens in hand keep their own, earlier, end
-		}
 		h.tokens += g.Tokens
+		h.tokensBy = now.Add(tokensFor)
 		return
 	}
 	if req.Ahead > 0 && len(g.Leases) == 0 {
@@ -368,16 +343,6 @@ func (h *Host) dropCarry(now time.Time, nothingDue func() bool) (giveBack bool) 
 		h.releaseCarry()
 	}
 	return nothing && h.tokens > 0
-}
-
-// giveBackGrants gives back the grants past their life: their leases
-// released, their tokens returned with the next ask.
-func (h *Host) giveBackGrants() {
-	for _, l := range h.grants {
-		h.done = append(h.done, Release{Lease: l, Outcome: pacer.NoSend})
-	}
-	h.late += len(h.grants)
-	h.grants = nil
 }
 
 func (h *Host) releaseCarry() {

@@ -13,8 +13,6 @@ import (
 
 var fast = pacer.Limits{Rate: 100000, Burst: 200, Concurrency: 3} // Reserve 50 for one replica
 
-var life = GrantLife(fast)
-
 func need(due int) Need {
 	return Need{Host: "partner.example", Limits: fast, Live: 1, Shared: true, Due: due}
 }
@@ -26,7 +24,7 @@ func TestHoldEndsKeeping(t *testing.T) {
 	now := time.Unix(1000, 0)
 	for _, g := range []Grant{{HeldFor: time.Second, Breaker: "closed"}, {Paused: true}, {Breaker: "open"}, {Breaker: "half-open"}} {
 		h := &Host{carry: []string{"a:1:1", "a:1:2"}, tokens: 5, tokensBy: now.Add(time.Hour), asking: true}
-		h.Answered(now, Request{Ahead: 5}, &g, false, EndsAfter(now, time.Hour))
+		h.Answered(now, Request{Ahead: 5}, &g, false, time.Hour)
 		if len(h.carry) != 0 || len(h.done) != 2 || h.done[0].Keep || h.canCarry(now) {
 			t.Fatalf("answer %+v: carry %v, done %+v, can carry %v: want both leases given back, no tokens",
 				g, h.carry, h.done, h.canCarry(now))
@@ -36,7 +34,7 @@ func TestHoldEndsKeeping(t *testing.T) {
 		}
 	}
 	h := &Host{carry: []string{"a:1:1"}, asking: true}
-	h.Answered(now, Request{Ahead: 2}, &Grant{Tokens: 2, Breaker: "closed"}, false, EndsAfter(now, time.Hour))
+	h.Answered(now, Request{Ahead: 2}, &Grant{Tokens: 2, Breaker: "closed"}, false, time.Hour)
 	if len(h.carry) != 1 || !h.canCarry(now) {
 		t.Fatalf("ordinary answer: carry %v, tokens %d", h.carry, h.tokens)
 	}
@@ -57,7 +55,7 @@ func TestHostRound(t *testing.T) {
 	if _, again := h.Ask(now, need(10)); again {
 		t.Fatal("a second ask while one is under way")
 	}
-	h.Answered(now, req, &Grant{Leases: []string{"l1", "l2", "l3"}, Tokens: 3, Breaker: "closed", Rate: 100000}, false, EndsAfter(now, life))
+	h.Answered(now, req, &Grant{Leases: []string{"l1", "l2", "l3"}, Tokens: 3, Breaker: "closed", Rate: 100000}, false, TokensFor)
 	var used []string
 	for {
 		ok, carry, _ := h.Ready(now)
@@ -81,7 +79,7 @@ func TestHostRound(t *testing.T) {
 	h.Released(now, "l2", pacer.Result{Outcome: pacer.Failure, SentAt: now}, false)
 	// Later than the tokens' time: the next ask gives them back, and the
 	// finished attempt is reported.
-	later := now.Add(life)
+	later := now.Add(TokensFor)
 	req, ok = h.Ask(later, need(0))
 	if !ok || req.GiveBack != 2 || req.Want != 0 || req.Ahead != 0 || len(req.Releases) != 2 ||
 		!req.Releases[0].Keep || req.Releases[1].Lease != "l2" {
@@ -95,7 +93,7 @@ func TestHostRound(t *testing.T) {
 func TestHostGivesBack(t *testing.T) {
 	now := time.Unix(1000, 0)
 	h := &Host{asking: true}
-	h.Answered(now, Request{Want: 2}, &Grant{Leases: []string{"l1", "l2"}, Breaker: "closed"}, false, EndsAfter(now, life))
+	h.Answered(now, Request{Want: 2}, &Grant{Leases: []string{"l1", "l2"}, Breaker: "closed"}, false, TokensFor)
 	lease := h.Use(false)
 	if !h.Pumped(now, func() bool { return true }) || len(h.grants) != 0 {
 		t.Fatalf("unused grant not given back: %+v", h)
@@ -108,7 +106,7 @@ func TestHostGivesBack(t *testing.T) {
 	}
 	// An answer while the limiter is still degraded grants nothing.
 	h.asking = true
-	h.Answered(now, Request{Want: 1}, &Grant{Leases: []string{"l3"}}, true, EndsAfter(now, life))
+	h.Answered(now, Request{Want: 1}, &Grant{Leases: []string{"l3"}}, true, TokensFor)
 	if ok, _, _ := h.Ready(now); ok {
 		t.Fatal("a lease used while degraded")
 	}

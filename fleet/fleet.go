@@ -126,10 +126,6 @@ type Limiter struct {
 	view   viewPublisher // what it published for the fleet's view (view.go)
 	id     identity      // its spool's identity, for the fleet (spools.go)
 
-	// pacerLimits: the scripts get a host's limits as pacer.Host applies
-	// them, without what late.go holds back (tests: parity_test.go).
-	pacerLimits bool
-
 	stop chan struct{}
 	done chan struct{}
 }

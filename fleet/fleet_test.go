@@ -50,7 +50,7 @@ func ask(t *testing.T, l *Limiter, lim pacer.Limits, want int, rel ...Release) G
 	return g
 }
 
-var lim = pacer.Limits{Rate: 10, Burst: 6, Concurrency: 3} // a bucket of 5: one token held back for late sends
+var lim = pacer.Limits{Rate: 10, Burst: 5, Concurrency: 3}
 
 func TestBurstThenRate(t *testing.T) {
 	srv, clk := redistest.Start(t), newClock()

@@ -52,11 +52,8 @@ type Gates struct {
 	asks      asks
 	pauses    pauseSync // gatepause.go
 	wg        sync.WaitGroup
-	// lifeFor, when set, is every grant's life instead of its host's
-	// GrantLife (tests set more or less).
-	lifeFor time.Duration
-	// tokensFor, when set, ends tokens taken ahead that long after their
-	// ask instead (tests).
+	// tokensFor is how long tokens taken ahead may be used (TokensFor;
+	// tests set more or less).
 	tokensFor time.Duration
 }
 
@@ -67,7 +64,7 @@ func NewGates(l *Limiter, log *slog.Logger) *Gates {
 	if log == nil {
 		log = slog.Default()
 	}
-	gs := &Gates{lim: l, log: log, hosts: map[string]*gate{}}
+	gs := &Gates{lim: l, log: log, hosts: map[string]*gate{}, tokensFor: TokensFor}
 	gs.degraded, _, _ = l.State()
 	gs.live, gs.index = l.ShareOf()
 	return gs
@@ -208,14 +205,6 @@ func (g *gate) limits() pacer.Limits {
 		return Share(g.lim, g.gs.live, g.gs.index)
 	}
 	return g.lim
-}
-
-// life is how long g's grants may wait for their sends (late.go).
-func (g *gate) life() time.Duration {
-	if g.gs.lifeFor > 0 {
-		return g.gs.lifeFor
-	}
-	return GrantLife(g.lim)
 }
 
 // Acquire takes a send slot: from the fleet when shared, else from the

@@ -100,9 +100,9 @@ type replica struct {
 }
 
 type replicaOpts struct {
-	lease, timeout  time.Duration
-	obs             Observer
-	life, tokensFor time.Duration
+	lease, timeout time.Duration
+	obs            Observer
+	tokensFor      time.Duration
 }
 
 func startReplica(t *testing.T, srv *redistest.Server, name string, p *partner, pol deliver.Policy, o replicaOpts) *replica {
@@ -119,7 +119,9 @@ func startReplica(t *testing.T, srv *redistest.Server, name string, p *partner, 
 		t.Fatal(err)
 	}
 	gs := NewGates(lim, quiet)
-	gs.lifeFor, gs.tokensFor = o.life, o.tokensFor
+	if o.tokensFor > 0 {
+		gs.tokensFor = o.tokensFor
+	}
 	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: sp.Journal(), Policy: func(string) *deliver.Policy { return &pol },
 		Client: &http.Client{Transport: p}, Logger: quiet, Gates: gs})
 	lim.Start()

@@ -69,7 +69,6 @@ func (gs *Gates) asker() {
 			reqs = append(reqs, a.req)
 		}
 		gs.mu.Unlock()
-		sent := time.Now() // before Redis granted anything: a grant's life starts here
 		grants, errs := gs.lim.AskEach(context.Background(), reqs)
 		paused = paused[:0]
 		gs.wake(func() []string {
@@ -86,7 +85,7 @@ func (gs *Gates) asker() {
 				if errs[i] == nil {
 					g = &grants[i]
 				}
-				if a.g.answered(g, a.req, sent, now) {
+				if a.g.answered(g, a.req, now) {
 					paused = append(paused, a.g.name)
 				}
 				woken[i] = a.g.name
@@ -103,15 +102,11 @@ func (gs *Gates) asker() {
 	gs.mu.Unlock()
 }
 
-// answered applies the answer g to the ask req, sent at sent (nil: Redis
-// did not answer). It reports whether the answer says another replica paused the
+// answered applies the answer g to the ask req (nil: Redis did not
+// answer). It reports whether the answer says another replica paused the
 // host: its pacer is paused at once, and the dispatcher is to record it.
-func (g *gate) answered(gr *Grant, req Request, sent, now time.Time) (pausedElsewhere bool) {
-	end := EndsAfter(sent, g.life())
-	if g.gs.tokensFor > 0 {
-		end.Tokens = sent.Add(g.gs.tokensFor)
-	}
-	counted := g.fl.Answered(now, req, gr, g.degraded, end)
+func (g *gate) answered(gr *Grant, req Request, now time.Time) (pausedElsewhere bool) {
+	counted := g.fl.Answered(now, req, gr, g.degraded, g.gs.tokensFor)
 	for _, id := range counted {
 		g.keepAlive(id)
 	}

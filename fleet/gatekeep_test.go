@@ -48,9 +48,7 @@ func TestGatesAsksShareRoundTrips(t *testing.T) {
 		return 200, nil
 	}}
 	pol := policy(1000, 10, 2)
-	// Grants live an hour: the first ask's answer comes after the freeze,
-	// long after its life, and would be given back and asked again.
-	a := startReplica(t, srv, "a", p, pol, replicaOpts{lease: 30 * time.Second, timeout: time.Minute, obs: obs, life: time.Hour})
+	a := startReplica(t, srv, "a", p, pol, replicaOpts{lease: 30 * time.Second, timeout: time.Minute, obs: obs})
 	// Load the script first, so that no NOSCRIPT round trip is counted.
 	if _, err := a.lim.Ask(context.Background(), Request{Host: "warm.example", Limits: pol.Limits}); err != nil {
 		t.Fatal(err)
@@ -113,7 +111,7 @@ func TestGatesKeepLeaseForNextSend(t *testing.T) {
 	}}
 	pol := policy(100000, 100, 1) // holds back 50 tokens: 25 may be taken ahead
 	a := startReplica(t, srv, "a", p, pol, replicaOpts{lease: time.Minute, timeout: time.Minute,
-		life: time.Hour}) // used whenever the attempt ends
+		tokensFor: time.Hour}) // used whenever the attempt ends
 	// Queued while paused, so that the first ask sees all three due.
 	a.d.Pause("partner.example")
 	a.add(t, "partner.example", 3)
@@ -157,7 +155,7 @@ func TestGatesKeptLeasesRenewed(t *testing.T) {
 	// lapse (300 ms did: 2 failures in about 60 runs with the CPU loaded).
 	var rs []*replica
 	for _, name := range []string{"a", "b"} {
-		rs = append(rs, startReplica(t, srv, name, p, pol, replicaOpts{lease: 800 * time.Millisecond, life: time.Hour}))
+		rs = append(rs, startReplica(t, srv, name, p, pol, replicaOpts{lease: 800 * time.Millisecond, tokensFor: time.Hour}))
 	}
 	for _, r := range rs {
 		r.add(t, "partner.example", 1500)

@@ -35,14 +35,12 @@ func askHost(t *testing.T, l *Limiter, host string, lim pacer.Limits, want int, 
 // leases: the bucket stays empty and its attempts in flight still hold
 // their slots, by their own ids (a release frees one). A host nobody
 // remembers starts full. The event is logged once.
-// The hosts' limits are 10/s, burst 6: a bucket of 5, one token held back
-// for late sends (late.go).
 func TestStateLostNoBurst(t *testing.T) {
 	srv, clk := redistest.Start(t), newClock()
 	var logs bytes.Buffer
 	a := newLimiter(t, srv, clk, "a")
 	a.log = slog.New(slog.NewTextHandler(&logs, nil))
-	lim := pacer.Limits{Rate: 10, Burst: 6, Concurrency: 5}
+	lim := pacer.Limits{Rate: 10, Burst: 5, Concurrency: 5}
 	g := askHost(t, a, "p.example", lim, 5)
 	if len(g.Leases) != 5 {
 		t.Fatalf("first ask: %+v", g)
@@ -85,7 +83,7 @@ func TestStateLostNoBurst(t *testing.T) {
 func TestStateBackInTime(t *testing.T) {
 	srv, clk := redistest.Start(t), newClock()
 	a, b := newLimiter(t, srv, clk, "a"), newLimiter(t, srv, clk, "b")
-	lim := pacer.Limits{Rate: 10, Burst: 6, Concurrency: 100}
+	lim := pacer.Limits{Rate: 10, Burst: 5, Concurrency: 100}
 	ctx := context.Background()
 	rc := rawClient(t, srv)
 	if g := askHost(t, a, "p.example", lim, 2); len(g.Leases) != 2 {
@@ -127,7 +125,7 @@ func TestStateBackInTime(t *testing.T) {
 func TestOutageCharged(t *testing.T) {
 	srv, clk := redistest.Start(t), newClock()
 	a := newLimiter(t, srv, clk, "a")
-	lim := pacer.Limits{Rate: 10, Burst: 6, Concurrency: 100}
+	lim := pacer.Limits{Rate: 10, Burst: 5, Concurrency: 100}
 	ctx := context.Background()
 	g := askHost(t, a, "p.example", lim, 1)
 	srv.Kill()
@@ -161,7 +159,7 @@ func TestOutageCharged(t *testing.T) {
 func TestRenewAfterLoss(t *testing.T) {
 	srv, clk := redistest.Start(t), newClock()
 	a := newLimiter(t, srv, clk, "a")
-	lim := pacer.Limits{Rate: 10, Burst: 6, Concurrency: 2}
+	lim := pacer.Limits{Rate: 10, Burst: 5, Concurrency: 2}
 	ctx := context.Background()
 	g := askHost(t, a, "p.example", lim, 2)
 	if err := rawClient(t, srv).FlushAll(ctx).Err(); err != nil {
@@ -219,7 +217,7 @@ func TestKeptAfterLoss(t *testing.T) {
 func TestMarksPruned(t *testing.T) {
 	srv, clk := redistest.Start(t), newClock()
 	a, b := newLimiter(t, srv, clk, "a"), newLimiter(t, srv, clk, "b")
-	lim := pacer.Limits{Rate: 10, Burst: 6, Concurrency: 100}
+	lim := pacer.Limits{Rate: 10, Burst: 5, Concurrency: 100}
 	ctx := context.Background()
 	askHost(t, a, "p.example", lim, 1)
 	clk.Add(5 * time.Minute)

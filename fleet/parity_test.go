@@ -283,7 +283,6 @@ func TestPacerParity(t *testing.T) {
 			clk := newClock()
 			w := &twin{t: t, lim: sc.lim, clk: clk, rdb: rawClient(t, srv), l: newLimiter(t, srv, clk, "parity"),
 				host: pacer.New(sc.lim, clk.Now()), name: fmt.Sprintf("parity-%d.example", i)}
-			w.l.pacerLimits = true // the script's logic against the pacer's, on the same bucket
 			for j, m := range sc.moves {
 				w.step(j, m)
 			}
