@@ -148,6 +148,15 @@ func wireTime(r *http.Request) time.Time {
 func newWireReceiver(t *testing.T) *Receiver {
 	rc := &Receiver{notify: make(chan struct{}, 1)}
 	rc.Server = httptest.NewUnstartedServer(http.HandlerFunc(rc.serve))
+	// On the listening socket too: a connection accepted inherits it, and
+	// the bytes that arrive before Accept returns are stamped.
+	if tl, ok := rc.Server.Listener.(*net.TCPListener); ok {
+		if raw, err := tl.SyscallConn(); err == nil {
+			raw.Control(func(fd uintptr) {
+				syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
+			})
+		}
+	}
 	rc.Server.Listener = wireListener{rc.Server.Listener}
 	rc.Server.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		return context.WithValue(ctx, wireConnKey{}, c)
