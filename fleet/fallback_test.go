@@ -14,22 +14,72 @@ import (
 func TestShare(t *testing.T) {
 	l := pacer.Limits{Rate: 20, MinRate: 3, Burst: 10, Concurrency: 4}
 	for _, tc := range []struct {
-		live        int
+		live, index int
 		rate        float64
 		burst, conc int
 	}{
-		{0, 20, 10, 4},
-		{1, 20, 10, 4},
-		{2, 10, 5, 2},
-		{3, 20.0 / 3, 3, 1},
-		{5, 4, 2, 1},
-		{20, 1, 1, 1},
+		{0, 0, 20, 10, 4},
+		{1, 0, 20, 10, 4},
+		{2, 1, 10, 5, 2},
+		{3, 0, 20.0 / 3, 4, 2},
+		{3, 1, 20.0 / 3, 3, 1},
+		{3, 2, 20.0 / 3, 3, 1},
+		{5, 4, 4, 2, 0},
+		{20, 19, 1, 1, 0},
 	} {
-		s := Share(l, tc.live)
+		s := Share(l, tc.live, tc.index)
 		if s.Rate != tc.rate || s.Burst != tc.burst || s.Concurrency != tc.conc {
-			t.Errorf("Share(%d) = rate %v burst %d concurrency %d, want %v %d %d",
-				tc.live, s.Rate, s.Burst, s.Concurrency, tc.rate, tc.burst, tc.conc)
+			t.Errorf("Share(%d, %d) = rate %v burst %d concurrency %d, want %v %d %d",
+				tc.live, tc.index, s.Rate, s.Burst, s.Concurrency, tc.rate, tc.burst, tc.conc)
 		}
+	}
+}
+
+// TestShareSums: for every cap and count of live replicas, the shares of
+// the concurrency add up to the cap, and of the burst to the burst (or to
+// one each, when the burst is smaller than the replicas).
+func TestShareSums(t *testing.T) {
+	for live := 1; live <= 9; live++ {
+		for n := 1; n <= 20; n++ {
+			conc, burst := 0, 0
+			for i := range live {
+				s := Share(pacer.Limits{Rate: 10, Burst: n, Concurrency: n}, live, i)
+				conc += s.Concurrency
+				burst += s.Burst
+			}
+			if conc != n || burst != max(n, live) {
+				t.Errorf("%d replicas, cap and burst %d: shares add up to %d and %d", live, n, conc, burst)
+			}
+		}
+	}
+}
+
+// TestShareIndex: the heartbeat gives each live replica its index among
+// them by name, so that their shares of a cap of 2 over 3 replicas add
+// up to 2.
+func TestShareIndex(t *testing.T) {
+	srv, clk := redistest.Start(t), newClock()
+	var ls []*Limiter
+	for _, name := range []string{"c", "a", "b"} {
+		ls = append(ls, newLimiter(t, srv, clk, name))
+	}
+	for range 2 { // the first beats saw fewer replicas
+		for _, l := range ls {
+			if err := l.Heartbeat(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sum := 0
+	for i, want := range []int{2, 0, 1} {
+		live, index := ls[i].ShareOf()
+		if live != 3 || index != want {
+			t.Fatalf("%s: live %d index %d, want 3 and %d", ls[i].Replica(), live, index, want)
+		}
+		sum += Share(pacer.Limits{Rate: 10, Burst: 2, Concurrency: 2}, live, index).Concurrency
+	}
+	if sum != 2 {
+		t.Fatalf("shares of a cap of 2 add up to %d", sum)
 	}
 }
 

@@ -111,6 +111,7 @@ type Limiter struct {
 	degraded bool
 	lastErr  string
 	live     int       // replicas seen by the last heartbeat, at least 1
+	index    int       // this replica's index among them (0 to live-1), for its Share
 	rejoinAt time.Time // degraded, Redis answers: back to shared limits by then at the latest (heartbeat.go)
 	onChange []func()
 	lostLog  time.Time           // the last "state lost" log line
@@ -391,6 +392,14 @@ func (l *Limiter) State() (degraded bool, live int, why string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.degraded, l.live, l.lastErr
+}
+
+// ShareOf is what this replica's share is taken by: the live replicas it
+// knows and its index among them (Share).
+func (l *Limiter) ShareOf() (live, index int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.live, l.index
 }
 
 // Returning reports whether the replica paced alone and Redis answers

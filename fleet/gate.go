@@ -47,6 +47,7 @@ type Gates struct {
 	// share, those out are counted in Redis, until the fleet rejoins.
 	returning bool
 	live      int // live replicas, for the share
+	index     int // this replica's index among them, for the share
 	stopping  bool
 	asks      asks
 	pauses    pauseSync // gatepause.go
@@ -64,7 +65,8 @@ func NewGates(l *Limiter, log *slog.Logger) *Gates {
 		log = slog.Default()
 	}
 	gs := &Gates{lim: l, log: log, hosts: map[string]*gate{}, tokensFor: TokensFor}
-	gs.degraded, gs.live, _ = l.State()
+	gs.degraded, _, _ = l.State()
+	gs.live, gs.index = l.ShareOf()
 	return gs
 }
 
@@ -126,12 +128,13 @@ func (gs *Gates) changed() {
 		// told: two changes told at once (an ask failing, a heartbeat
 		// answered) may be applied in either order, and the last
 		// applied must be the limiter's state now.
-		degraded, live, _ := gs.lim.State()
+		degraded, _, _ := gs.lim.State()
+		live, index := gs.lim.ShareOf()
 		returning := gs.lim.Returning()
 		isDegraded := gs.lim.degradedNow()
 		gs.mu.Lock()
 		defer gs.mu.Unlock()
-		gs.degraded, gs.live, gs.returning = degraded, live, returning
+		gs.degraded, gs.live, gs.index, gs.returning = degraded, live, index, returning
 		now := time.Now()
 		names := make([]string, 0, len(gs.hosts))
 		for name, g := range gs.hosts {
@@ -199,7 +202,7 @@ func (g *gate) counts() bool { return g.answers() && g.fl.Uncounted() > 0 }
 // started then are still running uncounted in Redis).
 func (g *gate) limits() pacer.Limits {
 	if g.degraded || g.fl.Uncounted() > 0 {
-		return Share(g.lim, g.gs.live)
+		return Share(g.lim, g.gs.live, g.gs.index)
 	}
 	return g.lim
 }
@@ -220,6 +223,12 @@ func (g *gate) Acquire(now time.Time) (ok bool, wake time.Time, lease string) {
 			if g.counts() {
 				g.ask(now)
 			}
+			return false, time.Time{}, ""
+		}
+		if g.limits().Concurrency == 0 {
+			// A share of no slots (the cap is smaller than the live
+			// replicas): the rejoin, or a change of live replicas,
+			// pumps the host.
 			return false, time.Time{}, ""
 		}
 		ok, wake = g.pace.Acquire(now)

@@ -92,7 +92,7 @@ func (l *Limiter) Heartbeat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	live, rejoin := heartbeatReply(v)
+	live, rejoin, index := heartbeatReply(v)
 	l.mu.Lock()
 	was, before := l.degraded, l.live
 	if was && (rejoin > 0 || state != "2") {
@@ -116,7 +116,8 @@ func (l *Limiter) Heartbeat(ctx context.Context) error {
 	l.recall.answered(l.now())
 	l.mu.Lock()
 	l.degraded, l.lastErr, l.live, l.rejoinAt = false, "", live, time.Time{}
-	changed := was || before != l.live
+	changed := was || before != l.live || l.index != index
+	l.index = index
 	fns := l.onChange
 	l.mu.Unlock()
 	if was {
@@ -131,8 +132,9 @@ func (l *Limiter) Heartbeat(ctx context.Context) error {
 }
 
 // heartbeatReply reads heartbeat.lua's answer: the live replicas (at
-// least 1) and the time until the rejoin.
-func heartbeatReply(v any) (live int, rejoin time.Duration) {
+// least 1), the time until the rejoin and the replica's index among the
+// live ones (0 to live-1).
+func heartbeatReply(v any) (live int, rejoin time.Duration, index int) {
 	live = 1
 	r, _ := v.([]any)
 	if len(r) > 0 {
@@ -145,7 +147,12 @@ func heartbeatReply(v any) (live int, rejoin time.Duration) {
 			rejoin = time.Duration(us) * time.Microsecond
 		}
 	}
-	return live, rejoin
+	if len(r) > 2 {
+		if i, ok := r[2].(int64); ok && i > 0 && int(i) < live {
+			index = int(i)
+		}
+	}
+	return live, rejoin, index
 }
 
 func (l *Limiter) replicasKey() string { return "{" + l.opts.KeyPrefix + "}:replicas" }

@@ -18,7 +18,9 @@
 -- deadline (a replica not heard within the wait, a lease period, is not
 -- live).
 -- Returns: live replicas, µs until the rejoin's deadline (0: none pending
--- for this replica).
+-- for this replica), and this replica's index among the live ones by
+-- name (0 to live-1), by which the replicas divide a limit smaller than
+-- their number (Share).
 local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')
@@ -53,4 +55,10 @@ if r[1] then
   end
   if not done and mode ~= '0' then rejoin = math.max(deadline - now, 1) end
 end
-return {redis.call('ZCARD', KEYS[1]), rejoin}
+local names = redis.call('ZRANGE', KEYS[1], 0, -1)
+table.sort(names)
+local index = 0
+for i, name in ipairs(names) do
+  if name == ARGV[3] then index = i - 1 end
+end
+return {#names, rejoin, index}
