@@ -75,11 +75,12 @@ const e2eParallel = 8
 
 // Fleet bounds: the tests that check a fleet's shared limits to the
 // request (the busiest second within burst + rate, never more in flight
-// than the cap) on arrival times at the partner do not call t.Parallel.
-// Those are exact bounds, and on a busy 2-core machine the scheduling of
-// eight other tests' processes moves arrivals enough to cross them (31 and
-// 32 for a bound of 30, 5 at once for a cap of 4), so they run one at a
-// time, before the parallel tests start.
+// than the cap) time arrivals by the kernel's receive time of each
+// request's bytes at the partner's socket (SO_TIMESTAMPNS), so the
+// partner's own scheduling does not move them, and run beside a busy node
+// (busyNode: six CPU-bound processes and two writers syncing every block)
+// as a fleet on a loaded machine does. They do not call t.Parallel: the
+// load is theirs, not the other tests'.
 
 // parallelTests raises -test.parallel (GOMAXPROCS by default) to
 // e2eParallel, unless the command line set it.
