@@ -76,8 +76,10 @@ type receiver struct {
 	batched atomic.Int64 // requests that carried a batch header
 	cut     func(n int64, r *http.Request) (lost, answerLost bool)
 	log     lockedBuffer // every proxy's log, one after the other's
-	// lostAnswer, if set, is called with each answer that was dropped.
+	// lostAnswer, if set, is called with each answer that was dropped;
+	// after with each request answered.
 	lostAnswer func(*httptest.ResponseRecorder)
+	after      func(*http.Request)
 }
 
 // lockedBuffer is a log that several handlers write to.
@@ -90,6 +92,12 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func newReceiver(t *testing.T, cut func(n int64, r *http.Request) (lost, answerLost bool)) *receiver {
@@ -117,6 +125,9 @@ func newReceiver(t *testing.T, cut func(n int64, r *http.Request) (lost, answerL
 			return
 		}
 		p.ServeHTTP(w, r)
+		if rc.after != nil {
+			rc.after(r)
+		}
 	}))
 	t.Cleanup(rc.Close)
 	return rc
@@ -343,4 +354,52 @@ func count(v string) int {
 		return -1
 	}
 	return n
+}
+
+// The receiver's spool fills in the middle of a key's commit: it stores
+// the first two and answers 429 saying so; the sender deletes those two
+// and sends the other eight as a new batch, which goes once there is room
+// again. Every key ends whole there, in order, none split.
+func TestKeyCommitCutShortSendsTheRest(t *testing.T) {
+	var mu sync.Mutex
+	cut, lifted := false, false
+	var rc *receiver
+	rc = newReceiver(t, func(n int64, r *http.Request) (bool, bool) {
+		b, _ := handoff.ParseBatch(r.Header.Get(handoff.BatchHeader))
+		mu.Lock()
+		defer mu.Unlock()
+		if b.Last && !cut {
+			// Room for two more: past high water (1.0) after them.
+			cut = true
+			rc.sp.SetLimits(rc.sp.Usage().Messages+2, 0, 1.0, 0.5)
+		}
+		return false, false
+	})
+	rc.after = func(*http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if cut && !lifted {
+			lifted = true
+			rc.sp.SetLimits(0, 0, 0.8, 0.5) // room again
+		}
+	}
+	sp := keyedSpool(t)
+	var log bytes.Buffer
+	o := handoff.Options{Target: rc.URL, Queue: sp, Concurrency: 1, Secret: keySecret, From: "pod-a",
+		Logger: slog.New(slog.NewTextHandler(&log, nil))}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := handoff.Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if there, _ := checkWhole(t, sp, rc.sp); there != len(keyHosts)*keysPerHost {
+		t.Errorf("%d keys there", there)
+	}
+	if !strings.Contains(rc.log.String(), "hand-off batch cut short") || !strings.Contains(rc.log.String(), "stored=2") {
+		t.Errorf("the receiver did not cut a batch at 2:\n%s", rc.log.String())
+	}
+	if res.Keys != len(keyHosts)*keysPerHost || res.KeysSplit+res.KeysKept != 0 || res.Left != 0 {
+		t.Errorf("result %+v", res)
+	}
 }

@@ -75,7 +75,9 @@ func (s *sender) stored(m *spool.Message, resp answer) (newID, kept string) {
 // (the other hookpace restarting, a blip of the network) is retried with
 // backoff within the budget less its margin, a 429 after its Retry-After
 // within the budget, and a 503 with a Retry-After (a hookpace stopping,
-// or full) after it within the budget less the margin.
+// or full) after it within the budget less the margin; but not an answer
+// that says part of a batch was stored (StoredHeader), which the caller
+// acts on.
 func (s *sender) exchange(ctx context.Context, m *spool.Message, st HostState, b *Batch) (answer, string) {
 	backoff := retryFirst
 	for {
@@ -100,7 +102,7 @@ func (s *sender) exchange(ctx context.Context, m *spool.Message, st HostState, b
 		}
 		backoff = retryFirst
 		switch {
-		case resp.status == http.StatusTooManyRequests:
+		case resp.status == http.StatusTooManyRequests && resp.stored <= 0:
 			wait := retryAfter(resp.retryAfter, time.Now())
 			if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
 				return answer{}, "429_past_budget"
