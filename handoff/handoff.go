@@ -3,6 +3,10 @@
 // stored headers and body), and deletes each webhook locally only once
 // that hookpace answered 202: from then on the webhook is durable there.
 //
+// An ordering key's webhooks go as one batch, which the other hookpace
+// stores whole or not at all (see BatchHeader): a key is never split
+// between the two by a hand-off cut short.
+//
 // It runs at ingest speed, not at the partners' pace: the receiving
 // hookpace paces them by its own limits. A 429 is retried after its
 // Retry-After while the budget (the context's deadline) allows, and a
