@@ -107,7 +107,8 @@ type Result struct {
 	// 429_past_budget, connection_error, timeout, local_delete_failed,
 	// behind_kept_ordered (an earlier webhook of its ordering key stayed),
 	// behind_kept_host_state (KeptBehindState), key_kept_whole
-	// (KeptKeyWhole), key_too_large (KeptTooLarge), batch_lost.
+	// (KeptKeyWhole), key_too_large (KeptTooLarge), keys_held_too_much
+	// (KeptHeldTooMuch), batch_lost.
 	Kept map[string]int
 	// Retried is the connection errors (and 503s with a Retry-After)
 	// retried after a wait.
@@ -396,6 +397,8 @@ type sender struct {
 	// legacyOnce logs, once, a target that stores ordered webhooks one
 	// by one.
 	legacyOnce sync.Once
+	// held is the bytes of bodies held for the keys under way (maxHeld).
+	held atomic.Int64
 }
 
 func newSender(o Options) (*sender, error) {

@@ -15,16 +15,23 @@ import (
 const (
 	MaxBatchBytes = 64 << 20
 	maxRestarts   = 5 // a key sent again this often (409, a receiver that lost it) stays here
+	// maxHeld bounds the bodies held here for the keys under way (each
+	// is held until its batch is stored there, to be sent again if the
+	// receiver loses it): a hand-off of a large ordered backlog reads it
+	// no faster than the keys go.
+	maxHeld = 256 << 20
 )
 
 // Why a key's webhooks stay here (Result.Kept): KeptKeyWhole for those
 // of a key that went no further, the one whose answer stopped it
 // counted under that answer's reason; KeptTooLarge for a key past
-// MaxBatchBytes or MaxBatchLen.
+// MaxBatchBytes or MaxBatchLen; KeptHeldTooMuch for one that would take
+// the bodies held for the keys under way past maxHeld.
 const (
-	KeptKeyWhole = "key_kept_whole"
-	KeptTooLarge = "key_too_large"
-	keptLost     = "batch_lost" // the receiver lost the batch maxRestarts times
+	KeptKeyWhole    = "key_kept_whole"
+	KeptTooLarge    = "key_too_large"
+	KeptHeldTooMuch = "keys_held_too_much"
+	keptLost        = "batch_lost" // the receiver lost the batch maxRestarts times
 )
 
 // restartBatch and storedAlone are stage's verdicts besides a reason.
@@ -71,6 +78,11 @@ func (s *sender) add(ctx context.Context, kb *keyBatch, m *spool.Message, t *tal
 		kb.msgs = append(kb.msgs, m)
 		s.keep(kb, KeptTooLarge, t)
 		return false
+	case s.held.Add(int64(len(m.Body))) > maxHeld:
+		s.held.Add(-int64(len(m.Body)))
+		kb.msgs = append(kb.msgs, m)
+		s.keep(kb, KeptHeldTooMuch, t)
+		return false
 	}
 	kb.msgs = append(kb.msgs, m)
 	kb.bytes += len(m.Body)
@@ -108,6 +120,7 @@ func (s *sender) stage(ctx context.Context, kb *keyBatch, i int, t *tally) strin
 		// batch's last: this one predates batches.
 		newID, reason := s.stored(m, resp)
 		t.record(m, newID, reason)
+		s.held.Add(-int64(kb.bytes))
 		kb.msgs, kb.bytes = nil, 0
 		if reason != "" {
 			kb.failed = true
@@ -171,6 +184,8 @@ func (s *sender) commit(ctx context.Context, kb *keyBatch, t *tally) {
 			}
 		case resp.status == http.StatusAccepted && resp.stored == len(kb.msgs):
 			s.deleteAll(kb.msgs, resp, t)
+			s.held.Add(-int64(kb.bytes))
+			kb.msgs, kb.bytes = nil, 0
 			t.keyWent()
 			return
 		case resp.status == http.StatusConflict:
@@ -179,12 +194,13 @@ func (s *sender) commit(ctx context.Context, kb *keyBatch, t *tally) {
 			// The receiver holds the key's first ones, released for
 			// delivery: the rest must follow them there, not stay here.
 			s.deleteAll(kb.msgs[:resp.stored], answer{}, t)
+			for _, m := range kb.msgs[:resp.stored] {
+				kb.bytes -= len(m.Body)
+				s.held.Add(-int64(len(m.Body)))
+			}
 			kb.msgs = kb.msgs[resp.stored:]
 			kb.split = true
-			kb.bytes, kb.restarts = 0, 0
-			for _, m := range kb.msgs {
-				kb.bytes += len(m.Body)
-			}
+			kb.restarts = 0
 			s.restart(ctx, kb, t)
 		default:
 			s.keep(kb, "status_"+strconv.Itoa(resp.status), t)
@@ -197,6 +213,8 @@ func (s *sender) commit(ctx context.Context, kb *keyBatch, t *tally) {
 // sent is counted under why, the others as KeptKeyWhole.
 func (s *sender) keep(kb *keyBatch, why string, t *tally) {
 	kb.failed = true
+	s.held.Add(-int64(kb.bytes))
+	kb.bytes = 0
 	if len(kb.msgs) == 0 {
 		return
 	}
@@ -216,9 +234,21 @@ func (s *sender) keep(kb *keyBatch, why string, t *tally) {
 	kb.msgs = nil
 }
 
-// deleteAll deletes ms here, stored there: together, so that one commit
-// usually makes them all durable.
+// deleteAll deletes ms here, stored there: deleteTogether at a time,
+// so that one commit usually makes each group durable.
 func (s *sender) deleteAll(ms []*spool.Message, resp answer, t *tally) {
+	for len(ms) > deleteTogether {
+		s.deleteSome(ms[:deleteTogether], answer{}, t)
+		ms = ms[deleteTogether:]
+	}
+	s.deleteSome(ms, resp, t)
+}
+
+// deleteTogether is how many deletes a key's commit submits at once.
+const deleteTogether = 512
+
+// deleteSome deletes ms together; the last is resp's id there.
+func (s *sender) deleteSome(ms []*spool.Message, resp answer, t *tally) {
 	var wg sync.WaitGroup
 	for i, m := range ms {
 		wg.Go(func() {

@@ -46,6 +46,7 @@ type batches struct {
 	mu     sync.Mutex
 	open   map[string]*inBatch // by sender and batch id
 	bytes  int64               // staged, over every batch
+	swept  time.Time           // when idle batches were last dropped
 	stored map[string]storedBatch
 	order  []string // stored's keys, oldest first
 }
@@ -78,9 +79,12 @@ type storedBatch struct {
 func (bs *batches) find(name string, b handoff.Batch, now time.Time) (*inBatch, *storedBatch) {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
-	for k, ib := range bs.open {
-		if now.Sub(ib.seen) > stagingIdle {
-			bs.dropLocked(k, ib)
+	if now.Sub(bs.swept) > stagingIdle/8 {
+		bs.swept = now
+		for k, ib := range bs.open {
+			if now.Sub(ib.seen) > stagingIdle {
+				bs.dropLocked(k, ib)
+			}
 		}
 	}
 	if sb, ok := bs.stored[name]; ok {
