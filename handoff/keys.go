@@ -176,11 +176,12 @@ func (s *sender) commit(ctx context.Context, kb *keyBatch, t *tally) {
 		resp, kept := s.exchange(ctx, kb.msgs[last], HostState{}, &Batch{ID: kb.id, N: last, Last: true})
 		switch {
 		case kept != "":
+			first := kb.msgs[0]
 			s.keep(kb, kept, t)
 			if kept == "connection_error" || kept == "timeout" {
 				s.log.Warn("handoff: an ordering key's last chunk went unanswered: if the other hookpace stored the key "+
 					"before the connection was lost, it is there whole as well (delivered twice, in order on each side)",
-					"host", kb.msgs[0].Host, "ordering_key", kb.msgs[0].Ordering, "target", s.target.Redacted())
+					"host", first.Host, "ordering_key", first.Ordering, "target", s.target.Redacted())
 			}
 		case resp.status == http.StatusAccepted && resp.stored == len(kb.msgs):
 			s.deleteAll(kb.msgs, resp, t)

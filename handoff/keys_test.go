@@ -403,3 +403,33 @@ func TestKeyCommitCutShortSendsTheRest(t *testing.T) {
 		t.Errorf("result %+v", res)
 	}
 }
+
+// Every batch's last chunk goes unanswered (the connection drops before
+// the receiver reads it) until the budget ends: every key stays here
+// whole, none is stored there, and the log says the last chunks went
+// unanswered.
+func TestUnansweredLastChunkKeepsKey(t *testing.T) {
+	rc := newReceiver(t, func(n int64, r *http.Request) (bool, bool) {
+		b, _ := handoff.ParseBatch(r.Header.Get(handoff.BatchHeader))
+		return b.Last, false
+	})
+	sp := keyedSpool(t)
+	clock := &fakeClock{at: time.Now()}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	var log lockedBuffer
+	o := handoff.Options{Target: rc.URL, Queue: sp, Concurrency: 2, Secret: keySecret, From: "pod-a",
+		Logger: slog.New(slog.NewTextHandler(&log, nil))}
+	handoff.WithClock(&o, clock.now, clock.sleep)
+	res, err := handoff.Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if there, here := checkWhole(t, sp, rc.sp); there != 0 || here != len(keyHosts)*keysPerHost {
+		t.Errorf("%d keys there, %d here; want all here", there, here)
+	}
+	if res.KeysKept != len(keyHosts)*keysPerHost || res.Kept["connection_error"] != len(keyHosts)*keysPerHost ||
+		strings.Count(log.String(), "last chunk went unanswered") != len(keyHosts)*keysPerHost {
+		t.Errorf("result %+v\n%s", res, log.String())
+	}
+}
