@@ -121,3 +121,37 @@ func TestConnectionErrorPastBudget(t *testing.T) {
 		t.Fatalf("result %+v (slept %v): want the 5 kept at once", res, slept.Load())
 	}
 }
+
+// A 503 with a Retry-After (a hookpace stopping, or full) is retried
+// after it within the budget less the margin; one without, or past the
+// budget, keeps the webhook.
+func TestRetries503WithRetryAfter(t *testing.T) {
+	tg := newTarget(t, func(w http.ResponseWriter, n int64) {
+		if n <= 5 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		accept(w, n)
+	})
+	sp := queued(t, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	res, err := Run(ctx, Options{Target: tg.URL, Queue: sp, Concurrency: 1, Logger: quiet(),
+		sleep: func(ctx context.Context, _ time.Duration) bool { return ctx.Err() == nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.HandedOff != 10 || res.Left != 0 || res.Retried != 5 {
+		t.Fatalf("result %+v: want all 10 handed off after 5 retries", res)
+	}
+	busy := newTarget(t, func(w http.ResponseWriter, n int64) {
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	sp = queued(t, 3)
+	res, err = Run(context.Background(), Options{Target: busy.URL, Queue: sp, Logger: quiet()}) // no budget: no wait
+	if err != nil || res.Kept["status_503"] != 3 || res.Retried != 0 || busy.n.Load() != 3 {
+		t.Fatalf("result %+v, %v after %d requests: want the 3 kept at once", res, err, busy.n.Load())
+	}
+}

@@ -3,6 +3,10 @@
 // stored headers and body), and deletes each webhook locally only once
 // that hookpace answered 202: from then on the webhook is durable there.
 //
+// An ordering key's webhooks go as one batch, which the other hookpace
+// stores whole or not at all (see BatchHeader): a key is never split
+// between the two by a hand-off cut short.
+//
 // It runs at ingest speed, not at the partners' pace: the receiving
 // hookpace paces them by its own limits. A 429 is retried after its
 // Retry-After while the budget (the context's deadline) allows, and a
@@ -91,6 +95,7 @@ type Options struct {
 	Logger *slog.Logger
 
 	sleep func(ctx context.Context, d time.Duration) bool // tests: the retries' wait
+	now   func() time.Time                                // tests: the retries' clock
 }
 
 // Result says what a hand-off did.
@@ -101,11 +106,19 @@ type Result struct {
 	// Kept: why webhooks stayed, by reason: status_503, 202_without_id,
 	// 429_past_budget, connection_error, timeout, local_delete_failed,
 	// behind_kept_ordered (an earlier webhook of its ordering key stayed),
-	// behind_kept_host_state (KeptBehindState).
+	// behind_kept_host_state (KeptBehindState), key_kept_whole
+	// (KeptKeyWhole), key_too_large (KeptTooLarge), keys_held_too_much
+	// (KeptHeldTooMuch), batch_lost.
 	Kept map[string]int
-	// Retried is the connection errors retried after a backoff.
+	// Retried is the connection errors (and 503s with a Retry-After)
+	// retried after a wait.
 	Retried int
-	Took    time.Duration
+	// Keys is the ordering keys handed off whole; KeysKept those that
+	// stayed here whole; KeysSplit those whose first webhooks are there
+	// and the rest here (a receiver that stored part of a key and
+	// refused the rest, or an older one that stores them one by one).
+	Keys, KeysKept, KeysSplit int
+	Took                      time.Duration
 }
 
 // Rate is the hand-offs per second.
@@ -123,10 +136,10 @@ const DefaultConcurrency = 64
 const batch = 256
 
 // Run hands off every queued webhook, until all went or ctx is done.
-// The webhooks of one ordering key (of one host and fairness key) go one
-// at a time, in their order, by one worker; once one of them is kept
-// here, the rest of its key stay too, so that the other hookpace never
-// holds a key's later webhooks without its earlier ones.
+// The webhooks of one ordering key (of one host and fairness key) go as
+// one batch (see BatchHeader), in their order, by one worker: the other
+// hookpace stores them all or none, and they are deleted here only once
+// it has stored them all. A key that cannot go whole stays here whole.
 func Run(ctx context.Context, o Options) (Result, error) {
 	start := time.Now()
 	s, err := newSender(o)
@@ -138,10 +151,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		t.res.Queued += int(u.Messages)
 	}
 	shared := make(chan *spool.Message)
-	own := make([]chan *spool.Message, s.concurrency) // per worker: ordered keys
+	own := make([]chan item, s.concurrency) // per worker: ordering keys
 	var wg sync.WaitGroup
 	for i := range own {
-		own[i] = make(chan *spool.Message, batch/len(own)+1)
+		own[i] = make(chan item, batch/len(own)+1)
 		wg.Go(func() { s.work(ctx, own[i], shared, t) })
 	}
 	readErr := s.feed(ctx, shared, own, t)
@@ -163,46 +176,58 @@ func Run(ctx context.Context, o Options) (Result, error) {
 // its key was kept.
 const keptBehind = "behind_kept_ordered"
 
-// work hands off what it is given, the webhooks of its ordering keys from
-// own (in their order) and any other from shared, until both are closed.
-func (s *sender) work(ctx context.Context, own, shared <-chan *spool.Message, t *tally) {
-	blocked := map[string]bool{} // ordering keys with a webhook kept here
-	went := map[string]bool{}    // ordering keys with a webhook handed off
+// item is what the feed gives the worker that owns an ordering key: its
+// next webhook, a batch the feed began (its first webhook carried the
+// host's state), or the key's end (its host's queue is read).
+type item struct {
+	m   *spool.Message
+	kb  *keyBatch
+	end string // the key that ended
+}
+
+// work hands off what it is given, the ordering keys it owns from own
+// (each key's webhooks in their order, as one batch) and any other
+// webhook from shared, until both are closed. A key whose end never came
+// (the budget ran out while its host was read) stays here whole.
+func (s *sender) work(ctx context.Context, own <-chan item, shared <-chan *spool.Message, t *tally) {
+	open := map[string]*keyBatch{}
 	for own != nil || shared != nil {
-		var m *spool.Message
-		var ok bool
 		select {
-		case m, ok = <-own:
+		case it, ok := <-own:
 			if !ok {
 				own = nil
 				continue
 			}
-		case m, ok = <-shared:
+			switch {
+			case it.end != "":
+				if kb := open[it.end]; kb != nil {
+					s.commit(ctx, kb, t)
+					delete(open, it.end)
+				}
+			case it.kb != nil:
+				open[orderKey(it.m)] = it.kb
+			default:
+				key := orderKey(it.m)
+				kb := open[key]
+				if kb == nil {
+					kb = newKeyBatch(HostState{})
+					open[key] = kb
+				}
+				s.add(ctx, kb, it.m, t)
+			}
+		case m, ok := <-shared:
 			if !ok {
 				shared = nil
 				continue
 			}
+			newID, reason := s.handOff(ctx, m, HostState{})
+			t.record(m, newID, reason)
 		}
-		key := orderKey(m)
-		if key != "" && blocked[key] {
-			t.record(m, "", keptBehind)
-			continue
+	}
+	for _, kb := range open {
+		if !kb.failed && !kb.legacy {
+			s.keep(kb, "timeout", t)
 		}
-		newID, reason := s.handOff(ctx, m, HostState{})
-		if key != "" && reason == "" {
-			went[key] = true
-		}
-		if key != "" && reason != "" {
-			blocked[key] = true
-			if went[key] {
-				// The other hookpace holds the key's head: this spool's
-				// start would deliver the rest beside it, out of order.
-				s.log.Error("handoff: an ordering key split: its first webhooks went, the rest stay here; "+
-					"their order against the ones there is no longer kept", "host", m.Host, "fairness_key", m.Fairness,
-					"ordering_key", m.Ordering, "kept_from", m.Ref().String(), "reason", reason, "target", s.target.Redacted())
-			}
-		}
-		t.record(m, newID, reason)
 	}
 }
 
@@ -241,12 +266,13 @@ func orderKey(m *spool.Message) string {
 
 // feed reads every host's queue, every lane of it (spool.ReadHost), each
 // lane in FIFO order, and hands the messages to the workers: those of an
-// ordering key to the worker its key hashes to, in order, the others to
-// any. A host with a state to carry (Options.Hosts) has its first webhook
-// handed off here, with the state, before any other of it goes; if that
-// one is kept, so are the others. It stops when the queue is read or ctx
-// is done.
-func (s *sender) feed(ctx context.Context, shared chan<- *spool.Message, own []chan *spool.Message, t *tally) error {
+// ordering key to the worker its key hashes to, in order, then the key's
+// end once the host is read; the others to any. A host with a state to
+// carry (Options.Hosts) has its first webhook handed off here, with the
+// state, before any other of it goes (as its key's batch's first chunk,
+// if it has an ordering key); if that one is kept, so are the others. It
+// stops when the queue is read or ctx is done.
+func (s *sender) feed(ctx context.Context, shared chan<- *spool.Message, own []chan item, t *tally) error {
 	usage := s.queue.Hosts()
 	hosts := make([]string, 0, len(usage))
 	for h := range usage {
@@ -256,25 +282,43 @@ func (s *sender) feed(ctx context.Context, shared chan<- *spool.Message, own []c
 	for _, h := range hosts {
 		var after spool.HostCursor
 		state, carry := s.hosts[h]
-		keep := false // the state's webhook was kept: so are the others
+		keep := false               // the state's webhook was kept: so are the others
+		keys := map[string]uint32{} // the host's ordering keys, by owner
 		for {
 			msgs, next, err := s.queue.ReadHost(h, after, batch)
 			if err != nil {
 				return fmt.Errorf("handoff: read %s's queue: %w", h, err)
 			}
 			for _, m := range msgs {
-				if carry || keep {
-					carry, keep = false, s.carry(ctx, m, state, keep, t)
-					continue
-				}
-				to := shared
-				if key := orderKey(m); key != "" {
+				key := orderKey(m)
+				var owner uint32
+				if key != "" {
 					f := fnv.New32a()
 					f.Write([]byte(key))
-					to = own[f.Sum32()%uint32(len(own))]
+					owner = f.Sum32() % uint32(len(own))
+					keys[key] = owner
+				}
+				it := item{m: m}
+				if carry || keep {
+					var kb *keyBatch
+					keep, kb = s.carry(ctx, m, state, keep, t)
+					carry = false
+					if kb == nil {
+						continue
+					}
+					it.kb = kb
+				}
+				to := own[owner]
+				if key == "" {
+					select {
+					case shared <- m:
+					case <-ctx.Done():
+						return nil
+					}
+					continue
 				}
 				select {
-				case to <- m:
+				case to <- it:
 				case <-ctx.Done():
 					return nil
 				}
@@ -284,24 +328,40 @@ func (s *sender) feed(ctx context.Context, shared chan<- *spool.Message, own []c
 				break
 			}
 		}
+		for key, owner := range keys {
+			select {
+			case own[owner] <- item{end: key}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
 	}
 	return nil
 }
 
-// carry hands off m alone with its host's state, unless an earlier one
-// carrying it was kept, and reports whether the host's other webhooks
-// must stay here.
-func (s *sender) carry(ctx context.Context, m *spool.Message, state HostState, kept bool, t *tally) bool {
+// carry hands off m with its host's state, unless an earlier one carrying
+// it was kept, and reports whether the host's other webhooks must stay
+// here. An m with an ordering key goes as the first chunk of its key's
+// batch, which it returns for the key's owner to go on with.
+func (s *sender) carry(ctx context.Context, m *spool.Message, state HostState, kept bool, t *tally) (bool, *keyBatch) {
 	if kept {
 		t.record(m, "", KeptBehindState)
-		return true
+		return true, nil
+	}
+	if m.Ordering != "" {
+		kb := newKeyBatch(state)
+		if !s.add(ctx, kb, m, t) {
+			return true, nil
+		}
+		s.log.Info("handoff: host state carried", "host", m.Host, "state", state.Encode(), "target", s.target.Host)
+		return false, kb
 	}
 	newID, reason := s.handOff(ctx, m, state)
 	t.record(m, newID, reason)
 	if reason == "" {
 		s.log.Info("handoff: host state carried", "host", m.Host, "state", state.Encode(), "target", s.target.Host)
 	}
-	return reason != ""
+	return reason != "", nil
 }
 
 // ReadAuth reads a file of hand-off credentials (a mounted Secret):
@@ -334,6 +394,11 @@ type sender struct {
 	now     func() time.Time
 	sleep   func(ctx context.Context, d time.Duration) bool
 	retries atomic.Int64
+	// legacyOnce logs, once, a target that stores ordered webhooks one
+	// by one.
+	legacyOnce sync.Once
+	// held is the bytes of bodies held for the keys under way (maxHeld).
+	held atomic.Int64
 }
 
 func newSender(o Options) (*sender, error) {
@@ -345,6 +410,9 @@ func newSender(o Options) (*sender, error) {
 		now: time.Now, sleep: sleepCtx}
 	if o.sleep != nil {
 		s.sleep = o.sleep
+	}
+	if o.now != nil {
+		s.now = o.now
 	}
 	user := ""
 	if u.User != nil {

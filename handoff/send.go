@@ -14,8 +14,13 @@ import (
 	"github.com/hookpace/hookpace/spool"
 )
 
-// attemptTimeout bounds one hand-off request.
-const attemptTimeout = 10 * time.Second
+// attemptTimeout bounds one hand-off request; commitTimeout one that ends
+// a key's batch, which the other hookpace answers once it has stored the
+// whole key, one webhook after another (the budget bounds it too).
+const (
+	attemptTimeout = 10 * time.Second
+	commitTimeout  = 2 * time.Minute
+)
 
 // noRetryAfter is the wait after a 429 without a usable Retry-After.
 const noRetryAfter = time.Second
@@ -31,59 +36,89 @@ const (
 	retryMargin = 2 * time.Second
 )
 
-// handOff sends m to the target, with its host's state if st is not
-// empty, until it is answered 202 (then deletes it here and returns the id
-// it got there) or kept (then returns why). A connection error (the other
-// hookpace restarting, a blip of the network) is retried with backoff
-// within the budget, so that an ordering key's webhooks still go whole
-// and in order, by the one worker that owns the key.
+// handOff sends m alone (no ordering key, or a target that stores a
+// key's webhooks one by one) to the target, with its host's state if st
+// is not empty, until it is answered 202 (then deletes it here and
+// returns the id it got there) or kept (then returns why).
 func (s *sender) handOff(ctx context.Context, m *spool.Message, st HostState) (newID, kept string) {
+	resp, kept := s.exchange(ctx, m, st, nil)
+	if kept != "" {
+		return "", kept
+	}
+	return s.stored(m, resp)
+}
+
+// stored settles m, answered resp: a hookpace's 202 (it names the id it
+// stored m under) deletes it here.
+func (s *sender) stored(m *spool.Message, resp answer) (newID, kept string) {
+	if resp.status != http.StatusAccepted {
+		return "", "status_" + strconv.Itoa(resp.status)
+	}
+	if _, err := spool.ParseRef(resp.id); err != nil || resp.id == "" {
+		// Not a hookpace's acknowledgement (one always names the id it
+		// stored the webhook under): whatever answered need not have
+		// kept it.
+		return "", "202_without_id"
+	}
+	// Durable there: only now may it go here. A crash before the delete
+	// is durable sends it again after the restart.
+	if err := s.delete(m, resp.id); err != nil {
+		s.log.Error("handoff: accepted there but not deleted here; it will be delivered twice",
+			"id", m.Ref().String(), "new_id", resp.id, "error", err)
+		return "", "local_delete_failed"
+	}
+	return resp.id, ""
+}
+
+// exchange sends m (as chunk b of its key's batch, if b is not nil) until
+// it gets an answer to act on, or returns why not. A connection error
+// (the other hookpace restarting, a blip of the network) is retried with
+// backoff within the budget less its margin, a 429 after its Retry-After
+// within the budget, and a 503 with a Retry-After (a hookpace stopping,
+// or full) after it within the budget less the margin; but not an answer
+// that says part of a batch was stored (StoredHeader), which the caller
+// acts on.
+func (s *sender) exchange(ctx context.Context, m *spool.Message, st HostState, b *Batch) (answer, string) {
 	backoff := retryFirst
 	for {
 		if ctx.Err() != nil {
-			return "", "timeout"
+			return answer{}, "timeout"
 		}
-		resp, err := s.send(ctx, m, st)
+		resp, err := s.send(ctx, m, st, b)
 		if err != nil {
 			if ctx.Err() != nil {
-				return "", "timeout"
+				return answer{}, "timeout"
 			}
 			dl, ok := ctx.Deadline()
 			if !ok || s.now().Add(backoff).After(dl.Add(-retryMargin)) {
-				return "", "connection_error"
+				return answer{}, "connection_error"
 			}
 			s.retries.Add(1)
 			if !s.sleep(ctx, backoff) {
-				return "", "timeout"
+				return answer{}, "timeout"
 			}
 			backoff = min(2*backoff, retryMax)
 			continue
 		}
 		backoff = retryFirst
-		switch resp.status {
-		case http.StatusAccepted:
-			if _, err := spool.ParseRef(resp.id); err != nil || resp.id == "" {
-				// Not a hookpace's acknowledgement (one always names the
-				// id it stored the webhook under): whatever answered
-				// need not have kept it.
-				return "", "202_without_id"
-			}
-			// Durable there: only now may it go here. A crash before the
-			// delete is durable sends it again after the restart.
-			if err := s.delete(m, resp.id); err != nil {
-				s.log.Error("handoff: accepted there but not deleted here; it will be delivered twice",
-					"id", m.Ref().String(), "new_id", resp.id, "error", err)
-				return "", "local_delete_failed"
-			}
-			return resp.id, ""
-		case http.StatusTooManyRequests:
+		switch {
+		case resp.status == http.StatusTooManyRequests && resp.stored <= 0:
 			wait := retryAfter(resp.retryAfter, time.Now())
 			if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
-				return "", "429_past_budget"
+				return answer{}, "429_past_budget"
 			}
 			s.sleep(ctx, wait)
+		case resp.status == http.StatusServiceUnavailable && resp.retryAfter != "" && resp.stored <= 0:
+			wait := retryAfter(resp.retryAfter, time.Now())
+			if dl, ok := ctx.Deadline(); !ok || s.now().Add(wait).After(dl.Add(-retryMargin)) {
+				return resp, ""
+			}
+			s.retries.Add(1)
+			if !s.sleep(ctx, wait) {
+				return answer{}, "timeout"
+			}
 		default:
-			return "", "status_" + strconv.Itoa(resp.status)
+			return resp, ""
 		}
 	}
 }
@@ -109,12 +144,19 @@ type answer struct {
 	status     int
 	id         string // X-Hookpace-Id of a 202
 	retryAfter string
+	// staged and stored are StagedHeader and StoredHeader; -1 without.
+	staged, stored int
 }
 
-// send makes one proxy-form request for m: the request line carries m's
-// absolute URL, the connection goes to the target.
-func (s *sender) send(ctx context.Context, m *spool.Message, st HostState) (answer, error) {
-	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+// send makes one proxy-form request for m, as chunk b of its key's batch
+// if b is not nil: the request line carries m's absolute URL, the
+// connection goes to the target.
+func (s *sender) send(ctx context.Context, m *spool.Message, st HostState, b *Batch) (answer, error) {
+	timeout := attemptTimeout
+	if b != nil && b.Last {
+		timeout = commitTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	dest, err := url.Parse(m.URL)
 	if err != nil {
@@ -150,6 +192,15 @@ func (s *sender) send(ctx context.Context, m *spool.Message, st HostState) (answ
 			req.Header.Set(HostSignatureHeader, SignHost(s.secret, claim, m.Host, v))
 		}
 	}
+	req.Header.Del(BatchHeader)
+	req.Header.Del(BatchSignatureHeader)
+	if b != nil {
+		v := b.Encode()
+		req.Header.Set(BatchHeader, v)
+		if s.secret != nil {
+			req.Header.Set(BatchSignatureHeader, SignBatch(s.secret, claim, v))
+		}
+	}
 	if s.auth != "" {
 		req.Header.Set("Proxy-Authorization", s.auth)
 	}
@@ -159,7 +210,17 @@ func (s *sender) send(ctx context.Context, m *spool.Message, st HostState) (answ
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	return answer{status: resp.StatusCode, id: resp.Header.Get("X-Hookpace-Id"), retryAfter: resp.Header.Get("Retry-After")}, nil
+	return answer{status: resp.StatusCode, id: resp.Header.Get("X-Hookpace-Id"), retryAfter: resp.Header.Get("Retry-After"),
+		staged: count(resp.Header.Get(StagedHeader)), stored: count(resp.Header.Get(StoredHeader))}, nil
+}
+
+// count reads a count header: -1 when it is absent or not a count.
+func count(v string) int {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }
 
 // The lane headers as the receiving hookpace's proxy reads

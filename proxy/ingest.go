@@ -214,7 +214,11 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 		return d, len(m.Body)
 	}
 	handedDoor(m, r)
-	ok, err := p.appendKeys(ctx, m, hp, spool.Keys{Idempotency: key, Coalesce: ckey, Scope: keyScope(user, in)})
+	keys := spool.Keys{Idempotency: key, Coalesce: ckey, Scope: keyScope(user, in)}
+	if in == nil && len(r.Header[handoff.BatchHeader]) > 0 {
+		return p.handoffBatch(ctx, r, pol, m, hp, keys), len(m.Body)
+	}
+	ok, err := p.appendKeys(ctx, m, hp, keys)
 	return p.appended(ok, err), len(m.Body)
 }
 

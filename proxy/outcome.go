@@ -23,6 +23,7 @@ const (
 	OutcomeDuplicate        // answered with an earlier webhook's id (Idempotency-Key)
 	OutcomeCoalesced        // replaced a queued webhook (Hookpace-Coalesce-Key)
 	OutcomeRejectedKeyFull  // 429: its fairness key is at max_queued_per_key
+	OutcomeStaged           // a hand-off's webhook held until its ordering key's batch ends (handoff_batch.go)
 	NumOutcomes             // how many there are, for arrays indexed by them
 )
 
@@ -39,6 +40,7 @@ var outcomeNames = [NumOutcomes]string{
 	OutcomeDuplicate:            "duplicate",
 	OutcomeCoalesced:            "coalesced",
 	OutcomeRejectedKeyFull:      "rejected_key_full",
+	OutcomeStaged:               "handoff_staged",
 }
 
 func (o Outcome) String() string {

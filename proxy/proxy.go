@@ -120,6 +120,7 @@ type Proxy struct {
 	// unchecked logs, once, that hand-off claims are ignored for want
 	// of a secret to check them with (see handoffOrigin).
 	unchecked sync.Once
+	batches   batches      // hand-off batches being received (handoff_batch.go)
 	probes    probes       // what captured servers want (peek.go)
 	loops     atomic.Int64 // own connections captured back and refused (loop.go)
 }
@@ -359,7 +360,7 @@ func destPort(u *url.URL) uint16 {
 var hopHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
 	"Transfer-Encoding": true, "Upgrade": true, "Content-Length": true, "Expect": true,
-	handoff.Header: true, handoff.SignatureHeader: true,
+	handoff.Header: true, handoff.SignatureHeader: true, handoff.BatchHeader: true, handoff.BatchSignatureHeader: true,
 	// hookpace's own, read at ingest (lanes.go), never the partner's
 	HeaderFairnessKey: true, HeaderOrderingKey: true, HeaderPriority: true, HeaderDelay: true, HeaderNotBefore: true,
 }

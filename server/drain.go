@@ -101,7 +101,7 @@ func (a *app) handoff(ctx context.Context, sh config.ShutdownConfig) {
 		return
 	}
 	attrs := []any{"handed_off", res.HandedOff, "left", res.Left, "retried", res.Retried, "took_ms", res.Took.Milliseconds(),
-		"per_second", int(res.Rate())}
+		"per_second", int(res.Rate()), "ordering_keys", res.Keys, "ordering_keys_kept", res.KeysKept, "ordering_keys_split", res.KeysSplit}
 	reasons := make([]string, 0, len(res.Kept))
 	for r := range res.Kept {
 		reasons = append(reasons, r)
