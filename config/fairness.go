@@ -1,10 +1,7 @@
 package config
 
 import (
-	"fmt"
 	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/hookpace/hookpace/spool"
 	"gopkg.in/yaml.v3"
@@ -45,7 +42,6 @@ type Priority struct {
 
 // Bounds of the fairness settings.
 const (
-	LaneKeyLimit = 200  // bytes of a fairness or ordering key a webhook may carry (the spool stores up to spool.MaxFairnessKey)
 	MaxPathDepth = 32   // fairness.path_depth
 	MaxWeight    = 1000 // fairness.weights' values
 )
@@ -122,7 +118,7 @@ func resolveWeights(p *problems, path string, n *yaml.Node) (map[string]int, boo
 			ok = false
 			continue
 		}
-		if err := CheckLaneKey(k.Value); err != nil {
+		if err := spool.CheckLaneKey(k.Value, spool.MaxLaneKey); err != nil {
 			p.add(k.Line, at, "key %v", err)
 			ok = false
 			continue
@@ -154,33 +150,4 @@ func resolvePriority(p *problems, path string, n *yaml.Node, base Priority) Prio
 	pc := base
 	field(p, path+".min_share", r.MinShare, &pc.MinShare, within(0, 1, false, false))
 	return pc
-}
-
-// CheckLaneKey checks a fairness or ordering key by the spool's rule
-// (spool.CheckLaneKey) with the policy's limit, LaneKeyLimit, and as
-// CheckKeyText: UTF-8 with no control character and no bidirectional
-// override or isolate (U+202A-202E, U+2066-2069), which would make a key
-// read as another wherever it is shown. The proxy checks the keys
-// requests carry with it, and config the keys weights name.
-func CheckLaneKey(s string) error {
-	if err := spool.CheckLaneKey(s, LaneKeyLimit); err != nil {
-		return err
-	}
-	return CheckKeyText(s)
-}
-
-// CheckKeyText checks that a key hookpace shows is UTF-8 with no control
-// character and no bidirectional override or isolate.
-func CheckKeyText(s string) error {
-	for i, r := range s {
-		switch {
-		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
-			return fmt.Errorf("is not UTF-8 (byte %d)", i)
-		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0:
-			return fmt.Errorf("has a control character (byte %d)", i)
-		case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
-			return fmt.Errorf("has a bidirectional override or isolate, U+%04X (byte %d)", r, i)
-		}
-	}
-	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"strings"
 	"testing"
+
+	"github.com/hookpace/hookpace/spool"
 )
 
 func TestFairnessConfig(t *testing.T) {
@@ -79,6 +81,8 @@ func TestFairnessConfigErrors(t *testing.T) {
 	}
 }
 
+// The keys weights may name are those the spool's lane-key rule takes
+// with MaxLaneKey.
 func TestCheckLaneKey(t *testing.T) {
 	for _, tt := range []struct {
 		key string
@@ -87,8 +91,8 @@ func TestCheckLaneKey(t *testing.T) {
 		{"tenant-a", true}, {"a b/c:d", true}, {"ü", true}, {strings.Repeat("x", 200), true},
 		{"", false}, {strings.Repeat("x", 201), false}, {"a\nb", false}, {"a\x7f", false}, {"\x00", false},
 	} {
-		if err := CheckLaneKey(tt.key); (err == nil) != tt.ok {
-			t.Errorf("CheckLaneKey(%q) = %v, want ok %v", tt.key, err, tt.ok)
+		if err := spool.CheckLaneKey(tt.key, spool.MaxLaneKey); (err == nil) != tt.ok {
+			t.Errorf("spool.CheckLaneKey(%q, MaxLaneKey) = %v, want ok %v", tt.key, err, tt.ok)
 		}
 	}
 }

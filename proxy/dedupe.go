@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -66,7 +65,7 @@ func coalesceKey(stored http.Header, pol *Policy) (string, *decision) {
 		d := badRequest(pol.CoalesceHeader + " must be given once, 1 to " + strconv.Itoa(spool.MaxIdempotencyKey) + " bytes")
 		return "", &d
 	}
-	if err := config.CheckKeyText(vs[0]); err != nil {
+	if err := spool.CheckKeyText(vs[0]); err != nil {
 		d := badRequest(pol.CoalesceHeader + " " + err.Error() + ": want printable UTF-8")
 		return "", &d
 	}

@@ -52,8 +52,8 @@ func readLane(r *http.Request, hp *HostPolicy, user string, now time.Time) (lane
 		if len(vs) > 1 {
 			return l, badLane(HeaderOrderingKey + " given more than once")
 		}
-		if err := config.CheckLaneKey(vs[0]); err != nil {
-			return l, badLane(HeaderOrderingKey + " " + err.Error() + ": want 1 to " + strconv.Itoa(config.LaneKeyLimit) + " bytes of printable UTF-8")
+		if err := spool.CheckLaneKey(vs[0], spool.MaxLaneKey); err != nil {
+			return l, badLane(HeaderOrderingKey + " " + err.Error() + ": want 1 to " + strconv.Itoa(spool.MaxLaneKey) + " bytes of printable UTF-8")
 		}
 		l.ordering = vs[0]
 	}
@@ -101,8 +101,8 @@ func fairnessKey(r *http.Request, hp *HostPolicy, user string) (string, *decisio
 	default:
 		return "", nil
 	}
-	if err := config.CheckLaneKey(key); err != nil {
-		return "", badLane(what + " " + err.Error() + ": want 1 to " + strconv.Itoa(config.LaneKeyLimit) + " bytes of printable UTF-8")
+	if err := spool.CheckLaneKey(key, spool.MaxLaneKey); err != nil {
+		return "", badLane(what + " " + err.Error() + ": want 1 to " + strconv.Itoa(spool.MaxLaneKey) + " bytes of printable UTF-8")
 	}
 	return key, nil
 }
@@ -116,7 +116,7 @@ func handoffKey(r *http.Request, mode string, m *spool.Message) {
 	if mode == "" || mode == config.FairnessHeader {
 		return
 	}
-	if vs := r.Header[HeaderFairnessKey]; len(vs) == 1 && config.CheckLaneKey(vs[0]) == nil {
+	if vs := r.Header[HeaderFairnessKey]; len(vs) == 1 && spool.CheckLaneKey(vs[0], spool.MaxLaneKey) == nil {
 		m.Fairness = vs[0]
 	}
 }

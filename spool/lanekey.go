@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Keys of the lanes (lane.go). A webhook in Lane{} waits under its queue
@@ -26,14 +27,31 @@ const prefixLane = 'l'
 const MaxFairnessKey = 256
 
 // ErrFairnessKey: a fairness key that the spool cannot store (see
-// CheckLaneKey). Retrying cannot help.
+// checkLaneBytes). Retrying cannot help.
 var ErrFairnessKey = errors.New("fairness key is not 1 to 256 printable bytes")
 
+// MaxLaneKey is the longest fairness or ordering key a webhook may carry
+// in, in bytes: what ingest and config pass to CheckLaneKey. It is below
+// MaxFairnessKey, so every key they take can be stored.
+const MaxLaneKey = 200
+
 // CheckLaneKey checks a fairness or ordering key: 1 to max bytes (max at
-// most MaxFairnessKey), none of them a control character, so none is the
-// 0 byte that ends a key in the lane layout. It is the one rule for lane
-// keys: config applies it with its own, lower, limit.
+// most MaxFairnessKey), and key text (CheckKeyText), so none is the 0 byte
+// that ends a key in the lane layout and none reads as another key where
+// it is shown. It is the one rule for lane keys: ingest applies it to the
+// keys requests carry and config to the keys weights name, both with
+// MaxLaneKey.
 func CheckLaneKey(key string, max int) error {
+	if err := checkLaneBytes(key, max); err != nil {
+		return err
+	}
+	return CheckKeyText(key)
+}
+
+// checkLaneBytes checks that key is 1 to max bytes (max at most
+// MaxFairnessKey) with no control character: what the lane layout needs
+// of a key to store it.
+func checkLaneBytes(key string, max int) error {
 	max = min(max, MaxFairnessKey)
 	if key == "" {
 		return errors.New("is empty")
@@ -49,6 +67,24 @@ func CheckLaneKey(key string, max int) error {
 	return nil
 }
 
+// CheckKeyText checks that a key hookpace shows is UTF-8 with no control
+// character and no bidirectional override or isolate (U+202A-202E,
+// U+2066-2069), which would make a key read as another wherever it is
+// shown.
+func CheckKeyText(s string) error {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			return fmt.Errorf("is not UTF-8 (byte %d)", i)
+		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0:
+			return fmt.Errorf("has a control character (byte %d)", i)
+		case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+			return fmt.Errorf("has a bidirectional override or isolate, U+%04X (byte %d)", r, i)
+		}
+	}
+	return nil
+}
+
 // ErrNotQueued: the message is no longer queued (delivered, dead-lettered,
 // purged or handed off).
 var ErrNotQueued = errors.New("message is not queued")
@@ -59,7 +95,7 @@ func checkFairness(key string) error {
 	if key == "" {
 		return nil
 	}
-	if err := CheckLaneKey(key, MaxFairnessKey); err != nil {
+	if err := checkLaneBytes(key, MaxFairnessKey); err != nil {
 		return fmt.Errorf("%w: %v", ErrFairnessKey, err)
 	}
 	return nil
