@@ -8,12 +8,12 @@ import (
 	"strings"
 
 	"github.com/hookpace/hookpace/hostname"
-	"github.com/hookpace/hookpace/webpath"
 )
 
-// WebhookRule says which requests are webhooks (spooled, 202, paced)
-// rather than API calls (forwarded, the partner's own answer). A request
-// matches a rule when it matches every field the rule sets.
+// WebhookRule is one rule of the webhooks block, as checked: which
+// requests are webhooks (spooled, 202, paced) rather than API calls
+// (forwarded, the partner's own answer). The proxy matches requests
+// against it (proxy.WebhookRule, which the server copies it into).
 type WebhookRule struct {
 	Name    string   // "webhooks[0]": what the ingest line and check-config call it
 	Host    string   // a host name, or "*." and a suffix (names below only); "": any host
@@ -28,42 +28,6 @@ const (
 	WebhooksAll   = "all"   // every request of spool.methods to the host is a webhook
 	WebhooksNone  = "none"  // no request to the host is a webhook: all are forwarded
 )
-
-// StandardWebhookSignature is the header of a Standard Webhooks
-// signature: without a webhooks block, a request carrying it is a webhook.
-const StandardWebhookSignature = "Webhook-Signature"
-
-// Matches reports whether a request (method, host name without port,
-// URL path, header) matches r. The path is matched as given, against the
-// rule's in lower case (webpath.Pattern): pass the cleaned, folded path
-// (webpath.Path.Fold), which is what the partner's server routes.
-func (r WebhookRule) Matches(method, host, urlPath string, h http.Header) bool {
-	if !matchMethod(r.Methods, method) {
-		return false
-	}
-	if r.Host != "" {
-		if suffix, ok := strings.CutPrefix(r.Host, "*."); ok {
-			if !strings.HasSuffix(host, "."+suffix) {
-				return false
-			}
-		} else if host != r.Host {
-			return false
-		}
-	}
-	if r.Path != "" && !webpath.Match(webpath.Pattern(r.Path), urlPath) {
-		return false
-	}
-	return r.Header == "" || len(h.Values(r.Header)) > 0
-}
-
-func matchMethod(ms []string, m string) bool {
-	for _, x := range ms {
-		if x == m {
-			return true
-		}
-	}
-	return false
-}
 
 type rawWebhook struct {
 	Host    opt[string]        `yaml:"host"`

@@ -41,8 +41,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/hookpace/hookpace/config"
 )
 
 // capturedKey marks a request's context: it came through the capture
@@ -148,13 +146,13 @@ func (p *Proxy) serveCapturedTLS(req *http.Request, conn net.Conn, pre []byte, d
 	hp := p.policy.Load().Host(host)
 	ca := p.ca.Load()
 	switch {
-	case hp.Connect == config.ConnectDeny:
+	case hp.Connect == ConnectDeny:
 		p.countTunnel(req.Context(), host, TunnelRefused, "connect: deny")
 		p.record(req, start, host, 0, decision{outcome: outcomeRefused, status: http.StatusForbidden,
 			reason: "capture: TLS to " + host + " denied (connect: deny)"})
 		conn.Write([]byte{21, 3, 3, 0, 2, 2, 49}) // a fatal access_denied alert
 		conn.Close()
-	case hp.Connect == config.ConnectMITM && ca != nil && ca.Covers(u.Hostname()):
+	case hp.Connect == ConnectMITM && ca != nil && ca.Covers(u.Hostname()):
 		if label, why := p.cannotIntercept(req.Context(), hello, hp, dst, name); label != "" {
 			p.spliceCaptured(req, conn, seen.Bytes(), dst, host, label, why, start)
 			return
@@ -163,7 +161,7 @@ func (p *Proxy) serveCapturedTLS(req *http.Request, conn net.Conn, pre []byte, d
 		p.serveSniffed(&tunnel{req: req, target: target, host: host, ca: ca, start: start, captured: true}, served(conn), seen.Bytes())
 	default:
 		why := "not intercepted (connect: tunnel): spliced as without hookpace; name it in hosts to spool and pace it"
-		if hp.Connect == config.ConnectMITM {
+		if hp.Connect == ConnectMITM {
 			why = "no CA in force vouches for the name (an IP, a cluster name, mitm.exclude or outside the CA's names): spliced as without hookpace"
 		}
 		p.spliceCaptured(req, conn, seen.Bytes(), dst, host, SpliceExcluded, why, start)

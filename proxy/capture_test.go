@@ -14,7 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/mitm"
 )
 
@@ -121,7 +120,7 @@ func postOver(t *testing.T, conn net.Conn, target, host string) *http.Response {
 
 func TestServeCaptureInterceptsBySNI(t *testing.T) {
 	var log bytes.Buffer
-	p, sp := laneProxy(t, HostPolicy{Connect: config.ConnectMITM, Named: true}, []config.User{{Username: "u", Password: "p"}}, &log)
+	p, sp := laneProxy(t, HostPolicy{Connect: ConnectMITM, Named: true}, []User{{Username: "u", Password: "p"}}, &log)
 	ca, pool := testCA(t)
 	p.SetCA(ca)
 	// The app dialled 127.0.0.1:9 for "127.0.0.1" by name: the SNI wins,
@@ -152,7 +151,7 @@ func TestServeCaptureInterceptsBySNI(t *testing.T) {
 
 func TestServeCaptureDeniesInTLS(t *testing.T) {
 	var log bytes.Buffer
-	p, _ := laneProxy(t, HostPolicy{Connect: config.ConnectDeny}, nil, &log)
+	p, _ := laneProxy(t, HostPolicy{Connect: ConnectDeny}, nil, &log)
 	addr := captureListener(t, p, func(netip.AddrPort) netip.AddrPort { return netip.MustParseAddrPort("203.0.113.10:443") })
 	_, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "partner.example", InsecureSkipVerify: true})
 	if err == nil || !strings.Contains(err.Error(), "access denied") {
@@ -213,7 +212,7 @@ func TestServeCaptureRefusesItself(t *testing.T) {
 // interceptions, and warned of once, with the variables that fix it.
 func TestRejectedCertificateIsCounted(t *testing.T) {
 	var log bytes.Buffer
-	p, _ := laneProxy(t, HostPolicy{Connect: config.ConnectMITM, Named: true}, nil, &log)
+	p, _ := laneProxy(t, HostPolicy{Connect: ConnectMITM, Named: true}, nil, &log)
 	ca, _ := testCA(t)
 	p.SetCA(ca)
 	addr, done := captureListenerDone(t, p, func(netip.AddrPort) netip.AddrPort { return netip.MustParseAddrPort("127.0.0.1:443") })

@@ -12,7 +12,7 @@ import (
 // the webhook: the claim to its id (handoffOrigin) and its host's pause
 // or hold (handoffHost). The host state's headers are never stored: the
 // partner gets what the app sent, and a client's forged state is dropped.
-func (p *Proxy) handoff(r *http.Request, pol *Policy, host, mode string, m *spool.Message) (decision, bool) {
+func (p *Proxy) handoff(r *http.Request, pol *Policy, host string, mode FairnessFrom, m *spool.Message) (decision, bool) {
 	m.Header.Del(handoff.HostHeader)
 	m.Header.Del(handoff.HostSignatureHeader)
 	from := r.Header[handoff.Header]
@@ -32,7 +32,7 @@ func (p *Proxy) handoff(r *http.Request, pol *Policy, host, mode string, m *spoo
 // signed is refused with 403, and its ingest line says why. A checked
 // claim keeps its fairness key too (handoffKey; mode is the host's
 // fairness.key), and applies its host state (handoffHost).
-func (p *Proxy) handoffOrigin(r *http.Request, pol *Policy, host, claim, mode string, m *spool.Message) (decision, bool) {
+func (p *Proxy) handoffOrigin(r *http.Request, pol *Policy, host, claim string, mode FairnessFrom, m *spool.Message) (decision, bool) {
 	ref, ok := handoff.Origin(claim)
 	if !ok {
 		return decision{}, false // no whole id claimed: lineage for the log only

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/deliver"
 	"github.com/hookpace/hookpace/handoff"
 	"github.com/hookpace/hookpace/pacer"
@@ -144,7 +143,7 @@ func TestHandoffForgedHostState(t *testing.T) {
 // A state with a hookpace that cannot apply it (no dispatcher) keeps the
 // webhook with the other hookpace.
 func TestHandoffHostStateUnapplied(t *testing.T) {
-	p, sp := laneProxy(t, HostPolicy{Connect: config.ConnectTunnel}, nil, nil)
+	p, sp := laneProxy(t, HostPolicy{Connect: ConnectTunnel}, nil, nil)
 	pol := *p.policy.Load()
 	pol.HandoffSecret = proxySecret
 	p.SetPolicy(pol)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/spool"
 )
@@ -26,7 +25,7 @@ func TestDoorMarkAndKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hp := HostPolicy{Connect: config.ConnectTunnel, DedupeWindow: time.Hour}
+	hp := HostPolicy{Connect: ConnectTunnel, DedupeWindow: time.Hour}
 	pol := Policy{Host: func(string) HostPolicy { return hp }, MaxBody: 1 << 20, Methods: []string{"POST"},
 		IdempotencyHeader: "Idempotency-Key"}
 	p := New(Options{Policy: pol, Spool: sp, Guard: g, Transport: &http.Transport{}, Logger: slog.New(slog.DiscardHandler)})
@@ -76,7 +75,7 @@ func TestInboundTargetsKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hp := HostPolicy{Connect: config.ConnectTunnel, DedupeWindow: time.Hour}
+	hp := HostPolicy{Connect: ConnectTunnel, DedupeWindow: time.Hour}
 	pol := Policy{Host: func(string) HostPolicy { return hp }, MaxBody: 1 << 20, Methods: []string{"POST"}}
 	p := New(Options{Policy: pol, Spool: sp, Guard: g, Transport: &http.Transport{}, Logger: slog.New(slog.DiscardHandler)})
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/elazarl/goproxy"
-	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/handoff"
 	"github.com/hookpace/hookpace/mitm"
@@ -447,14 +446,14 @@ func (p *Proxy) connectPolicy(r *http.Request, target string, start time.Time) (
 	mode := pol.Host(host).Connect
 	ca := p.ca.Load()
 	why := "connect: tunnel (not named in hosts; name it there to spool and pace it)"
-	if mode == config.ConnectMITM {
+	if mode == ConnectMITM {
 		if ca != nil && ca.Covers(u.Hostname()) {
 			p.countTunnel(r.Context(), host, TunnelIntercepted, "")
 			return &tunnel{req: r, target: target, host: host, ca: ca, start: start}, decision{}
 		}
 		// Never refuse what cannot be intercepted: the app's call goes
 		// through as it would without hookpace, counted and warned of.
-		mode = config.ConnectTunnel
+		mode = ConnectTunnel
 		why = "connect: mitm, but no CA can vouch for it"
 		var names mitm.Names
 		if ca != nil {
@@ -473,7 +472,7 @@ func (p *Proxy) connectPolicy(r *http.Request, target string, start time.Time) (
 		}
 	}
 	switch mode {
-	case config.ConnectTunnel:
+	case ConnectTunnel:
 		if _, err := p.opts.Guard.CheckPort(r.Context(), u.Hostname(), destPort(u)); err != nil {
 			if d, ok := refused(err); ok {
 				return nil, d

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -82,7 +81,7 @@ func readLane(r *http.Request, hp *HostPolicy, user string, now time.Time) (lane
 func fairnessKey(r *http.Request, hp *HostPolicy, user string) (string, *decision) {
 	var key, what string
 	switch hp.FairnessKey {
-	case config.FairnessHeader:
+	case FairnessHeader:
 		vs := r.Header[HeaderFairnessKey]
 		if len(vs) == 0 {
 			return "", nil
@@ -91,12 +90,12 @@ func fairnessKey(r *http.Request, hp *HostPolicy, user string) (string, *decisio
 			return "", badLane(HeaderFairnessKey + " given more than once")
 		}
 		key, what = vs[0], HeaderFairnessKey
-	case config.FairnessProxyUser:
+	case FairnessProxyUser:
 		key, what = user, "the proxy user (fairness key)"
 		if key == "" {
 			return "", nil
 		}
-	case config.FairnessPath:
+	case FairnessPath:
 		key, what = pathKey(r.URL.EscapedPath(), hp.PathDepth), "the path's first "+strconv.Itoa(hp.PathDepth)+" segments (fairness key)"
 	default:
 		return "", nil
@@ -112,8 +111,8 @@ func fairnessKey(r *http.Request, hp *HostPolicy, user string) (string, *decisio
 // host has fairness keys but takes them from elsewhere (a hand-off comes
 // as the sender's proxy user, to its path). Only a signed claim: any
 // client could send the header.
-func handoffKey(r *http.Request, mode string, m *spool.Message) {
-	if mode == "" || mode == config.FairnessHeader {
+func handoffKey(r *http.Request, mode FairnessFrom, m *spool.Message) {
+	if mode == FairnessNone || mode == FairnessHeader {
 		return
 	}
 	if vs := r.Header[HeaderFairnessKey]; len(vs) == 1 && spool.CheckLaneKey(vs[0], spool.MaxLaneKey) == nil {

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/handoff"
 	"github.com/hookpace/hookpace/spool"
@@ -24,7 +23,7 @@ const laneHost = "127.0.0.1:9"
 
 // laneProxy is a proxy on a real spool in a temporary directory whose
 // every host has policy hp, logging to log (nil: nowhere).
-func laneProxy(t *testing.T, hp HostPolicy, users []config.User, log *bytes.Buffer) (*Proxy, *spool.Spool) {
+func laneProxy(t *testing.T, hp HostPolicy, users []User, log *bytes.Buffer) (*Proxy, *spool.Spool) {
 	t.Helper()
 	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -38,9 +37,6 @@ func laneProxy(t *testing.T, hp HostPolicy, users []config.User, log *bytes.Buff
 	logger := slog.New(slog.DiscardHandler)
 	if log != nil {
 		logger = slog.New(slog.NewTextHandler(log, nil))
-	}
-	if hp.Connect == "" {
-		hp.Connect = config.ConnectTunnel
 	}
 	pol := Policy{Host: func(string) HostPolicy { return hp }, MaxBody: 1 << 20, Users: users, Methods: []string{"POST"}}
 	return New(Options{Policy: pol, Spool: sp, Guard: g, Transport: &http.Transport{}, Logger: logger}), sp
@@ -72,7 +68,7 @@ var laneHeaders = []string{HeaderFairnessKey, HeaderOrderingKey, HeaderPriority,
 // Each lane header lands in its field of the stored webhook, and none of
 // them is among the headers the partner will get.
 func TestLaneHeadersAreReadAndStripped(t *testing.T) {
-	p, sp := laneProxy(t, HostPolicy{FairnessKey: config.FairnessHeader, MaxAge: time.Hour}, nil, nil)
+	p, sp := laneProxy(t, HostPolicy{FairnessKey: FairnessHeader, MaxAge: time.Hour}, nil, nil)
 	due := time.Now().Add(30 * time.Minute).UTC().Truncate(time.Second)
 	for _, h := range []http.Header{
 		{HeaderFairnessKey: {"tenant-a"}, HeaderPriority: {"low"}, HeaderDelay: {"30s"}, "X-Event": {"a"}},
@@ -124,7 +120,7 @@ func TestLaneHeadersAreReadAndStripped(t *testing.T) {
 // A lane header that cannot be honoured is a 400 that says why, and
 // nothing is stored.
 func TestLaneHeadersRefused(t *testing.T) {
-	p, sp := laneProxy(t, HostPolicy{FairnessKey: config.FairnessHeader, MaxAge: time.Hour}, nil, nil)
+	p, sp := laneProxy(t, HostPolicy{FairnessKey: FairnessHeader, MaxAge: time.Hour}, nil, nil)
 	late := time.Now().Add(2 * time.Hour).UTC().Format(http.TimeFormat)
 	for _, c := range []struct {
 		h    http.Header
@@ -170,22 +166,24 @@ func TestLaneHeadersRefused(t *testing.T) {
 // Where the fairness key comes from, by fairness.key; the header is
 // stripped in every mode, and honoured in header mode only.
 func TestFairnessKeyModes(t *testing.T) {
-	users := []config.User{{Username: "tenant-a", Password: "pw-a"}}
+	users := []User{{Username: "tenant-a", Password: "pw-a"}}
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("tenant-a:pw-a"))
 	for _, c := range []struct {
-		name, mode, path string
-		depth            int
-		users            []config.User
-		want             string
+		name  string
+		mode  FairnessFrom
+		path  string
+		depth int
+		users []User
+		want  string
 	}{
-		{"header", config.FairnessHeader, "/webhooks/cust-42/x", 1, nil, "spoof"},
-		{"none", "", "/webhooks/cust-42/x", 1, nil, ""},
-		{"proxy user", config.FairnessProxyUser, "/webhooks/cust-42/x", 1, users, "tenant-a"},
-		{"proxy user without auth", config.FairnessProxyUser, "/webhooks/cust-42/x", 1, nil, ""},
-		{"path depth 1", config.FairnessPath, "/webhooks/cust-42/x", 1, nil, "/webhooks"},
-		{"path depth 2", config.FairnessPath, "/webhooks/cust-42/x", 2, nil, "/webhooks/cust-42"},
-		{"path shorter than depth", config.FairnessPath, "/webhooks/", 3, nil, "/webhooks/"},
-		{"root path", config.FairnessPath, "/", 1, nil, "/"},
+		{"header", FairnessHeader, "/webhooks/cust-42/x", 1, nil, "spoof"},
+		{"none", FairnessNone, "/webhooks/cust-42/x", 1, nil, ""},
+		{"proxy user", FairnessProxyUser, "/webhooks/cust-42/x", 1, users, "tenant-a"},
+		{"proxy user without auth", FairnessProxyUser, "/webhooks/cust-42/x", 1, nil, ""},
+		{"path depth 1", FairnessPath, "/webhooks/cust-42/x", 1, nil, "/webhooks"},
+		{"path depth 2", FairnessPath, "/webhooks/cust-42/x", 2, nil, "/webhooks/cust-42"},
+		{"path shorter than depth", FairnessPath, "/webhooks/", 3, nil, "/webhooks/"},
+		{"root path", FairnessPath, "/", 1, nil, "/"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, sp := laneProxy(t, HostPolicy{FairnessKey: c.mode, PathDepth: c.depth}, c.users, nil)
@@ -208,8 +206,8 @@ func TestFairnessKeyModes(t *testing.T) {
 // authenticated as. (connect: deny, so that the tunnel waits for its first
 // bytes as long as it may: plain HTTP inside is still spooled.)
 func TestFairnessKeyProxyUserInTunnel(t *testing.T) {
-	users := []config.User{{Username: "tenant-b", Password: "pw-b"}}
-	p, sp := laneProxy(t, HostPolicy{FairnessKey: config.FairnessProxyUser, Connect: config.ConnectDeny}, users, nil)
+	users := []User{{Username: "tenant-b", Password: "pw-b"}}
+	p, sp := laneProxy(t, HostPolicy{FairnessKey: FairnessProxyUser, Connect: ConnectDeny}, users, nil)
 	srv := httptest.NewServer(p)
 	defer srv.Close()
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())
@@ -251,7 +249,7 @@ func TestFairnessKeyProxyUserInTunnel(t *testing.T) {
 // other keys are still accepted.
 func TestMaxQueuedPerKey(t *testing.T) {
 	var log bytes.Buffer
-	p, sp := laneProxy(t, HostPolicy{FairnessKey: config.FairnessHeader, MaxQueuedPerKey: 3, Rate: 2}, nil, &log)
+	p, sp := laneProxy(t, HostPolicy{FairnessKey: FairnessHeader, MaxQueuedPerKey: 3, Rate: 2}, nil, &log)
 	key := func(k string) http.Header { return http.Header{HeaderFairnessKey: {k}} }
 	for range 3 {
 		if w := post(p, "/hook", key("A")); w.Code != http.StatusAccepted {
@@ -291,7 +289,7 @@ func TestKeyRetryAfterBounds(t *testing.T) {
 		rate float64
 		want string
 	}{{0.001, "300"}, {1000, "1"}, {0, "30"}} {
-		p, _ := laneProxy(t, HostPolicy{FairnessKey: config.FairnessHeader, MaxQueuedPerKey: 1, Rate: c.rate}, nil, nil)
+		p, _ := laneProxy(t, HostPolicy{FairnessKey: FairnessHeader, MaxQueuedPerKey: 1, Rate: c.rate}, nil, nil)
 		post(p, "/hook", http.Header{HeaderFairnessKey: {"A"}})
 		w := post(p, "/hook", http.Header{HeaderFairnessKey: {"A"}})
 		if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != c.want {
@@ -306,7 +304,7 @@ func TestAdmitLaneAllocatesNothing(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "http://"+laneHost+"/hook", nil)
 	r.Header.Set("Content-Type", "application/json")
 	now := time.Now()
-	for _, hp := range []HostPolicy{{MaxAge: time.Hour}, {FairnessKey: config.FairnessHeader, MaxQueuedPerKey: 10, Rate: 1}} {
+	for _, hp := range []HostPolicy{{MaxAge: time.Hour}, {FairnessKey: FairnessHeader, MaxQueuedPerKey: 10, Rate: 1}} {
 		p, _ := laneProxy(t, hp, nil, nil)
 		n := testing.AllocsPerRun(100, func() {
 			if _, bad := p.admitLane(r, &hp, laneHost, "", now); bad != nil {
@@ -342,8 +340,8 @@ func TestPathKey(t *testing.T) {
 // found (Hookpace-Fairness-Key), though this host takes keys from the
 // proxy user; an unchecked claim does not.
 func TestHandoffKeepsFairnessKey(t *testing.T) {
-	users := []config.User{{Username: "peer", Password: "pw"}}
-	p, sp := laneProxy(t, HostPolicy{FairnessKey: config.FairnessProxyUser}, users, nil)
+	users := []User{{Username: "peer", Password: "pw"}}
+	p, sp := laneProxy(t, HostPolicy{FairnessKey: FairnessProxyUser}, users, nil)
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	pol := *p.policy.Load()
 	pol.HandoffSecret = secret

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/mitm"
 )
 
@@ -20,9 +19,9 @@ func TestEndIntercepted(t *testing.T) {
 	}
 	pol := &Policy{Host: func(host string) HostPolicy {
 		if host == "late.partner.test" || host == "10.0.0.1" {
-			return HostPolicy{Connect: config.ConnectMITM}
+			return HostPolicy{Connect: ConnectMITM}
 		}
-		return HostPolicy{Connect: config.ConnectTunnel}
+		return HostPolicy{Connect: ConnectTunnel}
 	}}
 	type pair struct {
 		lt         *liveTunnel

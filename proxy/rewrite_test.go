@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/rewrite"
 	"github.com/hookpace/hookpace/spool"
@@ -29,7 +28,7 @@ func rewriteProxy(t *testing.T) (*Proxy, *spool.Spool) {
 	}
 	drop, _ := rewrite.ParsePath("$.customer.email")
 	mask, _ := rewrite.ParsePath("$.card.number")
-	hp := HostPolicy{Connect: config.ConnectTunnel, DedupeWindow: time.Hour,
+	hp := HostPolicy{Connect: ConnectTunnel, DedupeWindow: time.Hour,
 		Rewrite: &rewrite.JSON{Drop: []rewrite.Path{drop}, Mask: []rewrite.Path{mask}}}
 	pol := Policy{Host: func(string) HostPolicy { return hp }, MaxBody: 1 << 20, Methods: []string{"POST"},
 		IdempotencyHeader: "Idempotency-Key"}
@@ -107,7 +106,7 @@ func TestRewriteHeadersRemovedAtIngest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hp := HostPolicy{Connect: config.ConnectTunnel,
+	hp := HostPolicy{Connect: ConnectTunnel,
 		RewriteHeaders: &rewrite.Headers{Remove: []string{"X-Internal-Trace"}, Set: []rewrite.Header{{Name: "X-Set", Value: "at-delivery"}}}}
 	pol := Policy{Host: func(string) HostPolicy { return hp }, MaxBody: 1 << 20, Methods: []string{"POST"}}
 	p := New(Options{Policy: pol, Spool: sp, Guard: g, Transport: &http.Transport{}, Logger: slog.New(slog.DiscardHandler)})

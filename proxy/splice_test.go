@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/spool"
 )
@@ -100,7 +99,7 @@ func TestCaptureSplicesInternal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := Policy{Host: func(string) HostPolicy { return HostPolicy{Connect: config.ConnectMITM} }, MaxBody: 1 << 20, Methods: []string{"POST"}}
+	pol := Policy{Host: func(string) HostPolicy { return HostPolicy{Connect: ConnectMITM} }, MaxBody: 1 << 20, Methods: []string{"POST"}}
 	p := New(Options{Policy: pol, Spool: sp, Guard: g, Transport: &http.Transport{}, Logger: slog.New(slog.DiscardHandler)})
 	echo := echoServer(t)
 	addr, done := captureListenerDone(t, p, func(netip.AddrPort) netip.AddrPort { return echo })
@@ -191,7 +190,7 @@ func TestCapturePeeksBeforeIntercepting(t *testing.T) {
 			tc.server(srv.TLS)
 			srv.StartTLS()
 			t.Cleanup(srv.Close)
-			p, sp := laneProxy(t, HostPolicy{Connect: config.ConnectMITM}, nil, nil)
+			p, sp := laneProxy(t, HostPolicy{Connect: ConnectMITM}, nil, nil)
 			ca, _ := testCA(t)
 			p.SetCA(ca)
 			dst := srv.Listener.Addr().(*net.TCPAddr).AddrPort()
@@ -236,7 +235,7 @@ func TestCapturePeeksBeforeIntercepting(t *testing.T) {
 // 202, a body over the limit gets 413.
 func TestServeCaptureH2(t *testing.T) {
 	var log bytes.Buffer
-	p, sp := laneProxy(t, HostPolicy{Connect: config.ConnectMITM, Named: true}, nil, &log)
+	p, sp := laneProxy(t, HostPolicy{Connect: ConnectMITM, Named: true}, nil, &log)
 	ca, pool := testCA(t)
 	p.SetCA(ca)
 	addr, done := captureListenerDone(t, p, func(netip.AddrPort) netip.AddrPort { return netip.MustParseAddrPort("127.0.0.1:9") })

@@ -27,7 +27,6 @@ import (
 
 	"github.com/elazarl/goproxy"
 
-	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/mitm"
 )
 
@@ -263,7 +262,7 @@ func (p *Proxy) splice(t *tunnel, c *peekedConn) {
 	p.live.add(lt)
 	defer p.live.remove(lt)
 	// A reload between the CONNECT and now found no tunnel to close.
-	if ca, pol := p.ca.Load(), p.policy.Load(); t.why != "" && ca != nil && pol.Host(t.host).Connect == config.ConnectMITM && ca.Covers(lt.name) {
+	if ca, pol := p.ca.Load(), p.policy.Load(); t.why != "" && ca != nil && pol.Host(t.host).Connect == ConnectMITM && ca.Covers(lt.name) {
 		return
 	}
 	p.countTunnel(r.Context(), t.host, TunnelPassthrough, t.why)

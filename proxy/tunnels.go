@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/mitm"
 )
 
@@ -167,7 +166,7 @@ func (l *liveTunnels) endIntercepted(pol *Policy, ca *mitm.CA) map[string]int {
 	l.mu.Lock()
 	var ends []*liveTunnel
 	for t := range l.set {
-		if pol.Host(t.host).Connect == config.ConnectMITM && ca.Covers(t.name) {
+		if pol.Host(t.host).Connect == ConnectMITM && ca.Covers(t.name) {
 			ends = append(ends, t)
 			delete(l.set, t)
 		}

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/sign"
 	"github.com/hookpace/hookpace/webpath"
 )
 
@@ -32,9 +32,9 @@ const (
 func (pol *Policy) classify(r *http.Request) (rule string, webhook bool) {
 	hp := pol.Host(HostKey(r.URL))
 	switch hp.Webhooks {
-	case config.WebhooksAll:
+	case WebhooksAll:
 		return RuleHostAll, pol.spools(r.Method)
-	case config.WebhooksNone:
+	case WebhooksNone:
 		return "", false
 	}
 	if pol.WebhookRulesSet {
@@ -52,7 +52,7 @@ func (pol *Policy) classify(r *http.Request) (rule string, webhook bool) {
 		return RuleHTTP, true
 	case hp.Named && pol.spools(r.Method):
 		return RuleNamedHost + r.Method + ")", true
-	case len(r.Header.Values(config.StandardWebhookSignature)) > 0:
+	case len(r.Header.Values(sign.HeaderSignature)) > 0:
 		return RuleSignature, true
 	}
 	return "", false
@@ -79,4 +79,47 @@ func SetPath(u *url.URL, escaped string) {
 	}
 	u.Path, _ = url.PathUnescape(escaped)
 	u.RawPath = escaped
+}
+
+// WebhookRule says which requests are webhooks (spooled, 202, paced)
+// rather than API calls (forwarded, the partner's own answer). A request
+// matches a rule when it matches every field the rule sets.
+type WebhookRule struct {
+	Name    string   // "webhooks[0]": what the ingest line and check-config call it
+	Host    string   // a host name, or "*." and a suffix (names below only); "": any host
+	Methods []string // upper case; never empty (POST by default)
+	Path    string   // a path.Match glob, "/**" at the end matching any rest, case-folded; "": any path
+	Header  string   // a header that must be present (canonical form); "": none needed
+}
+
+// Matches reports whether a request (method, host name without port,
+// URL path, header) matches r. The path is matched as given, against the
+// rule's in lower case (webpath.Pattern): pass the cleaned, folded path
+// (webpath.Path.Fold), which is what the partner's server routes.
+func (r WebhookRule) Matches(method, host, urlPath string, h http.Header) bool {
+	if !matchMethod(r.Methods, method) {
+		return false
+	}
+	if r.Host != "" {
+		if suffix, ok := strings.CutPrefix(r.Host, "*."); ok {
+			if !strings.HasSuffix(host, "."+suffix) {
+				return false
+			}
+		} else if host != r.Host {
+			return false
+		}
+	}
+	if r.Path != "" && !webpath.Match(webpath.Pattern(r.Path), urlPath) {
+		return false
+	}
+	return r.Header == "" || len(h.Values(r.Header)) > 0
+}
+
+func matchMethod(ms []string, m string) bool {
+	for _, x := range ms {
+		if x == m {
+			return true
+		}
+	}
+	return false
 }

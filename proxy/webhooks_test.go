@@ -15,13 +15,20 @@ func classifyPolicy(t *testing.T, yaml string) *Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The config's words as the server converts them (server.proxyPolicy).
+	var rules []WebhookRule
+	for _, w := range cfg.Webhooks {
+		rules = append(rules, WebhookRule{Name: w.Name, Host: w.Host, Methods: w.Methods, Path: w.Path, Header: w.Header})
+	}
+	modes := map[string]WebhooksMode{config.WebhooksAll: WebhooksAll, config.WebhooksNone: WebhooksNone}
+	connects := map[string]Connect{config.ConnectMITM: ConnectMITM, config.ConnectDeny: ConnectDeny}
 	return &Policy{
 		Methods:         cfg.Spool.Methods,
-		Webhooks:        cfg.Webhooks,
+		Webhooks:        rules,
 		WebhookRulesSet: cfg.WebhookRulesSet,
 		Host: func(host string) HostPolicy {
 			key, hc := cfg.Lookup(host)
-			return HostPolicy{Named: key != "", Webhooks: hc.Webhooks, Connect: hc.Connect}
+			return HostPolicy{Named: key != "", Webhooks: modes[hc.Webhooks], Connect: connects[hc.Connect]}
 		},
 	}
 }

@@ -47,9 +47,9 @@ func proxyPolicy(cfg *config.Config, files *Files) proxy.Policy {
 	return proxy.Policy{
 		Host: func(host string) proxy.HostPolicy {
 			key, hc := cfg.Lookup(host)
-			return proxy.HostPolicy{MaxQueued: hc.MaxQueued, Connect: hc.Connect, Named: key != "", Webhooks: hc.Webhooks,
-				DedupeWindow: hc.DedupeWindow.D(),
-				MaxAge:       hc.MaxAge.D(), Rate: hc.Rate.PerSecond(), FairnessKey: hc.Fairness.Key,
+			return proxy.HostPolicy{MaxQueued: hc.MaxQueued, Connect: proxyConnect(hc.Connect), Named: key != "",
+				Webhooks: proxyWebhooks(hc.Webhooks), DedupeWindow: hc.DedupeWindow.D(),
+				MaxAge: hc.MaxAge.D(), Rate: hc.Rate.PerSecond(), FairnessKey: proxyFairness(hc.Fairness.Key),
 				PathDepth: hc.Fairness.PathDepth, MaxQueuedPerKey: hc.Fairness.MaxQueuedPerKey,
 				Rewrite: hc.Rewrite.JSON, RewriteHeaders: hc.Rewrite.Headers}
 		},
@@ -58,14 +58,72 @@ func proxyPolicy(cfg *config.Config, files *Files) proxy.Policy {
 		MaxBody:           int64(cfg.Spool.MaxBody),
 		MaxHeader:         int64(cfg.Spool.MaxHeader),
 		BodyTimeout:       cfg.Proxy.BodyTimeout.D(),
-		Users:             cfg.Auth.Users,
+		Users:             proxyUsers(cfg.Auth.Users),
 		Listen:            cfg.Listen,
 		Methods:           cfg.Spool.Methods,
-		Webhooks:          cfg.Webhooks,
+		Webhooks:          proxyWebhookRules(cfg.Webhooks),
 		WebhookRulesSet:   cfg.WebhookRulesSet,
 		HandoffSecret:     files.HandoffSecret,
 		Apps:              inboundApps(cfg),
 	}
+}
+
+// proxyConnect is the proxy's mode for a host's connect: setting.
+func proxyConnect(s string) proxy.Connect {
+	switch s {
+	case config.ConnectMITM:
+		return proxy.ConnectMITM
+	case config.ConnectDeny:
+		return proxy.ConnectDeny
+	}
+	return proxy.ConnectTunnel
+}
+
+// proxyWebhooks is the proxy's mode for a host's webhooks: setting.
+func proxyWebhooks(s string) proxy.WebhooksMode {
+	switch s {
+	case config.WebhooksAll:
+		return proxy.WebhooksAll
+	case config.WebhooksNone:
+		return proxy.WebhooksNone
+	}
+	return proxy.WebhooksRules
+}
+
+// proxyFairness is where the proxy takes a host's fairness keys from, by
+// its fairness.key ("": none).
+func proxyFairness(s string) proxy.FairnessFrom {
+	switch s {
+	case config.FairnessHeader:
+		return proxy.FairnessHeader
+	case config.FairnessProxyUser:
+		return proxy.FairnessProxyUser
+	case config.FairnessPath:
+		return proxy.FairnessPath
+	}
+	return proxy.FairnessNone
+}
+
+func proxyUsers(us []config.User) []proxy.User {
+	if len(us) == 0 {
+		return nil
+	}
+	out := make([]proxy.User, len(us))
+	for i, u := range us {
+		out[i] = proxy.User{Username: u.Username, Password: u.Password}
+	}
+	return out
+}
+
+func proxyWebhookRules(ws []config.WebhookRule) []proxy.WebhookRule {
+	if len(ws) == 0 {
+		return nil
+	}
+	out := make([]proxy.WebhookRule, len(ws))
+	for i, w := range ws {
+		out[i] = proxy.WebhookRule{Name: w.Name, Host: w.Host, Methods: w.Methods, Path: w.Path, Header: w.Header}
+	}
+	return out
 }
 
 // Policy converts one host's config to its delivery policy, signed by

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/proxy"
 )
 
 func TestPoliciesSharedByHostsEntry(t *testing.T) {
@@ -32,5 +33,31 @@ func TestPoliciesSharedByHostsEntry(t *testing.T) {
 	}
 	if again := policies(cfg, files)("x.test"); again == x {
 		t.Error("a new policy source (a reload) gave the old source's policy")
+	}
+}
+
+// Every connect:, webhooks: and fairness.key word config takes reaches the
+// proxy as its own mode, none as another's.
+func TestProxyModes(t *testing.T) {
+	for word, want := range map[string]proxy.Connect{
+		config.ConnectTunnel: proxy.ConnectTunnel, config.ConnectMITM: proxy.ConnectMITM, config.ConnectDeny: proxy.ConnectDeny,
+	} {
+		if got := proxyConnect(word); got != want {
+			t.Errorf("connect: %s is proxy mode %d, want %d", word, got, want)
+		}
+	}
+	for word, want := range map[string]proxy.WebhooksMode{
+		"": proxy.WebhooksRules, config.WebhooksRules: proxy.WebhooksRules, config.WebhooksAll: proxy.WebhooksAll, config.WebhooksNone: proxy.WebhooksNone,
+	} {
+		if got := proxyWebhooks(word); got != want {
+			t.Errorf("webhooks: %q is proxy mode %d, want %d", word, got, want)
+		}
+	}
+	for word, want := range map[string]proxy.FairnessFrom{
+		"": proxy.FairnessNone, config.FairnessHeader: proxy.FairnessHeader, config.FairnessProxyUser: proxy.FairnessProxyUser, config.FairnessPath: proxy.FairnessPath,
+	} {
+		if got := proxyFairness(word); got != want {
+			t.Errorf("fairness.key: %q is proxy source %d, want %d", word, got, want)
+		}
 	}
 }
