@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +22,6 @@ import (
 	"github.com/elazarl/goproxy"
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/handoff"
-	"github.com/hookpace/hookpace/hostname"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/spool"
 	"go.opentelemetry.io/otel/propagation"
@@ -345,20 +343,6 @@ func parseBasic(h string) (user, pass string, ok bool) {
 		return "", "", false
 	}
 	return user, pass, true
-}
-
-// HostKey is the queue and config key of a destination (hostname.Key).
-func HostKey(u *url.URL) string { return hostname.Key(u) }
-
-// destPort is the port a URL will be dialled on.
-func destPort(u *url.URL) uint16 {
-	if p, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
-		return uint16(p)
-	}
-	if u.Scheme == "https" {
-		return 443
-	}
-	return 80
 }
 
 // hopHeaders are connection-level headers (RFC 9110 §7.6.1) that a proxy

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 
@@ -31,4 +32,26 @@ func CheckTarget(u *url.URL) error {
 		}
 	}
 	return nil
+}
+
+// HostKey is the queue and config key of a destination (hostname.Key).
+func HostKey(u *url.URL) string { return hostname.Key(u) }
+
+// destPort is the port a URL will be dialled on.
+func destPort(u *url.URL) uint16 {
+	if p, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
+		return uint16(p)
+	}
+	if u.Scheme == "https" {
+		return 443
+	}
+	return 80
+}
+
+// hostOnly is target (host:port) without its port and brackets.
+func hostOnly(target string) string {
+	if h, _, err := net.SplitHostPort(target); err == nil {
+		return h
+	}
+	return target
 }

@@ -461,11 +461,3 @@ func (c *notifyConn) Close() error {
 	}
 	return err
 }
-
-// hostOnly is target (host:port) without its port and brackets.
-func hostOnly(target string) string {
-	if h, _, err := net.SplitHostPort(target); err == nil {
-		return h
-	}
-	return target
-}
