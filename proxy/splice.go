@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -171,5 +172,62 @@ func (p *Proxy) countSplice(ctx context.Context, host, label, why string) {
 	if p.tunnels.add(host, TunnelPassthrough, why, time.Now()) {
 		p.log.Info("capture: spliced to the original destination as without hookpace: not a webhook hookpace can take", "host", host,
 			"reason", label, "why", why)
+	}
+}
+
+// splice passes a tunnel's bytes (TLS, or a protocol where the server
+// speaks first) through to its target, unspooled and unthrottled (connect:
+// tunnel). The guard dials only what it allows.
+func (p *Proxy) splice(t *tunnel, c *peekedConn) {
+	r := t.req
+	defer c.Close()
+	up, err := t.up, error(nil)
+	t.up = nil
+	if up == nil {
+		up, err = p.opts.Guard.DialContext(context.Background(), "tcp", t.target)
+	}
+	if err != nil {
+		// The CONNECT was answered 200 already: the client sees the
+		// tunnel close; the line says what a request would have got.
+		d, ok := refused(err)
+		if !ok {
+			d = decision{outcome: outcomeError, status: http.StatusServiceUnavailable,
+				reason: "connect: tunnel closed: cannot reach " + t.target + ": " + err.Error()}
+		}
+		p.record(r, t.start, t.host, 0, d)
+		return
+	}
+	defer up.Close()
+	lt := &liveTunnel{host: t.host, name: hostOnly(t.target), client: c, up: up}
+	p.live.add(lt)
+	defer p.live.remove(lt)
+	// A reload between the CONNECT and now found no tunnel to close.
+	if ca, pol := p.ca.Load(), p.policy.Load(); t.why != "" && ca != nil && pol.Host(t.host).Connect == ConnectMITM && ca.Covers(lt.name) {
+		return
+	}
+	p.countTunnel(r.Context(), t.host, TunnelPassthrough, t.why)
+	p.record(r, t.start, t.host, 0, decision{outcome: outcomePassthrough, label: "tunnel", status: http.StatusOK,
+		reason: "connect: tunnel passes bytes through unpaced (" + t.why + ")"})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pipe(up, c)
+	}()
+	pipe(c, up)
+	<-done
+}
+
+// pipe copies src to dst, then half-closes dst; on an error it closes
+// both, so that the other direction ends too.
+func pipe(dst, src net.Conn) {
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		src.Close()
+		return
+	}
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	} else {
+		dst.Close()
 	}
 }
