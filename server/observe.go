@@ -10,6 +10,23 @@ import (
 	"github.com/hookpace/hookpace/telemetry"
 )
 
+// observe feeds the gauges from the dispatcher and spool at scrape time.
+func observe(m *telemetry.Metrics, disp *deliver.Dispatcher, sp *spool.Spool) {
+	m.ObserveSpool(func() telemetry.SpoolSnapshot {
+		u := sp.Usage()
+		return telemetry.SpoolSnapshot{Messages: u.Messages, Bytes: u.Bytes, DedupeKeys: u.DedupeKeys, DedupeBytes: u.DedupeBytes}
+	})
+	m.ObserveHosts(func() []telemetry.HostSnapshot {
+		hosts := disp.HostGauges()
+		out := make([]telemetry.HostSnapshot, len(hosts))
+		for i, h := range hosts {
+			out[i] = telemetry.HostSnapshot{Host: h.Host, Queued: h.Queued, QueuedBytes: h.QueuedBytes,
+				InFlight: h.InFlight, Rate: h.Rate, Held: h.Held, ConcurrencyLimit: h.ConcurrencyLimit}
+		}
+		return out
+	})
+}
+
 // observeState feeds the gauges behind the shipped alert rules and
 // dashboard (deploy/) at scrape time: admission state, readiness by the
 // rule /readyz applies (spool.Usage.Ready), and the age of the oldest queued message, which
