@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/hookpace/hookpace/config"
@@ -185,53 +184,4 @@ func mitmUncoveredOpen(names mitm.Names, entries []string) []string {
 		}
 	}
 	return out
-}
-
-// describeWebhooks says, for check-config, which requests are webhooks
-// (spooled, 202) and which are forwarded with the partner's own answer.
-func describeWebhooks(cfg *config.Config) string {
-	var b strings.Builder
-	if cfg.WebhookRulesSet {
-		b.WriteString("a request is a webhook when a rule matches it, else it is forwarded:")
-		for _, w := range cfg.Webhooks {
-			var parts []string
-			if w.Host != "" {
-				parts = append(parts, "host "+w.Host)
-			}
-			parts = append(parts, "methods "+strings.Join(w.Methods, ","))
-			if w.Path != "" {
-				parts = append(parts, "path "+w.Path)
-			}
-			if w.Header != "" {
-				parts = append(parts, "header "+w.Header)
-			}
-			fmt.Fprintf(&b, " %s (%s);", w.Name, strings.Join(parts, ", "))
-		}
-	} else {
-		methods := cfg.Spool.Methods
-		if len(methods) == 0 {
-			methods = []string{"POST"}
-		}
-		m := strings.Join(methods, ",")
-		fmt.Fprintf(&b, "no webhooks block: an http:// %s, an https:// %s to a host named under hosts, and any request with a webhook-signature header are webhooks; "+
-			"every other request is forwarded with the partner's own answer;", m, m)
-	}
-	var all, none []string
-	for k, h := range cfg.Hosts {
-		switch h.Webhooks {
-		case config.WebhooksAll:
-			all = append(all, k)
-		case config.WebhooksNone:
-			none = append(none, k)
-		}
-	}
-	slices.Sort(all)
-	slices.Sort(none)
-	if len(all) > 0 {
-		fmt.Fprintf(&b, " every request to %s is a webhook (webhooks: all);", strings.Join(all, ", "))
-	}
-	if len(none) > 0 {
-		fmt.Fprintf(&b, " none to %s (webhooks: none);", strings.Join(none, ", "))
-	}
-	return strings.TrimSuffix(b.String(), ";")
 }

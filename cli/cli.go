@@ -14,10 +14,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/hookpace/hookpace/admin"
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/server"
-	"github.com/hookpace/hookpace/spool"
 )
 
 // usage is the overall help: what commands lists, config's default
@@ -305,64 +303,4 @@ func run(args []string, stderr io.Writer) error {
 		os.Exit(1)
 	}()
 	return server.Run(ctx, server.Options{Config: cfg, Reload: reload})
-}
-
-func checkConfig(args []string, stdout io.Writer) error {
-	fs := newFlags("check-config")
-	// --config FILE as for run, or the file on its own.
-	flagPath := fs.String("config", "", "config file")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	path := fs.Arg(0)
-	if *flagPath != "" {
-		if path != "" && path != *flagPath {
-			return usageError{"two files given: hookpace check-config FILE"}
-		}
-		path = *flagPath
-	}
-	if path == "" {
-		return usageError{"which file? hookpace check-config FILE"}
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		return err
-	}
-	// Every file that run loads, loaded as run loads it.
-	if _, err := server.LoadFiles(cfg); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%s: ok (%d hosts, listen %s, admin %s)\n", path, len(cfg.Hosts), cfg.Listen, cfg.Admin)
-	fmt.Fprintf(stdout, "https: %s\n", describeHTTPS(cfg))
-	printRewrites(stdout, cfg)
-	fmt.Fprintf(stdout, "webhooks: %s\n", describeWebhooks(cfg))
-	printInbound(stdout, cfg)
-	fmt.Fprintf(stdout, "journal: %s\n", describeJournal(cfg))
-	if w := captureUncovered(cfg); w != "" {
-		fmt.Fprintf(stdout, "WARNING: %s\n", w)
-	}
-	for _, w := range append(cfg.PlainTokenURLs(), cfg.InboundWarnings()...) {
-		fmt.Fprintf(stdout, "WARNING: %s\n", w)
-	}
-	return nil
-}
-
-// describeJournal says, for check-config, which of journal.max_bytes and
-// journal.retain binds: the rate above which max_bytes removes entries
-// before retain would, at spool.NominalEntryBytes an entry. The status
-// page says which binds at the rate and size the journal measures.
-func describeJournal(cfg *config.Config) string {
-	j := cfg.Journal
-	if j.Off {
-		return "off"
-	}
-	maxBytes := int64(j.MaxBytes)
-	if maxBytes == 0 {
-		maxBytes = int64(cfg.Spool.MaxBytes) / 4
-	}
-	entries := maxBytes / spool.NominalEntryBytes
-	rate := float64(entries) / j.Retain.D().Seconds()
-	return fmt.Sprintf("max_bytes %s holds about %d entries at ~%d B each; retain %s binds below %.2f webhooks/s, max_bytes above "+
-		"(the status page and /v1/spool say which binds at the measured rate)", admin.BytesText(maxBytes), entries,
-		spool.NominalEntryBytes, j.Retain.D(), rate)
 }
