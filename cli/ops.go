@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/hookpace/hookpace/admin"
 	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/deliver"
-	"github.com/hookpace/hookpace/replicate"
 )
 
 // adminFlags adds --admin, --config and --token-file to fs and returns a
@@ -57,119 +55,6 @@ func adminFlags(fs *flag.FlagSet) func() (*admin.Client, error) {
 		}
 		return c, nil
 	}
-}
-
-func status(args []string, out io.Writer) error {
-	fs := newFlags("status")
-	client := adminFlags(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
-	filter := fs.String("host", "", "only the hosts whose name contains this")
-	fleetView := fs.Bool("fleet", false, "the whole fleet's hosts, merged over its live replicas")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	c, err := client()
-	if err != nil {
-		return err
-	}
-	ctx := context.Background()
-	if *fleetView {
-		return statusFleet(ctx, c, *asJSON, out)
-	}
-	sp, err := c.Spool(ctx)
-	if err != nil {
-		return err
-	}
-	hosts, fl, err := c.HostsMatching(ctx, *filter)
-	if err != nil {
-		return err
-	}
-	inst, instErr := c.Instance(ctx) // an older hookpace has no /v1/instance
-	if *asJSON {
-		body := map[string]any{"spool": sp, "hosts": hosts}
-		if fl != nil {
-			body["fleet"] = fl
-		}
-		if instErr == nil {
-			body["instance"] = inst
-		}
-		return printJSON(out, body)
-	}
-	if instErr == nil {
-		printInstance(out, c.Base(), inst)
-	}
-	accepting := "accepting"
-	if !sp.Accepting {
-		accepting = "REFUSING (past high-water mark)"
-	}
-	fmt.Fprintf(out, "spool: %d messages, %s, %.1f%% of limit, %s; %d dead letters; draining %.1f/s\n\n",
-		sp.Messages, admin.BytesText(sp.Bytes), 100*sp.Fraction, accepting, sp.Dead, sp.DrainRate)
-	if r := sp.Replication; r != nil {
-		printReplication(out, r)
-	}
-	if fl != nil {
-		fmt.Fprintf(out, "fleet %s: replica %s, %d live replicas\n", fl.State, fl.Replica, fl.Live)
-		if fl.Error != "" {
-			fmt.Fprintf(out, "  redis: %s\n", fl.Error)
-		}
-		fmt.Fprintln(out)
-	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tQUEUED\tIN FLIGHT\tRATE\tHELD UNTIL\tBREAKER\tLAST ERROR")
-	now := time.Now()
-	for _, h := range hosts {
-		printHostRow(tw, h, now)
-	}
-	return tw.Flush()
-}
-
-// printHostRow prints one row of hookpace status's table of hosts.
-func printHostRow(tw io.Writer, h deliver.HostStatus, now time.Time) {
-	rate := fmt.Sprintf("%s/s", admin.RateText(h.Rate))
-	if h.Rate < h.ConfiguredRate {
-		rate = fmt.Sprintf("%s/s (of %s)", admin.RateText(h.Rate), admin.RateText(h.ConfiguredRate))
-	}
-	if h.Learned != "" {
-		rate += ", " + h.Learned
-	}
-	if h.RateWhy != "" {
-		rate += ", " + h.RateWhy
-	}
-	if h.Batch != nil {
-		rate += ", " + h.Batch.Text()
-	}
-	if t := h.Lanes.Text(); t != "" {
-		rate += ", " + t
-	}
-	held := "-"
-	switch {
-	case h.Paused && h.PausedWhy != "" && h.PausedWhy != deliver.PausedByOperator:
-		held = "paused: " + h.PausedWhy
-	case h.Paused:
-		held = "paused"
-	case h.HeldUntil != nil:
-		held = fmt.Sprintf("%s (%s, %s)", h.HeldUntil.Local().Format("15:04:05"),
-			h.HeldUntil.Sub(now).Round(100*time.Millisecond), h.HoldReason)
-	}
-	lastErr := h.LastError
-	if lastErr == "" {
-		lastErr = "-"
-	}
-	inFlight := strconv.Itoa(h.InFlight)
-	if h.FleetInFlight != nil {
-		inFlight += fmt.Sprintf(" (fleet %d)", *h.FleetInFlight)
-	}
-	if h.ConcurrencyWhy != "" {
-		inFlight += " of " + h.ConcurrencyWhy
-	}
-	if h.WaitingForSlot {
-		inFlight += " (waiting for a slot: delivery.max_in_flight)"
-	}
-	breaker := h.Breaker
-	if h.BreakerProbeAt != nil {
-		breaker = fmt.Sprintf("%s (probe %s)", h.Breaker, h.BreakerProbeAt.Local().Format("15:04:05"))
-	}
-	fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", h.Host, h.Queued, inFlight, rate, held, breaker, lastErr)
 }
 
 // health exits 0 if the admin API answers /healthz (--ready: /readyz); for
@@ -301,24 +186,4 @@ func printJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// printReplication prints the spool's replication state: whether a 202
-// now means a copy off this node.
-func printReplication(out io.Writer, r *replicate.Status) {
-	state := "reachable"
-	if !r.Reachable {
-		state = "UNREACHABLE: webhooks are refused (on_unavailable: refuse)"
-		if r.OnUnavailable == "local" {
-			state = "UNREACHABLE: webhooks are acknowledged on the local spool alone (on_unavailable: local)"
-		}
-	}
-	fmt.Fprintf(out, "replication: stream %s (R%d), replica %s, epoch %d, %s\n", r.Stream, r.Replicas, r.Replica, r.Epoch, state)
-	fmt.Fprintf(out, "  published %d, deleted %d, deletes pending %d, failed rounds %d, local only %d\n",
-		r.Published, r.Removed, r.Lag, r.FailedRounds, r.LocalOnly)
-	if r.LeaseLost {
-		fmt.Fprintf(out, "  LEASE LOST: another replica adopted this one's queue while it ran; restart hookpace to drop what it adopted\n")
-	}
-	fmt.Fprintf(out, "  leases %s; adopting %d now; %d adoptions, %d webhooks adopted\n\n",
-		strings.Join(r.Leases, ", "), len(r.Adopting), r.Adoptions, r.Adopted)
 }
