@@ -50,6 +50,14 @@ func positive(d Duration) error {
 	return nil
 }
 
+// notNegative accepts 0 (off) or a positive duration.
+func notNegative(d Duration) error {
+	if d < 0 {
+		return fmt.Errorf("must be 0 (off) or positive, got %s", d)
+	}
+	return nil
+}
+
 // within checks lo..hi with each bound inclusive or not; NaN fails.
 func within(lo, hi float64, loIncl, hiIncl bool) func(float64) error {
 	return func(v float64) error {

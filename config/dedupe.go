@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"net/http"
 )
 
@@ -42,12 +41,4 @@ func resolveDedupe(p *problems, r *rawDedupe, d *DedupeConfig) {
 	}
 	field(p, "dedupe.max_keys", r.MaxKeys, &d.MaxKeys, atLeast[int64](1))
 	field(p, "dedupe.max_bytes", r.MaxBytes, &d.MaxBytes, sizeWithin(1<<10, 1<<40))
-}
-
-// notNegative accepts 0 (off) or a positive duration.
-func notNegative(d Duration) error {
-	if d < 0 {
-		return fmt.Errorf("must be 0 (off) or positive, got %s", d)
-	}
-	return nil
 }
