@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -103,9 +104,10 @@ const valueThreshold = 4 << 10
 // handles a long-lived backlog.
 //
 // SyncWrites: every commit is fsync'd (the value log, then the memtable's
-// WAL) before it returns. The queue database is opened without it where
-// the spool syncs its commits itself (logSync, on Linux): one fdatasync a
-// commit, of the WAL, and of the value log only when a value went there.
+// WAL) before it returns. Both databases are opened without it where the
+// spool syncs their commits itself (logSync, on Linux): one fdatasync a
+// commit, of the WAL, and of the value log only when a value went there
+// (applyQueue for the queue, syncKept for the kept database).
 // DB.Sync after unsynced commits is not enough, and neither is syncing
 // the newest WAL alone: the tail of a memtable retired in the middle of a
 // round, or of a value-log file Badger has moved on from, is in the page
@@ -199,27 +201,27 @@ const residentFileLimit = 32 << 20
 // collectGarbage rewrites or drops value-log files whose messages have
 // mostly been delivered, until none is worth it.
 func (s *Spool) collectGarbage() {
-	for s.roomForGC() && s.collectQueueGarbage() {
+	for s.roomForGC() && s.collectGarbageOf(s.queue, s.qlog, &s.queueMu) {
 	}
-	for s.roomForGC() && s.kept.RunValueLogGC(0.5) == nil {
+	for s.roomForGC() && s.collectGarbageOf(s.kept, s.klog, &s.keptMu) {
 	}
 }
 
-// collectQueueGarbage runs one value-log GC on the queue database and
-// reports whether it moved a file. Where the spool syncs the queue's
-// commits itself, what GC rewrote is synced before the file it moved from
-// is deleted: an iterator open across the two keeps Badger from deleting
-// it sooner.
-func (s *Spool) collectQueueGarbage() bool {
-	s.queueMu.Lock()
-	defer s.queueMu.Unlock()
-	if s.qlog == nil {
-		return s.queue.RunValueLogGC(0.5) == nil
+// collectGarbageOf runs one value-log GC on db, whose commits l syncs
+// under mu, and reports whether it moved a file. Where the spool syncs
+// db's commits itself, what GC rewrote is synced before the file it moved
+// from is deleted: an iterator open across the two keeps Badger from
+// deleting it sooner.
+func (s *Spool) collectGarbageOf(db *badger.DB, l *logSync, mu *sync.Mutex) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	if l == nil {
+		return db.RunValueLogGC(0.5) == nil
 	}
-	txn := s.queue.NewTransactionAt(math.MaxUint64, false)
+	txn := s.readTxn(db)
 	it := txn.NewIterator(badger.IteratorOptions{})
-	moved := s.queue.RunValueLogGC(0.5) == nil
-	if err := s.qlog.sync(true); err != nil {
+	moved := db.RunValueLogGC(0.5) == nil
+	if err := l.sync(true); err != nil {
 		// Deleting the file now could lose what GC moved: keep it (and
 		// every file GC moves later) until the next start.
 		s.log.Error("spool: syncing after value-log GC failed; keeping the value-log files GC moved from", "error", err)
@@ -230,16 +232,54 @@ func (s *Spool) collectQueueGarbage() bool {
 	return moved
 }
 
-// openQueueLog creates the queue database's directory and watches it for
-// the logs Badger writes (logSync); nil where that cannot be done, and
-// Badger syncs every commit itself.
-func openQueueLog(dir string, log *slog.Logger) *logSync {
+// readTxn starts a read-only transaction on db that sees every commit.
+func (s *Spool) readTxn(db *badger.DB) *badger.Txn {
+	if db == s.queue {
+		return db.NewTransactionAt(math.MaxUint64, false)
+	}
+	return db.NewTransaction(false)
+}
+
+// syncKept makes every commit to the kept database that has returned
+// durable: each of its writers that needs durability calls it after its
+// commit. vlog says whether that commit may have put a value in the value
+// log (one of valueThreshold bytes or more). Writers that need no
+// durability of their own (index builds, sweeps) do not call it: their
+// small writes are in the logs that the next sync covers, since it syncs
+// every log that was newest since the one before. Without klog, Badger
+// has synced each commit itself.
+func (s *Spool) syncKept(vlog bool) error {
+	if s.klog == nil {
+		return nil
+	}
+	s.keptMu.Lock()
+	defer s.keptMu.Unlock()
+	return s.klog.sync(vlog)
+}
+
+// recsMayLog reports whether writing recs (writeJournal) may have put a
+// value in the kept database's value log. An entry's record is encoded
+// anew to know its size; a merged entry may have written its earlier
+// final attempt, of a size not known here.
+func recsMayLog(recs []journalRec) bool {
+	for _, r := range recs {
+		if r.merge || len(r.val) >= valueThreshold || r.e != nil && len(r.e.encode()) >= valueThreshold {
+			return true
+		}
+	}
+	return false
+}
+
+// openDBLog creates a database's directory and watches it for the logs
+// Badger writes (logSync); nil where that cannot be done, and Badger
+// syncs every commit itself.
+func openDBLog(dir string, log *slog.Logger) *logSync {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil // badger.Open says why
 	}
 	l, err := openLogSync(dir)
 	if err != nil {
-		log.Debug("spool: Badger syncs the queue's commits itself (two syncs a commit)", "error", err)
+		log.Debug("spool: Badger syncs the commits itself (two syncs a commit)", "dir", dir, "error", err)
 		return nil
 	}
 	return l

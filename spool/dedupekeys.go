@@ -51,7 +51,7 @@ func (s *Spool) moveOnce() error {
 	defer it.Close()
 	wb := s.kept.NewWriteBatch()
 	defer wb.Cancel()
-	moved := 0
+	moved, vlog := 0, false
 	for it.Rewind(); it.Valid(); it.Next() {
 		v, err := it.Item().ValueCopy(nil)
 		if err != nil {
@@ -64,6 +64,7 @@ func (s *Spool) moveOnce() error {
 			return err
 		}
 		moved++
+		vlog = vlog || len(v) >= valueThreshold
 	}
 	if moved == 0 {
 		return nil
@@ -71,7 +72,7 @@ func (s *Spool) moveOnce() error {
 	if err := wb.Flush(); err != nil {
 		return err
 	}
-	return s.kept.Sync()
+	return s.syncKept(vlog)
 }
 
 // sweepOnce removes up to sweepMax expired key records; it returns how

@@ -3,6 +3,7 @@ package spool
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -134,6 +136,68 @@ func TestAcknowledgedLargeBodiesAreSyncedWhenValueLogsRotate(t *testing.T) {
 			limit = 4 // the page the truncation zeroed
 		}
 		if kb > limit {
+			t.Errorf("%s: %d kB acknowledged but not yet on disk", filepath.Base(path), kb)
+		}
+	}
+}
+
+// TestDeadLettersAndJournalEntriesAreSyncedWhenAcknowledged is the same
+// check for the kept database: dead letters (committed before the queue
+// forgets their messages) and the journal's entries of their outcomes are
+// on disk once the writer and the journal have said so, even when Badger
+// retires the kept database's memtables between commits.
+func TestDeadLettersAndJournalEntriesAreSyncedWhenAcknowledged(t *testing.T) {
+	// Without the journal, the dead letters' syncs alone are checked.
+	for _, off := range []bool{true, false} {
+		t.Run(fmt.Sprintf("journal off %v", off), func(t *testing.T) { testKeptSynced(t, off) })
+	}
+}
+
+func testKeptSynced(t *testing.T, journalOff bool) {
+	dir := t.TempDir()
+	s := openTest(t, dir, Options{
+		Journal: JournalOptions{Off: journalOff},
+		tuneKept: func(o badger.Options) badger.Options {
+			return o.WithMemTableSize(256 << 10).WithNumMemtables(16).
+				WithNumCompactors(0).WithNumLevelZeroTables(1).WithNumLevelZeroTablesStall(2)
+		},
+		trimLimit: math.MaxInt64,
+	})
+	// Not closed, as above.
+	body := bytes.Repeat([]byte("z"), 3<<10) // a dead letter's record, inline
+	const n = 800
+	ms := make([]*Message, n)
+	for i := range ms {
+		ms[i] = newMsg("a.example", i)
+		ms[i].Body = body
+		if err := s.Append(t.Context(), ms[i], 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range ms {
+		s.Bury(m, "gave up", time.Unix(1700000100, 0))
+	}
+	// The writer's rounds run in order: once a later op is answered, every
+	// dead letter before it is written, and its journal entry handed on.
+	if err := s.Append(t.Context(), newMsg("b.example", n), 0); err != nil {
+		t.Fatal(err)
+	}
+	s.jr.journalSync()
+	if _, total, err := s.ListDead(DeadFilter{}, 1); err != nil || total != n {
+		t.Fatalf("%d dead letters (%v), want %d", total, err, n)
+	}
+	dirty, newest := dirtyMappings(t, filepath.Join(dir, "dead"))
+	retired := 0
+	for path := range dirty {
+		if filepath.Ext(path) == ".mem" && path != newest[".mem"] {
+			retired++
+		}
+	}
+	if retired == 0 {
+		t.Fatal("no retired memtable of the kept database is still mapped: the test did not exercise what it is for")
+	}
+	for path, kb := range dirty {
+		if kb > 0 && (filepath.Ext(path) == ".mem" || path == newest[".vlog"]) {
 			t.Errorf("%s: %d kB acknowledged but not yet on disk", filepath.Base(path), kb)
 		}
 	}

@@ -316,6 +316,7 @@ func (j *Journal) journalLoop() {
 		var err error
 		if j.journalRoom(len(recs)) {
 			err = j.writeJournal(recs)
+			err = errors.Join(err, j.s.syncKept(recsMayLog(recs)))
 		}
 		j.s.mu.Lock()
 		if err != nil && !j.failed.Swap(true) {

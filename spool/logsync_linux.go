@@ -30,9 +30,10 @@ import (
 //
 // The same watch reports the database directory moved or removed, or
 // something in the directory holding it moved or removed, which is when
-// Spool.checkQueueDir must look.
+// Spool.checkQueueDir must look at the queue's.
 //
-// Not safe for concurrent use: the spool calls it under queueMu.
+// Not safe for concurrent use: the spool calls it under queueMu (the
+// queue's) or keptMu (the kept database's).
 type logSync struct {
 	ino     int // inotify descriptor (non-blocking)
 	dirfd   int // the database directory, to open its new files by name

@@ -25,6 +25,9 @@ func (s *Spool) SetPaused(host string, paused bool) error {
 		}
 		return txn.Delete(key)
 	})
+	if err == nil {
+		err = s.syncKept(false)
+	}
 	if err != nil {
 		return fmt.Errorf("record pause of %s: %w", host, err)
 	}

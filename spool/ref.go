@@ -111,6 +111,9 @@ func (s *Spool) loadInstance() error {
 	if err := s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyInstance, b[:]) }); err != nil {
 		return fmt.Errorf("store the spool identity: %w", err)
 	}
+	if err := s.syncKept(false); err != nil {
+		return fmt.Errorf("store the spool identity: %w", err)
+	}
 	s.instance = binary.BigEndian.Uint64(b[:])
 	return nil
 }

@@ -162,7 +162,7 @@ func (s *Spool) SetReplicaEpoch(epoch uint64) error {
 	if err := s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyReplica, v) }); err != nil {
 		return fmt.Errorf("record the replica's epoch: %w", err)
 	}
-	if err := s.kept.Sync(); err != nil {
+	if err := s.syncKept(false); err != nil {
 		return fmt.Errorf("record the replica's epoch: %w", err)
 	}
 	s.mu.Lock()

@@ -15,6 +15,9 @@ import badger "github.com/dgraph-io/badger/v4"
 func (s *Spool) saveSeq() error {
 	seq := s.seqSnapshot()
 	err := s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keySeq, be64(seq)) })
+	if err == nil {
+		err = s.syncKept(false)
+	}
 	if err != nil {
 		s.log.Warn("spool: saving the id sequence failed", "error", err)
 		return err
@@ -34,6 +37,9 @@ const ceilingStep = 1 << 16
 func (s *Spool) raiseCeiling(need uint64) error {
 	ceil := max(need, s.seqSnapshot()) + ceilingStep
 	err := s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keySeq, be64(ceil)) })
+	if err == nil {
+		err = s.syncKept(false)
+	}
 	if err != nil {
 		s.log.Error("spool: raising the id ceiling failed", "error", errText(err))
 		return err

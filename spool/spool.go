@@ -66,10 +66,11 @@ type Options struct {
 	Replica     Replica
 	ReplicaName string
 
-	// For tests: adjust the queue database's Badger options (smaller files,
-	// to make them rotate), and the resident size above which the spool's
-	// mappings are trimmed (0: residentFileLimit).
+	// For tests: adjust the queue and the kept databases' Badger options
+	// (smaller files, to make them rotate), and the resident size above
+	// which the spool's mappings are trimmed (0: residentFileLimit).
 	tuneQueue func(badger.Options) badger.Options
+	tuneKept  func(badger.Options) badger.Options
 	trimLimit int64
 	// For tests: called by the writer while a commit is staged.
 	whileCommitting func(*badger.DB)
@@ -113,6 +114,9 @@ func (o *Options) setDefaults() {
 	o.Journal.setDefaults(o.MaxBytes)
 	if o.tuneQueue == nil {
 		o.tuneQueue = func(b badger.Options) badger.Options { return b }
+	}
+	if o.tuneKept == nil {
+		o.tuneKept = func(b badger.Options) badger.Options { return b }
 	}
 	if o.trimLimit <= 0 {
 		o.trimLimit = residentFileLimit
@@ -168,6 +172,13 @@ type Spool struct {
 	// are newest and the sync itself.
 	qlog    *logSync
 	queueMu sync.Mutex
+
+	// klog syncs the kept database's commits the same way; nil: Badger
+	// syncs them itself. Its writers commit from several goroutines, each
+	// syncing after its commit (syncKept); keptMu serialises the syncs,
+	// and is held across a value-log GC and its sync.
+	klog   *logSync
+	keptMu sync.Mutex
 
 	free freeSpace // the cached free-space reading (refuse.go)
 
@@ -226,7 +237,7 @@ func Open(opts Options) (*Spool, error) {
 	}
 	errs := new(atomic.Uint64)
 	logger := badgerLogger{opts.Logger, errs}
-	qlog := openQueueLog(filepath.Join(opts.Dir, "queue"), opts.Logger)
+	qlog := openDBLog(filepath.Join(opts.Dir, "queue"), opts.Logger)
 	queue, err := badger.OpenManaged(opts.tuneQueue(BadgerOptions(filepath.Join(opts.Dir, "queue"), opts.Logger)).WithSyncWrites(qlog == nil).WithLogger(logger))
 	if err == nil && qlog != nil {
 		err = qlog.scan(false)
@@ -239,10 +250,18 @@ func Open(opts Options) (*Spool, error) {
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
 	settleOpen(opts.Dir)
-	kept, err := badger.Open(BadgerOptions(filepath.Join(opts.Dir, "dead"), opts.Logger).WithMemTableSize(keptMemTable).WithLogger(logger))
+	klog := openDBLog(filepath.Join(opts.Dir, "dead"), opts.Logger)
+	kept, err := badger.Open(opts.tuneKept(BadgerOptions(filepath.Join(opts.Dir, "dead"), opts.Logger).WithMemTableSize(keptMemTable)).WithSyncWrites(klog == nil).WithLogger(logger))
+	if err == nil && klog != nil {
+		err = klog.scan(false)
+		if err != nil {
+			kept.Close()
+		}
+	}
 	if err != nil {
 		queue.Close()
 		qlog.close()
+		klog.close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
 	settleOpen(opts.Dir)
@@ -251,6 +270,7 @@ func Open(opts Options) (*Spool, error) {
 		queue.Close()
 		kept.Close()
 		qlog.close()
+		klog.close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
 	s := &Spool{
@@ -258,6 +278,7 @@ func Open(opts Options) (*Spool, error) {
 		queue:        queue,
 		qlog:         qlog,
 		kept:         kept,
+		klog:         klog,
 		badgerErrors: errs,
 		opts:         opts,
 		log:          opts.Logger,
@@ -287,6 +308,7 @@ func Open(opts Options) (*Spool, error) {
 		queue.Close()
 		kept.Close()
 		qlog.close()
+		klog.close()
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
 	s.ledger.accepting = s.ledger.fraction(0) < opts.HighWater
@@ -414,6 +436,7 @@ func (s *Spool) Close() error {
 	if kerr := s.kept.Close(); err == nil {
 		err = kerr
 	}
+	s.klog.close()
 	return err
 }
 

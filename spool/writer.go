@@ -135,7 +135,7 @@ func (s *Spool) commit(batch []op) *round {
 	s.resolveCoalesce(batch)
 	r := &round{batch: batch}
 	if buried := inPhase(batch, phaseKeptFirst); len(buried) > 0 {
-		if err := s.apply(s.kept, phaseKeptFirst, buried, nil); err != nil {
+		if err := s.applyKept(phaseKeptFirst, buried); err != nil {
 			s.log.Error("spool: writing dead letters failed; the messages stay queued", "error", errText(err), "ops", len(buried))
 			fail(buried, &WriteError{Err: errors.New("dead letter not written")})
 		}
@@ -205,7 +205,7 @@ func (s *Spool) finish(r *round) {
 	}
 	followPrimaries(r.batch)
 	if after := inPhase(r.batch, phaseKeptAfter); len(after) > 0 {
-		if err := s.apply(s.kept, phaseKeptAfter, after, nil); err != nil {
+		if err := s.applyKept(phaseKeptAfter, after); err != nil {
 			s.log.Error("spool: removing dead letters failed", "error", errText(err))
 		}
 	}
@@ -241,7 +241,7 @@ func (s *Spool) finish(r *round) {
 
 // apply stages ops' writes of phase ph into as few transactions on db as
 // the budget allows and commits them. A commit is durable when it
-// returns (SyncWrites), or once applyQueue has synced the queue's.
+// returns (SyncWrites), or once applyQueue or applyKept has synced it.
 func (s *Spool) apply(db *badger.DB, ph phase, ops []op, seq *uint64) error {
 	if len(ops) == 0 {
 		return nil
@@ -317,11 +317,29 @@ func (s *Spool) applyQueue(ops []op, seq *uint64) error {
 	if s.qlog == nil || len(ops) == 0 {
 		return err
 	}
-	vlog := false // whether a record may have gone to the value log
-	for _, o := range ops {
-		vlog = vlog || o.weight() >= valueThreshold
+	return errors.Join(err, s.qlog.sync(mayLog(ops)))
+}
+
+// applyKept applies ops' writes of phase ph to the kept database (apply)
+// and makes them durable (syncKept): a dead letter before the queue
+// forgets its message, a dead letter's removal before the round answers.
+func (s *Spool) applyKept(ph phase, ops []op) error {
+	if len(ops) == 0 {
+		return nil
 	}
-	return errors.Join(err, s.qlog.sync(vlog))
+	err := s.apply(s.kept, ph, ops, nil)
+	return errors.Join(err, s.syncKept(mayLog(ops)))
+}
+
+// mayLog reports whether one of ops' records may have gone to the value
+// log: Badger puts a value there from valueThreshold bytes.
+func mayLog(ops []op) bool {
+	for _, o := range ops {
+		if o.weight() >= valueThreshold {
+			return true
+		}
+	}
+	return false
 }
 
 // errBadgerReported fails a commit during which Badger logged an error.
