@@ -27,7 +27,7 @@ func BenchmarkIngestSpoolKeyed(b *testing.B) {
 	cfg := config.Default()
 	pol := proxy.Policy{
 		Host: func(string) proxy.HostPolicy {
-			return proxy.HostPolicy{Connect: cfg.Defaults.Connect, DedupeWindow: cfg.Defaults.DedupeWindow.D()}
+			return proxy.HostPolicy{Connect: proxy.ConnectTunnel, DedupeWindow: cfg.Defaults.DedupeWindow.D()}
 		},
 		MaxBody:           int64(cfg.Spool.MaxBody),
 		IdempotencyHeader: cfg.Dedupe.IdempotencyHeader,

@@ -138,7 +138,7 @@ func (openGuard) DialContext(ctx context.Context, network, addr string) (net.Con
 func benchIngest(b *testing.B, sp proxy.Spooler, cs *commitStats, level string) {
 	cfg := config.Default()
 	pol := proxy.Policy{
-		Host:    func(string) proxy.HostPolicy { return proxy.HostPolicy{Connect: cfg.Defaults.Connect} },
+		Host:    func(string) proxy.HostPolicy { return proxy.HostPolicy{Connect: proxy.ConnectTunnel} },
 		MaxBody: int64(cfg.Spool.MaxBody),
 	}
 	px := benchProxy(b, sp, pol, level)

@@ -31,7 +31,7 @@ func benchIngestRewrite(b *testing.B, sp proxy.Spooler, cs *commitStats) {
 	rules := &rewrite.JSON{Mask: []rewrite.Path{mask}}
 	pol := proxy.Policy{
 		Host: func(string) proxy.HostPolicy {
-			return proxy.HostPolicy{Connect: cfg.Defaults.Connect, Rewrite: rules}
+			return proxy.HostPolicy{Connect: proxy.ConnectTunnel, Rewrite: rules}
 		},
 		MaxBody: int64(cfg.Spool.MaxBody),
 	}

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookpace/hookpace/config"
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/handoff"
 	"github.com/hookpace/hookpace/proxy"
@@ -140,7 +139,7 @@ func (rc *receiver) restart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := proxy.Policy{Host: func(string) proxy.HostPolicy { return proxy.HostPolicy{Connect: config.ConnectTunnel} },
+	pol := proxy.Policy{Host: func(string) proxy.HostPolicy { return proxy.HostPolicy{Connect: proxy.ConnectTunnel} },
 		MaxBody: 1 << 20, Methods: []string{"POST"}, HandoffSecret: keySecret}
 	p := proxy.New(proxy.Options{Policy: pol, Spool: rc.sp, Guard: g, Transport: &http.Transport{},
 		Logger: slog.New(slog.NewTextHandler(&rc.log, nil))})
