@@ -43,28 +43,7 @@ func TestAcknowledgedWritesAreSyncedWhenMemtablesRetire(t *testing.T) {
 	// (Badger's limit is 15% of the memtable), so that a memtable may
 	// retire between two commits of one round.
 	body := bytes.Repeat([]byte("x"), 3<<10)
-	const writers, each = 64, 40
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				m := newMsg("a.example", w*each+i)
-				m.Body = body
-				if err := s.Append(t.Context(), m, 0); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	appendFrom(t, s, 64, 40, body)
 	dirty, newest := dirtyMappings(t, filepath.Join(dir, "queue"))
 	retired := 0
 	for path := range dirty {
@@ -98,28 +77,7 @@ func TestAcknowledgedLargeBodiesAreSyncedWhenValueLogsRotate(t *testing.T) {
 	})
 	defer s.Close()
 	body := bytes.Repeat([]byte("y"), 2*valueThreshold)
-	const writers, each = 16, 40
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				m := newMsg("a.example", w*each+i)
-				m.Body = body
-				if err := s.Append(t.Context(), m, 0); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	appendFrom(t, s, 16, 40, body)
 	dirty, newest := dirtyMappings(t, filepath.Join(dir, "queue"))
 	vlogs := 0
 	for path := range dirty {
@@ -246,4 +204,32 @@ func dirtyMappings(t *testing.T, dir string) (dirty map[string]int, newest map[s
 		t.Fatal(err)
 	}
 	return dirty, newest
+}
+
+// appendFrom appends writers × each messages of body to s from writers
+// goroutines at once, so that their appends share rounds, and fails the
+// test on the first error.
+func appendFrom(t *testing.T, s *Spool, writers, each int, body []byte) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				m := newMsg("a.example", w*each+i)
+				m.Body = body
+				if err := s.Append(t.Context(), m, 0); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }
