@@ -63,25 +63,7 @@ shutdown: {timeout: 30s, handoff: "http://%s", handoff_secret_file: %s}
 		t.Errorf("A split a key, or retried nothing across B's restart\n%s", log)
 	}
 	rc.WaitFor(t, 60*time.Second, "every webhook delivered", func(as []Arrival) bool { return Delivered2xx(as) >= keys*per })
-	inversions := 0
-	want := make([]int, per)
-	for i := range want {
-		want[i] = i + 1
-	}
-	for k := range keys {
-		arrived, ok := p.seqs(fmt.Sprint("k", k))
-		high := 0
-		for _, seq := range arrived {
-			if seq < high {
-				inversions++
-			}
-			high = max(high, seq)
-		}
-		if fmt.Sprint(ok) != fmt.Sprint(want) {
-			t.Errorf("k%d's 2xx %v, want 1..%d in order, each once", k, ok, per)
-		}
-	}
-	if inversions != 0 {
+	if inversions := p.keysInOrder(t, keys, per); inversions != 0 {
 		t.Errorf("%d inversions at the partner, want 0", inversions)
 	}
 	for _, e := range p.earlyOnes() {
@@ -147,25 +129,7 @@ shutdown: {timeout: 8s, handoff: "http://%s"}
 	a.Restart()
 	resumeHost(t, a, rc.Host())
 	rc.WaitFor(t, 60*time.Second, "every webhook delivered by A", func(as []Arrival) bool { return Delivered2xx(as) >= keys*per })
-	inversions := 0
-	want := make([]int, per)
-	for i := range want {
-		want[i] = i + 1
-	}
-	for k := range keys {
-		arrived, ok := p.seqs(fmt.Sprint("k", k))
-		high := 0
-		for _, seq := range arrived {
-			if seq < high {
-				inversions++
-			}
-			high = max(high, seq)
-		}
-		if fmt.Sprint(ok) != fmt.Sprint(want) {
-			t.Errorf("k%d's 2xx %v, want 1..%d in order, each once", k, ok, per)
-		}
-	}
-	if inversions != 0 {
+	if inversions := p.keysInOrder(t, keys, per); inversions != 0 {
 		t.Errorf("%d inversions at the partner, want 0", inversions)
 	}
 	if got := Delivered2xx(rc.Arrivals()); got != keys*per {

@@ -191,6 +191,31 @@ func (p *orderPartner) earlyOnes() []string {
 	return append([]string(nil), p.early...)
 }
 
+// keysInOrder fails t for each key k0..k(keys-1) whose 2xx answers are
+// not 1..per in order, each once, and returns the inversions among all
+// keys' arrivals (a seq arriving after a higher one of its key).
+func (p *orderPartner) keysInOrder(t *testing.T, keys, per int) (inversions int) {
+	t.Helper()
+	want := make([]int, per)
+	for i := range want {
+		want[i] = i + 1
+	}
+	for k := range keys {
+		arrived, ok := p.seqs(fmt.Sprint("k", k))
+		high := 0
+		for _, seq := range arrived {
+			if seq < high {
+				inversions++
+			}
+			high = max(high, seq)
+		}
+		if fmt.Sprint(ok) != fmt.Sprint(want) {
+			t.Errorf("k%d's 2xx %v, want 1..%d in order, each once", k, ok, per)
+		}
+	}
+	return inversions
+}
+
 func orderHeader(key string, seq int) http.Header {
 	return http.Header{"Hookpace-Ordering-Key": {key}, "X-Key": {key}, "X-Seq": {strconv.Itoa(seq)}}
 }
