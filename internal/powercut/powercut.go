@@ -104,17 +104,13 @@ func Mount(t testing.TB, backing string) *FS {
 }
 
 func mount(mnt, backing string) (*FS, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(backing, &st); err != nil {
+	f := &FS{Dir: mnt, Backing: backing, files: map[uint64]*volatile{}}
+	loop, err := fs.NewLoopbackRoot(backing)
+	if err != nil {
 		return nil, err
 	}
-	f := &FS{Dir: mnt, Backing: backing, files: map[uint64]*volatile{}}
-	root := &fs.LoopbackRoot{Path: backing, Dev: st.Dev}
-	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, fs: f}
-	}
-	root.RootNode = root.NewNode(root, nil, "", &st)
-	server, err := fs.Mount(mnt, root.RootNode, &fs.Options{
+	root := &node{LoopbackNode: loop.(*fs.LoopbackNode), fs: f}
+	server, err := fs.Mount(mnt, root, &fs.Options{
 		MountOptions: fuse.MountOptions{
 			FsName:            backing,
 			Name:              "powercut",
@@ -266,8 +262,13 @@ func (f *FS) volatileLocked(ino uint64, open func() (int, error)) (*volatile, er
 // node is a loopback node whose changes to file data pass through the
 // volatile layer, and that refuses every change once the power is cut.
 type node struct {
-	fs.LoopbackNode
+	*fs.LoopbackNode
 	fs *FS
+}
+
+// WrapChild makes every node of the mount one.
+func (n *node) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	return &node{LoopbackNode: ops.(*fs.LoopbackNode), fs: n.fs}
 }
 
 var (
@@ -277,6 +278,7 @@ var (
 	_ fs.NodeOpener         = (*node)(nil)
 	_ fs.NodeAllocater      = (*node)(nil)
 	_ fs.NodeCopyFileRanger = (*node)(nil)
+	_ fs.NodeWrapChilder    = (*node)(nil)
 )
 
 // backingPath is the node's path in the backing directory.

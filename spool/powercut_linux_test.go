@@ -1,0 +1,306 @@
+package spool
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/hookpace/hookpace/internal/powercut"
+)
+
+// powerCutEnv names the spool directory a re-run of the test binary
+// writes to until it is killed (powerCutChild), instead of running tests:
+// the spool maps its logs, and a process must not fault in pages of a
+// FUSE mount it serves itself.
+const powerCutEnv = "HOOKPACE_POWERCUT_SPOOL"
+
+func init() {
+	if dir := os.Getenv(powerCutEnv); dir != "" {
+		os.Exit(powerCutChild(dir, os.Getenv(powerCutEnv+"_JOURNAL") == "on", os.Getenv(powerCutEnv+"_IDLE") != ""))
+	}
+}
+
+// Power-cut load: writers append in parallel (so rounds hold several
+// appends), with bodies inline and in the value log, into small memtables
+// and value-log files, so that both rotate many times; every other
+// acknowledged webhook is delivered and deleted (DeleteThen).
+const (
+	pcWriters = 4
+	pcMinAcks = 2500 // acknowledged appends before the power goes
+)
+
+// pcBodySizes: inline (under valueThreshold) and value-log bodies.
+var pcBodySizes = []int{120, 5000, 300, 9000}
+
+func pcHost(w int) string { return "h" + strconv.Itoa(w%2) + ".example" }
+
+// pcBody is writer w's i-th body: its size from pcBodySizes, its bytes
+// naming it, so that a body read back is checked byte for byte.
+func pcBody(w, i int) []byte {
+	tag := fmt.Sprintf("w%d.i%d;", w, i)
+	n := pcBodySizes[i%len(pcBodySizes)]
+	return bytes.Repeat([]byte(tag), n/len(tag)+1)[:n]
+}
+
+func pcOptions(dir string, journal bool) Options {
+	return Options{
+		Dir:     dir,
+		Journal: JournalOptions{Off: !journal},
+		tuneQueue: func(o badger.Options) badger.Options {
+			return o.WithMemTableSize(1 << 20).WithValueLogFileSize(1 << 20)
+		},
+		tuneKept: func(o badger.Options) badger.Options {
+			return o.WithMemTableSize(1 << 20).WithValueLogFileSize(1 << 20)
+		},
+	}
+}
+
+// powerCutChild opens the spool in dir and writes to it until killed,
+// printing a line on stdout for each acknowledgement: "A id w i" once an
+// append has returned, "S id" before a delete is submitted, "D id" once
+// DeleteThen has said it is durable. idle: it only opens the spool, says
+// "O", and waits. It gives up after a minute.
+func powerCutChild(dir string, journal, idle bool) int {
+	s, err := Open(pcOptions(dir, journal))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var outMu sync.Mutex
+	say := func(format string, a ...any) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintf(os.Stdout, format+"\n", a...)
+	}
+	if idle {
+		say("O")
+		time.Sleep(time.Minute)
+		return 1
+	}
+	delivered := make(chan *Message, 1024)
+	go func() {
+		for m := range delivered {
+			s.Journal().RecordAttempt(m, Attempt{At: time.Now(), Status: 200, Batch: 1})
+			say("S %d", m.ID)
+			s.DeleteThen([]*Message{m}, func(err error) {
+				if err == nil {
+					say("D %d", m.ID)
+				}
+			})
+		}
+	}()
+	for w := range pcWriters {
+		go func() {
+			for i := 0; ; i++ {
+				m := newMsg(pcHost(w), i)
+				m.Body = pcBody(w, i)
+				if err := s.Append(context.Background(), m, 0); err != nil {
+					fmt.Fprintln(os.Stderr, "append:", err)
+					os.Exit(1)
+				}
+				say("A %d %d %d", m.ID, w, i)
+				if i%2 == 1 {
+					delivered <- m
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Minute)
+	fmt.Fprintln(os.Stderr, "power-cut child: not killed within a minute")
+	return 1
+}
+
+// TestAcknowledgedSurvivesPowerCut runs a spool on a file system that
+// loses every write not yet synced when the power goes (powercut), under
+// load, then kills it and cuts the power in the middle of its rounds. The
+// spool reopened on what the disk holds must have every webhook whose
+// append was acknowledged, byte for byte, unless its delete was submitted;
+// none whose delete was acknowledged; and, with the journal on, every
+// webhook that left the queue in the journal as delivered.
+func TestAcknowledgedSurvivesPowerCut(t *testing.T) {
+	for _, journal := range []bool{false, true} {
+		t.Run(fmt.Sprintf("journal %v", journal), func(t *testing.T) {
+			backing := t.TempDir()
+			r := runPowerCut(t, backing, journal, false, func(r *pcRun) bool {
+				return len(r.acked) >= pcMinAcks && len(r.acked)%100 == 0 && rotated(t, filepath.Join(backing, "spool", "queue"))
+			})
+			if len(r.acked) < pcMinAcks || len(r.deleted) == 0 {
+				t.Fatalf("the spool acknowledged %d appends and %d deletes before it stopped, want %d and some", len(r.acked), len(r.deleted), pcMinAcks)
+			}
+			checkAfterCut(t, backing, journal, r)
+		})
+	}
+}
+
+// TestPowerCutJustAfterOpen: the power goes after a spool reopened (on
+// which Badger starts new logs) and before it wrote anything. It must
+// open again, with what it had acknowledged before.
+func TestPowerCutJustAfterOpen(t *testing.T) {
+	for _, journal := range []bool{false, true} {
+		t.Run(fmt.Sprintf("journal %v", journal), func(t *testing.T) {
+			backing := t.TempDir()
+			r := runPowerCut(t, backing, journal, false, func(r *pcRun) bool { return len(r.acked) >= 200 })
+			runPowerCut(t, backing, journal, true, func(r *pcRun) bool { return r.open })
+			checkAfterCut(t, backing, journal, r)
+		})
+	}
+}
+
+// pcRun is what a power-cut child acknowledged.
+type pcRun struct {
+	acked              map[uint64]pcAck
+	submitted, deleted map[uint64]bool
+	open               bool // an idle child has opened the spool
+}
+
+type pcAck struct{ w, i int }
+
+// runPowerCut mounts a power-cut file system over backing, runs a child
+// on the spool in it until stop says so, kills it and cuts the power.
+func runPowerCut(t *testing.T, backing string, journal, idle bool, stop func(*pcRun) bool) *pcRun {
+	t.Helper()
+	f := powercut.Mount(t, backing)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), powerCutEnv+"="+filepath.Join(f.Dir, "spool"))
+	if journal {
+		cmd.Env = append(cmd.Env, powerCutEnv+"_JOURNAL=on")
+	}
+	if idle {
+		cmd.Env = append(cmd.Env, powerCutEnv+"_IDLE=1")
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	r := &pcRun{acked: map[uint64]pcAck{}, submitted: map[uint64]bool{}, deleted: map[uint64]bool{}}
+	stopped := false
+	// Every line the child wrote before it died counts; a last line cut
+	// short (no newline) does not.
+	for lines := bufio.NewReader(out); ; {
+		l, err := lines.ReadString('\n')
+		if err != nil {
+			break
+		}
+		var id uint64
+		var a pcAck
+		switch l[0] {
+		case 'A':
+			if _, err := fmt.Sscanf(l, "A %d %d %d", &id, &a.w, &a.i); err == nil {
+				r.acked[id] = a
+			}
+		case 'S':
+			if _, err := fmt.Sscanf(l, "S %d", &id); err == nil {
+				r.submitted[id] = true
+			}
+		case 'D':
+			if _, err := fmt.Sscanf(l, "D %d", &id); err == nil {
+				r.deleted[id] = true
+			}
+		case 'O':
+			r.open = true
+		}
+		if !stopped && stop(r) {
+			// The power goes: the process first, with whatever it had in
+			// flight, then what the disk had not been told to keep.
+			stopped = true
+			cmd.Process.Signal(syscall.SIGKILL)
+		}
+	}
+	cmd.Wait()
+	if !stopped {
+		t.Fatalf("the spool stopped before the test cut the power: %s", stderr.Bytes())
+	}
+	st, err := f.Cut()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d appends and %d deletes acknowledged; %d WRITE and %d FSYNC requests; the cut discarded %d blocks of %d files",
+		len(r.acked), len(r.deleted), st.Writes, st.Syncs, st.DiscardedBlocks, st.DiscardedFiles)
+	return r
+}
+
+// checkAfterCut opens the spool in backing, as the disk holds it after a
+// power cut, and checks it holds what r says was acknowledged.
+func checkAfterCut(t *testing.T, backing string, journal bool, r *pcRun) {
+	t.Helper()
+	dir := filepath.Join(backing, "spool")
+	s := openTest(t, dir, pcOptions(dir, journal))
+	defer s.Close()
+	queued := map[uint64]*Message{}
+	for w := range 2 {
+		ms, err := s.Read(pcHost(w), 0, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			queued[m.ID] = m
+		}
+	}
+	lost, corrupt, undeleted, unjournaled := 0, 0, 0, 0
+	for id, a := range r.acked {
+		m := queued[id]
+		switch {
+		case m == nil && !r.submitted[id]:
+			if lost++; lost <= 5 {
+				t.Errorf("webhook %d (writer %d, #%d, %d bytes) was acknowledged and is gone", id, a.w, a.i, len(pcBody(a.w, a.i)))
+			}
+		case m != nil && (!bytes.Equal(m.Body, pcBody(a.w, a.i)) || m.Host != pcHost(a.w) || m.Header.Get("X-Seq") != strconv.Itoa(a.i)):
+			if corrupt++; corrupt <= 5 {
+				t.Errorf("webhook %d (writer %d, #%d) came back altered: %d bytes, host %s", id, a.w, a.i, len(m.Body), m.Host)
+			}
+		case m != nil && r.deleted[id]:
+			if undeleted++; undeleted <= 5 {
+				t.Errorf("webhook %d: its delete was acknowledged, and it is queued again", id)
+			}
+		case m == nil && journal:
+			v, err := s.Journal().Lookup(Ref{Seq: id})
+			if err != nil || v.State != OutcomeDelivered {
+				if unjournaled++; unjournaled <= 5 {
+					t.Errorf("webhook %d left the queue and the journal has no outcome for it: %v %v", id, v, err)
+				}
+			}
+		}
+	}
+	if lost+corrupt+undeleted+unjournaled > 0 {
+		t.Fatalf("after the power cut: %d acknowledged webhooks lost, %d altered, %d deleted ones back, %d gone without a journal entry (of %d acknowledged, %d deletes)",
+			lost, corrupt, undeleted, unjournaled, len(r.acked), len(r.deleted))
+	}
+}
+
+// rotated reports whether the queue's memtable has been flushed to a
+// table at least once (so a memtable rotated) and three value-log files
+// have been started.
+func rotated(t *testing.T, dir string) bool {
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, vlogs := 0, 0
+	for _, n := range names {
+		switch {
+		case strings.HasSuffix(n.Name(), ".sst"):
+			tables++
+		case strings.HasSuffix(n.Name(), ".vlog"):
+			vlogs++
+		}
+	}
+	return tables > 0 && vlogs >= 3
+}
