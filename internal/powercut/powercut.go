@@ -18,8 +18,9 @@
 // mkdir, links) and attributes (mode, owner, times, xattrs) reach the
 // backing directory at once and survive a cut, as on a file system that
 // journals metadata synchronously; a program that forgets to sync a
-// directory is not caught. A write is lost whole or kept whole, never torn
-// within a block or reordered within a file; nor does a cut damage data
+// directory is not caught. A cut loses all of a file's writes since its
+// last sync: a disk that kept some of them (a later one and not an
+// earlier, or half of one) is not modelled, nor one that damages data
 // that was synced. fallocate is refused (ENOTSUP), so that nothing changes
 // a file unseen.
 //
