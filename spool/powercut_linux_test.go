@@ -51,6 +51,8 @@ var pcLoads = map[string]pcLoad{
 	// Bodies inline (under valueThreshold) and in the value log.
 	"mixed": {writers: 4, sizes: []int{120, 5000, 300, 9000}, tune: pcSmall},
 	"idle":  {idle: true, tune: pcSmall},
+	// Bodies inline only.
+	"inline": {writers: 4, sizes: []int{120, 2000, 300, 3500}, tune: pcSmall},
 	// Rounds of 64 inline records of 3,000 bytes take two transactions
 	// (Badger's limit is 15% of the memtable), so that a memtable may
 	// retire between two commits of one round; and flushes stall at two
@@ -158,6 +160,18 @@ func TestAcknowledgedSurvivesPowerCut(t *testing.T) {
 	}
 }
 
+// TestTornPowerCut: the same with a disk that had written some of what
+// it was not told to keep (powercut.FS.CutTorn): every other block of the
+// unsynced changes to each log, and a grown log's size. Bodies are
+// inline: the memtable's log alone holds them.
+func TestTornPowerCut(t *testing.T) {
+	backing := t.TempDir()
+	r := runCut(t, backing, true, "inline", (*powercut.FS).CutTorn, func(r *pcRun) bool {
+		return len(r.acked) >= 2500 && len(r.acked)%100 == 0 && logs(t, filepath.Join(backing, "spool", "queue"), ".sst") > 0
+	})
+	checkAfterCut(t, backing, true, pcLoads["inline"], r)
+}
+
 // TestPowerCutJustAfterOpen: the power goes after a spool reopened (on
 // which Badger starts new logs) and before it wrote anything. It must
 // open again, with what it had acknowledged before.
@@ -195,6 +209,11 @@ type pcAck struct{ w, i int }
 // runPowerCut mounts a power-cut file system over backing, runs a child
 // on the spool in it until stop says so, kills it and cuts the power.
 func runPowerCut(t *testing.T, backing string, journal bool, load string, stop func(*pcRun) bool) *pcRun {
+	return runCut(t, backing, journal, load, (*powercut.FS).Cut, stop)
+}
+
+// runCut is runPowerCut, the power cut by cut.
+func runCut(t *testing.T, backing string, journal bool, load string, cut func(*powercut.FS) (powercut.Stats, error), stop func(*pcRun) bool) *pcRun {
 	t.Helper()
 	f := powercut.Mount(t, backing)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -251,7 +270,7 @@ func runPowerCut(t *testing.T, backing string, journal bool, load string, stop f
 	if !stopped {
 		t.Fatalf("the spool stopped before the test cut the power: %s", stderr.Bytes())
 	}
-	st, err := f.Cut()
+	st, err := cut(f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,10 +18,9 @@
 // mkdir, links) and attributes (mode, owner, times, xattrs) reach the
 // backing directory at once and survive a cut, as on a file system that
 // journals metadata synchronously; a program that forgets to sync a
-// directory is not caught. A cut loses all of a file's writes since its
-// last sync: a disk that kept some of them (a later one and not an
-// earlier, or half of one) is not modelled, nor one that damages data
-// that was synced. fallocate is refused (ENOTSUP), so that nothing changes
+// directory is not caught. Cut loses all of a file's writes since its
+// last sync; CutTorn keeps some of them, whole blocks (see there). A disk
+// that damages data that was synced is not modelled. fallocate is refused (ENOTSUP), so that nothing changes
 // a file unseen.
 //
 // The mount is without direct_io, so shared writable mappings work: the
@@ -58,7 +57,7 @@ type FS struct {
 	server *fuse.Server
 
 	mu     sync.Mutex
-	cut    bool
+	off    bool                 // the power is cut
 	files  map[uint64]*volatile // by the backing file's inode number
 	stats  Stats
 	closed bool
@@ -135,14 +134,24 @@ func mount(mnt, backing string) (*FS, error) {
 // The processes writing to the mount should be gone first (killed: a
 // process's exit writes its mappings' dirty pages back, unsynced, and
 // Cut discards them).
-func (f *FS) Cut() (Stats, error) {
+func (f *FS) Cut() (Stats, error) { return f.cut(false) }
+
+// CutTorn is Cut on a disk that had written some of what it was not told
+// to keep yet: of the blocks of a file changed since its last sync, those
+// at an even position (offset / 4096) keep their new content and the
+// others go back; a file that grew keeps its new size. A program that
+// trusts its unsynced writes to reach the disk in order, or whole, shows
+// it here.
+func (f *FS) CutTorn() (Stats, error) { return f.cut(true) }
+
+func (f *FS) cut(torn bool) (Stats, error) {
 	f.mu.Lock()
-	f.cut = true
+	f.off = true
 	var errs []error
 	for ino, v := range f.files {
 		f.stats.DiscardedFiles++
 		f.stats.DiscardedBlocks += len(v.saved)
-		if err := v.restore(); err != nil {
+		if err := v.restore(torn); err != nil {
 			errs = append(errs, fmt.Errorf("inode %d: %w", ino, err))
 		}
 		syscall.Close(v.fd)
@@ -178,12 +187,24 @@ func (f *FS) unmount() error {
 	return nil
 }
 
-// restore puts back the file's size and content at its last sync.
-func (v *volatile) restore() error {
-	if err := syscall.Ftruncate(v.fd, v.synced); err != nil {
+// restore puts back the file's size and content at its last sync; torn,
+// only the odd blocks' content, and the size only if the file shrank.
+func (v *volatile) restore(torn bool) error {
+	size := v.synced
+	if torn {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(v.fd, &st); err != nil {
+			return os.NewSyscallError("fstat", err)
+		}
+		size = max(size, st.Size)
+	}
+	if err := syscall.Ftruncate(v.fd, size); err != nil {
 		return os.NewSyscallError("ftruncate", err)
 	}
 	for b, data := range v.saved {
+		if torn && b%2 == 0 {
+			continue
+		}
 		off := b * block
 		if data == nil {
 			n := min(block, v.synced-off)
@@ -304,7 +325,7 @@ func (n *node) openBacking(fh fs.FileHandle) func() (int, error) {
 // changing keeps what a change of [off, end) of the file is about to
 // replace, or says why it may not happen. Called with f.mu held.
 func (n *node) changingLocked(fh fs.FileHandle, off, end int64) syscall.Errno {
-	if n.fs.cut {
+	if n.fs.off {
 		return syscall.EIO
 	}
 	v, err := n.fs.volatileLocked(n.StableAttr().Ino, n.openBacking(fh))
@@ -336,7 +357,7 @@ func (n *node) Writev(ctx context.Context, fh fs.FileHandle, data [][]byte, off 
 func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	n.fs.mu.Lock()
 	defer n.fs.mu.Unlock()
-	if n.fs.cut {
+	if n.fs.off {
 		return syscall.EIO
 	}
 	if size, ok := in.GetSize(); ok {
@@ -352,7 +373,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		n.fs.mu.Lock()
 		defer n.fs.mu.Unlock()
-		if n.fs.cut {
+		if n.fs.off {
 			return nil, 0, syscall.EIO
 		}
 		if flags&syscall.O_TRUNC != 0 {
@@ -386,7 +407,7 @@ func wrap(fh fs.FileHandle, flags uint32, errno syscall.Errno) (fs.FileHandle, u
 func (n *node) Fsync(_ context.Context, _ fs.FileHandle, _ uint32) syscall.Errno {
 	n.fs.mu.Lock()
 	defer n.fs.mu.Unlock()
-	if n.fs.cut {
+	if n.fs.off {
 		return syscall.EIO
 	}
 	if n.IsDir() {
@@ -416,7 +437,7 @@ func (n *node) CopyFileRange(context.Context, fs.FileHandle, uint64, *fs.Inode, 
 func (n *node) refused() bool {
 	n.fs.mu.Lock()
 	defer n.fs.mu.Unlock()
-	return n.fs.cut
+	return n.fs.off
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {

@@ -145,6 +145,38 @@ func TestCutDiscardsWhatWasNotSynced(t *testing.T) {
 	}
 }
 
+// TestCutTornKeepsSomeUnsyncedBlocks: a torn cut keeps the new content
+// of the even blocks changed since the last sync, puts the odd ones back,
+// and keeps a grown file's size.
+func TestCutTornKeepsSomeUnsyncedBlocks(t *testing.T) {
+	backing := t.TempDir()
+	f := Mount(t, backing)
+	fh, err := os.Create(filepath.Join(f.Dir, "torn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	if _, err := fh.Write(bytes.Repeat([]byte("S"), 4*page)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fh.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.WriteAt(bytes.Repeat([]byte("x"), 6*page), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.CutTorn(); err != nil {
+		t.Fatal(err)
+	}
+	got := readFile(t, filepath.Join(backing, "torn"))
+	want := bytes.Repeat([]byte("x"), 6*page)
+	copy(want[page:], bytes.Repeat([]byte("S"), page))
+	copy(want[3*page:], bytes.Repeat([]byte("S"), page))
+	if !bytes.Equal(got, want) {
+		t.Fatalf("after a torn cut: %d bytes, blocks starting %q %q %q %q; want 6 blocks x S x S x x", len(got), got[0], got[page], got[2*page], got[3*page])
+	}
+}
+
 // TestCutRefusesLaterChanges: once the power is off, nothing reaches the
 // backing directory.
 func TestCutRefusesLaterChanges(t *testing.T) {
