@@ -24,6 +24,20 @@ import (
 // byte.
 func TestPowerCutKeepsEvery202E2E(t *testing.T) {
 	t.Parallel()
+	testPowerCut202(t, (*powercut.FS).Cut, 3)
+}
+
+// TestTornPowerCutKeepsEvery202E2E is the same with a disk that had
+// written part of what it was not told to keep (powercut.FS.CutTorn), and
+// small bodies only (inline in Badger's log).
+func TestTornPowerCutKeepsEvery202E2E(t *testing.T) {
+	t.Parallel()
+	testPowerCut202(t, (*powercut.FS).CutTorn, 0)
+}
+
+// testPowerCut202 cuts the power with cut; every large-th webhook has a
+// 6 KB body (0: none).
+func testPowerCut202(t *testing.T, cut func(*powercut.FS) (powercut.Stats, error), large int) {
 	rc := NewReceiver(t)
 	backing := t.TempDir()
 	f := powercut.Mount(t, backing)
@@ -41,7 +55,7 @@ hosts:
 
 	const clients, before = 16, 400 // 202s before the power goes
 	body := func(i int) []byte {
-		if i%3 == 0 {
+		if large > 0 && i%large == 0 {
 			return []byte(fmt.Sprintf(`{"event":%d,"pad":"%s"}`, i, strings.Repeat("v", 6000)))
 		}
 		return WebhookBody(i)
@@ -97,7 +111,7 @@ hosts:
 	hp.Kill()
 	close(stop)
 	posting.Wait()
-	st, err := f.Cut()
+	st, err := cut(f)
 	if err != nil {
 		t.Fatal(err)
 	}
