@@ -84,7 +84,11 @@ func TestUnreadableRecordLeavesTheQueue(t *testing.T) {
 			}
 		}
 	}
+	reported := s.badgerErrors.Load()
 	check()
+	if s.badgerErrors.Load() != reported {
+		t.Fatal("reading the unreadable records counted as Badger errors: they would fail the round being committed")
+	}
 	for _, m := range bad {
 		if _, err := s.Get(m.Host, Lane{}, m.ID); !errors.Is(err, ErrNotQueued) {
 			t.Fatalf("Get of unreadable record %d: %v, want ErrNotQueued", m.ID, err)
