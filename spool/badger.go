@@ -145,17 +145,26 @@ func BadgerOptions(dir string, log *slog.Logger) badger.Options {
 // level about routine compactions, so info and debug are logged at debug.
 // Badger calls Debugf on every write, so a message is formatted only when
 // its level is enabled. errors, if set, counts the errors Badger reports:
-// some, such as a failed fsync of the value log, it only logs.
+// some, such as a failed fsync of the value log, it only logs. A value it
+// cannot read it logs and reads as empty, which the reader sees
+// (errUnreadable): not counted, as it fails no write.
 type badgerLogger struct {
 	log    *slog.Logger
 	errors *atomic.Uint64
 }
 
 func (l badgerLogger) Errorf(f string, a ...any) {
-	if l.errors != nil {
+	if l.errors != nil && !badgerReadError(f) {
 		l.errors.Add(1)
 	}
 	l.logf(slog.LevelError, f, a)
+}
+
+// badgerReadError reports whether f is one of the formats Badger logs a
+// value it cannot read with (Item.Value): the error, then every version
+// of the key.
+func badgerReadError(f string) bool {
+	return strings.HasPrefix(f, "Unable to read: ") || strings.HasPrefix(f, "Key: %v, Version : %v") || strings.HasPrefix(f, "Invalid read: ")
 }
 
 func (l badgerLogger) Warningf(f string, a ...any) { l.logf(slog.LevelWarn, f, a) }

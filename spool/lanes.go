@@ -56,6 +56,9 @@ func (s *Spool) readLane(host string, l Lane, after uint64, max int) ([]*Message
 			continue
 		}
 		m, err := s.decodeQueued(host, l, beUint64(item.Key()[len(prefix):]), item)
+		if errors.Is(err, errUnreadable) {
+			continue // removed: it never stops the others (dropUnreadable)
+		}
 		if err != nil {
 			return out, visited, err
 		}
@@ -65,10 +68,15 @@ func (s *Spool) readLane(host string, l Lane, after uint64, max int) ([]*Message
 }
 
 // decodeQueued decodes the queued record item of message id, found in
-// lane l of host's.
+// lane l of host's. One whose value cannot be read it removes from the
+// queue (dropUnreadable) and reports with an error wrapping errUnreadable.
 func (s *Spool) decodeQueued(host string, l Lane, id uint64, item *badger.Item) (*Message, error) {
 	var m *Message
 	err := item.Value(func(v []byte) error {
+		if len(v) == 0 {
+			// No record is empty: Badger read nothing where the key points.
+			return errUnreadable
+		}
 		var err error
 		m, err = decodeMessage(host, id, v)
 		if err != nil {
@@ -82,7 +90,47 @@ func (s *Spool) decodeQueued(host string, l Lane, id uint64, item *badger.Item) 
 		m.Spool = s.instance
 		return nil
 	})
+	if errors.Is(err, errUnreadable) {
+		s.dropUnreadable(host, l, id, item)
+		return nil, fmt.Errorf("message %s: %w", IDString(id), err)
+	}
 	return m, err
+}
+
+// errUnreadable: a queued record's value is not on disk. A record whose
+// value went to the value log is a pointer into it in the memtable's log
+// (WAL), and a round syncs the value log before the WAL (logSync.sync;
+// Badger's SyncWrites the same); but a power cut during a round may find
+// the round's WAL page written back and not its value-log page, and the
+// pointer then points past the value log's end, which Badger reads as an
+// empty value (logging the error). Such a record is of a round that never
+// completed its sync: its webhooks were never acknowledged.
+var errUnreadable = errors.New("corrupt record: unreadable after a crash")
+
+// dropUnreadable removes the queued record item of message id, in lane l
+// of host's, whose value cannot be read (errUnreadable): for good, with
+// the journal's outcome purged and the reason, and an error in the log,
+// once. What the record held is lost; its key says its host, lane and id.
+func (s *Spool) dropUnreadable(host string, l Lane, id uint64, item *badger.Item) {
+	if _, dropping := s.unreadable.LoadOrStore(id, true); dropping {
+		return
+	}
+	s.log.Error("spool: a queued record cannot be read (its value is missing after a crash): removing it",
+		"host", host, "fairness_key", l.Key, "priority", l.Priority.String(), "id", IDString(id), "key", fmt.Sprintf("%q", item.Key()))
+	m := &Message{ID: id, Host: host, Fairness: l.Key, Priority: l.Priority, Spool: s.instance}
+	// As counted at open: Badger's estimate of the record's size and its key.
+	size := item.ValueSize() + int64(len(item.Key()))
+	done := make(chan error, 1)
+	err := s.submit(&dropOp{opBase: opBase{msg: m, done: done}, old: size, by: errUnreadable.Error()})
+	if err != nil {
+		s.unreadable.Delete(id) // the next read tries again
+		return
+	}
+	go func() {
+		if <-done != nil {
+			s.unreadable.Delete(id)
+		}
+	}()
 }
 
 // Get returns queued message id of lane l of host's, or an error wrapping
@@ -97,7 +145,11 @@ func (s *Spool) Get(host string, l Lane, id uint64) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.decodeQueued(host, l, id, item)
+	m, err := s.decodeQueued(host, l, id, item)
+	if errors.Is(err, errUnreadable) {
+		return nil, fmt.Errorf("%w: %w", err, ErrNotQueued)
+	}
+	return m, err
 }
 
 // HostCursor is where ReadHost stopped: its zero value is the start of a
@@ -160,6 +212,9 @@ func (s *Spool) readLanes(host string, c HostCursor, max int) ([]*Message, error
 			continue
 		}
 		m, err := s.decodeQueued(host, l, id, item)
+		if errors.Is(err, errUnreadable) {
+			continue
+		}
 		if err != nil {
 			return out, err
 		}

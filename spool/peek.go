@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"errors"
 	"maps"
 	"math"
 	"time"
@@ -49,10 +50,16 @@ func firstEnqueued(txn *badger.Txn, prefix []byte) (time.Time, bool, error) {
 		}
 		var at time.Time
 		err := item.Value(func(v []byte) error {
+			if len(v) == 0 {
+				return errUnreadable // the next read removes it (decodeQueued)
+			}
 			var err error
 			at, err = decodeEnqueued(v)
 			return err
 		})
+		if errors.Is(err, errUnreadable) {
+			continue
+		}
 		return at, err == nil, err
 	}
 	return time.Time{}, false, nil

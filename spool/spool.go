@@ -162,6 +162,9 @@ type Spool struct {
 	instance uint64
 	opts     Options
 	log      *slog.Logger
+	// unreadable: the ids of the queued records being removed because
+	// their values cannot be read (dropUnreadable), each removed once.
+	unreadable sync.Map
 
 	badgerErrors *atomic.Uint64 // errors Badger has logged (see apply)
 
