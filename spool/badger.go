@@ -18,7 +18,7 @@ import (
 
 // Sizes hookpace opens Badger with (see BadgerOptions and Open).
 const (
-	queueMemTable    = 8 << 20
+	queueMemTable    = 4 << 20
 	keptMemTable     = 4 << 20
 	valueLogFileSize = 32 << 20
 )
@@ -103,6 +103,12 @@ const valueThreshold = 4 << 10
 // body. An empty queue is dropped whole (see reclaim) and value-log GC
 // handles a long-lived backlog.
 //
+// With records inline, every body passes through Badger's table builders
+// (a memtable's flush, each compaction), and each builder holds its table
+// in Go memory while it builds it, up to 8 of them kept pooled between
+// compactions: the memtable's size and the tables' (1 MiB at every
+// level) bound the heap a burst of webhooks costs.
+//
 // SyncWrites: every commit is fsync'd (the value log, then the memtable's
 // WAL) before it returns. Both databases are opened without it where the
 // spool syncs their commits itself (logSync, on Linux): one fdatasync a
@@ -121,7 +127,7 @@ const valueThreshold = 4 << 10
 // It is exported so that the benchmarks in bench/ measure Badger with
 // exactly this tuning.
 func BadgerOptions(dir string, log *slog.Logger) badger.Options {
-	return badger.DefaultOptions(dir).
+	o := badger.DefaultOptions(dir).
 		WithLogger(badgerLogger{log: log}).
 		WithSyncWrites(true).
 		WithDetectConflicts(false).
@@ -131,7 +137,7 @@ func BadgerOptions(dir string, log *slog.Logger) badger.Options {
 		WithNumMemtables(2).
 		WithNumLevelZeroTables(4).
 		WithNumLevelZeroTablesStall(10).
-		WithBaseTableSize(2 << 20).
+		WithBaseTableSize(1 << 20).
 		WithBaseLevelSize(8 << 20).
 		WithNumCompactors(2).
 		WithCompression(options.None).
@@ -139,6 +145,8 @@ func BadgerOptions(dir string, log *slog.Logger) badger.Options {
 		WithIndexCacheSize(0).
 		WithValueThreshold(valueThreshold).
 		WithValueLogFileSize(valueLogFileSize)
+	o.TableSizeMultiplier = 1
+	return o
 }
 
 // badgerLogger sends Badger's own logging to slog. Badger is chatty at info
@@ -183,7 +191,7 @@ func (l badgerLogger) logf(level slog.Level, f string, a []any) {
 // the spool's mapped files from inflating the resident set.
 func (s *Spool) gcLoop() {
 	defer close(s.gcDone)
-	trim := time.NewTicker(250 * time.Millisecond)
+	trim := time.NewTicker(residentTrimEvery)
 	defer trim.Stop()
 	gc := time.NewTicker(30 * time.Second)
 	defer gc.Stop()
@@ -205,7 +213,14 @@ func (s *Spool) gcLoop() {
 
 // residentFileLimit is how much of the spool's mapped files may stay
 // resident before they are trimmed.
-const residentFileLimit = 32 << 20
+const residentFileLimit = 16 << 20
+
+// residentTrimEvery is how often the resident set is checked against
+// residentFileLimit. With records inline, a compaction reads and writes
+// a backlog's tables through their mappings at tens of MiB in a quarter
+// of a second; a check reads /proc/self/status (microseconds) and a trim
+// only happens above the limit.
+const residentTrimEvery = 50 * time.Millisecond
 
 // collectGarbage rewrites or drops value-log files whose messages have
 // mostly been delivered, until none is worth it.

@@ -238,6 +238,8 @@ func Open(opts Options) (*Spool, error) {
 	if err := checkDisk(opts); err != nil {
 		return nil, fmt.Errorf("open spool %q: %w", opts.Dir, err)
 	}
+	// Until gcLoop trims, from the end of Open on.
+	defer trimWhileOpening(opts.Dir, opts.trimLimit)()
 	errs := new(atomic.Uint64)
 	logger := badgerLogger{opts.Logger, errs}
 	qlog := openDBLog(filepath.Join(opts.Dir, "queue"), opts.Logger)

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/hookpace/hookpace/internal/pageout"
@@ -65,6 +67,35 @@ func trimResident(dir string, limit int64) {
 		// A mapping Badger has just unmapped is not reclaimed, and a
 		// reclaim never changes contents, whatever is mapped there now.
 		pageout.Release(r.Start, end)
+	}
+}
+
+// trimWhileOpening trims the spool's mappings every residentTrimEvery until
+// stop is called, for the span of Open before gcLoop's trimming starts.
+// In that span Badger compacts what the last run left in level 0, and the
+// spool reads every queued record once (counts, the journal's index);
+// with small records inline in the tables, both touch every page of a
+// backlog's tables, far faster than a trim per scan chunk keeps up with.
+func trimWhileOpening(dir string, limit int64) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(residentTrimEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				trimResident(dir, limit)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
 
