@@ -118,14 +118,6 @@ const valueThreshold = 4 << 10
 // until what GC wrote is synced. A power cut in any of these windows
 // would lose messages already acknowledged.
 //
-// Tables below level 0 are all BaseTableSize (TableSizeMultiplier 1,
-// where Badger doubles it at each level): Badger builds a table whole in
-// memory, from a pool of allocators each database keeps (up to 8), and
-// an allocator keeps the size of the largest table it has built. With
-// 4 MB tables in the deeper levels the journal's pool held ~12 MB an
-// allocator, 60-68 MB in all at the end of a busy run; with 2 MB tables,
-// ~4 MB each.
-//
 // It is exported so that the benchmarks in bench/ measure Badger with
 // exactly this tuning.
 func BadgerOptions(dir string, log *slog.Logger) badger.Options {
@@ -147,6 +139,20 @@ func BadgerOptions(dir string, log *slog.Logger) badger.Options {
 		WithIndexCacheSize(0).
 		WithValueThreshold(valueThreshold).
 		WithValueLogFileSize(valueLogFileSize)
+	return o
+}
+
+// keptOptions are BadgerOptions for the kept database (dead letters and
+// the journal): every table below level 0 is BaseTableSize
+// (TableSizeMultiplier 1, where Badger doubles it at each level). Badger
+// builds a table whole in memory, from a pool of allocators each
+// database keeps (up to 8), and an allocator keeps the size of the
+// largest table it has built: with 4 MB tables in the journal's deeper
+// levels each held ~12 MB, 60-68 MB in all at the end of a busy run; with
+// 2 MB tables, ~4 MB each. The queue keeps Badger's sizes: it starts
+// every table's index with a 3 MB buffer whatever the table's size, and
+// at half the size a replay of a large backlog built twice the tables.
+func keptOptions(o badger.Options) badger.Options {
 	o.TableSizeMultiplier = 1
 	return o
 }
