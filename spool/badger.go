@@ -149,6 +149,15 @@ func BadgerOptions(dir string, log *slog.Logger) badger.Options {
 	return o
 }
 
+// keptOptions are BadgerOptions for the kept database (dead letters and
+// the journal), with tables of 2 MB below level 0. Every table starts its
+// index with a 3 MB buffer whatever its size, so 1 MiB tables there (the
+// journal's many small entries) held as much in index buffers as they
+// saved in builders; at 2 MB each pooled allocator holds ~4 MB.
+func keptOptions(o badger.Options) badger.Options {
+	return o.WithBaseTableSize(2 << 20)
+}
+
 // badgerLogger sends Badger's own logging to slog. Badger is chatty at info
 // level about routine compactions, so info and debug are logged at debug.
 // Badger calls Debugf on every write, so a message is formatted only when

@@ -256,7 +256,7 @@ func Open(opts Options) (*Spool, error) {
 	}
 	settleOpen(opts.Dir)
 	klog := openDBLog(filepath.Join(opts.Dir, "dead"), opts.Logger)
-	kept, err := badger.Open(opts.tuneKept(BadgerOptions(filepath.Join(opts.Dir, "dead"), opts.Logger).WithMemTableSize(keptMemTable)).WithSyncWrites(klog == nil).WithLogger(logger))
+	kept, err := badger.Open(opts.tuneKept(keptOptions(BadgerOptions(filepath.Join(opts.Dir, "dead"), opts.Logger)).WithMemTableSize(keptMemTable)).WithSyncWrites(klog == nil).WithLogger(logger))
 	if err == nil && klog != nil {
 		err = klog.scan(false)
 		if err != nil {

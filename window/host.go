@@ -17,6 +17,8 @@ package window
 
 import (
 	"log/slog"
+	"maps"
+	"sync"
 	"time"
 
 	"github.com/hookpace/hookpace/spool"
@@ -109,6 +111,44 @@ type Shared struct {
 	reader Reader
 	log    *slog.Logger
 	now    func() time.Time
+
+	// pols are the policies its Hosts point to, each stored once
+	// however many hosts have it (see share).
+	mu   sync.Mutex
+	pols []*Policy
+}
+
+// maxShared bounds the policies a Shared keeps: a few per hosts key,
+// reloads included. Past it, the list starts again (a host keeps the
+// one it points to).
+const maxShared = 64
+
+// share returns the stored policy equal to p, storing p if there is
+// none; a batching policy is not shared. The Policy a Host points to is
+// never written: a change is a new one (SetPolicy).
+func (sh *Shared) share(p *Policy) *Policy {
+	if p.Batch != nil {
+		return p // its Batch is the host's own: equal to no other
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for _, q := range sh.pols {
+		if q.equal(p) {
+			return q
+		}
+	}
+	if len(sh.pols) >= maxShared {
+		sh.pols = nil
+	}
+	sh.pols = append(sh.pols, p)
+	return p
+}
+
+// equal reports whether p and q give a Host the same settings: equal
+// values, equal weights, and the same Batch.
+func (p *Policy) equal(q *Policy) bool {
+	return p.Window == q.Window && p.Stage == q.Stage && p.MinShare == q.MinShare && p.MaxAge == q.MaxAge &&
+		p.MaxLanes == q.MaxLanes && p.Batch == q.Batch && maps.Equal(p.Weights, q.Weights)
 }
 
 // NewShared returns the Shared of reader, log (nil: slog.Default()) and
@@ -130,7 +170,7 @@ type Host struct {
 	name string
 	env  Env
 	sh   *Shared
-	pol  Policy
+	pol  *Policy // shared with the other Hosts of sh that have it; never written
 
 	ready deque      // picked from the lanes, next to go
 	retry retryQueue // failed, waiting for their backoff
@@ -230,7 +270,7 @@ func (h *Host) SetPolicy(p Policy) {
 	if p.MaxLanes <= 0 {
 		p.MaxLanes = defaultMaxLanes
 	}
-	h.pol = p
+	h.pol = h.sh.share(&p)
 	if h.lanes.def != nil {
 		h.lanes.reweigh(p.Weights)
 	}

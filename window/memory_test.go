@@ -118,3 +118,36 @@ func (f *fixture) drainWithin(t *testing.T, now time.Time, window int) int {
 	}
 	return int(f.sp.HostUsage(testHost).Messages)
 }
+
+// TestHostsShareEqualPolicies: hosts of one Shared given equal settings
+// point to one Policy; a host given other settings (a reload) gets its
+// own, and the others keep theirs unchanged; a batching host keeps its
+// own.
+func TestHostsShareEqualPolicies(t *testing.T) {
+	sh := NewShared(nil, nil, nil)
+	host := func(name string, p Policy) *Host {
+		return New(Options{Name: name, Shared: sh, Policy: p})
+	}
+	a := host("a.example", Policy{Window: 32, Weights: map[string]int{"k": 2}})
+	b := host("b.example", Policy{Window: 32, Weights: map[string]int{"k": 2}})
+	c := host("c.example", Policy{Window: 32, Weights: map[string]int{"k": 3}})
+	if a.pol != b.pol {
+		t.Fatal("two hosts with equal settings hold a policy each")
+	}
+	if a.pol == c.pol || c.pol.Weights["k"] != 3 {
+		t.Fatalf("a host with other weights shares a policy: %+v", c.pol)
+	}
+	b.SetPolicy(Policy{Window: 8})
+	if b.pol == a.pol || b.pol.Window != 8 || a.pol.Window != 32 || a.pol.Weights["k"] != 2 {
+		t.Fatalf("a reload of one host changed another's: a %+v, b %+v", a.pol, b.pol)
+	}
+	if b.pol.Stage != 1 || b.pol.MaxLanes != defaultMaxLanes {
+		t.Fatalf("a shared policy was not filled in: %+v", b.pol)
+	}
+	batch := &Batch{MaxEvents: 10}
+	d := host("d.example", Policy{Window: 32, Batch: batch})
+	e := host("e.example", Policy{Window: 32, Batch: batch})
+	if d.pol == e.pol || d.pol.Batch != batch {
+		t.Fatal("batching hosts share a policy")
+	}
+}
