@@ -39,6 +39,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 const (
@@ -154,22 +156,22 @@ func (e *Entry) encode() []byte {
 	b = append(b, entryVersion)
 	b = binary.AppendUvarint(b, e.Origin)
 	b = binary.AppendUvarint(b, e.OriginSpool)
-	b = appendString(b, e.Host)
-	b = appendString(b, e.Method)
-	b = appendString(b, e.URL)
-	b = appendString(b, e.Idempotency)
+	b = record.AppendString(b, e.Host)
+	b = record.AppendString(b, e.Method)
+	b = record.AppendString(b, e.URL)
+	b = record.AppendString(b, e.Idempotency)
 	b = binary.AppendUvarint(b, uint64(e.Size))
-	b = binary.AppendVarint(b, unixNano(e.Accepted))
-	b = appendString(b, e.Outcome)
-	b = binary.AppendVarint(b, unixNano(e.OutcomeAt))
-	b = appendString(b, e.Reason)
-	b = appendString(b, e.Coalesce)
+	b = binary.AppendVarint(b, record.UnixNano(e.Accepted))
+	b = record.AppendString(b, e.Outcome)
+	b = binary.AppendVarint(b, record.UnixNano(e.OutcomeAt))
+	b = record.AppendString(b, e.Reason)
+	b = record.AppendString(b, e.Coalesce)
 	b = binary.AppendUvarint(b, uint64(e.Replaced))
-	b = binary.AppendVarint(b, unixNano(e.ReplacedAt))
-	b = appendString(b, e.Fairness)
+	b = binary.AppendVarint(b, record.UnixNano(e.ReplacedAt))
+	b = record.AppendString(b, e.Fairness)
 	b = binary.AppendUvarint(b, uint64(e.Priority))
-	b = appendString(b, e.Ordering)
-	b = binary.AppendVarint(b, unixNano(e.NotBefore))
+	b = record.AppendString(b, e.Ordering)
+	b = binary.AppendVarint(b, record.UnixNano(e.NotBefore))
 	b = appendHeader(b, e.Header)
 	if e.Final != nil { // absent from an entry without one
 		b = binary.AppendVarint(b, e.Final.At.UnixNano())
@@ -194,12 +196,12 @@ func appendHeader(b []byte, h http.Header) []byte {
 			break
 		}
 		n--
-		b = appendString(b, k)
+		b = record.AppendString(b, k)
 		v := Redacted
 		if showOf(k) != showNone {
 			v = RedactHeaderValue(k, strings.Join(vs, ", "))
 		}
-		b = appendString(b, v[:min(len(v), maxEntryHeaderValue)])
+		b = record.AppendString(b, v[:min(len(v), maxEntryHeaderValue)])
 	}
 	return putLength(b, start)
 }
@@ -227,72 +229,57 @@ func decodeEntryHead(id uint64, v []byte) (*Entry, error) { return readEntry(id,
 // readEntry reads an entry's record; its headers and final attempt only
 // when full.
 func readEntry(id uint64, v []byte, full bool) (*Entry, error) {
-	d := decoder{b: v}
-	ver := d.byte()
+	d := record.Decoder{B: v}
+	ver := d.Byte()
 	if ver != entryVersion1 && ver != entryVersion {
 		return nil, fmt.Errorf("journal entry %s: unknown version %d", IDString(id), ver)
 	}
-	e := &Entry{ID: id, Origin: d.uvarint(), OriginSpool: d.uvarint(), Host: d.string(), Method: d.string(),
-		URL: d.string(), Idempotency: d.string(), Size: int(d.uvarint())}
-	e.Accepted = timeOf(d.varint())
-	e.Outcome = d.string()
-	e.OutcomeAt = timeOf(d.varint())
-	e.Reason = d.string()
+	e := &Entry{ID: id, Origin: d.Uvarint(), OriginSpool: d.Uvarint(), Host: d.Str(), Method: d.Str(),
+		URL: d.Str(), Idempotency: d.Str(), Size: int(d.Uvarint())}
+	e.Accepted = record.TimeOf(d.Varint())
+	e.Outcome = d.Str()
+	e.OutcomeAt = record.TimeOf(d.Varint())
+	e.Reason = d.Str()
 	var header []byte
 	if ver >= 2 {
-		e.Coalesce, e.Replaced, e.ReplacedAt = d.string(), int(d.uvarint()), timeOf(d.varint())
-		e.Fairness, e.Priority, e.Ordering, e.NotBefore = d.string(), Priority(d.uvarint()), d.string(), timeOf(d.varint())
-		header = rawBytes(&d)
+		e.Coalesce, e.Replaced, e.ReplacedAt = d.Str(), int(d.Uvarint()), record.TimeOf(d.Varint())
+		e.Fairness, e.Priority, e.Ordering, e.NotBefore = d.Str(), Priority(d.Uvarint()), d.Str(), record.TimeOf(d.Varint())
+		header = (&d).Raw()
 	}
-	if d.err != nil {
-		return nil, fmt.Errorf("journal entry %s: %w", IDString(id), d.err)
+	if d.Err != nil {
+		return nil, fmt.Errorf("journal entry %s: %w", IDString(id), d.Err)
 	}
 	if !full {
 		return e, nil
 	}
-	if err := e.decodeTail(header, d.b); err != nil {
+	if err := e.decodeTail(header, d.B); err != nil {
 		return nil, fmt.Errorf("journal entry %s: %w", IDString(id), err)
 	}
 	return e, nil
 }
 
-// rawBytes reads a length-prefixed string as a slice of d's buffer, not
-// a copy: for what is read, or skipped, before the buffer is let go.
-func rawBytes(d *decoder) []byte {
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.err = errCorrupt
-	}
-	if d.err != nil {
-		return nil
-	}
-	out := d.b[:n:n]
-	d.b = d.b[n:]
-	return out
-}
-
 // decodeTail reads an entry's headers and its final attempt, if any.
 func (e *Entry) decodeTail(header, final []byte) error {
-	h := decoder{b: header}
-	if n := h.uvarint(); len(header) > 0 && n > 0 && n <= maxEntryHeaders {
+	h := record.Decoder{B: header}
+	if n := h.Uvarint(); len(header) > 0 && n > 0 && n <= maxEntryHeaders {
 		e.Header = make(http.Header, n)
 		for range n {
-			k := h.string()
-			e.Header[k] = []string{h.string()}
+			k := h.Str()
+			e.Header[k] = []string{h.Str()}
 		}
 	}
-	if h.err != nil && len(header) > 0 { // none in version 1
-		return fmt.Errorf("headers: %w", h.err)
+	if h.Err != nil && len(header) > 0 { // none in version 1
+		return fmt.Errorf("headers: %w", h.Err)
 	}
 	if len(final) == 0 {
 		return nil
 	}
-	d := decoder{b: final}
-	at := d.varint()
-	if d.err != nil {
-		return d.err
+	d := record.Decoder{B: final}
+	at := d.Varint()
+	if d.Err != nil {
+		return d.Err
 	}
-	a, err := decodeAttempt(at, d.b)
+	a, err := decodeAttempt(at, d.B)
 	e.Final = a
 	return err
 }
@@ -303,9 +290,9 @@ func journalHeader(h http.Header) http.Header {
 	if len(h) == 0 {
 		return nil
 	}
-	d := decoder{b: appendHeader(nil, h)}
+	d := record.Decoder{B: appendHeader(nil, h)}
 	e := &Entry{}
-	if e.decodeTail(d.bytes(), nil) != nil {
+	if e.decodeTail(d.Bytes(), nil) != nil {
 		return nil
 	}
 	return e.Header
@@ -331,42 +318,35 @@ func (a *Attempt) encode() []byte {
 	b = append(b, attemptVersion)
 	b = binary.AppendVarint(b, int64(a.Duration))
 	b = binary.AppendUvarint(b, uint64(a.Status))
-	b = appendString(b, a.Error)
+	b = record.AppendString(b, a.Error)
 	b = binary.AppendUvarint(b, uint64(a.Batch))
 	b = binary.AppendUvarint(b, uint64(len(a.Header)))
 	for k, vs := range a.Header {
-		b = appendString(b, k)
-		b = appendString(b, strings.Join(vs, ", "))
+		b = record.AppendString(b, k)
+		b = record.AppendString(b, strings.Join(vs, ", "))
 	}
-	return appendString(b, string(a.Body))
+	return record.AppendString(b, string(a.Body))
 }
 
 func decodeAttempt(at int64, v []byte) (*Attempt, error) {
-	d := decoder{b: v}
-	if ver := d.byte(); ver != attemptVersion {
+	d := record.Decoder{B: v}
+	if ver := d.Byte(); ver != attemptVersion {
 		return nil, fmt.Errorf("journal attempt: unknown version %d", ver)
 	}
-	a := &Attempt{At: time.Unix(0, at), Duration: time.Duration(d.varint()), Status: int(d.uvarint()),
-		Error: d.string(), Batch: int(d.uvarint())}
-	if n := d.uvarint(); n > 0 && n < 1024 {
+	a := &Attempt{At: time.Unix(0, at), Duration: time.Duration(d.Varint()), Status: int(d.Uvarint()),
+		Error: d.Str(), Batch: int(d.Uvarint())}
+	if n := d.Uvarint(); n > 0 && n < 1024 {
 		a.Header = make(http.Header, n)
 		for range n {
-			k := d.string()
-			a.Header[k] = []string{d.string()}
+			k := d.Str()
+			a.Header[k] = []string{d.Str()}
 		}
 	}
-	a.Body = d.bytes()
-	if d.err != nil {
-		return nil, fmt.Errorf("journal attempt: %w", d.err)
+	a.Body = d.Bytes()
+	if d.Err != nil {
+		return nil, fmt.Errorf("journal attempt: %w", d.Err)
 	}
 	return a, nil
-}
-
-func timeOf(ns int64) time.Time {
-	if ns == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, ns)
 }
 
 func journalKey(id uint64) []byte { return binary.BigEndian.AppendUint64([]byte{prefixJournal}, id) }

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 const (
@@ -79,7 +80,7 @@ func (p pos) before() (pos, bool) {
 	return pos{}, false
 }
 
-func atOf(t time.Time) int64 { return max(unixNano(t), 0) }
+func atOf(t time.Time) int64 { return max(record.UnixNano(t), 0) }
 
 func indexKey(prefix []byte, p pos) []byte {
 	k := make([]byte, 0, len(prefix)+16)
@@ -92,7 +93,7 @@ func posOf(k []byte, prefix int) (pos, bool) {
 	if len(k) != prefix+16 {
 		return pos{}, false
 	}
-	return pos{int64(beUint64(k[prefix:])), beUint64(k[prefix+8:])}, true
+	return pos{int64(record.BeUint64(k[prefix:])), record.BeUint64(k[prefix+8:])}, true
 }
 
 func stateOf(e *Entry) string {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 var keyIndexed = []byte("jx")
@@ -125,7 +126,7 @@ func (j *Journal) buildIndexKeys() (int, error) {
 				if len(k) != 9 {
 					continue
 				}
-				id := beUint64(k[1:])
+				id := record.BeUint64(k[1:])
 				read, last = read+1, id
 				var e *Entry
 				if it.Item().Value(func(v []byte) (err error) { e, err = decodeEntryHead(id, v); return err }) != nil {

@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 var keyOutcomeIndexed = []byte("jo")
@@ -54,7 +55,7 @@ func (j *Journal) indexOutcomes() error {
 			if len(k) != 9 {
 				continue
 			}
-			id := beUint64(k[1:])
+			id := record.BeUint64(k[1:])
 			var e *Entry
 			if it.Item().Value(func(v []byte) (err error) { e, err = decodeEntryHead(id, v); return err }) != nil || e.Outcome == "" {
 				continue

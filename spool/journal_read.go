@@ -7,6 +7,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 // States of a webhook, as lookups answer. Held (a paused or held host) is
@@ -140,7 +141,7 @@ func attempts(txn *badger.Txn, id uint64) ([]*Attempt, error) {
 		if len(k) != 17 {
 			continue
 		}
-		at := int64(beUint64(k[9:]))
+		at := int64(record.BeUint64(k[9:]))
 		err := it.Item().Value(func(v []byte) error {
 			a, err := decodeAttempt(at, v)
 			if err == nil {
@@ -284,7 +285,7 @@ func (j *Journal) listLegacy(txn *badger.Txn, q *Query, out *[]*Entry) (next uin
 			if len(k) != 9 {
 				continue
 			}
-			id := beUint64(k[1:])
+			id := record.BeUint64(k[1:])
 			if scanned == queryScanMax {
 				return id + 1, nil
 			}
@@ -322,7 +323,7 @@ func (j *Journal) listIndex(txn *badger.Txn, q *Query, prefix []byte, key func(i
 		if len(k) != len(prefix)+8 {
 			continue
 		}
-		id := beUint64(k[len(prefix):])
+		id := record.BeUint64(k[len(prefix):])
 		if scanned == queryScanMax {
 			return id + 1, nil
 		}

@@ -17,6 +17,7 @@ import (
 	"encoding/binary"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 func relivePrefix(origin uint64) []byte { return append(attemptPrefix(origin), 'r') }
@@ -44,7 +45,7 @@ func lives(txn *badger.Txn, origin uint64) []uint64 {
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		if k := it.Item().Key(); len(k) == len(prefix)+8 {
-			out = append(out, beUint64(k[len(prefix):]))
+			out = append(out, record.BeUint64(k[len(prefix):]))
 		}
 	}
 	return out

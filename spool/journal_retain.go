@@ -6,6 +6,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 // keyJournalAccepted holds the highest id a hookpace that wrote an
@@ -31,7 +32,7 @@ func (j *Journal) openJournal() error {
 		found = true
 		return item.Value(func(v []byte) error {
 			if len(v) == 8 {
-				j.acceptedUpTo = beUint64(v)
+				j.acceptedUpTo = record.BeUint64(v)
 			}
 			return nil
 		})
@@ -76,11 +77,11 @@ func (j *Journal) countJournal() (last uint64, err error) {
 				item := it.Item()
 				bytes += int64(len(item.Key())) + item.ValueSize()
 				if k := item.Key(); p == prefixIndex && oldest == 0 && len(k) == 18 && k[1] == ixAll {
-					oldest = int64(beUint64(k[2:]))
+					oldest = int64(record.BeUint64(k[2:]))
 				}
 				if p == prefixJournal && len(item.Key()) == 9 {
 					entries++
-					last = max(last, beUint64(item.Key()[1:]))
+					last = max(last, record.BeUint64(item.Key()[1:]))
 				}
 			}
 			it.Close()
@@ -178,7 +179,7 @@ func (j *Journal) SweepJournal(now time.Time) (int, error) {
 			if len(item.Key()) != 9 {
 				continue
 			}
-			id := beUint64(item.Key()[1:])
+			id := record.BeUint64(item.Key()[1:])
 			var e *Entry
 			if err := item.Value(func(v []byte) (err error) { e, err = decodeEntry(id, v); return err }); err != nil {
 				continue
@@ -187,7 +188,7 @@ func (j *Journal) SweepJournal(now time.Time) (int, error) {
 			stop := !old && freed >= over // ids follow acceptance: the rest are younger
 			if stop || e.Outcome == "" {  // an entry still queued stays
 				if oldest == 0 {
-					oldest = unixNano(e.Accepted)
+					oldest = record.UnixNano(e.Accepted)
 				}
 				if stop {
 					break

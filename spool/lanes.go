@@ -6,6 +6,7 @@ import (
 	"math"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 // Read returns up to max queued messages of host's lane Lane{} (webhooks
@@ -50,7 +51,7 @@ func (s *Spool) readLane(host string, l Lane, after uint64, max int) ([]*Message
 		if len(item.Key()) != len(prefix)+8 {
 			continue
 		}
-		m, err := s.decodeQueued(host, l, beUint64(item.Key()[len(prefix):]), item)
+		m, err := s.decodeQueued(host, l, record.BeUint64(item.Key()[len(prefix):]), item)
 		if err != nil {
 			return out, visited, err
 		}

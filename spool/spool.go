@@ -33,6 +33,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 // Options configures a spool. Zero values take the defaults noted.
@@ -344,7 +345,7 @@ func (s *Spool) load() error {
 		if item, err := txn.Get(keySeq); err == nil {
 			if err := item.Value(func(v []byte) error {
 				if len(v) == 8 {
-					s.seq = beUint64(v)
+					s.seq = record.BeUint64(v)
 					s.ceil = s.seq
 				}
 				return nil
@@ -364,7 +365,7 @@ func (s *Spool) load() error {
 			if len(k) != 9 {
 				continue
 			}
-			s.seq = max(s.seq, beUint64(k[1:]))
+			s.seq = max(s.seq, record.BeUint64(k[1:]))
 			// One that cannot be read still counts, under no host: listing
 			// it will say what is wrong with it.
 			var host string
