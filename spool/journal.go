@@ -16,7 +16,7 @@ package spool
 // transaction, after lingering up to journalLinger for company unless
 // someone waits. The order makes a crash lose no history:
 //   - an outcome is handed over before the queue write that removes its
-//     webhook, and that write waits until it is durable (journalRound):
+//     webhook, and that write waits until it is durable (Journal.Leaving):
 //     what is not in the journal is still in the queue. A crash between
 //     the two leaves a webhook in both; it is sent again (at least once),
 //     and its entry, rewritten, keeps the first delivery as an attempt

@@ -36,12 +36,13 @@ type coalInfo struct {
 // forgotten, and their outcomes read the rest from their records.
 const maxJournalCoal = 100_000
 
-// coalesceRecLocked is the note of m, appended by o with a coalesce key:
+// coalesceRecLocked is the note of c's webhook, queued with a coalesce key:
 // its entry with the key, and for a replacement of a queued webhook's
 // content, the entry of that webhook (which keeps its id, place and
 // arrival) with one replacement more. ok is false for a webhook without a
 // key. Mutex held.
-func (j *Journal) coalesceRecLocked(o op, m *Message) (r journalRec, ok bool) {
+func (j *Journal) coalesceRecLocked(c Change) (r journalRec, ok bool) {
+	m := c.Msg
 	r = journalRec{e: entryOf(m)}
 	if !j.coalSet {
 		// The run's first new webhook: the ids of those before it are
@@ -49,13 +50,12 @@ func (j *Journal) coalesceRecLocked(o op, m *Message) (r journalRec, ok bool) {
 		// target came before it.)
 		j.coalFrom, j.coalSet = m.ID-1, true
 	}
-	a, isAppend := o.(*appendOp)
-	if !isAppend || a.coal == nil {
+	if c.Coalesce == "" {
 		return r, false
 	}
 	e := r.e
-	e.Coalesce = a.coal.name
-	if a.coal.target == 0 { // queued anew: the key names it now
+	e.Coalesce = c.Coalesce
+	if !c.Replaces { // queued anew: the key names it now
 		if len(j.coal) >= maxJournalCoal {
 			j.coal, j.coalFrom = nil, j.s.seq // those queued now are forgotten
 		}

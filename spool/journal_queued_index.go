@@ -13,7 +13,7 @@ import (
 // and lane (the rest of its queue key), and the ids by Idempotency-Key.
 // It is what the journal's indexes on disk are for finished webhooks,
 // without a write at ingest: the journal keeps it in step at its hand-over
-// points (journalSettledLocked, after each round's queue write), and
+// points (Journal.Settled, after each round's queue write), and
 // builds it at Open from the queue's records. About 30 bytes a queued
 // webhook, 50 more with an Idempotency-Key. Guarded by Spool.mu.
 type queuedIndex struct {

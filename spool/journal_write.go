@@ -167,32 +167,23 @@ func (j *Journal) journalLocked(recs ...journalRec) uint64 {
 	return j.seq
 }
 
-// journalSettledLocked hands the journal a round whose queue write is
-// durable, before its new messages are announced: the queued webhooks'
-// index (journal_queued_index.go) takes the new ones and forgets those
-// that left. Of the new ones the journal writes nothing, for most: the
+// Settled takes a round whose queue write is durable, before its new
+// messages are announced (History): the queued webhooks' index
+// (journal_queued_index.go) takes the new ones and forgets those that
+// left. Of the new ones the journal writes nothing, for most: the
 // queue's record is the accepted record. It keeps a queued webhook's
 // coalesce key and replacements (journal_coalesce.go) and the link from a
-// webhook queued again to its first life (journal_replays.go).
-func (j *Journal) journalSettledLocked(batch []op) {
-	if j.s.opts.Journal.Off {
-		return
-	}
-	for _, o := range batch {
-		if o.base().err != nil {
-			continue
-		}
-		m := o.base().msg
-		switch o.(type) {
-		case *deleteOp, *buryOp, *dropOp:
+// webhook queued again to its first life (journal_replays.go). Spool.mu
+// is held.
+func (j *Journal) Settled(round []Change) {
+	for _, c := range round {
+		m := c.Msg
+		if c.Gone {
 			j.queued.remove(m.ID, m.Header.Get("Idempotency-Key"))
 			continue
 		}
-		if !o.adds() {
-			continue
-		}
 		j.queued.add(m.ID, m.Host, m.Lane(), m.Header.Get("Idempotency-Key"))
-		if r, ok := j.coalesceRecLocked(o, m); ok {
+		if r, ok := j.coalesceRecLocked(c); ok {
 			j.journalLocked(r)
 		}
 		if r, ok := reliveRec(m); ok {
@@ -201,46 +192,23 @@ func (j *Journal) journalSettledLocked(batch []op) {
 	}
 }
 
-// outcomes are the journal's records of the messages a round removes
-// from the queue.
-func (j *Journal) outcomes(batch []op) []journalRec {
-	var out []journalRec
+// Leaving takes the outcomes of a round, before its queue write, and
+// waits until they are durable (History): a webhook leaves the queue only
+// once its entry is in the journal, so that what is not in the journal is
+// still in the queue. A crash between the two leaves a delivered webhook
+// in both: it is delivered again (at least once), and its entry is
+// rewritten with the second outcome.
+func (j *Journal) Leaving(gone []Gone) {
+	if len(gone) == 0 {
+		return
+	}
 	now := j.s.opts.Now()
-	for _, o := range batch {
-		if o.base().err != nil {
-			continue
+	recs := make([]journalRec, len(gone))
+	for i, g := range gone {
+		recs[i] = outcomeRec(g.Msg, g.Outcome, g.Reason, now)
+		if g.Outcome == OutcomeDelivered {
+			recs[i].e.Final = g.Msg.final
 		}
-		switch o := o.(type) {
-		case *deleteOp:
-			if o.to != "" {
-				out = append(out, outcomeRec(o.msg, OutcomeHandedOff, o.to, now))
-			} else {
-				r := outcomeRec(o.msg, OutcomeDelivered, "", now)
-				r.e.Final = o.msg.final
-				out = append(out, r)
-			}
-		case *buryOp:
-			out = append(out, outcomeRec(o.msg, OutcomeDead, o.reason, now))
-		case *dropOp:
-			out = append(out, outcomeRec(o.msg, OutcomePurged, o.by, now))
-		}
-	}
-	return out
-}
-
-// journalRound hands the journal the outcomes of a round, before its
-// queue write, and waits until they are durable: a webhook leaves the
-// queue only once its entry is in the journal, so that what is not in the
-// journal is still in the queue. A crash between the two leaves a
-// delivered webhook in both: it is delivered again (at least once), and
-// its entry is rewritten with the second outcome.
-func (j *Journal) journalRound(batch []op) {
-	if j.s.opts.Journal.Off {
-		return
-	}
-	recs := j.outcomes(batch)
-	if len(recs) == 0 {
-		return
 	}
 	j.s.mu.Lock()
 	defer j.s.mu.Unlock()

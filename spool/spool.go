@@ -224,7 +224,8 @@ type Spool struct {
 
 	coal coalState // coalescing (coalesce.go), guarded by mu
 
-	jr Journal // the journal (journal.go)
+	jr   Journal // the journal (journal.go)
+	hist History // told of each round: &jr, or noHistory with the journal off
 
 	replicaEpoch uint64 // see ReplicaEpoch; guarded by mu
 }
@@ -290,6 +291,10 @@ func Open(opts Options) (*Spool, error) {
 	}
 	s.cond = sync.NewCond(&s.mu)
 	s.jr.s, s.jr.cond, s.jr.done = s, sync.NewCond(&s.mu), make(chan struct{})
+	s.hist = History(&s.jr)
+	if opts.Journal.Off {
+		s.hist = noHistory{}
+	}
 	s.coal.init()
 	// Versions written by an earlier run, managed or not, are all at or
 	// below MaxVersion.
