@@ -43,7 +43,7 @@ func TestJournalCapBinds(t *testing.T) {
 		t.Fatalf("a 1 GiB cap at 0.1/s: %+v; want retain binding", u)
 	}
 	// A cap of 100 entries at 0.1/s holds about 1,000 s of a day.
-	s.opts.Journal.MaxBytes = 100 * u.BytesPerEntry
+	s.jr.opts.MaxBytes = 100 * u.BytesPerEntry
 	u = s.Journal().JournalUsage()
 	if u.Binds != "max_bytes" || u.Holds < 900*time.Second || u.Holds > 1100*time.Second {
 		t.Fatalf("a cap of 100 entries at 0.1/s: %+v", u)
@@ -52,7 +52,7 @@ func TestJournalCapBinds(t *testing.T) {
 		if n, err := s.Journal().SweepJournal(now); err != nil || n == 0 {
 			t.Fatalf("swept %d, %v", n, err)
 		}
-		s.opts.Journal.MaxBytes /= 2
+		s.jr.opts.MaxBytes /= 2
 	}
 	if c := strings.Count(log.String(), "journal.max_bytes is removing entries younger than journal.retain"); c != 1 {
 		t.Fatalf("%d warnings, want 1:\n%s", c, log.String())

@@ -28,19 +28,19 @@ func bodyKey(id uint64) []byte { return append(attemptPrefix(id), 'b') }
 // JournalBody keeps m's request in the journal, when journal.bodies is on
 // (JournalOptions.Bodies); the dispatcher calls it as m is delivered.
 func (j *Journal) JournalBody(m *Message) {
-	if j.s.opts.Journal.Off || !j.s.opts.Journal.Bodies {
+	if j.opts.Off || !j.opts.Bodies {
 		return
 	}
 	k, v := bodyKey(m.ID), m.encode(nil)
-	j.s.mu.Lock()
-	defer j.s.mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.journalLocked(journalRec{key: k, val: v, grow: int64(len(k) + len(v))})
 }
 
 // journalBody reads the request kept for the webhook with entry e.
 func (j *Journal) journalBody(e *Entry) (*Message, error) {
 	var m *Message
-	err := j.s.kept.View(func(txn *badger.Txn) error {
+	err := j.kept.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(bodyKey(e.ID))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return ErrNoBody
@@ -74,12 +74,12 @@ func (j *Journal) Resend(ctx context.Context, r Ref) (*Message, error) {
 	}
 	e := &v.Entry
 	m := &Message{Host: kept.Host, Method: kept.Method, URL: kept.URL, Header: kept.Header, Body: kept.Body,
-		Enqueued: j.s.opts.Now(), Origin: e.ID, OriginSpool: e.OriginSpool,
+		Enqueued: j.now(), Origin: e.ID, OriginSpool: e.OriginSpool,
 		Fairness: kept.Fairness, Priority: kept.Priority, Ordering: kept.Ordering}
 	if e.Origin != 0 {
 		m.Origin = e.Origin
 	}
-	if err := j.s.Append(ctx, m, 0); err != nil {
+	if err := j.st.Append(ctx, m, 0); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -72,7 +72,7 @@ func TestResendRefusesAndSweep(t *testing.T) {
 	if _, err := s.Journal().Resend(context.Background(), off.Ref()); !errors.Is(err, ErrNoBody) {
 		t.Fatalf("resend without journal.bodies: %v", err)
 	}
-	s.opts.Journal.Bodies = true
+	s.jr.opts.Bodies = true
 	queued, kept := newMsg("r.example", 2), newMsg("r.example", 3)
 	for _, m := range []*Message{queued, kept} {
 		m.Enqueued = now

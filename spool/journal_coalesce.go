@@ -57,7 +57,7 @@ func (j *Journal) coalesceRecLocked(c Change) (r journalRec, ok bool) {
 	e.Coalesce = c.Coalesce
 	if !c.Replaces { // queued anew: the key names it now
 		if len(j.coal) >= maxJournalCoal {
-			j.coal, j.coalFrom = nil, j.s.seq // those queued now are forgotten
+			j.coal, j.coalFrom = nil, j.st.seqLocked() // those queued now are forgotten
 		}
 		if j.coal == nil {
 			j.coal = make(map[uint64]*coalInfo)
@@ -127,7 +127,7 @@ func mergeEntry(txn *badger.Txn, e *Entry, replaced bool) {
 // what the run remembers, or else their notes.
 func (j *Journal) coalesceOf(es []*Entry) {
 	var read []*Entry
-	j.s.mu.Lock()
+	j.mu.Lock()
 	for _, e := range es {
 		if e.Outcome != "" || e.Coalesce != "" {
 			continue
@@ -138,11 +138,11 @@ func (j *Journal) coalesceOf(es []*Entry) {
 			read = append(read, e) // of an earlier run, or forgotten
 		}
 	}
-	j.s.mu.Unlock()
+	j.mu.Unlock()
 	if len(read) == 0 {
 		return
 	}
-	j.s.kept.View(func(txn *badger.Txn) error {
+	j.kept.View(func(txn *badger.Txn) error {
 		for _, e := range read {
 			if note, err := journalEntry(txn, e.ID); err == nil {
 				e.Coalesce, e.Replaced, e.ReplacedAt = note.Coalesce, note.Replaced, note.ReplacedAt

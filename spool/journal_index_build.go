@@ -36,7 +36,7 @@ type indexBuild struct {
 // entries), or readies the build of its indexes (startIndexBuild).
 func (j *Journal) openIndex() error {
 	done, empty := false, true
-	err := j.s.kept.View(func(txn *badger.Txn) error {
+	err := j.kept.View(func(txn *badger.Txn) error {
 		if _, err := txn.Get(keyIndexed); err == nil {
 			done = true
 			return nil
@@ -55,7 +55,7 @@ func (j *Journal) openIndex() error {
 		return err
 	}
 	if !done && empty {
-		if err := j.s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyIndexed, nil) }); err != nil {
+		if err := j.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyIndexed, nil) }); err != nil {
 			return err
 		}
 		done = true
@@ -85,7 +85,7 @@ func (j *Journal) stopIndexBuild() {
 func (j *Journal) buildIndex() {
 	defer close(j.build.done)
 	began := time.Now()
-	j.s.log.Info("spool: building the journal's indexes in the background; until done, listings by state, time or key read more of it",
+	j.log.Info("spool: building the journal's indexes in the background; until done, listings by state, time or key read more of it",
 		"entries", j.entries.Load())
 	n, err := j.buildIndexKeys()
 	if err == nil && n >= 0 {
@@ -95,13 +95,13 @@ func (j *Journal) buildIndex() {
 		}
 	}
 	if err == nil && n >= 0 {
-		err = j.s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyIndexed, nil) })
+		err = j.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyIndexed, nil) })
 	}
 	switch {
 	case err != nil:
-		j.s.log.Error("spool: building the journal's indexes failed; listings read it as before, and the next start tries again", "error", errText(err))
+		j.log.Error("spool: building the journal's indexes failed; listings read it as before, and the next start tries again", "error", errText(err))
 	case n >= 0:
-		j.s.log.Info("spool: the journal's indexes are built", "entries", n, "took", time.Since(began).Round(time.Millisecond))
+		j.log.Info("spool: the journal's indexes are built", "entries", n, "took", time.Since(began).Round(time.Millisecond))
 	}
 }
 
@@ -118,7 +118,7 @@ func (j *Journal) buildIndexKeys() (int, error) {
 		}
 		var keys [][]byte
 		read, last := 0, from
-		err := j.s.kept.View(func(txn *badger.Txn) error {
+		err := j.kept.View(func(txn *badger.Txn) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, PrefetchValues: true, PrefetchSize: 64})
 			defer it.Close()
 			for it.Seek(journalKey(from)); it.Valid() && read < indexBuildChunk; it.Next() {
@@ -143,7 +143,7 @@ func (j *Journal) buildIndexKeys() (int, error) {
 			return n, fmt.Errorf("write index keys: %w", err)
 		}
 		j.bytes.Add(keysLen(keys))
-		trimResident(j.s.opts.Dir, j.s.opts.trimLimit) // a chunk's pages: scanTrim
+		j.st.trim(false) // a chunk's pages: scanTrim
 		n += read
 		if read < indexBuildChunk {
 			return n, nil
@@ -157,7 +157,7 @@ func (j *Journal) dropLegacyIndex() error {
 	for _, p := range []byte{prefixHostIndex, prefixOutcomeIndex} {
 		for {
 			var keys [][]byte
-			err := j.s.kept.View(func(txn *badger.Txn) error {
+			err := j.kept.View(func(txn *badger.Txn) error {
 				it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
 				defer it.Close()
 				for it.Rewind(); it.Valid() && len(keys) < indexBuildChunk; it.Next() {
@@ -190,7 +190,7 @@ func (j *Journal) setKept(keys [][]byte) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	wb := j.s.kept.NewWriteBatch()
+	wb := j.kept.NewWriteBatch()
 	defer wb.Cancel()
 	for _, k := range keys {
 		if err := wb.Set(k, nil); err != nil {

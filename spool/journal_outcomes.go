@@ -36,19 +36,19 @@ func (j *Journal) listOutcome(txn *badger.Txn, q *Query, out *[]*Entry) (uint64,
 // once: a key per entry with an outcome, then the mark that it is done.
 func (j *Journal) indexOutcomes() error {
 	done := false
-	if err := j.s.kept.View(func(txn *badger.Txn) error {
+	if err := j.kept.View(func(txn *badger.Txn) error {
 		_, err := txn.Get(keyOutcomeIndexed)
 		done = err == nil
 		return nil
 	}); err != nil || done {
 		return err
 	}
-	wb := j.s.kept.NewWriteBatch()
+	wb := j.kept.NewWriteBatch()
 	defer wb.Cancel()
-	err := j.s.kept.View(func(txn *badger.Txn) error {
+	err := j.kept.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
-		trim := scanTrim{s: j.s}
+		trim := scanTrim{st: j.st}
 		for it.Rewind(); it.Valid(); it.Next() {
 			trim.step()
 			k := it.Item().Key()

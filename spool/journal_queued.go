@@ -112,12 +112,12 @@ func (j *Journal) listQueued(txn *badger.Txn, q *Query, legacy bool) ([]*Entry, 
 	var out []*Entry
 	var last pos // of the last record read
 	for {
-		j.s.mu.Lock()
+		j.mu.Lock()
 		var cs []candidate
 		if j.queued != nil {
 			cs = j.queued.before(below, above, q.Host, q.Idempotency, n)
 		}
-		j.s.mu.Unlock()
+		j.mu.Unlock()
 		for _, c := range cs {
 			item, err := txn.Get(laneKey(c.ref.host, c.ref.lane, c.id))
 			if errors.Is(err, badger.ErrKeyNotFound) {
@@ -125,7 +125,7 @@ func (j *Journal) listQueued(txn *badger.Txn, q *Query, legacy bool) ([]*Entry, 
 			} else if err != nil {
 				return nil, Cursor{}, err
 			}
-			m, err := j.s.decodeQueued(c.ref.host, c.ref.lane, c.id, item)
+			m, err := j.st.decodeQueued(c.ref.host, c.ref.lane, c.id, item)
 			if err != nil {
 				continue // one that cannot be read is not listed
 			}
@@ -166,7 +166,7 @@ func (j *Journal) idsAround(since, until time.Time) (lo, hi uint64) {
 		return 0, hi
 	}
 	prefix := indexPrefix(ixAll, "")
-	j.s.kept.View(func(txn *badger.Txn) error {
+	j.kept.View(func(txn *badger.Txn) error {
 		if !until.IsZero() { // the oldest entry at or after until
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 			if it.Seek(indexKey(prefix, pos{atOf(until), 0})); it.Valid() {
@@ -254,15 +254,15 @@ func sortNewestFirst(es []*Entry, legacy bool) {
 // queuedEntry is the entry of queued webhook id from the queue's record;
 // ErrNotFound when it is not queued.
 func (j *Journal) queuedEntry(id uint64) (*Entry, error) {
-	j.s.mu.Lock()
+	j.mu.Lock()
 	var ref laneRef
 	ok := false
 	if j.queued != nil {
 		ref, ok = j.queued.find(id)
 	}
-	j.s.mu.Unlock()
+	j.mu.Unlock()
 	if ok {
-		if m, err := j.s.Get(ref.host, ref.lane, id); err == nil {
+		if m, err := j.st.Get(ref.host, ref.lane, id); err == nil {
 			return entryFor(m), nil
 		} else if !errors.Is(err, ErrNotQueued) {
 			return nil, err
@@ -276,6 +276,6 @@ func (j *Journal) queuedEntry(id uint64) (*Entry, error) {
 // the journal (an accepted record written at ingest by an earlier
 // release, or a coalesce note).
 func (j *Journal) stillQueued(txn *badger.Txn, e *Entry) bool {
-	_, ok := j.s.findQueued(txn, e.Host, e.ID)
+	_, ok := j.st.findQueued(txn, e.Host, e.ID)
 	return ok
 }

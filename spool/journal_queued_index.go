@@ -2,7 +2,6 @@ package spool
 
 import (
 	"hash/maphash"
-	"math"
 	"slices"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -15,7 +14,7 @@ import (
 // without a write at ingest: the journal keeps it in step at its hand-over
 // points (Journal.Settled, after each round's queue write), and
 // builds it at Open from the queue's records. About 30 bytes a queued
-// webhook, 50 more with an Idempotency-Key. Guarded by Spool.mu.
+// webhook, 50 more with an Idempotency-Key. Guarded by Journal.mu.
 type queuedIndex struct {
 	ids   []uint64
 	where []*laneRef // of ids[i]; nil: gone
@@ -165,9 +164,9 @@ func (j *Journal) buildQueuedIndex() error {
 		idem string
 	}
 	var all []item
-	txn := j.s.queue.NewTransactionAt(math.MaxUint64, false)
+	txn := j.st.readQueue()
 	defer txn.Discard()
-	trim := scanTrim{s: j.s}
+	trim := scanTrim{st: j.st}
 	for _, p := range queuedPrefixes("") {
 		// Values read in place, their heads only: the bodies stay on disk.
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
@@ -191,14 +190,14 @@ func (j *Journal) buildQueuedIndex() error {
 	if len(all) > 0 {
 		// The pages of the records' heads this read: what Open returns
 		// with is trimmed (settleOpen).
-		trimResident(j.s.opts.Dir, 0)
+		j.st.trim(true)
 	}
 	slices.SortFunc(all, func(a, b item) int { return cmpUint(a.id, b.id) })
 	for _, it := range all {
 		x.add(it.id, it.ref.host, it.ref.lane, it.idem)
 	}
-	j.s.mu.Lock()
+	j.mu.Lock()
 	j.queued = x
-	j.s.mu.Unlock()
+	j.mu.Unlock()
 	return nil
 }

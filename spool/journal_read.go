@@ -3,7 +3,6 @@ package spool
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -38,13 +37,13 @@ type View struct {
 // one: the entry and state of its last life, the attempts of all of them
 // in order.
 func (j *Journal) Lookup(r Ref) (*View, error) {
-	if r.Spool != 0 && r.Spool != j.s.instance {
+	if r.Spool != 0 && r.Spool != j.instance {
 		return nil, fmt.Errorf("%w: %s was accepted by another hookpace (spool %s)", ErrNotFound, r, IDString(r.Spool))
 	}
 	j.journalSync()
 	var v *View
 	var first time.Time
-	err := j.s.kept.View(func(txn *badger.Txn) error {
+	err := j.kept.View(func(txn *badger.Txn) error {
 		ids := append([]uint64{r.Seq}, lives(txn, r.Seq)...)
 		for i, id := range ids {
 			e, err := j.entry(txn, id)
@@ -82,7 +81,7 @@ func (j *Journal) Lookup(r Ref) (*View, error) {
 		v.Requeued, v.Entry.Accepted = v.Entry.Accepted, first
 	}
 	if v.State == "" {
-		j.s.whereNow(v)
+		v.State, v.Position = j.st.whereNow(v.Entry.Host, v.Entry.ID)
 	}
 	return v, nil
 }
@@ -114,7 +113,7 @@ func (j *Journal) entry(txn *badger.Txn, id uint64) (*Entry, error) {
 		return nil, err
 	}
 	// It left the queue after txn began: its entry was written before.
-	err = j.s.kept.View(func(txn *badger.Txn) (err error) { e, err = journalEntry(txn, id); return err })
+	err = j.kept.View(func(txn *badger.Txn) (err error) { e, err = journalEntry(txn, id); return err })
 	return e, err
 }
 
@@ -156,46 +155,6 @@ func attempts(txn *badger.Txn, id uint64) ([]*Attempt, error) {
 	return out, nil
 }
 
-// whereNow fills in where a webhook without an outcome is: queued (at
-// which position in its lane), in flight, buried without its outcome recorded, or
-// gone.
-func (s *Spool) whereNow(v *View) {
-	e := &v.Entry
-	s.mu.Lock()
-	inFlight := s.coal.inflight[e.ID] > 0
-	s.mu.Unlock()
-	txn := s.queue.NewTransactionAt(^uint64(0), false)
-	defer txn.Discard()
-	lane, queued := s.findQueued(txn, e.Host, e.ID)
-	if !queued {
-		v.State = StateUnknown
-		s.kept.View(func(txn *badger.Txn) error {
-			if _, err := txn.Get(deadKey(e.ID)); err == nil {
-				v.State = OutcomeDead
-			}
-			return nil
-		})
-		return
-	}
-	v.State = StateQueued
-	if inFlight {
-		v.State = StateInFlight
-	}
-	// Its position is within its lane (lane.go): the lanes of a host are
-	// served in turn, so a position in the whole host's queue would say
-	// less about when it goes, and would take reading other lanes.
-	prefix := queuePrefix(e.Host)
-	if lane != (Lane{}) {
-		prefix = lanePrefix(e.Host, lane)
-	}
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-	defer it.Close()
-	end := laneKey(e.Host, lane, e.ID)
-	for it.Rewind(); it.Valid() && string(it.Item().Key()) <= string(end); it.Next() {
-		v.Position++
-	}
-}
-
 // Query selects journal entries. Zero fields select everything.
 type Query struct {
 	Host         string
@@ -230,7 +189,7 @@ func (j *Journal) List(q Query) ([]*Entry, Cursor, error) {
 	j.journalSync()
 	legacy := !j.indexed.Load()
 	// The queue first: what leaves it meanwhile is in the journal by then.
-	qtxn := j.s.queue.NewTransactionAt(math.MaxUint64, false)
+	qtxn := j.st.readQueue()
 	defer qtxn.Discard()
 	queued, qnext, err := j.listQueued(qtxn, &q, legacy)
 	if err != nil {
@@ -238,7 +197,7 @@ func (j *Journal) List(q Query) ([]*Entry, Cursor, error) {
 	}
 	var out []*Entry
 	var next Cursor
-	err = j.s.kept.View(func(txn *badger.Txn) error {
+	err = j.kept.View(func(txn *badger.Txn) error {
 		lit := txn.NewIterator(badger.IteratorOptions{})
 		defer lit.Close()
 		q.later, q.queue = lit, qtxn

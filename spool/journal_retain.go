@@ -18,11 +18,11 @@ var keyJournalAccepted = []byte("jacc")
 // openJournal counts what the journal holds, and marks the ids above
 // which no webhook has an accepted record.
 func (j *Journal) openJournal() error {
-	if j.s.opts.Journal.Off {
+	if j.opts.Off {
 		return nil
 	}
 	found := false
-	err := j.s.kept.View(func(txn *badger.Txn) error {
+	err := j.kept.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(keyJournalAccepted)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -43,8 +43,8 @@ func (j *Journal) openJournal() error {
 	if !found {
 		// The first start of a hookpace that writes no accepted record:
 		// every id given so far may have one.
-		j.acceptedUpTo = j.s.seq
-		if err := j.s.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyJournalAccepted, be64(j.acceptedUpTo)) }); err != nil {
+		j.acceptedUpTo = j.st.seqLocked()
+		if err := j.kept.Update(func(txn *badger.Txn) error { return txn.Set(keyJournalAccepted, be64(j.acceptedUpTo)) }); err != nil {
 			return err
 		}
 	}
@@ -68,8 +68,8 @@ func (j *Journal) openJournal() error {
 // and returns the highest id with an entry.
 func (j *Journal) countJournal() (last uint64, err error) {
 	var bytes, entries, oldest int64
-	trim := scanTrim{s: j.s}
-	err = j.s.kept.View(func(txn *badger.Txn) error {
+	trim := scanTrim{st: j.st}
+	err = j.kept.View(func(txn *badger.Txn) error {
 		for _, p := range []byte{prefixJournal, prefixAttempt, prefixHostIndex, prefixOutcomeIndex, prefixIndex} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
 			for it.Rewind(); it.Valid(); it.Next() {
@@ -127,10 +127,10 @@ const NominalEntryBytes = 590
 
 // JournalUsage says what the journal holds.
 func (j *Journal) JournalUsage() JournalUsage {
-	o := j.s.opts.Journal
+	o := j.opts
 	u := JournalUsage{Entries: j.entries.Load(), Bytes: j.bytes.Load(), MaxBytes: o.MaxBytes, Retain: o.Retain, Off: o.Off}
 	oldest := j.oldest.Load()
-	span := j.s.opts.Now().Sub(time.Unix(0, oldest))
+	span := j.now().Sub(time.Unix(0, oldest))
 	if o.Off || oldest == 0 || span < minRateSpan || u.Entries < minRateEntries || u.Bytes <= 0 {
 		return u
 	}
@@ -163,15 +163,15 @@ const sweepJournalMax = 10000
 // journal is over its MaxBytes. An entry still queued stays. It returns
 // how many it removed; the spool runs it every 30 seconds.
 func (j *Journal) SweepJournal(now time.Time) (int, error) {
-	if j.s.opts.Journal.Off {
+	if j.opts.Off {
 		return 0, nil
 	}
-	cutoff := now.Add(-j.s.opts.Journal.Retain)
-	over := j.bytes.Load() - j.s.opts.Journal.MaxBytes
+	cutoff := now.Add(-j.opts.Retain)
+	over := j.bytes.Load() - j.opts.MaxBytes
 	var dels [][]byte
 	var freed, entries, young, oldest int64
 	legacy := !j.indexed.Load() // the build deletes the rest
-	err := j.s.kept.View(func(txn *badger.Txn) error {
+	err := j.kept.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
 		for it.Rewind(); it.Valid() && entries < sweepJournalMax; it.Next() {
@@ -238,7 +238,7 @@ func (j *Journal) warnCapBinds(young int64) {
 		return
 	}
 	u := j.JournalUsage()
-	j.s.log.Warn("spool: journal.max_bytes is removing entries younger than journal.retain; history is kept for less than retain",
+	j.log.Warn("spool: journal.max_bytes is removing entries younger than journal.retain; history is kept for less than retain",
 		"removed_young", young, "max_bytes", u.MaxBytes, "retain", u.Retain, "rate_per_s", fmt.Sprintf("%.2f", u.Rate),
 		"bytes_per_entry", u.BytesPerEntry, "kept_about", u.Holds.Round(time.Minute))
 }
@@ -262,7 +262,7 @@ func (j *Journal) deleteKept(keys [][]byte) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	wb := j.s.kept.NewWriteBatch()
+	wb := j.kept.NewWriteBatch()
 	defer wb.Cancel()
 	for _, k := range keys {
 		if err := wb.Delete(k); err != nil {
@@ -279,14 +279,14 @@ func (j *Journal) deleteKept(keys [][]byte) error {
 // not before Open returns. Every trimEvery keys it trims at once, so the
 // resident set such a read adds is bounded, not the journal's size.
 type scanTrim struct {
-	s *Spool
-	n int
+	st store
+	n  int
 }
 
 const trimEvery = 50_000
 
 func (t *scanTrim) step() {
 	if t.n++; t.n%trimEvery == 0 {
-		trimResident(t.s.opts.Dir, t.s.opts.trimLimit)
+		t.st.trim(false)
 	}
 }

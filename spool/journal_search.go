@@ -53,7 +53,7 @@ func (j *Journal) keptBody(txn *badger.Txn, e *Entry) []byte {
 		if e.Ordering != "" {
 			l.Priority = PriorityNormal
 		}
-		m, err := j.s.Get(e.Host, l, e.ID)
+		m, err := j.st.Get(e.Host, l, e.ID)
 		if err != nil {
 			return nil
 		}

@@ -173,7 +173,7 @@ func TestJournalRetention(t *testing.T) {
 	// Bytes: a budget of about one and a half entries keeps the newest
 	// (the queued one is the queue's).
 	before := s.Journal().JournalUsage()
-	s.opts.Journal.MaxBytes = 3 * before.Bytes / (2 * before.Entries)
+	s.jr.opts.MaxBytes = 3 * before.Bytes / (2 * before.Entries)
 	if n, _ := s.Journal().SweepJournal(now); n != 4 {
 		t.Fatalf("swept %d by bytes", n)
 	}

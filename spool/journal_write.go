@@ -3,6 +3,7 @@ package spool
 import (
 	"cmp"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,17 +13,29 @@ import (
 
 // Journal is the history of every webhook, kept in the spool's kept
 // database: records waiting for the next round, and what the journal
-// holds. s is the spool it keeps the history of. Spool.Journal hands it
+// holds. st is the queue it keeps the history of. Spool.Journal hands it
 // out.
 type Journal struct {
-	s *Spool
+	st       store
+	kept     *badger.DB // where the journal's keys are, beside the dead letters
+	opts     JournalOptions
+	log      *slog.Logger
+	now      func() time.Time
+	linger   time.Duration // for tests: how long records wait for company (0: journalLinger)
+	instance uint64        // the spool's (see Ref)
 
-	// Guarded by Spool.mu: records for the journal's writer (journalLoop),
+	// mu is the spool's mutex: the spool's writer hands the journal a
+	// settled round under it (History.Settled), and the journal's state
+	// marked so is guarded by it. One lock, not two, on the path of every
+	// round and every attempt.
+	mu *sync.Mutex
+
+	// Guarded by mu: records for the journal's writer (journalLoop),
 	// numbered in order; seq is the last handed over, durable the last
 	// committed.
 	pending          []journalRec
 	seq, durable     uint64
-	cond             *sync.Cond // on Spool.mu: the writer waits for records, waiters for commits
+	cond             *sync.Cond // on mu: the writer waits for records, waiters for commits
 	waiting          int        // goroutines waiting for a commit: it goes at once
 	lingerUp         bool       // the writer's linger is over
 	closing, stopped bool
@@ -47,10 +60,10 @@ type Journal struct {
 
 	// queued: the queued webhooks, for listings and lookups
 	// (journal_queued_index.go); nil with the journal off. Guarded by
-	// Spool.mu.
+	// mu.
 	queued *queuedIndex
 
-	// Guarded by Spool.mu: the coalesce keys of the queued webhooks this
+	// Guarded by mu: the coalesce keys of the queued webhooks this
 	// run accepted with one (journal_coalesce.go), complete for ids above
 	// coalFrom once coalSet.
 	coal     map[uint64]*coalInfo
@@ -63,7 +76,7 @@ func (s *Spool) Journal() *Journal { return &s.jr }
 
 // Instance is the spool part of the ids of the webhooks the journal
 // keeps (see Ref).
-func (j *Journal) Instance() uint64 { return j.s.instance }
+func (j *Journal) Instance() uint64 { return j.instance }
 
 // journalRec is one journal write: a Set of key to val. grow is what it
 // adds to the journal's bytes; entry says it is a new entry. An entry's
@@ -126,12 +139,12 @@ func (r *journalRec) encode(legacy bool) {
 // RecordAttempt adds an attempt of m to the journal. The answer's secret
 // headers are redacted and its body cut to JournalOptions.ResponseBody.
 func (j *Journal) RecordAttempt(m *Message, a Attempt) {
-	if j.s.opts.Journal.Off {
+	if j.opts.Off {
 		return
 	}
 	a.Header = RedactHeader(a.Header)
-	if len(a.Body) > j.s.opts.Journal.ResponseBody {
-		a.Body = a.Body[:j.s.opts.Journal.ResponseBody]
+	if len(a.Body) > j.opts.ResponseBody {
+		a.Body = a.Body[:j.opts.ResponseBody]
 	}
 	a.Error = clip(a.Error)
 	if a.Error == "" && a.Status >= 200 && a.Status < 300 {
@@ -141,24 +154,24 @@ func (j *Journal) RecordAttempt(m *Message, a Attempt) {
 		return
 	}
 	k, v := attemptKey(m.ID, a.At), a.encode()
-	j.s.mu.Lock()
-	defer j.s.mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.journalLocked(journalRec{key: k, val: v, grow: int64(len(k) + len(v))})
 }
 
 // JournalResponseBody is how many bytes of a partner's answer an attempt
 // keeps (0: the journal is off).
 func (j *Journal) JournalResponseBody() int {
-	if j.s.opts.Journal.Off {
+	if j.opts.Off {
 		return 0
 	}
-	return j.s.opts.Journal.ResponseBody
+	return j.opts.ResponseBody
 }
 
 // journalLocked hands records to the journal's goroutine, in order, and
 // returns the sequence number of the last.
 func (j *Journal) journalLocked(recs ...journalRec) uint64 {
-	if j.stopped || j.s.diskFull {
+	if j.stopped || j.st.diskFullLocked() {
 		return j.seq // a nearly full disk keeps no history: space is for webhooks
 	}
 	j.pending = append(j.pending, recs...)
@@ -173,7 +186,7 @@ func (j *Journal) journalLocked(recs ...journalRec) uint64 {
 // left. Of the new ones the journal writes nothing, for most: the
 // queue's record is the accepted record. It keeps a queued webhook's
 // coalesce key and replacements (journal_coalesce.go) and the link from a
-// webhook queued again to its first life (journal_replays.go). Spool.mu
+// webhook queued again to its first life (journal_replays.go). mu
 // is held.
 func (j *Journal) Settled(round []Change) {
 	for _, c := range round {
@@ -202,7 +215,7 @@ func (j *Journal) Leaving(gone []Gone) {
 	if len(gone) == 0 {
 		return
 	}
-	now := j.s.opts.Now()
+	now := j.now()
 	recs := make([]journalRec, len(gone))
 	for i, g := range gone {
 		recs[i] = outcomeRec(g.Msg, g.Outcome, g.Reason, now)
@@ -210,8 +223,8 @@ func (j *Journal) Leaving(gone []Gone) {
 			recs[i].e.Final = g.Msg.final
 		}
 	}
-	j.s.mu.Lock()
-	defer j.s.mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	for i := range recs {
 		j.outcomeCoalesceLocked(&recs[i])
 		if recs[i].e.ID <= j.acceptedUpTo {
@@ -253,21 +266,21 @@ const (
 func (j *Journal) journalLoop() {
 	defer close(j.done)
 	linger := time.AfterFunc(time.Hour, func() {
-		j.s.mu.Lock()
+		j.mu.Lock()
 		j.lingerUp = true
 		j.cond.Broadcast()
-		j.s.mu.Unlock()
+		j.mu.Unlock()
 	})
 	linger.Stop()
-	j.s.mu.Lock()
-	defer j.s.mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	for {
 		for len(j.pending) == 0 && !j.closing {
 			j.cond.Wait()
 		}
 		if j.waiting == 0 && !j.closing && len(j.pending) < journalBatch {
 			j.lingerUp = false
-			linger.Reset(cmp.Or(j.s.opts.journalLinger, journalLinger))
+			linger.Reset(cmp.Or(j.linger, journalLinger))
 			for !j.lingerUp && j.waiting == 0 && !j.closing && len(j.pending) < journalBatch {
 				j.cond.Wait()
 			}
@@ -280,15 +293,15 @@ func (j *Journal) journalLoop() {
 		}
 		recs, upTo := j.pending, j.seq
 		j.pending = nil
-		j.s.mu.Unlock()
+		j.mu.Unlock()
 		var err error
 		if j.journalRoom(len(recs)) {
 			err = j.writeJournal(recs)
-			err = errors.Join(err, j.s.syncKept(recsMayLog(recs)))
+			err = errors.Join(err, j.st.syncKept(recsMayLog(recs)))
 		}
-		j.s.mu.Lock()
+		j.mu.Lock()
 		if err != nil && !j.failed.Swap(true) {
-			j.s.log.Error("spool: journal write failed; history is missing for some webhooks (logged once)", "error", errText(err))
+			j.log.Error("spool: journal write failed; history is missing for some webhooks (logged once)", "error", errText(err))
 		}
 		j.durable = upTo // or failed: nothing waits for it any longer
 		j.cond.Broadcast()
@@ -300,13 +313,13 @@ func (j *Journal) journalLoop() {
 // webhooks coming (the writer's checks do not count the journal's
 // writes). A batch that does not fit is dropped, and logged once a spell.
 func (j *Journal) journalRoom(n int) bool {
-	room, limited := j.s.headroom()
+	room, limited := j.st.headroom()
 	if !limited || room >= int64(n)*512+txnBudget {
 		j.short.Store(false)
 		return true
 	}
 	if !j.short.Swap(true) {
-		j.s.log.Warn("spool: too little disk space above spool.min_free for the journal; history is not kept until there is", "records", n, "room", room)
+		j.log.Warn("spool: too little disk space above spool.min_free for the journal; history is not kept until there is", "records", n, "room", room)
 	}
 	return false
 }
@@ -314,28 +327,28 @@ func (j *Journal) journalRoom(n int) bool {
 // journalSync waits until every record handed to the journal so far is
 // durable: a lookup sees what happened before it.
 func (j *Journal) journalSync() {
-	j.s.mu.Lock()
-	defer j.s.mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.waitJournalLocked(j.seq)
 }
 
 // closeJournal writes what the journal still has, and stops its writer.
 func (j *Journal) closeJournal() {
-	if j.s.opts.Journal.Off {
+	if j.opts.Off {
 		return
 	}
 	j.stopIndexBuild()
-	j.s.mu.Lock()
+	j.mu.Lock()
 	j.closing = true
 	j.cond.Broadcast()
-	j.s.mu.Unlock()
+	j.mu.Unlock()
 	<-j.done
 }
 
 // writeJournal commits recs to the kept database, in as few transactions
 // as Badger allows.
 func (j *Journal) writeJournal(recs []journalRec) error {
-	txn := j.s.kept.NewTransaction(true)
+	txn := j.kept.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	var grow, entries int64
 	flush := func() error {
@@ -345,7 +358,7 @@ func (j *Journal) writeJournal(recs []journalRec) error {
 		j.bytes.Add(grow)
 		j.entries.Add(entries)
 		grow, entries = 0, 0
-		txn = j.s.kept.NewTransaction(true)
+		txn = j.kept.NewTransaction(true)
 		return nil
 	}
 	set := func(r *journalRec) error {

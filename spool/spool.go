@@ -290,7 +290,6 @@ func Open(opts Options) (*Spool, error) {
 		gcStop:       make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
-	s.jr.s, s.jr.cond, s.jr.done = s, sync.NewCond(&s.mu), make(chan struct{})
 	s.hist = History(&s.jr)
 	if opts.Journal.Off {
 		s.hist = noHistory{}
@@ -308,6 +307,9 @@ func Open(opts Options) (*Spool, error) {
 		err = s.loadReplica()
 	}
 	if err == nil {
+		s.jr = Journal{st: s, kept: kept, opts: opts.Journal, log: opts.Logger, now: opts.Now,
+			linger: opts.journalLinger, instance: s.instance, mu: &s.mu, done: make(chan struct{})}
+		s.jr.cond = sync.NewCond(&s.mu)
 		err = s.jr.openJournal()
 	}
 	if err != nil {
