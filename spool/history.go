@@ -1,5 +1,10 @@
 package spool
 
+import (
+	"net/http"
+	"time"
+)
+
 // History keeps what became of the queue's webhooks (the journal). The
 // writer tells it of each round at two points, in the order that makes a
 // crash lose no history:
@@ -13,6 +18,40 @@ type History interface {
 	// round's order. The spool's mutex is held: it must not call the
 	// spool.
 	Settled(round []Change)
+	// Close is told once the spool's writer has stopped, before the kept
+	// database closes: it makes what it holds durable and stops.
+	Close()
+}
+
+// What became of a webhook that left the queue (Gone.Outcome).
+const (
+	OutcomeDelivered = "delivered"
+	OutcomeDead      = "dead"
+	OutcomePurged    = "purged"
+	OutcomeHandedOff = "handed_off"
+	OutcomeCoalesced = "coalesced"
+)
+
+// States of a webhook still in the queue, or gone from it without an
+// outcome (WhereNow). Held (a paused or held host) is the dispatcher's to
+// say: the spool says queued.
+const (
+	StateQueued   = "queued"
+	StateInFlight = "in_flight"
+	StateUnknown  = "unknown" // left the queue, and its outcome was not recorded
+)
+
+// Attempt is one delivery attempt, as the dispatcher reports it. The one
+// that delivered a message rides on it (Message.Final) to its outcome
+// (History.Leaving).
+type Attempt struct {
+	At       time.Time
+	Duration time.Duration
+	Status   int    // 0: no answer
+	Error    string // hookpace's reason for anything but a success
+	Header   http.Header
+	Body     []byte // the first bytes of the answer
+	Batch    int    // webhooks sent in the same request (1 alone)
 }
 
 // Gone is a webhook a round removes from the queue, and why.
@@ -84,3 +123,4 @@ type noHistory struct{}
 
 func (noHistory) Leaving([]Gone)   {}
 func (noHistory) Settled([]Change) {}
+func (noHistory) Close()           {}

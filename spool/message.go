@@ -48,8 +48,9 @@ type Message struct {
 	LastTry    time.Time
 
 	size int64 // of the stored record, for usage accounting
-	// final is the attempt that delivered it, for its journal entry.
-	final *Attempt
+	// Final is the attempt that delivered it, set by whoever records
+	// attempts (the journal) and read at its outcome (History.Leaving).
+	Final *Attempt
 
 	// rec is the record that ReadBody read Body into the tail of: Append
 	// writes the rest of the record in front of it instead of copying the

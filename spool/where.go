@@ -4,11 +4,11 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-// whereNow is where webhook id of host, without an outcome in the
+// WhereNow is where webhook id of host, without an outcome in the
 // journal, is: StateQueued or StateInFlight at a position in its lane (1:
 // next), OutcomeDead (buried, its outcome not recorded) or StateUnknown
 // (gone).
-func (s *Spool) whereNow(host string, id uint64) (state string, position int) {
+func (s *Spool) WhereNow(host string, id uint64) (state string, position int) {
 	s.mu.Lock()
 	inFlight := s.coal.inflight[id] > 0
 	s.mu.Unlock()

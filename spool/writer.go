@@ -332,10 +332,10 @@ func (s *Spool) applyKept(ph phase, ops []op) error {
 }
 
 // mayLog reports whether one of ops' records may have gone to the value
-// log: Badger puts a value there from valueThreshold bytes.
+// log: Badger puts a value there from ValueThreshold bytes.
 func mayLog(ops []op) bool {
 	for _, o := range ops {
-		if o.weight() >= valueThreshold {
+		if o.weight() >= ValueThreshold {
 			return true
 		}
 	}
