@@ -118,7 +118,8 @@ func changes(batch []op) []Change {
 	return out
 }
 
-// noHistory keeps none: the journal is off.
+// noHistory keeps none: Options.History is nil, or gave none (the
+// journal off).
 type noHistory struct{}
 
 func (noHistory) Leaving([]Gone)   {}

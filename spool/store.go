@@ -6,8 +6,8 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-// What a history (Options.History) reads of the queue besides Get and
-// Append: the journal's store.
+// A history (Options.History) reads the queue through the methods below
+// besides Get and Append: the journal's store (journal/store.go).
 
 // openHistory opens the history of Options.History, if any.
 func (s *Spool) openHistory() error {
