@@ -155,8 +155,9 @@ func cmpUint(a, b uint64) int {
 	return 0
 }
 
-// buildQueuedIndex indexes the queued webhooks from the queue's records:
-// every lane of every host, read once at Open.
+// buildQueuedIndex indexes the queued webhooks from the queue's records,
+// and the later lives among them (queuedLives): every lane of every host,
+// read once at Open.
 func (j *Journal) buildQueuedIndex() error {
 	x := newQueuedIndex()
 	type item struct {
@@ -181,6 +182,9 @@ func (j *Journal) buildQueuedIndex() error {
 			it.Item().Value(func(v []byte) error {
 				if m, err := spool.DecodeMessageHead(host, id, v); err == nil {
 					idem = m.Header.Get("Idempotency-Key")
+					if origin := reliveOrigin(m); origin != 0 {
+						j.relived.add(origin, id) // the spool takes no write yet
+					}
 				}
 				return nil
 			})

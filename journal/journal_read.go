@@ -37,7 +37,7 @@ func (j *Journal) Lookup(r spool.Ref) (*View, error) {
 	var v *View
 	var first time.Time
 	err := j.kept.View(func(txn *badger.Txn) error {
-		ids := append([]uint64{r.Seq}, lives(txn, r.Seq)...)
+		ids := append([]uint64{r.Seq}, j.lives(txn, r.Seq)...)
 		for i, id := range ids {
 			e, err := j.entry(txn, id)
 			if errors.Is(err, ErrNotFound) && (i > 0 || len(ids) > 1) {
@@ -161,8 +161,9 @@ type Query struct {
 	Idempotency string
 	Contains    string
 
-	later *badger.Iterator // for supersededBy: List's
-	queue *badger.Txn      // List's read of the queue (stillQueued)
+	later   *badger.Iterator // for supersededBy: List's
+	relived *queuedLives     // for supersededBy: the later lives queued
+	queue   *badger.Txn      // List's read of the queue (stillQueued)
 }
 
 // queryScanMax bounds the entries one query reads.
@@ -193,7 +194,7 @@ func (j *Journal) List(q Query) ([]*Entry, Cursor, error) {
 	err = j.kept.View(func(txn *badger.Txn) error {
 		lit := txn.NewIterator(badger.IteratorOptions{})
 		defer lit.Close()
-		q.later, q.queue = lit, qtxn
+		q.later, q.queue, q.relived = lit, qtxn, &j.relived
 		if !legacy {
 			var err error
 			next, err = j.listIndexed(txn, &q, &out)
@@ -308,7 +309,7 @@ func (q *Query) match(e *Entry) bool {
 		return false
 	case q.Idempotency != "" && e.Idempotency != q.Idempotency:
 		return false
-	case e.Outcome != "" && q.later != nil && supersededBy(q.later, e):
+	case e.Outcome != "" && q.later != nil && supersededBy(q.later, q.relived, e):
 		return false // a later life of the webhook says its state
 	}
 	return true

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	badger "github.com/dgraph-io/badger/v4"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -71,4 +72,76 @@ func TestJournalReplayIsOneWebhook(t *testing.T) {
 	s = openTest(t, dir, testOpts{})
 	defer s.Close()
 	check(s)
+}
+
+// A dead letter replayed costs the journal nothing at ingest: the new
+// life is known from the queue while it is queued, after a restart too,
+// and its link from the first entry is written when it leaves the queue,
+// with its own entry.
+func TestJournalLinksALaterLifeAtItsExit(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, testOpts{journalLinger: time.Hour})
+	m := newMsg("r.example", 1)
+	if err := s.Append(context.Background(), m, 0); err != nil {
+		t.Fatal(err)
+	}
+	first := m.ID
+	if _, err := s.BuryAll([]*spool.Message{m}, "attempts exhausted", time.Unix(1700000000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	handed := func(s *spool.Spool) uint64 {
+		j := journalOf(s)
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		return j.seq
+	}
+	before := handed(s)
+	if n, err := s.ReplayDead(spool.DeadFilter{Host: "r.example"}); n != 1 || err != nil {
+		t.Fatalf("replay: %d, %v", n, err)
+	}
+	if n := handed(s) - before; n != 0 {
+		t.Fatalf("the replay handed the journal %d records at ingest; want none", n)
+	}
+	ms, err := s.Read("r.example", 0, 10)
+	if err != nil || len(ms) != 1 || ms[0].OriginID() != first {
+		t.Fatalf("queued after the replay: %v, %v", ms, err)
+	}
+	again := ms[0].ID
+	queued := func(s *spool.Spool) {
+		t.Helper()
+		if v, err := journalOf(s).Lookup(spool.Ref{Seq: first}); err != nil || v.State != spool.StateQueued || v.Entry.ID != again {
+			t.Fatalf("lookup while queued again: %+v, %v; want %s queued", v, err, spool.IDString(again))
+		}
+		if page, _, _ := journalOf(s).List(Query{State: spool.OutcomeDead}); len(page) != 0 {
+			t.Fatalf("dead while queued again: %d entries, want none", len(page))
+		}
+		if page, _, err := journalOf(s).List(Query{}); err != nil || len(page) != 1 || page[0].ID != again {
+			t.Fatalf("list while queued again: %+v, %v; want the new life alone", page, err)
+		}
+	}
+	queued(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir, testOpts{})
+	defer s.Close()
+	queued(s)
+
+	ms, err = s.Read("r.example", 0, 10)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("queued after the restart: %v, %v", ms, err)
+	}
+	if err := s.Delete(ms[0]); err != nil {
+		t.Fatal(err)
+	}
+	err = journalOf(s).kept.View(func(txn *badger.Txn) error {
+		_, err := txn.Get(reliveKey(first, again))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the link to the later life, once it left the queue: %v", err)
+	}
+	if v, err := journalOf(s).Lookup(spool.Ref{Seq: first}); err != nil || v.State != spool.OutcomeDelivered || v.Entry.ID != again {
+		t.Fatalf("lookup once delivered: %+v, %v", v, err)
+	}
 }

@@ -64,6 +64,9 @@ type Journal struct {
 	// (journal_queued_index.go); nil with the journal off. Guarded by
 	// mu.
 	queued *queuedIndex
+	// relived: the later lives of webhooks queued again, while queued
+	// (journal_replays.go).
+	relived queuedLives
 
 	// Guarded by mu: the coalesce keys of the queued webhooks this
 	// run accepted with one (journal_coalesce.go), complete for ids above
@@ -97,6 +100,9 @@ type journalRec struct {
 	// replacements; with replaced, its arrival) is read from it
 	// (mergeEntry), the run not knowing it.
 	merge, replaced bool
+	// needs: the record is written only while this key is there (a
+	// replay's link, under its first entry).
+	needs []byte
 }
 
 // outcomeRec is m's entry with its outcome.
@@ -184,22 +190,25 @@ func (j *Journal) journalLocked(recs ...journalRec) uint64 {
 // (journal_queued_index.go) takes the new ones and forgets those that
 // left. Of the new ones the journal writes nothing, for most: the
 // queue's record is the accepted record. It keeps a queued webhook's
-// coalesce key and replacements (journal_coalesce.go) and the link from a
-// webhook queued again to its first life (journal_replays.go). mu
-// is held.
+// coalesce key and replacements (journal_coalesce.go), and knows a
+// webhook queued again as a later life of its first (journal_replays.go).
+// mu is held.
 func (j *Journal) Settled(round []spool.Change) {
 	for _, c := range round {
 		m := c.Msg
 		if c.Gone {
 			j.queued.remove(m.ID, m.Header.Get("Idempotency-Key"))
+			if origin := reliveOrigin(m); origin != 0 {
+				j.relived.remove(origin, m.ID)
+			}
 			continue
 		}
 		j.queued.add(m.ID, m.Host, m.Lane(), m.Header.Get("Idempotency-Key"))
 		if r, ok := j.coalesceRecLocked(c); ok {
 			j.journalLocked(r)
 		}
-		if r, ok := reliveRec(m); ok {
-			j.journalLocked(r)
+		if origin := reliveOrigin(m); origin != 0 {
+			j.relived.add(origin, m.ID)
 		}
 	}
 }
@@ -209,7 +218,8 @@ func (j *Journal) Settled(round []spool.Change) {
 // once its entry is in the journal, so that what is not in the journal is
 // still in the queue. A crash between the two leaves a delivered webhook
 // in both: it is delivered again (at least once), and its entry is
-// rewritten with the second outcome.
+// rewritten with the second outcome. A later life of a webhook queued
+// again is linked from its first entry here, with its own.
 func (j *Journal) Leaving(gone []spool.Gone) {
 	if len(gone) == 0 {
 		return
@@ -222,9 +232,14 @@ func (j *Journal) Leaving(gone []spool.Gone) {
 			recs[i].e.Final = g.Msg.Final
 		}
 	}
+	for _, g := range gone {
+		if r, ok := reliveRec(g.Msg); ok {
+			recs = append(recs, r)
+		}
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	for i := range recs {
+	for i := range gone {
 		j.outcomeCoalesceLocked(&recs[i])
 		if recs[i].e.ID <= j.acceptedUpTo {
 			recs[i].accepted, recs[i].merge = true, true
@@ -378,6 +393,11 @@ func (j *Journal) writeJournal(recs []journalRec) error {
 	}
 	legacy := !j.indexed.Load()
 	for _, r := range recs {
+		if r.needs != nil {
+			if _, err := txn.Get(r.needs); err != nil {
+				continue
+			}
+		}
 		if r.merge {
 			mergeEntry(txn, r.e, r.replaced)
 		}
