@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -72,8 +73,16 @@ func (b *bench) replayOnce(rep int, bin string) (*replayRow, error) {
 		}
 		env = []string{"HOOKPACE_PPROF=" + pp}
 	}
-	hp, err := startHookpace(bin, b.work, "replay", hpConfig{logLevel: b.logLevel, bigSpool: true,
-		hosts: []hostCfg{{key: hpRecv, rate: "1000000/s", burst: 1000, concurrency: c}}, extraEnv: env})
+	cfg := hpConfig{logLevel: b.logLevel, bigSpool: true,
+		hosts: []hostCfg{{key: hpRecv, rate: "1000000/s", burst: 1000, concurrency: c}}, extraEnv: env}
+	if b.replayYAML != "" {
+		y, err := os.ReadFile(b.replayYAML)
+		if err != nil {
+			return nil, fmt.Errorf("-replay-config: %w", err)
+		}
+		cfg.extra = string(y)
+	}
+	hp, err := startHookpace(bin, b.work, "replay", cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +105,8 @@ func (b *bench) replayOnce(rep int, bin string) (*replayRow, error) {
 	prof := ""
 	if len(env) > 0 {
 		prof = filepath.Join(b.replayProf, fmt.Sprintf("replay-rep%d.pprof", rep))
-		if err := pprofCtl(env, "start?file="+url.QueryEscape(prof)); err != nil {
+		tr := strings.TrimSuffix(prof, ".pprof") + ".trace"
+		if err := pprofCtl(env, "start?file="+url.QueryEscape(prof)+"&trace="+url.QueryEscape(tr)); err != nil {
 			return nil, err
 		}
 	}
@@ -116,7 +126,7 @@ func (b *bench) replayOnce(rep int, bin string) (*replayRow, error) {
 		if err := pprofCtl(env, "stop"); err != nil {
 			return nil, err
 		}
-		logf("replay: CPU profile of the replay in %s", prof)
+		logf("replay: CPU profile and execution trace of the replay in %s, .trace", prof)
 	}
 	row.hpElapsed = time.Duration(st.LastNS - t0.UnixNano())
 	row.hpOthers, row.hpSteal = dist.stop()

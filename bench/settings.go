@@ -53,6 +53,7 @@ type settings struct {
 	compare      stringList // floor: more hookpace binaries, measured in the same pairs
 	compareYAML  string     // floor: a YAML file appended to the -compare binaries' config
 	replayProf   string
+	replayYAML   string // replay: YAML appended to hookpace's config
 	latRate      float64
 	latDur       time.Duration
 	latOld       string
@@ -99,6 +100,7 @@ func register(fs *flag.FlagSet) *settings {
 	fs.IntVar(&s.reuseRounds, "reuse-rounds", 10, "reuse: rounds")
 	fs.IntVar(&s.hostsN, "hosts-n", 50000, "hosts: hosts, at 127.x.y.z")
 	fs.IntVar(&s.hostsPer, "hosts-per", 4, "hosts: webhooks per host")
+	fs.StringVar(&s.replayYAML, "replay-config", "", "replay: a YAML file appended to hookpace's config (e.g. journal: {off: true}), to compare settings")
 	fs.StringVar(&s.hostsYAML, "hosts-config", "", "hosts: a YAML file appended to the config of every run (e.g. delivery: {max_idle_connections: 1000})")
 	fs.BoolVar(&s.hostsOne, "hosts-one", false, "hosts: before each run, post the same webhooks in the same rounds to one host, and report CPU per webhook against it (both at a rate that never holds)")
 	fs.StringVar(&s.hostsAgainst, "hosts-against", "", "hosts: a hookpace binary measured before the one under test in each rep (alternating pairs)")
@@ -113,7 +115,7 @@ func register(fs *flag.FlagSet) *settings {
 	fs.IntVar(&s.floorPairs, "floor-pairs", 3, "floor: alternating pairs of the group-commit floor and hookpace")
 	fs.Var(&s.compare, "compare", "floor: another hookpace binary to measure in the same pairs (repeatable), e.g. one built from main")
 	fs.StringVar(&s.compareYAML, "compare-config", "", "floor: YAML appended to the config of the -compare binaries (e.g. journal: {off: true}), to compare settings in pairs")
-	fs.StringVar(&s.replayProf, "replay-profile", "", "replay: run hookpace built from ./bench/pprofwrap and write a CPU profile of each replay (resume to delivered) into this directory")
+	fs.StringVar(&s.replayProf, "replay-profile", "", "replay: run hookpace built from ./bench/pprofwrap and write a CPU profile and an execution trace (.trace) of each replay (resume to delivered) into this directory")
 	fs.Float64Var(&s.latRate, "lat-rate", 200, "latency: webhooks offered a second")
 	fs.DurationVar(&s.latDur, "lat-d", 15*time.Second, "latency: how long they are offered")
 	fs.StringVar(&s.latOld, "lat-old", "", "latency: also measure this hookpace binary, in alternating pairs before -binary's")

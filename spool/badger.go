@@ -255,12 +255,16 @@ func (s *Spool) syncKept(vlog bool) error {
 	return s.klog.sync(vlog)
 }
 
-// openDBLog creates a database's directory and watches it for the logs
-// Badger writes (logSync); nil where that cannot be done, and Badger
+// openDBLog creates a database's directory, removes the empty logs a
+// power cut may have left in it (removeEmptyLogs), and watches it for the
+// logs Badger writes (logSync); nil where that cannot be done, and Badger
 // syncs every commit itself.
 func openDBLog(dir string, log *slog.Logger) *logSync {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil // badger.Open says why
+	}
+	if err := removeEmptyLogs(dir); err != nil {
+		log.Warn("spool: removing the empty logs a power cut leaves failed", "dir", dir, "error", err)
 	}
 	l, err := openLogSync(dir)
 	if err != nil {

@@ -24,6 +24,13 @@ func (s *Spool) ReadLane(host string, l Lane, after uint64, max int) ([]*Message
 	return out, err
 }
 
+// noPrefetch: the lane reads iterate without PrefetchValues. Badger
+// prefetches each value on a goroutine of its own, which a replay pays
+// for with one goroutine per webhook read, runnable behind every
+// delivery on a busy machine while the read waits for all of them; the
+// records are small and mostly inline in the LSM tree, and decodeQueued
+// copies what it keeps, so reading each value in place costs less.
+
 // readLane is ReadLane, also saying how many keys it visited.
 func (s *Spool) readLane(host string, l Lane, after uint64, max int) ([]*Message, int, error) {
 	prefix := queuePrefix(host)
@@ -40,9 +47,7 @@ func (s *Spool) readLane(host string, l Lane, after uint64, max int) ([]*Message
 	// from being taken twice.
 	txn := s.queue.NewTransactionAt(math.MaxUint64, false)
 	defer txn.Discard()
-	io := badger.DefaultIteratorOptions
-	io.Prefix = prefix
-	io.PrefetchSize = min(max, 100)
+	io := badger.IteratorOptions{Prefix: prefix} // values read in place (noPrefetch)
 	it := txn.NewIterator(io)
 	defer it.Close()
 	for it.Seek(laneKey(host, l, after+1)); it.Valid() && len(out) < max; it.Next() {
@@ -142,9 +147,7 @@ func (s *Spool) readLanes(host string, c HostCursor, max int) ([]*Message, error
 	var out []*Message
 	txn := s.queue.NewTransactionAt(math.MaxUint64, false)
 	defer txn.Discard()
-	io := badger.DefaultIteratorOptions
-	io.Prefix = laneHostPrefix(host)
-	io.PrefetchSize = min(max, 100)
+	io := badger.IteratorOptions{Prefix: laneHostPrefix(host)} // values read in place (noPrefetch)
 	it := txn.NewIterator(io)
 	defer it.Close()
 	start := io.Prefix

@@ -276,3 +276,38 @@ func (l *logSync) close() {
 	}
 	syscall.Close(l.ino)
 }
+
+// removeEmptyLogs removes the empty logs in a database's directory, which
+// Badger cannot open ("Create a new file"). Badger starts a memtable log
+// and a value-log file at every open and whenever one fills: it creates
+// the file, sizes it, and writes a header into it; the spool syncs it with
+// the first round that writes to the database after that. A power cut in
+// between leaves the file empty, as it was created: it never held a
+// record, and no record points into it. It is done holding Badger's lock
+// on the directory, so that no running Badger is starting a log there.
+func removeEmptyLogs(dir string) error {
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("open", err)
+	}
+	d := os.NewFile(uintptr(fd), dir)
+	defer d.Close()
+	if err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return nil // in use: Badger's open says so
+	}
+	entries, err := d.ReadDir(-1)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if _, _, ok := logName(e.Name()); !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.Size() == 0 {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

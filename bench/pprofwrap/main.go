@@ -5,7 +5,8 @@
 //
 // Besides net/http/pprof's handlers it serves /debug/cpuprofile/start?file=PATH
 // and /debug/cpuprofile/stop, a CPU profile of exactly the span between
-// the two calls (go run ./bench -only fleet -fleet-profile DIR).
+// the two calls (go run ./bench -only fleet -fleet-profile DIR); with
+// &trace=PATH, an execution trace of the same span as well.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	_ "net/http/pprof"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"sync"
 
 	"github.com/hookpace/hookpace/cli"
@@ -22,7 +24,7 @@ import (
 func main() {
 	if addr := os.Getenv("HOOKPACE_PPROF"); addr != "" {
 		var mu sync.Mutex
-		var f *os.File
+		var f, tf *os.File // the CPU profile, and the execution trace if asked for
 		http.HandleFunc("/debug/cpuprofile/start", func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -37,6 +39,17 @@ func main() {
 				return
 			}
 			f = out
+			if p := r.URL.Query().Get("trace"); p != "" {
+				if tf, err = os.Create(p); err == nil {
+					if err = trace.Start(tf); err != nil {
+						tf.Close()
+						tf = nil
+					}
+				}
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "pprofwrap: trace:", err)
+				}
+			}
 		})
 		http.HandleFunc("/debug/cpuprofile/stop", func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
@@ -48,6 +61,11 @@ func main() {
 			pprof.StopCPUProfile()
 			f.Close()
 			f = nil
+			if tf != nil {
+				trace.Stop()
+				tf.Close()
+				tf = nil
+			}
 		})
 		go func() {
 			if err := http.ListenAndServe(addr, nil); err != nil {
