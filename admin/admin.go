@@ -41,6 +41,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/journal"
 	"github.com/hookpace/hookpace/replicate"
 	"github.com/hookpace/hookpace/spool"
 )
@@ -117,16 +118,26 @@ type Options struct {
 // its replication when there is one.
 type SpoolView struct {
 	spool.Usage
+	Journal     journal.Usage     `json:"journal"`
 	Replication *replicate.Status `json:"replication,omitempty"`
 }
 
 func (a *api) spoolView() SpoolView {
-	v := SpoolView{Usage: a.Spool.Usage()}
+	v := SpoolView{Usage: a.Spool.Usage(), Journal: a.journalUsage()}
 	if a.Replication != nil {
 		s := a.Replication()
 		v.Replication = &s
 	}
 	return v
+}
+
+// journalUsage is what the journal holds against its budget; off
+// without one.
+func (a *api) journalUsage() journal.Usage {
+	if a.Journal == nil {
+		return journal.Usage{Off: true}
+	}
+	return a.Journal.JournalUsage()
 }
 
 // Handler returns the admin API.

@@ -43,7 +43,7 @@ func TestFleetScope(t *testing.T) {
 		return w
 	}
 	sp := emptySpool(t)
-	o := Options{Hosts: manyHosts(nil), Spool: sp, Journal: sp.Journal(), Fleet: v}
+	o := Options{Hosts: manyHosts(nil), Spool: sp, Journal: journalOf(sp), Fleet: v}
 	w := get(o, "scope=fleet&limit=1&cursor=0.example")
 	var got fleet.ViewPage
 	if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &got) != nil || got.Hosts[0].Queued != 8 || got.NextCursor != "a.example" {
@@ -60,7 +60,7 @@ func TestFleetScope(t *testing.T) {
 			t.Fatalf("%s: %d %s, want %d", q, w.Code, w.Body, code)
 		}
 	}
-	if w := get(Options{Hosts: manyHosts(nil), Spool: sp, Journal: sp.Journal()}, "scope=fleet"); w.Code != 404 {
+	if w := get(Options{Hosts: manyHosts(nil), Spool: sp, Journal: journalOf(sp)}, "scope=fleet"); w.Code != 404 {
 		t.Fatalf("without a fleet: %d %s", w.Code, w.Body)
 	}
 	v.err = errors.New("redis away")

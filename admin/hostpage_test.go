@@ -18,7 +18,7 @@ type manyHosts []deliver.HostStatus
 // emptySpool is a real spool with nothing in it, closed after the test.
 func emptySpool(t *testing.T) *spool.Spool {
 	t.Helper()
-	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	sp, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestHostsPaged(t *testing.T) {
 		hosts = append(hosts, deliver.HostStatus{Host: fmt.Sprintf("p%04d.example", i)})
 	}
 	sp := emptySpool(t)
-	h := Handler(Options{Hosts: hosts, Spool: sp, Journal: sp.Journal()})
+	h := Handler(Options{Hosts: hosts, Spool: sp, Journal: journalOf(sp)})
 	get := func(query string) (int, HostPage) {
 		r := httptest.NewRequest(http.MethodGet, "/v1/hosts"+query, nil)
 		r.Host = "127.0.0.1"
@@ -134,7 +134,7 @@ func TestHostsPageBuildsOnlyItsHosts(t *testing.T) {
 		c.manyHosts = append(c.manyHosts, deliver.HostStatus{Host: fmt.Sprintf("p%04d.example", i)})
 	}
 	sp := emptySpool(t)
-	h := Handler(Options{Hosts: c, Spool: sp, Journal: sp.Journal()})
+	h := Handler(Options{Hosts: c, Spool: sp, Journal: journalOf(sp)})
 	r := httptest.NewRequest(http.MethodGet, "/v1/hosts?limit=10&cursor=p0100.example", nil)
 	r.Host = "127.0.0.1"
 	w := httptest.NewRecorder()
@@ -159,7 +159,7 @@ func TestHostsAllStreamed(t *testing.T) {
 				Queued: int64(i), LastError: "<b> & \"quoted\"", Paused: i%2 == 0})
 		}
 		sp := emptySpool(t)
-		h := Handler(Options{Hosts: c, Spool: sp, Journal: sp.Journal()})
+		h := Handler(Options{Hosts: c, Spool: sp, Journal: journalOf(sp)})
 		r := httptest.NewRequest(http.MethodGet, "/v1/hosts?limit=0", nil)
 		r.Host = "127.0.0.1"
 		got := httptest.NewRecorder()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/journal"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -143,7 +144,7 @@ func (a *api) messagePage(w http.ResponseWriter, r *http.Request) {
 	d := messagePageData{Title: "Webhook " + r.PathValue("id")}
 	j := a.Journal
 	ref, err := spool.ParseRef(r.PathValue("id"))
-	var v *spool.View
+	var v *journal.View
 	switch {
 	case err == nil:
 		v, err = j.Lookup(ref)
@@ -177,12 +178,12 @@ type inboundCopy struct {
 // inboundCopies are the copies of the webhook that e (whose id is id) is
 // one of, found in the journal by the door's webhook id they share; nil
 // for a webhook no route fanned out.
-func (a *api) inboundCopies(j Journal, e *spool.Entry, id string) []inboundCopy {
+func (a *api) inboundCopies(j Journal, e *journal.Entry, id string) []inboundCopy {
 	wh := http.Header(e.Header).Get(spool.HeaderDoorWebhook)
 	if wh == "" {
 		return nil
 	}
-	entries, _, err := j.List(spool.Query{Contains: wh, Limit: maxCopies})
+	entries, _, err := j.List(journal.Query{Contains: wh, Limit: maxCopies})
 	if err != nil {
 		return nil
 	}

@@ -7,7 +7,7 @@ package admin
 //	GET /v1/messages?host=&state=&since=&until=&limit=&cursor=   newest first
 //	                 &idempotency_key=KEY   only the webhooks with that Idempotency-Key
 //	                 &contains=TEXT         only those whose request holds TEXT (URL, headers,
-//	                                        body), as far as it is kept (spool.Query)
+//	                                        body), as far as it is kept (journal.Query)
 
 import (
 	"context"
@@ -18,20 +18,21 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hookpace/hookpace/journal"
 	"github.com/hookpace/hookpace/spool"
 )
 
 // Journal is the history of every webhook; *spool.Spool is one.
 type Journal interface {
-	Lookup(r spool.Ref) (*spool.View, error)
-	List(q spool.Query) ([]*spool.Entry, spool.Cursor, error)
+	Lookup(r spool.Ref) (*journal.View, error)
+	List(q journal.Query) ([]*journal.Entry, journal.Cursor, error)
 	Instance() uint64
 	// Resend queues a delivered webhook again from the request the
 	// journal kept (resend.go).
 	Resend(ctx context.Context, r spool.Ref) (*spool.Message, error)
+	// JournalUsage is what it holds against its budget (GET /v1/spool).
+	JournalUsage() journal.Usage
 }
-
-var _ Journal = (*spool.Journal)(nil)
 
 // States a webhook's lookup answers (besides the outcomes).
 const (
@@ -119,7 +120,7 @@ func (a *api) message(w http.ResponseWriter, r *http.Request) {
 
 // writeMessage answers with v, and for a webhook handed off, where it
 // went.
-func (a *api) writeMessage(w http.ResponseWriter, r *http.Request, v *spool.View) {
+func (a *api) writeMessage(w http.ResponseWriter, r *http.Request, v *journal.View) {
 	m := a.messageOf(a.Journal, &v.Entry, v.State)
 	m.Position = v.Position
 	m.RequeuedAt = utcOrNil(v.Requeued)
@@ -132,7 +133,7 @@ func (a *api) writeMessage(w http.ResponseWriter, r *http.Request, v *spool.View
 	writeJSON(w, http.StatusOK, m)
 }
 
-func (a *api) messageOf(j Journal, e *spool.Entry, state string) Message {
+func (a *api) messageOf(j Journal, e *journal.Entry, state string) Message {
 	ref := spool.Ref{Spool: j.Instance(), Seq: e.ID}
 	if e.OriginSpool != 0 {
 		ref = spool.Ref{Spool: e.OriginSpool, Seq: e.Origin}
@@ -207,9 +208,9 @@ func (a *api) listMessages(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func messageQuery(r *http.Request) (spool.Query, error) {
+func messageQuery(r *http.Request) (journal.Query, error) {
 	v := r.URL.Query()
-	q := spool.Query{Host: v.Get("host"), State: v.Get("state"), Idempotency: v.Get("idempotency_key"), Contains: v.Get("contains")}
+	q := journal.Query{Host: v.Get("host"), State: v.Get("state"), Idempotency: v.Get("idempotency_key"), Contains: v.Get("contains")}
 	if q.Host != "" {
 		if k, err := HostKey(q.Host); err == nil {
 			q.Host = k
@@ -232,7 +233,7 @@ func messageQuery(r *http.Request) (spool.Query, error) {
 		}
 	}
 	if s := v.Get("cursor"); s != "" {
-		if q.Before, err = spool.ParseCursor(s); err != nil {
+		if q.Before, err = journal.ParseCursor(s); err != nil {
 			return q, err
 		}
 	}
@@ -249,7 +250,7 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 
 // journalText is the journal's line on the status page: "1,204 webhooks ·
 // 1.2 MiB of 256 MiB · kept 14 days".
-func journalText(j spool.JournalUsage) string {
+func journalText(j journal.Usage) string {
 	if j.Off {
 		return "off (journal.off)"
 	}

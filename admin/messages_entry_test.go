@@ -19,7 +19,7 @@ import (
 // leaves the headers out.
 func TestMessageEntryFields(t *testing.T) {
 	sp := emptySpool(t)
-	api := httptest.NewServer(Handler(Options{Hosts: manyHosts(nil), Spool: sp, Journal: sp.Journal()}))
+	api := httptest.NewServer(Handler(Options{Hosts: manyHosts(nil), Spool: sp, Journal: journalOf(sp)}))
 	defer api.Close()
 	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	add := func(body string, n int) *spool.Message {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookpace/hookpace/journal"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -98,10 +99,10 @@ func (a *api) owner(ctx context.Context, sp uint64, el *Elsewhere, msg string) s
 // handedIn finds, among the newest handedInScan entries of j, the webhook
 // handed off to this replica under ref (its id at the spool that first
 // accepted it); nil if none.
-func handedIn(j Journal, ref spool.Ref) (*spool.Entry, error) {
-	var before spool.Cursor
+func handedIn(j Journal, ref spool.Ref) (*journal.Entry, error) {
+	var before journal.Cursor
 	for read := 0; read < handedInScan; {
-		entries, next, err := j.List(spool.Query{Before: before, Limit: 1000})
+		entries, next, err := j.List(journal.Query{Before: before, Limit: 1000})
 		if err != nil {
 			return nil, err
 		}
@@ -141,4 +142,4 @@ func (a *api) handedOff(ctx context.Context, reason string) *Elsewhere {
 }
 
 // isNotFound reports whether err is the journal's "no such webhook".
-func isNotFound(err error) bool { return errors.Is(err, spool.ErrNotFound) }
+func isNotFound(err error) bool { return errors.Is(err, journal.ErrNotFound) }

@@ -17,7 +17,7 @@ import (
 // a replica whose journal holds handedInScan entries: the look for a
 // handed-in copy reads them all (no fleet: the 404 says so).
 func BenchmarkNotHere(b *testing.B) {
-	sp, err := spool.Open(spool.Options{Dir: b.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	sp, err := openJournaled(spool.Options{Dir: b.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func BenchmarkNotHere(b *testing.B) {
 		})
 	}
 	wg.Wait()
-	h := Handler(Options{Hosts: manyHosts(nil), Spool: sp, Journal: sp.Journal()})
+	h := Handler(Options{Hosts: manyHosts(nil), Spool: sp, Journal: journalOf(sp)})
 	path := "/v1/messages/" + spool.Ref{Spool: sp.Instance() + 1, Seq: 5}.String()
 	b.ResetTimer()
 	for b.Loop() {

@@ -37,9 +37,9 @@ func TestMessageOfAnotherReplica(t *testing.T) {
 	}
 	la := limiter("a", spA, "127.0.0.1:9001")
 	limiter("b", spB, "127.0.0.1:9002")
-	api := httptest.NewServer(Handler(Options{Hosts: manyHosts(nil), Spool: spA, Journal: spA.Journal(), Fleet: la}))
+	api := httptest.NewServer(Handler(Options{Hosts: manyHosts(nil), Spool: spA, Journal: journalOf(spA), Fleet: la}))
 	defer api.Close()
-	alone := httptest.NewServer(Handler(Options{Hosts: manyHosts(nil), Spool: spA, Journal: spA.Journal()}))
+	alone := httptest.NewServer(Handler(Options{Hosts: manyHosts(nil), Spool: spA, Journal: journalOf(spA)}))
 	defer alone.Close()
 
 	onB := spool.Ref{Spool: spB.Instance(), Seq: 3}

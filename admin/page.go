@@ -173,7 +173,7 @@ func (p *page) build(pq pageQuery, now time.Time) *pageData {
 	}
 	sortRows(rows, pq.Sort)
 	d := &pageData{Now: now, Query: pq, Token: p.token, Problems: snap.Problems, Matched: len(rows), Known: len(snap.Hosts)}
-	d.Spool = newSpoolView(snap.Usage, snap.Oldest, now)
+	d.Spool = newSpoolView(snap.Usage, a.journalUsage(), snap.Oldest, now)
 	d.Fleet = snap.Fleet // in memory, as /v1/hosts: no Redis round trip
 	if a.Replication != nil {
 		r := a.Replication()

@@ -108,7 +108,7 @@ type fixture struct {
 }
 
 func newFixture(t testing.TB, extra ...deliver.HostStatus) *fixture {
-	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), MaxMessages: 10000})
+	sp, err := openJournaled(spool.Options{Dir: t.TempDir(), MaxMessages: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func newFixture(t testing.TB, extra ...deliver.HostStatus) *fixture {
 	}, extra...)}
 	f := &fixture{sp: sp, hosts: hosts, now: now}
 	mux := http.NewServeMux()
-	a := &api{Options{Hosts: hosts, Spool: sp, Journal: sp.Journal(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	a := &api{Options{Hosts: hosts, Spool: sp, Journal: journalOf(sp), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	f.page = a.routePage(mux)
 	f.page.now = func() time.Time { return now }
 	f.srv = httptest.NewServer(mux)

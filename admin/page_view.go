@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/deliver"
+	"github.com/hookpace/hookpace/journal"
 	"github.com/hookpace/hookpace/replicate"
 	"github.com/hookpace/hookpace/spool"
 )
@@ -47,9 +48,9 @@ type spoolView struct {
 	JournalText                string // the journal's entries and bytes against its budget
 }
 
-func newSpoolView(u spool.Usage, oldest map[string]time.Time, now time.Time) spoolView {
+func newSpoolView(u spool.Usage, ju journal.Usage, oldest map[string]time.Time, now time.Time) spoolView {
 	v := spoolView{Usage: u, Bytes: BytesText(u.Bytes), MaxBytes: BytesText(u.MaxBytes), State: "accepting"}
-	v.JournalText = journalText(u.Journal)
+	v.JournalText = journalText(ju)
 	if u.MaxMessages > 0 {
 		v.MsgFraction = float64(u.Messages) / float64(u.MaxMessages)
 	}

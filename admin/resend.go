@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/hookpace/hookpace/journal"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -41,7 +42,7 @@ func (a *api) resendMessage(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(full.RetryAfter.Seconds()))))
 		writeError(w, http.StatusServiceUnavailable, "not queued: "+err.Error())
 		return
-	case errors.Is(err, spool.ErrNoBody):
+	case errors.Is(err, journal.ErrNoBody):
 		writeError(w, http.StatusConflict, err.Error())
 		return
 	case err != nil:

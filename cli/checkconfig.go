@@ -9,8 +9,8 @@ import (
 
 	"github.com/hookpace/hookpace/admin"
 	"github.com/hookpace/hookpace/config"
+	"github.com/hookpace/hookpace/journal"
 	"github.com/hookpace/hookpace/server"
-	"github.com/hookpace/hookpace/spool"
 )
 
 // checkConfig is hookpace check-config: it loads the config and every
@@ -57,7 +57,7 @@ func checkConfig(args []string, stdout io.Writer) error {
 
 // describeJournal says, for check-config, which of journal.max_bytes and
 // journal.retain binds: the rate above which max_bytes removes entries
-// before retain would, at spool.NominalEntryBytes an entry. The status
+// before retain would, at journal.NominalEntryBytes an entry. The status
 // page says which binds at the rate and size the journal measures.
 func describeJournal(cfg *config.Config) string {
 	j := cfg.Journal
@@ -68,11 +68,11 @@ func describeJournal(cfg *config.Config) string {
 	if maxBytes == 0 {
 		maxBytes = int64(cfg.Spool.MaxBytes) / 4
 	}
-	entries := maxBytes / spool.NominalEntryBytes
+	entries := maxBytes / journal.NominalEntryBytes
 	rate := float64(entries) / j.Retain.D().Seconds()
 	return fmt.Sprintf("max_bytes %s holds about %d entries at ~%d B each; retain %s binds below %.2f webhooks/s, max_bytes above "+
 		"(the status page and /v1/spool say which binds at the measured rate)", admin.BytesText(maxBytes), entries,
-		spool.NominalEntryBytes, j.Retain.D(), rate)
+		journal.NominalEntryBytes, j.Retain.D(), rate)
 }
 
 // describeWebhooks says, for check-config, which requests are webhooks

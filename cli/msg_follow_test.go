@@ -22,7 +22,7 @@ func TestMsgShowFollowsTheFleet(t *testing.T) {
 	srv := redistest.Start(t)
 	quiet := slog.New(slog.DiscardHandler)
 	replica := func(name string) (*spool.Spool, *httptest.Server) {
-		sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: quiet})
+		sp, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,9 +33,9 @@ func TestMsgShowFollowsTheFleet(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A dispatcher not started: the webhooks stay queued.
-		d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: sp.Journal(), Logger: quiet,
+		d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: journalOf(sp), Logger: quiet,
 			Policy: func(string) *deliver.Policy { return &deliver.Policy{} }})
-		api := httptest.NewUnstartedServer(admin.Handler(admin.Options{Hosts: d, Spool: sp, Journal: sp.Journal(), Fleet: l}))
+		api := httptest.NewUnstartedServer(admin.Handler(admin.Options{Hosts: d, Spool: sp, Journal: journalOf(sp), Fleet: l}))
 		l.Identify(sp.Instance(), api.Listener.Addr().String())
 		l.Start()
 		api.Start()

@@ -19,13 +19,13 @@ import (
 // headers, secrets redacted.
 func TestMsgShowEntry(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
-	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: quiet})
+	sp, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sp.Close() })
-	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: sp.Journal(), Logger: quiet, Policy: func(string) *deliver.Policy { return &deliver.Policy{} }})
-	api := httptest.NewServer(admin.Handler(admin.Options{Hosts: d, Spool: sp, Journal: sp.Journal()}))
+	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: journalOf(sp), Logger: quiet, Policy: func(string) *deliver.Policy { return &deliver.Policy{} }})
+	api := httptest.NewServer(admin.Handler(admin.Options{Hosts: d, Spool: sp, Journal: journalOf(sp)}))
 	defer api.Close()
 	var m *spool.Message
 	for i := range 3 {

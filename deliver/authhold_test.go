@@ -64,13 +64,13 @@ func TestTokenFailuresHoldWithoutSpendingAttempts(t *testing.T) {
 			pol.MaxAttempts = 1
 			pol.Auth = auth
 
-			s, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+			s, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			q := &signalQueue{Spool: s, deleted: make(chan *spool.Message, 10), buried: make(chan string, 10)}
 			seen := outcomes{ch: make(chan Outcome, 10)}
-			d := New(Options{Reader: q, Store: q, Stats: q, Journal: q.Journal(), Policy: fixed(pol),
+			d := New(Options{Reader: q, Store: q, Stats: q, Journal: journalOf(q.Spool), Policy: fixed(pol),
 				Client: &http.Client{}, Logger: slog.New(slog.DiscardHandler), Observer: seen})
 			if err := d.Start(); err != nil {
 				t.Fatal(err)

@@ -105,7 +105,6 @@ var (
 	_ QueueReader = (*spool.Spool)(nil)
 	_ QueueStore  = (*spool.Spool)(nil)
 	_ QueueStats  = (*spool.Spool)(nil)
-	_ Journal     = (*spool.Journal)(nil)
 )
 
 // Policy is everything the dispatcher needs to know about one host.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookpace/hookpace/journal"
 	"github.com/hookpace/hookpace/rewrite"
 	"github.com/hookpace/hookpace/spool"
 )
@@ -35,8 +36,8 @@ func TestEchoedAppSecretsScrubbed(t *testing.T) {
 	}))
 	defer partner.Close()
 
-	s, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
-		Journal: spool.JournalOptions{ResponseBody: 1 << 10, Retain: time.Hour}})
+	s, err := openJournaledWith(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)},
+		journal.Options{ResponseBody: 1 << 10, Retain: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestEchoedAppSecretsScrubbed(t *testing.T) {
 	pol := policy(100, 10, 1)
 	pol.MaxAttempts = 1
 	pol.Rewrite = &rewrite.Headers{Set: []rewrite.Header{{Name: "X-Partner-Token", Value: set}}}
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q.Journal(), Policy: fixed(pol),
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: journalOf(q.Spool), Policy: fixed(pol),
 		Client: &http.Client{}, Logger: slog.New(slog.DiscardHandler)})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func TestEchoedAppSecretsScrubbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-q.buried
-	v, err := q.Journal().Lookup(spool.Ref{Seq: m.ID})
+	v, err := journalOf(q.Spool).Lookup(spool.Ref{Seq: m.ID})
 	if err != nil || len(v.Attempts) != 1 {
 		t.Fatalf("%+v %v", v, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookpace/hookpace/credential"
+	"github.com/hookpace/hookpace/journal"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -51,15 +52,15 @@ func TestEchoedCredentialsScrubbed(t *testing.T) {
 	}
 	auth.Bind(credential.Clients{Token: &http.Client{}})
 
-	s, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
-		Journal: spool.JournalOptions{ResponseBody: 40, Retain: time.Hour}})
+	s, err := openJournaledWith(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)},
+		journal.Options{ResponseBody: 40, Retain: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := &signalQueue{Spool: s, deleted: make(chan *spool.Message, 10), buried: make(chan string, 10)}
 	pol := policy(100, 10, 1)
 	pol.MaxAttempts, pol.Auth = 1, auth
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q.Journal(), Policy: fixed(pol),
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: journalOf(q.Spool), Policy: fixed(pol),
 		Client: &http.Client{}, Logger: slog.New(slog.DiscardHandler)})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func TestEchoedCredentialsScrubbed(t *testing.T) {
 	if h := <-got; h.Get("X-Api-Key") != apiKey || h.Get("Authorization") != "Bearer "+token {
 		t.Fatalf("the partner got %v", h)
 	}
-	v, err := q.Journal().Lookup(spool.Ref{Seq: m.ID})
+	v, err := journalOf(q.Spool).Lookup(spool.Ref{Seq: m.ID})
 	if err != nil || len(v.Attempts) != 1 {
 		t.Fatalf("%+v %v", v, err)
 	}

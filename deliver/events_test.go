@@ -16,7 +16,7 @@ import (
 // it returns; the callback fails the test if it would have to wait.
 func eventsSetup(t *testing.T, pol Policy) (*Dispatcher, *signalQueue, chan Event) {
 	t.Helper()
-	s, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	s, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func eventsSetup(t *testing.T, pol Policy) (*Dispatcher, *signalQueue, chan Even
 			t.Error("Options.Events would block")
 		}
 	}
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q.Journal(), Policy: fixed(pol), Client: &http.Client{},
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: journalOf(q.Spool), Policy: fixed(pol), Client: &http.Client{},
 		Logger: slog.New(slog.DiscardHandler), Events: emit})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)

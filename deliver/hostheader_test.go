@@ -37,12 +37,12 @@ func TestHostHeaderWithoutDefaultPort(t *testing.T) {
 		return (&net.Dialer{}).DialContext(ctx, network, to)
 	}
 
-	s, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	s, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := &signalQueue{Spool: s, deleted: make(chan *spool.Message, 10), buried: make(chan string, 10)}
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q.Journal(), Policy: fixed(policy(100, 10, 1)),
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: journalOf(q.Spool), Policy: fixed(policy(100, 10, 1)),
 		Client: &http.Client{Transport: tr}, Logger: slog.New(slog.DiscardHandler)})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)

@@ -48,12 +48,12 @@ func (q *signalQueue) SetPaused(host string, paused bool) error {
 
 func journalSetup(t *testing.T, pol Policy) (*Dispatcher, *signalQueue) {
 	t.Helper()
-	s, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	s, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := &signalQueue{Spool: s, deleted: make(chan *spool.Message, 100), buried: make(chan string, 100)}
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q.Journal(), Policy: fixed(pol), Client: &http.Client{}, Logger: slog.New(slog.DiscardHandler)})
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: journalOf(q.Spool), Policy: fixed(pol), Client: &http.Client{}, Logger: slog.New(slog.DiscardHandler)})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestJournalRecordsEachAttempt(t *testing.T) {
 	m := appendTo(t, q, srv.URL+"/hook?token=abc")
 	<-q.deleted
 	// The 200's record was submitted before the delete: both are durable.
-	v, err := q.Journal().Lookup(spool.Ref{Seq: m.ID})
+	v, err := journalOf(q.Spool).Lookup(spool.Ref{Seq: m.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestPurgeIncludesMemory(t *testing.T) {
 	if p := <-sent; p != host+"/new" {
 		t.Fatalf("sent %s after the purge", p)
 	}
-	if v, err := q.Journal().Lookup(ms[7].Ref()); err != nil || v.State != spool.OutcomePurged || v.Entry.Reason != "purged by test" {
+	if v, err := journalOf(q.Spool).Lookup(ms[7].Ref()); err != nil || v.State != spool.OutcomePurged || v.Entry.Reason != "purged by test" {
 		t.Fatalf("%+v %v", v, err)
 	}
 }

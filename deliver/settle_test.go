@@ -66,7 +66,7 @@ func (q *slowDeletes) heldN() int {
 // go (slowDeletes).
 func settleSetup(t *testing.T, rc *receiver, conc, n int, key string) (*Dispatcher, *slowDeletes) {
 	t.Helper()
-	s, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	s, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func settleSetup(t *testing.T, rc *receiver, conc, n int, key string) (*Dispatch
 	pol := policy(1e6, 1000, conc)
 	pol.Limits.Adaptive = false
 	pol.IDHeader = "X-Hookpace-Id"
-	d := New(Options{Reader: q, Store: q, Stats: q, Journal: q.Journal(), Policy: fixed(pol),
+	d := New(Options{Reader: q, Store: q, Stats: q, Journal: journalOf(q.Spool), Policy: fixed(pol),
 		Client: &http.Client{Transport: rc}, Logger: slog.New(slog.DiscardHandler)})
 	for i := range n {
 		m := &spool.Message{Host: "p.example", Method: "POST", URL: "http://p.example/hook", Header: http.Header{},

@@ -162,13 +162,13 @@ func TestClusterMasterDownGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	kill, up, down := partialCluster(t, lim, c)
-	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: quiet})
+	sp, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &partner{}
 	gs := NewGates(lim, quiet)
-	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: sp.Journal(), Policy: func(string) *deliver.Policy { p := policy(20, 5, 2); return &p },
+	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: journalOf(sp), Policy: func(string) *deliver.Policy { p := policy(20, 5, 2); return &p },
 		Client: &http.Client{Transport: p}, Logger: quiet, Gates: gs})
 	lim.Start()
 	if err := d.Start(); err != nil {

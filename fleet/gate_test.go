@@ -114,7 +114,7 @@ func startReplica(t *testing.T, srv *redistest.Server, name string, p *partner, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: quiet})
+	sp, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func startReplica(t *testing.T, srv *redistest.Server, name string, p *partner, 
 	if o.tokensFor > 0 {
 		gs.tokensFor = o.tokensFor
 	}
-	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: sp.Journal(), Policy: func(string) *deliver.Policy { return &pol },
+	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: journalOf(sp), Policy: func(string) *deliver.Policy { return &pol },
 		Client: &http.Client{Transport: p}, Logger: quiet, Gates: gs})
 	lim.Start()
 	if err := d.Start(); err != nil {

@@ -23,7 +23,7 @@ func stateProxy(t *testing.T, secret []byte) (*Proxy, *spool.Spool, *deliver.Dis
 	t.Helper()
 	var log bytes.Buffer
 	p, sp := laneProxy(t, HostPolicy{}, nil, &log)
-	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: sp.Journal(), Logger: slog.New(slog.DiscardHandler), Policy: func(string) *deliver.Policy {
+	d := deliver.New(deliver.Options{Reader: sp, Store: sp, Stats: sp, Journal: journalOf(sp), Logger: slog.New(slog.DiscardHandler), Policy: func(string) *deliver.Policy {
 		return &deliver.Policy{Limits: pacer.Limits{Rate: 10, Burst: 1, Concurrency: 1,
 			HoldSchedule: []time.Duration{time.Second}, MaxRetryAfter: time.Minute}}
 	}})

@@ -16,7 +16,7 @@ import (
 // it stores as its door's, whatever a proxy client sends, and a proxy
 // client's idempotency key never takes a route's delivery id.
 func TestDoorMarkAndKeys(t *testing.T) {
-	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	sp, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestDoorMarkAndKeys(t *testing.T) {
 // host's), their copies carry the door's webhook id and their target,
 // and a proxy client can forge neither mark.
 func TestInboundTargetsKeys(t *testing.T) {
-	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	sp, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ const laneHost = "127.0.0.1:9"
 // every host has policy hp, logging to log (nil: nowhere).
 func laneProxy(t *testing.T, hp HostPolicy, users []User, log *bytes.Buffer) (*Proxy, *spool.Spool) {
 	t.Helper()
-	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	sp, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

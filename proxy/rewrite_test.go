@@ -17,7 +17,7 @@ import (
 // $.customer.email and masks $.card.number, with dedupe on.
 func rewriteProxy(t *testing.T) (*Proxy, *spool.Spool) {
 	t.Helper()
-	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	sp, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestRewriteNotJSON(t *testing.T) {
 // rewrite.headers.remove is applied before the webhook is stored: the
 // spooled message has neither the header nor its value; the others stay.
 func TestRewriteHeadersRemovedAtIngest(t *testing.T) {
-	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	sp, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

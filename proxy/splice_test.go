@@ -90,7 +90,7 @@ func echoed(t *testing.T, addr string, b []byte) []byte {
 // read: an HTTP POST comes back from the echo server as it was sent,
 // nothing is spooled, and the splice is listed with its reason.
 func TestCaptureSplicesInternal(t *testing.T) {
-	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	sp, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

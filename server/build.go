@@ -17,6 +17,7 @@ import (
 	"github.com/hookpace/hookpace/egress"
 	"github.com/hookpace/hookpace/fleet"
 	"github.com/hookpace/hookpace/internal/memtarget"
+	"github.com/hookpace/hookpace/journal"
 	"github.com/hookpace/hookpace/proxy"
 	"github.com/hookpace/hookpace/spool"
 	"github.com/hookpace/hookpace/telemetry"
@@ -58,7 +59,7 @@ func build(ctx context.Context, o Options) (_ *app, err error) {
 	if a.repl != nil {
 		sopts.Replica, sopts.ReplicaName = a.repl, replicaName(cfg)
 	}
-	if a.spool, err = spool.Open(sopts); err != nil {
+	if a.spool, a.journal, err = journal.OpenSpool(sopts, journalOptions(cfg)); err != nil {
 		return nil, err
 	}
 	a.undo = append(a.undo, func() {
@@ -155,10 +156,13 @@ func spoolOptions(cfg *config.Config, log *slog.Logger) spool.Options {
 
 		DedupeMaxKeys:  cfg.Dedupe.MaxKeys,
 		DedupeMaxBytes: int64(cfg.Dedupe.MaxBytes),
-
-		Journal: spool.JournalOptions{Off: cfg.Journal.Off, Retain: cfg.Journal.Retain.D(),
-			MaxBytes: int64(cfg.Journal.MaxBytes), ResponseBody: int(cfg.Journal.ResponseBody), Bodies: cfg.Journal.Bodies},
 	}
+}
+
+// journalOptions are the journal's options from cfg.
+func journalOptions(cfg *config.Config) journal.Options {
+	return journal.Options{Off: cfg.Journal.Off, Retain: cfg.Journal.Retain.D(),
+		MaxBytes: int64(cfg.Journal.MaxBytes), ResponseBody: int(cfg.Journal.ResponseBody), Bodies: cfg.Journal.Bodies}
 }
 
 // listen binds the proxy and admin listeners.
@@ -190,7 +194,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Reader:   a.spool,
 		Store:    a.spool,
 		Stats:    a.spool,
-		Journal:  a.spool.Journal(),
+		Journal:  a.journal,
 		Policy:   policies(cfg, a.files.Load()),
 		Client:   deliveryClient(tel, a.guard, roots, false, deliveryIdle(cfg)),
 		Insecure: deliveryClient(tel, a.guard, roots, true, deliveryIdle(cfg)),
@@ -234,7 +238,7 @@ func (a *app) buildParts(cfg *config.Config, roots *x509.CertPool, ag *admin.Gua
 		Queued:    func() int64 { return a.spool.Usage().Messages },
 		Hosts:     a.disp.HostGauges,
 	})
-	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Journal: a.spool.Journal(), Metrics: tel.Handler(), Logger: log, Guard: ag,
+	a.adminSrv = &http.Server{Handler: adminHandler(admin.Options{Hosts: a.disp, Spool: a.spool, Journal: a.journal, Metrics: tel.Handler(), Logger: log, Guard: ag,
 		Stopping: a.stopping.Load, Instance: a.instance, Fleet: a.fleetViewer(), History: a.history,
 		Replication: a.replicationStatus()}, &a.current),
 		ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}

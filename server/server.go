@@ -23,6 +23,7 @@ import (
 	"github.com/hookpace/hookpace/events"
 	"github.com/hookpace/hookpace/fleet"
 	"github.com/hookpace/hookpace/internal/memtarget"
+	"github.com/hookpace/hookpace/journal"
 	"github.com/hookpace/hookpace/mitm"
 	"github.com/hookpace/hookpace/proxy"
 	"github.com/hookpace/hookpace/replicate"
@@ -69,6 +70,7 @@ type app struct {
 	files   atomic.Pointer[Files] // what the config in force names; a reload swaps it
 	trust   *intercept
 	spool   *spool.Spool
+	journal *journal.Journal // the spool's history (its History)
 	disp    *deliver.Dispatcher
 	proxy   *proxy.Proxy
 	fleet   *fleet.Limiter  // nil without a fleet section

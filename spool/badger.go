@@ -82,23 +82,23 @@ func checkDisk(opts Options) error {
 		return fmt.Errorf("the file system of spool.dir holds %d bytes, less than spool.min_free (%d) plus what an empty spool keeps (%d): no webhook could ever be accepted",
 			size, opts.MinFree, int64(emptySpool))
 	}
-	if free, err := opts.diskFree(dir); err == nil && free < opts.MinFree {
+	if free, err := opts.DiskFree(dir); err == nil && free < opts.MinFree {
 		opts.Logger.Warn("spool disk has less free space than spool.min_free: answering 503 to new webhooks until space returns",
 			"free", free, "min_free", opts.MinFree)
 	}
 	return nil
 }
 
-// valueThreshold is the size from which a message record goes to the
+// ValueThreshold is the size from which a message record goes to the
 // value log; a smaller one is written inline, in the memtable's log (WAL)
 // and then the LSM tree. Most webhooks' records (their body, headers and
 // URL) are well under it, so that their commit writes and syncs one file,
 // the WAL; a larger body costs a second sync, of the value log.
-const valueThreshold = 4 << 10
+const ValueThreshold = 4 << 10
 
 // BadgerOptions sizes Badger for a sidecar rather than a database server:
 // small memtables, no block cache or compression, few goroutines. Records
-// under valueThreshold are inline; larger ones go to the value log, which
+// under ValueThreshold are inline; larger ones go to the value log, which
 // is append-only like a WAL, so that compaction never rewrites a large
 // body. An empty queue is dropped whole (see reclaim) and value-log GC
 // handles a long-lived backlog.
@@ -143,7 +143,7 @@ func BadgerOptions(dir string, log *slog.Logger) badger.Options {
 		WithCompression(options.None).
 		WithBlockCacheSize(0).
 		WithIndexCacheSize(0).
-		WithValueThreshold(valueThreshold).
+		WithValueThreshold(ValueThreshold).
 		WithValueLogFileSize(valueLogFileSize)
 	o.TableSizeMultiplier = 1
 	return o
@@ -213,8 +213,6 @@ func (s *Spool) gcLoop() {
 		case <-gc.C:
 			for n, err := s.sweepOnce(); err == nil && n == sweepMax; n, err = s.sweepOnce() {
 			}
-			for n, err := s.jr.SweepJournal(s.opts.Now()); err == nil && n == sweepJournalMax; n, err = s.jr.SweepJournal(s.opts.Now()) {
-			}
 			s.collectGarbage()
 		}
 	}
@@ -276,7 +274,7 @@ func (s *Spool) readTxn(db *badger.DB) *badger.Txn {
 // syncKept makes every commit to the kept database that has returned
 // durable: each of its writers that needs durability calls it after its
 // commit. vlog says whether that commit may have put a value in the value
-// log (one of valueThreshold bytes or more). Writers that need no
+// log (one of ValueThreshold bytes or more). Writers that need no
 // durability of their own (index builds, sweeps) do not call it: their
 // small writes are in the logs that the next sync covers, since it syncs
 // every log that was newest since the one before. Without klog, Badger
@@ -288,19 +286,6 @@ func (s *Spool) syncKept(vlog bool) error {
 	s.keptMu.Lock()
 	defer s.keptMu.Unlock()
 	return s.klog.sync(vlog)
-}
-
-// recsMayLog reports whether writing recs (writeJournal) may have put a
-// value in the kept database's value log. An entry's record is encoded
-// anew to know its size; a merged entry may have written its earlier
-// final attempt, of a size not known here.
-func recsMayLog(recs []journalRec) bool {
-	for _, r := range recs {
-		if r.merge || len(r.val) >= valueThreshold || r.e != nil && len(r.e.encode()) >= valueThreshold {
-			return true
-		}
-	}
-	return false
 }
 
 // openDBLog creates a database's directory, removes the empty logs a

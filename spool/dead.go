@@ -6,6 +6,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 // Dead is a message that failed for good, with why and when.
@@ -18,24 +19,24 @@ type Dead struct {
 func (d *Dead) encode() []byte {
 	b := make([]byte, 0, 1+strLen(d.Message.Host)+strLen(d.Reason)+varintLen(d.DiedAt.UnixNano())+d.Message.encodedLen())
 	b = append(b, encodingVersion)
-	b = appendString(b, d.Message.Host)
-	b = appendString(b, d.Reason)
+	b = record.AppendString(b, d.Message.Host)
+	b = record.AppendString(b, d.Reason)
 	b = binary.AppendVarint(b, d.DiedAt.UnixNano())
 	return d.Message.encode(b)
 }
 
 func decodeDead(id uint64, v []byte) (*Dead, error) {
-	dec := decoder{b: v}
-	if ver := dec.byte(); ver != encodingVersion {
+	dec := record.Decoder{B: v}
+	if ver := dec.Byte(); ver != encodingVersion {
 		return nil, fmt.Errorf("dead letter %s: unknown encoding version %d", IDString(id), ver)
 	}
-	host := dec.string()
-	reason := dec.string()
-	died := dec.varint()
-	if dec.err != nil {
-		return nil, fmt.Errorf("dead letter %s: %w", IDString(id), dec.err)
+	host := dec.Str()
+	reason := dec.Str()
+	died := dec.Varint()
+	if dec.Err != nil {
+		return nil, fmt.Errorf("dead letter %s: %w", IDString(id), dec.Err)
 	}
-	m, err := decodeMessage(host, id, dec.b)
+	m, err := decodeMessage(host, id, dec.B)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +95,7 @@ func (s *Spool) eachDead(f DeadFilter, fn func(*Dead) bool) error {
 			if len(item.Key()) != 9 {
 				continue
 			}
-			id := beUint64(item.Key()[1:])
+			id := record.BeUint64(item.Key()[1:])
 			var d *Dead
 			if err := item.Value(func(v []byte) (err error) {
 				d, err = decodeDead(id, v)

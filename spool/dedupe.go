@@ -9,6 +9,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 // Idempotency keys. A webhook appended with a key is
@@ -63,7 +64,7 @@ func fingerprint(m *Message) uint64 {
 		h.Write([]byte(s))
 	}
 	h.Write(m.Body)
-	return beUint64(h.Sum(nil))
+	return record.BeUint64(h.Sum(nil))
 }
 
 // onceKey is the record of key for host without a scope (no proxy auth),
@@ -162,7 +163,7 @@ func parseOnce(v []byte) (id uint64, expires time.Time, ok bool) {
 	if len(v) != onceValueLen && len(v) != onceValueLenV1 {
 		return 0, time.Time{}, false
 	}
-	return beUint64(v), time.Unix(0, int64(beUint64(v[8:]))), true
+	return record.BeUint64(v), time.Unix(0, int64(record.BeUint64(v[8:]))), true
 }
 
 // onceFP is a record's fingerprint, 0 for a record without one.
@@ -170,7 +171,7 @@ func onceFP(v []byte) uint64 {
 	if len(v) != onceValueLen {
 		return 0
 	}
-	return beUint64(v[16:])
+	return record.BeUint64(v[16:])
 }
 
 // onceStats is the dedupe accounting, guarded by the spool's mutex.

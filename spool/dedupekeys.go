@@ -64,7 +64,7 @@ func (s *Spool) moveOnce() error {
 			return err
 		}
 		moved++
-		vlog = vlog || len(v) >= valueThreshold
+		vlog = vlog || len(v) >= ValueThreshold
 	}
 	if moved == 0 {
 		return nil

@@ -133,7 +133,7 @@ func TestDiskFullRefusalIsSettledBeforeItsAnswer(t *testing.T) {
 	// Each append comes a reading's lifetime (freeEvery) after the last.
 	var now atomic.Int64
 	clock := func() time.Time { return time.Unix(1700000000, now.Load()) }
-	s := openTest(t, t.TempDir(), Options{MinFree: MinFreeFloor(), Now: clock, diskFree: func(string) (int64, error) { return free.Load(), nil }})
+	s := openTest(t, t.TempDir(), Options{MinFree: MinFreeFloor(), Now: clock, DiskFree: func(string) (int64, error) { return free.Load(), nil }})
 	defer s.Close()
 	ctx := context.Background()
 	accepted := int64(0)
@@ -232,7 +232,7 @@ func TestDirGoneRefusesThenRecovers(t *testing.T) {
 func TestPauseRecordWaitsForSpace(t *testing.T) {
 	var free atomic.Int64
 	free.Store(1 << 40)
-	s := openTest(t, t.TempDir(), Options{MinFree: MinFreeFloor(), diskFree: func(string) (int64, error) { return free.Load(), nil }})
+	s := openTest(t, t.TempDir(), Options{MinFree: MinFreeFloor(), DiskFree: func(string) (int64, error) { return free.Load(), nil }})
 	defer s.Close()
 	if err := s.SetPaused("a.example", true); err != nil {
 		t.Fatal(err)
@@ -261,7 +261,7 @@ func TestCloseOnAFilledDiskLeavesBadgerOpen(t *testing.T) {
 	var free atomic.Int64
 	free.Store(1 << 30)
 	dir := t.TempDir()
-	s := openTest(t, dir, Options{MinFree: MinFreeFloor(), diskFree: func(string) (int64, error) { return free.Load(), nil }})
+	s := openTest(t, dir, Options{MinFree: MinFreeFloor(), DiskFree: func(string) (int64, error) { return free.Load(), nil }})
 	for i := range 50 {
 		if err := s.Append(context.Background(), newMsg("a.example", i), 0); err != nil {
 			t.Fatal(err)

@@ -3,7 +3,6 @@ package spool
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -62,7 +61,7 @@ func TestAcknowledgedWritesAreSyncedWhenMemtablesRetire(t *testing.T) {
 }
 
 // TestAcknowledgedLargeBodiesAreSyncedWhenValueLogsRotate: bodies over
-// valueThreshold go to the value log; when Badger moves on to a new
+// ValueThreshold go to the value log; when Badger moves on to a new
 // value-log file in the middle of a round, the one it left holds
 // acknowledged bodies too. Once every Append has returned, no page of any
 // log may still be dirty, save the last page of a value-log file Badger
@@ -76,7 +75,7 @@ func TestAcknowledgedLargeBodiesAreSyncedWhenValueLogsRotate(t *testing.T) {
 		trimLimit: math.MaxInt64,
 	})
 	defer s.Close()
-	body := bytes.Repeat([]byte("y"), 2*valueThreshold)
+	body := bytes.Repeat([]byte("y"), 2*ValueThreshold)
 	appendFrom(t, s, 16, 40, body)
 	dirty, newest := dirtyMappings(t, filepath.Join(dir, "queue"))
 	vlogs := 0
@@ -99,22 +98,27 @@ func TestAcknowledgedLargeBodiesAreSyncedWhenValueLogsRotate(t *testing.T) {
 	}
 }
 
-// TestDeadLettersAndJournalEntriesAreSyncedWhenAcknowledged is the same
-// check for the kept database: dead letters (committed before the queue
-// forgets their messages) and the journal's entries of their outcomes are
-// on disk once the writer and the journal have said so, even when Badger
-// retires the kept database's memtables between commits.
-func TestDeadLettersAndJournalEntriesAreSyncedWhenAcknowledged(t *testing.T) {
-	// Without the journal, the dead letters' syncs alone are checked.
-	for _, off := range []bool{true, false} {
-		t.Run(fmt.Sprintf("journal off %v", off), func(t *testing.T) { testKeptSynced(t, off) })
-	}
+// TestDeadLettersAreSyncedWhenAcknowledged is the same check for the kept
+// database: dead letters (committed before the queue forgets their
+// messages) are on disk once the writer has said so, even when Badger
+// retires the kept database's memtables between commits. The journal's
+// package runs it with the journal's entries of their outcomes too.
+func TestDeadLettersAreSyncedWhenAcknowledged(t *testing.T) {
+	testKeptSynced(t, func(o Options) (*Spool, func()) {
+		s, err := Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, func() {}
+	})
 }
 
-func testKeptSynced(t *testing.T, journalOff bool) {
+// testKeptSynced runs the check on the spool open opens with o, after
+// settle has returned (the history's records durable).
+func testKeptSynced(t *testing.T, open func(o Options) (s *Spool, settle func())) {
 	dir := t.TempDir()
-	s := openTest(t, dir, Options{
-		Journal: JournalOptions{Off: journalOff},
+	s, settle := open(Options{
+		Dir: dir,
 		tuneKept: func(o badger.Options) badger.Options {
 			return o.WithMemTableSize(256 << 10).WithNumMemtables(16).
 				WithNumCompactors(0).WithNumLevelZeroTables(1).WithNumLevelZeroTablesStall(2)
@@ -140,7 +144,7 @@ func testKeptSynced(t *testing.T, journalOff bool) {
 	if err := s.Append(t.Context(), newMsg("b.example", n), 0); err != nil {
 		t.Fatal(err)
 	}
-	s.jr.journalSync()
+	settle()
 	if _, total, err := s.ListDead(DeadFilter{}, 1); err != nil || total != n {
 		t.Fatalf("%d dead letters (%v), want %d", total, err, n)
 	}

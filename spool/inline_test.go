@@ -25,7 +25,7 @@ func TestSpoolWithRecordsInTheValueLogOpens(t *testing.T) {
 	body := func(i int) []byte {
 		n := 100
 		if i%5 == 0 {
-			n = 3 * valueThreshold // inline today too big: still in the value log
+			n = 3 * ValueThreshold // inline today too big: still in the value log
 		}
 		return bytes.Repeat([]byte{byte('a' + i%26)}, n)
 	}
@@ -110,7 +110,7 @@ func TestFreeSpaceIsReadOnceASecond(t *testing.T) {
 	s := openTest(t, t.TempDir(), Options{
 		MinFree: MinFreeFloor(),
 		Now:     func() time.Time { return start.Add(time.Duration(now.Load())) },
-		diskFree: func(string) (int64, error) {
+		DiskFree: func(string) (int64, error) {
 			reads.Add(1)
 			return free.Load(), nil
 		},

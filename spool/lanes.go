@@ -6,6 +6,7 @@ import (
 	"math"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 // Read returns up to max queued messages of host's lane Lane{} (webhooks
@@ -55,7 +56,7 @@ func (s *Spool) readLane(host string, l Lane, after uint64, max int) ([]*Message
 		if len(item.Key()) != len(prefix)+8 {
 			continue
 		}
-		m, err := s.decodeQueued(host, l, beUint64(item.Key()[len(prefix):]), item)
+		m, err := s.decodeQueued(host, l, record.BeUint64(item.Key()[len(prefix):]), item)
 		if errors.Is(err, errUnreadable) {
 			continue // removed: it never stops the others (dropUnreadable)
 		}

@@ -66,9 +66,8 @@ func TestUpgradeLanesBesidePlainRecords(t *testing.T) {
 	if at, ok, err := s.Oldest(h); err != nil || !ok || !at.Equal(a.Enqueued) {
 		t.Fatalf("oldest %v %v %v", at, ok, err)
 	}
-	settleJournal(t, s)
-	if v, err := s.Journal().Lookup(Ref{Seq: b.ID}); err != nil || v.State != StateQueued || v.Position != 1 {
-		t.Fatalf("laned webhook: %+v %v", v, err)
+	if state, pos := s.WhereNow(h, b.ID); state != StateQueued || pos != 1 {
+		t.Fatalf("laned webhook: %s at %d", state, pos)
 	}
 	// The old dead letter replays into Lane{}, as it was.
 	if n, err := s.ReplayDead(DeadFilter{}); n != 1 || err != nil {

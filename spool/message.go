@@ -2,13 +2,14 @@ package spool
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math/bits"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 // Message is one spooled webhook.
@@ -47,8 +48,9 @@ type Message struct {
 	LastTry    time.Time
 
 	size int64 // of the stored record, for usage accounting
-	// final is the attempt that delivered it, for its journal entry.
-	final *Attempt
+	// Final is the attempt that delivered it, set by whoever records
+	// attempts (the journal) and read at its outcome (History.Leaving).
+	Final *Attempt
 
 	// rec is the record that ReadBody read Body into the tail of: Append
 	// writes the rest of the record in front of it instead of copying the
@@ -124,10 +126,10 @@ func (m *Message) encodeHead(b []byte) []byte {
 		b = append(b, encodingVersionLanes)
 		b = binary.AppendUvarint(b, m.Origin)
 		b = binary.BigEndian.AppendUint64(b, m.OriginSpool)
-		b = appendString(b, m.Fairness)
+		b = record.AppendString(b, m.Fairness)
 		b = append(b, byte(m.Priority))
-		b = appendString(b, m.Ordering)
-		b = binary.AppendVarint(b, unixNano(m.NotBefore))
+		b = record.AppendString(b, m.Ordering)
+		b = binary.AppendVarint(b, record.UnixNano(m.NotBefore))
 	} else if m.OriginSpool != 0 {
 		b = append(b, encodingVersionHanded)
 		b = binary.AppendUvarint(b, m.Origin)
@@ -138,19 +140,19 @@ func (m *Message) encodeHead(b []byte) []byte {
 	} else {
 		b = append(b, encodingVersion)
 	}
-	b = appendString(b, m.Method)
-	b = appendString(b, m.URL)
+	b = record.AppendString(b, m.Method)
+	b = record.AppendString(b, m.URL)
 	b = binary.AppendVarint(b, m.Enqueued.UnixNano())
 	b = binary.AppendUvarint(b, uint64(m.Attempts))
 	b = binary.AppendUvarint(b, uint64(m.LastStatus))
-	b = appendString(b, m.LastError)
-	b = binary.AppendVarint(b, unixNano(m.LastTry))
+	b = record.AppendString(b, m.LastError)
+	b = binary.AppendVarint(b, record.UnixNano(m.LastTry))
 	b = binary.AppendUvarint(b, uint64(len(m.Header)))
 	for k, vs := range m.Header {
-		b = appendString(b, k)
+		b = record.AppendString(b, k)
 		b = binary.AppendUvarint(b, uint64(len(vs)))
 		for _, v := range vs {
-			b = appendString(b, v)
+			b = record.AppendString(b, v)
 		}
 	}
 	return b
@@ -160,10 +162,10 @@ func (m *Message) encodeHead(b []byte) []byte {
 func (m *Message) headLen() int {
 	n := 1 + strLen(m.Method) + strLen(m.URL) + varintLen(m.Enqueued.UnixNano()) +
 		uvarintLen(uint64(m.Attempts)) + uvarintLen(uint64(m.LastStatus)) + strLen(m.LastError) +
-		varintLen(unixNano(m.LastTry)) + uvarintLen(uint64(len(m.Header)))
+		varintLen(record.UnixNano(m.LastTry)) + uvarintLen(uint64(len(m.Header)))
 	switch {
 	case m.laned():
-		n += uvarintLen(m.Origin) + 8 + strLen(m.Fairness) + 1 + strLen(m.Ordering) + varintLen(unixNano(m.NotBefore))
+		n += uvarintLen(m.Origin) + 8 + strLen(m.Fairness) + 1 + strLen(m.Ordering) + varintLen(record.UnixNano(m.NotBefore))
 	case m.OriginSpool != 0:
 		n += uvarintLen(m.Origin) + 8
 	case m.Origin != 0:
@@ -216,7 +218,7 @@ func (m *Message) ReadBody(r io.Reader, n int) error {
 	return nil
 }
 
-var errCorrupt = errors.New("corrupt message record")
+var errCorrupt = record.ErrCorrupt
 
 func decodeMessage(host string, id uint64, b []byte) (*Message, error) {
 	return readMessage(host, id, b, false)
@@ -229,60 +231,48 @@ func decodeMessageHead(host string, id uint64, b []byte) (*Message, error) {
 }
 
 func readMessage(host string, id uint64, b []byte, head bool) (*Message, error) {
-	d := decoder{b: b}
+	d := record.Decoder{B: b}
 	m := &Message{ID: id, Host: host}
-	if !d.version(m) {
+	if !readVersion(&d, m) {
 		if len(b) == 0 {
 			return nil, fmt.Errorf("message %s: %w", IDString(id), errCorrupt)
 		}
 		return nil, fmt.Errorf("message %s: unknown encoding version %d", IDString(id), b[0])
 	}
-	m.Method = d.string()
-	m.URL = d.string()
-	m.Enqueued = time.Unix(0, d.varint())
-	m.Attempts = int(d.uvarint())
-	m.LastStatus = int(d.uvarint())
-	m.LastError = d.string()
-	if t := d.varint(); t != 0 {
+	m.Method = d.Str()
+	m.URL = d.Str()
+	m.Enqueued = time.Unix(0, d.Varint())
+	m.Attempts = int(d.Uvarint())
+	m.LastStatus = int(d.Uvarint())
+	m.LastError = d.Str()
+	if t := d.Varint(); t != 0 {
 		m.LastTry = time.Unix(0, t)
 	}
-	n := d.uvarint()
+	n := d.Uvarint()
 	if n > uint64(len(b)) {
 		return nil, errCorrupt
 	}
 	m.Header = make(http.Header, n)
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		k := d.string()
-		nv := d.uvarint()
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		k := d.Str()
+		nv := d.Uvarint()
 		if nv > uint64(len(b)) {
 			return nil, errCorrupt
 		}
 		vs := make([]string, 0, nv)
-		for j := uint64(0); j < nv && d.err == nil; j++ {
-			vs = append(vs, d.string())
+		for j := uint64(0); j < nv && d.Err == nil; j++ {
+			vs = append(vs, d.Str())
 		}
 		m.Header[k] = vs
 	}
 	if head {
 		return m, nil
 	}
-	m.Body = d.bytes()
-	if d.err != nil {
-		return nil, fmt.Errorf("message %s: %w", IDString(id), d.err)
+	m.Body = d.Bytes()
+	if d.Err != nil {
+		return nil, fmt.Errorf("message %s: %w", IDString(id), d.Err)
 	}
 	return m, nil
-}
-
-func unixNano(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
 }
 
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
@@ -292,111 +282,40 @@ func varintLen(x int64) int { return uvarintLen(uint64(x<<1) ^ uint64(x>>63)) }
 
 func strLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
 
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) byte() byte {
-	if d.err != nil || len(d.b) == 0 {
-		d.err = errCorrupt
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-// version reads a message record's version byte and what the version
+// readVersion reads a message record's version byte and what the version
 // puts after it (the origin, the lane fields) into m. It reports false for
 // a version it does not know (or no byte at all).
-func (d *decoder) version(m *Message) bool {
-	switch d.byte() {
+func readVersion(d *record.Decoder, m *Message) bool {
+	switch d.Byte() {
 	case encodingVersion:
-		return d.err == nil
+		return d.Err == nil
 	case encodingVersionOrigin:
-		m.Origin = d.uvarint()
-		return d.err == nil
+		m.Origin = d.Uvarint()
+		return d.Err == nil
 	case encodingVersionHanded:
-		m.Origin = d.uvarint()
-		m.OriginSpool = d.uint64()
-		return d.err == nil
+		m.Origin = d.Uvarint()
+		m.OriginSpool = d.Uint64()
+		return d.Err == nil
 	case encodingVersionLanes:
-		m.Origin = d.uvarint()
-		m.OriginSpool = d.uint64()
-		m.Fairness = d.string()
-		if p := Priority(d.byte()); p <= PriorityLow {
+		m.Origin = d.Uvarint()
+		m.OriginSpool = d.Uint64()
+		m.Fairness = d.Str()
+		if p := Priority(d.Byte()); p <= PriorityLow {
 			m.Priority = p
-		} else if d.err == nil {
-			d.err = errCorrupt
+		} else if d.Err == nil {
+			d.Err = errCorrupt
 		}
-		m.Ordering = d.string()
-		if t := d.varint(); t != 0 {
+		m.Ordering = d.Str()
+		if t := d.Varint(); t != 0 {
 			m.NotBefore = time.Unix(0, t)
 		}
-		return d.err == nil
+		return d.Err == nil
 	}
-	if d.err == nil {
-		d.err = errCorrupt
+	if d.Err == nil {
+		d.Err = errCorrupt
 	}
 	return false
 }
-
-func (d *decoder) uint64() uint64 {
-	if d.err == nil && len(d.b) < 8 {
-		d.err = errCorrupt
-	}
-	if d.err != nil {
-		return 0
-	}
-	v := binary.BigEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errCorrupt
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errCorrupt
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)) {
-		d.err = errCorrupt
-		return nil
-	}
-	// The caller owns the returned slice: Badger's value buffers are reused.
-	out := make([]byte, n)
-	copy(out, d.b[:n])
-	d.b = d.b[n:]
-	return out
-}
-
-func (d *decoder) string() string { return string(d.bytes()) }
 
 // Keys.
 
@@ -434,7 +353,5 @@ func parseQueueKey(k []byte) (host string, id uint64, ok bool) {
 func deadKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{prefixDead}, id)
 }
-
-func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
 
 func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), v) }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 // Oldest returns when host's oldest queued message was enqueued, and false
@@ -67,15 +68,15 @@ func firstEnqueued(txn *badger.Txn, prefix []byte) (time.Time, bool, error) {
 
 // decodeEnqueued reads the enqueue time from the head of a queue record.
 func decodeEnqueued(b []byte) (time.Time, error) {
-	d := decoder{b: b}
-	if !d.version(&Message{}) {
+	d := record.Decoder{B: b}
+	if !readVersion(&d, &Message{}) {
 		return time.Time{}, errCorrupt
 	}
-	d.bytes() // method
-	d.bytes() // URL
-	t := d.varint()
-	if d.err != nil {
-		return time.Time{}, d.err
+	d.Bytes() // method
+	d.Bytes() // URL
+	t := d.Varint()
+	if d.Err != nil {
+		return time.Time{}, d.Err
 	}
 	return time.Unix(0, t), nil
 }
@@ -90,10 +91,10 @@ func (s *Spool) DeadByHost() (map[string]int64, error) {
 
 // deadHost reads the host from the head of a dead letter's record.
 func deadHost(v []byte) (string, error) {
-	d := decoder{b: v}
-	if ver := d.byte(); ver != encodingVersion {
+	d := record.Decoder{B: v}
+	if ver := d.Byte(); ver != encodingVersion {
 		return "", errCorrupt
 	}
-	host := d.string()
-	return host, d.err
+	host := d.Str()
+	return host, d.Err
 }

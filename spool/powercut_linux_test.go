@@ -26,10 +26,14 @@ import (
 // FUSE mount it serves itself.
 const powerCutEnv = "HOOKPACE_POWERCUT_SPOOL"
 
-func init() {
+// TestMain runs a power-cut child when asked (powerCutEnv), after every
+// package's init: the journal's opener (OpenJournaled) is set by the
+// external test package's.
+func TestMain(m *testing.M) {
 	if dir := os.Getenv(powerCutEnv); dir != "" {
 		os.Exit(powerCutChild(dir, os.Getenv(powerCutEnv+"_JOURNAL") == "on", pcLoads[os.Getenv(powerCutEnv+"_LOAD")]))
 	}
+	os.Exit(m.Run())
 }
 
 // pcLoad is what a power-cut child writes: writers append in parallel
@@ -73,13 +77,25 @@ func (l pcLoad) body(w, i int) []byte {
 	return bytes.Repeat([]byte(tag), n/len(tag)+1)[:n]
 }
 
-func pcOptions(dir string, journal bool, tune func(badger.Options) badger.Options) Options {
+func pcOptions(dir string, tune func(badger.Options) badger.Options) Options {
 	return Options{
 		Dir:       dir,
-		Journal:   JournalOptions{Off: !journal},
 		tuneQueue: tune,
 		tuneKept:  pcSmall,
 	}
+}
+
+// pcOpen opens the spool of o, with its journal when journal is on
+// (OpenJournaled); without, the journal's calls do nothing.
+func pcOpen(o Options, journal bool) (*Spool, PCJournal, error) {
+	if journal {
+		if OpenJournaled == nil {
+			return nil, PCJournal{}, fmt.Errorf("no journal to open: OpenJournaled is not set")
+		}
+		return OpenJournaled(o)
+	}
+	s, err := Open(o)
+	return s, PCJournal{Record: func(*Message, Attempt) {}}, err
 }
 
 // powerCutChild opens the spool in dir and writes to it until killed,
@@ -88,7 +104,7 @@ func pcOptions(dir string, journal bool, tune func(badger.Options) badger.Option
 // DeleteThen has said it is durable; an idle one says "O" once the spool
 // is open. It gives up after a minute.
 func powerCutChild(dir string, journal bool, load pcLoad) int {
-	s, err := Open(pcOptions(dir, journal, load.tune))
+	s, jr, err := pcOpen(pcOptions(dir, load.tune), journal)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -107,7 +123,7 @@ func powerCutChild(dir string, journal bool, load pcLoad) int {
 	delivered := make(chan *Message, 1024)
 	go func() {
 		for m := range delivered {
-			s.Journal().RecordAttempt(m, Attempt{At: time.Now(), Status: 200, Batch: 1})
+			jr.Record(m, Attempt{At: time.Now(), Status: 200, Batch: 1})
 			say("S %d", m.ID)
 			s.DeleteThen([]*Message{m}, func(err error) {
 				if err == nil {
@@ -284,7 +300,10 @@ func runCut(t *testing.T, backing string, journal bool, load string, cut func(*p
 func checkAfterCut(t *testing.T, backing string, journal bool, load pcLoad, r *pcRun) {
 	t.Helper()
 	dir := filepath.Join(backing, "spool")
-	s := openTest(t, dir, pcOptions(dir, journal, pcSmall))
+	s, jr, err := pcOpen(pcOptions(dir, pcSmall), journal)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	queued := map[uint64]*Message{}
 	for w := range 2 {
@@ -313,10 +332,10 @@ func checkAfterCut(t *testing.T, backing string, journal bool, load pcLoad, r *p
 				t.Errorf("webhook %d: its delete was acknowledged, and it is queued again", id)
 			}
 		case m == nil && journal:
-			v, err := s.Journal().Lookup(Ref{Seq: id})
-			if err != nil || v.State != OutcomeDelivered {
+			state, err := jr.Lookup(Ref{Seq: id})
+			if err != nil || state != OutcomeDelivered {
 				if unjournaled++; unjournaled <= 5 {
-					t.Errorf("webhook %d left the queue and the journal has no outcome for it: %v %v", id, v, err)
+					t.Errorf("webhook %d left the queue and the journal has no outcome for it: %s %v", id, state, err)
 				}
 			}
 		}

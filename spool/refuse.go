@@ -107,7 +107,7 @@ func (s *Spool) headroomNow() (int64, bool) {
 	if s.opts.MinFree <= 0 {
 		return 0, false
 	}
-	free, err := s.opts.diskFree(s.opts.Dir)
+	free, err := s.opts.DiskFree(s.opts.Dir)
 	if err != nil {
 		s.free.forget()
 		return 0, false

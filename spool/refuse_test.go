@@ -132,7 +132,7 @@ func (l *lockedBuffer) String() string {
 func TestRoundCountsAgainstHeadroom(t *testing.T) {
 	var mu sync.Mutex
 	free := MinFreeFloor() + 100<<10
-	h := openHeld(t, Options{MinFree: MinFreeFloor(), diskFree: func(string) (int64, error) {
+	h := openHeld(t, Options{MinFree: MinFreeFloor(), DiskFree: func(string) (int64, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return free, nil

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/record"
 )
 
 // Options configures a spool. Zero values take the defaults noted.
@@ -58,8 +59,13 @@ type Options struct {
 	// Now is the clock idempotency keys expire by, and the journal's
 	// retention (default time.Now).
 	Now func() time.Time
-	// Journal keeps the history of every webhook (journal.go).
-	Journal JournalOptions
+	// History, when set, is called by Open once the queue is read and
+	// before the spool takes a write, with the spool, its kept database
+	// (where dead letters are, and the history may write its own keys)
+	// and the spool's mutex, which the writer holds when it calls
+	// Settled: what it returns is told of every round (History) and
+	// closed by Close. nil: no history.
+	History func(s *Spool, kept *badger.DB, mu *sync.Mutex) (History, error)
 	// Replica keeps a copy of the queue off this node (nil: none); see
 	// Replica. ReplicaName is the replica the spool belongs to: a spool
 	// records it, and refuses to open under another name.
@@ -74,11 +80,9 @@ type Options struct {
 	trimLimit int64
 	// For tests: called by the writer while a commit is staged.
 	whileCommitting func(*badger.DB)
-	// For tests: the free space on dir's file system (default diskFree).
-	diskFree func(dir string) (int64, error)
-	// For tests: how long the journal's records wait for company
-	// (default journalLinger).
-	journalLinger time.Duration
+	// DiskFree is the free space on dir's file system (default: the
+	// file system's own word), for tests of a nearly full disk.
+	DiskFree func(dir string) (int64, error)
 }
 
 // limits are the ledger's bounds from o.
@@ -111,7 +115,6 @@ func (o *Options) setDefaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	o.Journal.setDefaults(o.MaxBytes)
 	if o.tuneQueue == nil {
 		o.tuneQueue = func(b badger.Options) badger.Options { return b }
 	}
@@ -121,8 +124,8 @@ func (o *Options) setDefaults() {
 	if o.trimLimit <= 0 {
 		o.trimLimit = residentFileLimit
 	}
-	if o.diskFree == nil {
-		o.diskFree = diskFree
+	if o.DiskFree == nil {
+		o.DiskFree = diskFree
 	}
 }
 
@@ -226,7 +229,7 @@ type Spool struct {
 
 	coal coalState // coalescing (coalesce.go), guarded by mu
 
-	jr Journal // the journal (journal.go)
+	hist History // told of each round (Options.History), or noHistory
 
 	replicaEpoch uint64 // see ReplicaEpoch; guarded by mu
 }
@@ -293,7 +296,7 @@ func Open(opts Options) (*Spool, error) {
 		gcStop:       make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
-	s.jr.s, s.jr.cond, s.jr.done = s, sync.NewCond(&s.mu), make(chan struct{})
+	s.hist = noHistory{}
 	s.coal.init()
 	// Versions written by an earlier run, managed or not, are all at or
 	// below MaxVersion.
@@ -307,7 +310,7 @@ func Open(opts Options) (*Spool, error) {
 		err = s.loadReplica()
 	}
 	if err == nil {
-		err = s.jr.openJournal()
+		err = s.openHistory()
 	}
 	if err != nil {
 		queue.Close()
@@ -323,9 +326,6 @@ func Open(opts Options) (*Spool, error) {
 		s.reclaim() // an empty queue left by the last run
 	}
 	go s.writeLoop()
-	if !opts.Journal.Off {
-		go s.jr.journalLoop()
-	}
 	go s.gcLoop()
 	return s, nil
 }
@@ -349,7 +349,7 @@ func (s *Spool) load() error {
 		if item, err := txn.Get(keySeq); err == nil {
 			if err := item.Value(func(v []byte) error {
 				if len(v) == 8 {
-					s.seq = beUint64(v)
+					s.seq = record.BeUint64(v)
 					s.ceil = s.seq
 				}
 				return nil
@@ -369,7 +369,7 @@ func (s *Spool) load() error {
 			if len(k) != 9 {
 				continue
 			}
-			s.seq = max(s.seq, beUint64(k[1:]))
+			s.seq = max(s.seq, record.BeUint64(k[1:]))
 			// One that cannot be read still counts, under no host: listing
 			// it will say what is wrong with it.
 			var host string
@@ -425,7 +425,7 @@ func (s *Spool) Close() error {
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	<-s.writerDone
-	s.jr.closeJournal()
+	s.hist.Close()
 	s.failHeld()
 	close(s.gcStop)
 	<-s.gcDone

@@ -138,6 +138,10 @@ func TestNotifyInIDOrder(t *testing.T) {
 	if err := s.Append(context.Background(), before, 0); err != nil {
 		t.Fatal(err)
 	}
+	// A round answers its appends before it announces them; the writer
+	// finishes rounds in turn, so once a later round has answered,
+	// before's announcement is over.
+	flush(t, s)
 	s.Notify(func(ms []*Message) {
 		mu.Lock()
 		defer mu.Unlock()

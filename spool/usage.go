@@ -57,8 +57,6 @@ type Usage struct {
 	// Refusal is why new webhooks are refused, watermarks included
 	// (RefusalNone: they are admitted). Ready and Why read it.
 	Refusal Refusal `json:"-"`
-	// Journal is what the journal holds against its budget (journal.go).
-	Journal JournalUsage `json:"journal"`
 }
 
 // Usage reports the spool's size and admission state.
@@ -79,7 +77,6 @@ func (s *Spool) Usage() Usage {
 		u.Refusal = RefusalHighWater
 	}
 	u.Accepting = u.Refusal == RefusalNone
-	u.Journal = s.jr.JournalUsage()
 	return u
 }
 

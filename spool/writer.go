@@ -157,7 +157,7 @@ func (s *Spool) commit(batch []op) *round {
 			r.queued = inPhase(batch, phaseQueue)
 		}
 	}
-	s.jr.journalRound(batch) // outcomes durable in the journal before the queue forgets
+	s.hist.Leaving(leaving(batch)) // outcomes durable in the journal before the queue forgets
 	r.err = s.applyQueue(r.queued, &seq)
 	if r.err == nil {
 		s.unreplicate(r.queued)
@@ -219,7 +219,7 @@ func (s *Spool) finish(r *round) {
 		}
 	}
 	s.settleCoalesces(r.batch)
-	s.jr.journalSettledLocked(r.batch)
+	s.hist.Settled(changes(r.batch))
 	s.ledger.gate()
 	s.mu.Unlock()
 	// Drop an emptied queue before answering, so that whoever learns the
@@ -332,10 +332,10 @@ func (s *Spool) applyKept(ph phase, ops []op) error {
 }
 
 // mayLog reports whether one of ops' records may have gone to the value
-// log: Badger puts a value there from valueThreshold bytes.
+// log: Badger puts a value there from ValueThreshold bytes.
 func mayLog(ops []op) bool {
 	for _, o := range ops {
-		if o.weight() >= valueThreshold {
+		if o.weight() >= ValueThreshold {
 			return true
 		}
 	}

@@ -36,13 +36,13 @@ func TestClientSpansCountResends(t *testing.T) {
 		close(done)
 	}))
 	defer srv.Close()
-	s, err := spool.Open(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	s, err := openJournaled(spool.Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	pol := fastPolicy()
-	d := deliver.New(deliver.Options{Reader: s, Store: s, Stats: s, Journal: s.Journal(), Policy: func(string) *deliver.Policy { return &pol },
+	d := deliver.New(deliver.Options{Reader: s, Store: s, Stats: s, Journal: journalOf(s), Policy: func(string) *deliver.Policy { return &pol },
 		Client: &http.Client{Transport: tel.WrapTransport(srv.Client().Transport)}, Tracer: tel.Tracer,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err := d.Start(); err != nil {

@@ -24,6 +24,7 @@ var rules = []struct {
 }{
 	{pkg: "spool", never: []string{"window", "deliver", "config", "proxy", "admin", "server", "cli"}},
 	{pkg: "window", only: []string{"spool"}},
+	{pkg: "journal", only: []string{"spool", "internal"}},
 	{pkg: "deliver", never: []string{"config", "proxy", "admin", "server", "cli", "fleet"}},
 }
 
