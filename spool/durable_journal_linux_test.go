@@ -19,6 +19,12 @@ func init() {
 				return "", err
 			}
 			return v.State, nil
+		}, Reason: func(r spool.Ref) (string, error) {
+			v, err := j.Lookup(r)
+			if err != nil {
+				return "", err
+			}
+			return v.Entry.Reason, nil
 		}}, nil
 	}
 }

@@ -4,11 +4,12 @@ package spool
 // (durable_journal_linux_test.go).
 var KeptSynced = testKeptSynced
 
-// PCJournal is what the power-cut tests ask of a journal: to record an
-// attempt, and the state a lookup says.
+// PCJournal is what the power-cut and unreadable-record tests ask of a
+// journal: to record an attempt, and the state and reason a lookup says.
 type PCJournal struct {
 	Record func(m *Message, a Attempt)
 	Lookup func(r Ref) (state string, err error)
+	Reason func(r Ref) (reason string, err error)
 }
 
 // OpenJournaled opens the spool of o with its journal, for the power-cut

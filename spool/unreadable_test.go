@@ -22,7 +22,11 @@ func TestUnreadableRecordLeavesTheQueue(t *testing.T) {
 	ctx := context.Background()
 	var logs lockedBuffer
 	opts := Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
-	s := openTest(t, dir, opts)
+	opts.Dir = dir
+	s, jr, err := OpenJournaled(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	body := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, 6000) } // in the value log
 	put := func(host, fairness string, i int) *Message {
 		m := newMsg(host, i)
@@ -57,7 +61,9 @@ func TestUnreadableRecordLeavesTheQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s = openTest(t, dir, opts)
+	if s, jr, err = OpenJournaled(opts); err != nil {
+		t.Fatal(err)
+	}
 	if got := s.Usage().Messages; got != 7 {
 		t.Fatalf("%d messages counted at open, want 7", got)
 	}
@@ -100,19 +106,25 @@ func TestUnreadableRecordLeavesTheQueue(t *testing.T) {
 		t.Fatalf("logged the 2 unreadable records %d times, want once each:\n%s", n, logs.String())
 	}
 	for _, m := range bad {
-		v, err := s.jr.Lookup(m.Ref())
+		state, err := jr.Lookup(m.Ref())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.State != OutcomePurged || !strings.Contains(v.Entry.Reason, "unreadable after a crash") {
-			t.Fatalf("journal of %d: %s (%q), want purged, unreadable after a crash", m.ID, v.State, v.Entry.Reason)
+		reason, err := jr.Reason(m.Ref())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state != OutcomePurged || !strings.Contains(reason, "unreadable after a crash") {
+			t.Fatalf("journal of %d: %s (%q), want purged, unreadable after a crash", m.ID, state, reason)
 		}
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	s = openTest(t, dir, opts)
+	if s, _, err = OpenJournaled(opts); err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	if got := s.Usage().Messages; got != 5 {
 		t.Fatalf("%d messages after the next open, want 5", got)
