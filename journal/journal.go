@@ -4,11 +4,11 @@
 //
 //	dead/   j <id:8>              entry: what was accepted, and its outcome once known
 //	dead/   a <id:8> <at:8>       one attempt: when, how long, status, error, answer
-//	dead/   x ...                 indexes by time, state, host and idempotency key (journal_index.go)
+//	dead/   x ...                 indexes by time, state, host and idempotency key (index.go)
 //	dead/   h <host> 0x00 <id:8>  the older index of a host's entries, read until those are built
 //
 // The queue's record is the accepted record: a queued webhook has no
-// entry, and the journal shows it from the queue (journal_queued.go). Its
+// entry, and the journal shows it from the queue (queued.go). Its
 // entry and index keys are written when it leaves the queue. Writes are
 // group commits of their own, never one per webhook: the journal's
 // writer (journalLoop) commits whatever records have come in in one kept
@@ -27,7 +27,7 @@
 // so a webhook delivered at once costs one journal write. A webhook with
 // a coalesce key has a note while queued (an entry without outcome or
 // index keys), rewritten when a later webhook replaces its content, with
-// its arrival kept and one replacement more (journal_coalesce.go).
+// its arrival kept and one replacement more (coalesce.go).
 //
 // The journal has its own budget (Options) and does not count
 // toward the spool's limits: history never causes a 429.
@@ -49,7 +49,7 @@ const (
 	prefixAttempt   = 'a'
 	prefixHostIndex = 'h' // h <host> 0x00 <id:8> -> nothing: a host's entries, for List
 	// o <outcome> 0x00 <id:8> -> nothing: the entries with an outcome, for
-	// List by state (journal_outcomes.go)
+	// List by state (outcomes.go)
 	prefixOutcomeIndex = 'o'
 )
 
@@ -60,7 +60,7 @@ type Options struct {
 	Retain       time.Duration // default 14 days
 	MaxBytes     int64         // default a quarter of the spool's MaxBytes
 	ResponseBody int           // bytes of a partner's answer kept per attempt; default 1 KiB
-	Bodies       bool          // keep a delivered webhook's request, to send it again (journal_bodies.go)
+	Bodies       bool          // keep a delivered webhook's request, to send it again (bodies.go)
 
 	// For tests: how long records wait for company (default
 	// journalLinger).

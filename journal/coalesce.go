@@ -16,7 +16,7 @@ import (
 // journal write at ingest, for webhooks with a coalesce key only. The run
 // also remembers, for the queued webhooks it accepted with one, the key,
 // the arrival, and how often and when last a later webhook replaced the
-// content. An outcome rewrites the whole entry (journal_write.go) with
+// content. An outcome rewrites the whole entry (write.go) with
 // what is remembered; for a webhook the run does not know (accepted by an earlier
 // run, or forgotten when there were more than maxJournalCoal), the
 // journal's writer reads it from the entry's record instead (mergeEntry):

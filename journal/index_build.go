@@ -1,6 +1,6 @@
 package journal
 
-// Building the indexes of journal_index.go for a journal written before
+// Building the indexes of index.go for a journal written before
 // them, once, in the background: the spool opens at once, and List reads
 // the older indexes (by id) until the build is done. New entries get their
 // keys as they are written, the older indexes' too meanwhile; the build

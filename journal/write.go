@@ -46,13 +46,13 @@ type Journal struct {
 	bytes   atomic.Int64 // keys and values kept, about
 	entries atomic.Int64
 	failed  atomic.Bool // a journal commit failed: logged once
-	// indexed: the indexes of journal_index.go are complete, and List
+	// indexed: the indexes of index.go are complete, and List
 	// reads them.
 	indexed atomic.Bool
 	// acceptedUpTo: ids at or below it were accepted by a hookpace that
 	// wrote an accepted record at ingest (keyJournalAccepted).
 	acceptedUpTo uint64
-	build        indexBuild // journal_index_build.go
+	build        indexBuild // index_build.go
 	// oldest: the Accepted of the oldest entry, Unix nanoseconds, as the
 	// last sweep (or Open) saw it: the span the journal's rate is
 	// measured over.
@@ -61,15 +61,15 @@ type Journal struct {
 	short    atomic.Bool // too little room above min_free: records dropped (logged once a spell)
 
 	// queued: the queued webhooks, for listings and lookups
-	// (journal_queued_index.go); nil with the journal off. Guarded by
+	// (queued_index.go); nil with the journal off. Guarded by
 	// mu.
 	queued *queuedIndex
 	// relived: the later lives of webhooks queued again, while queued
-	// (journal_replays.go).
+	// (replays.go).
 	relived queuedLives
 
 	// Guarded by mu: the coalesce keys of the queued webhooks this
-	// run accepted with one (journal_coalesce.go), complete for ids above
+	// run accepted with one (coalesce.go), complete for ids above
 	// coalFrom once coalSet.
 	coal     map[uint64]*coalInfo
 	coalFrom uint64
@@ -87,7 +87,7 @@ func (j *Journal) Instance() uint64 { return j.instance }
 // change the message since).
 type journalRec struct {
 	key, val []byte
-	index    [][]byte // index keys to set (journal_index.go; encode)
+	index    [][]byte // index keys to set (index.go; encode)
 	unindex  [][]byte // and to delete
 	grow     int64
 	entry    bool
@@ -115,9 +115,9 @@ func outcomeRec(m *spool.Message, outcome, reason string, at time.Time) journalR
 // encode makes the record of an entry: its URL redacted, its index keys,
 // and what it adds to the journal. An entry with an outcome gets every
 // index key (the webhook had none while queued: the queue listed it); a
-// queued webhook's entry (a coalesce note, journal_coalesce.go) gets none.
-// legacy: the keys of the indexes before journal_index.go too, while
-// those are still read (journal_index_build.go).
+// queued webhook's entry (a coalesce note, coalesce.go) gets none.
+// legacy: the keys of the indexes before index.go too, while
+// those are still read (index_build.go).
 func (r *journalRec) encode(legacy bool) {
 	if r.e == nil {
 		return
@@ -187,11 +187,11 @@ func (j *Journal) journalLocked(recs ...journalRec) uint64 {
 
 // Settled takes a round whose queue write is durable, before its new
 // messages are announced (History): the queued webhooks' index
-// (journal_queued_index.go) takes the new ones and forgets those that
+// (queued_index.go) takes the new ones and forgets those that
 // left. Of the new ones the journal writes nothing, for most: the
 // queue's record is the accepted record. It keeps a queued webhook's
-// coalesce key and replacements (journal_coalesce.go), and knows a
-// webhook queued again as a later life of its first (journal_replays.go).
+// coalesce key and replacements (coalesce.go), and knows a
+// webhook queued again as a later life of its first (replays.go).
 // mu is held.
 func (j *Journal) Settled(round []spool.Change) {
 	for _, c := range round {

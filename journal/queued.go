@@ -2,14 +2,14 @@ package journal
 
 // The journal's view of a queued webhook is the queue's record: the
 // journal writes no entry when a webhook is accepted, only when it leaves
-// the queue (journal_write.go). So a lookup and a listing read the queued
+// the queue (write.go). So a lookup and a listing read the queued
 // webhooks from the queue, and the finished ones from the
 // journal, and the journal is read after the queue: a webhook that leaves
 // the queue in between is in the journal by then (its entry is durable
 // before the queue's delete), and is shown once, with its outcome.
 //
 // How each filter reads the queued webhooks: the journal's index of them
-// in memory (journal_queued_index.go) holds their ids in order, each with
+// in memory (queued_index.go) holds their ids in order, each with
 // its queue key, and their ids by Idempotency-Key; ids are given in the
 // order webhooks are accepted, so newest first is highest id first.
 //   - none, state queued: the index's highest ids below the cursor, then

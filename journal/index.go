@@ -14,14 +14,14 @@ package journal
 // writes t, h, i and s <outcome>, and deletes s queued for a webhook an
 // earlier release gave an accepted record (those wrote t, h, i and s
 // queued at ingest; a queued webhook now has no index keys: the queue
-// lists it, journal_queued.go); the sweep deletes all of them with the
+// lists it, queued.go); the sweep deletes all of them with the
 // entry. They count toward the journal's bytes (Options.MaxBytes),
 // about 100 bytes an entry. An index key whose entry is gone or says
 // otherwise (a stale one) selects nothing: every entry read is checked
 // against the query.
 //
 // A journal written before these indexes has them built once, in the
-// background (journal_index_build.go); until then List reads as it did
+// background (index_build.go); until then List reads as it did
 // (the host and outcome indexes by id, or a scan).
 
 import (

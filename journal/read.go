@@ -26,7 +26,7 @@ type View struct {
 }
 
 // Lookup finds a webhook by its id (see Ref; a short id is of this spool).
-// A webhook queued again since under a new id (journal_replays.go) is
+// A webhook queued again since under a new id (replays.go) is
 // one: the entry and state of its last life, the attempts of all of them
 // in order.
 func (j *Journal) Lookup(r spool.Ref) (*View, error) {
@@ -157,7 +157,7 @@ type Query struct {
 	Limit        int    // default 50
 	// Idempotency: only the webhooks with this Idempotency-Key. Contains:
 	// only those whose request holds this text, as far as it is kept
-	// (journal_search.go).
+	// (search.go).
 	Idempotency string
 	Contains    string
 
@@ -172,7 +172,7 @@ const queryScanMax = 200_000
 // List returns the entries q selects, newest first (by acceptance, from
 // the indexes; by id while they are built), and the cursor of the next
 // page: zero when no entry after the page matches. The queued webhooks
-// come from the queue (journal_queued.go), the others from the journal.
+// come from the queue (queued.go), the others from the journal.
 // A page reads at most queryScanMax entries of the journal, for at most
 // about queryTime, and the queue for as long again: a search that finds
 // fewer than q.Limit in that returns what it found and a cursor.
@@ -213,7 +213,7 @@ func (j *Journal) List(q Query) ([]*Entry, Cursor, error) {
 }
 
 // listLegacy is List from the indexes by id a journal had before those of
-// journal_index.go, while those are built: the host's, the outcome's, or
+// index.go, while those are built: the host's, the outcome's, or
 // a scan. The cursor is an id.
 func (j *Journal) listLegacy(txn *badger.Txn, q *Query, out *[]*Entry) (next uint64, err error) {
 	if q.Before.At != 0 {
