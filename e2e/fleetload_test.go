@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -144,8 +145,76 @@ func wireTime(r *http.Request) time.Time {
 	return c.last
 }
 
+var (
+	stampsOnce sync.Once
+	stampsErr  error
+	stampsKeep [2]net.Conn // held for the process: a socket unreferenced is closed by the GC
+)
+
+// stampsOn makes sure the kernel stamps what this process receives. The
+// first socket that asks for receive times turns stamping on through
+// deferred work, so until that has run TCP segments arrive unstamped and
+// recvmsg gives no time: on a loaded machine a fleet test's first
+// requests came without one. stampsOn asks once per process, on a
+// loopback connection it keeps open (the kernel stamps while any socket
+// asks), and sends a byte over it until one comes back stamped.
+func stampsOn(t *testing.T) {
+	t.Helper()
+	stampsOnce.Do(func() {
+		var in, out net.Conn
+		in, out, stampsErr = stampedPair()
+		stampsKeep = [2]net.Conn{in, out}
+	})
+	if stampsErr != nil {
+		t.Fatalf("receive timestamps: %v", stampsErr)
+	}
+}
+
+func stampedPair() (net.Conn, net.Conn, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer l.Close()
+	out, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := wireListener{l}.Accept()
+	if err != nil {
+		out.Close()
+		return nil, nil, err
+	}
+	in, ok := c.(*wireConn)
+	if !ok {
+		out.Close()
+		c.Close()
+		return nil, nil, fmt.Errorf("SO_TIMESTAMPNS could not be set on a loopback connection")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for b := make([]byte, 1); time.Now().Before(deadline); {
+		if _, err := out.Write(b); err != nil {
+			return nil, nil, err
+		}
+		if _, err := in.Read(b); err != nil {
+			return nil, nil, err
+		}
+		in.mu.Lock()
+		stamped := !in.last.IsZero()
+		in.mu.Unlock()
+		if stamped {
+			return in, out, nil
+		}
+		runtime.Gosched()
+	}
+	in.Close()
+	out.Close()
+	return nil, nil, fmt.Errorf("no receive time on loopback within 30 s of asking")
+}
+
 // newWireReceiver is NewReceiver with the wire's receive times.
 func newWireReceiver(t *testing.T) *Receiver {
+	stampsOn(t)
 	rc := &Receiver{notify: make(chan struct{}, 1)}
 	rc.Server = httptest.NewUnstartedServer(http.HandlerFunc(rc.serve))
 	// On the listening socket too: a connection accepted inherits it, and
