@@ -190,13 +190,36 @@ func (s *Server) Restart() {
 	s.WaitReady()
 }
 
-// FreePort is a loopback port nothing listens on now.
+// FreePort is a loopback port nothing listens on now, for a server a test
+// starts later. It is taken from below the kernel's ephemeral range
+// (32768 up), where no outgoing connection's local port can land on it
+// before the server binds, and never handed out twice by one process.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range portSpan {
+		p := portLow + (portNext+os.Getpid())%portSpan
+		portNext++
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue // another process has it
+		}
+		l.Close()
+		return p
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port below the ephemeral range")
+	return 0
 }
+
+// The ports FreePort hands out: portLow up to the ephemeral range, each
+// process starting at its own offset (its pid) to keep clear of others.
+const (
+	portLow  = 20000
+	portSpan = 32768 - portLow
+)
+
+var (
+	portsMu  sync.Mutex
+	portNext int
+)
