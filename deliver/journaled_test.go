@@ -1,36 +1,11 @@
 package deliver
 
-import (
-	"sync"
+import "github.com/hookpace/hookpace/internal/journaltest"
 
-	"github.com/hookpace/hookpace/journal"
-	"github.com/hookpace/hookpace/spool"
+// openJournaled opens a spool with its journal, as hookpace does;
+// journalOf finds that journal again.
+var (
+	openJournaled     = journaltest.Open
+	journalOf         = journaltest.Of
+	openJournaledWith = journaltest.OpenWith
 )
-
-// journals are the journals of the spools openJournaled opened.
-var journals sync.Map // *spool.Spool -> *journal.Journal
-
-// openJournaled opens a spool with its journal (default options), as
-// hookpace does.
-func openJournaled(o spool.Options) (*spool.Spool, error) {
-	s, j, err := journal.OpenSpool(o, journal.Options{})
-	if err == nil {
-		journals.Store(s, j)
-	}
-	return s, err
-}
-
-// journalOf is the journal of a spool openJournaled opened.
-func journalOf(s *spool.Spool) *journal.Journal {
-	j, _ := journals.Load(s)
-	return j.(*journal.Journal)
-}
-
-// openJournaledWith is openJournaled with the journal's options o.
-func openJournaledWith(so spool.Options, o journal.Options) (*spool.Spool, error) {
-	s, j, err := journal.OpenSpool(so, o)
-	if err == nil {
-		journals.Store(s, j)
-	}
-	return s, err
-}

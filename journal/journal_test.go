@@ -1,19 +1,15 @@
 package journal
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"errors"
-	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/tartest"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -251,7 +247,7 @@ func TestJournalEntryDurableBeforeDelete(t *testing.T) {
 // and journals what comes next.
 func TestJournalOpensSpoolFromBefore(t *testing.T) {
 	dir := t.TempDir()
-	untar(t, "testdata/spool-before-journal.tgz", dir)
+	tartest.Untar(t, "testdata/spool-before-journal.tgz", dir)
 	s := openTest(t, dir, testOpts{})
 	defer s.Close()
 	if u := s.Usage(); u.Messages != 4 || u.Dead != 1 {
@@ -280,41 +276,6 @@ func TestJournalOpensSpoolFromBefore(t *testing.T) {
 	}
 	if v, err := journalOf(s).Lookup(spool.Ref{Seq: old[0].ID}); err != nil || v.State != spool.OutcomeDelivered {
 		t.Fatalf("%+v %v", v, err)
-	}
-}
-
-func untar(t *testing.T, file, dir string) {
-	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, filepath.Clean(h.Name))
-		if h.Typeflag == tar.TypeDir {
-			os.MkdirAll(p, 0o700)
-			continue
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 

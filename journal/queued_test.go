@@ -9,6 +9,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/tartest"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -112,7 +113,7 @@ func TestJournalListMixesQueuedAndFinished(t *testing.T) {
 // attempts.
 func TestJournalUpgradeFromAcceptedRecords(t *testing.T) {
 	dir := t.TempDir()
-	untar(t, "testdata/spool-accepted-records.tgz", dir)
+	tartest.Untar(t, "testdata/spool-accepted-records.tgz", dir)
 	s := openTest(t, dir, testOpts{})
 	defer s.Close()
 	check := func(q Query, wantIDs []uint64, wantStates []string) {

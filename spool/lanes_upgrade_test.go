@@ -9,6 +9,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hookpace/hookpace/internal/tartest"
 )
 
 // writeRaw writes ms as records under their keys with a plain Badger, as
@@ -38,7 +39,7 @@ func writeRaw(t testing.TB, dir string, ms []*Message) {
 // per lane and key are rebuilt from the keys.
 func TestUpgradeLanesBesidePlainRecords(t *testing.T) {
 	dir := t.TempDir()
-	untar(t, "testdata/spool-before-journal.tgz", dir)
+	tartest.Untar(t, "testdata/spool-before-journal.tgz", dir)
 	h := "prev.example"
 	s := openTest(t, dir, Options{})
 	checkLanes(t, s, h, []LaneUsage{{Lane{}, 4}}, map[string]int{"": 4})

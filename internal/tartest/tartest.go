@@ -1,4 +1,6 @@
-package spool
+// Package tartest unpacks the spools earlier versions left (testdata
+// .tgz files) for the upgrade tests.
+package tartest
 
 import (
 	"archive/tar"
@@ -9,9 +11,8 @@ import (
 	"testing"
 )
 
-// untar unpacks the tar.gz file into dir: a spool left by an earlier
-// version (testdata).
-func untar(t *testing.T, file, dir string) {
+// Untar unpacks the tar.gz file into dir.
+func Untar(t testing.TB, file, dir string) {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
@@ -33,7 +34,9 @@ func untar(t *testing.T, file, dir string) {
 		}
 		p := filepath.Join(dir, filepath.Clean(h.Name))
 		if h.Typeflag == tar.TypeDir {
-			os.MkdirAll(p, 0o700)
+			if err := os.MkdirAll(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
 			continue
 		}
 		b, err := io.ReadAll(tr)
