@@ -1,93 +1,35 @@
 package journal
 
 import (
-	"time"
-
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/hookpace/hookpace/spool"
 )
 
-// A journal entry's coalesce key: the key is not part of a
-// queued webhook's record (proxy takes the header out; coalesce.go keeps
-// which webhook a key names in memory), so the journal keeps, for a
-// queued webhook accepted with one, a note: its entry without an outcome
-// and without index keys (the queue lists it), written when it is
-// accepted and when a later webhook replaces its content. This is the one
-// journal write at ingest, for webhooks with a coalesce key only. The run
-// also remembers, for the queued webhooks it accepted with one, the key,
-// the arrival, and how often and when last a later webhook replaced the
-// content. An outcome rewrites the whole entry (write.go) with
-// what is remembered; for a webhook the run does not know (accepted by an earlier
-// run, or forgotten when there were more than maxJournalCoal), the
-// journal's writer reads it from the entry's record instead (mergeEntry):
-// one read per outcome of the backlog a start finds. A webhook without a
-// key accepted by this run costs nothing of this: the ids of this run
-// are above coalFrom, and the run knows all of their keys.
+// A journal entry's coalesce key: the queue's record of a webhook
+// accepted with one keeps the key, how often a later webhook replaced its
+// content and when last (spool.Message.Coalesce), so the journal writes
+// nothing at its ingest: a queued webhook's listing reads them from its
+// record, and its entry, written when it leaves the queue, takes them
+// from its message. Queue records written before records kept the key
+// have a note in the journal instead (an entry without an outcome and
+// without index keys), written at their ingest and at each replacement:
+// an outcome of a webhook the run did not accept (ids at or below
+// coalFrom) reads it (mergeEntry), and so does a listing of such a queued
+// webhook (coalesceOf): one read per outcome of the backlog a start
+// finds.
 
-// coalInfo is what the journal remembers of a queued webhook with a
-// coalesce key.
-type coalInfo struct {
-	key      string
-	accepted time.Time
-	replaced int
-	last     time.Time
-}
-
-// maxJournalCoal bounds the webhooks remembered; beyond it all are
-// forgotten, and their outcomes read the rest from their records.
-const maxJournalCoal = 100_000
-
-// coalesceRecLocked is the note of c's webhook, queued with a coalesce key:
-// its entry with the key, and for a replacement of a queued webhook's
-// content, the entry of that webhook (which keeps its id, place and
-// arrival) with one replacement more. ok is false for a webhook without a
-// key. Mutex held.
-func (j *Journal) coalesceRecLocked(c spool.Change) (r journalRec, ok bool) {
-	m := c.Msg
-	r = journalRec{e: entryOf(m)}
+// noteCoalesceLocked notes, from c, the first webhook the run accepts:
+// the ids of those before it are of earlier runs. (A replacement is never
+// the first: its target came before it.) Mutex held.
+func (j *Journal) noteCoalesceLocked(c spool.Change) {
 	if !j.coalSet {
-		// The run's first new webhook: the ids of those before it are
-		// of earlier runs. (A replacement is never the first: its
-		// target came before it.)
-		j.coalFrom, j.coalSet = m.ID-1, true
+		j.coalFrom, j.coalSet = c.Msg.ID-1, true
 	}
-	if c.Coalesce == "" {
-		return r, false
-	}
-	e := r.e
-	e.Coalesce = c.Coalesce
-	if !c.Replaces { // queued anew: the key names it now
-		if len(j.coal) >= maxJournalCoal {
-			j.coal, j.coalFrom = nil, j.st.SeqLocked() // those queued now are forgotten
-		}
-		if j.coal == nil {
-			j.coal = make(map[uint64]*coalInfo)
-		}
-		j.coal[m.ID] = &coalInfo{key: e.Coalesce, accepted: m.Enqueued}
-		return r, true
-	}
-	// It rewrites its target's note.
-	info := j.coal[m.ID]
-	if info == nil {
-		r.merge, r.replaced = true, true
-		e.Replaced, e.ReplacedAt = 1, m.Enqueued
-		return r, true
-	}
-	info.replaced++
-	info.last = m.Enqueued
-	e.Accepted, e.Replaced, e.ReplacedAt = info.accepted, info.replaced, info.last
-	return r, true
 }
 
-// outcomeCoalesceLocked completes an outcome's record with what the run
-// remembers of its webhook's coalesce key, and forgets it; or, for one the
-// run may not know, has the writer read it. Mutex held.
+// outcomeCoalesceLocked has the writer read an outcome's note, for a
+// webhook an earlier run accepted. Mutex held.
 func (j *Journal) outcomeCoalesceLocked(r *journalRec) {
-	if info := j.coal[r.e.ID]; info != nil {
-		delete(j.coal, r.e.ID)
-		r.e.Coalesce, r.e.Replaced, r.e.ReplacedAt = info.key, info.replaced, info.last
-		return
-	}
 	r.merge = !j.coalSet || r.e.ID <= j.coalFrom
 }
 
@@ -97,7 +39,7 @@ func (j *Journal) outcomeCoalesceLocked(r *journalRec) {
 // has an outcome was written by a round whose queue delete a crash lost:
 // the webhook was sent again, and its first delivery stays, as an
 // attempt. A record that cannot be read leaves e as it is: e replaces it.
-func mergeEntry(txn *badger.Txn, e *Entry, replaced bool) {
+func mergeEntry(txn *badger.Txn, e *Entry) {
 	item, err := txn.Get(journalKey(e.ID))
 	if err != nil {
 		return
@@ -107,14 +49,14 @@ func mergeEntry(txn *badger.Txn, e *Entry, replaced bool) {
 		if err != nil {
 			return nil
 		}
-		if e.Coalesce == "" {
-			e.Coalesce = old.Coalesce
-		}
-		if replaced {
-			e.Accepted = old.Accepted
+		if e.Coalesce == "" { // its queue record kept no key
+			e.Coalesce, e.Replaced, e.ReplacedAt = old.Coalesce, old.Replaced, old.ReplacedAt
+		} else if old.Outcome == "" {
+			// A note: the replacements before the record kept them.
 			e.Replaced += old.Replaced
-		} else {
-			e.Replaced, e.ReplacedAt = old.Replaced, old.ReplacedAt
+			if old.ReplacedAt.After(e.ReplacedAt) {
+				e.ReplacedAt = old.ReplacedAt
+			}
 		}
 		if a := old.Final; old.Outcome != "" && a != nil && e.Outcome != "" {
 			txn.Set(attemptKey(e.ID, a.At), encodeAttempt(a))
@@ -124,19 +66,14 @@ func mergeEntry(txn *badger.Txn, e *Entry, replaced bool) {
 }
 
 // coalesceOf completes the queued webhooks' entries of a listing (made
-// from their queue records) with their coalesce keys and replacements:
-// what the run remembers, or else their notes.
+// from their queue records) whose records say no coalesce key, of an
+// earlier run, with their notes.
 func (j *Journal) coalesceOf(es []*Entry) {
 	var read []*Entry
 	j.mu.Lock()
 	for _, e := range es {
-		if e.Outcome != "" || e.Coalesce != "" {
-			continue
-		}
-		if info := j.coal[e.ID]; info != nil {
-			e.Coalesce, e.Replaced, e.ReplacedAt = info.key, info.replaced, info.last
-		} else if !j.coalSet || e.ID <= j.coalFrom {
-			read = append(read, e) // of an earlier run, or forgotten
+		if e.Outcome == "" && e.Coalesce == "" && (!j.coalSet || e.ID <= j.coalFrom) {
+			read = append(read, e)
 		}
 	}
 	j.mu.Unlock()

@@ -3,11 +3,13 @@ package journal
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"reflect"
 	"testing"
 	"time"
 
+	badger "github.com/dgraph-io/badger/v4"
 	"github.com/hookpace/hookpace/spool"
 )
 
@@ -172,39 +174,69 @@ func TestJournalEntryCoalesceLaneHeaders(t *testing.T) {
 	}
 }
 
-// A replacement of a webhook the run has forgotten (more than
-// maxJournalCoal remembered) reads the arrival and the count from its
-// record, and so does the outcome.
-func TestJournalEntryCoalesceForgotten(t *testing.T) {
-	s := openTest(t, t.TempDir(), testOpts{})
-	defer s.Close()
+// A webhook with a coalesce key costs the journal nothing at ingest,
+// nor does a replacement of its content: the queue's record keeps the
+// key and the replacements, for listings while it is queued, after a
+// restart too, and for its entry when it leaves the queue.
+func TestJournalCoalesceKeyAtExit(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, testOpts{journalLinger: time.Hour})
 	ctx := context.Background()
+	handed := func(s *spool.Spool) uint64 {
+		j := journalOf(s)
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		return j.seq
+	}
+	before := handed(s)
 	first := newMsg("a.example", 1)
 	keys := spool.Keys{Coalesce: "c"}
 	if _, err := s.AppendKeys(ctx, first, 0, keys); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AppendKeys(ctx, newMsg("a.example", 2), 0, keys); err != nil {
+	for i := 2; i <= 3; i++ {
+		if a, err := s.AppendKeys(ctx, newMsg("a.example", i), 0, keys); a != spool.Coalesced || err != nil {
+			t.Fatalf("append %d: %v, %v", i, a, err)
+		}
+	}
+	if n := handed(s) - before; n != 0 {
+		t.Fatalf("the appends handed the journal %d records at ingest; want none", n)
+	}
+	check := func(s *spool.Spool, state string) {
+		t.Helper()
+		v, err := journalOf(s).Lookup(spool.Ref{Seq: first.ID})
+		if err != nil || v.State != state || v.Entry.Coalesce != "c" || v.Entry.Replaced != 2 ||
+			!v.Entry.Accepted.Equal(first.Enqueued) || !v.Entry.ReplacedAt.Equal(time.Unix(1700000000, 3)) {
+			t.Fatalf("lookup: %+v, %v; want %s with key c, replaced twice", v, err, state)
+		}
+		page, _, err := journalOf(s).List(Query{Host: "a.example"})
+		if err != nil || len(page) != 1 || page[0].Coalesce != "c" || page[0].Replaced != 2 {
+			t.Fatalf("list: %+v, %v", page, err)
+		}
+	}
+	check(s, spool.StateQueued)
+	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	journalOf(s).mu.Lock()
-	journalOf(s).coal, journalOf(s).coalFrom = nil, s.SeqLocked() // as when over maxJournalCoal
-	journalOf(s).mu.Unlock()
-	if _, err := s.AppendKeys(ctx, newMsg("a.example", 3), 0, keys); err != nil {
-		t.Fatal(err)
+	s = openTest(t, dir, testOpts{})
+	defer s.Close()
+	check(s, spool.StateQueued)
+	got, err := s.Read("a.example", 0, 10)
+	if err != nil || len(got) != 1 {
+		t.Fatal(len(got), err)
 	}
-	settleJournal(t, s)
-	v, err := journalOf(s).Lookup(spool.Ref{Seq: first.ID})
-	if err != nil || v.Entry.Replaced != 2 || !v.Entry.Accepted.Equal(first.Enqueued) || v.Entry.Coalesce != "c" {
-		t.Fatalf("%+v %v", v, err)
-	}
-	got, _ := s.Read("a.example", 0, 10)
 	if err := s.Delete(got[0]); err != nil {
 		t.Fatal(err)
 	}
-	v, err = journalOf(s).Lookup(spool.Ref{Seq: first.ID})
-	if err != nil || v.State != spool.OutcomeDelivered || v.Entry.Replaced != 2 || v.Entry.Coalesce != "c" ||
-		!v.Entry.ReplacedAt.Equal(time.Unix(1700000000, 3)) {
-		t.Fatalf("%+v %v", v, err)
+	check(s, spool.OutcomeDelivered)
+	err = journalOf(s).kept.View(func(txn *badger.Txn) error {
+		e, err := journalEntry(txn, first.ID)
+		if err == nil && (e.Coalesce != "c" || e.Replaced != 2 || e.Outcome != spool.OutcomeDelivered) {
+			return fmt.Errorf("entry %+v", e)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the entry in the kept database: %v", err)
 	}
 }

@@ -285,9 +285,13 @@ func journalHeader(h http.Header) http.Header {
 
 // entryOf is m's entry, its URL as it is.
 func entryOf(m *spool.Message) *Entry {
-	return &Entry{ID: m.ID, Origin: m.Origin, OriginSpool: m.OriginSpool, Host: m.Host, Method: m.Method,
+	e := &Entry{ID: m.ID, Origin: m.Origin, OriginSpool: m.OriginSpool, Host: m.Host, Method: m.Method,
 		URL: m.URL, Idempotency: m.Header.Get("Idempotency-Key"), Size: len(m.Body), Accepted: m.Enqueued,
 		Fairness: m.Fairness, Priority: m.Priority, Ordering: m.Ordering, NotBefore: m.NotBefore, Header: m.Header}
+	if c := m.Coal; c != nil {
+		e.Coalesce, e.Replaced, e.ReplacedAt = c.Key, c.Replaced, c.At
+	}
+	return e
 }
 
 // entryFor is m's entry, its URL and headers redacted.

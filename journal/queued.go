@@ -269,8 +269,8 @@ func (j *Journal) queuedEntry(id uint64) (*Entry, error) {
 
 // stillQueued reports whether the webhook of e, an entry without an
 // outcome, is in the queue as txn sees it: then the queue lists it, not
-// the journal (an accepted record written at ingest by an earlier
-// release, or a coalesce note).
+// the journal (an accepted record or a coalesce note, written at ingest
+// by an earlier release).
 func (j *Journal) stillQueued(txn *badger.Txn, e *Entry) bool {
 	_, ok := j.st.FindQueued(txn, e.Host, e.ID)
 	return ok

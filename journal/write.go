@@ -68,10 +68,9 @@ type Journal struct {
 	// (replays.go).
 	relived queuedLives
 
-	// Guarded by mu: the coalesce keys of the queued webhooks this
-	// run accepted with one (coalesce.go), complete for ids above
-	// coalFrom once coalSet.
-	coal     map[uint64]*coalInfo
+	// Guarded by mu: the ids above coalFrom, once coalSet, are of
+	// webhooks this run accepted, of which the journal keeps no note
+	// (coalesce.go).
 	coalFrom uint64
 	coalSet  bool
 }
@@ -96,10 +95,10 @@ type journalRec struct {
 	// key the outcome deletes.
 	accepted bool
 	e        *Entry // to encode
-	// merge: what only the entry's record says (its coalesce key and
-	// replacements; with replaced, its arrival) is read from it
-	// (mergeEntry), the run not knowing it.
-	merge, replaced bool
+	// merge: what only the entry's record says (a note's coalesce key
+	// and replacements, an earlier delivery) is read from it
+	// (mergeEntry), the webhook being of an earlier run.
+	merge bool
 	// needs: the record is written only while this key is there (a
 	// replay's link, under its first entry).
 	needs []byte
@@ -114,8 +113,7 @@ func outcomeRec(m *spool.Message, outcome, reason string, at time.Time) journalR
 
 // encode makes the record of an entry: its URL redacted, its index keys,
 // and what it adds to the journal. An entry with an outcome gets every
-// index key (the webhook had none while queued: the queue listed it); a
-// queued webhook's entry (a coalesce note, coalesce.go) gets none.
+// index key (the webhook had none while queued: the queue listed it).
 // legacy: the keys of the indexes before index.go too, while
 // those are still read (index_build.go).
 func (r *journalRec) encode(legacy bool) {
@@ -188,11 +186,10 @@ func (j *Journal) journalLocked(recs ...journalRec) uint64 {
 // Settled takes a round whose queue write is durable, before its new
 // messages are announced (History): the queued webhooks' index
 // (queued_index.go) takes the new ones and forgets those that
-// left. Of the new ones the journal writes nothing, for most: the
-// queue's record is the accepted record. It keeps a queued webhook's
-// coalesce key and replacements (coalesce.go), and knows a
-// webhook queued again as a later life of its first (replays.go).
-// mu is held.
+// left. Of the new ones the journal writes nothing: the queue's record
+// is the accepted record, with its coalesce key and replacements
+// (coalesce.go). It knows a webhook queued again as a later life of its
+// first (replays.go). mu is held.
 func (j *Journal) Settled(round []spool.Change) {
 	for _, c := range round {
 		m := c.Msg
@@ -204,9 +201,7 @@ func (j *Journal) Settled(round []spool.Change) {
 			continue
 		}
 		j.queued.add(m.ID, m.Host, m.Lane(), m.Header.Get("Idempotency-Key"))
-		if r, ok := j.coalesceRecLocked(c); ok {
-			j.journalLocked(r)
-		}
+		j.noteCoalesceLocked(c)
 		if origin := reliveOrigin(m); origin != 0 {
 			j.relived.add(origin, m.ID)
 		}
@@ -399,7 +394,7 @@ func (j *Journal) writeJournal(recs []journalRec) error {
 			}
 		}
 		if r.merge {
-			mergeEntry(txn, r.e, r.replaced)
+			mergeEntry(txn, r.e)
 		}
 		r.encode(legacy)
 		err := set(&r)

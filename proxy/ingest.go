@@ -181,6 +181,9 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 		Enqueued: now,
 	}
 	lane.set(m) // before the body is read into the record
+	if ckey != "" {
+		m.Coal = &spool.Coalescing{Key: ckey} // in the record too
+	}
 	markDoor(m, in)
 	// What is acknowledged can be sent: built once here as delivery
 	// builds it, with the one builder delivery uses (the body is a

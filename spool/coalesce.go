@@ -25,6 +25,9 @@ import (
 // message is being written, then hands the dispatcher the new content, so
 // the body delivered is always the last one accepted.
 //
+// The key, how often the webhook's content was replaced and when last are
+// in its record (Message.Coal).
+//
 // Which message a key names is kept in memory (coal.index), checked
 // against the queue on every use: after a restart the next update of a key
 // is queued anew, and coalescing goes on from there.
@@ -116,6 +119,9 @@ func (s *Spool) AppendKeys(ctx context.Context, m *Message, hostLimit int64, k K
 	var co *coal
 	if k.Coalesce != "" {
 		co = &coal{key: coalKey(m.Host, k.Scope, k.Coalesce), name: k.Coalesce}
+		if m.Coal == nil || m.Coal.Key != k.Coalesce {
+			m.Coal = &Coalescing{Key: k.Coalesce} // in its record: the journal reads it there
+		}
 	}
 	err := s.append(m, hostLimit, on, co)
 	switch {
@@ -188,6 +194,13 @@ func (a *appendOp) stageReplace(txn *badger.Txn, seq *uint64) error {
 	}
 	m := a.msg
 	old.Method, old.URL, old.Header, old.Body = m.Method, m.URL, m.Header, m.Body
+	c := Coalescing{Key: m.Coal.Key} // for a record from before records kept the key
+	if old.Coal != nil {
+		c = *old.Coal
+	}
+	c.Replaced++
+	c.At = m.Enqueued
+	old.Coal = &c
 	co.newVal = old.record()
 	co.newSize = old.storedSize(co.newVal)
 	if err := txn.Set(old.key(), co.newVal); err != nil {
@@ -197,6 +210,7 @@ func (a *appendOp) stageReplace(txn *badger.Txn, seq *uint64) error {
 	// m takes the target's lane fields, with its place: what the
 	// dispatcher is told of (announce) is where the record is.
 	m.Fairness, m.Priority, m.Ordering, m.NotBefore = old.Fairness, old.Priority, old.Ordering, old.NotBefore
+	m.Coal = old.Coal
 	return nil
 }
 
@@ -274,6 +288,7 @@ func (s *Spool) Begin(m *Message) (grew int64) {
 		delete(s.coal.replaced, m.ID)
 		grew = int64(len(r.Body) - len(m.Body))
 		m.Method, m.URL, m.Header, m.Body, m.size = r.Method, r.URL, r.Header, r.Body, r.size
+		m.Coal = r.Coal
 	}
 	return grew
 }

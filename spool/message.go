@@ -40,6 +40,11 @@ type Message struct {
 	Ordering  string
 	NotBefore time.Time
 
+	// Coal is the coalesce key the webhook was accepted with and its
+	// replacements (nil: none), kept in its record so that its journal
+	// entry, written when it leaves the queue, says them.
+	Coal *Coalescing
+
 	// Delivery state, persisted when an attempt fails so that restarts keep
 	// counting towards max_attempts.
 	Attempts   int
@@ -56,6 +61,15 @@ type Message struct {
 	// writes the rest of the record in front of it instead of copying the
 	// body again.
 	rec []byte
+}
+
+// Coalescing is what a webhook's record keeps of its coalesce key: the key,
+// how often a later webhook with it replaced the content, and when last
+// (zero: never).
+type Coalescing struct {
+	Key      string
+	Replaced int
+	At       time.Time
 }
 
 // IDString formats an id the way hookpace shows it to users.
@@ -98,12 +112,16 @@ func (m *Message) OriginID() uint64 {
 // webhook that has one of them: after the version byte, the Origin id (a
 // uvarint), the origin's spool (8 bytes, 0 for none), the fairness key,
 // the priority (1 byte), the ordering key, and NotBefore (a varint of
-// Unix nanoseconds, 0 for none); the rest is version 1's.
+// Unix nanoseconds, 0 for none); the rest is version 1's. Version 5 is
+// version 4 with the coalesce key, the replacements (a uvarint) and the
+// last replacement's time (a varint of Unix nanoseconds, 0 for none)
+// after NotBefore, written only for a webhook with a coalesce key.
 const (
-	encodingVersion       = 1
-	encodingVersionOrigin = 2
-	encodingVersionHanded = 3
-	encodingVersionLanes  = 4
+	encodingVersion         = 1
+	encodingVersionOrigin   = 2
+	encodingVersionHanded   = 3
+	encodingVersionLanes    = 4
+	encodingVersionCoalesce = 5
 )
 
 // laned says that m has a lane field set, and takes a version 4 record.
@@ -122,14 +140,23 @@ func (m *Message) encode(b []byte) []byte {
 
 // encodeHead appends everything encode writes before the body's length.
 func (m *Message) encodeHead(b []byte) []byte {
-	if m.laned() {
-		b = append(b, encodingVersionLanes)
+	if m.Coal != nil || m.laned() {
+		v := byte(encodingVersionLanes)
+		if m.Coal != nil {
+			v = encodingVersionCoalesce
+		}
+		b = append(b, v)
 		b = binary.AppendUvarint(b, m.Origin)
 		b = binary.BigEndian.AppendUint64(b, m.OriginSpool)
 		b = record.AppendString(b, m.Fairness)
 		b = append(b, byte(m.Priority))
 		b = record.AppendString(b, m.Ordering)
 		b = binary.AppendVarint(b, record.UnixNano(m.NotBefore))
+		if c := m.Coal; c != nil {
+			b = record.AppendString(b, c.Key)
+			b = binary.AppendUvarint(b, uint64(c.Replaced))
+			b = binary.AppendVarint(b, record.UnixNano(c.At))
+		}
 	} else if m.OriginSpool != 0 {
 		b = append(b, encodingVersionHanded)
 		b = binary.AppendUvarint(b, m.Origin)
@@ -164,8 +191,11 @@ func (m *Message) headLen() int {
 		uvarintLen(uint64(m.Attempts)) + uvarintLen(uint64(m.LastStatus)) + strLen(m.LastError) +
 		varintLen(record.UnixNano(m.LastTry)) + uvarintLen(uint64(len(m.Header)))
 	switch {
-	case m.laned():
+	case m.Coal != nil || m.laned():
 		n += uvarintLen(m.Origin) + 8 + strLen(m.Fairness) + 1 + strLen(m.Ordering) + varintLen(record.UnixNano(m.NotBefore))
+		if c := m.Coal; c != nil {
+			n += strLen(c.Key) + uvarintLen(uint64(c.Replaced)) + varintLen(record.UnixNano(c.At))
+		}
 	case m.OriginSpool != 0:
 		n += uvarintLen(m.Origin) + 8
 	case m.Origin != 0:
@@ -283,10 +313,10 @@ func varintLen(x int64) int { return uvarintLen(uint64(x<<1) ^ uint64(x>>63)) }
 func strLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
 
 // readVersion reads a message record's version byte and what the version
-// puts after it (the origin, the lane fields) into m. It reports false for
+// puts after it (the origin, the lane fields, the coalesce key) into m. It reports false for
 // a version it does not know (or no byte at all).
 func readVersion(d *record.Decoder, m *Message) bool {
-	switch d.Byte() {
+	switch v := d.Byte(); v {
 	case encodingVersion:
 		return d.Err == nil
 	case encodingVersionOrigin:
@@ -296,7 +326,7 @@ func readVersion(d *record.Decoder, m *Message) bool {
 		m.Origin = d.Uvarint()
 		m.OriginSpool = d.Uint64()
 		return d.Err == nil
-	case encodingVersionLanes:
+	case encodingVersionLanes, encodingVersionCoalesce:
 		m.Origin = d.Uvarint()
 		m.OriginSpool = d.Uint64()
 		m.Fairness = d.Str()
@@ -308,6 +338,9 @@ func readVersion(d *record.Decoder, m *Message) bool {
 		m.Ordering = d.Str()
 		if t := d.Varint(); t != 0 {
 			m.NotBefore = time.Unix(0, t)
+		}
+		if v == encodingVersionCoalesce {
+			m.Coal = &Coalescing{Key: d.Str(), Replaced: int(d.Uvarint()), At: record.TimeOf(d.Varint())}
 		}
 		return d.Err == nil
 	}

@@ -44,6 +44,12 @@ func randomMessage(r *rand.Rand) *Message {
 			m.NotBefore = time.Unix(0, r.Int64N(math.MaxInt64))
 		}
 	}
+	if r.IntN(4) == 0 { // a coalesce key: a version 5 record
+		m.Coal = &Coalescing{Key: "key-" + str(40), Replaced: r.IntN(1000)}
+		if m.Coal.Replaced > 0 {
+			m.Coal.At = time.Unix(0, 1+r.Int64N(math.MaxInt64-1))
+		}
+	}
 	for range r.IntN(6) {
 		k := "X-" + str(20)
 		for range r.IntN(3) {
@@ -149,6 +155,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		rec := m.encode(nil)
 		want := byte(encodingVersion + min(m.Origin, 1))
 		switch {
+		case m.Coal != nil:
+			want = encodingVersionCoalesce
 		case m.laned():
 			want = encodingVersionLanes
 		case m.OriginSpool != 0:
@@ -162,7 +170,8 @@ func TestRecordRoundTrip(t *testing.T) {
 			t.Fatalf("message %d: %v", i, err)
 		}
 		if got.Fairness != m.Fairness || got.Priority != m.Priority || got.Ordering != m.Ordering ||
-			!got.NotBefore.Equal(m.NotBefore) || got.OriginSpool != m.OriginSpool {
+			!got.NotBefore.Equal(m.NotBefore) || got.OriginSpool != m.OriginSpool ||
+			(got.Coal == nil) != (m.Coal == nil) || m.Coal != nil && (got.Coal.Key != m.Coal.Key || got.Coal.Replaced != m.Coal.Replaced || !got.Coal.At.Equal(m.Coal.At)) {
 			t.Fatalf("message %d: lane fields %+v, want %+v", i, got, m)
 		}
 		if got.Origin != m.Origin || got.Method != m.Method || got.URL != m.URL || !got.Enqueued.Equal(m.Enqueued) ||
@@ -173,7 +182,7 @@ func TestRecordRoundTrip(t *testing.T) {
 			t.Fatalf("message %d: enqueued %v, %v from the record's head", i, at, err)
 		}
 	}
-	if _, err := decodeMessage("a.example", 7, []byte{5, 0}); err == nil || !strings.Contains(err.Error(), "version 5") {
+	if _, err := decodeMessage("a.example", 7, []byte{6, 0}); err == nil || !strings.Contains(err.Error(), "version 6") {
 		t.Fatalf("an unknown version: %v", err)
 	}
 	if _, err := decodeMessage("a.example", 7, nil); err == nil {
