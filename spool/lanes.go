@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -116,6 +117,10 @@ func (s *Spool) dropUnreadable(host string, l Lane, id uint64, item *badger.Item
 	if _, dropping := s.unreadable.LoadOrStore(id, true); dropping {
 		return
 	}
+	if s.readsWhole(item.KeyCopy(nil)) {
+		s.unreadable.Delete(id)
+		return // moved, not lost: the caller's next read finds it
+	}
 	s.log.Error("spool: a queued record cannot be read (its value is missing after a crash): removing it",
 		"host", host, "fairness_key", l.Key, "priority", l.Priority.String(), "id", IDString(id), "key", fmt.Sprintf("%q", item.Key()))
 	m := &Message{ID: id, Host: host, Fairness: l.Key, Priority: l.Priority, Spool: s.instance}
@@ -132,6 +137,29 @@ func (s *Spool) dropUnreadable(host string, l Lane, id uint64, item *badger.Item
 			s.unreadable.Delete(id)
 		}
 	}()
+}
+
+// readsWhole reports whether key's value reads whole now. Badger reads an
+// empty value, and only logs why, also where value-log GC moved a record
+// and deleted its old file between a lookup and the read of its value
+// (Badger defers that deletion only while an iterator is open). A new
+// transaction finds the record where GC put it, and its iterator keeps
+// any GC from deleting a file under this read.
+func (s *Spool) readsWhole(key []byte) bool {
+	txn := s.queue.NewTransactionAt(math.MaxUint64, false)
+	defer txn.Discard()
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: key})
+	defer it.Close()
+	it.Seek(key)
+	if !it.Valid() || !bytes.Equal(it.Item().Key(), key) {
+		return false
+	}
+	whole := false
+	it.Item().Value(func(v []byte) error {
+		whole = len(v) > 0
+		return nil
+	})
+	return whole
 }
 
 // Get returns queued message id of lane l of host's, or an error wrapping

@@ -67,6 +67,17 @@ func TestUnreadableRecordLeavesTheQueue(t *testing.T) {
 	if got := s.Usage().Messages; got != 7 {
 		t.Fatalf("%d messages counted at open, want 7", got)
 	}
+	// What reads whole is never taken for lost; what was cut off is.
+	for _, m := range good {
+		if !s.readsWhole(m.key()) {
+			t.Fatalf("record %d reads whole, but readsWhole says not", m.ID)
+		}
+	}
+	for _, m := range bad {
+		if s.readsWhole(m.key()) {
+			t.Fatalf("record %d was cut off, but readsWhole says it reads whole", m.ID)
+		}
+	}
 	if _, ok, err := s.Oldest("c.example"); ok || err != nil {
 		t.Fatalf("Oldest of a host whose one record is unreadable: %v, %v; want none", ok, err)
 	}
