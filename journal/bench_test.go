@@ -32,7 +32,7 @@ func BenchmarkListDead(b *testing.B) {
 				Size: 100, Accepted: at, Outcome: outcome, OutcomeAt: at}
 			recs = append(recs, journalRec{e: e})
 		}
-		if err := journalOf(s).writeJournal(recs); err != nil {
+		if _, err := journalOf(s).writeJournal(recs); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -104,7 +104,7 @@ func (m journalMix) fill(b *testing.B, s *spool.Spool) *spool.Spool {
 				recs = append(recs, journalRec{key: key, val: v, grow: int64(len(key) + len(v))})
 			}
 		}
-		if err := journalOf(s).writeJournal(recs); err != nil {
+		if _, err := journalOf(s).writeJournal(recs); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -39,16 +39,23 @@ func (j *Journal) outcomeCoalesceLocked(r *journalRec) {
 // has an outcome was written by a round whose queue delete a crash lost:
 // the webhook was sent again, and its first delivery stays, as an
 // attempt. A record that cannot be read leaves e as it is: e replaces it.
-func mergeEntry(txn *badger.Txn, e *Entry) {
+// changed says e changed; again says the record is e's very outcome,
+// written before (an outcome ahead taken again at a start).
+func mergeEntry(txn *badger.Txn, e *Entry) (changed, again bool) {
 	item, err := txn.Get(journalKey(e.ID))
 	if err != nil {
-		return
+		return false, false
 	}
 	item.Value(func(v []byte) error {
 		old, err := decodeEntry(e.ID, v)
 		if err != nil {
 			return nil
 		}
+		if old.Outcome != "" && old.Outcome == e.Outcome && old.OutcomeAt.Equal(e.OutcomeAt) {
+			again = true
+			return nil
+		}
+		changed = true
 		if e.Coalesce == "" { // its queue record kept no key
 			e.Coalesce, e.Replaced, e.ReplacedAt = old.Coalesce, old.Replaced, old.ReplacedAt
 		} else if old.Outcome == "" {
@@ -63,6 +70,7 @@ func mergeEntry(txn *badger.Txn, e *Entry) {
 		}
 		return nil
 	})
+	return changed, again
 }
 
 // coalesceOf completes the queued webhooks' entries of a listing (made

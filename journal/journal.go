@@ -15,11 +15,14 @@
 // transaction, after lingering up to journalLinger for company unless
 // someone waits. The order makes a crash lose no history:
 //   - an outcome is handed over before the queue write that removes its
-//     webhook, and that write waits until it is durable (Journal.Leaving):
-//     what is not in the journal is still in the queue. A crash between
-//     the two leaves a webhook in both; it is sent again (at least once),
-//     and its entry, rewritten, keeps the first delivery as an attempt
-//     (mergeEntry);
+//     webhook, and that write keeps it in the queue, as an outcome ahead
+//     (ahead.go), until the journal's commit of it is durable
+//     (Journal.Leaving): what is not in the journal is still in the
+//     queue, the webhook or its outcome, and a round syncs the queue's
+//     log alone. A start writes the outcomes ahead it finds. A crash
+//     after the journal's write and before the queue's leaves a webhook
+//     in both; it is sent again (at least once), and its entry,
+//     rewritten, keeps the first delivery as an attempt (mergeEntry);
 //   - a failed attempt is handed over as it ends, and waits for company:
 //     a crash may lose those of the last commit.
 //

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
-	badger "github.com/dgraph-io/badger/v4"
 	"github.com/hookpace/hookpace/internal/tartest"
 	"github.com/hookpace/hookpace/spool"
 )
@@ -222,24 +222,74 @@ func TestJournalWritesNothingAtIngest(t *testing.T) {
 	}
 }
 
-// A webhook leaves the queue only once its entry is durable: when Delete
-// returns, the entry is in the kept database, however long the journal
-// lingers for company.
-func TestJournalEntryDurableBeforeDelete(t *testing.T) {
-	s := openTest(t, t.TempDir(), testOpts{journalLinger: time.Hour})
+// A webhook leaves the queue only with its outcome: when Delete returns,
+// however long the journal lingers for company, the outcome is durable,
+// ahead in the queue if the journal has not written it yet, a round's in
+// a few records. A crash image taken then (the spool's files as they are,
+// as kill -9 leaves them) opens with every webhook delivered, and nothing
+// ahead once the journal has them.
+func TestJournalOutcomeDurableWithDelete(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, testOpts{journalLinger: time.Hour})
 	defer s.Close()
-	m := newMsg("a.example", 1)
-	if err := s.Append(context.Background(), m, 0); err != nil {
+	var ms []*spool.Message
+	for i := range 100 {
+		m := newMsg("a.example", i)
+		if err := s.Append(context.Background(), m, 0); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	if err := s.DeleteAll(ms); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(m); err != nil {
+	ids, records := aheadIn(t, s)
+	if len(ids) != len(ms) || ids[0] != ms[0].ID || ids[99] != ms[99].ID {
+		t.Fatalf("outcomes ahead in the queue, of webhooks %v; want the 100 delivered", ids)
+	}
+	if records > 20 {
+		t.Fatalf("%d records ahead for one round of 100: want them gathered", records)
+	}
+	image := t.TempDir()
+	if err := os.CopyFS(image, os.DirFS(dir)); err != nil {
 		t.Fatal(err)
 	}
-	var e *Entry
-	err := journalOf(s).kept.View(func(txn *badger.Txn) (err error) { e, err = journalEntry(txn, m.ID); return err })
-	if err != nil || e.Outcome != spool.OutcomeDelivered {
-		t.Fatalf("%+v %v; want its delivered entry written before the delete returned", e, err)
+	crashed := openTest(t, image, testOpts{})
+	for _, m := range ms {
+		v, err := journalOf(crashed).Lookup(spool.Ref{Seq: m.ID})
+		if err != nil || v.State != spool.OutcomeDelivered || v.Entry.Host != "a.example" {
+			t.Fatalf("%d after the crash: %+v, %v; want delivered", m.ID, v, err)
+		}
 	}
+	if err := crashed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	crashed = openTest(t, image, testOpts{})
+	defer crashed.Close()
+	if ids, _ := aheadIn(t, crashed); len(ids) != 0 {
+		t.Fatalf("outcomes still ahead once the journal wrote them: %v", ids)
+	}
+	if u := journalOf(crashed).JournalUsage(); u.Entries != int64(len(ms)) {
+		t.Fatalf("%d entries, want %d", u.Entries, len(ms))
+	}
+}
+
+// aheadIn is the ids of the webhooks whose outcomes are ahead in s's
+// queue, and the number of records holding them.
+func aheadIn(t *testing.T, s *spool.Spool) (ids []uint64, records int) {
+	t.Helper()
+	err := s.Ahead(func(id uint64, v []byte) error {
+		records++
+		recs, err := readAhead(id, v)
+		for _, r := range recs {
+			ids = append(ids, r.e.ID)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids, records
 }
 
 // A spool written by the release before the journal (testdata: four
@@ -318,11 +368,13 @@ func TestJournalYieldsToMinFree(t *testing.T) {
 		}
 	}
 	deliver(1)
+	journalOf(s).Sync()
 	if u := journalOf(s).JournalUsage(); u.Entries != 0 {
 		t.Fatalf("%d entries kept with %d bytes above min_free", u.Entries, free-spool.MinFreeFloor())
 	}
 	free += 64 << 20
 	deliver(2)
+	journalOf(s).Sync()
 	if u := journalOf(s).JournalUsage(); u.Entries != 1 {
 		t.Fatalf("%d entries once there is room", u.Entries)
 	}

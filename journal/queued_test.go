@@ -166,7 +166,7 @@ func TestJournalCrashBetweenEntryAndDelete(t *testing.T) {
 	// The round's journal part, and no queue write: as a crash between.
 	r := outcomeRec(m, spool.OutcomeDelivered, "", time.Unix(1700000100, 0))
 	r.e.Final = &spool.Attempt{At: time.Unix(1700000100, 0), Status: 200, Batch: 1}
-	if err := journalOf(s).writeJournal([]journalRec{r}); err != nil {
+	if _, err := journalOf(s).writeJournal([]journalRec{r}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

@@ -134,6 +134,7 @@ func TestJournalLinksALaterLifeAtItsExit(t *testing.T) {
 	if err := s.Delete(ms[0]); err != nil {
 		t.Fatal(err)
 	}
+	journalOf(s).Sync()
 	err = journalOf(s).kept.View(func(txn *badger.Txn) error {
 		_, err := txn.Get(reliveKey(first, again))
 		return err

@@ -35,24 +35,24 @@ func reliveKey(origin, id uint64) []byte {
 
 // reliveOrigin is the id of m's first life, for a message queued again
 // under the id this spool gave it; 0 for any other.
-func reliveOrigin(m *spool.Message) uint64 {
-	if m.Origin == 0 || m.Origin == m.ID || m.OriginSpool != 0 {
+func reliveOrigin(m *spool.Message) uint64 { return firstLife(m.ID, m.Origin, m.OriginSpool) }
+
+// firstLife is the id of the first life of the webhook id whose origin
+// is origin on originSpool (0: this one), for one queued again under the
+// id this spool gave it; 0 for any other.
+func firstLife(id, origin, originSpool uint64) uint64 {
+	if origin == 0 || origin == id || originSpool != 0 {
 		return 0
 	}
-	return m.Origin
+	return origin
 }
 
-// reliveRec is the link from m's first entry to its new one, for a
-// message queued again under the id this spool gave it; ok is false for
-// any other. It is written only while the first entry is there: one swept
+// reliveRec is the link from the first entry, origin's, to the later
+// life id. It is written only while the first entry is there: one swept
 // keeps no links.
-func reliveRec(m *spool.Message) (journalRec, bool) {
-	origin := reliveOrigin(m)
-	if origin == 0 {
-		return journalRec{}, false
-	}
-	k := reliveKey(origin, m.ID)
-	return journalRec{key: k, val: nil, grow: int64(len(k)), needs: journalKey(origin)}, true
+func reliveRec(origin, id uint64) journalRec {
+	k := reliveKey(origin, id)
+	return journalRec{key: k, val: nil, grow: int64(len(k)), needs: journalKey(origin)}
 }
 
 // lives reads the ids of origin's later lives, oldest first: those that

@@ -63,6 +63,9 @@ func (j *Journal) openJournal() error {
 	if err := j.buildQueuedIndex(); err != nil {
 		return fmt.Errorf("index the queued webhooks: %w", err)
 	}
+	if err := j.takeAhead(); err != nil {
+		return err
+	}
 	j.startIndexBuild()
 	return nil
 }

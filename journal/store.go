@@ -11,7 +11,8 @@ import (
 // store is what the journal asks of the queue it keeps the history of,
 // besides the kept database it writes: reads of the queue, where a
 // webhook is now, the state of the disk, the id sequence, the kept
-// database's sync, memory trimming, and Append to send a webhook again.
+// database's sync, the outcomes kept ahead in the queue, memory
+// trimming, and Append to send a webhook again.
 // *spool.Spool is the one. The methods named Locked are called with the
 // journal's mutex held, which is the spool's (Open).
 type store interface {
@@ -29,6 +30,10 @@ type store interface {
 	DiskFullLocked() bool
 	SeqLocked() uint64
 	SyncKept(vlog bool) error
+	// Ahead reads the outcomes ahead in the queue; DropAhead removes
+	// those the journal has made durable (spool.History).
+	Ahead(fn func(id uint64, rec []byte) error) error
+	DropAhead(ids []uint64)
 	Trim(all bool)
 	Append(ctx context.Context, m *spool.Message, hostLimit int64) error
 }

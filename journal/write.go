@@ -68,6 +68,10 @@ type Journal struct {
 	// (replays.go).
 	relived queuedLives
 
+	// aheadLast: the id of the last record ahead this journal gave
+	// (ahead.go). Guarded by mu.
+	aheadLast uint64
+
 	// Guarded by mu: the ids above coalFrom, once coalSet, are of
 	// webhooks this run accepted, of which the journal keeps no note
 	// (coalesce.go).
@@ -102,6 +106,10 @@ type journalRec struct {
 	// needs: the record is written only while this key is there (a
 	// replay's link, under its first entry).
 	needs []byte
+	// ahead: the id of the record ahead in the queue that holds the
+	// entry's outcome (ahead.go), dropped once this record is durable; 0
+	// for none.
+	ahead uint64
 }
 
 // outcomeRec is m's entry with its outcome.
@@ -120,8 +128,11 @@ func (r *journalRec) encode(legacy bool) {
 	if r.e == nil {
 		return
 	}
-	r.e.URL = spool.RedactURL(r.e.URL)
-	r.key, r.val = journalKey(r.e.ID), r.e.encode()
+	r.key = journalKey(r.e.ID)
+	if r.val == nil { // else encoded already (Leaving), and not merged since
+		r.e.URL = spool.RedactURL(r.e.URL)
+		r.val = r.e.encode()
+	}
 	r.grow = int64(len(r.key) + len(r.val))
 	if r.e.Outcome == "" {
 		r.e = nil
@@ -174,8 +185,8 @@ func (j *Journal) JournalResponseBody() int {
 // journalLocked hands records to the journal's goroutine, in order, and
 // returns the sequence number of the last.
 func (j *Journal) journalLocked(recs ...journalRec) uint64 {
-	if j.stopped || j.st.DiskFullLocked() {
-		return j.seq // a nearly full disk keeps no history: space is for webhooks
+	if !j.keepsLocked() {
+		return j.seq
 	}
 	j.pending = append(j.pending, recs...)
 	j.seq += uint64(len(recs))
@@ -208,16 +219,18 @@ func (j *Journal) Settled(round []spool.Change) {
 	}
 }
 
-// Leaving takes the outcomes of a round, before its queue write, and
-// waits until they are durable (History): a webhook leaves the queue only
-// once its entry is in the journal, so that what is not in the journal is
-// still in the queue. A crash between the two leaves a delivered webhook
+// Leaving takes the outcomes of a round, before its queue write
+// (History), and returns each outcome's record for that write to keep in
+// the queue (ahead.go) until the journal has made it durable here: so
+// that what is not in the journal is still in the queue, the webhook or
+// its outcome, and the round waits for no sync of the journal's. A crash
+// between the journal's write and the queue's leaves a delivered webhook
 // in both: it is delivered again (at least once), and its entry is
 // rewritten with the second outcome. A later life of a webhook queued
 // again is linked from its first entry here, with its own.
-func (j *Journal) Leaving(gone []spool.Gone) {
+func (j *Journal) Leaving(gone []spool.Gone) []spool.Ahead {
 	if len(gone) == 0 {
-		return
+		return nil
 	}
 	now := j.now()
 	recs := make([]journalRec, len(gone))
@@ -228,19 +241,34 @@ func (j *Journal) Leaving(gone []spool.Gone) {
 		}
 	}
 	for _, g := range gone {
-		if r, ok := reliveRec(g.Msg); ok {
-			recs = append(recs, r)
+		if origin := reliveOrigin(g.Msg); origin != 0 {
+			recs = append(recs, reliveRec(origin, g.Msg.ID))
 		}
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	for i := range gone {
-		j.outcomeCoalesceLocked(&recs[i])
-		if recs[i].e.ID <= j.acceptedUpTo {
-			recs[i].accepted, recs[i].merge = true, true
-		}
+	if !j.keepsLocked() {
+		return nil
 	}
-	j.waitJournalLocked(j.journalLocked(recs...))
+	for i := range gone {
+		r := &recs[i]
+		j.outcomeCoalesceLocked(r)
+		if r.e.ID <= j.acceptedUpTo {
+			r.accepted, r.merge = true, true
+		}
+		r.e.URL = spool.RedactURL(r.e.URL)
+		r.val = r.e.encode()
+	}
+	ahead := j.aheadLocked(recs[:len(gone)])
+	j.journalLocked(recs...)
+	return ahead
+}
+
+// keepsLocked reports whether records handed over now are kept: not once
+// the writer has stopped, nor on a nearly full disk (space is for
+// webhooks).
+func (j *Journal) keepsLocked() bool {
+	return !j.stopped && !j.st.DiskFullLocked()
 }
 
 // waitJournalLocked waits until the journal's records up to seq are
@@ -305,9 +333,13 @@ func (j *Journal) journalLoop() {
 		j.mu.Unlock()
 		var err error
 		if j.journalRoom(len(recs)) {
-			err = j.writeJournal(recs)
-			err = errors.Join(err, j.st.SyncKept(recsMayLog(recs)))
+			var vlog bool
+			vlog, err = j.writeJournal(recs)
+			err = errors.Join(err, j.st.SyncKept(vlog))
 		}
+		// The outcomes ahead in the queue are dropped once durable here,
+		// or once their write failed (logged: the history lacks them).
+		j.st.DropAhead(aheadIDs(recs))
 		j.mu.Lock()
 		if err != nil && !j.failed.Swap(true) {
 			j.log.Error("spool: journal write failed; history is missing for some webhooks (logged once)", "error", spool.ErrText(err))
@@ -355,8 +387,8 @@ func (j *Journal) closeJournal() {
 }
 
 // writeJournal commits recs to the kept database, in as few transactions
-// as Badger allows.
-func (j *Journal) writeJournal(recs []journalRec) error {
+// as Badger allows. vlog says a value may have gone to the value log.
+func (j *Journal) writeJournal(recs []journalRec) (vlog bool, err error) {
 	txn := j.kept.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	var grow, entries int64
@@ -393,10 +425,21 @@ func (j *Journal) writeJournal(recs []journalRec) error {
 				continue
 			}
 		}
+		again := false
 		if r.merge {
-			mergeEntry(txn, r.e)
+			var changed bool
+			changed, again = mergeEntry(txn, r.e)
+			if changed {
+				r.val = nil // encoded anew
+			}
+			// A merge may have written the earlier final attempt.
+			vlog = vlog || changed
 		}
 		r.encode(legacy)
+		if again { // its very outcome, written before: counted then
+			r.grow, r.entry = 0, false
+		}
+		vlog = vlog || len(r.key)+len(r.val) >= spool.ValueThreshold
 		err := set(&r)
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			if err = flush(); err == nil {
@@ -404,25 +447,24 @@ func (j *Journal) writeJournal(recs []journalRec) error {
 			}
 		}
 		if err != nil {
-			return err
+			return vlog, err
 		}
 		grow += r.grow
 		if r.entry {
 			entries++
 		}
 	}
-	return flush()
+	return vlog, flush()
 }
 
-// recsMayLog reports whether writing recs (writeJournal) may have put a
-// value in the kept database's value log. An entry's record is encoded
-// anew to know its size; a merged entry may have written its earlier
-// final attempt, of a size not known here.
-func recsMayLog(recs []journalRec) bool {
+// aheadIDs are the ids of the records ahead in the queue that hold recs'
+// outcomes.
+func aheadIDs(recs []journalRec) []uint64 {
+	var ids []uint64
 	for _, r := range recs {
-		if r.merge || len(r.val) >= spool.ValueThreshold || r.e != nil && len(r.e.encode()) >= spool.ValueThreshold {
-			return true
+		if r.ahead != 0 && (len(ids) == 0 || ids[len(ids)-1] != r.ahead) {
+			ids = append(ids, r.ahead)
 		}
 	}
-	return false
+	return ids
 }

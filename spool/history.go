@@ -10,14 +10,20 @@ import (
 // crash lose no history:
 type History interface {
 	// Leaving is told of the webhooks a round removes from the queue,
-	// before the queue write that removes them, and returns once their
-	// outcomes are durable: what is not in the history is still queued.
-	Leaving(gone []Gone)
+	// before the queue write that removes them. It returns records of
+	// their outcomes for that write to keep in the queue (outcomes ahead:
+	// ahead.go) until the history has made the outcomes durable where it
+	// keeps them and drops the records (Spool.DropAhead): what is not in
+	// the history is still in the queue, as the webhook or its outcome.
+	Leaving(gone []Gone) []Ahead
 	// Settled is told of a round whose queue write is durable, before its
 	// new webhooks are announced: what it queued and what left, in the
 	// round's order. The spool's mutex is held: it must not call the
 	// spool.
 	Settled(round []Change)
+	// Sync returns once everything told so far is durable in the history:
+	// the queue is about to be dropped whole, outcomes ahead with it.
+	Sync()
 	// Close is told once the spool's writer has stopped, before the kept
 	// database closes: it makes what it holds durable and stops.
 	Close()
@@ -122,6 +128,7 @@ func changes(batch []op) []Change {
 // journal off).
 type noHistory struct{}
 
-func (noHistory) Leaving([]Gone)   {}
-func (noHistory) Settled([]Change) {}
-func (noHistory) Close()           {}
+func (noHistory) Leaving([]Gone) []Ahead { return nil }
+func (noHistory) Settled([]Change)       {}
+func (noHistory) Sync()                  {}
+func (noHistory) Close()                 {}

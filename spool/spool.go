@@ -485,6 +485,7 @@ func (s *Spool) reclaim() {
 		s.log.Warn("spool: could not keep the idempotency keys of the empty queue; not dropping it", "error", err)
 		return
 	}
+	s.hist.Sync() // the outcomes ahead in the queue go with it
 	start := time.Now()
 	s.queueMu.Lock()
 	err := s.queue.DropAll()

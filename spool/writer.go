@@ -157,7 +157,10 @@ func (s *Spool) commit(batch []op) *round {
 			r.queued = inPhase(batch, phaseQueue)
 		}
 	}
-	s.hist.Leaving(leaving(batch)) // outcomes durable in the journal before the queue forgets
+	if ahead := s.hist.Leaving(leaving(batch)); len(ahead) > 0 {
+		// The outcomes, in the commit that removes their webhooks.
+		r.queued = append([]op{&aheadOp{recs: ahead}}, r.queued...)
+	}
 	r.err = s.applyQueue(r.queued, &seq)
 	if r.err == nil {
 		s.unreplicate(r.queued)
