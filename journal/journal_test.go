@@ -231,7 +231,6 @@ func TestJournalWritesNothingAtIngest(t *testing.T) {
 func TestJournalOutcomeDurableWithDelete(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir, testOpts{journalLinger: time.Hour})
-	defer s.Close()
 	var ms []*spool.Message
 	for i := range 100 {
 		m := newMsg("a.example", i)
@@ -252,6 +251,20 @@ func TestJournalOutcomeDurableWithDelete(t *testing.T) {
 	}
 	image := t.TempDir()
 	if err := os.CopyFS(image, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	// A clean close drops them: the journal has them.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := spool.Open(spool.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := aheadIn(t, plain); len(ids) != 0 {
+		t.Errorf("outcomes still ahead after a clean close: %v", ids)
+	}
+	if err := plain.Close(); err != nil {
 		t.Fatal(err)
 	}
 	crashed := openTest(t, image, testOpts{})

@@ -416,6 +416,10 @@ func (s *Spool) load() error {
 // open and returns an error wrapping ErrDiskFull: every committed write is
 // fsync'd, and the next start recovers it as after a crash.
 func (s *Spool) Close() error {
+	// What the history holds is made durable there while the writer still
+	// runs, so that the records it kept ahead in the queue are dropped
+	// before it stops.
+	s.hist.Sync()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
