@@ -116,6 +116,9 @@ func unauthorized() decision {
 // reason, on every path (ingest, passthrough and CONNECT). ok is false
 // when err is not a refusal.
 func refused(err error) (d decision, ok bool) {
+	if err == nil {
+		return decision{}, false
+	}
 	var denied *egress.DeniedError
 	if !errors.As(err, &denied) {
 		return decision{}, false
@@ -162,13 +165,22 @@ func (d decision) answer(h http.Header, host string) []byte {
 		h[k] = vs
 	}
 	if d.status == http.StatusAccepted {
-		h["Content-Type"] = []string{"application/json"}
+		h["Content-Type"] = jsonType
 		h["X-Hookpace-Id"] = []string{d.id}
 		return acceptedBody(d.id, host)
 	}
-	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	h["Content-Type"] = textType
 	return []byte("hookpace: " + d.reason + "\n")
 }
+
+// The answers' Content-Type values, shared by every answer: a header's
+// value slice is replaced (Set) or copied (net/http, goproxy) by whoever
+// changes or sends it, never written into, and an append to one of
+// length and capacity 1 copies it.
+var (
+	jsonType = []string{"application/json"}
+	textType = []string{"text/plain; charset=utf-8"}
+)
 
 // response is the decision as goproxy's answer.
 func (d decision) response(r *http.Request, host string) *http.Response {

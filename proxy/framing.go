@@ -70,15 +70,15 @@ func withBodyDeadline(w http.ResponseWriter, r *http.Request, timeout time.Durat
 	if timeout <= 0 || r.Method == http.MethodConnect || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return
 	}
-	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(timeout)) == nil {
-		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+	b := &deadlineBody{ReadCloser: r.Body, rc: *http.NewResponseController(w)}
+	if b.rc.SetReadDeadline(time.Now().Add(timeout)) == nil {
+		r.Body = b
 	}
 }
 
 type deadlineBody struct {
 	io.ReadCloser
-	rc     *http.ResponseController
+	rc     http.ResponseController // one allocation with the body's
 	lifted bool
 }
 

@@ -51,7 +51,7 @@ func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 	}
 	// Spooled methods reach here from inside a MITM'd tunnel; plain ones
 	// take serveIngest without goproxy.
-	host, size, d := p.handle(r, pol, user, authorized)
+	host, size, d := p.handle(r, pol, HostKey(r.URL), user, authorized)
 	d.rule = rule
 	p.record(r, start, host, size, d)
 	return nil, d.response(r, host)
@@ -59,31 +59,40 @@ func (p *Proxy) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request
 
 // serveIngest handles an absolute-form POST (what HTTP_PROXY clients send)
 // directly, without goproxy's per-request machinery: this is the hot path.
-func (p *Proxy) serveIngest(w http.ResponseWriter, r *http.Request, rule string) {
+// body is the request's body as net/http made it, under any wrapper; host
+// is its HostKey.
+func (p *Proxy) serveIngest(w http.ResponseWriter, r *http.Request, body io.ReadCloser, host, rule string) {
 	start := time.Now()
 	pol := p.policy.Load()
 	seen := &seenBody{ReadCloser: r.Body}
 	r.Body = seen
 	user, authorized := p.authorize(r, nil, pol)
-	host, size, d := p.handle(r, pol, user, authorized)
+	host, size, d := p.handle(r, pol, host, user, authorized)
 	d.rule = rule
 	p.record(r, start, host, size, d)
-	body := d.answer(w.Header(), host)
+	answer := d.answer(w.Header(), host)
 	if d.status != http.StatusAccepted && d.status != http.StatusRequestTimeout && seen.mustDrain(r) {
-		drainAfter(w, r, d.status, body, max(4*pol.MaxBody, drainMin))
+		drainAfter(w, r, d.status, answer, max(4*pol.MaxBody, drainMin))
 		return
 	}
+	if seen.eof && body != nil {
+		// Read to its end: closed and given back to the server as it
+		// made it, which then knows there is nothing left to discard
+		// (under a wrapper it would try to read on).
+		body.Close()
+		r.Body = body
+	}
 	w.WriteHeader(d.status)
-	w.Write(body)
+	w.Write(answer)
 }
 
-// handle makes the ingest decision for one POST, sent by the proxy user
-// user ("" without proxy auth).
-func (p *Proxy) handle(r *http.Request, pol *Policy, user string, authorized bool) (host string, size int, d decision) {
+// handle makes the ingest decision for one POST to host (its HostKey),
+// sent by the proxy user user ("" without proxy auth); the host it gives
+// back is "" when the sender is not authorized.
+func (p *Proxy) handle(r *http.Request, pol *Policy, host, user string, authorized bool) (_ string, size int, d decision) {
 	if !authorized {
 		return "", 0, unauthorized()
 	}
-	host = HostKey(r.URL)
 	if !p.opts.Tracing {
 		// The app's traceparent is stored with the other headers and
 		// carried to the partner unchanged.
@@ -185,10 +194,9 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 		m.Coal = &spool.Coalescing{Key: ckey} // in the record too
 	}
 	markDoor(m, in)
-	// What is acknowledged can be sent: built once here as delivery
-	// builds it, with the one builder delivery uses (the body is a
-	// reader to it, whatever its bytes).
-	if _, err := spool.NewRequest(ctx, m.Method, m.URL, m.Header, nil); err != nil {
+	// What is acknowledged can be sent: judged here by the builder
+	// delivery uses (the body is a reader to it, whatever its bytes).
+	if err := spool.CheckRequest(m.Method, m.URL, m.Header); err != nil {
 		return badRequest("not deliverable as sent: " + err.Error()), 0
 	}
 	if n := r.ContentLength; n > spool.MaxRecordSize-(2<<20) && m.RecordSize(int(n)) > spool.MaxRecordSize {
@@ -221,11 +229,12 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, pol *Policy, host, 
 
 // appended is the answer to a webhook whose append gave ok and err.
 func (p *Proxy) appended(ok decision, err error) decision {
+	if err == nil {
+		return ok
+	}
 	var full *spool.FullError
 	var werr *spool.WriteError
 	switch {
-	case err == nil:
-		return ok
 	case errors.As(err, &full):
 		return p.full(full)
 	case errors.Is(err, spool.ErrTooLarge):

@@ -216,10 +216,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	pol := p.policy.Load()
 	w = closeAfterChunked(w, r)
+	body := r.Body // net/http's own, before any wrapper
 	withBodyDeadline(w, r, pol.BodyTimeout)
 	if r.URL.IsAbs() {
-		if rule, ok := pol.classify(r); ok {
-			p.serveIngest(w, r, rule)
+		host := HostKey(r.URL)
+		if rule, ok := pol.classifyAt(r, host); ok {
+			p.serveIngest(w, r, body, host, rule)
 			return
 		}
 	}

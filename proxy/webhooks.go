@@ -30,7 +30,12 @@ const (
 // a host named under hosts, and any request carrying a Standard Webhooks
 // webhook-signature header.
 func (pol *Policy) classify(r *http.Request) (rule string, webhook bool) {
-	hp := pol.Host(HostKey(r.URL))
+	return pol.classifyAt(r, HostKey(r.URL))
+}
+
+// classifyAt is classify for r to host, its HostKey.
+func (pol *Policy) classifyAt(r *http.Request, host string) (rule string, webhook bool) {
+	hp := pol.Host(host)
 	switch hp.Webhooks {
 	case WebhooksAll:
 		return RuleHostAll, pol.spools(r.Method)

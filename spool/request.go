@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -48,6 +49,36 @@ func NewRequest(ctx context.Context, method, rawURL string, h http.Header, body 
 	}
 	req.Header = h
 	return req, nil
+}
+
+// CheckRequest is NewRequest's verdict on method, rawURL and h without
+// building the request: the same checks in the same order, with the same
+// errors. Ingest asks it of what it is about to store; delivery builds
+// with NewRequest.
+func CheckRequest(method, rawURL string, h http.Header) error {
+	if strings.IndexByte(rawURL, '#') >= 0 {
+		return errors.New("URL holds '#': a fragment is never sent, the URL stored is not the one that would be")
+	}
+	if method != "" && !httpguts.ValidHeaderFieldName(method) {
+		// net/http's own words for a method that is not a token
+		return fmt.Errorf("net/http: invalid method %q", method)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	// The host as net/http keeps it (and sends it as Host): less an
+	// empty port.
+	if strings.LastIndex(u.Host, ":") > strings.LastIndex(u.Host, "]") {
+		u.Host = strings.TrimSuffix(u.Host, ":")
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return fmt.Errorf("URL %q is not an absolute http or https URL with a host", u.Redacted())
+	}
+	if !httpguts.ValidHostHeader(u.Host) {
+		return fmt.Errorf("URL host %q is not a valid Host header", u.Host)
+	}
+	return CheckHeader(h)
 }
 
 // CheckHeader refuses a header that net/http would refuse to write (a

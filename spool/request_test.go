@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -71,8 +72,16 @@ func TestNewRequestRefusesWhatCannotBeSent(t *testing.T) {
 		{"name not a token", "POST", "http://p.example/h", http.Header{"X Y": {"1"}}, "token"},
 		{"value with LF", "POST", "http://p.example/h", http.Header{"X-Y": {"a\nb"}}, "control"},
 		{"value with NUL", "POST", "http://p.example/h", http.Header{"X-Y": {"a\x00b"}}, "control"},
+		{"nothing but an empty port", "POST", "http://:/h", ok, "http or https"},
+		{"host not a Host header", "POST", "http://p<q.example/h", ok, "Host header"},
+		{"method not UTF-8", "P\xffST", "http://p.example/h", ok, "method"},
 	} {
 		req, err := NewRequest(context.Background(), tc.method, tc.url, tc.h, []byte("{}"))
+		// Ingest's check without the build says the same, word for word.
+		_, nilErr := NewRequest(context.Background(), tc.method, tc.url, tc.h, nil)
+		if cerr := CheckRequest(tc.method, tc.url, tc.h); fmt.Sprint(cerr) != fmt.Sprint(nilErr) {
+			t.Errorf("%s: CheckRequest says %v, NewRequest %v", tc.name, cerr, nilErr)
+		}
 		switch {
 		case tc.bad == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)

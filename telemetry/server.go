@@ -2,10 +2,12 @@ package telemetry
 
 import (
 	"bufio"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -22,7 +24,10 @@ type serverHandler struct {
 	next     http.Handler
 	scheme   string
 	duration metric.Float64Histogram
-	sets     sync.Map // serverKey -> metric.MeasurementOption
+	// sets is read without a lock or an allocation (a key boxed into a
+	// sync.Map's any would be one a request); a new key copies it.
+	sets   atomic.Pointer[map[serverKey]metric.MeasurementOption]
+	setsMu sync.Mutex // held to add to sets
 }
 
 type serverKey struct {
@@ -75,8 +80,10 @@ func (s *serverHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *serverHandler) attributeSet(k serverKey) metric.MeasurementOption {
-	if v, ok := s.sets.Load(k); ok {
-		return v.(metric.MeasurementOption)
+	if m := s.sets.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
 	}
 	attrs := []attribute.KeyValue{
 		semconv.HTTPRequestMethodKey.String(k.method),
@@ -89,8 +96,19 @@ func (s *serverHandler) attributeSet(k serverKey) metric.MeasurementOption {
 	if k.status >= 500 {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(k.status)))
 	}
-	v, _ := s.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attrs...)))
-	return v.(metric.MeasurementOption)
+	s.setsMu.Lock()
+	defer s.setsMu.Unlock()
+	m := map[serverKey]metric.MeasurementOption{}
+	if old := s.sets.Load(); old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+		m = maps.Clone(*old)
+	}
+	v := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	m[k] = v
+	s.sets.Store(&m)
+	return v
 }
 
 // statusWriter notes the status a handler answers with.

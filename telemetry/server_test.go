@@ -54,3 +54,23 @@ func TestServerRequestDuration(t *testing.T) {
 		t.Fatalf("http_server_request_duration_seconds: 200 %q, 503 %q; want 3 and 1\n%s", count("200"), count("503"), e.text)
 	}
 }
+
+// A request's attribute set is looked up without an allocation once its
+// key has been seen, and each key keeps the set it was first given.
+func TestServerAttributeSetLookup(t *testing.T) {
+	tel := newTelemetry(t, Options{})
+	s := tel.WrapServer(http.NotFoundHandler(), "").(*serverHandler)
+	ok := serverKey{method: "POST", scheme: "http", version: "1.1", status: http.StatusAccepted}
+	busy := serverKey{method: "POST", scheme: "http", version: "1.1", status: http.StatusServiceUnavailable}
+	first := s.attributeSet(ok)
+	s.attributeSet(busy)
+	if s.attributeSet(ok) != first {
+		t.Error("a second key replaced the first key's set")
+	}
+	if n := testing.AllocsPerRun(100, func() { s.attributeSet(ok) }); n != 0 {
+		t.Errorf("a seen key's lookup allocates %.0f times", n)
+	}
+	if n := len(*s.sets.Load()); n != 2 {
+		t.Errorf("%d sets for 2 keys", n)
+	}
+}
