@@ -25,14 +25,17 @@ func TestServerRequestDuration(t *testing.T) {
 		}
 	}), "https")
 	srv := httptest.NewServer(h)
-	defer srv.Close()
 	for _, p := range []string{"/a", "/b", "/busy", "/flush"} {
 		resp, err := http.Post(srv.URL+p, "application/json", strings.NewReader("{}"))
 		if err != nil {
+			srv.Close()
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 	}
+	// The client has the answers once they are flushed; the handlers and
+	// what the wrapper records after them have returned once Close has.
+	srv.Close()
 	if !flushed {
 		t.Error("the handler's flush did not reach the connection")
 	}
