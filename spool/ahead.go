@@ -64,20 +64,9 @@ func (o *aheadOp) settle(*ledger, time.Time) {}
 func (s *Spool) Ahead(fn func(id uint64, rec []byte) error) error {
 	txn := s.readTxn(s.queue)
 	defer txn.Discard()
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixAhead}})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		item := it.Item()
-		k := item.Key()
-		if len(k) != 9 {
-			continue
-		}
-		id := binary.BigEndian.Uint64(k[1:])
-		if err := item.Value(func(v []byte) error { return fn(id, v) }); err != nil {
-			return err
-		}
-	}
-	return nil
+	return eachID(txn, prefixAhead, false, func(id uint64, item *badger.Item) (bool, error) {
+		return true, item.Value(func(v []byte) error { return fn(id, v) })
+	})
 }
 
 // DropAhead removes the records ahead of ids, whose outcomes the history

@@ -88,14 +88,7 @@ func (s *Spool) ListDead(f DeadFilter, limit int) ([]*Dead, int, error) {
 
 func (s *Spool) eachDead(f DeadFilter, fn func(*Dead) bool) error {
 	return s.kept.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixDead}, PrefetchValues: true, PrefetchSize: 64})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			if len(item.Key()) != 9 {
-				continue
-			}
-			id := record.BeUint64(item.Key()[1:])
+		return eachID(txn, prefixDead, true, func(id uint64, item *badger.Item) (bool, error) {
 			var d *Dead
 			if err := item.Value(func(v []byte) (err error) {
 				d, err = decodeDead(id, v)
@@ -104,13 +97,10 @@ func (s *Spool) eachDead(f DeadFilter, fn func(*Dead) bool) error {
 				}
 				return err
 			}); err != nil {
-				return err
+				return false, err
 			}
-			if f.match(d) && !fn(d) {
-				return nil
-			}
-		}
-		return nil
+			return !f.match(d) || fn(d), nil
+		})
 	})
 }
 

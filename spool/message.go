@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	badger "github.com/dgraph-io/badger/v4"
 	"github.com/hookpace/hookpace/internal/record"
 )
 
@@ -388,3 +389,24 @@ func deadKey(id uint64) []byte {
 }
 
 func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), v) }
+
+// eachID calls fn with the id and item of each key of txn that is prefix
+// and an id (8 bytes, big-endian), in id order, until fn says no more or
+// fails. prefetch reads values ahead, for a loop that reads each.
+func eachID(txn *badger.Txn, prefix byte, prefetch bool, fn func(id uint64, item *badger.Item) (more bool, err error)) error {
+	o := badger.IteratorOptions{Prefix: []byte{prefix}}
+	if prefetch {
+		o.PrefetchValues, o.PrefetchSize = true, 64
+	}
+	it := txn.NewIterator(o)
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		if k := item.Key(); len(k) == 9 {
+			if more, err := fn(record.BeUint64(k[1:]), item); err != nil || !more {
+				return err
+			}
+		}
+	}
+	return nil
+}

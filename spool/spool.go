@@ -361,15 +361,8 @@ func (s *Spool) load() error {
 		}
 		// Dead letters are counted per host, which takes reading the head
 		// of each (their keys are ids only).
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixDead}, PrefetchValues: true, PrefetchSize: 64})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			k := item.Key()
-			if len(k) != 9 {
-				continue
-			}
-			s.seq = max(s.seq, record.BeUint64(k[1:]))
+		return eachID(txn, prefixDead, true, func(id uint64, item *badger.Item) (bool, error) {
+			s.seq = max(s.seq, id)
 			// One that cannot be read still counts, under no host: listing
 			// it will say what is wrong with it.
 			var host string
@@ -378,8 +371,8 @@ func (s *Spool) load() error {
 				return err
 			})
 			s.ledger.buried(host, 1)
-		}
-		return nil
+			return true, nil
+		})
 	})
 	if err != nil {
 		return err
