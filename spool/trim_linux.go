@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -25,11 +26,15 @@ import (
 // them, but what lies behind is as finished as any older file, and during
 // a burst those two files are most of what is resident (100 MiB
 // of 216 at the peak of 200,000 webhooks over 5,000 hosts). It only runs
-// when the spool's mappings hold more than limit bytes.
+// when the spool's mappings hold more than limit bytes, and once they hold
+// trimStep more than the last pass left (trimmedTo); a limit of 0 trims
+// at once.
 func trimResident(dir string, limit int64) {
-	if rssFile() < limit {
+	if rss := rssFile(); rss < limit || limit > 0 && rss < trimmedTo.Load()+trimStep {
 		return
 	}
+	trimPasses.Add(1)
+	defer func() { trimmedTo.Store(rssFile()) }()
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return
@@ -98,6 +103,19 @@ func trimWhileOpening(dir string, limit int64) (stop func()) {
 		wg.Wait()
 	}
 }
+
+// trimmedTo is the process's file-backed resident set as the last trim
+// pass left it: what trimming cannot give back (the executable's pages,
+// the write margins, pages another process maps too). When that alone is
+// above the limit, a pass every tick would find nothing to take and cost
+// a core's few percent, idle; so a pass waits until the set has grown
+// trimStep beyond it.
+var trimmedTo atomic.Int64
+
+const trimStep = 4 << 20
+
+// trimPasses counts the passes that ran, for tests.
+var trimPasses atomic.Int64
 
 // writeMargin is how much of a file Badger is appending to stays resident
 // behind its write head: more than one group-commit round writes.

@@ -67,3 +67,49 @@ func residentUnder(t *testing.T, dir string) int64 {
 	}
 	return n
 }
+
+// TestTrimWaitsForWhatItCanTake: a trim pass runs once the file-backed
+// resident set is over the limit and has grown trimStep beyond what the
+// last pass left; not again while nothing more can be taken, however
+// often it is asked (gcLoop asks every residentTrimEvery); and at once
+// when asked for all.
+func TestTrimWaitsForWhatItCanTake(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, Options{trimLimit: math.MaxInt64})
+	defer s.Close()
+	body := make([]byte, 128<<10)
+	for i := range 160 { // 20 MiB in the value log
+		m := newMsg("a.example", i)
+		m.Body = body
+		if err := s.Append(context.Background(), m, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	passes := func(limit int64) int64 {
+		before := trimPasses.Load()
+		trimResident(dir, limit)
+		return trimPasses.Load() - before
+	}
+	trimmedTo.Store(0)
+	if n := passes(1); n != 1 {
+		t.Fatalf("%d passes over the limit with 20 MiB written, want 1", n)
+	}
+	for range 10 {
+		if n := passes(1); n != 0 {
+			t.Fatalf("a pass ran again with nothing more to take (%d KiB resident under the spool)", residentUnder(t, dir)>>10)
+		}
+	}
+	// Reading the webhooks back maps their bodies in again.
+	if ms, err := s.Read("a.example", 0, 200); err != nil || len(ms) != 160 {
+		t.Fatalf("read %d, %v", len(ms), err)
+	}
+	if got := residentUnder(t, dir); got < trimStep {
+		t.Fatalf("%d KiB resident after reading 20 MiB back: the test did not grow the set", got>>10)
+	}
+	if n := passes(1); n != 1 {
+		t.Fatalf("%d passes once the set grew by the read, want 1", n)
+	}
+	if n := passes(0); n != 1 {
+		t.Fatalf("%d passes asked for all, want 1", n)
+	}
+}
