@@ -310,16 +310,23 @@ func (h *Host) Settled() bool {
 func (h *Host) Lanes() int { return h.lanes.count() }
 
 // Announce takes a message the spool announced as durable.
-func (h *Host) Announce(m *spool.Message, now time.Time) { h.enqueueLane(m, now) }
+func (h *Host) Announce(m *spool.Message, now time.Time) {
+	h.wake()
+	h.enqueueLane(m, now)
+}
 
 // Resume marks h's queue as on disk, at a start: its default lane and
 // every other lane the spool has.
-func (h *Host) Resume() { h.resume() }
+func (h *Host) Resume() {
+	h.wake()
+	h.resume()
+}
 
 // Unstage puts what is staged back at the front of its lanes, to be
 // picked again with whatever came since (a pause ended), and gathered
 // again from scratch.
 func (h *Host) Unstage() {
+	h.wake()
 	h.unstage()
 	h.dropFits()
 }
@@ -328,6 +335,7 @@ func (h *Host) Unstage() {
 // where it stays queued for the next start): its ordering key moves on,
 // and its lane no longer counts it as out.
 func (h *Host) Done(m *spool.Message) {
+	h.wake()
 	if m.Ordering != "" {
 		h.orderDone(m)
 	}
@@ -336,7 +344,10 @@ func (h *Host) Done(m *spool.Message) {
 
 // OrderedDead reports that m became a dead letter: a webhook of an
 // ordering key is counted and logged (the key goes on without it).
-func (h *Host) OrderedDead(m *spool.Message, reason string) { h.orderedDead(m, reason) }
+func (h *Host) OrderedDead(m *spool.Message, reason string) {
+	h.wake()
+	h.orderedDead(m, reason)
+}
 
 // Upkeep keeps h's window after a pump: it reads back what is due of the
 // delayed, lets go of what h holds when the host can't send before
@@ -345,6 +356,7 @@ func (h *Host) OrderedDead(m *spool.Message, reason string) { h.orderedDead(m, r
 // returns when h needs the host pumped again (zero: an event will): a
 // retry due, a read allowed again, the head reaching max_age.
 func (h *Host) Upkeep(now, spillUntil time.Time, mayLetGo bool) time.Time {
+	h.wake()
 	wake := h.dueDelayed(now)
 	if !spillUntil.IsZero() && mayLetGo {
 		h.spill(now, spillUntil)
