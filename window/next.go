@@ -168,4 +168,9 @@ func (h *Host) Due(now time.Time) int {
 
 // Retrying is how many webhooks wait for their backoff, a batch's
 // members each.
-func (h *Host) Retrying() int { return h.retry.Len() }
+func (h *Host) Retrying() int {
+	if h.inMemory == nil {
+		return 0
+	}
+	return h.retry.Len()
+}

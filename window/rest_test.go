@@ -28,11 +28,18 @@ func TestPlainHostRests(t *testing.T) {
 	if n := f.drain(now); n != 5 {
 		t.Fatalf("%d delivered, want 5", n)
 	}
-	if !f.w.Rest() || f.w.lanes.def != nil {
+	if !f.w.Rest() || f.w.inMemory != nil {
 		t.Fatal("a drained plain host did not rest")
 	}
-	if f.w.Held() != 0 || f.w.Lanes() != 1 || !f.w.Settled() || f.w.Status() != nil {
-		t.Fatalf("at rest: held %d, lanes %d, settled %v, status %v; want as before", f.w.Held(), f.w.Lanes(), f.w.Settled(), f.w.Status())
+	if f.w.Held() != 0 || f.w.Waiting() != 0 || f.w.Retrying() != 0 || f.w.Room() != 4 || f.w.Lanes() != 1 ||
+		!f.w.Settled() || f.w.Loading() || f.w.OnDisk() || f.w.Status() != nil {
+		t.Fatalf("at rest: held %d, waiting %d, retrying %d, room %d, lanes %d, settled %v, loading %v, on disk %v, status %v; want as a new host's",
+			f.w.Held(), f.w.Waiting(), f.w.Retrying(), f.w.Room(), f.w.Lanes(), f.w.Settled(), f.w.Loading(), f.w.OnDisk(), f.w.Status())
+	}
+	f.w.Unspill()
+	f.w.SetPolicy(Policy{Window: 4, MaxLanes: 64, Weights: map[string]int{"": 3}})
+	if f.w.inMemory != nil {
+		t.Fatal("a reload woke a host at rest")
 	}
 
 	var want []uint64
@@ -50,6 +57,9 @@ func TestPlainHostRests(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("after rest delivered %v, want %v", got, want)
+	}
+	if w := f.w.lanes.def.unit.weight; w != 3 {
+		t.Fatalf("woken with weight %d, want the reload's 3", w)
 	}
 	if f.next(now) != nil {
 		t.Fatal("a webhook delivered twice")
