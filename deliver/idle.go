@@ -6,12 +6,13 @@ import "time"
 // Options.IdleTTL, so that a stream of new destinations doesn't grow the
 // dispatcher's memory without bound. Before that, as soon as its pacer
 // and window hold nothing a revived one would not, the host rests: they
-// are dropped (localGate, window.Host.Rest), half of what an idle host
-// costs. One timer looks
-// for both, every restEvery, armed while there are hosts.
+// are dropped (localGate, window.Host.Rest), about half of what an idle
+// host costs. One timer looks for both, every restEvery, armed while
+// there are hosts.
 
 // restEvery is how often idle hosts are looked for: a host rests within
-// it of its pacer coming to rest. A look costs about 20 ns a host.
+// it of its pacer coming to rest. A look takes the dispatcher's lock
+// for about 80 ns a host at rest (4 ms at 50,000 hosts).
 const restEvery = 5 * time.Second
 
 // armSweeper makes sure idle hosts are looked for while there are hosts.
