@@ -23,7 +23,7 @@ func (d *Dispatcher) enqueueLocked(msgs []*spool.Message) {
 	for _, m := range msgs {
 		h := d.hostLocked(m.Host)
 		h.win.Announce(m, now)
-		h.active = now
+		h.active = now.UnixNano()
 		if len(touched) == 0 || touched[len(touched)-1] != h {
 			touched = append(touched, h)
 		}

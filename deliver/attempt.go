@@ -107,7 +107,7 @@ func (d *Dispatcher) attempt(h *host, r request, pol *Policy, sentAt time.Time, 
 	d.mu.Lock()
 	e := d.finish(ctx, h, r, pol, res, sentAt, now, lease, false)
 	e.res.quotaUntil = d.partnerLocked(h, pol, res.partner, e.v, now)
-	h.active = now
+	h.active = now.UnixNano()
 	d.slotDone(h)
 	d.mu.Unlock()
 	for _, m := range r.ms {

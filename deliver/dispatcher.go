@@ -350,6 +350,11 @@ type host struct {
 	pol  *Policy
 	gate Gate
 	d    *Dispatcher
+
+	// pace is the pacer of a host pacing alone (localGate); nil while
+	// the host is at rest, when clean is its count of clean successes
+	// (see pacer.Host.Resting).
+	pace *pacer.Host
 	// win is what of h's queue is in memory: its lanes, what they staged
 	// to go next and what waits for a retry (package window).
 	win window.Host
@@ -366,9 +371,10 @@ type host struct {
 	// the Backlog methods a gate calls under its own lock never call it.
 	sending int
 
-	slotWaiting bool // h is in d.slotQ (slots.go)
-	landing     bool // a delete of h's landed: land pumps h once (slots.go)
-	unsettled   int  // deliveries answered 2xx, slot given back, delete not settled yet (slots.go)
+	slotWaiting bool  // h is in d.slotQ (slots.go)
+	landing     bool  // a delete of h's landed: land pumps h once (slots.go)
+	clean       int32 // see pace
+	unsettled   int   // deliveries answered 2xx, slot given back, delete not settled yet (slots.go)
 
 	// Batching (batch.go): extra counts the batch members in flight
 	// beyond one per slot; batches counts delivered batches.
@@ -382,7 +388,7 @@ type host struct {
 	// while there is none.
 	trouble *trouble
 
-	active time.Time // last message announced or attempt finished
+	active int64 // last message announced or attempt finished (Unix ns)
 }
 
 // trouble is the part of a host that only failures write.
@@ -420,12 +426,13 @@ func (d *Dispatcher) hostLocked(name string) *host {
 	if h == nil {
 		pol := d.opts.Policy(name)
 		now := time.Now()
-		h = &host{name: name, pol: pol, active: now, d: d}
+		h = &host{name: name, pol: pol, active: now.UnixNano(), d: d}
 		h.win.Init(window.Options{Name: name, Shared: d.winShared, Env: h, Policy: h.windowPolicy()})
 		if d.opts.Gates != nil {
 			h.gate = d.opts.Gates.Gate(name, h.limits(), now, h)
 		} else {
-			h.gate = localGate{pacer.New(h.limits(), now)}
+			h.pace = pacer.New(h.limits(), now)
+			h.gate = (*localGate)(h)
 		}
 		d.hosts[name] = h
 		d.armSweeper()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -1091,6 +1092,73 @@ func TestDrainTime(t *testing.T) {
 		}
 		if got, ok := d.DrainTime("slow.example", 1, time.Now()); ok {
 			t.Fatalf("paused host: %v, want no estimate", got)
+		}
+	})
+}
+
+// TestIdleHostsRest: a host whose webhooks are delivered and whose pacer
+// has come back to what a new one would be drops its pacer within
+// restEvery, shows the same state, and paces as before when webhooks
+// come again. A host that remembers failures keeps its pacer.
+func TestIdleHostsRest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &receiver{handle: func(r *http.Request, n int) (int, http.Header) {
+			if r.URL.Host == "failing.example" {
+				return 503, nil
+			}
+			return 200, nil
+		}}
+		pols := map[string]Policy{"a.example": policy(10, 2, 1), "failing.example": policy(10, 2, 1)}
+		p := pols["failing.example"]
+		p.MaxAttempts = 1
+		pols["failing.example"] = p
+		d, q := setup(t, rc, pols, 0)
+		q.add("a.example", 3)
+		q.add("failing.example", 1)
+		waitEmpty(t, q, time.Minute)
+		time.Sleep(time.Second) // both buckets full again
+		synctest.Wait()
+
+		state := func(name string) (pacer.State, bool) {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			h := d.hosts[name]
+			return h.gate.State(time.Now()), h.pace == nil
+		}
+		before, resting := state("a.example")
+		if resting {
+			t.Fatal("a.example at rest before the sweep")
+		}
+		time.Sleep(restEvery)
+		synctest.Wait()
+		after, resting := state("a.example")
+		if !resting {
+			t.Fatal("a.example keeps its pacer after restEvery idle")
+		}
+		if !reflect.DeepEqual(before, after) {
+			t.Errorf("state at rest %+v, want %+v as before", after, before)
+		}
+		d.mu.Lock()
+		clean := d.hosts["a.example"].clean
+		d.mu.Unlock()
+		if clean != 3 {
+			t.Errorf("clean successes kept at rest: %d, want 3", clean)
+		}
+		if _, resting := state("failing.example"); resting {
+			t.Error("failing.example at rest with a failure counted")
+		}
+
+		// Revived, the host paces as a fresh one: its burst, then its rate.
+		start := time.Now()
+		q.add("a.example", 4)
+		waitEmpty(t, q, time.Minute)
+		got := rc.arrivals("a.example")[3:]
+		if len(got) != 4 || got[1].at.Sub(start) > 0 || got[2].at.Sub(start) < 90*time.Millisecond {
+			t.Fatalf("revived a.example got %d, the third at %v; want a burst of 2 then 10/s",
+				len(got), got[min(2, len(got)-1)].at.Sub(start))
+		}
+		if _, resting := state("a.example"); resting {
+			t.Error("a.example at rest right after its deliveries")
 		}
 	})
 }

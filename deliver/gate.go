@@ -1,6 +1,7 @@
 package deliver
 
 import (
+	"math"
 	"time"
 
 	"github.com/hookpace/hookpace/pacer"
@@ -103,23 +104,86 @@ func (h *host) release(now time.Time, lease string, r pacer.Result) pacer.Hold {
 	return h.gate.Release(now, lease, r)
 }
 
-// localGate is a host pacing alone: its pacer.Host is its whole gate.
-type localGate struct{ *pacer.Host }
+// localGate is a host pacing alone: its pacer.Host (host.pace) is its
+// whole gate. A host at rest has none (see rest): what reads the gate
+// then sees a pacer revived with the host's limits, and the first call
+// that changes it revives one. A reload's limits reach a resting host
+// when it is revived, as they would reach a host forgotten and made
+// again.
+type localGate host
 
-var _ Gate = localGate{}
+var _ Gate = (*localGate)(nil)
 
-func (g localGate) Acquire(now time.Time) (bool, time.Time, string) {
-	ok, wake := g.Host.Acquire(now)
+// paced is g's pacer, revived if g is at rest.
+func (g *localGate) paced(now time.Time) *pacer.Host {
+	if g.pace == nil {
+		g.pace = pacer.Revive((*host)(g).limits(), now, int(g.clean))
+	}
+	return g.pace
+}
+
+func (g *localGate) Acquire(now time.Time) (bool, time.Time, string) {
+	ok, wake := g.paced(now).Acquire(now)
 	return ok, wake, ""
 }
 
-func (g localGate) Release(now time.Time, _ string, r pacer.Result) pacer.Hold {
-	return g.Host.Release(now, r)
+func (g *localGate) Release(now time.Time, _ string, r pacer.Result) pacer.Hold {
+	return g.paced(now).Release(now, r)
 }
 
-func (localGate) Pumped(time.Time)              {}
-func (localGate) Status(time.Time, *HostStatus) {}
-func (localGate) Close()                        {}
+func (g *localGate) SetLimits(l pacer.Limits, now time.Time) {
+	if g.pace != nil {
+		g.pace.SetLimits(l, now)
+	}
+}
+
+func (g *localGate) Quota(now time.Time, remaining int64, reset time.Time) bool {
+	return g.paced(now).Quota(now, remaining, reset)
+}
+
+func (g *localGate) Pause()  { g.paced(time.Now()).Pause() }
+func (g *localGate) Resume() { g.paced(time.Now()).Resume() }
+
+func (g *localGate) Paused() bool { return g.pace != nil && g.pace.Paused() }
+
+func (g *localGate) InFlight() int {
+	if g.pace == nil {
+		return 0
+	}
+	return g.pace.InFlight()
+}
+
+func (g *localGate) Breaker() (string, time.Time) {
+	if g.pace == nil {
+		return pacer.BreakerClosed, time.Time{}
+	}
+	return g.pace.Breaker()
+}
+
+func (g *localGate) State(now time.Time) pacer.State {
+	if g.pace == nil {
+		return pacer.RestingState((*host)(g).limits(), now, int(g.clean))
+	}
+	return g.pace.State(now)
+}
+
+func (g *localGate) Idle(now time.Time) bool { return g.pace == nil || g.pace.Idle(now) }
+
+// rest drops g's pacer if it is at rest (pacer.Host.Resting), keeping
+// its count of clean successes.
+func (g *localGate) rest(now time.Time) {
+	if g.pace == nil {
+		return
+	}
+	if clean, ok := g.pace.Resting(now); ok {
+		g.clean = int32(min(clean, math.MaxInt32))
+		g.pace = nil
+	}
+}
+
+func (*localGate) Pumped(time.Time)              {}
+func (*localGate) Status(time.Time, *HostStatus) {}
+func (*localGate) Close()                        {}
 
 // Due implements Backlog.
 func (h *host) Due(now time.Time) int {

@@ -182,7 +182,7 @@ func (d *Dispatcher) land() {
 		e := d.finish(l.ctx, l.h, l.r, l.pol, l.res, l.sentAt, l.who.now, l.lease, true)
 		e.res.quotaUntil = l.quotaUntil
 		ends[i] = e.of(l.who)
-		l.h.active = l.who.now
+		l.h.active = l.who.now.UnixNano()
 		l.h.unsettled--
 		l.h.landing = true
 		d.unsettled--

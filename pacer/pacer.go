@@ -150,13 +150,44 @@ func (h *Host) w() *episodes {
 }
 
 // New returns a host with a full bucket.
-func New(l Limits, now time.Time) *Host {
+func New(l Limits, now time.Time) *Host { return Revive(l, now, 0) }
+
+// Revive returns a host with a full bucket that has had clean successes
+// since its last 429 episode (see Resting): what a host at rest is.
+func Revive(l Limits, now time.Time, clean int) *Host {
+	h := new(Host)
+	h.init(l, now, clean)
+	return h
+}
+
+func (h *Host) init(l Limits, now time.Time, clean int) {
 	l = Sanitize(l)
-	h := &Host{lim: l, tokens: Capacity(l), last: now, rate: l.Rate, breaker: BreakerClosed}
+	*h = Host{lim: l, tokens: Capacity(l), last: now, rate: l.Rate, breaker: BreakerClosed,
+		clean: min(max(clean, 0), cleanMax)}
 	if l.AutoConcurrency {
 		h.auto = newGradient(l.Concurrency, now)
 	}
-	return h
+}
+
+// Resting reports whether h holds nothing but its count of clean
+// successes (returned) that Revive with h's limits would not give it,
+// now and at any time after: Idle, with no episode, adaptive limit,
+// failure or rate streak remembered. Such a host may be dropped and
+// made again with Revive when it is next needed; between the two its
+// State is RestingState's.
+func (h *Host) Resting(now time.Time) (clean int, ok bool) {
+	if !h.Idle(now) || h.ep != nil || h.auto != nil || h.failures > 0 ||
+		h.breaker != BreakerClosed || h.probing || h.streak > 0 {
+		return 0, false
+	}
+	return h.clean, true
+}
+
+// RestingState is the State of a host revived at now, without making one.
+func RestingState(l Limits, now time.Time, clean int) State {
+	var h Host
+	h.init(l, now, clean)
+	return h.State(now)
 }
 
 // Capacity is how many tokens the bucket holds: the burst less the jitter

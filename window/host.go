@@ -172,6 +172,14 @@ type Host struct {
 	sh   *Shared
 	pol  *Policy // shared with the other Hosts of sh that have it; never written
 
+	lastSeen uint64 // highest id announced by the spool
+
+	// inMemory is the rest; nil while the host rests (rest.go).
+	*inMemory
+}
+
+// inMemory is what a Host holds while it is not at rest.
+type inMemory struct {
 	ready deque      // picked from the lanes, next to go
 	retry retryQueue // failed, waiting for their backoff
 
@@ -181,9 +189,8 @@ type Host struct {
 	// messages need: nil while neither (rareR gives the zero value).
 	rare *hostRare
 
-	lastSeen uint64 // highest id announced by the spool
-	onDisk   bool   // the spool holds messages of a lane above its cursor
-	loading  bool   // a read of lanes is under way
+	onDisk  bool // the spool holds messages of a lane above its cursor
+	loading bool // a read of lanes is under way
 }
 
 // hostRare is the part of a Host most hosts never use.
@@ -258,7 +265,7 @@ func (h *Host) Init(o Options) {
 	if sh == nil {
 		sh = NewShared(o.Reader, o.Log, o.Now)
 	}
-	*h = Host{name: o.Name, env: o.Env, sh: sh}
+	*h = Host{name: o.Name, env: o.Env, sh: sh, inMemory: &inMemory{}}
 	h.SetPolicy(o.Policy)
 	h.newLanes()
 }
@@ -271,6 +278,9 @@ func (h *Host) SetPolicy(p Policy) {
 		p.MaxLanes = defaultMaxLanes
 	}
 	h.pol = h.sh.share(&p)
+	if h.inMemory == nil {
+		return // what follows is as a new Host's: woken with p's weights
+	}
 	if h.lanes.def != nil {
 		h.lanes.reweigh(p.Weights)
 	}
@@ -283,18 +293,33 @@ func (h *Host) SetPolicy(p Policy) {
 
 // Held is how many messages h holds in memory: staged, in lanes or
 // waiting for a retry.
-func (h *Host) Held() int { return h.Waiting() + h.retry.Len() }
+func (h *Host) Held() int {
+	if h.inMemory == nil {
+		return 0
+	}
+	return h.Waiting() + h.retry.Len()
+}
 
 // Waiting is how many of the messages h holds wait for their turn:
 // staged or in lanes.
-func (h *Host) Waiting() int { return h.ready.Len() + h.lanes.mem }
+func (h *Host) Waiting() int {
+	if h.inMemory == nil {
+		return 0
+	}
+	return h.ready.Len() + h.lanes.mem
+}
 
 // count is how many of the host's messages are in memory, out or not,
 // or being read back as ids (an ordering key's next, a delay that is
 // due). A read of lanes is not counted: its size was bounded by the room
 // when it started (LoadSize), and what is announced meanwhile for a lane
 // being read waits on disk.
-func (h *Host) count() int { return h.Held() + h.lanes.r().reading + h.env.Busy() }
+func (h *Host) count() int {
+	if h.inMemory == nil {
+		return h.env.Busy()
+	}
+	return h.Held() + h.lanes.r().reading + h.env.Busy()
+}
 
 // Room is how many more messages the host's window has room for.
 func (h *Host) Room() int { return h.pol.Window - h.count() }
@@ -303,23 +328,35 @@ func (h *Host) Room() int { return h.pol.Window - h.count() }
 // Host would: nothing held, on disk unread, being read or waiting as an
 // id.
 func (h *Host) Settled() bool {
-	return h.Held() == 0 && !h.onDisk && !h.loading && !h.lanes.waiting()
+	return h.inMemory == nil || h.Held() == 0 && !h.onDisk && !h.loading && !h.lanes.waiting()
 }
 
 // Lanes is how many lanes h holds, the default one included.
-func (h *Host) Lanes() int { return h.lanes.count() }
+func (h *Host) Lanes() int {
+	if h.inMemory == nil {
+		return 1
+	}
+	return h.lanes.count()
+}
 
 // Announce takes a message the spool announced as durable.
-func (h *Host) Announce(m *spool.Message, now time.Time) { h.enqueueLane(m, now) }
+func (h *Host) Announce(m *spool.Message, now time.Time) {
+	h.wake()
+	h.enqueueLane(m, now)
+}
 
 // Resume marks h's queue as on disk, at a start: its default lane and
 // every other lane the spool has.
-func (h *Host) Resume() { h.resume() }
+func (h *Host) Resume() {
+	h.wake()
+	h.resume()
+}
 
 // Unstage puts what is staged back at the front of its lanes, to be
 // picked again with whatever came since (a pause ended), and gathered
 // again from scratch.
 func (h *Host) Unstage() {
+	h.wake()
 	h.unstage()
 	h.dropFits()
 }
@@ -328,6 +365,7 @@ func (h *Host) Unstage() {
 // where it stays queued for the next start): its ordering key moves on,
 // and its lane no longer counts it as out.
 func (h *Host) Done(m *spool.Message) {
+	h.wake()
 	if m.Ordering != "" {
 		h.orderDone(m)
 	}
@@ -336,7 +374,10 @@ func (h *Host) Done(m *spool.Message) {
 
 // OrderedDead reports that m became a dead letter: a webhook of an
 // ordering key is counted and logged (the key goes on without it).
-func (h *Host) OrderedDead(m *spool.Message, reason string) { h.orderedDead(m, reason) }
+func (h *Host) OrderedDead(m *spool.Message, reason string) {
+	h.wake()
+	h.orderedDead(m, reason)
+}
 
 // Upkeep keeps h's window after a pump: it reads back what is due of the
 // delayed, lets go of what h holds when the host can't send before
@@ -345,6 +386,7 @@ func (h *Host) OrderedDead(m *spool.Message, reason string) { h.orderedDead(m, r
 // returns when h needs the host pumped again (zero: an event will): a
 // retry due, a read allowed again, the head reaching max_age.
 func (h *Host) Upkeep(now, spillUntil time.Time, mayLetGo bool) time.Time {
+	h.wake()
 	wake := h.dueDelayed(now)
 	if !spillUntil.IsZero() && mayLetGo {
 		h.spill(now, spillUntil)
@@ -422,9 +464,13 @@ func earliest(a, b time.Time) time.Time {
 
 // Loading reports whether a read of h's lanes is under way; OnDisk
 // whether the spool holds more of them than h has read.
-func (h *Host) Loading() bool { return h.loading }
-func (h *Host) OnDisk() bool  { return h.onDisk }
+func (h *Host) Loading() bool { return h.inMemory != nil && h.loading }
+func (h *Host) OnDisk() bool  { return h.inMemory != nil && h.onDisk }
 
 // Unspill lets h read again at once if it let go of what it held: the
 // host's gate may let it send sooner than it said.
-func (h *Host) Unspill() { h.setSpilled(time.Time{}) }
+func (h *Host) Unspill() {
+	if h.inMemory != nil {
+		h.setSpilled(time.Time{})
+	}
+}

@@ -33,6 +33,7 @@ func (p Pick) Empty() bool { return p.m == nil && p.batch == nil && p.idx == nil
 // it stops waiting (zero: when a read or an attempt finishes). Next
 // changes nothing but what is staged: the pick stays in h until Take.
 func (h *Host) Next(now time.Time) (p Pick, until time.Time) {
+	h.wake()
 	if at, ok := h.retry.PeekAt(); ok && !at.After(now) {
 		it := h.retry.Peek()
 		return Pick{m: it.M, batch: it.Batch, retry: true}, time.Time{}
@@ -49,6 +50,7 @@ func (h *Host) Next(now time.Time) (p Pick, until time.Time) {
 // sends; batch says whether they go as a batch (a batch retried whole
 // does, however many members it kept).
 func (h *Host) Take(p Pick) (ms []*spool.Message, batch bool) {
+	h.wake()
 	switch {
 	case p.retry:
 		h.retry.Pop()
@@ -70,6 +72,7 @@ func (h *Host) Take(p Pick) (ms []*spool.Message, batch bool) {
 // again in their order, to go when the hold ends; a 429 does not use up
 // an attempt.
 func (h *Host) Hold(ms []*spool.Message) {
+	h.wake()
 	for _, m := range slices.Backward(ms) {
 		h.ready.PushFront(m)
 	}
@@ -78,6 +81,7 @@ func (h *Host) Hold(ms []*spool.Message) {
 // Alone puts ms first in line again in their order, each to go alone: a
 // batch found them unfit (their content changed).
 func (h *Host) Alone(ms []*spool.Message) {
+	h.wake()
 	if h.fits() == nil && h.pol.Batch != nil {
 		h.rareW().fit = make(map[*spool.Message]int, len(ms))
 	}
@@ -91,16 +95,23 @@ func (h *Host) Alone(ms []*spool.Message) {
 }
 
 // RetryAt queues m, which failed, to be sent again at at.
-func (h *Host) RetryAt(at time.Time, m *spool.Message) { h.retry.Add(at, m) }
+func (h *Host) RetryAt(at time.Time, m *spool.Message) {
+	h.wake()
+	h.retry.Add(at, m)
+}
 
 // RetryBatchAt queues ms, a batch that failed, to be sent again whole at
 // at.
-func (h *Host) RetryBatchAt(at time.Time, ms []*spool.Message) { h.retry.AddBatch(at, ms) }
+func (h *Host) RetryBatchAt(at time.Time, ms []*spool.Message) {
+	h.wake()
+	h.retry.AddBatch(at, ms)
+}
 
 // Split puts the two halves of ms, a batch the partner found too large,
 // first in line, due at now, in their order: each goes as its own batch
 // as soon as the host may send.
 func (h *Host) Split(ms []*spool.Message, now time.Time) {
+	h.wake()
 	half := (len(ms) + 1) / 2
 	h.retry.AddBatch(now, ms[:half])
 	h.retry.AddBatch(now, ms[half:])
@@ -111,6 +122,7 @@ func (h *Host) Split(ms []*spool.Message, now time.Time) {
 // MaxAge: a webhook that waited behind a pause, a hold or a backlog is
 // not sent late, it is buried. It returns nil when the head may go.
 func (h *Host) ExpireHead(now time.Time) *spool.Message {
+	h.wake()
 	maxAge := h.pol.MaxAge
 	if maxAge <= 0 {
 		return nil
@@ -143,6 +155,7 @@ func (h *Host) headExpiry(wake time.Time) time.Time {
 // Due is how many requests h could send now if its gate allowed: what
 // waits its turn, gathered Stage to a request, and the retries due.
 func (h *Host) Due(now time.Time) int {
+	h.wake()
 	n := (h.Waiting() + h.pol.Stage - 1) / h.pol.Stage
 	for _, it := range h.retry.items {
 		if it.At.After(now) {
@@ -155,4 +168,9 @@ func (h *Host) Due(now time.Time) int {
 
 // Retrying is how many webhooks wait for their backoff, a batch's
 // members each.
-func (h *Host) Retrying() int { return h.retry.Len() }
+func (h *Host) Retrying() int {
+	if h.inMemory == nil {
+		return 0
+	}
+	return h.retry.Len()
+}

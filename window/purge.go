@@ -9,6 +9,7 @@ import "github.com/hookpace/hookpace/spool"
 // WasRead reports whether m was read from the spool into h: the loads
 // are past it.
 func (h *Host) WasRead(m *spool.Message) bool {
+	h.wake()
 	l := h.lanes.get(m.Lane())
 	return l == nil || m.ID <= l.cursor // a lane is forgotten once all of it was read
 }
@@ -17,6 +18,7 @@ func (h *Host) WasRead(m *spool.Message) bool {
 // in memory (ready, retrying, in its lanes) are returned by id, and the
 // ids of those waiting as ids (parked or delayed) in refs.
 func (h *Host) Select(picked []*spool.Message) (out map[uint64]*spool.Message, refs map[uint64]bool) {
+	h.wake()
 	want := make(map[uint64]bool, len(picked))
 	for _, m := range picked {
 		want[m.ID] = true

@@ -107,6 +107,9 @@ func (s *LaneStatus) Text() string {
 // Status is h's lanes' status, from memory: the dispatcher's and the
 // spool's counts.
 func (h *Host) Status() *LaneStatus {
+	if h.inMemory == nil {
+		return nil // a plain host: see Rest
+	}
 	ls := &h.lanes
 	if !ls.keyed {
 		return nil // one lane: the host's status says all of it
