@@ -26,15 +26,21 @@ import (
 // them, but what lies behind is as finished as any older file, and during
 // a burst those two files are most of what is resident (100 MiB
 // of 216 at the peak of 200,000 webhooks over 5,000 hosts). It only runs
-// when the spool's mappings hold more than limit bytes, and once they hold
-// trimStep more than the last pass left (trimmedTo); a limit of 0 trims
-// at once.
+// when the spool's mappings hold more than limit bytes; after a pass that
+// took little (trimFutile), only once they hold trimStep more than it left
+// or it is trimAgainAfter old. A limit of 0 trims at once.
 func trimResident(dir string, limit int64) {
-	if rss := rssFile(); rss < limit || limit > 0 && rss < trimmedTo.Load()+trimStep {
+	rss := rssFile()
+	if rss < limit || limit > 0 && trimFutile.Load() && rss < trimmedTo.Load()+trimStep && trimNow().UnixNano() < trimmedAt.Load()+int64(trimAgainAfter) {
 		return
 	}
 	trimPasses.Add(1)
-	defer func() { trimmedTo.Store(rssFile()) }()
+	defer func() {
+		after := rssFile()
+		trimmedTo.Store(after)
+		trimmedAt.Store(trimNow().UnixNano())
+		trimFutile.Store(rss-after < trimStep/4)
+	}()
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return
@@ -105,14 +111,27 @@ func trimWhileOpening(dir string, limit int64) (stop func()) {
 }
 
 // trimmedTo is the process's file-backed resident set as the last trim
-// pass left it: what trimming cannot give back (the executable's pages,
-// the write margins, pages another process maps too). When that alone is
-// above the limit, a pass every tick would find nothing to take and cost
-// a core's few percent, idle; so a pass waits until the set has grown
-// trimStep beyond it.
-var trimmedTo atomic.Int64
+// pass left it (at trimmedAt, Unix nanoseconds), and trimFutile says that
+// pass took less than a quarter of trimStep: what is left is what
+// trimming cannot give back (the executable's pages, the write margins,
+// pages not yet written back, which no pass can take until they are).
+// When that alone is above the limit, a pass every tick would find
+// nothing to take and cost a core's few percent, idle; so after a futile
+// pass the next waits until the set has grown trimStep beyond it, or for
+// trimAgainAfter, by when what was being written back is clean. A pass
+// that took its share keeps the tick: a burst is trimmed as before.
+var (
+	trimmedTo, trimmedAt atomic.Int64
+	trimFutile           atomic.Bool
+)
 
-const trimStep = 4 << 20
+const (
+	trimStep       = 4 << 20
+	trimAgainAfter = 2 * time.Second
+)
+
+// trimNow is the trimmer's clock (tests stop it).
+var trimNow = time.Now
 
 // trimPasses counts the passes that ran, for tests.
 var trimPasses atomic.Int64

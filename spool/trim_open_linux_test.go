@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestOpenLeavesLittleResident: opening the spool reads its newest
@@ -68,11 +69,12 @@ func residentUnder(t *testing.T, dir string) int64 {
 	return n
 }
 
-// TestTrimWaitsForWhatItCanTake: a trim pass runs once the file-backed
-// resident set is over the limit and has grown trimStep beyond what the
-// last pass left; not again while nothing more can be taken, however
-// often it is asked (gcLoop asks every residentTrimEvery); and at once
-// when asked for all.
+// TestTrimWaitsForWhatItCanTake: a trim pass runs whenever the
+// file-backed resident set is over the limit, as long as the last took
+// something; after one that took little, not again while nothing more
+// can be taken, however often it is asked (gcLoop asks every
+// residentTrimEvery), until the set has grown trimStep or trimAgainAfter
+// has passed; and at once when asked for all.
 func TestTrimWaitsForWhatItCanTake(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir, Options{trimLimit: math.MaxInt64})
@@ -90,9 +92,19 @@ func TestTrimWaitsForWhatItCanTake(t *testing.T) {
 		trimResident(dir, limit)
 		return trimPasses.Load() - before
 	}
+	now := time.Unix(1700000000, 0)
+	trimNow = func() time.Time { return now }
+	defer func() { trimNow = time.Now }()
 	trimmedTo.Store(0)
+	trimmedAt.Store(0)
+	trimFutile.Store(false)
 	if n := passes(1); n != 1 {
 		t.Fatalf("%d passes over the limit with 20 MiB written, want 1", n)
+	}
+	// The first took the 20 MiB, so the next runs at the next tick, and
+	// finds nothing to take.
+	if n := passes(1); n != 1 || !trimFutile.Load() {
+		t.Fatalf("%d passes right after one that took 20 MiB (futile: %v), want 1", n, trimFutile.Load())
 	}
 	for range 10 {
 		if n := passes(1); n != 0 {
@@ -111,5 +123,14 @@ func TestTrimWaitsForWhatItCanTake(t *testing.T) {
 	}
 	if n := passes(0); n != 1 {
 		t.Fatalf("%d passes asked for all, want 1", n)
+	}
+	// What a pass could not take, it tries again once trimAgainAfter has
+	// passed.
+	if n := passes(1); n != 0 {
+		t.Fatalf("%d passes right after one, want 0", n)
+	}
+	now = now.Add(trimAgainAfter)
+	if n := passes(1); n != 1 {
+		t.Fatalf("%d passes once the last is trimAgainAfter old, want 1", n)
 	}
 }
