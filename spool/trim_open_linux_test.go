@@ -17,14 +17,7 @@ import (
 func TestOpenLeavesLittleResident(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir, Options{trimLimit: math.MaxInt64})
-	body := make([]byte, 128<<10)
-	for i := range 160 { // 20 MiB in the value log
-		m := newMsg("a.example", i)
-		m.Body = body
-		if err := s.Append(context.Background(), m, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	append20MiB(t, s)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -79,14 +72,7 @@ func TestTrimWaitsForWhatItCanTake(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir, Options{trimLimit: math.MaxInt64})
 	defer s.Close()
-	body := make([]byte, 128<<10)
-	for i := range 160 { // 20 MiB in the value log
-		m := newMsg("a.example", i)
-		m.Body = body
-		if err := s.Append(context.Background(), m, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	append20MiB(t, s)
 	passes := func(limit int64) int64 {
 		before := trimPasses.Load()
 		trimResident(dir, limit)
@@ -132,5 +118,19 @@ func TestTrimWaitsForWhatItCanTake(t *testing.T) {
 	now = now.Add(trimAgainAfter)
 	if n := passes(1); n != 1 {
 		t.Fatalf("%d passes once the last is trimAgainAfter old, want 1", n)
+	}
+}
+
+// append20MiB queues 160 webhooks of 128 KiB to a.example: 20 MiB in
+// the value log.
+func append20MiB(t *testing.T, s *Spool) {
+	t.Helper()
+	body := make([]byte, 128<<10)
+	for i := range 160 {
+		m := newMsg("a.example", i)
+		m.Body = body
+		if err := s.Append(context.Background(), m, 0); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
