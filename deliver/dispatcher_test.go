@@ -1048,14 +1048,7 @@ func TestIdleHostsAreForgotten(t *testing.T) {
 		}
 
 		// A forgotten host starts afresh: its burst, then its rate.
-		start := time.Now()
-		q.add("a.example", 4)
-		waitEmpty(t, q, time.Minute)
-		got := rc.arrivals("a.example")[3:]
-		if len(got) != 4 || got[1].at.Sub(start) > 0 || got[2].at.Sub(start) < 90*time.Millisecond {
-			t.Fatalf("after being forgotten a.example got %d, the third at %v; want a burst of 2 then 10/s",
-				len(got), got[min(2, len(got)-1)].at.Sub(start))
-		}
+		pacesAfresh(t, q, rc, "after being forgotten")
 	})
 }
 
@@ -1149,16 +1142,24 @@ func TestIdleHostsRest(t *testing.T) {
 		}
 
 		// Revived, the host paces as a fresh one: its burst, then its rate.
-		start := time.Now()
-		q.add("a.example", 4)
-		waitEmpty(t, q, time.Minute)
-		got := rc.arrivals("a.example")[3:]
-		if len(got) != 4 || got[1].at.Sub(start) > 0 || got[2].at.Sub(start) < 90*time.Millisecond {
-			t.Fatalf("revived a.example got %d, the third at %v; want a burst of 2 then 10/s",
-				len(got), got[min(2, len(got)-1)].at.Sub(start))
-		}
+		pacesAfresh(t, q, rc, "revived")
 		if _, resting := state("a.example"); resting {
 			t.Error("a.example at rest right after its deliveries")
 		}
 	})
+}
+
+// pacesAfresh sends 4 more webhooks to a.example, which has had 3 (burst
+// 2, 10/s), and checks they go as to a new host: two at once, the third
+// a tenth of a second later.
+func pacesAfresh(t *testing.T, q *memQueue, rc *receiver, as string) {
+	t.Helper()
+	start := time.Now()
+	q.add("a.example", 4)
+	waitEmpty(t, q, time.Minute)
+	got := rc.arrivals("a.example")[3:]
+	if len(got) != 4 || got[1].at.Sub(start) > 0 || got[2].at.Sub(start) < 90*time.Millisecond {
+		t.Fatalf("%s a.example got %d, the third at %v; want a burst of 2 then 10/s",
+			as, len(got), got[min(2, len(got)-1)].at.Sub(start))
+	}
 }

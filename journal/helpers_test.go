@@ -75,3 +75,18 @@ func newMsg(host string, i int) *spool.Message {
 		Enqueued: time.Unix(1700000000, int64(i)),
 	}
 }
+
+// checkAcrossRestart runs check on s, closes it, opens dir again and runs
+// check there too: what the journal says survives a restart. It returns
+// the spool opened again, closed when the test ends.
+func checkAcrossRestart(t *testing.T, dir string, s *spool.Spool, check func(*spool.Spool)) *spool.Spool {
+	t.Helper()
+	check(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir, testOpts{})
+	t.Cleanup(func() { s.Close() })
+	check(s)
+	return s
+}

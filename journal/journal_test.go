@@ -53,13 +53,7 @@ func TestJournalAttemptsAndOutcome(t *testing.T) {
 			t.Fatalf("URL kept its secret: %s", v.Entry.URL)
 		}
 	}
-	check(s)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = openTest(t, dir, testOpts{})
-	defer s.Close()
-	check(s)
+	checkAcrossRestart(t, dir, s, check)
 }
 
 // A queued webhook is found with its position; a buried one is dead with
@@ -210,13 +204,7 @@ func TestJournalWritesNothingAtIngest(t *testing.T) {
 			t.Fatalf("list: %v %v", page, err)
 		}
 	}
-	check(s)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = openTest(t, dir, testOpts{})
-	defer s.Close()
-	check(s)
+	s = checkAcrossRestart(t, dir, s, check)
 	if u := journalOf(s).JournalUsage(); u.Entries != 0 {
 		t.Fatalf("%d entries in the journal for a queued webhook", u.Entries)
 	}

@@ -65,13 +65,7 @@ func TestJournalReplayIsOneWebhook(t *testing.T) {
 		}
 	}
 	settleJournal(t, s)
-	check(s)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = openTest(t, dir, testOpts{})
-	defer s.Close()
-	check(s)
+	checkAcrossRestart(t, dir, s, check)
 }
 
 // A dead letter replayed costs the journal nothing at ingest: the new
