@@ -72,7 +72,8 @@ func (p *Proxy) ServeCapture(ctx context.Context, conn net.Conn, dst netip.AddrP
 	req := (&http.Request{Method: http.MethodConnect, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{}, RemoteAddr: conn.RemoteAddr().String(), Host: dst.String(),
 		URL: &url.URL{Host: dst.String()}}).WithContext(context.WithValue(ctx, capturedKey{}, true))
-	if self, ok := addrPort(conn.LocalAddr()); ok && self == dst {
+	self, _ := addrPort(conn.LocalAddr())
+	if self == dst {
 		// Not redirected: someone dialled the capture listener itself.
 		// Serving it would make hookpace its own destination.
 		p.record(req, start, dst.String(), 0, decision{outcome: outcomeRefused, status: http.StatusForbidden,
@@ -80,7 +81,7 @@ func (p *Proxy) ServeCapture(ctx context.Context, conn net.Conn, dst netip.AddrP
 		conn.Close()
 		return
 	}
-	if src, ok := addrPort(conn.RemoteAddr()); ok && isOwn(src) {
+	if src, ok := addrPort(conn.RemoteAddr()); ok && isOwn(src, dst, self) {
 		p.refuseLoop(req, conn, dst, start)
 		return
 	}
@@ -91,7 +92,7 @@ func (p *Proxy) ServeCapture(ctx context.Context, conn net.Conn, dst netip.AddrP
 	conn.SetReadDeadline(time.Now().Add(opaqueAfter))
 	pre, kind, err := sniffCaptured(conn)
 	conn.SetReadDeadline(time.Time{})
-	if src, ok := addrPort(conn.RemoteAddr()); ok && len(pre) > 0 && isOwn(src) {
+	if src, ok := addrPort(conn.RemoteAddr()); ok && len(pre) > 0 && isOwn(src, dst, self) {
 		// Known for certain now: hookpace's dials are recorded before
 		// they send their first byte.
 		p.refuseLoop(req, &prefixConn{peekedConn: &peekedConn{Conn: conn}, pre: pre}, dst, start)

@@ -5,14 +5,17 @@ package proxy
 import (
 	"context"
 	"net"
+	"slices"
 	"sync"
 	"syscall"
 )
 
-// boundPorts collects the ports bindOwn bound for one dial.
+// boundPorts collects the ports bindOwn bound for one dial, with their
+// entries' tokens.
 type boundPorts struct {
-	mu    sync.Mutex
-	ports []uint16
+	mu     sync.Mutex
+	ports  []ownPort
+	tokens []uint64
 }
 
 type boundKey struct{}
@@ -35,17 +38,19 @@ func bindOwn(ctx context.Context, network, _ string, c syscall.RawConn) error {
 		if got, err = syscall.Getsockname(int(fd)); err != nil {
 			return
 		}
-		var port uint16
+		var port ownPort
 		switch a := got.(type) {
 		case *syscall.SockaddrInet4:
-			port = uint16(a.Port)
+			port = ownPort{port: uint16(a.Port)}
 		case *syscall.SockaddrInet6:
-			port = uint16(a.Port)
+			port = ownPort{port: uint16(a.Port), v6: true}
 		}
-		ownPorts.Store(port, struct{}{})
+		token := ownTokens.Add(1)
+		ownPorts.Store(port, token)
 		if b, ok := ctx.Value(boundKey{}).(*boundPorts); ok {
 			b.mu.Lock()
 			b.ports = append(b.ports, port)
+			b.tokens = append(b.tokens, token)
 			b.mu.Unlock()
 		}
 	})
@@ -64,25 +69,24 @@ func ownPortDial(next DialFunc) DialFunc {
 		c, err := next(context.WithValue(ctx, boundKey{}, b), network, addr)
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		var kept uint16
+		kept := -1
 		if err == nil {
 			if la, ok := addrPort(c.LocalAddr()); ok {
-				kept = la.Port()
+				kept = slices.Index(b.ports, ownPort{la.Port(), !la.Addr().Is4()})
 			}
 		}
-		for _, p := range b.ports {
-			if p != kept {
-				ownPorts.Delete(p)
+		for i, p := range b.ports {
+			if i != kept {
+				ownPorts.CompareAndDelete(p, b.tokens[i])
 			}
 		}
 		if err != nil {
 			return nil, err
 		}
 		tc, ok := c.(*net.TCPConn)
-		if !ok {
+		if !ok || kept < 0 {
 			return c, nil
 		}
-		la, _ := addrPort(tc.LocalAddr())
-		return &ownConn{TCPConn: tc, local: la, port: true}, nil
+		return newOwnConn(tc, b.ports[kept], b.tokens[kept]), nil
 	}
 }
