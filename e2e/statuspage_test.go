@@ -202,6 +202,15 @@ hosts:
 		return sp.Dead == 1 && sp.Messages == 9
 	})
 	busy.WaitFor(t, 10*time.Second, "the 429", func(as []Arrival) bool { return len(as) == 1 })
+	// The receiver has answered; hookpace takes the answer a moment later.
+	Poll(t, 10*time.Second, "the 429 taken: the host held, the attempt counted", func() bool {
+		var st struct {
+			HeldUntil  *time.Time `json:"held_until"`
+			HoldReason string     `json:"hold_reason"`
+		}
+		hp.AdminJSON("/v1/hosts/"+busy.Host(), &st)
+		return st.HeldUntil != nil && st.HoldReason != "" && strings.Contains(hp.Metrics(), `outcome="held"`)
+	})
 	if n := len(paused.Arrivals()); n != 0 {
 		t.Fatalf("the paused host got %d webhooks", n)
 	}
