@@ -225,6 +225,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if hj, ok := w.(http.Hijacker); ok && r.Method == http.MethodConnect && r.ProtoMajor == 1 {
+		w = earlyWriter{ResponseWriter: w, hj: hj}
+	}
 	p.gp.ServeHTTP(w, r)
 }
 

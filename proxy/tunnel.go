@@ -72,6 +72,10 @@ func (p *Proxy) sniffConnect(t *tunnel) *goproxy.ConnectAction {
 }
 
 func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
+	var pre []byte
+	if ec, ok := conn.(*earlyConn); ok {
+		conn, pre = ec.Conn, ec.early
+	}
 	r := t.req
 	major, minor := r.ProtoMajor, r.ProtoMinor
 	if major == 0 {
@@ -81,7 +85,32 @@ func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
 		conn.Close()
 		return
 	}
-	p.serveSniffed(t, conn, nil)
+	p.serveSniffed(t, conn, pre)
+}
+
+// earlyWriter hands goproxy a CONNECT's connection together with what
+// the client sent after the request without waiting for the answer (a
+// ClientHello in the CONNECT's own write): net/http has read those bytes
+// into its buffer, and the tunnel must see them first.
+type earlyWriter struct {
+	http.ResponseWriter
+	hj http.Hijacker
+}
+
+func (w earlyWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := w.hj.Hijack()
+	if err != nil || brw.Reader.Buffered() == 0 {
+		return conn, brw, err
+	}
+	early, _ := brw.Reader.Peek(brw.Reader.Buffered())
+	return &earlyConn{Conn: conn, early: bytes.Clone(early)}, brw, nil
+}
+
+// earlyConn is a hijacked CONNECT's connection and the bytes the client
+// sent early, to be read before it.
+type earlyConn struct {
+	net.Conn
+	early []byte
 }
 
 // serveSniffed serves a tunnel whose destination is decided: a CONNECT

@@ -1,7 +1,12 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -59,5 +64,69 @@ func TestInnerServerTakesTheOuterLimits(t *testing.T) {
 	}
 	if in := innerServer(connect, http.NotFoundHandler()); in.ReadHeaderTimeout != sniffTimeout || in.IdleTimeout != 120*time.Second {
 		t.Errorf("inner server without an outer one: %v header, %v idle", in.ReadHeaderTimeout, in.IdleTimeout)
+	}
+}
+
+// optimisticConn sends a CONNECT in the same write as the tunnel's first
+// bytes, and reads the CONNECT's answer before the tunnel's.
+type optimisticConn struct {
+	net.Conn
+	connect string
+	br      *bufio.Reader
+	status  string
+}
+
+func (c *optimisticConn) Write(b []byte) (int, error) {
+	if c.connect != "" {
+		_, err := c.Conn.Write(append([]byte(c.connect), b...))
+		c.connect = ""
+		return len(b), err
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *optimisticConn) Read(b []byte) (int, error) {
+	if c.status == "" {
+		resp, err := http.ReadResponse(c.br, nil)
+		if err != nil {
+			return 0, err
+		}
+		c.status = resp.Status
+	}
+	return c.br.Read(b)
+}
+
+// A client that sends its ClientHello in the CONNECT's own write, before
+// the 200, gets its tunnel: the bytes net/http read ahead reach the
+// server first.
+func TestConnectWithEarlyBytes(t *testing.T) {
+	p, _ := laneProxy(t, HostPolicy{Connect: ConnectTunnel}, nil, nil)
+	front := httptest.NewServer(p)
+	defer front.Close()
+	partner := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "direct") }))
+	defer partner.Close()
+	target := partner.Listener.Addr().String()
+
+	raw, err := net.Dial("tcp", front.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetDeadline(time.Now().Add(30 * time.Second))
+	oc := &optimisticConn{Conn: raw, connect: "CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n\r\n", br: bufio.NewReader(raw)}
+	pool := x509.NewCertPool()
+	pool.AddCert(partner.Certificate())
+	tc := tls.Client(oc, &tls.Config{RootCAs: pool, ServerName: "example.com"})
+	req, _ := http.NewRequest(http.MethodGet, "https://"+target+"/", nil)
+	if err := req.Write(tc); err != nil {
+		t.Fatalf("the request through the tunnel: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(tc), req)
+	if err != nil {
+		t.Fatalf("the answer through the tunnel: %v (CONNECT: %q)", err, oc.status)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if oc.status != "200 Connection established" || string(body) != "direct" {
+		t.Errorf("CONNECT %q, answer %q: want 200 and the partner's own", oc.status, body)
 	}
 }
