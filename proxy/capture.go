@@ -154,7 +154,7 @@ func (p *Proxy) serveCapturedTLS(req *http.Request, conn net.Conn, pre []byte, d
 		conn.Write([]byte{21, 3, 3, 0, 2, 2, 49}) // a fatal access_denied alert
 		conn.Close()
 	case hp.Connect == ConnectMITM && ca != nil && ca.Covers(u.Hostname()):
-		if label, why := p.cannotIntercept(req.Context(), hello, hp, dst, name); label != "" {
+		if label, why := p.cannotIntercept(req.Context(), hello, hp, dst.String(), name, directDial); label != "" {
 			p.spliceCaptured(req, conn, seen.Bytes(), dst, host, label, why, start)
 			return
 		}

@@ -98,7 +98,7 @@ func (p *Proxy) connectPolicy(r *http.Request, target string, start time.Time) (
 	why := "connect: tunnel (not named in hosts; name it there to spool and pace it)"
 	if mode == ConnectMITM {
 		if ca != nil && ca.Covers(u.Hostname()) {
-			p.countTunnel(r.Context(), host, TunnelIntercepted, "")
+			// Counted once its first bytes say whether it is (tunnel.go).
 			return &tunnel{req: r, target: target, host: host, ca: ca, start: start}, decision{}
 		}
 		// Never refuse what cannot be intercepted: the app's call goes

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -40,11 +39,13 @@ type probes struct {
 	m  map[string]*probeVerdict
 }
 
-// cannotIntercept says why a captured TLS connection to name at dst must
-// be spliced rather than intercepted (a Splice* label and why), or "".
-// A host named in hosts is intercepted as configured, unprobed: its
-// settings (client certificates among them) are the operator's.
-func (p *Proxy) cannotIntercept(ctx context.Context, hello *tls.ClientHelloInfo, hp HostPolicy, dst netip.AddrPort, name string) (label, why string) {
+// cannotIntercept says why a TLS connection to name at the server at
+// (an address, or a CONNECT's host:port) must be spliced rather than
+// intercepted (a Splice* label and why), or "". dial reaches that server
+// for a probe. A host named in hosts is intercepted as configured,
+// unprobed: its settings (client certificates among them) are the
+// operator's.
+func (p *Proxy) cannotIntercept(ctx context.Context, hello *tls.ClientHelloInfo, hp HostPolicy, at, name string, dial DialFunc) (label, why string) {
 	if len(hello.SupportedProtos) > 0 && !slices.Contains(hello.SupportedProtos, "http/1.1") {
 		return SpliceALPN, "the client offers " + strings.Join(hello.SupportedProtos, ", ") +
 			" and not HTTP/1.1, which hookpace serves in the middle: spliced as without hookpace"
@@ -52,14 +53,14 @@ func (p *Proxy) cannotIntercept(ctx context.Context, hello *tls.ClientHelloInfo,
 	if hp.Named {
 		return "", ""
 	}
-	v := p.probes.get(ctx, dst, name, time.Now())
+	v := p.probes.get(ctx, at, name, dial, time.Now())
 	return v.label, v.why
 }
 
-// get is the verdict on name at dst: the one remembered, or a new probe's.
-// Concurrent first connections wait for one probe.
-func (ps *probes) get(ctx context.Context, dst netip.AddrPort, name string, now time.Time) *probeVerdict {
-	key := name + " " + dst.String()
+// get is the verdict on name at the server at: the one remembered, or a
+// new probe's. Concurrent first connections wait for one probe.
+func (ps *probes) get(ctx context.Context, at, name string, dial DialFunc, now time.Time) *probeVerdict {
+	key := name + " " + at
 	ps.mu.Lock()
 	if ps.m == nil {
 		ps.m = map[string]*probeVerdict{}
@@ -79,7 +80,7 @@ func (ps *probes) get(ctx context.Context, dst netip.AddrPort, name string, now 
 	v := &probeVerdict{done: make(chan struct{})}
 	ps.m[key] = v
 	ps.mu.Unlock()
-	label, why, err := probe(ctx, dst, name)
+	label, why, err := probe(ctx, at, name, dial)
 	v.label, v.why, v.until = label, why, now.Add(probeTTL)
 	if err != nil {
 		v.until = now.Add(probeRetry)
@@ -98,16 +99,16 @@ func (v *probeVerdict) over() bool {
 	}
 }
 
-// probe makes a handshake of hookpace's own with the server at dst for
-// name, offering HTTP/1.1 alone, and says whether it asked for a client
+// probe makes a handshake of hookpace's own with the server at (dialled
+// with dial) for name, offering HTTP/1.1 alone, and says whether it asked for a client
 // certificate or refused HTTP/1.1. It sends no request: the handshake
 // alone tells, and the server's certificate is not what it asks about.
 // An error is a probe that could not tell (the connection will be
 // intercepted and fail or not as the forwarded requests do).
-func probe(ctx context.Context, dst netip.AddrPort, name string) (label, why string, err error) {
+func probe(ctx context.Context, at, name string, dial DialFunc) (label, why string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	c, err := directDial(ctx, "tcp", dst.String())
+	c, err := dial(ctx, "tcp", at)
 	if err != nil {
 		return "", "", err
 	}

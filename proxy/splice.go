@@ -198,14 +198,15 @@ func (p *Proxy) splice(t *tunnel, c *peekedConn) {
 		return
 	}
 	defer up.Close()
-	lt := &liveTunnel{host: t.host, name: hostOnly(t.target), client: c, up: up}
+	lt := &liveTunnel{host: t.host, name: hostOnly(t.target), client: c, up: up, pinned: t.label != ""}
 	p.live.add(lt)
 	defer p.live.remove(lt)
 	// A reload between the CONNECT and now found no tunnel to close.
-	if ca, pol := p.ca.Load(), p.policy.Load(); t.why != "" && ca != nil && pol.Host(t.host).Connect == ConnectMITM && ca.Covers(lt.name) {
+	if ca, pol := p.ca.Load(), p.policy.Load(); !lt.pinned && t.why != "" && ca != nil && pol.Host(t.host).Connect == ConnectMITM && ca.Covers(lt.name) {
 		return
 	}
-	p.countTunnel(r.Context(), t.host, TunnelPassthrough, t.why)
+	p.opts.Metrics.Tunnel(r.Context(), t.host, TunnelPassthrough, t.label)
+	p.noteTunnel(t.host, TunnelPassthrough, t.why)
 	p.record(r, t.start, t.host, 0, decision{outcome: outcomePassthrough, label: "tunnel", status: http.StatusOK,
 		reason: "connect: tunnel passes bytes through unpaced (" + t.why + ")"})
 	done := make(chan struct{})

@@ -284,19 +284,19 @@ func TestProbeVerdictRemembered(t *testing.T) {
 	}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	dst := srv.Listener.Addr().(*net.TCPAddr).AddrPort()
+	dst := srv.Listener.Addr().String()
 	var ps probes
 	now := time.Now()
 	for range 3 {
-		if v := ps.get(context.Background(), dst, "api.example", now); v.label != SpliceClientCert {
+		if v := ps.get(context.Background(), dst, "api.example", directDial, now); v.label != SpliceClientCert {
 			t.Fatalf("verdict %+v, want %s", v, SpliceClientCert)
 		}
 	}
-	ps.get(context.Background(), dst, "other.example", now)
+	ps.get(context.Background(), dst, "other.example", directDial, now)
 	if n := handshakes.Load(); n != 2 {
 		t.Fatalf("%d probes for two names, want 2", n)
 	}
-	ps.get(context.Background(), dst, "api.example", now.Add(probeTTL+time.Second))
+	ps.get(context.Background(), dst, "api.example", directDial, now.Add(probeTTL+time.Second))
 	if n := handshakes.Load(); n != 3 {
 		t.Errorf("%d probes after the verdict expired, want 3", n)
 	}

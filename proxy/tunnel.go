@@ -62,6 +62,10 @@ type tunnel struct {
 	// up is the connection to target dialled before the CONNECT was
 	// answered (openTunnel); the splice takes it, anything else closes it.
 	up net.Conn
+	// label, when set, is the Splice* reason a tunnel hookpace would
+	// intercept is spliced for: what the client or the server speaks
+	// (cannotIntercept), which no reload changes.
+	label string
 }
 
 // sniffConnect accepts the CONNECT and hands its connection to t.serve.
@@ -149,8 +153,22 @@ func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
 	switch {
 	case first[0] != tlsHandshake:
 		p.log.Debug("connect", "decision", "plain http", "host", t.host, "remote", r.RemoteAddr)
+		if t.ca != nil && !t.captured {
+			p.countTunnel(r.Context(), t.host, TunnelIntercepted, "")
+		}
 		p.serveInside(t, c, "http")
 	case t.ca != nil:
+		if !t.captured {
+			var ok bool
+			if c, ok = p.peekTunnelHello(t, c); !ok {
+				return
+			}
+			if t.label != "" {
+				p.splice(t, c)
+				return
+			}
+			p.countTunnel(r.Context(), t.host, TunnelIntercepted, "")
+		}
 		p.log.Debug("connect", "decision", "mitm", "host", t.host, "remote", r.RemoteAddr)
 		cfg, err := t.ca.TLSConfig(t.target)
 		if err != nil {
@@ -158,11 +176,9 @@ func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
 			c.Close()
 			return
 		}
-		if t.captured {
-			// A captured app expects what its partner offers: h2 too.
-			cfg = cfg.Clone()
-			cfg.NextProtos = []string{"h2", "http/1.1"}
-		}
+		// The app expects what its partner offers: h2 too.
+		cfg = cfg.Clone()
+		cfg.NextProtos = []string{"h2", "http/1.1"}
 		ac := &alertConn{Conn: c}
 		tc := tls.Server(ac, cfg)
 		if !p.handshake(t, tc, ac) {
@@ -183,6 +199,27 @@ func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
 	default:
 		p.splice(t, c)
 	}
+}
+
+// peekTunnelHello reads the ClientHello of a CONNECT tunnel hookpace
+// would intercept, without answering it, and sets t.label and t.why when
+// it must be spliced instead (cannotIntercept: the probe reaches target
+// through the egress guard, as the splice would). The connection it
+// returns reads the ClientHello again first. A tunnel whose ClientHello
+// can't be read is closed (ok false).
+func (p *Proxy) peekTunnelHello(t *tunnel, c *peekedConn) (_ *peekedConn, ok bool) {
+	var seen bytes.Buffer
+	c.Conn.SetReadDeadline(time.Now().Add(sniffTimeout))
+	hello, err := readClientHello(io.TeeReader(c.r, &seen))
+	c.Conn.SetReadDeadline(time.Time{})
+	if err != nil {
+		p.record(t.req, t.start, t.host, 0, badRequest("connect: TLS without a readable ClientHello: "+err.Error()))
+		c.Close()
+		return nil, false
+	}
+	hp := p.policy.Load().Host(t.host)
+	t.label, t.why = p.cannotIntercept(t.req.Context(), hello, hp, t.target, hostOnly(t.target), p.opts.Guard.DialContext)
+	return &peekedConn{Conn: c.Conn, r: bufio.NewReader(io.MultiReader(&seen, c.r))}, true
 }
 
 // rejections are the alerts a client sends when it does not trust the

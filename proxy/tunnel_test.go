@@ -130,3 +130,111 @@ func TestConnectWithEarlyBytes(t *testing.T) {
 		t.Errorf("CONNECT %q, answer %q: want 200 and the partner's own", oc.status, body)
 	}
 }
+
+// connectTLS opens a CONNECT tunnel to target through the proxy at front
+// and makes a TLS handshake inside it with cfg.
+func connectTLS(t *testing.T, front, target string, cfg *tls.Config) *tls.Conn {
+	t.Helper()
+	raw, err := net.Dial("tcp", front)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	raw.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(raw, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(raw)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT %s: %v %v", target, resp, err)
+	}
+	tc := tls.Client(&peekedConn{Conn: raw, r: br}, cfg)
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("handshake through the tunnel: %v", err)
+	}
+	return tc
+}
+
+// Through a CONNECT as through capture: a server that asks for a client
+// certificate, or refuses HTTP/1.1, and a client that offers h2 alone
+// are spliced, the client's handshake reaching the server, which
+// answers with its own certificate; a reload leaves such a tunnel open.
+func TestConnectPeeksBeforeIntercepting(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		server func(*tls.Config)
+		client []string // ALPN
+		reason string
+	}{
+		{"client certificate", func(c *tls.Config) { c.ClientAuth = tls.RequestClientCert }, nil, SpliceClientCert},
+		{"server ALPN", func(c *tls.Config) { c.NextProtos = []string{"acme-tls/1"} }, []string{"acme-tls/1", "http/1.1"}, SpliceALPN},
+		{"client h2 only", func(c *tls.Config) { c.NextProtos = []string{"h2", "http/1.1"} }, []string{"h2"}, SpliceALPN},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "direct") }))
+			srv.TLS = &tls.Config{}
+			tc.server(srv.TLS)
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+			p, sp := laneProxy(t, HostPolicy{Connect: ConnectMITM}, nil, nil)
+			ca, _ := testCA(t)
+			p.SetCA(ca)
+			front := httptest.NewServer(p)
+			t.Cleanup(front.Close)
+			target := srv.Listener.Addr().String()
+			conn := connectTLS(t, front.Listener.Addr().String(), target, &tls.Config{ServerName: "api.example", InsecureSkipVerify: true, NextProtos: tc.client})
+			if issuer := conn.ConnectionState().PeerCertificates[0].Issuer.CommonName; strings.Contains(issuer, "hookpace") {
+				t.Fatalf("answered by hookpace's leaf (issuer %q), want the server's own", issuer)
+			}
+			p.SetPolicy(*p.policy.Load()) // a reload
+			if srv.TLS.NextProtos == nil {
+				req, _ := http.NewRequest(http.MethodPost, "https://"+target+"/hook", strings.NewReader("{}"))
+				req.Write(conn)
+				resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+				if err != nil {
+					t.Fatalf("the answer after a reload: %v", err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				if string(b) != "direct" {
+					t.Errorf("answer %q, want the server's own", b)
+				}
+			}
+			if ms, _ := sp.Queued(target, 10); len(ms) != 0 {
+				t.Errorf("spooled %d", len(ms))
+			}
+			var found bool
+			for _, s := range p.Tunnels() {
+				found = found || s.Mode == TunnelPassthrough && s.Host == target
+			}
+			if !found {
+				t.Errorf("tunnels %+v: want %s passed through (%s)", p.Tunnels(), target, tc.reason)
+			}
+		})
+	}
+}
+
+// A client that offers h2 and HTTP/1.1 in an intercepted CONNECT tunnel
+// speaks h2 with hookpace, as it would with its partner: its webhook is
+// spooled and answered 202.
+func TestConnectInterceptsH2(t *testing.T) {
+	p, sp := laneProxy(t, HostPolicy{Connect: ConnectMITM, Named: true}, nil, nil)
+	ca, pool := testCA(t)
+	p.SetCA(ca)
+	front := httptest.NewServer(p)
+	t.Cleanup(front.Close)
+	u, _ := url.Parse(front.URL)
+	tr := &http.Transport{Proxy: http.ProxyURL(u), ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool}}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Post("https://"+laneHost+"/hook", "application/json", strings.NewReader(`{"n":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || resp.ProtoMajor != 2 {
+		t.Fatalf("a webhook over h2 in a CONNECT tunnel: %s %s, want 202 over HTTP/2", resp.Proto, resp.Status)
+	}
+	if n := len(queued(t, sp)); n != 1 {
+		t.Errorf("%d queued, want 1", n)
+	}
+}

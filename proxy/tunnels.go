@@ -94,6 +94,12 @@ func (p *Proxy) Tunnels() []TunnelStat {
 // what to do.
 func (p *Proxy) countTunnel(ctx context.Context, host, mode, reason string) {
 	p.opts.Metrics.Tunnel(ctx, host, mode, "")
+	p.noteTunnel(host, mode, reason)
+}
+
+// noteTunnel books one tunnel to host and, the first time for host and
+// mode, says why at warning level (not for interception).
+func (p *Proxy) noteTunnel(host, mode, reason string) {
 	if !p.tunnels.add(host, mode, reason, time.Now()) || mode == TunnelIntercepted {
 		return
 	}
@@ -130,6 +136,9 @@ type liveTunnel struct {
 	name   string // the host name, for the CA's Covers
 	client net.Conn
 	up     net.Conn
+	// pinned: spliced for what its client or server speaks, which
+	// hookpace cannot serve in the middle under any policy.
+	pinned bool
 }
 
 // liveTunnels are the tunnels being spliced through now.
@@ -166,7 +175,7 @@ func (l *liveTunnels) endIntercepted(pol *Policy, ca *mitm.CA) map[string]int {
 	l.mu.Lock()
 	var ends []*liveTunnel
 	for t := range l.set {
-		if pol.Host(t.host).Connect == ConnectMITM && ca.Covers(t.name) {
+		if !t.pinned && pol.Host(t.host).Connect == ConnectMITM && ca.Covers(t.name) {
 			ends = append(ends, t)
 			delete(l.set, t)
 		}
