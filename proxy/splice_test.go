@@ -170,29 +170,72 @@ func TestCaptureRefusesLoop(t *testing.T) {
 	}
 }
 
-// A server that asks for a client certificate, or refuses HTTP/1.1, and
-// a client that offers h2 alone are spliced: the client's handshake
-// reaches the server, which answers with its own certificate.
+// peekCases are the connections hookpace cannot serve in the middle: a
+// server that asks for a client certificate, or refuses HTTP/1.1, and a
+// client that offers h2 alone.
+var peekCases = []struct {
+	name   string
+	server func(*tls.Config)
+	client []string // ALPN
+	reason string
+}{
+	{"client certificate", func(c *tls.Config) { c.ClientAuth = tls.RequestClientCert }, nil, SpliceClientCert},
+	{"server ALPN", func(c *tls.Config) { c.NextProtos = []string{"acme-tls/1"} }, []string{"acme-tls/1", "http/1.1"}, SpliceALPN},
+	{"client h2 only", func(c *tls.Config) { c.NextProtos = []string{"h2", "http/1.1"} }, []string{"h2"}, SpliceALPN},
+}
+
+// peekSetup starts a TLS server set up by server that answers "direct",
+// and a proxy that would intercept every host with a CA of its own.
+func peekSetup(t *testing.T, server func(*tls.Config)) (*httptest.Server, *Proxy, *spool.Spool) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "direct") }))
+	srv.TLS = &tls.Config{}
+	server(srv.TLS)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	p, sp := laneProxy(t, HostPolicy{Connect: ConnectMITM}, nil, nil)
+	ca, _ := testCA(t)
+	p.SetCA(ca)
+	return srv, p, sp
+}
+
+// checkSpliced checks that conn reaches srv itself: its certificate, and
+// (when srv speaks HTTP/1.1) its answer; that nothing was spooled for
+// host, and that p counts host passed through.
+func checkSpliced(t *testing.T, conn *tls.Conn, srv *httptest.Server, p *Proxy, sp *spool.Spool, host, reason string) {
+	t.Helper()
+	if issuer := conn.ConnectionState().PeerCertificates[0].Issuer.CommonName; strings.Contains(issuer, "hookpace") {
+		t.Fatalf("answered by hookpace's leaf (issuer %q), want the server's own", issuer)
+	}
+	if srv.TLS.NextProtos == nil {
+		req, _ := http.NewRequest(http.MethodPost, "https://"+host+"/hook", strings.NewReader("{}"))
+		req.Write(conn)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if string(b) != "direct" {
+			t.Errorf("answer %q, want the server's own", b)
+		}
+	}
+	if ms, _ := sp.Queued(host, 10); len(ms) != 0 {
+		t.Errorf("spooled %d", len(ms))
+	}
+	var found bool
+	for _, s := range p.Tunnels() {
+		found = found || s.Mode == TunnelPassthrough && s.Host == host
+	}
+	if !found {
+		t.Errorf("tunnels %+v: want %s passed through (%s)", p.Tunnels(), host, reason)
+	}
+}
+
+// What hookpace cannot serve in the middle is spliced: the client's
+// handshake reaches the server, which answers with its own certificate.
 func TestCapturePeeksBeforeIntercepting(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		server func(*tls.Config)
-		client []string // ALPN
-		reason string
-	}{
-		{"client certificate", func(c *tls.Config) { c.ClientAuth = tls.RequestClientCert }, nil, SpliceClientCert},
-		{"server ALPN", func(c *tls.Config) { c.NextProtos = []string{"acme-tls/1"} }, []string{"acme-tls/1", "http/1.1"}, SpliceALPN},
-		{"client h2 only", func(c *tls.Config) { c.NextProtos = []string{"h2", "http/1.1"} }, []string{"h2"}, SpliceALPN},
-	} {
+	for _, tc := range peekCases {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "direct") }))
-			srv.TLS = &tls.Config{}
-			tc.server(srv.TLS)
-			srv.StartTLS()
-			t.Cleanup(srv.Close)
-			p, sp := laneProxy(t, HostPolicy{Connect: ConnectMITM}, nil, nil)
-			ca, _ := testCA(t)
-			p.SetCA(ca)
+			srv, p, sp := peekSetup(t, tc.server)
 			dst := srv.Listener.Addr().(*net.TCPAddr).AddrPort()
 			addr := captureListener(t, p, func(netip.AddrPort) netip.AddrPort { return dst })
 			conn, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "api.example", InsecureSkipVerify: true, NextProtos: tc.client})
@@ -200,32 +243,7 @@ func TestCapturePeeksBeforeIntercepting(t *testing.T) {
 				t.Fatalf("handshake: %v", err)
 			}
 			defer conn.Close()
-			if issuer := conn.ConnectionState().PeerCertificates[0].Issuer.CommonName; strings.Contains(issuer, "hookpace") {
-				t.Fatalf("answered by hookpace's leaf (issuer %q), want the server's own", issuer)
-			}
-			if srv.TLS.NextProtos == nil {
-				req, _ := http.NewRequest(http.MethodPost, "https://api.example/hook", strings.NewReader("{}"))
-				req.Write(conn)
-				resp, err := http.ReadResponse(bufio.NewReader(conn), req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, _ := io.ReadAll(resp.Body)
-				if string(b) != "direct" {
-					t.Errorf("answer %q, want the server's own", b)
-				}
-			}
-			host := net.JoinHostPort("api.example", strconv.Itoa(int(dst.Port())))
-			if ms, _ := sp.Queued(host, 10); len(ms) != 0 {
-				t.Errorf("spooled %d", len(ms))
-			}
-			var found bool
-			for _, s := range p.Tunnels() {
-				found = found || s.Mode == TunnelPassthrough && s.Host == host
-			}
-			if !found {
-				t.Errorf("tunnels %+v: want api.example passed through (%s)", p.Tunnels(), tc.reason)
-			}
+			checkSpliced(t, conn, srv, p, sp, net.JoinHostPort("api.example", strconv.Itoa(int(dst.Port()))), tc.reason)
 		})
 	}
 }
