@@ -200,6 +200,14 @@ hosts:
 		}
 	}
 	rc.WaitFor(t, 10*time.Second, "15 fast deliveries", func(as []Arrival) bool { return len(as) >= 15 })
+	// A webhook leaves the spool when hookpace has read its answer and
+	// deleted it, after the receiver counted it: the quiet second below
+	// starts at the last departure.
+	Poll(t, 10*time.Second, "the 15 gone from the spool", func() bool {
+		var sp struct{ Messages int64 }
+		hp.AdminJSON("/v1/spool", &sp)
+		return sp.Messages == 0
+	})
 	if out, err := hp.CLI("pause", rc.Host()); err != nil {
 		t.Fatalf("pause: %v\n%s", err, out)
 	}
