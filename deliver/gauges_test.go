@@ -26,8 +26,9 @@ func TestHostGaugesAgreeWithHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := &signalQueue{Spool: s, deleted: make(chan *spool.Message, 10), buried: make(chan string, 10)}
+	seen := outcomes{ch: make(chan Outcome, 10)}
 	d := New(Options{Reader: q, Store: q, Stats: q, Journal: journalOf(q.Spool), Policy: fixed(policy(100, 10, 3)),
-		Client: &http.Client{}, Logger: slog.New(slog.DiscardHandler)})
+		Client: &http.Client{}, Logger: slog.New(slog.DiscardHandler), Observer: seen})
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +48,11 @@ func TestHostGaugesAgreeWithHosts(t *testing.T) {
 	case <-q.deleted:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the webhook to the open host was not delivered")
+	}
+	// The delete settled first; the delivery ends after it, on another
+	// goroutine, and is counted under the lock Hosts and HostGauges take.
+	if v := <-seen.ch; v != OutcomeDelivered {
+		t.Fatalf("outcome %v, want delivered", v)
 	}
 
 	status, gauges := d.Hosts(), d.HostGauges()

@@ -330,11 +330,11 @@ hosts:
 		t.Errorf("token endpoint asked %d times (at most 10), %d answers 401 (want the one revoked token's)", asked, unauthorized)
 	}
 	var dead struct {
-		Count int `json:"count"`
+		Total int `json:"total"`
 	}
 	hp.AdminJSON("/v1/dead", &dead)
-	if dead.Count != 0 {
-		t.Fatalf("%d dead letters", dead.Count)
+	if dead.Total != 0 {
+		t.Fatalf("%d dead letters", dead.Total)
 	}
 
 	// The token endpoint fails: the host is held as auth, and recovers.

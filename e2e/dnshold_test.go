@@ -32,26 +32,19 @@ defaults: {max_attempts: 2, backoff_initial: 100ms, backoff_max: 100ms, hold_sch
 		Breaker    string     `json:"breaker"`
 		LastError  string     `json:"last_error"`
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	Poll(t, 20*time.Second, "held for the schedule's third step", func() bool {
 		hp.AdminJSON("/v1/hosts/"+host, &st)
-		if st.HeldUntil != nil && time.Until(*st.HeldUntil) > 50*time.Minute {
-			break // the third step
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not held for the schedule's third step after 20 s: %+v\n%s", st, hp.Log())
-		}
-		time.Sleep(50 * time.Millisecond) // poll the admin API while the first holds pass
-	}
+		return st.HeldUntil != nil && time.Until(*st.HeldUntil) > 50*time.Minute
+	})
 	if st.Queued != 1 || st.HoldReason != "dns" || st.Breaker != "closed" || !strings.HasPrefix(st.LastError, "dns: no such host") {
 		t.Fatalf("/v1/hosts/%s: %+v; want 1 queued, held for dns, breaker closed, last error dns", host, st)
 	}
 	var dead struct {
-		Count int `json:"count"`
+		Total int `json:"total"`
 	}
 	hp.AdminJSON("/v1/dead", &dead)
-	if dead.Count != 0 {
-		t.Fatalf("%d dead letters; the held message must keep its attempts", dead.Count)
+	if dead.Total != 0 {
+		t.Fatalf("%d dead letters; the held message must keep its attempts", dead.Total)
 	}
 	out, err := hp.CLI("status")
 	if err != nil || !strings.Contains(out, host) || !strings.Contains(out, ", dns)") {

@@ -128,6 +128,8 @@ shutdown: {timeout: 10s, drain: 3s}
 
 	rewrite(t, hp, fmt.Sprintf(partner, "500/s"))
 	hp.Restart()
+	// Logged after the started line, which Restart returns on.
+	Poll(t, 10*time.Second, "the resume line", func() bool { return strings.Contains(hp.Log(), "resuming the spool of a previous run") })
 	if got := logInt(t, hp.Log(), "resuming the spool of a previous run", "webhooks"); got != left {
 		t.Errorf("restart says it resumes %d webhooks, want %d", got, left)
 	}

@@ -422,7 +422,14 @@ hosts:
 	}
 
 	// The journal, after the last restart: each acknowledged webhook
-	// delivered, its last attempt the 200.
+	// delivered, its last attempt the 200. The receiver counts the last
+	// arrivals before hookpace has read their answers; the journal has
+	// an outcome by the time its webhook has left the queue.
+	Poll(t, 30*time.Second, "an empty queue", func() bool {
+		var sp struct{ Messages int64 }
+		hp.AdminJSON("/v1/spool", &sp)
+		return sp.Messages == 0
+	})
 	for i, id := range ids {
 		if id == "" {
 			continue

@@ -92,6 +92,8 @@ shutdown: {timeout: 30s, handoff: "http://%s"}
 
 	rewrite(t, a, fmt.Sprintf(cfg, rc.Host(), "1000/s", deadPort(t)))
 	a.Restart()
+	// Logged after the started line, which Restart returns on.
+	Poll(t, 10*time.Second, "the resume line", func() bool { return strings.Contains(a.Log(), "resuming the spool of a previous run") })
 	resumed := logInt(t, a.Log(), "resuming the spool of a previous run", "webhooks")
 	rc.WaitFor(t, 60*time.Second, "every webhook delivered at least once", func(as []Arrival) bool {
 		seen := map[string]bool{}

@@ -300,7 +300,12 @@ hosts:
 			} `json:"blocked_ordering_keys"`
 		}
 	}
-	hp.AdminJSON("/v1/hosts/"+rc.Host(), &hv)
+	// The receiver has answered the 503; hookpace takes it a moment later,
+	// until when order-77's first is still its next.
+	Poll(t, 10*time.Second, "order-77's 503 taken", func() bool {
+		hp.AdminJSON("/v1/hosts/"+rc.Host(), &hv)
+		return len(hv.Lanes.Blocked) != 1 || hv.Lanes.Blocked[0].State != "next"
+	})
 	l := hv.Lanes
 	if len(l.Busiest) == 0 || l.Busiest[0].Key != "bulk-tenant" || l.Busiest[0].Queued != 20 || l.Busiest[0].Oldest == nil {
 		t.Errorf("busiest_keys %+v, want bulk-tenant first with 20 queued and its oldest", l.Busiest)

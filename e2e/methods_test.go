@@ -52,7 +52,11 @@ spool: {methods: [POST, put]}
 		}
 	}
 	const notice = "passthrough of a method that is not spooled"
-	Poll(t, 5*time.Second, "the passthrough notice", func() bool { return strings.Contains(hp.Log(), notice) })
+	// A passthrough's ingest line is logged once it is answered, after
+	// any notice for it: both PATCHes' lines say every notice is in.
+	Poll(t, 5*time.Second, "the passthrough notice and both PATCHes' ingest lines", func() bool {
+		return strings.Contains(hp.Log(), notice) && strings.Count(hp.Log(), "decision=passthrough status=200 method=PATCH") == 2
+	})
 	if n := strings.Count(hp.Log(), notice); n != 1 {
 		t.Errorf("%d passthrough notices for two PATCHes to one host, want 1\n%s", n, hp.Log())
 	}
@@ -61,6 +65,9 @@ spool: {methods: [POST, put]}
 	}
 	// A GET carries no webhook: no notice for it.
 	send(http.MethodGet, "/get", "")
+	Poll(t, 5*time.Second, "the GET's ingest line", func() bool {
+		return strings.Contains(hp.Log(), "decision=passthrough status=200 method=GET")
+	})
 	if n := strings.Count(hp.Log(), notice); n != 1 {
 		t.Errorf("%d notices after a GET, want still 1", n)
 	}

@@ -63,15 +63,21 @@ hosts:
 		d, h := secHost(t, hp, D), secHost(t, hp, H)
 		return d.Queued == 0 && d.InFlight == 0 && h.InFlight == 0 && h.HeldUntil != nil
 	})
-
-	m := hp.Metrics()
+	// An attempt's slot is given back before its outcome is counted.
+	heldAttempts := float64(rcH.Count(nil))
+	var m string
+	Poll(t, 10*time.Second, "every settled attempt counted", func() bool {
+		m = hp.Metrics()
+		return opsSeries(m, "hookpace_deliveries_total", map[string]string{"host": D, "outcome": "delivered"}) >= nD &&
+			opsSeries(m, "hookpace_delivery_latency_seconds_count", map[string]string{"host": D}) >= nD &&
+			opsSeries(m, "hookpace_deliveries_total", map[string]string{"host": H, "outcome": "held"}) >= heldAttempts
+	})
 	check := func(name string, labels map[string]string, want float64) {
 		t.Helper()
 		if got := opsSeries(m, name, labels); got != want {
 			t.Errorf("%s%v = %v, want %v", name, labels, got, want)
 		}
 	}
-	heldAttempts := float64(rcH.Count(nil))
 	check("hookpace_ingest_requests_total", map[string]string{"outcome": "accepted"}, float64(accepted))
 	check("hookpace_deliveries_total", map[string]string{"host": D, "outcome": "delivered"}, nD)
 	check("hookpace_deliveries_total", map[string]string{"host": H, "outcome": "held"}, heldAttempts)

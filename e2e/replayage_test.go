@@ -63,7 +63,15 @@ func TestReplayAfterMaxAgeIsDelivered(t *testing.T) {
 	if n := dead(); n != 0 {
 		t.Fatalf("%d dead letters after the delivery", n)
 	}
-	Poll(t, 30*time.Second, "msg show to read delivered", func() bool { return lookup(t, hp, ids[0]).State == "delivered" })
+	// The receiver counts each before hookpace has read its answer.
+	Poll(t, 30*time.Second, "msg show to read all 6 delivered", func() bool {
+		for _, id := range ids {
+			if lookup(t, hp, id).State != "delivered" {
+				return false
+			}
+		}
+		return true
+	})
 	var m struct {
 		AcceptedAt time.Time  `json:"accepted_at"`
 		RequeuedAt *time.Time `json:"requeued_at"`

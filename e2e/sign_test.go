@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -217,7 +218,12 @@ hosts:
 	}
 
 	// The tampered webhook got 400: a dead letter. Replayed (no longer
-	// tampered), it verifies, under the id of its 202.
+	// tampered), it verifies, under the id of its 202. hookpace buries it
+	// a moment after the middleman has answered.
+	Poll(t, 20*time.Second, "the tampered webhook a dead letter", func() bool {
+		_, dead := failDeadList(t, hp)
+		return slices.ContainsFunc(dead, func(d failDeadLetter) bool { return d.ID == ids["tamper"] })
+	})
 	if out, err := hp.CLI("dead", "replay", ids["tamper"]); err != nil || !strings.Contains(out, "replayed 1") {
 		t.Fatalf("dead replay %s: %v\n%s", ids["tamper"], err, out)
 	}
