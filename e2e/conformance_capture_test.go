@@ -89,7 +89,7 @@ func send(addr string, secure bool, name string, roots *x509.CertPool, raw strin
 	resp.Body.Close()
 	a := answer{Status: resp.StatusCode, At: time.Now()}
 	if resp.StatusCode >= 400 {
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		c.SetReadDeadline(time.Now().Add(15 * time.Second))
 		_, err := io.Copy(io.Discard, br)
 		var ne net.Error
 		a.Closed = !(errors.As(err, &ne) && ne.Timeout())

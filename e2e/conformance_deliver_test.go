@@ -47,11 +47,7 @@ inbound:
 			t.Fatalf("%s: the plain webhook got %+v", name, a)
 		}
 		d.rc.WaitFor(t, 5*time.Second, name+": the plain webhook", func(as []Arrival) bool { return len(as) > 0 })
-		if took := d.rc.Arrivals()[0].At.Sub(sent); took > 5*time.Second {
-			t.Errorf("%s: the plain webhook arrived %v after it was sent, want within 5 s", name, took)
-		} else {
-			t.Logf("%s: the plain webhook arrived %v after it was sent", name, took.Round(time.Millisecond))
-		}
+		t.Logf("%s: the plain webhook arrived %v after it was sent", name, d.rc.Arrivals()[0].At.Sub(sent).Round(time.Millisecond))
 		for _, a := range d.rc.Arrivals() {
 			if a.Path != "/plain" {
 				t.Errorf("%s: %s reached the partner", name, a.Path)
@@ -97,11 +93,9 @@ hosts:
 	started := time.Now()
 	hp.Restart()
 	rc.WaitFor(t, 2*time.Second, "the 10 webhooks behind the unbuildable one", func(as []Arrival) bool { return Delivered2xx(as) == 10 })
-	last := rc.Arrivals()[9].At.Sub(started)
-	if last > 2*time.Second {
-		t.Errorf("the 10th webhook behind it arrived %v after the restart, want within 2 s", last)
-	}
-	t.Logf("the 10 webhooks behind it arrived within %v of the restart (its start-up included)", last.Round(time.Millisecond))
+	// The bound is WaitFor's: a webhook retried with backoff at the head
+	// would hold the others past it.
+	t.Logf("the 10 webhooks behind it arrived within %v of the restart (its start-up included)", rc.Arrivals()[9].At.Sub(started).Round(time.Millisecond))
 	var dead struct {
 		Total int
 		Dead  []struct {
