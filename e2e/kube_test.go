@@ -299,7 +299,7 @@ func TestKubeAPIServer(t *testing.T) {
 		var first map[string]any
 		for i := 0; ; i++ {
 			first = create("plain", fmt.Sprintf("labelled-%d", i), enabled)
-			if injected(first) || i == 40 {
+			if injected(first) || i == 40*slack {
 				break
 			}
 			time.Sleep(500 * time.Millisecond)
