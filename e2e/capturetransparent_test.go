@@ -93,23 +93,22 @@ func serveIn(t *testing.T, ns *netns, addr string, cfg *tls.Config, h http.Handl
 	t.Cleanup(func() { srv.Close() })
 }
 
-// TestCaptureTransparent: in a network namespace of its own, with the
-// product's capture rules (hookpace's uid 0 exempt) and the open-world CA
-// (defaults.connect: mitm, no hosts), egress open to the two
-// documentation ranges only, a Go app as uid 65534 with no proxy variable
-// makes 12 calls that are not webhooks: an internal API on 10.1.2.3 over
-// http (GET, POST) and https (its own certificate), an mTLS API, an
-// h2-only API and a gRPC-style call with trailers, a WebSocket echo, a
-// server-sent event stream, 50 MiB down, 20 MiB up, raw TCP on port 80,
-// and (a 12th) a PUT with Expect: 100-continue. It prints exactly what the same app prints run directly (as uid 0,
-// whom the rules exempt). Its 6 signed webhooks to unlisted partners on
-// 203.0.113.10 and 2001:db8::10 get 202 with an id and arrive once with
-// it (the app speaks h2 to hookpace, as to the partners), and so does one
-// to a partner named in hosts on port 8443 (the rules
-// are applied with --config). With --reject-quic, UDP to port 443 is
-// refused to the app and not to hookpace's uid.
-func TestCaptureTransparent(t *testing.T) {
-	t.Parallel()
+// transparentWorld is the network namespace of the transparency tests
+// and what runs in it: the names of the calls in its /etc/hosts, the
+// servers the app calls, the partners of its webhooks and the app.
+type transparentWorld struct {
+	ns       *netns
+	pub      string // readable by uid 65534: the PKI's files, the app, the trust file
+	pki      internalPKI
+	partners []*Receiver
+	app      string
+}
+
+// newTransparentWorld makes the namespace with the servers of the app's
+// 12 calls, the partners (unlisted but for the one on 203.0.113.10:8443)
+// and the app, built.
+func newTransparentWorld(t *testing.T) *transparentWorld {
+	t.Helper()
 	ns := newNetns(t, "partner4.hooks.test")
 	if out, err := exec6(ns); err != nil {
 		t.Fatalf("an IPv6 partner address in %s: %v\n%s", ns.name, err, out)
@@ -216,6 +215,145 @@ func TestCaptureTransparent(t *testing.T) {
 		nsReceiver(t, ns, "[2001:db8::10]:443", base), nsReceiver(t, ns, "[2001:db8::10]:80", nil),
 		nsReceiver(t, ns, "203.0.113.10:8443", base), // named in hosts: captured by capture rules --config
 	}
+	// The app, readable by uid 65534.
+	app := filepath.Join(pub, "transparentapp")
+	if out, err := exec.Command("go", "build", "-o", app, "./testdata/transparentapp").CombinedOutput(); err != nil {
+		t.Fatalf("build the app: %v\n%s", err, out)
+	}
+	return &transparentWorld{ns: ns, pub: pub, pki: pki, partners: partners, app: app}
+}
+
+// start starts hookpace in w's namespace with head (its listeners) and
+// the transparency tests' config: the open-world CA (defaults.connect:
+// mitm, only partner4.hooks.test:8443 in hosts), egress open to the two
+// documentation ranges. trust is the app's SSL_CERT_FILE: hookpace's
+// bundle and the internal CA.
+func (w *transparentWorld) start(t *testing.T, head string) (hp *Hookpace, trust string) {
+	t.Helper()
+	hp = startInNetns(t, w.ns, head+fmt.Sprintf(`
+defaults: {connect: mitm, rate: 20/s, burst: 5}
+webhooks: [{header: webhook-signature}]
+egress: {allow: ["203.0.113.0/24", "2001:db8::/32"]}
+tls: {ca_file: %s}
+mitm: {public_dir: %s}
+hosts:
+  "partner4.hooks.test:8443": {rate: 20/s}
+`, w.pki.caFile, filepath.Join(w.pub, "trust")))
+	bundle := hookpaceCA(t, hp, "bundle")
+	trust = filepath.Join(w.pub, "app-trust.pem")
+	b1, _ := os.ReadFile(bundle)
+	b2, _ := os.ReadFile(w.pki.caFile)
+	if err := os.WriteFile(trust, append(b1, b2...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return hp, trust
+}
+
+// direct is what the app prints run directly: as uid 0, with no proxy
+// variable, trusting trust. It fails the test unless all 12 calls worked.
+func (w *transparentWorld) direct(t *testing.T, trust string) string {
+	t.Helper()
+	direct := w.ns.exec(w.app, w.pki.certFile, w.pki.keyFile)
+	direct.Env = appEnv("SSL_CERT_FILE=" + trust)
+	want, err := direct.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the app run directly: %v\n%s", err, want)
+	}
+	if strings.Contains(string(want), "FAIL") || strings.Count(string(want), "\n") != 12 {
+		t.Fatalf("the app run directly did not make its 12 calls:\n%s", want)
+	}
+	return string(want)
+}
+
+// sameAsDirect reports each line of want (the direct run's) that got
+// (the run via hookpace, as how says) lacks, and counts those it has.
+func sameAsDirect(t *testing.T, want, got, how string) (same int) {
+	t.Helper()
+	for line := range strings.Lines(want) {
+		if strings.Contains(got, line) {
+			same++
+		} else {
+			name, _, _ := strings.Cut(line, " ")
+			t.Errorf("%s, %s differs:\n direct:   %s %-9s %s", how, name, line, how+":", grepLines(got, name+" "))
+		}
+	}
+	return same
+}
+
+// webhooksOnce checks the app's "webhook URL status id" lines in got:
+// each a 202 with an id, 7 distinct ids, each arriving once at w's
+// partners with it.
+func (w *transparentWorld) webhooksOnce(t *testing.T, got string) {
+	t.Helper()
+	ids := map[string]bool{}
+	for line := range strings.Lines(got) {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "webhook" {
+			continue
+		}
+		if len(f) != 4 || f[2] != "202" || f[3] == "" {
+			t.Errorf("a signed webhook got %q, want 202 and an id", strings.TrimSpace(line))
+			continue
+		}
+		ids[f[3]] = true
+	}
+	if len(ids) != 7 {
+		t.Fatalf("%d webhooks accepted with distinct ids, want 7:\n%s", len(ids), got)
+	}
+	all := func() (as []Arrival) {
+		for _, p := range w.partners {
+			as = append(as, p.Arrivals()...)
+		}
+		return as
+	}
+	Poll(t, 60*time.Second, "7 webhooks at the partners", func() bool { return len(all()) >= 7 })
+	seen := map[string]int{}
+	for _, a := range all() {
+		seen[a.Header.Get("X-Hookpace-Id")]++
+	}
+	for id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("webhook %s arrived %d times, want once", id, seen[id])
+		}
+	}
+}
+
+// tunnelSeries is hp's hookpace_tunnels_total series, and the output of
+// hookpace status, which lists each splice with its reason.
+func (w *transparentWorld) tunnelSeries(t *testing.T, hp *Hookpace) (series, status string) {
+	t.Helper()
+	resp, err := w.ns.client().Get("http://" + hp.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	out, err := w.ns.exec(binary, "status", "--admin", hp.Admin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hookpace status: %v\n%s", err, out)
+	}
+	return grepLines(string(m), "hookpace_tunnels_total{"), string(out)
+}
+
+// TestCaptureTransparent: in a network namespace of its own, with the
+// product's capture rules (hookpace's uid 0 exempt) and the open-world CA
+// (defaults.connect: mitm, no hosts), egress open to the two
+// documentation ranges only, a Go app as uid 65534 with no proxy variable
+// makes 12 calls that are not webhooks: an internal API on 10.1.2.3 over
+// http (GET, POST) and https (its own certificate), an mTLS API, an
+// h2-only API and a gRPC-style call with trailers, a WebSocket echo, a
+// server-sent event stream, 50 MiB down, 20 MiB up, raw TCP on port 80,
+// and (a 12th) a PUT with Expect: 100-continue. It prints exactly what the same app prints run directly (as uid 0,
+// whom the rules exempt). Its 6 signed webhooks to unlisted partners on
+// 203.0.113.10 and 2001:db8::10 get 202 with an id and arrive once with
+// it (the app speaks h2 to hookpace, as to the partners), and so does one
+// to a partner named in hosts on port 8443 (the rules
+// are applied with --config). With --reject-quic, UDP to port 443 is
+// refused to the app and not to hookpace's uid.
+func TestCaptureTransparent(t *testing.T) {
+	t.Parallel()
+	w := newTransparentWorld(t)
+	ns, pki, pub, app := w.ns, w.pki, w.pub, w.app
 	// A UDP (QUIC) echo on 203.0.113.22:443.
 	var udp net.PacketConn
 	if err := ns.do(func() (err error) { udp, err = net.ListenPacket("udp", "203.0.113.22:443"); return err }); err != nil {
@@ -233,39 +371,10 @@ func TestCaptureTransparent(t *testing.T) {
 		}
 	}()
 
-	// The app, readable by uid 65534.
-	app := filepath.Join(pub, "transparentapp")
-	if out, err := exec.Command("go", "build", "-o", app, "./testdata/transparentapp").CombinedOutput(); err != nil {
-		t.Fatalf("build the app: %v\n%s", err, out)
-	}
-	hp := startInNetns(t, ns, fmt.Sprintf(`
-capture: {listen: "127.0.0.1:15001"}
-defaults: {connect: mitm, rate: 20/s, burst: 5}
-webhooks: [{header: webhook-signature}]
-egress: {allow: ["203.0.113.0/24", "2001:db8::/32"]}
-tls: {ca_file: %s}
-mitm: {public_dir: %s}
-hosts:
-  "partner4.hooks.test:8443": {rate: 20/s}
-`, pki.caFile, filepath.Join(pub, "trust")))
-	bundle := hookpaceCA(t, hp, "bundle")
-	trust := filepath.Join(pub, "app-trust.pem")
-	b1, _ := os.ReadFile(bundle)
-	b2, _ := os.ReadFile(pki.caFile)
-	if err := os.WriteFile(trust, append(b1, b2...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	hp, trust := w.start(t, `capture: {listen: "127.0.0.1:15001"}`)
 
 	// Directly: as uid 0, before the rules, the app's calls as they are.
-	direct := ns.exec(app, pki.certFile, pki.keyFile)
-	direct.Env = appEnv("SSL_CERT_FILE=" + trust)
-	want, err := direct.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the app run directly: %v\n%s", err, want)
-	}
-	if strings.Contains(string(want), "FAIL") || strings.Count(string(want), "\n") != 12 {
-		t.Fatalf("the app run directly did not make its 12 calls:\n%s", want)
-	}
+	want := w.direct(t, trust)
 	if out, err := ns.exec(binary, "capture", "rules", "--to", "15001", "--exclude-uid", "0", "--config", hp.Config, "--reject-quic", "--apply").CombinedOutput(); err != nil ||
 		!strings.Contains(string(out), "ports 80,443,8443") {
 		t.Fatalf("hookpace capture rules --config --reject-quic --apply: %v\n%s", err, out)
@@ -287,15 +396,7 @@ hosts:
 		t.Fatalf("the app captured: %v\n%s", err, out)
 	}
 	got := string(out)
-	same := 0
-	for line := range strings.Lines(string(want)) {
-		if strings.Contains(got, line) {
-			same++
-		} else {
-			name, _, _ := strings.Cut(line, " ")
-			t.Errorf("captured, %s differs:\n direct:   %s captured: %s", name, line, grepLines(got, name+" "))
-		}
-	}
+	same := sameAsDirect(t, want, got, "captured")
 	for _, must := range []string{"first-event-within-1s=true", "upload-20MiB HTTP/2.0 200", `grpc-status="0"`, `"hello billing-app" via corp internal CA`, "internal-https 200 HTTP/2.0 \"billing billing.corp.test\" via corp internal CA"} {
 		if !strings.Contains(got, must) {
 			t.Errorf("captured output lacks %q:\n%s", must, got)
@@ -303,44 +404,8 @@ hosts:
 	}
 	t.Logf("%d of 12 non-webhook calls as direct", same)
 
-	ids := map[string]bool{}
-	for line := range strings.Lines(got) {
-		f := strings.Fields(line)
-		if len(f) < 2 || f[0] != "webhook" {
-			continue
-		}
-		if len(f) != 4 || f[2] != "202" || f[3] == "" {
-			t.Errorf("a signed webhook got %q, want 202 and an id", strings.TrimSpace(line))
-			continue
-		}
-		ids[f[3]] = true
-	}
-	if len(ids) != 7 {
-		t.Fatalf("%d webhooks accepted with distinct ids, want 7:\n%s", len(ids), got)
-	}
-	all := func() (as []Arrival) {
-		for _, p := range partners {
-			as = append(as, p.Arrivals()...)
-		}
-		return as
-	}
-	Poll(t, 60*time.Second, "7 webhooks at the partners", func() bool { return len(all()) >= 7 })
-	seen := map[string]int{}
-	for _, a := range all() {
-		seen[a.Header.Get("X-Hookpace-Id")]++
-	}
-	for id := range ids {
-		if seen[id] != 1 {
-			t.Errorf("webhook %s arrived %d times, want once", id, seen[id])
-		}
-	}
-	resp, err := ns.client().Get("http://" + hp.Admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	tl := grepLines(string(m), "hookpace_tunnels_total{")
+	w.webhooksOnce(t, got)
+	tl, status := w.tunnelSeries(t, hp)
 	for _, want := range []string{`reason="internal"`, `reason="client-certificate"`, `reason="alpn"`, `reason="not-http"`,
 		`host="stream.hooks.test",mode="intercepted"`, `host="partner4.hooks.test",mode="intercepted"`, `host="partner6.hooks.test",mode="intercepted"`} {
 		if !strings.Contains(tl, want) {
@@ -348,10 +413,9 @@ hosts:
 		}
 	}
 	// hookpace status lists each splice with its reason.
-	status, err := ns.exec(binary, "status", "--admin", hp.Admin).CombinedOutput()
 	for _, want := range []string{"mtls.hooks.test", "asks for a client certificate", "h2.hooks.test", "not HTTP/1.1", "10.1.2.3:443", "is private", "203.0.113.23:80", "neither TLS nor HTTP/1.1"} {
-		if err != nil || !strings.Contains(string(status), want) {
-			t.Errorf("hookpace status lacks %q: %v\n%s", want, err, status)
+		if !strings.Contains(status, want) {
+			t.Errorf("hookpace status lacks %q:\n%s", want, status)
 		}
 	}
 	if strings.Contains(hp.Log(), "capture: loop") {

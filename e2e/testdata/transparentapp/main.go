@@ -1,7 +1,10 @@
-// transparentapp is an app as capture mode meets it: a Go client with no
-// proxy variable, making the calls of TestCaptureTransparent and printing
-// one line per call, "name result", that a direct run and a captured run
-// must print alike. With "webhooks", it then posts seven signed webhooks
+// transparentapp is an app as capture mode and proxy mode meet it: a Go
+// client making the calls of TestCaptureTransparent and printing one line
+// per call, "name result", that a direct run and a run through hookpace
+// must print alike. Its HTTP clients read the proxy variables, as
+// net/http's default transport does (in capture mode there are none);
+// its WebSocket and raw TCP dialers do not, as x/net/websocket and net
+// do not. With "webhooks", it then posts seven signed webhooks
 // and prints "webhook URL status id"; with "quic", it sends a UDP
 // datagram to port 443 instead and prints the answer.
 package main
@@ -74,10 +77,10 @@ func main() {
 		if err != nil {
 			return "", err
 		}
-		c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}}
+		c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}}
 		return body(c.Get("https://mtls.hooks.test/"))
 	})
-	h2 := &http.Transport{}
+	h2 := &http.Transport{Proxy: http.ProxyFromEnvironment}
 	h2.Protocols = new(http.Protocols)
 	h2.Protocols.SetHTTP2(true)
 	h2c := &http.Client{Timeout: 30 * time.Second, Transport: h2}
