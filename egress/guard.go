@@ -219,7 +219,11 @@ func (g *Guard) check(ctx context.Context, network, host string, port uint16) ([
 	}
 	var permitted []netip.Addr
 	var first *DeniedError
-	for _, a := range addrs {
+	for i, a := range addrs {
+		// A resolver may answer an IPv4 address in its IPv6-mapped form:
+		// it is the IPv4 address, and is named so.
+		a = a.Unmap()
+		addrs[i] = a
 		if reason := g.decide(name, a, port); reason != "" {
 			if first == nil {
 				first = &DeniedError{Host: host, Addr: a, Reason: reason}

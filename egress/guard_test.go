@@ -372,3 +372,18 @@ func TestDialContextBadInput(t *testing.T) {
 		t.Errorf("dialled %v, want nothing", *dialled)
 	}
 }
+
+// An IPv4 address the resolver answers in its IPv6-mapped form is
+// judged, refused and named as the IPv4 address it is.
+func TestMappedAnswerIsIPv4(t *testing.T) {
+	g := mustNew(t, Options{Resolver: static(map[string][]string{"billing.corp.example": {"::ffff:10.1.2.3"}, "partner.example": {"::ffff:203.0.113.7"}})})
+	_, err := g.Check(context.Background(), "billing.corp.example")
+	var de *DeniedError
+	if !errors.As(err, &de) || de.Addr != netip.MustParseAddr("10.1.2.3") || strings.Contains(err.Error(), "::ffff:") {
+		t.Errorf("a private address answered mapped: %v, want refused as 10.1.2.3", err)
+	}
+	addrs, err := g.Check(context.Background(), "partner.example")
+	if err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("203.0.113.7") {
+		t.Errorf("a public address answered mapped: %v %v, want 203.0.113.7", addrs, err)
+	}
+}
