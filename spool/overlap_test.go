@@ -242,3 +242,44 @@ func (r *recordingReplica) Publish(recs []Replicated) error {
 	r.before()
 	return r.memReplica.Publish(recs)
 }
+
+// A replayed dead letter whose publish is refused after the local commit
+// is undone too: it stays a dead letter, and nothing is queued.
+func TestRefusedReplayStaysDead(t *testing.T) {
+	dir := t.TempDir()
+	rep := newMemReplica()
+	s := openTest(t, dir, Options{Replica: rep})
+	if err := s.Append(context.Background(), newMsg("a.example", 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := s.Read("a.example", 0, 10)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("read: %d, %v", len(ms), err)
+	}
+	s.Bury(ms[0], "permanent status 410", time.Unix(1700000100, 0))
+	waitUsage(t, s, 0)
+	rep.setRefuse(errors.New("stream down"))
+	if n, err := s.ReplayDead(DeadFilter{}); n != 0 || !errors.Is(err, ErrReplication) {
+		t.Fatalf("replay refused by the replica: %d, %v; want 0 and ErrReplication", n, err)
+	}
+	requireNothingQueued(t, s, "after the refused replay")
+	if u := s.Usage(); u.Dead != 1 {
+		t.Fatalf("dead letters after the refused replay: %d, want 1", u.Dead)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir, Options{Replica: rep})
+	defer s.Close()
+	requireNothingQueued(t, s, "after a reopen")
+	rep.setRefuse(nil)
+	if n, err := s.ReplayDead(DeadFilter{}); n != 1 || err != nil {
+		t.Fatalf("replay taken by the replica: %d, %v", n, err)
+	}
+	if ms, err := s.Queued("a.example", 10); err != nil || len(ms) != 1 {
+		t.Fatalf("queued after the replay: %d, %v; want 1", len(ms), err)
+	}
+	if n := len(rep.copies()); n != 1 {
+		t.Fatalf("copies in the replica: %d, want 1", n)
+	}
+}
