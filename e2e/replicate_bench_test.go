@@ -26,16 +26,17 @@ import (
 // senders, and a lone sender's latency (one request at a time), with and
 // without replication, in alternating pairs. The partner is paused, so
 // that only ingest runs. go test ./e2e -run '^$' -bench BenchmarkReplicationIngest -benchtime 1x
+//
+// With HOOKPACE_BENCH_BINARIES=name=path,name=path (binaries built side by
+// side, e.g. before and after a change), the arms are those binaries
+// instead, each replicating but one named local, and each arm's numbers
+// are also given as ratios to every arm before it.
 func BenchmarkReplicationIngest(b *testing.B) {
 	nats := natstest.Start(b, 3)
 	rc := httpSink(b)
 	const cfg = `egress: {allow: ["127.0.0.0/8"]}`
-	local := startBench(b, cfg, "")
-	repl := startBench(b, cfg, fmt.Sprintf(`  replicate:
-    nats: {urls: ["%s"], replicas: 3}`, strings.Join(nats.URLs(), `", "`)))
-	for _, hp := range []*benchHookpace{local, repl} {
-		hp.pause(b, rc)
-	}
+	replicate := fmt.Sprintf(`  replicate:
+    nats: {urls: ["%s"], replicas: 3}`, strings.Join(nats.URLs(), `", "`))
 	type arm struct {
 		name     string
 		hp       *benchHookpace
@@ -43,7 +44,25 @@ func BenchmarkReplicationIngest(b *testing.B) {
 		natsCPU  []float64 // µs per webhook, the three nats-servers
 		p50, p99 []float64 // ms, lone sender
 	}
-	arms := []*arm{{name: "local", hp: local}, {name: "R3", hp: repl}}
+	var arms []*arm
+	if bins := os.Getenv("HOOKPACE_BENCH_BINARIES"); bins != "" {
+		for _, nb := range strings.Split(bins, ",") {
+			name, bin, ok := strings.Cut(nb, "=")
+			if !ok {
+				b.Fatalf("HOOKPACE_BENCH_BINARIES: %q is not name=path", nb)
+			}
+			repl := replicate
+			if name == "local" {
+				repl = ""
+			}
+			arms = append(arms, &arm{name: name, hp: startBenchOf(b, bin, cfg, repl)})
+		}
+	} else {
+		arms = []*arm{{name: "local", hp: startBench(b, cfg, "")}, {name: "R3", hp: startBench(b, cfg, replicate)}}
+	}
+	for _, a := range arms {
+		a.hp.pause(b, rc)
+	}
 	const pairs, burst, lone = 3, 4000, 400
 	for p := range pairs {
 		for _, a := range arms {
@@ -64,7 +83,22 @@ func BenchmarkReplicationIngest(b *testing.B) {
 		b.ReportMetric(median(a.p50), a.name+"-lone-p50-ms")
 		b.ReportMetric(median(a.p99), a.name+"-lone-p99-ms")
 	}
-	b.ReportMetric(median(arms[1].natsCPU), "R3-nats-cpu-µs/webhook")
+	for i, a := range arms {
+		for _, o := range arms[:i] {
+			b.Logf("%s/%s: CPU per webhook %.3f, lone p50 %.3f, p99 %.3f (medians of the pairs' ratios)",
+				a.name, o.name, medianRatio(a.cpu, o.cpu), medianRatio(a.p50, o.p50), medianRatio(a.p99, o.p99))
+		}
+	}
+	b.ReportMetric(median(arms[len(arms)-1].natsCPU), arms[len(arms)-1].name+"-nats-cpu-µs/webhook")
+}
+
+// medianRatio is the median of xs[i]/ys[i], the pairs' ratios.
+func medianRatio(xs, ys []float64) float64 {
+	r := make([]float64, len(xs))
+	for i := range xs {
+		r[i] = xs[i] / ys[i]
+	}
+	return median(r)
 }
 
 // benchHookpace is the real binary for a benchmark (the harness's
@@ -78,13 +112,19 @@ type benchHookpace struct {
 // or spool.dir; replicate is its spool.replicate block, or "".
 func startBench(b *testing.B, cfg, replicate string) *benchHookpace {
 	b.Helper()
+	return startBenchOf(b, binary, cfg, replicate)
+}
+
+// startBenchOf is startBench with the hookpace binary bin.
+func startBenchOf(b *testing.B, bin, cfg, replicate string) *benchHookpace {
+	b.Helper()
 	dir := b.TempDir()
 	doc := fmt.Sprintf("listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nspool:\n  dir: %s\n%s\n%s\n", filepath.Join(dir, "spool"), replicate, cfg)
 	path := filepath.Join(dir, "hookpace.yaml")
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	h := &benchHookpace{cmd: exec.Command(binary, "run", "--config", path)}
+	h := &benchHookpace{cmd: exec.Command(bin, "run", "--config", path)}
 	out, err := h.cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)

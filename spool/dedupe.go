@@ -206,13 +206,16 @@ func (s *Spool) AppendOnce(ctx context.Context, m *Message, hostLimit int64, key
 
 // lookupOnce reads key's record and its fingerprint; ok if it has not
 // expired.
+// A record of an id not yet shown (see Spool.shown) is not found: its
+// webhook's round may still be refused.
 func (s *Spool) lookupOnce(key []byte) (id, fp uint64, ok bool) {
+	shown := s.shown.Load()
 	q := s.queue.NewTransactionAt(math.MaxUint64, false)
 	defer q.Discard()
 	k := s.kept.NewTransaction(false)
 	defer k.Discard()
 	id, exp, fp, ok := getOnceIn(q, k, key)
-	return id, fp, ok && s.now().Before(exp)
+	return id, fp, ok && id <= shown && s.now().Before(exp)
 }
 
 // getOnceIn reads key's record from the queue database, else the kept one.

@@ -45,7 +45,9 @@ func (s *Spool) readLane(host string, l Lane, after uint64, max int) ([]*Message
 	// below the discard timestamp that a newer one shadows may already be
 	// compacted away. A message a round is still writing may show up
 	// before it is synced and announced; the dispatcher's cursor keeps it
-	// from being taken twice.
+	// from being taken twice; one above shown (a round whose replica may
+	// still refuse it) does not: the lane's ids go up, so it ends the read.
+	shown := s.shown.Load()
 	txn := s.queue.NewTransactionAt(math.MaxUint64, false)
 	defer txn.Discard()
 	io := badger.IteratorOptions{Prefix: prefix} // values read in place (noPrefetch)
@@ -57,7 +59,11 @@ func (s *Spool) readLane(host string, l Lane, after uint64, max int) ([]*Message
 		if len(item.Key()) != len(prefix)+8 {
 			continue
 		}
-		m, err := s.decodeQueued(host, l, record.BeUint64(item.Key()[len(prefix):]), item)
+		id := record.BeUint64(item.Key()[len(prefix):])
+		if id > shown {
+			break
+		}
+		m, err := s.decodeQueued(host, l, id, item)
 		if errors.Is(err, errUnreadable) {
 			continue // removed: it never stops the others (dropUnreadable)
 		}
@@ -165,10 +171,11 @@ func (s *Spool) readsWhole(key []byte) bool {
 // Get returns queued message id of lane l of host's, or an error wrapping
 // ErrNotQueued when it is no longer queued (or never was, there).
 func (s *Spool) Get(host string, l Lane, id uint64) (*Message, error) {
+	shown := s.shown.Load()
 	txn := s.queue.NewTransactionAt(math.MaxUint64, false) // the newest version, as Read
 	defer txn.Discard()
 	item, err := txn.Get(laneKey(host, l, id))
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	if errors.Is(err, badger.ErrKeyNotFound) || err == nil && id > shown {
 		return nil, fmt.Errorf("message %s: %w", IDString(id), ErrNotQueued)
 	}
 	if err != nil {
@@ -225,6 +232,7 @@ func (s *Spool) ReadHost(host string, after HostCursor, max int) ([]*Message, Ho
 // in key order, after cursor c (laned).
 func (s *Spool) readLanes(host string, c HostCursor, max int) ([]*Message, error) {
 	var out []*Message
+	shown := s.shown.Load() // ids above it are not read (readLane)
 	txn := s.queue.NewTransactionAt(math.MaxUint64, false)
 	defer txn.Discard()
 	io := badger.IteratorOptions{Prefix: laneHostPrefix(host)} // values read in place (noPrefetch)
@@ -237,7 +245,7 @@ func (s *Spool) readLanes(host string, c HostCursor, max int) ([]*Message, error
 	for it.Seek(start); it.Valid() && len(out) < max; it.Next() {
 		item := it.Item()
 		h, l, id, ok := parseLaneKey(item.Key())
-		if !ok || h != host {
+		if !ok || h != host || id > shown {
 			continue
 		}
 		m, err := s.decodeQueued(host, l, id, item)

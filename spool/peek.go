@@ -17,7 +17,9 @@ import (
 // oldest message. (A replayed dead letter keeps its arrival time under a
 // new id: as before lanes, it does not count as its lane's oldest.)
 func (s *Spool) Oldest(host string) (time.Time, bool, error) {
-	txn := s.queue.NewTransactionAt(math.MaxUint64, false) // the newest version, as Read
+	// The newest version, as Read; no id above shown (readLane).
+	shown := s.shown.Load()
+	txn := s.queue.NewTransactionAt(math.MaxUint64, false)
 	defer txn.Discard()
 	prefixes := [][]byte{queuePrefix(host)}
 	for _, u := range s.Lanes(host) {
@@ -28,7 +30,7 @@ func (s *Spool) Oldest(host string) (time.Time, bool, error) {
 	var oldest time.Time
 	found := false
 	for _, p := range prefixes {
-		at, ok, err := firstEnqueued(txn, p)
+		at, ok, err := firstEnqueued(txn, p, shown)
 		if err != nil {
 			return time.Time{}, false, err
 		}
@@ -40,14 +42,17 @@ func (s *Spool) Oldest(host string) (time.Time, bool, error) {
 }
 
 // firstEnqueued reads the enqueue time of the first message under prefix,
-// a lane's.
-func firstEnqueued(txn *badger.Txn, prefix []byte) (time.Time, bool, error) {
+// a lane's, with an id up to shown.
+func firstEnqueued(txn *badger.Txn, prefix []byte, shown uint64) (time.Time, bool, error) {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		item := it.Item()
 		if len(item.Key()) != len(prefix)+8 {
 			continue
+		}
+		if record.BeUint64(item.Key()[len(prefix):]) > shown {
+			break
 		}
 		var at time.Time
 		err := item.Value(func(v []byte) error {

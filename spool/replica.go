@@ -15,7 +15,9 @@ import (
 type Replica interface {
 	// Publish copies the records a round adds to the queue, and returns
 	// once every copy is stored. An error fails the round's appends: they
-	// get a *WriteError (ErrReplication) and are not kept.
+	// get a *WriteError (ErrReplication) and are not kept. It may run on
+	// a goroutine of its own while the round commits locally; one round
+	// publishes at a time, and before the removals of later rounds.
 	Publish(recs []Replicated) error
 	// Remove deletes the copies of messages that left the queue (keys
 	// are Replicated.Key); it does not wait. A removal that fails leaves
@@ -53,9 +55,9 @@ func (s *Spool) Replicated(m *Message) Replicated {
 	return Replicated{Key: s.Key(m), Ref: m.Ref().String(), Host: m.Host, Record: m.record()}
 }
 
-// replicate copies the appends among ops (staged, not yet committed) to
-// the replica; false when the replica refused them.
-func (s *Spool) replicate(ops []op) bool {
+// replicas are the copies of the appends among ops (staged, not yet
+// committed) for the replica.
+func (s *Spool) replicas(ops []op) []Replicated {
 	var recs []Replicated
 	for _, o := range ops {
 		a, ok := o.(*appendOp)
@@ -78,19 +80,65 @@ func (s *Spool) replicate(ops []op) bool {
 		m := o.base().msg
 		recs = append(recs, Replicated{Key: s.Key(m), Ref: m.Ref().String(), Host: m.Host, Record: val, Replaces: replaces})
 	}
-	if len(recs) == 0 {
-		return true
+	return recs
+}
+
+// published takes the replica's verdict on the appends among ops: when it
+// refused them (err), they fail with ErrReplication, and are returned.
+func (s *Spool) published(ops []op, err error) []op {
+	if err == nil {
+		return nil
 	}
-	if err := s.opts.Replica.Publish(recs); err != nil {
-		s.log.Error("spool: replication refused a round; its webhooks are not kept", "error", err, "webhooks", len(recs))
-		for _, o := range ops {
-			if o.base().err == nil && o.adds() {
-				o.base().err = &WriteError{Err: ErrReplication}
-			}
+	var refused []op
+	for _, o := range ops {
+		if o.base().err == nil && o.adds() {
+			o.base().err = &WriteError{Err: ErrReplication}
+			refused = append(refused, o)
 		}
-		return false
+	}
+	s.log.Error("spool: replication refused a round; its webhooks are not kept", "error", err, "webhooks", len(refused))
+	return refused
+}
+
+// publishing is a round's publish, running while the round commits.
+type publishing struct {
+	done chan error // nil: nothing published alongside the commit
+}
+
+func (p *publishing) start(r Replica, recs []Replicated) {
+	p.done = make(chan error, 1)
+	go func() { p.done <- r.Publish(recs) }()
+}
+
+// undoable reports whether every append among ops (staged) can be undone
+// exactly after its round is committed, by deleting the keys it added
+// (added). A replacement of a queued webhook's content (coalesce) cannot,
+// nor a renewed idempotency record (it overwrote an expired one): a round
+// with one publishes before it commits.
+func undoable(ops []op) bool {
+	for _, o := range ops {
+		a, ok := o.(*appendOp)
+		if ok && o.base().err == nil && (a.coal != nil && a.coal.target != 0 || a.once != nil && a.once.renew) {
+			return false
+		}
 	}
 	return true
+}
+
+// added is the keys an append (or a replayed dead letter) added to the
+// queue: none was there before the round.
+func added(o op) [][]byte {
+	switch o := o.(type) {
+	case *appendOp:
+		keys := [][]byte{o.msg.key()}
+		if o.once != nil && o.once.record {
+			keys = append(keys, o.once.key)
+		}
+		return keys
+	case *reviveOp:
+		return [][]byte{o.msg.key()}
+	}
+	return nil
 }
 
 // unreplicate removes the copies of the messages a committed round took

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -232,6 +233,13 @@ type Spool struct {
 	hist History // told of each round (Options.History), or noHistory
 
 	replicaEpoch uint64 // see ReplicaEpoch; guarded by mu
+
+	// shown is the highest id that readers of the queue may see: an id
+	// above it is of a round not yet settled, whose replica may still
+	// refuse it (applyQueue). A reader loads it before it reads, so that
+	// every id it covers is settled: stored in the replica, or undone.
+	// With no replica, every id.
+	shown atomic.Uint64
 }
 
 // Open opens (or creates) the spool in opts.Dir and counts what is queued.
@@ -302,6 +310,7 @@ func Open(opts Options) (*Spool, error) {
 	// below MaxVersion.
 	s.ts = queue.MaxVersion()
 	queue.SetDiscardTs(s.ts)
+	s.shown.Store(math.MaxUint64)
 	err = s.load()
 	if err == nil {
 		err = s.loadInstance()

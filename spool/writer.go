@@ -245,7 +245,10 @@ func (s *Spool) finish(r *round) {
 // apply stages ops' writes of phase ph into as few transactions on db as
 // the budget allows and commits them. A commit is durable when it
 // returns (SyncWrites), or once applyQueue or applyKept has synced it.
-func (s *Spool) apply(db *badger.DB, ph phase, ops []op, seq *uint64) error {
+// With pub (queue writes of a spool with a replica), the round's appends
+// are published to the replica: alongside the last commit when their
+// writes can be undone (pub.done, awaited by applyQueue), else before it.
+func (s *Spool) apply(db *badger.DB, ph phase, ops []op, seq *uint64, pub *publishing) error {
 	if len(ops) == 0 {
 		return nil
 	}
@@ -285,18 +288,25 @@ func (s *Spool) apply(db *badger.DB, ph phase, ops []op, seq *uint64) error {
 		}
 		staged += o.weight()
 	}
-	if ph == phaseQueue && s.opts.Replica != nil && !s.replicate(ops) {
-		// The round's appends failed: commit the rest without them. Their
-		// ids are spent. An append committed in an earlier part of this
-		// round stays queued, unacknowledged: at-least-once.
-		txn.Discard()
-		var rest []op
-		for _, o := range ops {
-			if o.base().err == nil {
-				rest = append(rest, o)
+	if pub != nil && s.opts.Replica != nil {
+		recs := s.replicas(ops)
+		switch {
+		case len(recs) == 0:
+		case undoable(ops):
+			pub.start(s.opts.Replica, recs)
+		case len(s.published(ops, s.opts.Replica.Publish(recs))) > 0:
+			// The round's appends failed: commit the rest without them.
+			// Their ids are spent. An append committed in an earlier part
+			// of this round stays queued, unacknowledged: at-least-once.
+			txn.Discard()
+			var rest []op
+			for _, o := range ops {
+				if o.base().err == nil {
+					rest = append(rest, o)
+				}
 			}
+			return s.apply(db, ph, rest, seq, nil)
 		}
-		return s.apply(db, ph, rest, seq)
 	}
 	if s.opts.whileCommitting != nil {
 		s.opts.whileCommitting(db)
@@ -313,14 +323,58 @@ func (s *Spool) apply(db *badger.DB, ph phase, ops []op, seq *uint64) error {
 // applyQueue applies ops' queue writes (apply) and makes them durable:
 // Badger syncs each commit itself (SyncWrites), or qlog syncs the round's
 // commits once, after the last (see BadgerOptions).
+//
+// With a replica, the round's publish runs while the round commits and
+// syncs, and is awaited after the sync; a publish the replica refused has
+// the appends it carried undone, durably, before applyQueue returns. So
+// no append is answered (finish) before it is both synced here and stored
+// in the replica; and, as readers of the queue see no id of a round
+// before the round is settled (hidden), a webhook the replica refused is
+// never handed to the dispatcher. A crash between the round's commit and
+// its undo leaves the refused webhooks queued here, never acknowledged:
+// delivered after the restart (at-least-once; their clients retry).
 func (s *Spool) applyQueue(ops []op, seq *uint64) error {
 	s.queueMu.Lock()
 	defer s.queueMu.Unlock()
-	err := s.apply(s.queue, phaseQueue, ops, seq)
-	if s.qlog == nil || len(ops) == 0 {
+	var pub *publishing
+	if s.opts.Replica != nil {
+		pub = &publishing{}
+		s.shown.Store(*seq) // every earlier round is settled
+		defer func() { s.shown.Store(*seq) }()
+	}
+	err := s.apply(s.queue, phaseQueue, ops, seq, pub)
+	if s.qlog != nil && len(ops) > 0 {
+		err = errors.Join(err, s.qlog.sync(mayLog(ops)))
+	}
+	if pub == nil || pub.done == nil {
 		return err
 	}
-	return errors.Join(err, s.qlog.sync(mayLog(ops)))
+	refused := s.published(ops, <-pub.done)
+	if len(refused) == 0 {
+		return err
+	}
+	return errors.Join(err, s.undo(refused))
+}
+
+// undo removes, durably, what the appends ops wrote to the queue in a
+// committed round (ops are undoable).
+func (s *Spool) undo(ops []op) error {
+	txn := s.newTxn(s.queue)
+	for _, o := range ops {
+		for _, k := range added(o) {
+			if err := txn.Delete(k); err != nil {
+				txn.Discard()
+				return err
+			}
+		}
+	}
+	if err := s.commitTxn(s.queue, txn); err != nil {
+		return err
+	}
+	if s.qlog == nil {
+		return nil
+	}
+	return s.qlog.sync(false)
 }
 
 // applyKept applies ops' writes of phase ph to the kept database (apply)
@@ -330,7 +384,7 @@ func (s *Spool) applyKept(ph phase, ops []op) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	err := s.apply(s.kept, ph, ops, nil)
+	err := s.apply(s.kept, ph, ops, nil, nil)
 	return errors.Join(err, s.syncKept(mayLog(ops)))
 }
 
