@@ -188,7 +188,7 @@ func TestServeCaptureRefusesItself(t *testing.T) {
 	var log bytes.Buffer
 	p, sp := laneProxy(t, HostPolicy{}, nil, &log)
 	// Not redirected: the original destination is the listener itself.
-	addr := captureListener(t, p, func(self netip.AddrPort) netip.AddrPort { return self })
+	addr, done := captureListenerDone(t, p, func(self netip.AddrPort) netip.AddrPort { return self })
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +199,7 @@ func TestServeCaptureRefusesItself(t *testing.T) {
 	if resp, err := http.ReadResponse(bufio.NewReader(conn), req); err == nil {
 		t.Fatalf("a connection to the capture listener itself was answered %s", resp.Status)
 	}
+	<-done // the refusal is logged
 	if !strings.Contains(log.String(), "capture listener itself") {
 		t.Errorf("no refusal line:\n%s", log.String())
 	}
