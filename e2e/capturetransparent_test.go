@@ -105,7 +105,7 @@ type transparentWorld struct {
 }
 
 // newTransparentWorld makes the namespace with the servers of the app's
-// 12 calls, the partners (unlisted but for the one on 203.0.113.10:8443)
+// 13 calls, the partners (unlisted but for the one on 203.0.113.10:8443)
 // and the app, built.
 func newTransparentWorld(t *testing.T) *transparentWorld {
 	t.Helper()
@@ -208,6 +208,23 @@ func newTransparentWorld(t *testing.T) *transparentWorld {
 			}()
 		}
 	}()
+	// A server that speaks first, on 443: a greeting, then one answer.
+	banner := ns.listen(t, "203.0.113.23:443")
+	t.Cleanup(func() { banner.Close() })
+	go func() {
+		for {
+			c, err := banner.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				fmt.Fprintf(c, "220 raw.hooks.test ready\n")
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				fmt.Fprintf(c, "250 %s", line)
+			}()
+		}
+	}()
 	// The partners of the webhooks, unlisted in the config.
 	base := &Receiver{Server: &httptest.Server{TLS: serverTLS(nil)}}
 	partners := []*Receiver{
@@ -250,7 +267,7 @@ hosts:
 }
 
 // direct is what the app prints run directly: as uid 0, with no proxy
-// variable, trusting trust. It fails the test unless all 12 calls worked.
+// variable, trusting trust. It fails the test unless all 13 calls worked.
 func (w *transparentWorld) direct(t *testing.T, trust string) string {
 	t.Helper()
 	direct := w.ns.exec(w.app, w.pki.certFile, w.pki.keyFile)
@@ -259,8 +276,8 @@ func (w *transparentWorld) direct(t *testing.T, trust string) string {
 	if err != nil {
 		t.Fatalf("the app run directly: %v\n%s", err, want)
 	}
-	if strings.Contains(string(want), "FAIL") || strings.Count(string(want), "\n") != 12 {
-		t.Fatalf("the app run directly did not make its 12 calls:\n%s", want)
+	if strings.Contains(string(want), "FAIL") || strings.Count(string(want), "\n") != 13 {
+		t.Fatalf("the app run directly did not make its 13 calls:\n%s", want)
 	}
 	return string(want)
 }
@@ -339,12 +356,13 @@ func (w *transparentWorld) tunnelSeries(t *testing.T, hp *Hookpace) (series, sta
 // product's capture rules (hookpace's uid 0 exempt) and the open-world CA
 // (defaults.connect: mitm, no hosts), egress open to the two
 // documentation ranges only, a Go app as uid 65534 with no proxy variable
-// makes 12 calls that are not webhooks: an internal API on 10.1.2.3 over
+// makes 13 calls that are not webhooks: an internal API on 10.1.2.3 over
 // http (GET, POST) and https (its own certificate), an mTLS API, an
 // h2-only API and a gRPC-style call with trailers, a WebSocket echo, a
 // server-sent event stream, 50 MiB down, 20 MiB up, raw TCP on port 80,
-// and (a 12th) a PUT with Expect: 100-continue. It prints exactly what the same app prints run directly (as uid 0,
-// whom the rules exempt). Its 6 signed webhooks to unlisted partners on
+// a PUT with Expect: 100-continue, and a protocol where the server speaks
+// first on port 443 (spliced when it speaks). It prints exactly what the
+// same app prints run directly (as uid 0, whom the rules exempt). Its 6 signed webhooks to unlisted partners on
 // 203.0.113.10 and 2001:db8::10 get 202 with an id and arrive once with
 // it (the app speaks h2 to hookpace, as to the partners), and so does one
 // to a partner named in hosts on port 8443 (the rules
@@ -402,7 +420,7 @@ func TestCaptureTransparent(t *testing.T) {
 			t.Errorf("captured output lacks %q:\n%s", must, got)
 		}
 	}
-	t.Logf("%d of 12 non-webhook calls as direct", same)
+	t.Logf("%d of 13 non-webhook calls as direct", same)
 
 	w.webhooksOnce(t, got)
 	tl, status := w.tunnelSeries(t, hp)
@@ -413,7 +431,7 @@ func TestCaptureTransparent(t *testing.T) {
 		}
 	}
 	// hookpace status lists each splice with its reason.
-	for _, want := range []string{"mtls.hooks.test", "asks for a client certificate", "h2.hooks.test", "not HTTP/1.1", "10.1.2.3:443", "is private", "203.0.113.23:80", "neither TLS nor HTTP/1.1"} {
+	for _, want := range []string{"mtls.hooks.test", "asks for a client certificate", "h2.hooks.test", "not HTTP/1.1", "10.1.2.3:443", "is private", "203.0.113.23:80", "neither TLS nor HTTP/1.1", "203.0.113.23:443", "the server spoke first"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("hookpace status lacks %q:\n%s", want, status)
 		}

@@ -19,7 +19,7 @@ import (
 // a platform whose internal services are 10.0.0.0/8 and *.corp.test
 // (--service-cidr, --no-proxy): HTTP_PROXY and HTTPS_PROXY at hookpace's
 // listener, NO_PROXY with those (the FAQ: NO_PROXY holds everything that
-// is not a webhook to a partner). Each of the 12 calls prints what it
+// is not a webhook to a partner). Each of the 13 calls prints what it
 // prints run directly.
 //
 // Through hookpace (CONNECT): the mTLS API (the server asks for a client
@@ -29,7 +29,7 @@ import (
 // hookpace's CA, in h2, and forwarded as they stream). Direct: the
 // internal API over http and https (billing.corp.test is in NO_PROXY),
 // the WebSocket (x/net/websocket dials without reading proxy variables)
-// and raw TCP (net.Dial does not either). The 7 signed webhooks go through
+// and raw TCP, client and server first (net.Dial does not either). The 7 signed webhooks go through
 // hookpace (CONNECT for https, proxy-form requests for http), get 202 with
 // an id and arrive once with it.
 func TestProxyModeTransparent(t *testing.T) {
@@ -54,7 +54,7 @@ func TestProxyModeTransparent(t *testing.T) {
 			t.Errorf("proxied output lacks %q:\n%s", must, got)
 		}
 	}
-	t.Logf("%d of 12 non-webhook calls as direct", same)
+	t.Logf("%d of 13 non-webhook calls as direct", same)
 	w.webhooksOnce(t, got)
 
 	tl, status := w.tunnelSeries(t, hp)

@@ -237,9 +237,8 @@ hosts:
 	}
 }
 
-// Under connect: tunnel, a tunnel whose client stays silent (the server
-// speaks first, as SMTP's does) is spliced through after a few seconds,
-// as tunnels always were.
+// Under connect: tunnel, a tunnel whose server speaks first (as SMTP's
+// does) while its client waits is spliced through, greeting first.
 func TestServerFirstTunnelIsSpliced(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

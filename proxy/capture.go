@@ -20,7 +20,8 @@ package proxy
 //     address stands for the name.
 //   - HTTP/1.1 (a request line): each request is served as proxy-form to
 //     its Host name on dst's port (captureURL says why Host wins).
-//   - Anything else, or nothing for opaqueAfter: spliced.
+//   - Anything else, a server that speaks first (opening.go), or nothing
+//     from either side for opaqueAfter: spliced.
 //
 // The redirect is the authorization: proxy credentials are neither asked
 // for nor read (the capture listener is reachable only by the redirect,
@@ -86,12 +87,26 @@ func (p *Proxy) ServeCapture(ctx context.Context, conn net.Conn, dst netip.AddrP
 		return
 	}
 	if why := p.internal(req.Context(), dst); why != "" {
-		p.spliceCaptured(req, conn, nil, dst, dst.String(), SpliceInternal, why, start)
+		p.spliceCaptured(req, conn, &opening{}, dst, dst.String(), SpliceInternal, why, start)
 		return
 	}
-	conn.SetReadDeadline(time.Now().Add(opaqueAfter))
-	pre, kind, err := sniffCaptured(conn)
+	deadline := time.Now().Add(opaqueAfter)
+	o := awaitOpening(conn, nil, deadline, func(ctx context.Context) (net.Conn, error) {
+		return directDial(ctx, "tcp", dst.String())
+	})
+	defer o.close()
+	if o.serverFirst() {
+		why := "the client sent nothing for " + opaqueAfter.String() + " (a protocol where the server speaks first): spliced to the original destination as without hookpace"
+		if len(o.greeting) > 0 {
+			why = "the server spoke first (neither TLS nor HTTP): spliced to the original destination as without hookpace"
+		}
+		p.spliceCaptured(req, conn, &o, dst, dst.String(), SpliceNotHTTP, why, start)
+		return
+	}
+	conn.SetReadDeadline(deadline)
+	kind, err := sniffCaptured(conn, &o)
 	conn.SetReadDeadline(time.Time{})
+	pre := o.client
 	if src, ok := addrPort(conn.RemoteAddr()); ok && len(pre) > 0 && isOwn(src, dst, self) {
 		// Known for certain now: hookpace's dials are recorded before
 		// they send their first byte.
@@ -103,15 +118,13 @@ func (p *Proxy) ServeCapture(ctx context.Context, conn net.Conn, dst netip.AddrP
 		p.log.Debug("capture: connection closed before its first bytes", "destination", dst.String(), "remote", req.RemoteAddr, "error", err)
 		conn.Close()
 	case sniffOther:
-		why := "neither TLS nor HTTP/1.1: spliced to the original destination as without hookpace"
-		if len(pre) == 0 {
-			why = "the client sent nothing for " + opaqueAfter.String() + " (a protocol where the server speaks first): spliced to the original destination as without hookpace"
-		}
-		p.spliceCaptured(req, conn, pre, dst, dst.String(), SpliceNotHTTP, why, start)
+		p.spliceCaptured(req, conn, &o, dst, dst.String(), SpliceNotHTTP,
+			"neither TLS nor HTTP/1.1: spliced to the original destination as without hookpace", start)
 	case sniffHTTP:
+		o.close()
 		p.serveCapturedHTTP(req, served(conn), pre, dst)
 	default:
-		p.serveCapturedTLS(req, conn, pre, dst, start, served)
+		p.serveCapturedTLS(req, conn, &o, dst, start, served)
 	}
 }
 
@@ -120,12 +133,13 @@ func (p *Proxy) ServeCapture(ctx context.Context, conn net.Conn, dst netip.AddrP
 // server and the client can speak (cannotIntercept) say intercept,
 // refuse or splice. Without SNI the destination address stands for the
 // name.
-func (p *Proxy) serveCapturedTLS(req *http.Request, conn net.Conn, pre []byte, dst netip.AddrPort, start time.Time, served func(net.Conn) net.Conn) {
+func (p *Proxy) serveCapturedTLS(req *http.Request, conn net.Conn, o *opening, dst netip.AddrPort, start time.Time, served func(net.Conn) net.Conn) {
 	var seen bytes.Buffer
-	seen.Write(pre)
+	seen.Write(o.client)
 	conn.SetReadDeadline(time.Now().Add(sniffTimeout))
-	hello, err := readClientHello(io.MultiReader(bytes.NewReader(pre), io.TeeReader(conn, &seen)))
+	hello, err := readClientHello(io.MultiReader(bytes.NewReader(o.client), io.TeeReader(conn, &seen)))
 	conn.SetReadDeadline(time.Time{})
+	o.client = seen.Bytes()
 	if err != nil {
 		p.record(req, start, dst.String(), 0, badRequest("capture: TLS without a readable ClientHello: "+err.Error()))
 		conn.Close()
@@ -139,7 +153,7 @@ func (p *Proxy) serveCapturedTLS(req *http.Request, conn net.Conn, pre []byte, d
 	req.Host, req.URL.Host = target, target
 	u := &url.URL{Scheme: "https", Host: target}
 	if err := CheckTarget(u); err != nil {
-		p.spliceCaptured(req, conn, seen.Bytes(), dst, dst.String(), SpliceExcluded,
+		p.spliceCaptured(req, conn, o, dst, dst.String(), SpliceExcluded,
 			"the server name is not one hookpace takes ("+err.Error()+"): spliced as without hookpace", start)
 		return
 	}
@@ -155,17 +169,18 @@ func (p *Proxy) serveCapturedTLS(req *http.Request, conn net.Conn, pre []byte, d
 		conn.Close()
 	case hp.Connect == ConnectMITM && ca != nil && ca.Covers(u.Hostname()):
 		if label, why := p.cannotIntercept(req.Context(), hello, hp, dst.String(), name, directDial); label != "" {
-			p.spliceCaptured(req, conn, seen.Bytes(), dst, host, label, why, start)
+			p.spliceCaptured(req, conn, o, dst, host, label, why, start)
 			return
 		}
+		o.close()
 		p.countTunnel(req.Context(), host, TunnelIntercepted, "")
-		p.serveSniffed(&tunnel{req: req, target: target, host: host, ca: ca, start: start, captured: true}, served(conn), seen.Bytes())
+		p.serveSniffed(&tunnel{req: req, target: target, host: host, ca: ca, start: start, captured: true}, served(conn), o.client)
 	default:
 		why := "not intercepted (connect: tunnel): spliced as without hookpace; name it in hosts to spool and pace it"
 		if hp.Connect == ConnectMITM {
 			why = "no CA in force vouches for the name (an IP, a cluster name, mitm.exclude or outside the CA's names): spliced as without hookpace"
 		}
-		p.spliceCaptured(req, conn, seen.Bytes(), dst, host, SpliceExcluded, why, start)
+		p.spliceCaptured(req, conn, o, dst, host, SpliceExcluded, why, start)
 	}
 }
 

@@ -64,35 +64,35 @@ const (
 // are read for.
 const maxMethod = 24
 
-// sniffCaptured reads a captured connection's first bytes until they say
-// TLS (a handshake record), HTTP/1.1 (a request line's method and target)
-// or neither; a read deadline that passes first says neither. It returns
-// what it read, to be replayed.
-func sniffCaptured(conn net.Conn) ([]byte, sniffKind, error) {
-	buf := make([]byte, 0, 512)
+// sniffCaptured reads a captured connection's first bytes, after those
+// o holds, until they say TLS (a handshake record), HTTP/1.1 (a request
+// line's method and target) or neither; a read deadline that passes
+// first says neither. What it read is added to o.client, to be replayed.
+func sniffCaptured(conn net.Conn, o *opening) (sniffKind, error) {
+	buf := append(make([]byte, 0, 512), o.client...)
+	defer func() { o.client = buf }()
 	for {
-		n, err := conn.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
 		if len(buf) > 0 {
 			if buf[0] == tlsHandshake {
-				return buf, sniffTLS, nil
+				return sniffTLS, nil
 			}
 			if isHTTP, decided := requestLine(buf); decided {
 				if isHTTP {
-					return buf, sniffHTTP, nil
+					return sniffHTTP, nil
 				}
-				return buf, sniffOther, nil
+				return sniffOther, nil
 			}
-		}
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				return buf, sniffOther, nil
-			}
-			return buf, sniffClosed, err
 		}
 		if len(buf) == cap(buf) {
-			return buf, sniffOther, nil
+			return sniffOther, nil
+		}
+		n, err := conn.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil && n == 0 {
+			if timedOut(err) {
+				return sniffOther, nil
+			}
+			return sniffClosed, err
 		}
 	}
 }
@@ -125,15 +125,24 @@ func requestLine(b []byte) (isHTTP, decided bool) {
 }
 
 // spliceCaptured passes a captured connection through to its original
-// destination dst, pre (the bytes read to decide) first, and counts it
-// under host with label and why.
-func (p *Proxy) spliceCaptured(req *http.Request, conn net.Conn, pre []byte, dst netip.AddrPort, host, label, why string, start time.Time) {
+// destination dst (o.up when it was dialled already), what o read to
+// decide first in each direction, and counts it under host with label
+// and why.
+func (p *Proxy) spliceCaptured(req *http.Request, conn net.Conn, o *opening, dst netip.AddrPort, host, label, why string, start time.Time) {
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(req.Context(), spliceDialTimeout)
-	up, err := directDial(ctx, "tcp", dst.String())
-	cancel()
-	if err == nil && len(pre) > 0 {
-		if _, err = up.Write(pre); err != nil {
+	up, err := o.take(), error(nil)
+	if up == nil {
+		ctx, cancel := context.WithTimeout(req.Context(), spliceDialTimeout)
+		up, err = directDial(ctx, "tcp", dst.String())
+		cancel()
+	}
+	if err == nil && len(o.client) > 0 {
+		if _, err = up.Write(o.client); err != nil {
+			up.Close()
+		}
+	}
+	if err == nil && len(o.greeting) > 0 {
+		if _, err = conn.Write(o.greeting); err != nil {
 			up.Close()
 		}
 	}
@@ -209,6 +218,11 @@ func (p *Proxy) splice(t *tunnel, c *peekedConn) {
 	p.noteTunnel(t.host, TunnelPassthrough, t.why)
 	p.record(r, t.start, t.host, 0, decision{outcome: outcomePassthrough, label: "tunnel", status: http.StatusOK,
 		reason: "connect: tunnel passes bytes through unpaced (" + t.why + ")"})
+	if len(t.greeting) > 0 {
+		if _, err := c.Write(t.greeting); err != nil {
+			return
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -37,9 +37,10 @@ const tlsHandshake = 0x16
 // ReadHeaderTimeout bounds the wait for a request's header.
 const sniffTimeout = 30 * time.Second
 
-// opaqueAfter is how long a tunnel under connect: tunnel waits for the
-// client's first bytes before it splices the tunnel through as it is: a
-// protocol where the server speaks first (SMTP, say) never sends any.
+// opaqueAfter is how long a tunnel under connect: tunnel, or a captured
+// connection, waits for either side's first bytes before it splices the
+// connection through as it is. A server that speaks first (SMTP, say)
+// decides sooner (awaitOpening).
 const opaqueAfter = 5 * time.Second
 
 // tunnel is an accepted CONNECT whose first bytes decide what it is.
@@ -64,8 +65,21 @@ type tunnel struct {
 	up net.Conn
 	// label, when set, is the Splice* reason a tunnel hookpace would
 	// intercept is spliced for: what the client or the server speaks
-	// (cannotIntercept), which no reload changes.
+	// (cannotIntercept, or a server that speaks first), which no reload
+	// changes.
 	label string
+	// greeting is what the server said before the client spoke, for the
+	// splice to pass on first.
+	greeting []byte
+}
+
+// dropUp closes the connection to target dialled before the tunnel's
+// first bytes, once no splice will use it.
+func (t *tunnel) dropUp() {
+	if t.up != nil {
+		t.up.Close()
+		t.up = nil
+	}
 }
 
 // sniffConnect accepts the CONNECT and hands its connection to t.serve.
@@ -124,27 +138,36 @@ type earlyConn struct {
 // refused as t says; anything else is HTTP/1.1.
 func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
 	r := t.req
-	if t.up != nil {
-		defer func() {
-			if t.up != nil {
-				t.up.Close()
-			}
-		}()
-	}
-	br := newReplayReader(pre, conn)
-	c := &peekedConn{Conn: conn, r: br}
+	defer t.dropUp()
 	wait := sniffTimeout
 	if t.deny == "" && t.ca == nil {
 		wait = opaqueAfter
 	}
+	if len(pre) == 0 && t.deny == "" {
+		o := awaitOpening(conn, t.up, time.Now().Add(wait), func(ctx context.Context) (net.Conn, error) {
+			return p.opts.Guard.DialContext(ctx, "tcp", t.target)
+		})
+		t.up, pre = o.up, o.client
+		switch {
+		case o.serverFirst() && (t.ca == nil || len(o.greeting) > 0):
+			// Neither HTTP nor TLS: a protocol where the server speaks first.
+			if t.ca != nil {
+				t.label, t.why = SpliceNotHTTP, "the server spoke first (neither TLS nor HTTP): passed through as without hookpace"
+			}
+			t.greeting = o.greeting
+			p.splice(t, &peekedConn{Conn: conn, r: newReplayReader(pre, conn)})
+			return
+		case len(pre) == 0:
+			p.log.Debug("connect: tunnel closed before its first bytes", "host", t.host, "remote", r.RemoteAddr, "error", o.err)
+			conn.Close()
+			return
+		}
+	}
+	br := newReplayReader(pre, conn)
+	c := &peekedConn{Conn: conn, r: br}
 	conn.SetReadDeadline(time.Now().Add(wait))
 	first, err := br.Peek(1)
 	conn.SetReadDeadline(time.Time{})
-	var ne net.Error
-	if err != nil && t.deny == "" && t.ca == nil && errors.As(err, &ne) && ne.Timeout() {
-		p.splice(t, c) // the server speaks first: neither HTTP nor TLS
-		return
-	}
 	if err != nil {
 		p.log.Debug("connect: tunnel closed before its first bytes", "host", t.host, "remote", r.RemoteAddr, "error", err)
 		conn.Close()
@@ -152,6 +175,7 @@ func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
 	}
 	switch {
 	case first[0] != tlsHandshake:
+		t.dropUp()
 		p.log.Debug("connect", "decision", "plain http", "host", t.host, "remote", r.RemoteAddr)
 		if t.ca != nil && !t.captured {
 			p.countTunnel(r.Context(), t.host, TunnelIntercepted, "")
@@ -169,6 +193,7 @@ func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
 			}
 			p.countTunnel(r.Context(), t.host, TunnelIntercepted, "")
 		}
+		t.dropUp()
 		p.log.Debug("connect", "decision", "mitm", "host", t.host, "remote", r.RemoteAddr)
 		cfg, err := t.ca.TLSConfig(t.target)
 		if err != nil {

@@ -135,6 +135,16 @@ func TestConnectWithEarlyBytes(t *testing.T) {
 // and makes a TLS handshake inside it with cfg.
 func connectTLS(t *testing.T, front, target string, cfg *tls.Config) *tls.Conn {
 	t.Helper()
+	tc := tls.Client(connectRaw(t, front, target), cfg)
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("handshake through the tunnel: %v", err)
+	}
+	return tc
+}
+
+// connectRaw opens a CONNECT tunnel to target through the proxy at front.
+func connectRaw(t *testing.T, front, target string) net.Conn {
+	t.Helper()
 	raw, err := net.Dial("tcp", front)
 	if err != nil {
 		t.Fatal(err)
@@ -149,11 +159,7 @@ func connectTLS(t *testing.T, front, target string, cfg *tls.Config) *tls.Conn {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("CONNECT %s: %v %v", target, resp, err)
 	}
-	tc := tls.Client(&peekedConn{Conn: raw, r: br}, cfg)
-	if err := tc.Handshake(); err != nil {
-		t.Fatalf("handshake through the tunnel: %v", err)
-	}
-	return tc
+	return &peekedConn{Conn: raw, r: br}
 }
 
 // Through a CONNECT as through capture, what hookpace cannot serve in

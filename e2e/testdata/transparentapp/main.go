@@ -178,6 +178,23 @@ func main() {
 		line, err := bufio.NewReader(c).ReadString('\n')
 		return strings.TrimSpace(line), err
 	})
+	// A protocol where the server speaks first (SMTP's shape), on 443.
+	run("server-first-443", func() (string, error) {
+		c, err := net.DialTimeout("tcp", "raw.hooks.test:443", 10*time.Second)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		br := bufio.NewReader(c)
+		greeting, err := br.ReadString('\n')
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(c, "EHLO app\n")
+		line, err := br.ReadString('\n')
+		return strings.TrimSpace(greeting) + " / " + strings.TrimSpace(line), err
+	})
 	if len(os.Args) < 4 || os.Args[3] != "webhooks" {
 		return
 	}
