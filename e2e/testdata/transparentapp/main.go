@@ -167,33 +167,13 @@ func main() {
 		b, err := io.ReadAll(r.Body)
 		return fmt.Sprintf("%d %q", r.StatusCode, b), err
 	})
+	// Line protocols over raw TCP: the client speaks first on port 80;
+	// the server does on 443 (SMTP's shape), then answers one line.
 	run("raw-tcp-80", func() (string, error) {
-		c, err := net.DialTimeout("tcp", "raw.hooks.test:80", 10*time.Second)
-		if err != nil {
-			return "", err
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(30 * time.Second))
-		fmt.Fprintf(c, "HELLO raw\n")
-		line, err := bufio.NewReader(c).ReadString('\n')
-		return strings.TrimSpace(line), err
+		return rawLines("raw.hooks.test:80", false, "HELLO raw")
 	})
-	// A protocol where the server speaks first (SMTP's shape), on 443.
 	run("server-first-443", func() (string, error) {
-		c, err := net.DialTimeout("tcp", "raw.hooks.test:443", 10*time.Second)
-		if err != nil {
-			return "", err
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(30 * time.Second))
-		br := bufio.NewReader(c)
-		greeting, err := br.ReadString('\n')
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(c, "EHLO app\n")
-		line, err := br.ReadString('\n')
-		return strings.TrimSpace(greeting) + " / " + strings.TrimSpace(line), err
+		return rawLines("raw.hooks.test:443", true, "EHLO app")
 	})
 	if len(os.Args) < 4 || os.Args[3] != "webhooks" {
 		return
@@ -226,4 +206,28 @@ func (p *pattern) Read(b []byte) (int, error) {
 		p.n++
 	}
 	return len(b), nil
+}
+
+// rawLines dials addr, reads the server's greeting line first when
+// greeted, sends line and reads one line back: what it read, trimmed,
+// joined by " / ".
+func rawLines(addr string, greeted bool, line string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	var got []string
+	if greeted {
+		g, err := br.ReadString('\n')
+		if err != nil {
+			return "", err
+		}
+		got = append(got, strings.TrimSpace(g))
+	}
+	fmt.Fprintf(c, "%s\n", line)
+	answer, err := br.ReadString('\n')
+	return strings.Join(append(got, strings.TrimSpace(answer)), " / "), err
 }
