@@ -283,3 +283,45 @@ func TestRefusedReplayStaysDead(t *testing.T) {
 		t.Fatalf("copies in the replica: %d, want 1", n)
 	}
 }
+
+// A reader loads shown, then reads. One that loads it before the first
+// round after Open must not cover that round's ids: they are committed
+// locally before the replica has them, and may be refused. Oldest is
+// played here step by step (shown, then the read, with the round's
+// commit in between), through its firstEnqueued.
+func TestShownAtOpenCoversOnlyWhatIsQueued(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, Options{})
+	if err := s.Append(context.Background(), newMsg("a.example", 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rep := newMemReplica()
+	rep.gate = make(chan struct{})
+	rep.setRefuse(errors.New("stream down"))
+	s = openTest(t, dir, Options{Replica: rep})
+	defer s.Close()
+	if ms, err := s.Queued("a.example", 10); err != nil || len(ms) != 1 {
+		t.Fatalf("the webhook queued before the open: %d read, %v; want 1", len(ms), err)
+	}
+
+	shown := s.shown.Load() // a reader, before the first round
+	done := make(chan error, 1)
+	go func() { done <- s.Append(context.Background(), newMsg("b.example", 2), 0) }()
+	for !committed(s, "b.example") {
+		runtime.Gosched()
+	}
+	txn := s.ReadQueue()
+	_, seen, err := firstEnqueued(txn, queuePrefix("b.example"), shown)
+	txn.Discard()
+	close(rep.gate)
+	if err := <-done; !errors.Is(err, ErrReplication) {
+		t.Fatalf("append refused by the replica: %v, want ErrReplication", err)
+	}
+	if err != nil || seen {
+		t.Fatalf("a reader that loaded shown (%d) at open read the first round's webhook before the replica took it (%v)", shown, err)
+	}
+}
