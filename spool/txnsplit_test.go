@@ -3,6 +3,7 @@ package spool
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -102,5 +103,28 @@ func TestRoundCutInPartsQueuesEachAppendOnce(t *testing.T) {
 		if err := h.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The undo of a refused round deletes what the round wrote, however many
+// parts that took: a round whose keys alone are over Badger's
+// transaction limit is undone whole. Nothing of it stays queued, its
+// keys are forgotten (a retry is stored), and its appends are answered
+// with ErrReplication.
+func TestRefusedRoundOverTheTransactionLimitIsUndoneWhole(t *testing.T) {
+	rep := newMemReplica()
+	rep.setRefuse(errors.New("stream down"))
+	h := openHeld(t, Options{Replica: rep, tuneQueue: smallTxns})
+	ms, ks := keyedMsgs("a.example", 200, 100)
+	for i, err := range h.gatherKeyed(t, ms, ks) {
+		if !errors.Is(err, ErrReplication) {
+			t.Fatalf("append %d of the refused round: %v, want ErrReplication", i, err)
+		}
+	}
+	requireNothingQueued(t, h.Spool, "after the refused round")
+	rep.setRefuse(nil)
+	retry := newMsg("a.example", 0)
+	if got, err := h.AppendKeys(context.Background(), retry, 0, ks[0]); err != nil || got != Stored {
+		t.Fatalf("retry of a refused key: %v, %v; want Stored", got, err)
 	}
 }

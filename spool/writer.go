@@ -369,12 +369,21 @@ func (s *Spool) applyQueue(ops []op, seq *uint64) error {
 }
 
 // undo removes, durably, what the appends ops wrote to the queue in a
-// committed round (ops are undoable).
+// committed round (ops are undoable). Their deletes may be more than one
+// transaction takes (the round itself may have been committed in parts):
+// they are committed in as many as Badger needs.
 func (s *Spool) undo(ops []op) error {
 	txn := s.newTxn(s.queue)
 	for _, o := range ops {
 		for _, k := range added(o) {
-			if err := txn.Delete(k); err != nil {
+			err := txn.Delete(k)
+			if errors.Is(err, badger.ErrTxnTooBig) {
+				if err = s.commitTxn(s.queue, txn); err == nil {
+					txn = s.newTxn(s.queue)
+					err = txn.Delete(k)
+				}
+			}
+			if err != nil {
 				txn.Discard()
 				return err
 			}
