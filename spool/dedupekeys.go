@@ -160,8 +160,10 @@ func (s *Spool) ForgetKeys(ms []*Message) (int, error) {
 }
 
 // forgetMax bounds the keys one op of ForgetKeys removes, so that its
-// deletes fit in a transaction whatever the keys' length.
-const forgetMax = 1000
+// deletes fit in one transaction: a key record's key holds a host, a
+// scope (a configured user or route name) and a key of at most
+// MaxIdempotencyKey bytes.
+const forgetMax = 256
 
 // sweepOp removes expired key records from both databases, each checked
 // again as it is staged: a key renewed since the scan is kept. With ids,
