@@ -273,14 +273,14 @@ func (s *Spool) apply(db *badger.DB, ph phase, ops []op, seq *uint64, pub *publi
 			// its own. What it staged before the limit (a message, not
 			// its key record) is committed with the rest: staged again
 			// under the ids it took, it is overwritten, not queued twice.
-			var took uint64
-			if seq != nil {
-				took, *seq = *seq, before
-			}
 			if err := s.commitTxn(db, txn); err != nil {
 				return err
 			}
 			txn, staged = s.newTxn(db), 0
+			var took uint64
+			if seq != nil {
+				took, *seq = *seq, before
+			}
 			err = o.stage(ph, txn, seq)
 			if seq != nil {
 				*seq = max(*seq, took) // never handed out again, whatever became of the op
