@@ -22,6 +22,7 @@ type Queue interface {
 	Hosts() map[string]spool.HostUsage
 	ReadHost(host string, after spool.HostCursor, max int) ([]*spool.Message, spool.HostCursor, error)
 	Drop(ms []*spool.Message, by string) (int, error)
+	ForgetKeys(ms []*spool.Message) (int, error)
 	Key(m *spool.Message) string
 	Replicated(m *spool.Message) spool.Replicated
 	ReplicaEpoch() uint64
@@ -338,6 +339,14 @@ func (r *NATS) reconcile(ctx context.Context, q Queue, authoritative bool) error
 	}
 	r.republish(republish)
 	if len(drop) > 0 {
+		// A dropped webhook may be of a round whose publish was in flight
+		// when this node stopped: never in the stream, never acknowledged.
+		// Its idempotency key goes first, so that the client's retry is
+		// stored anew, not answered with the id of a webhook no one
+		// delivers; a stop before the drop drops it at the next start.
+		if _, err := q.ForgetKeys(drop); err != nil {
+			return fmt.Errorf("reconcile the local queue: %w", err)
+		}
 		n, err := q.Drop(drop, "replication: delivered by the replica that adopted this one's queue")
 		if err != nil {
 			return fmt.Errorf("reconcile the local queue: %w", err)

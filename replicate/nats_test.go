@@ -444,3 +444,74 @@ func TestDeletesWaitOutAnOutage(t *testing.T) {
 		t.Fatalf("status %+v", s)
 	}
 }
+
+// A round's publish runs alongside its local commit: a node that stops
+// between the two (the publish in flight, or refused and not yet undone)
+// leaves a webhook queued locally, with its idempotency key, that the
+// stream never took and its client never had a 202 for. If the replica's
+// queue is adopted meanwhile, the replica drops that webhook when it comes
+// back, with what the adopter delivered; its key must go with it, or the
+// client's retry is answered as a Duplicate of a webhook nobody delivers.
+func TestReturnerForgetsTheKeysOfWhatItDrops(t *testing.T) {
+	c := natstest.Start(t, 1)
+	ctx := context.Background()
+	clk := &clock{now: time.Now()}
+	keys := spool.Keys{Idempotency: "order-17", Window: time.Hour}
+
+	dirA := t.TempDir()
+	ra := connect(t, c.URLs(), "a", nil)
+	spA := openSpool(t, dirA, ra, "a")
+	if err := ra.Start(ctx, spA); err != nil {
+		t.Fatal(err)
+	}
+	if err := spA.Append(ctx, msg("a.example", 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	spA.Close()
+	ra.Close()
+	// What a stop between the local commit and the publish leaves on disk:
+	// the webhook and its key, committed without a copy in the stream.
+	sp, err := spool.Open(spool.Options{Dir: dirA, Logger: quiet, ReplicaName: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sp.AppendKeys(ctx, msg("a.example", 2), 0, keys); err != nil || got != spool.Stored {
+		t.Fatalf("the webhook of the round in flight: %v, %v", got, err)
+	}
+	sp.Close()
+
+	rb := connect(t, c.URLs(), "b", func(o *Options) { o.Now = clk.Now })
+	defer rb.Close()
+	spB := openSpool(t, t.TempDir(), rb, "b")
+	defer spB.Close()
+	if err := rb.Start(ctx, spB); err != nil {
+		t.Fatal(err)
+	}
+	rb.lookForDead(ctx, spB)
+	clk.Add(time.Hour + time.Second)
+	rb.lookForDead(ctx, spB)
+	rb.adopting.Wait()
+	if got := len(local(t, spB)); got != 1 {
+		t.Fatalf("b adopted %d webhooks, want the 1 in the stream", got)
+	}
+
+	ra2 := connect(t, c.URLs(), "a", nil)
+	defer ra2.Close()
+	spA2 := openSpool(t, dirA, ra2, "a")
+	defer spA2.Close()
+	if err := ra2.Start(ctx, spA2); err != nil {
+		t.Fatal(err)
+	}
+	if got := local(t, spA2); len(got) != 0 {
+		t.Fatalf("a came back with %d webhooks queued, want none", len(got))
+	}
+	// The client had no 202 for the dropped webhook, and retries.
+	retry := msg("a.example", 2)
+	got, err := spA2.AppendKeys(ctx, retry, 0, keys)
+	if err != nil || got != spool.Stored {
+		t.Fatalf("the retry of the dropped webhook: %v, %v; want Stored (a Duplicate of id %d is delivered by no one)", got, err, retry.ID)
+	}
+	if n := len(local(t, spA2)); n != 1 {
+		t.Fatalf("a's queue after the retry: %d, want 1", n)
+	}
+}

@@ -245,3 +245,30 @@ func TestOnceBoundedByCount(t *testing.T) {
 		t.Fatalf("a remembered key: dup %v, %v", dup, err)
 	}
 }
+
+// ForgetKeys removes the keys that name the webhooks it is given, from
+// either database, and no other.
+func TestForgetKeysOfDroppedWebhooks(t *testing.T) {
+	s := openTest(t, t.TempDir(), Options{})
+	defer s.Close()
+	ctx := context.Background()
+	a, b := newMsg("a.example", 1), newMsg("a.example", 2)
+	ka, kb := Keys{Idempotency: "a", Window: time.Hour}, Keys{Idempotency: "b", Window: time.Hour}
+	for i, m := range []*Message{a, b} {
+		if _, err := s.AppendKeys(ctx, m, 0, []Keys{ka, kb}[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.ForgetKeys([]*Message{a}); n != 1 || err != nil {
+		t.Fatalf("ForgetKeys: %d, %v; want 1 removed", n, err)
+	}
+	if u := s.Usage(); u.DedupeKeys != 1 {
+		t.Fatalf("keys remembered: %d, want 1", u.DedupeKeys)
+	}
+	if got, err := s.AppendKeys(ctx, newMsg("a.example", 1), 0, ka); got != Stored || err != nil {
+		t.Fatalf("a repeat of the forgotten key: %v, %v; want Stored", got, err)
+	}
+	if got, err := s.AppendKeys(ctx, newMsg("a.example", 2), 0, kb); got != Duplicate || err != nil {
+		t.Fatalf("a repeat of the other key: %v, %v; want Duplicate", got, err)
+	}
+}

@@ -111,12 +111,68 @@ func (s *Spool) sweepOnce() (int, error) {
 
 const sweepMax = 10_000
 
+// ForgetKeys removes, durably, the key records that name ms (by id) from
+// both databases, and returns how many it removed: a repeat of one of
+// those keys is then stored anew. Replication calls it for the webhooks
+// it drops at a start as delivered by an adopter: one of them may be of a
+// round whose publish was in flight when this node stopped, which the
+// stream never took and no client had a 202 for; its key, kept, would
+// answer the client's retry with the id of a webhook no one delivers.
+func (s *Spool) ForgetKeys(ms []*Message) (int, error) {
+	if len(ms) == 0 {
+		return 0, nil
+	}
+	ids := make(map[uint64]bool, len(ms))
+	for _, m := range ms {
+		ids[m.ID] = true
+	}
+	var keys [][]byte
+	scan := func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixOnce}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var id uint64
+			ok := false
+			if err := it.Item().Value(func(v []byte) error { id, _, ok = parseOnce(v); return nil }); err != nil {
+				return err
+			}
+			if ok && ids[id] {
+				keys = append(keys, it.Item().KeyCopy(nil))
+			}
+		}
+		return nil
+	}
+	q := s.queue.NewTransactionAt(math.MaxUint64, false)
+	err := scan(q)
+	q.Discard()
+	if err == nil {
+		err = s.kept.View(scan)
+	}
+	n := 0
+	for err == nil && len(keys) > 0 {
+		part := keys[:min(len(keys), forgetMax)]
+		keys = keys[len(part):]
+		o := &sweepOp{keys: part, now: s.now(), ids: ids}
+		err = s.submitWait(o)
+		n += o.removed[0] + o.removed[1]
+	}
+	return n, err
+}
+
+// forgetMax bounds the keys one op of ForgetKeys removes, so that its
+// deletes fit in one transaction: a key record's key holds a host, a
+// scope (a configured user or route name) and a key of at most
+// MaxIdempotencyKey bytes.
+const forgetMax = 256
+
 // sweepOp removes expired key records from both databases, each checked
-// again as it is staged: a key renewed since the scan is kept.
+// again as it is staged: a key renewed since the scan is kept. With ids,
+// it also removes the unexpired records that name one of ids.
 type sweepOp struct {
 	opBase
 	keys    [][]byte
 	now     time.Time
+	ids     map[uint64]bool
 	removed [2]int // by phase: queue, kept
 	bytes   [2]int64
 }
@@ -132,7 +188,7 @@ func (o *sweepOp) stage(ph phase, txn *badger.Txn, _ *uint64) error {
 	}
 	o.removed[i], o.bytes[i] = 0, 0
 	for _, k := range o.keys {
-		if _, exp, ok := getOnce(txn, k); !ok || o.now.Before(exp) {
+		if id, exp, ok := getOnce(txn, k); !ok || o.now.Before(exp) && !o.ids[id] {
 			continue
 		}
 		if err := txn.Delete(k); err != nil {

@@ -283,3 +283,118 @@ func TestRefusedReplayStaysDead(t *testing.T) {
 		t.Fatalf("copies in the replica: %d, want 1", n)
 	}
 }
+
+// A reader loads shown, then reads. One that loads it before the first
+// round after Open must not cover that round's ids: they are committed
+// locally before the replica has them, and may be refused. Oldest is
+// played here step by step (shown, then the read, with the round's
+// commit in between), through its firstEnqueued.
+func TestShownAtOpenCoversOnlyWhatIsQueued(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir, Options{})
+	if err := s.Append(context.Background(), newMsg("a.example", 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rep := newMemReplica()
+	rep.gate = make(chan struct{})
+	rep.setRefuse(errors.New("stream down"))
+	s = openTest(t, dir, Options{Replica: rep})
+	defer s.Close()
+	if ms, err := s.Queued("a.example", 10); err != nil || len(ms) != 1 {
+		t.Fatalf("the webhook queued before the open: %d read, %v; want 1", len(ms), err)
+	}
+
+	shown := s.shown.Load() // a reader, before the first round
+	done := make(chan error, 1)
+	go func() { done <- s.Append(context.Background(), newMsg("b.example", 2), 0) }()
+	for !committed(s, "b.example") {
+		runtime.Gosched()
+	}
+	txn := s.ReadQueue()
+	_, seen, err := firstEnqueued(txn, queuePrefix("b.example"), shown)
+	txn.Discard()
+	close(rep.gate)
+	if err := <-done; !errors.Is(err, ErrReplication) {
+		t.Fatalf("append refused by the replica: %v, want ErrReplication", err)
+	}
+	if err != nil || seen {
+		t.Fatalf("a reader that loaded shown (%d) at open read the first round's webhook before the replica took it (%v)", shown, err)
+	}
+}
+
+// A repeat of an idempotency key that arrives while the first webhook's
+// round is unsettled misses the lookup (the id is not shown) and goes to
+// the writer, which takes it in the next round, once the first is
+// settled: a Duplicate of it when the replica took it, stored anew when
+// the replica refused it. Either way one webhook is queued.
+func TestRepeatDuringAnUnsettledRound(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		rep := &scriptedReplica{memReplica: newMemReplica(), verdicts: make(chan error)}
+		s := openTest(t, t.TempDir(), Options{Replica: rep})
+		keys := Keys{Idempotency: "k", Window: time.Hour}
+		first, repeat := newMsg("a.example", 1), newMsg("a.example", 1)
+		firstDone := make(chan error, 1)
+		go func() {
+			_, err := s.AppendKeys(context.Background(), first, 0, keys)
+			firstDone <- err
+		}()
+		for !committed(s, "a.example") {
+			runtime.Gosched()
+		}
+		type result struct {
+			got Appended
+			err error
+		}
+		repeatDone := make(chan result, 1)
+		go func() {
+			got, err := s.AppendKeys(context.Background(), repeat, 0, keys)
+			repeatDone <- result{got, err}
+		}()
+		for pending := 0; pending == 0; runtime.Gosched() {
+			s.mu.Lock()
+			pending = len(s.pending)
+			s.mu.Unlock()
+		}
+		var verdict error
+		if refuse {
+			verdict = errors.New("stream down")
+		}
+		rep.verdicts <- verdict // the first round's
+		err := <-firstDone
+		if refuse {
+			rep.verdicts <- nil // the repeat's own round
+		}
+		r := <-repeatDone
+		ms, qerr := s.Queued("a.example", 10)
+		if qerr != nil || len(ms) != 1 {
+			t.Fatalf("refuse %v: %d queued (%v), want 1", refuse, len(ms), qerr)
+		}
+		switch {
+		case !refuse && (err != nil || r.err != nil || r.got != Duplicate || repeat.ID != first.ID):
+			t.Fatalf("taken: first %v; repeat %v, %v, id %d; want a Duplicate of %d", err, r.got, r.err, repeat.ID, first.ID)
+		case refuse && (!errors.Is(err, ErrReplication) || r.err != nil || r.got != Stored || ms[0].ID != repeat.ID):
+			t.Fatalf("refused: first %v; repeat %v, %v; want the repeat stored", err, r.got, r.err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// scriptedReplica takes each publish's verdict from verdicts, in order:
+// nil stores the copies, an error refuses them.
+type scriptedReplica struct {
+	*memReplica
+	verdicts chan error
+}
+
+func (r *scriptedReplica) Publish(recs []Replicated) error {
+	if err := <-r.verdicts; err != nil {
+		return err
+	}
+	return r.memReplica.Publish(recs)
+}

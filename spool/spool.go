@@ -238,7 +238,8 @@ type Spool struct {
 	// above it is of a round not yet settled, whose replica may still
 	// refuse it (applyQueue). A reader loads it before it reads, so that
 	// every id it covers is settled: stored in the replica, or undone.
-	// With no replica, every id.
+	// It never covers an id not yet handed out (from Open on). With no
+	// replica, every id.
 	shown atomic.Uint64
 }
 
@@ -310,10 +311,16 @@ func Open(opts Options) (*Spool, error) {
 	// below MaxVersion.
 	s.ts = queue.MaxVersion()
 	queue.SetDiscardTs(s.ts)
-	s.shown.Store(math.MaxUint64)
 	err = s.load()
 	if err == nil {
 		err = s.loadInstance()
+	}
+	// Every id on disk is at or below seq; with a replica, the writer's
+	// rounds raise shown above the ids they hand out once settled.
+	if opts.Replica != nil {
+		s.shown.Store(s.seq)
+	} else {
+		s.shown.Store(math.MaxUint64)
 	}
 	if err == nil {
 		err = s.loadReplica()

@@ -142,9 +142,8 @@ func (s *Spool) commit(batch []op) *round {
 	}
 	seq := s.seqSnapshot()
 	r.queued = inPhase(batch, phaseQueue)
-	// Each op takes at most two ids: one more if Badger refuses its
-	// transaction as too big after the op took one, and the op is staged
-	// again in a transaction of its own (apply).
+	// Each op takes at most one id (an op staged again in a transaction of
+	// its own takes the same, apply); twice as many are made room for.
 	if need := seq + 2*uint64(len(r.queued)); need > s.ceil {
 		if err := s.raiseCeiling(need); err != nil {
 			var adding []op
@@ -264,15 +263,28 @@ func (s *Spool) apply(db *badger.DB, ph phase, ops []op, seq *uint64, pub *publi
 			}
 			txn, staged = s.newTxn(db), 0
 		}
+		var before uint64
+		if seq != nil {
+			before = *seq
+		}
 		err := o.stage(ph, txn, seq)
 		if errors.Is(err, badger.ErrTxnTooBig) && staged > 0 {
 			// Commit what is staged, and try the op in a transaction of
-			// its own.
+			// its own. What it staged before the limit (a message, not
+			// its key record) is committed with the rest: staged again
+			// under the ids it took, it is overwritten, not queued twice.
 			if err := s.commitTxn(db, txn); err != nil {
 				return err
 			}
 			txn, staged = s.newTxn(db), 0
+			var took uint64
+			if seq != nil {
+				took, *seq = *seq, before
+			}
 			err = o.stage(ph, txn, seq)
+			if seq != nil {
+				*seq = max(*seq, took) // never handed out again, whatever became of the op
+			}
 		}
 		if err != nil {
 			// The store refused this op (Badger checks each write as it is
@@ -357,12 +369,21 @@ func (s *Spool) applyQueue(ops []op, seq *uint64) error {
 }
 
 // undo removes, durably, what the appends ops wrote to the queue in a
-// committed round (ops are undoable).
+// committed round (ops are undoable). Their deletes may be more than one
+// transaction takes (the round itself may have been committed in parts):
+// they are committed in as many as Badger needs.
 func (s *Spool) undo(ops []op) error {
 	txn := s.newTxn(s.queue)
 	for _, o := range ops {
 		for _, k := range added(o) {
-			if err := txn.Delete(k); err != nil {
+			err := txn.Delete(k)
+			if errors.Is(err, badger.ErrTxnTooBig) {
+				if err = s.commitTxn(s.queue, txn); err == nil {
+					txn = s.newTxn(s.queue)
+					err = txn.Delete(k)
+				}
+			}
+			if err != nil {
 				txn.Discard()
 				return err
 			}
