@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -270,5 +271,36 @@ func TestForgetKeysOfDroppedWebhooks(t *testing.T) {
 	}
 	if got, err := s.AppendKeys(ctx, newMsg("a.example", 2), 0, kb); got != Duplicate || err != nil {
 		t.Fatalf("a repeat of the other key: %v, %v; want Duplicate", got, err)
+	}
+}
+
+// A sweep removes every expired key it finds, however many more that is
+// than one transaction of Badger's takes (by count, here: short keys, a
+// small memtable): it removes them in parts.
+func TestSweepOverTheTransactionLimit(t *testing.T) {
+	clock := &testClock{t: time.Unix(1800000000, 0)}
+	s := openTest(t, t.TempDir(), Options{Now: clock.now, tuneQueue: smallTxns})
+	defer s.Close()
+	ms, ks := keyedMsgs("a.example", 1000, 10)
+	for i := range ks {
+		ks[i].Idempotency = fmt.Sprintf("k%04d", i)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(ms))
+	for i, m := range ms {
+		wg.Go(func() { _, errs[i] = s.AppendKeys(context.Background(), m, 0, ks[i]) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	clock.add(2 * time.Hour)
+	if n, err := s.sweepOnce(); err != nil || n != len(ms) {
+		t.Fatalf("the sweep removed %d expired keys (%v), want %d", n, err, len(ms))
+	}
+	if u := s.Usage(); u.DedupeKeys != 0 || u.DedupeBytes != 0 {
+		t.Fatalf("after the sweep: %d keys, %d bytes", u.DedupeKeys, u.DedupeBytes)
 	}
 }

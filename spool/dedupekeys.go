@@ -99,14 +99,10 @@ func (s *Spool) sweepOnce() (int, error) {
 	if err == nil {
 		err = s.kept.View(scan)
 	}
-	if err != nil || len(keys) == 0 {
+	if err != nil {
 		return 0, err
 	}
-	o := &sweepOp{keys: keys, now: now}
-	if err := s.submitWait(o); err != nil {
-		return 0, err
-	}
-	return o.removed[0] + o.removed[1], nil
+	return s.removeKeys(keys, now, nil)
 }
 
 const sweepMax = 10_000
@@ -148,22 +144,35 @@ func (s *Spool) ForgetKeys(ms []*Message) (int, error) {
 	if err == nil {
 		err = s.kept.View(scan)
 	}
-	n := 0
-	for err == nil && len(keys) > 0 {
-		part := keys[:min(len(keys), forgetMax)]
-		keys = keys[len(part):]
-		o := &sweepOp{keys: part, now: s.now(), ids: ids}
-		err = s.submitWait(o)
-		n += o.removed[0] + o.removed[1]
+	if err != nil {
+		return 0, err
 	}
-	return n, err
+	return s.removeKeys(keys, s.now(), ids)
 }
 
-// forgetMax bounds the keys one op of ForgetKeys removes, so that its
-// deletes fit in one transaction: a key record's key holds a host, a
-// scope (a configured user or route name) and a key of at most
-// MaxIdempotencyKey bytes.
-const forgetMax = 256
+// removeKeys removes the key records keys that have expired by now, or
+// name one of ids, in ops of at most keysPerOp; it returns how many it
+// removed.
+func (s *Spool) removeKeys(keys [][]byte, now time.Time, ids map[uint64]bool) (int, error) {
+	n := 0
+	for len(keys) > 0 {
+		part := keys[:min(len(keys), keysPerOp)]
+		keys = keys[len(part):]
+		o := &sweepOp{keys: part, now: now, ids: ids}
+		if err := s.submitWait(o); err != nil {
+			return n, err
+		}
+		n += o.removed[0] + o.removed[1]
+	}
+	return n, nil
+}
+
+// keysPerOp is the most key records one op removes: all of an op's
+// deletes must fit in one transaction of Badger's, whose limits at the
+// 4 MiB memtables are 629 KB and about 6,500 entries. A key record's key
+// holds a host, a scope (a configured user or route name) and a key of at
+// most MaxIdempotencyKey bytes: under 1 KB, so 256 fit with room to spare.
+const keysPerOp = 256
 
 // sweepOp removes expired key records from both databases, each checked
 // again as it is staged: a key renewed since the scan is kept. With ids,
