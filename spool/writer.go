@@ -287,11 +287,18 @@ func (s *Spool) apply(db *badger.DB, ph phase, ops []op, seq *uint64, pub *publi
 			}
 		}
 		if err != nil {
-			// The store refused this op (Badger checks each write as it is
-			// staged, and stages nothing of a refused one): it fails
-			// alone, and the rest of the round goes on without it. A
-			// dead-letter removal after the queue write only fails to
-			// clean up: the op itself is durable.
+			// The store refused this op: it fails alone, and the rest of
+			// the round goes on without it. Badger stages nothing of a
+			// refused write, but an op of many writes may have staged
+			// some before it: alone in its transaction (staged again
+			// after the limit, or the first), it goes with the
+			// transaction, and nothing of it is committed. A dead-letter
+			// removal after the queue write only fails to clean up: the
+			// op itself is durable.
+			if staged == 0 {
+				txn.Discard()
+				txn = s.newTxn(db)
+			}
 			if ph != phaseKeptAfter {
 				o.base().err = refusal(err)
 			}
