@@ -74,8 +74,12 @@ func (s *Spool) Ahead(fn func(id uint64, rec []byte) error) error {
 // closed it does nothing: the next start finds them, and the history
 // takes them again.
 func (s *Spool) DropAhead(ids []uint64) {
-	if len(ids) > 0 {
-		s.submit(&dropAheadOp{ids: ids})
+	for len(ids) > 0 {
+		// One op's deletes fit in one transaction: at most about 6,500
+		// entries at the queue's memtable.
+		part := ids[:min(len(ids), 1024)]
+		ids = ids[len(part):]
+		s.submit(&dropAheadOp{ids: part})
 	}
 }
 

@@ -5,6 +5,20 @@ import (
 	"testing"
 )
 
+// DropAhead removes every record it is given, however many more that is
+// than one transaction of Badger's takes (about 6,500 entries).
+func TestDropAheadOverTheTransactionLimit(t *testing.T) {
+	s := openTest(t, t.TempDir(), Options{})
+	defer s.Close()
+	const n = 8000
+	ids := aheadRecords(t, s, n)
+	s.DropAhead(ids)
+	flush(t, s)
+	if left := countAhead(t, s); left != 0 {
+		t.Fatalf("%d of %d records ahead left after DropAhead", left, n)
+	}
+}
+
 // An op that one transaction of Badger's cannot take fails whole: none
 // of the writes it staged before the limit is committed.
 func TestOpOverTheTransactionLimitWritesNothing(t *testing.T) {
