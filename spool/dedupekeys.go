@@ -79,26 +79,7 @@ func (s *Spool) moveOnce() error {
 // many it removed. gcLoop calls it; tests call it with their clock.
 func (s *Spool) sweepOnce() (int, error) {
 	now := s.now()
-	var keys [][]byte
-	scan := func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixOnce}, PrefetchValues: true, PrefetchSize: 256})
-		defer it.Close()
-		for it.Rewind(); it.Valid() && len(keys) < sweepMax; it.Next() {
-			var exp time.Time
-			ok := false
-			_ = it.Item().Value(func(v []byte) error { _, exp, ok = parseOnce(v); return nil })
-			if !ok || !now.Before(exp) {
-				keys = append(keys, it.Item().KeyCopy(nil))
-			}
-		}
-		return nil
-	}
-	q := s.queue.NewTransactionAt(math.MaxUint64, false)
-	err := scan(q)
-	q.Discard()
-	if err == nil {
-		err = s.kept.View(scan)
-	}
+	keys, err := s.onceKeys(sweepMax, func(_ uint64, exp time.Time, ok bool) bool { return !ok || !now.Before(exp) })
 	if err != nil {
 		return 0, err
 	}
@@ -122,17 +103,27 @@ func (s *Spool) ForgetKeys(ms []*Message) (int, error) {
 	for _, m := range ms {
 		ids[m.ID] = true
 	}
+	keys, err := s.onceKeys(0, func(id uint64, _ time.Time, ok bool) bool { return ok && ids[id] })
+	if err != nil {
+		return 0, err
+	}
+	return s.removeKeys(keys, s.now(), ids)
+}
+
+// onceKeys returns the key records, of the queue database then the kept
+// one, that want picks by their id and expiry (ok false: unreadable), up
+// to max of them (0: all).
+func (s *Spool) onceKeys(max int, want func(id uint64, exp time.Time, ok bool) bool) ([][]byte, error) {
 	var keys [][]byte
 	scan := func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixOnce}})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixOnce}, PrefetchValues: true, PrefetchSize: 256})
 		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
+		for it.Rewind(); it.Valid() && (max == 0 || len(keys) < max); it.Next() {
 			var id uint64
+			var exp time.Time
 			ok := false
-			if err := it.Item().Value(func(v []byte) error { id, _, ok = parseOnce(v); return nil }); err != nil {
-				return err
-			}
-			if ok && ids[id] {
+			_ = it.Item().Value(func(v []byte) error { id, exp, ok = parseOnce(v); return nil }) // unread: not ok
+			if want(id, exp, ok) {
 				keys = append(keys, it.Item().KeyCopy(nil))
 			}
 		}
@@ -144,10 +135,7 @@ func (s *Spool) ForgetKeys(ms []*Message) (int, error) {
 	if err == nil {
 		err = s.kept.View(scan)
 	}
-	if err != nil {
-		return 0, err
-	}
-	return s.removeKeys(keys, s.now(), ids)
+	return keys, err
 }
 
 // removeKeys removes the key records keys that have expired by now, or
