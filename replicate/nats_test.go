@@ -226,13 +226,7 @@ func TestAdoptedQueueIsDeliveredByTheAdopterAndDroppedByTheReturner(t *testing.T
 	spA.Close()
 	ra.Close()
 
-	rb := connect(t, c.URLs(), "b", func(o *Options) { o.Now = clk.Now })
-	defer rb.Close()
-	spB := openSpool(t, t.TempDir(), rb, "b")
-	defer spB.Close()
-	if err := rb.Start(ctx, spB); err != nil {
-		t.Fatal(err)
-	}
+	rb, spB := startReplica(t, c, "b", t.TempDir(), clk)
 	rb.lookForDead(ctx, spB) // sees a's heartbeat
 	rb.adopting.Wait()
 	if got := len(local(t, spB)); got != 0 {
@@ -271,13 +265,7 @@ func TestAdoptedQueueIsDeliveredByTheAdopterAndDroppedByTheReturner(t *testing.T
 
 	// a comes back on its old spool: everything there was adopted, and it
 	// delivers none of it.
-	ra2 := connect(t, c.URLs(), "a", nil)
-	defer ra2.Close()
-	spA2 := openSpool(t, dirA, ra2, "a")
-	defer spA2.Close()
-	if err := ra2.Start(ctx, spA2); err != nil {
-		t.Fatal(err)
-	}
+	ra2, spA2 := startReplica(t, c, "a", dirA, nil)
 	if got := local(t, spA2); len(got) != 0 {
 		t.Fatalf("a came back with %d webhooks b adopted", len(got))
 	}
@@ -380,13 +368,7 @@ func TestNoAdoptionForSilenceWhileTheStreamWasOutOfReach(t *testing.T) {
 	if err := spA.Append(ctx, msg("h.example", 1), 0); err != nil {
 		t.Fatal(err)
 	}
-	rb := connect(t, c.URLs(), "b", func(o *Options) { o.Now = clk.Now })
-	defer rb.Close()
-	spB := openSpool(t, t.TempDir(), rb, "b")
-	defer spB.Close()
-	if err := rb.Start(ctx, spB); err != nil {
-		t.Fatal(err)
-	}
+	rb, spB := startReplica(t, c, "b", t.TempDir(), clk)
 	rb.lookForDead(ctx, spB) // sees a's heartbeat
 	// The stream was out of reach for an hour: nobody's heartbeat changed.
 	clk.Add(time.Hour + time.Second)
@@ -480,13 +462,7 @@ func TestReturnerForgetsTheKeysOfWhatItDrops(t *testing.T) {
 	}
 	sp.Close()
 
-	rb := connect(t, c.URLs(), "b", func(o *Options) { o.Now = clk.Now })
-	defer rb.Close()
-	spB := openSpool(t, t.TempDir(), rb, "b")
-	defer spB.Close()
-	if err := rb.Start(ctx, spB); err != nil {
-		t.Fatal(err)
-	}
+	rb, spB := startReplica(t, c, "b", t.TempDir(), clk)
 	rb.lookForDead(ctx, spB)
 	clk.Add(time.Hour + time.Second)
 	rb.lookForDead(ctx, spB)
@@ -495,13 +471,7 @@ func TestReturnerForgetsTheKeysOfWhatItDrops(t *testing.T) {
 		t.Fatalf("b adopted %d webhooks, want the 1 in the stream", got)
 	}
 
-	ra2 := connect(t, c.URLs(), "a", nil)
-	defer ra2.Close()
-	spA2 := openSpool(t, dirA, ra2, "a")
-	defer spA2.Close()
-	if err := ra2.Start(ctx, spA2); err != nil {
-		t.Fatal(err)
-	}
+	_, spA2 := startReplica(t, c, "a", dirA, nil)
 	if got := local(t, spA2); len(got) != 0 {
 		t.Fatalf("a came back with %d webhooks queued, want none", len(got))
 	}
@@ -514,4 +484,22 @@ func TestReturnerForgetsTheKeysOfWhatItDrops(t *testing.T) {
 	if n := len(local(t, spA2)); n != 1 {
 		t.Fatalf("a's queue after the retry: %d, want 1", n)
 	}
+}
+
+// startReplica connects replica name (on clk's time, when given) and
+// starts it on a spool in dir; both close when the test ends.
+func startReplica(t *testing.T, c *natstest.Cluster, name, dir string, clk *clock) (*NATS, *spool.Spool) {
+	t.Helper()
+	var opt func(*Options)
+	if clk != nil {
+		opt = func(o *Options) { o.Now = clk.Now }
+	}
+	r := connect(t, c.URLs(), name, opt)
+	t.Cleanup(func() { r.Close() })
+	sp := openSpool(t, dir, r, name)
+	t.Cleanup(func() { sp.Close() })
+	if err := r.Start(context.Background(), sp); err != nil {
+		t.Fatal(err)
+	}
+	return r, sp
 }
