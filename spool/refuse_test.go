@@ -40,19 +40,23 @@ func openHeld(t *testing.T, opts Options) *heldWriter {
 // they are all pending, and lets the writer take them in one round. It
 // returns each append's error.
 func (h *heldWriter) gather(t *testing.T, ms []*Message) []error {
-	ctx := context.Background()
-	go h.Append(ctx, newMsg("first.example", 0), 0)
+	return h.gatherEach(len(ms), func(i int) error { return h.Append(context.Background(), ms[i], 0) })
+}
+
+// gatherEach is gather for n appends, the ith made by add(i).
+func (h *heldWriter) gatherEach(n int, add func(i int) error) []error {
+	go h.Append(context.Background(), newMsg("first.example", 0), 0)
 	<-h.entered
-	errs := make([]error, len(ms))
+	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i, m := range ms {
-		wg.Go(func() { errs[i] = h.Append(ctx, m, 0) })
+	for i := range n {
+		wg.Go(func() { errs[i] = add(i) })
 	}
 	for {
 		h.mu.Lock()
-		n := len(h.pending)
+		pending := len(h.pending)
 		h.mu.Unlock()
-		if n == len(ms) {
+		if pending == n {
 			break
 		}
 		runtime.Gosched()

@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,26 +37,10 @@ func keyedMsgs(host string, n, body int) ([]*Message, []Keys) {
 // gatherKeyed is gather for AppendKeys.
 func (h *heldWriter) gatherKeyed(t *testing.T, ms []*Message, ks []Keys) []error {
 	t.Helper()
-	ctx := context.Background()
-	go h.Append(ctx, newMsg("first.example", 0), 0)
-	<-h.entered
-	errs := make([]error, len(ms))
-	var wg sync.WaitGroup
-	for i, m := range ms {
-		wg.Go(func() { _, errs[i] = h.AppendKeys(ctx, m, 0, ks[i]) })
-	}
-	for {
-		h.mu.Lock()
-		n := len(h.pending)
-		h.mu.Unlock()
-		if n == len(ms) {
-			break
-		}
-		runtime.Gosched()
-	}
-	h.once.Do(func() { close(h.release) })
-	wg.Wait()
-	return errs
+	return h.gatherEach(len(ms), func(i int) error {
+		_, err := h.AppendKeys(context.Background(), ms[i], 0, ks[i])
+		return err
+	})
 }
 
 // queuedIDs are the ids of host's records in the queue database.
