@@ -82,6 +82,9 @@ func awaitOpening(conn, up net.Conn, deadline time.Time, dial func(context.Conte
 		stopped bool     // the client has spoken, or the wait is over
 	)
 	heardc := make(chan heard, 1)
+	// Set before the destination's reader starts: its greeting sets an
+	// earlier deadline, which this must never override.
+	conn.SetReadDeadline(deadline)
 	go func() {
 		up := up
 		if up == nil {
@@ -108,7 +111,6 @@ func awaitOpening(conn, up net.Conn, deadline time.Time, dial func(context.Conte
 		}
 		heardc <- heard{up: up, greeting: g[:n]}
 	}()
-	conn.SetReadDeadline(deadline)
 	n, err = conn.Read(buf)
 	mu.Lock()
 	stopped = true

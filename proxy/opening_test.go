@@ -211,3 +211,43 @@ func TestConnectServerFirst(t *testing.T) {
 		})
 	}
 }
+
+// deadlineHeldConn lets every other goroutine run to a standstill before
+// its read deadline is set to at: the scheduler may run awaitOpening's
+// reader of the destination that far before the wait on the client
+// begins.
+type deadlineHeldConn struct {
+	net.Conn
+	at time.Time
+}
+
+func (c *deadlineHeldConn) SetReadDeadline(d time.Time) error {
+	if d.Equal(c.at) {
+		synctest.Wait()
+	}
+	return c.Conn.SetReadDeadline(d)
+}
+
+// A greeting read before the wait on the client begins still ends that
+// wait at once: a server that spoke is never held until the deadline,
+// however the reads are scheduled.
+func TestAwaitOpeningGreetingBeforeClientWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const wait = 5 * time.Second
+		start := time.Now()
+		conn, app := net.Pipe()
+		defer conn.Close()
+		defer app.Close()
+		up, srv := net.Pipe()
+		defer srv.Close()
+		go srv.Write([]byte("SSH-2.0-x\r\n")) // greets on connect
+		o := awaitOpening(&deadlineHeldConn{Conn: conn, at: start.Add(wait)}, up, start.Add(wait), nil)
+		defer o.close()
+		if string(o.greeting) != "SSH-2.0-x\r\n" || !o.serverFirst() {
+			t.Fatalf("greeting %q, serverFirst %v", o.greeting, o.serverFirst())
+		}
+		if done := time.Since(start); done != speculateAfter {
+			t.Errorf("decided after %v, want %v: the greeting waited for the client's deadline", done, speculateAfter)
+		}
+	})
+}
