@@ -251,3 +251,27 @@ func TestAwaitOpeningGreetingBeforeClientWait(t *testing.T) {
 		}
 	})
 }
+
+// A tunnel under connect: tunnel whose server spoke first stays open
+// when a reload makes its host one hookpace would intercept: a server
+// that speaks first is never served in the middle, so closing it would
+// only cut the app's session.
+func TestServerFirstTunnelOutlivesReload(t *testing.T) {
+	p, _ := laneProxy(t, HostPolicy{Connect: ConnectTunnel}, nil, nil)
+	ca, _ := testCA(t)
+	p.SetCA(ca)
+	front := httptest.NewServer(p)
+	t.Cleanup(front.Close)
+	dst, accepted := bannerServer(t)
+	target := net.JoinHostPort("localhost", strconv.Itoa(int(dst.Port())))
+	conn := connectRaw(t, front.Listener.Addr().String(), target)
+	checkServerFirst(t, p, conn, accepted, target, "connect: tunnel")
+
+	pol := *p.policy.Load()
+	pol.Host = func(string) HostPolicy { return HostPolicy{Connect: ConnectMITM} }
+	p.SetPolicy(pol) // a reload: the host is now intercepted
+	io.WriteString(conn, "QUIT\r\n")
+	if line, err := bufio.NewReader(conn).ReadString('\n'); line != "QUIT\r\n" {
+		t.Fatalf("the tunnel after the reload: %q, %v; want the echo", line, err)
+	}
+}
