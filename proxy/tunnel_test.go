@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -200,5 +201,27 @@ func TestConnectInterceptsH2(t *testing.T) {
 	}
 	if n := len(queued(t, sp)); n != 1 {
 		t.Errorf("%d queued, want 1", n)
+	}
+}
+
+// A client that speaks first in neither TLS nor HTTP/1.1 (SSH, a line
+// protocol) through a CONNECT is spliced to its target, under connect:
+// tunnel as to a host hookpace would intercept, as it is captured.
+func TestConnectSplicesOtherBytes(t *testing.T) {
+	for name, hp := range map[string]HostPolicy{"tunnel": {Connect: ConnectTunnel}, "mitm": {Connect: ConnectMITM}} {
+		t.Run(name, func(t *testing.T) {
+			p, _ := laneProxy(t, hp, nil, nil)
+			ca, _ := testCA(t)
+			p.SetCA(ca)
+			front := httptest.NewServer(p)
+			t.Cleanup(front.Close)
+			dst := echoServer(t)
+			target := net.JoinHostPort("localhost", strconv.Itoa(int(dst.Port())))
+			conn := connectRaw(t, front.Listener.Addr().String(), target)
+			io.WriteString(conn, "SSH-2.0-OpenSSH_9.6\r\n")
+			if line, err := bufio.NewReader(conn).ReadString('\n'); line != "SSH-2.0-OpenSSH_9.6\r\n" {
+				t.Fatalf("the client's first line through the tunnel: %q, %v; want it echoed by the target", line, err)
+			}
+		})
 	}
 }
