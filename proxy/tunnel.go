@@ -101,6 +101,7 @@ func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
 		major, minor = 1, 1
 	}
 	if _, err := fmt.Fprintf(conn, "HTTP/%d.%d 200 Connection established\r\n\r\n", major, minor); err != nil {
+		t.dropUp()
 		conn.Close()
 		return
 	}

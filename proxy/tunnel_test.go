@@ -225,3 +225,19 @@ func TestConnectSplicesOtherBytes(t *testing.T) {
 		})
 	}
 }
+
+// A client gone before its CONNECT is answered leaves no connection to
+// the target open: the one dialled for the tunnel is closed.
+func TestConnectAnswerFailsClosesUp(t *testing.T) {
+	p, _ := laneProxy(t, HostPolicy{Connect: ConnectTunnel}, nil, nil)
+	client, hijacked := net.Pipe()
+	client.Close() // the client is gone: the 200 cannot be written
+	up, far := net.Pipe()
+	defer far.Close()
+	req := httptest.NewRequest(http.MethodConnect, "http://example.com:443", nil)
+	p.serveTunnel(&tunnel{req: req, target: "example.com:443", host: "example.com", up: up, why: "connect: tunnel"}, hijacked)
+	far.SetReadDeadline(time.Now()) // the read below never waits
+	if _, err := far.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the target's side after the answer failed: %v, want EOF (closed)", err)
+	}
+}
