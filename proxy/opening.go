@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -33,9 +34,10 @@ type opening struct {
 }
 
 // serverFirst reports that the client sent nothing before the server
-// spoke or the wait ran out: a connection to splice as it is.
+// spoke, the wait ran out or it half-closed its side (its server may
+// still answer): a connection to splice as it is.
 func (o *opening) serverFirst() bool {
-	return len(o.greeting) > 0 || len(o.client) == 0 && o.err == nil
+	return len(o.greeting) > 0 || len(o.client) == 0 && (o.err == nil || o.err == io.EOF)
 }
 
 // close closes up unless a splice took it.

@@ -42,7 +42,7 @@ func TestAwaitOpening(t *testing.T) {
 			wantDone: speculateAfter + time.Millisecond, wantUp: true},
 		{name: "slow client", clientAfter: 300 * time.Millisecond, wantDials: 1, wantClient: "hello", wantDone: 300 * time.Millisecond, wantUp: true},
 		{name: "nobody", wantDials: 1, wantFirst: true, wantDone: wait, wantUp: true},
-		{name: "client closes", clientAfter: 200 * time.Millisecond, clientCloses: true, wantDials: 1, wantDone: 200 * time.Millisecond, wantUp: true, wantEO: true},
+		{name: "client closes", clientAfter: 200 * time.Millisecond, clientCloses: true, wantDials: 1, wantFirst: true, wantDone: 200 * time.Millisecond, wantUp: true, wantEO: true},
 		{name: "dial fails", clientAfter: time.Second, dialFails: true, wantDials: 1, wantClient: "hello", wantDone: time.Second},
 		{name: "dial hangs", clientAfter: 300 * time.Millisecond, dialHangs: true, wantDials: 1, wantClient: "hello", wantDone: 300 * time.Millisecond},
 		{name: "dialled already", serverAfter: 2 * time.Second, dialled: true, wantGreeting: "220 ready\r\n", wantFirst: true,
@@ -274,4 +274,38 @@ func TestServerFirstTunnelOutlivesReload(t *testing.T) {
 	if line, err := bufio.NewReader(conn).ReadString('\n'); line != "QUIT\r\n" {
 		t.Fatalf("the tunnel after the reload: %q, %v; want the echo", line, err)
 	}
+}
+
+// A client that half-closes its connection before sending a byte (a
+// banner read with nothing to say: nc < /dev/null) still gets what its
+// server says, captured or through a CONNECT, as it would directly.
+func TestHalfClosedClientGetsGreeting(t *testing.T) {
+	check := func(t *testing.T, conn net.Conn) {
+		t.Helper()
+		conn.SetDeadline(time.Now().Add(30 * time.Second)) // a guard against a hang, not a measure
+		if err := conn.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := io.ReadAll(conn); string(b) != "220 ready\r\n" {
+			t.Errorf("a half-closed client read %q, %v; want the server's greeting", b, err)
+		}
+	}
+	t.Run("capture", func(t *testing.T) {
+		p, _ := laneProxy(t, HostPolicy{}, nil, nil)
+		dst, _ := bannerServer(t)
+		addr := captureListener(t, p, func(netip.AddrPort) netip.AddrPort { return dst })
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		check(t, conn)
+	})
+	t.Run("connect", func(t *testing.T) {
+		p, _ := laneProxy(t, HostPolicy{Connect: ConnectTunnel}, nil, nil)
+		front := httptest.NewServer(p)
+		t.Cleanup(front.Close)
+		dst, _ := bannerServer(t)
+		check(t, connectRaw(t, front.Listener.Addr().String(), net.JoinHostPort("localhost", strconv.Itoa(int(dst.Port())))))
+	})
 }
