@@ -207,8 +207,7 @@ func (p *Proxy) splice(t *tunnel, c *peekedConn) {
 		return
 	}
 	defer up.Close()
-	// A server that spoke first is never served in the middle either.
-	lt := &liveTunnel{host: t.host, name: hostOnly(t.target), client: c, up: up, pinned: t.label != "" || len(t.greeting) > 0}
+	lt := &liveTunnel{host: t.host, name: hostOnly(t.target), client: c, up: up, pinned: t.label != "" || t.opaque}
 	p.live.add(lt)
 	defer p.live.remove(lt)
 	// A reload between the CONNECT and now found no tunnel to close.

@@ -72,6 +72,9 @@ type tunnel struct {
 	// greeting is what the server said before the client spoke, for the
 	// splice to pass on first.
 	greeting []byte
+	// opaque: its server spoke first, or its client in neither TLS nor
+	// HTTP/1.1, which hookpace serves in the middle under no policy.
+	opaque bool
 }
 
 // dropUp closes the connection to target dialled before the tunnel's
@@ -157,7 +160,7 @@ func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
 			if t.ca != nil {
 				t.label, t.why = SpliceNotHTTP, "the server spoke first (neither TLS nor HTTP): passed through as without hookpace"
 			}
-			t.greeting = o.greeting
+			t.greeting, t.opaque = o.greeting, len(o.greeting) > 0
 			p.splice(t, &peekedConn{Conn: conn, r: newReplayReader(pre, conn)})
 			return
 		case len(pre) == 0:
@@ -177,6 +180,7 @@ func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
 		return
 	}
 	if first[0] != tlsHandshake && t.deny == "" && !httpInside(conn, br, wait) {
+		t.opaque = true
 		if t.ca != nil {
 			t.label, t.why = SpliceNotHTTP, "neither TLS nor HTTP/1.1: passed through as without hookpace"
 		}

@@ -218,9 +218,19 @@ func TestConnectSplicesOtherBytes(t *testing.T) {
 			dst := echoServer(t)
 			target := net.JoinHostPort("localhost", strconv.Itoa(int(dst.Port())))
 			conn := connectRaw(t, front.Listener.Addr().String(), target)
+			br := bufio.NewReader(conn)
 			io.WriteString(conn, "SSH-2.0-OpenSSH_9.6\r\n")
-			if line, err := bufio.NewReader(conn).ReadString('\n'); line != "SSH-2.0-OpenSSH_9.6\r\n" {
+			if line, err := br.ReadString('\n'); line != "SSH-2.0-OpenSSH_9.6\r\n" {
 				t.Fatalf("the client's first line through the tunnel: %q, %v; want it echoed by the target", line, err)
+			}
+			// A reload that makes the host intercepted leaves it open: such
+			// bytes are never served in the middle.
+			pol := *p.policy.Load()
+			pol.Host = func(string) HostPolicy { return HostPolicy{Connect: ConnectMITM} }
+			p.SetPolicy(pol)
+			io.WriteString(conn, "QUIT\r\n")
+			if line, err := br.ReadString('\n'); line != "QUIT\r\n" {
+				t.Fatalf("the tunnel after a reload: %q, %v; want the echo", line, err)
 			}
 		})
 	}
