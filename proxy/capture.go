@@ -97,8 +97,11 @@ func (p *Proxy) ServeCapture(ctx context.Context, conn net.Conn, dst netip.AddrP
 	defer o.close()
 	if o.serverFirst() {
 		why := "the client sent nothing for " + opaqueAfter.String() + " (a protocol where the server speaks first): spliced to the original destination as without hookpace"
-		if len(o.greeting) > 0 {
+		switch {
+		case len(o.greeting) > 0:
 			why = "the server spoke first (neither TLS nor HTTP): spliced to the original destination as without hookpace"
+		case o.err != nil:
+			why = "the client half-closed the connection before its first byte: spliced to the original destination as without hookpace"
 		}
 		p.spliceCaptured(req, conn, &o, dst, dst.String(), SpliceNotHTTP, why, start)
 		return

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -33,9 +34,10 @@ type opening struct {
 }
 
 // serverFirst reports that the client sent nothing before the server
-// spoke or the wait ran out: a connection to splice as it is.
+// spoke, the wait ran out or it half-closed its side (its server may
+// still answer): a connection to splice as it is.
 func (o *opening) serverFirst() bool {
-	return len(o.greeting) > 0 || len(o.client) == 0 && o.err == nil
+	return len(o.greeting) > 0 || len(o.client) == 0 && (o.err == nil || o.err == io.EOF)
 }
 
 // close closes up unless a splice took it.
@@ -82,6 +84,9 @@ func awaitOpening(conn, up net.Conn, deadline time.Time, dial func(context.Conte
 		stopped bool     // the client has spoken, or the wait is over
 	)
 	heardc := make(chan heard, 1)
+	// Set before the destination's reader starts: its greeting sets an
+	// earlier deadline, which this must never override.
+	conn.SetReadDeadline(deadline)
 	go func() {
 		up := up
 		if up == nil {
@@ -108,7 +113,6 @@ func awaitOpening(conn, up net.Conn, deadline time.Time, dial func(context.Conte
 		}
 		heardc <- heard{up: up, greeting: g[:n]}
 	}()
-	conn.SetReadDeadline(deadline)
 	n, err = conn.Read(buf)
 	mu.Lock()
 	stopped = true

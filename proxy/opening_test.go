@@ -42,7 +42,7 @@ func TestAwaitOpening(t *testing.T) {
 			wantDone: speculateAfter + time.Millisecond, wantUp: true},
 		{name: "slow client", clientAfter: 300 * time.Millisecond, wantDials: 1, wantClient: "hello", wantDone: 300 * time.Millisecond, wantUp: true},
 		{name: "nobody", wantDials: 1, wantFirst: true, wantDone: wait, wantUp: true},
-		{name: "client closes", clientAfter: 200 * time.Millisecond, clientCloses: true, wantDials: 1, wantDone: 200 * time.Millisecond, wantUp: true, wantEO: true},
+		{name: "client closes", clientAfter: 200 * time.Millisecond, clientCloses: true, wantDials: 1, wantFirst: true, wantDone: 200 * time.Millisecond, wantUp: true, wantEO: true},
 		{name: "dial fails", clientAfter: time.Second, dialFails: true, wantDials: 1, wantClient: "hello", wantDone: time.Second},
 		{name: "dial hangs", clientAfter: 300 * time.Millisecond, dialHangs: true, wantDials: 1, wantClient: "hello", wantDone: 300 * time.Millisecond},
 		{name: "dialled already", serverAfter: 2 * time.Second, dialled: true, wantGreeting: "220 ready\r\n", wantFirst: true,
@@ -210,4 +210,102 @@ func TestConnectServerFirst(t *testing.T) {
 			checkServerFirst(t, p, conn, accepted, target, tc.why)
 		})
 	}
+}
+
+// deadlineHeldConn lets every other goroutine run to a standstill before
+// its read deadline is set to at: the scheduler may run awaitOpening's
+// reader of the destination that far before the wait on the client
+// begins.
+type deadlineHeldConn struct {
+	net.Conn
+	at time.Time
+}
+
+func (c *deadlineHeldConn) SetReadDeadline(d time.Time) error {
+	if d.Equal(c.at) {
+		synctest.Wait()
+	}
+	return c.Conn.SetReadDeadline(d)
+}
+
+// A greeting read before the wait on the client begins still ends that
+// wait at once: a server that spoke is never held until the deadline,
+// however the reads are scheduled.
+func TestAwaitOpeningGreetingBeforeClientWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const wait = 5 * time.Second
+		start := time.Now()
+		conn, app := net.Pipe()
+		defer conn.Close()
+		defer app.Close()
+		up, srv := net.Pipe()
+		defer srv.Close()
+		go srv.Write([]byte("SSH-2.0-x\r\n")) // greets on connect
+		o := awaitOpening(&deadlineHeldConn{Conn: conn, at: start.Add(wait)}, up, start.Add(wait), nil)
+		defer o.close()
+		if string(o.greeting) != "SSH-2.0-x\r\n" || !o.serverFirst() {
+			t.Fatalf("greeting %q, serverFirst %v", o.greeting, o.serverFirst())
+		}
+		if done := time.Since(start); done != speculateAfter {
+			t.Errorf("decided after %v, want %v: the greeting waited for the client's deadline", done, speculateAfter)
+		}
+	})
+}
+
+// A tunnel under connect: tunnel whose server spoke first stays open
+// when a reload makes its host one hookpace would intercept: a server
+// that speaks first is never served in the middle, so closing it would
+// only cut the app's session.
+func TestServerFirstTunnelOutlivesReload(t *testing.T) {
+	p, _ := laneProxy(t, HostPolicy{Connect: ConnectTunnel}, nil, nil)
+	ca, _ := testCA(t)
+	p.SetCA(ca)
+	front := httptest.NewServer(p)
+	t.Cleanup(front.Close)
+	dst, accepted := bannerServer(t)
+	target := net.JoinHostPort("localhost", strconv.Itoa(int(dst.Port())))
+	conn := connectRaw(t, front.Listener.Addr().String(), target)
+	checkServerFirst(t, p, conn, accepted, target, "connect: tunnel")
+
+	pol := *p.policy.Load()
+	pol.Host = func(string) HostPolicy { return HostPolicy{Connect: ConnectMITM} }
+	p.SetPolicy(pol) // a reload: the host is now intercepted
+	io.WriteString(conn, "QUIT\r\n")
+	if line, err := bufio.NewReader(conn).ReadString('\n'); line != "QUIT\r\n" {
+		t.Fatalf("the tunnel after the reload: %q, %v; want the echo", line, err)
+	}
+}
+
+// A client that half-closes its connection before sending a byte (a
+// banner read with nothing to say: nc < /dev/null) still gets what its
+// server says, captured or through a CONNECT, as it would directly.
+func TestHalfClosedClientGetsGreeting(t *testing.T) {
+	check := func(t *testing.T, conn net.Conn) {
+		t.Helper()
+		conn.SetDeadline(time.Now().Add(30 * time.Second)) // a guard against a hang, not a measure
+		if err := conn.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := io.ReadAll(conn); string(b) != "220 ready\r\n" {
+			t.Errorf("a half-closed client read %q, %v; want the server's greeting", b, err)
+		}
+	}
+	t.Run("capture", func(t *testing.T) {
+		p, _ := laneProxy(t, HostPolicy{}, nil, nil)
+		dst, _ := bannerServer(t)
+		addr := captureListener(t, p, func(netip.AddrPort) netip.AddrPort { return dst })
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		check(t, conn)
+	})
+	t.Run("connect", func(t *testing.T) {
+		p, _ := laneProxy(t, HostPolicy{Connect: ConnectTunnel}, nil, nil)
+		front := httptest.NewServer(p)
+		t.Cleanup(front.Close)
+		dst, _ := bannerServer(t)
+		check(t, connectRaw(t, front.Listener.Addr().String(), net.JoinHostPort("localhost", strconv.Itoa(int(dst.Port())))))
+	})
 }

@@ -207,7 +207,7 @@ func (p *Proxy) splice(t *tunnel, c *peekedConn) {
 		return
 	}
 	defer up.Close()
-	lt := &liveTunnel{host: t.host, name: hostOnly(t.target), client: c, up: up, pinned: t.label != ""}
+	lt := &liveTunnel{host: t.host, name: hostOnly(t.target), client: c, up: up, pinned: t.label != "" || t.opaque}
 	p.live.add(lt)
 	defer p.live.remove(lt)
 	// A reload between the CONNECT and now found no tunnel to close.

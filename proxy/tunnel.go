@@ -4,10 +4,11 @@ package proxy
 // http:// URL (undici's ProxyAgent and EnvHttpProxyAgent, and so Node's
 // fetch pointed at a proxy; Java and Go clients set up to always tunnel).
 // hookpace answers such a CONNECT with 200 and looks at the first bytes
-// the client sends: a TLS handshake keeps the host's connect policy; any
-// other bytes are HTTP/1.1, served like absolute-form requests: POSTs are
+// the client sends: a TLS handshake keeps the host's connect policy; an
+// HTTP/1.1 request line is served like absolute-form requests: POSTs are
 // spooled and paced with the same egress check, auth and bounds, other
-// methods pass through. No CA is involved.
+// methods pass through. No CA is involved. Other bytes are spliced to the
+// target, unless the host's policy is connect: deny.
 
 import (
 	"bufio"
@@ -71,6 +72,9 @@ type tunnel struct {
 	// greeting is what the server said before the client spoke, for the
 	// splice to pass on first.
 	greeting []byte
+	// opaque: its server spoke first, or its client in neither TLS nor
+	// HTTP/1.1, which hookpace serves in the middle under no policy.
+	opaque bool
 }
 
 // dropUp closes the connection to target dialled before the tunnel's
@@ -100,6 +104,7 @@ func (p *Proxy) serveTunnel(t *tunnel, conn net.Conn) {
 		major, minor = 1, 1
 	}
 	if _, err := fmt.Fprintf(conn, "HTTP/%d.%d 200 Connection established\r\n\r\n", major, minor); err != nil {
+		t.dropUp()
 		conn.Close()
 		return
 	}
@@ -135,7 +140,8 @@ type earlyConn struct {
 // answered 200, or a captured connection (capture.go). pre are bytes
 // already read from conn (a captured ClientHello), read again first.
 // Its first bytes say what it is: TLS is intercepted, spliced through or
-// refused as t says; anything else is HTTP/1.1.
+// refused as t says; an HTTP/1.1 request line is served; anything else is
+// spliced through, or served as HTTP/1.1 under connect: deny.
 func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
 	r := t.req
 	defer t.dropUp()
@@ -154,7 +160,7 @@ func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
 			if t.ca != nil {
 				t.label, t.why = SpliceNotHTTP, "the server spoke first (neither TLS nor HTTP): passed through as without hookpace"
 			}
-			t.greeting = o.greeting
+			t.greeting, t.opaque = o.greeting, len(o.greeting) > 0
 			p.splice(t, &peekedConn{Conn: conn, r: newReplayReader(pre, conn)})
 			return
 		case len(pre) == 0:
@@ -171,6 +177,14 @@ func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
 	if err != nil {
 		p.log.Debug("connect: tunnel closed before its first bytes", "host", t.host, "remote", r.RemoteAddr, "error", err)
 		conn.Close()
+		return
+	}
+	if first[0] != tlsHandshake && t.deny == "" && !httpInside(conn, br, wait) {
+		t.opaque = true
+		if t.ca != nil {
+			t.label, t.why = SpliceNotHTTP, "neither TLS nor HTTP/1.1: passed through as without hookpace"
+		}
+		p.splice(t, c)
 		return
 	}
 	switch {
@@ -223,6 +237,23 @@ func (p *Proxy) serveSniffed(t *tunnel, conn net.Conn, pre []byte) {
 		conn.Close()
 	default:
 		p.splice(t, c)
+	}
+}
+
+// httpInside reports whether a tunnel's first bytes, read ahead into br
+// from conn, start an HTTP/1.1 request line (requestLine). Bytes that do
+// not decide it within wait, or before the client stops, are not one.
+func httpInside(conn net.Conn, br *bufio.Reader, wait time.Duration) bool {
+	conn.SetReadDeadline(time.Now().Add(wait))
+	defer conn.SetReadDeadline(time.Time{})
+	for n := 1; ; n++ {
+		b, err := br.Peek(n)
+		if isHTTP, decided := requestLine(b); decided {
+			return isHTTP
+		}
+		if err != nil {
+			return false
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -200,5 +201,53 @@ func TestConnectInterceptsH2(t *testing.T) {
 	}
 	if n := len(queued(t, sp)); n != 1 {
 		t.Errorf("%d queued, want 1", n)
+	}
+}
+
+// A client that speaks first in neither TLS nor HTTP/1.1 (SSH, a line
+// protocol) through a CONNECT is spliced to its target, under connect:
+// tunnel as to a host hookpace would intercept, as it is captured.
+func TestConnectSplicesOtherBytes(t *testing.T) {
+	for name, hp := range map[string]HostPolicy{"tunnel": {Connect: ConnectTunnel}, "mitm": {Connect: ConnectMITM}} {
+		t.Run(name, func(t *testing.T) {
+			p, _ := laneProxy(t, hp, nil, nil)
+			ca, _ := testCA(t)
+			p.SetCA(ca)
+			front := httptest.NewServer(p)
+			t.Cleanup(front.Close)
+			dst := echoServer(t)
+			target := net.JoinHostPort("localhost", strconv.Itoa(int(dst.Port())))
+			conn := connectRaw(t, front.Listener.Addr().String(), target)
+			br := bufio.NewReader(conn)
+			io.WriteString(conn, "SSH-2.0-OpenSSH_9.6\r\n")
+			if line, err := br.ReadString('\n'); line != "SSH-2.0-OpenSSH_9.6\r\n" {
+				t.Fatalf("the client's first line through the tunnel: %q, %v; want it echoed by the target", line, err)
+			}
+			// A reload that makes the host intercepted leaves it open: such
+			// bytes are never served in the middle.
+			pol := *p.policy.Load()
+			pol.Host = func(string) HostPolicy { return HostPolicy{Connect: ConnectMITM} }
+			p.SetPolicy(pol)
+			io.WriteString(conn, "QUIT\r\n")
+			if line, err := br.ReadString('\n'); line != "QUIT\r\n" {
+				t.Fatalf("the tunnel after a reload: %q, %v; want the echo", line, err)
+			}
+		})
+	}
+}
+
+// A client gone before its CONNECT is answered leaves no connection to
+// the target open: the one dialled for the tunnel is closed.
+func TestConnectAnswerFailsClosesUp(t *testing.T) {
+	p, _ := laneProxy(t, HostPolicy{Connect: ConnectTunnel}, nil, nil)
+	client, hijacked := net.Pipe()
+	client.Close() // the client is gone: the 200 cannot be written
+	up, far := net.Pipe()
+	defer far.Close()
+	req := httptest.NewRequest(http.MethodConnect, "http://example.com:443", nil)
+	p.serveTunnel(&tunnel{req: req, target: "example.com:443", host: "example.com", up: up, why: "connect: tunnel"}, hijacked)
+	far.SetReadDeadline(time.Now()) // the read below never waits
+	if _, err := far.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the target's side after the answer failed: %v, want EOF (closed)", err)
 	}
 }
