@@ -107,8 +107,9 @@ func innermost(err error) error {
 }
 
 // ParseRetryAfter reads a Retry-After value, as delay-seconds or an
-// HTTP-date (RFC 9110 §10.2.3). It reports false for a missing, negative,
-// malformed or past value: the caller then uses its default.
+// HTTP-date (RFC 9110 §10.2.3). It reports false for a missing, negative
+// or malformed value, or a date further past than dateSlack: the caller
+// then uses its default. A date at most dateSlack past is now (0, true).
 func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -132,11 +133,21 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	d := t.Sub(now)
-	if d <= 0 {
-		return 0, false
+	switch {
+	case d > 0:
+		return d, true
+	case d >= -dateSlack:
+		return 0, true
 	}
-	return d, true
+	return 0, false
 }
+
+// dateSlack is how far past a Retry-After date may be and still mean "now":
+// a date says whole seconds, so "at the end of this second" (a fixed
+// window's reset) is up to a second past by the time the answer is read,
+// and more on a busy machine. A date further past is a clock hookpace
+// does not share, whose 429s follow hold_schedule.
+const dateSlack = 2 * time.Second
 
 // backoff returns the delay before retry number attempt (1-based) with full
 // jitter: uniform in [0, backoffCeil(attempt, initial, maxDelay)], at least

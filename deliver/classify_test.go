@@ -102,7 +102,9 @@ func TestParseRetryAfter(t *testing.T) {
 		{"Mon, 23 Nov 2026 12:00:30 GMT", 30 * time.Second, true},
 		{"Monday, 23-Nov-26 12:01:00 GMT", time.Minute, true}, // RFC 850
 		{"Mon Nov 23 12:00:05 2026", 5 * time.Second, true},   // asctime
-		{"Mon, 23 Nov 2026 12:00:00 GMT", 0, false},           // now: not a future time
+		{"Mon, 23 Nov 2026 12:00:00 GMT", 0, true},            // now
+		{"Mon, 23 Nov 2026 11:59:58 GMT", 0, true},            // the end of a second read late: now
+		{"Mon, 23 Nov 2026 11:59:57 GMT", 0, false},           // further past: a clock not shared
 		{"Mon, 23 Nov 2026 11:00:00 GMT", 0, false},           // past
 		{"Mon, 23 Nov 2026 12:00:30", 0, false},               // no zone
 		{"2026-11-23T12:00:30Z", 0, false},                    // not an HTTP-date
