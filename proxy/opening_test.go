@@ -176,15 +176,23 @@ func checkServerFirst(t *testing.T, p *Proxy, conn net.Conn, accepted *atomic.In
 // server speaks, not when the wait for the client runs out: the app
 // reads the greeting and talks on over the connection hookpace dialled.
 func TestCaptureServerFirst(t *testing.T) {
-	p, _ := laneProxy(t, HostPolicy{}, nil, nil)
-	dst, accepted := bannerServer(t)
+	p, conn, dst, accepted := capturedToBanner(t)
+	checkServerFirst(t, p, conn, accepted, dst.String(), "the server spoke first")
+}
+
+// capturedToBanner is a proxy, and a connection to its capture listener
+// redirected to a bannerServer at dst, closed when the test ends.
+func capturedToBanner(t *testing.T) (p *Proxy, conn net.Conn, dst netip.AddrPort, accepted *atomic.Int64) {
+	t.Helper()
+	p, _ = laneProxy(t, HostPolicy{}, nil, nil)
+	dst, accepted = bannerServer(t)
 	addr := captureListener(t, p, func(netip.AddrPort) netip.AddrPort { return dst })
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	checkServerFirst(t, p, conn, accepted, dst.String(), "the server spoke first")
+	t.Cleanup(func() { conn.Close() })
+	return p, conn, dst, accepted
 }
 
 // Through a CONNECT too, under connect: tunnel and to a host hookpace
@@ -199,17 +207,24 @@ func TestConnectServerFirst(t *testing.T) {
 		{"mitm", HostPolicy{Connect: ConnectMITM}, "the server spoke first"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, _ := laneProxy(t, tc.hp, nil, nil)
-			ca, _ := testCA(t)
-			p.SetCA(ca)
-			front := httptest.NewServer(p)
-			t.Cleanup(front.Close)
-			dst, accepted := bannerServer(t)
-			target := net.JoinHostPort("localhost", strconv.Itoa(int(dst.Port())))
-			conn := connectRaw(t, front.Listener.Addr().String(), target)
+			p, conn, target, accepted := tunnelToBanner(t, tc.hp)
 			checkServerFirst(t, p, conn, accepted, target, tc.why)
 		})
 	}
+}
+
+// tunnelToBanner is a proxy with a CA under hp, and a CONNECT tunnel
+// through it to a bannerServer at target (localhost:port).
+func tunnelToBanner(t *testing.T, hp HostPolicy) (p *Proxy, conn net.Conn, target string, accepted *atomic.Int64) {
+	t.Helper()
+	p, _ = laneProxy(t, hp, nil, nil)
+	ca, _ := testCA(t)
+	p.SetCA(ca)
+	front := httptest.NewServer(p)
+	t.Cleanup(front.Close)
+	dst, accepted := bannerServer(t)
+	target = net.JoinHostPort("localhost", strconv.Itoa(int(dst.Port())))
+	return p, connectRaw(t, front.Listener.Addr().String(), target), target, accepted
 }
 
 // deadlineHeldConn lets every other goroutine run to a standstill before
@@ -257,14 +272,7 @@ func TestAwaitOpeningGreetingBeforeClientWait(t *testing.T) {
 // that speaks first is never served in the middle, so closing it would
 // only cut the app's session.
 func TestServerFirstTunnelOutlivesReload(t *testing.T) {
-	p, _ := laneProxy(t, HostPolicy{Connect: ConnectTunnel}, nil, nil)
-	ca, _ := testCA(t)
-	p.SetCA(ca)
-	front := httptest.NewServer(p)
-	t.Cleanup(front.Close)
-	dst, accepted := bannerServer(t)
-	target := net.JoinHostPort("localhost", strconv.Itoa(int(dst.Port())))
-	conn := connectRaw(t, front.Listener.Addr().String(), target)
+	p, conn, target, accepted := tunnelToBanner(t, HostPolicy{Connect: ConnectTunnel})
 	checkServerFirst(t, p, conn, accepted, target, "connect: tunnel")
 
 	pol := *p.policy.Load()
@@ -291,14 +299,7 @@ func TestHalfClosedClientGetsGreeting(t *testing.T) {
 		}
 	}
 	t.Run("capture", func(t *testing.T) {
-		p, _ := laneProxy(t, HostPolicy{}, nil, nil)
-		dst, _ := bannerServer(t)
-		addr := captureListener(t, p, func(netip.AddrPort) netip.AddrPort { return dst })
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
+		_, conn, _, _ := capturedToBanner(t)
 		check(t, conn)
 	})
 	t.Run("connect", func(t *testing.T) {
