@@ -382,6 +382,7 @@ func (r *NATS) republish(recs []spool.Replicated) {
 		return
 	}
 	if err := r.publish(recs); err != nil {
+		r.localOnly.Add(int64(len(recs))) // still on this node alone
 		r.log.Warn("replication: webhooks acknowledged on the local spool alone could not be copied to the stream",
 			"webhooks", len(recs), "error", err)
 		return

@@ -531,7 +531,8 @@ type Status struct {
 	Replicas  int    `json:"replicas"`
 	Reachable bool   `json:"reachable"` // connected, and the last publish round was stored
 	// OnUnavailable is "refuse" or "local"; LocalOnly counts webhooks
-	// acknowledged on the local spool alone since the start.
+	// acknowledged on the local spool alone since the start, and those of
+	// an earlier run the start could not copy to the stream.
 	OnUnavailable string `json:"on_unavailable"`
 	LocalOnly     int64  `json:"local_only"`
 	Published     int64  `json:"published"`

@@ -67,6 +67,11 @@ func (a *app) shutdown() error {
 		return unsettled
 	}
 	if left.Messages > 0 && (sh.Drain > 0 || sh.Handoff != "") {
+		if a.leftInStream() {
+			a.log.Info("the webhooks left are in the replicated stream: this replica delivers them when it starts again, "+
+				"or another adopts them after spool.replicate.nats.adopt_after", "left", left.Messages)
+			return nil
+		}
 		return fmt.Errorf("%d webhooks still queued in %s after the drain and hand-off: they wait there for a restart on the same spool",
 			left.Messages, cfg.Spool.Dir)
 	}
@@ -170,4 +175,17 @@ func closeSpool(sp *spool.Spool, deadline context.Context) error {
 		return fmt.Errorf("close spool: not closed after %v (what was left of shutdown.timeout, at least 5s; Badger logged why); "+
 			"exiting without a clean close: every acknowledged webhook was fsync'd, and the next start recovers what the spool directory holds", wait.Round(time.Millisecond))
 	}
+}
+
+// leftInStream reports whether every webhook left in the spool has its
+// copy in the replicated stream: none was acknowledged on this node alone
+// (on_unavailable: local, or an earlier run's that the start could not
+// copy), and no other replica adopted this one's queue while it ran.
+// Those outlive the node, so a drain that leaves them is no failure.
+func (a *app) leftInStream() bool {
+	if a.repl == nil {
+		return false
+	}
+	st := a.repl.Status()
+	return st.LocalOnly == 0 && !st.LeaseLost
 }
